@@ -1,0 +1,166 @@
+"""Datasets as numpy arrays, and the batch order both frameworks follow.
+
+Both backends call the same loader and the same `epoch_batches`, so they see identical samples in an
+identical order. Images are kept channel-first (N, C, H, W), PyTorch's convention; a backend that wants
+channel-last transposes them itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+# The split is part of the benchmark's definition, not of a run: it never follows the run's seed.
+SPLIT_SEED = 20240601
+
+MNIST_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+MNIST_VALIDATION_SIZE = 5000
+
+
+class DataError(ValueError):
+    """Data that is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    source: str  # "real" or "synthetic"
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+
+def epoch_batches(num_samples: int, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """Index arrays of the training batches of one epoch; the last partial batch is dropped.
+
+    Dropping it keeps every timed step the same shape, so no framework recompiles mid-epoch.
+    """
+    if batch_size > num_samples:
+        raise DataError(f"batch size {batch_size} is larger than the {num_samples} training samples")
+    order = np.random.default_rng([seed, epoch]).permutation(num_samples)
+    full = num_samples // batch_size
+    return [order[i * batch_size : (i + 1) * batch_size] for i in range(full)]
+
+
+def load_dataset(benchmark: str, source: str, data_dir: str | None = None, synthetic_samples: int = 2048) -> Dataset:
+    if source == "synthetic":
+        return synthetic_dataset(benchmark, synthetic_samples)
+    loaders = {"digits": load_digits, "mnist": lambda: load_mnist(data_dir)}
+    if benchmark not in loaders:
+        raise DataError(f"no reader for benchmark {benchmark!r}; known: {', '.join(sorted(loaders))}")
+    return loaders[benchmark]()
+
+
+def _split(name: str, x: np.ndarray, y: np.ndarray, val: int, test: int, num_classes: int, source: str) -> Dataset:
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(x))
+    test_idx, val_idx, train_idx = order[:test], order[test : test + val], order[test + val :]
+    return Dataset(name, source, x[train_idx], y[train_idx], x[val_idx], y[val_idx], x[test_idx], y[test_idx], num_classes)
+
+
+def standardized(data: Dataset, axis: int | None) -> Dataset:
+    """Centre and scale every split with statistics of the training split only (per feature if axis=0)."""
+    mean = data.x_train.mean(axis=axis, keepdims=axis is not None)
+    std = data.x_train.std(axis=axis, keepdims=axis is not None)
+    std = np.where(std > 0, std, 1.0)  # a feature that never varies (digits' corner pixels) stays 0
+
+    def scale(x: np.ndarray) -> np.ndarray:
+        return ((x - mean) / std).astype(np.float32)
+
+    return dataclasses.replace(data, x_train=scale(data.x_train), x_val=scale(data.x_val), x_test=scale(data.x_test))
+
+
+def load_digits() -> Dataset:
+    """scikit-learn's 8x8 digits: 1,797 real images that ship with the package, standardised per pixel."""
+    from sklearn.datasets import load_digits as sk_load_digits
+
+    bunch = sk_load_digits()
+    x = bunch.data.astype(np.float32)
+    y = bunch.target.astype(np.int32)
+    return standardized(_split("digits", x, y, val=180, test=360, num_classes=10, source="real"), axis=0)
+
+
+def _find(data_dir: Path, stem: str) -> Path:
+    for candidate in (data_dir / stem, data_dir / f"{stem}.gz"):
+        if candidate.is_file():
+            return candidate
+    raise DataError(f"MNIST file {stem}[.gz] not found in {data_dir}")
+
+
+def missing_mnist_files(data_dir: str | os.PathLike[str]) -> list[str]:
+    """The standard MNIST files that are absent from data_dir (each may also be gzipped)."""
+    data_dir = Path(data_dir)
+    return [
+        stem for stem in MNIST_FILES.values()
+        if not (data_dir / stem).is_file() and not (data_dir / f"{stem}.gz").is_file()
+    ]
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read one IDX file (the format MNIST ships in), gzipped or not."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 4:
+        raise DataError(f"{path} is too short to be an IDX file")
+    zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
+    if zero != 0 or dtype_code != 0x08:
+        raise DataError(f"{path} is not an unsigned-byte IDX file")
+    shape = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
+    body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if body.size != int(np.prod(shape)):
+        raise DataError(f"{path} holds {body.size} values, its header promises {int(np.prod(shape))}")
+    return body.reshape(shape)
+
+
+def load_mnist(data_dir: str | None) -> Dataset:
+    """MNIST from its standard IDX files, standardised; the last 5,000 training images are the validation split."""
+    if not data_dir:
+        raise DataError("MNIST needs --data-dir pointing at the folder with train-images-idx3-ubyte[.gz] and its siblings")
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise DataError(f"data directory {root} does not exist")
+    arrays = {key: read_idx(_find(root, stem)) for key, stem in MNIST_FILES.items()}
+    x_train = arrays["train_images"].astype(np.float32)[:, None, :, :]
+    x_test = arrays["test_images"].astype(np.float32)[:, None, :, :]
+    y_train = arrays["train_labels"].astype(np.int32)
+    y_test = arrays["test_labels"].astype(np.int32)
+    if len(x_train) != len(y_train) or len(x_test) != len(y_test):
+        raise DataError(f"MNIST images and labels in {root} have different counts")
+    v = MNIST_VALIDATION_SIZE
+    data = Dataset("mnist", "real", x_train[:-v], y_train[:-v], x_train[-v:], y_train[-v:], x_test, y_test, 10)
+    return standardized(data, axis=None)
+
+
+SYNTHETIC_SHAPES = {"digits": (64,), "mnist": (1, 28, 28)}
+
+
+def synthetic_dataset(benchmark: str, samples: int) -> Dataset:
+    """Random inputs labelled by a fixed random linear teacher: learnable, so accuracy still means something."""
+    if benchmark not in SYNTHETIC_SHAPES:
+        raise DataError(f"no synthetic data shape for benchmark {benchmark!r}; known: {', '.join(SYNTHETIC_SHAPES)}")
+    shape = SYNTHETIC_SHAPES[benchmark]
+    rng = np.random.default_rng(SPLIT_SEED)
+    x = rng.standard_normal((samples, *shape), dtype=np.float32)
+    teacher = rng.standard_normal((int(np.prod(shape)), 10), dtype=np.float32)
+    y = np.argmax(x.reshape(samples, -1) @ teacher, axis=1).astype(np.int32)
+    tenth = max(1, samples // 10)
+    return _split(benchmark, x, y, val=tenth, test=tenth, num_classes=10, source="synthetic")

@@ -1,0 +1,129 @@
+"""Result rows: one tidy row per measured value, each carrying the cell's identity and provenance.
+
+A tidy (long) table keeps the schema fixed while metrics are added: a new metric is a new value in the
+`metric` column, not a new column. Every row answers what ran, where, with which versions and settings.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench_contract import SCHEMA_VERSION
+from bench_contract.spec import JobSpec
+
+# Columns that are the same on every row of one task, in output order.
+CONTEXT_FIELDS: list[pa.Field] = [
+    pa.field("schema_version", pa.int32()),
+    pa.field("campaign", pa.string()),
+    pa.field("cell_id", pa.string()),
+    pa.field("pair_key", pa.string()),
+    pa.field("framework", pa.string()),
+    pa.field("benchmark", pa.string()),
+    pa.field("use_case", pa.int32()),
+    pa.field("model", pa.string()),
+    pa.field("batch_size", pa.int32()),
+    pa.field("precision", pa.string()),
+    pa.field("precision_policy", pa.string()),
+    pa.field("data_source", pa.string()),
+    pa.field("epochs", pa.int32()),
+    pa.field("seed", pa.int64()),
+    pa.field("init_weights_sha256", pa.string()),
+    pa.field("device_kind", pa.string()),
+    pa.field("device_model", pa.string()),
+    pa.field("device_count", pa.int32()),
+    pa.field("hostname", pa.string()),
+    pa.field("slurm_job_id", pa.string()),
+    pa.field("slurm_array_job_id", pa.string()),
+    pa.field("slurm_array_task_id", pa.string()),
+    pa.field("framework_version", pa.string()),
+    pa.field("library_versions", pa.string()),
+    pa.field("python_version", pa.string()),
+    pa.field("xla_flags", pa.string()),
+    pa.field("git_commit", pa.string()),
+    pa.field("started_at", pa.string()),
+]
+
+MEASUREMENT_FIELDS: list[pa.Field] = [
+    pa.field("metric", pa.string()),
+    pa.field("value", pa.float64()),
+    pa.field("unit", pa.string()),
+    pa.field("epoch", pa.int32()),  # null when the value is not per epoch
+    pa.field("step", pa.int64()),  # null when the value is not per step
+]
+
+SCHEMA = pa.schema(CONTEXT_FIELDS + MEASUREMENT_FIELDS)
+CONTEXT_NAMES = [f.name for f in CONTEXT_FIELDS]
+
+
+@dataclass
+class ResultRows:
+    """Collects the measured values of one task and writes them as one Parquet file."""
+
+    context: dict[str, Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        missing = sorted(set(CONTEXT_NAMES) - set(self.context))
+        if missing:
+            raise ValueError(f"result context lacks {', '.join(missing)}")
+        extra = sorted(set(self.context) - set(CONTEXT_NAMES))
+        if extra:
+            raise ValueError(f"result context has unknown columns {', '.join(extra)}")
+
+    def add(self, metric: str, value: float, unit: str, *, epoch: int | None = None, step: int | None = None) -> None:
+        value = float(value)
+        if math.isnan(value):
+            raise ValueError(f"metric {metric} is NaN: refusing to record a value that was not measured")
+        self.rows.append({"metric": metric, "value": value, "unit": unit, "epoch": epoch, "step": step})
+
+    def table(self) -> pa.Table:
+        n = len(self.rows)
+        columns = {name: [self.context[name]] * n for name in CONTEXT_NAMES}
+        for f in MEASUREMENT_FIELDS:
+            columns[f.name] = [row[f.name] for row in self.rows]
+        return pa.Table.from_pydict(columns, schema=SCHEMA)
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        if not self.rows:
+            raise ValueError("no measurements to write")
+        return write_table_atomic(self.table(), path)
+
+
+def write_table_atomic(table: pa.Table, path: str | os.PathLike[str]) -> Path:
+    """Write to a temporary name in the same folder, then rename: readers see all of the file or none."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def base_context(spec: JobSpec) -> dict[str, Any]:
+    """The identity columns that come straight from the spec; the backend adds the environment ones."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "campaign": spec.campaign,
+        "cell_id": spec.cell_id,
+        "pair_key": spec.pair_key,
+        "framework": spec.framework,
+        "benchmark": spec.benchmark,
+        "use_case": spec.use_case,
+        "model": spec.model,
+        "batch_size": spec.batch_size,
+        "precision": spec.precision,
+        "data_source": spec.data_source,
+        "epochs": spec.epochs,
+        "seed": spec.seed,
+        "git_commit": spec.git_commit,
+    }

@@ -1,0 +1,85 @@
+"""The part of a backend's entry point that is the same for every framework.
+
+`python -m <framework>_backend.run SPEC.json` reads the spec, lets the backend set up its device and
+precision, loads the data and the shared initial weights, runs the use case and writes the rows.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from bench_contract import models
+from bench_contract.data import Dataset, load_dataset
+from bench_contract.device import environment_context, peak_host_rss_bytes
+from bench_contract.results import ResultRows, base_context
+from bench_contract.spec import JobSpec
+from bench_contract.weights import load_or_create
+
+
+@dataclass(frozen=True)
+class DeviceSetup:
+    kind: str  # "gpu" or "cpu": what the framework really runs on
+    count: int
+    framework_version: str
+    precision_policy: str
+
+
+class Backend(Protocol):
+    framework: str
+    libraries: list[str]
+    implemented_use_cases: tuple[int, ...]
+
+    def prepare(self, spec: JobSpec) -> DeviceSetup:
+        """Choose the device and fix the precision policy before any computation."""
+
+    def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
+        """Run the spec's use case and add its measurements to `rows`."""
+
+
+def run_spec(spec: JobSpec, backend: Backend) -> ResultRows:
+    if spec.framework != backend.framework:
+        raise ValueError(f"spec is for framework {spec.framework!r}, this is the {backend.framework} backend")
+    if spec.use_case not in backend.implemented_use_cases:
+        raise ValueError(f"use case {spec.use_case} is not implemented in the {backend.framework} backend")
+    setup = backend.prepare(spec)
+    data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples)
+    specs = models.param_specs(spec.model, data.sample_shape, data.num_classes)
+    weights, sha = load_or_create(spec.init_weights_path, specs, spec.seed)
+    context: dict[str, Any] = base_context(spec)
+    context.update(
+        environment_context(
+            device_kind=setup.kind,
+            device_count=setup.count,
+            framework_version=setup.framework_version,
+            libraries=backend.libraries,
+        )
+    )
+    context["precision_policy"] = setup.precision_policy
+    context["init_weights_sha256"] = sha
+    rows = ResultRows(context)
+    backend.run(spec, data, weights, rows)
+    rows.add("peak_host_rss", peak_host_rss_bytes(), "bytes")
+    return rows
+
+
+def main(backend: Backend, argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print(f"usage: python -m {backend.framework}_backend.run SPEC.json", file=sys.stderr)
+        return 2
+    try:
+        spec = JobSpec.read(argv[0])
+        rows = run_spec(spec, backend)
+        path = rows.write(spec.results_path)
+    except Exception as exc:
+        # The log of a compute job is read later by a person: keep the traceback, end with one plain line.
+        traceback.print_exc()
+        print(f"error: {backend.framework} backend failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(rows.rows)} result rows to {path}")
+    return 0
