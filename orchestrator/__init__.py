@@ -1,0 +1,5 @@
+"""The login-node side: plan, render, submit and collect. Never imports jax or torch."""
+
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent

@@ -1,0 +1,145 @@
+"""Registries, one per axis of the benchmark matrix, and the rules for which combinations run.
+
+Everything the user can name is declared here, including what is not implemented yet: such a
+combination is refused at plan time with a message that says so, and is never submitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.errors import UsageError
+
+FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
+
+
+@dataclass(frozen=True)
+class UseCase:
+    number: int
+    title: str
+    implemented: bool
+
+
+USE_CASES = {
+    1: UseCase(1, "training on one GPU", True),
+    2: UseCase(2, "data-parallel training on several GPUs and nodes", False),
+    3: UseCase(3, "per-sample gradients (a DP-SGD step) on one GPU", False),
+    4: UseCase(4, "per-sample gradients (a DP-SGD step) on several GPUs and nodes", False),
+}
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    description: str
+    implemented: bool
+
+
+PRECISIONS = {
+    "fp32": Precision("fp32", "float32 parameters and compute, TF32 off in both frameworks", True),
+    "tf32": Precision("tf32", "float32 parameters, TF32 matmuls in both frameworks", False),
+    "bf16": Precision("bf16", "bfloat16 mixed precision with float32 master weights", False),
+}
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    description: str
+    implemented: bool
+
+
+MODELS = {
+    "mlp": Model("mlp", "MLP, hidden layers 512-512, ReLU", True),
+    "cnn": Model("cnn", "small CNN", False),
+    "resnet18": Model("resnet18", "ResNet-18 adapted to 32x32 inputs", False),
+    "resnet50": Model("resnet50", "ResNet-50 V1.5", False),
+    "vit_b_16": Model("vit_b_16", "ViT-Base, 16x16 patches", False),
+    "mobilenet_v3_small": Model("mobilenet_v3_small", "MobileNetV3-Small", False),
+    "efficientnet_b0": Model("efficientnet_b0", "EfficientNet-B0", False),
+    "transformer": Model("transformer", "transformer encoder text classifier", False),
+    "gcn": Model("gcn", "two-layer GCN", False),
+}
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    description: str
+    models: tuple[str, ...]
+    default_models: tuple[str, ...]
+    default_batch_sizes: tuple[int, ...]
+    default_epochs: int
+    needs_data_dir: bool  # real data that lives outside the project
+    implemented: bool
+    train_samples: int | None = None  # known size of the real training split, to refuse batches larger than it
+
+
+BENCHMARKS = {
+    "digits": Benchmark(
+        "digits", "scikit-learn's 8x8 digits (ships with the package): the convergence check",
+        ("mlp",), ("mlp",), (16, 32), 30, needs_data_dir=False, implemented=True, train_samples=1257,
+    ),
+    "mnist": Benchmark(
+        "mnist", "MNIST 28x28 digits from the standard IDX files in --data-dir",
+        ("mlp", "cnn"), ("mlp",), (64, 128), 3, needs_data_dir=True, implemented=True, train_samples=55000,
+    ),
+    "cifar10": Benchmark("cifar10", "CIFAR-10", ("resnet18",), ("resnet18",), (128,), 1, True, False),
+    "imagenet": Benchmark(
+        "imagenet", "ImageNet-100-style image folders",
+        ("resnet50", "vit_b_16", "mobilenet_v3_small", "efficientnet_b0"), ("resnet50",), (64,), 1, True, False,
+    ),
+    "nlp": Benchmark("nlp", "text classification", ("transformer",), ("transformer",), (32,), 1, True, False),
+    "gnn": Benchmark("gnn", "node classification on a graph", ("gcn",), ("gcn",), (1,), 1, True, False),
+}
+
+OPTIMIZERS = ("sgd",)
+EXECUTORS = ("slurm", "submitit", "local")
+DEVICES = ("auto", "cpu", "gpu")
+
+
+def _choose(kind: str, value: str, choices) -> None:
+    if value not in choices:
+        raise UsageError(f"unknown {kind} {value!r}; choose from: {', '.join(str(c) for c in choices)}")
+
+
+def benchmark(name: str) -> Benchmark:
+    _choose("benchmark", name, BENCHMARKS)
+    return BENCHMARKS[name]
+
+
+def use_case(number: int) -> UseCase:
+    if number not in USE_CASES:
+        raise UsageError(
+            f"unknown use case {number}; choose from: "
+            + ", ".join(f"{u.number} ({u.title})" for u in USE_CASES.values())
+        )
+    return USE_CASES[number]
+
+
+def check_framework(name: str) -> None:
+    _choose("framework", name, FRAMEWORKS)
+
+
+def check_precision(name: str) -> None:
+    _choose("precision", name, PRECISIONS)
+
+
+def check_optimizer(name: str) -> None:
+    _choose("optimizer", name, OPTIMIZERS)
+
+
+def skip_reason(bench: Benchmark, case: UseCase, model: str, precision: str) -> str | None:
+    """Why this combination cannot run (yet), or None when it can. Each rule gives its reason."""
+    if model not in bench.models:
+        return f"model {model!r} is not part of benchmark {bench.name!r} (its models: {', '.join(bench.models)})"
+    if not bench.implemented:
+        return f"benchmark {bench.name!r} is declared but not implemented yet"
+    if not case.implemented:
+        return f"use case {case.number} ({case.title}) is declared but not implemented yet"
+    if not MODELS[model].implemented:
+        return f"model {model!r} is declared but not implemented yet"
+    if not PRECISIONS[precision].implemented:
+        implemented = [p.name for p in PRECISIONS.values() if p.implemented]
+        return f"precision {precision!r} is declared but not implemented yet (implemented: {', '.join(implemented)})"
+    return None

@@ -1,0 +1,180 @@
+"""The command line: plan and submit (the default command), collect, list, envs.
+
+Errors from the domain arrive as OrchestratorError and leave as one sentence on stderr with an exit code
+(2 for usage errors); users never see a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from orchestrator import PROJECT_ROOT, catalog
+from orchestrator.errors import OrchestratorError
+
+MATRIX = "Matrix (each axis: a comma-separated list, or repeat the option)"
+TRAINING = "Training and data"
+SUBMISSION = "Submission"
+
+app = typer.Typer(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Plan, submit and collect fair JAX-vs-PyTorch benchmarks on Slurm.\n\n"
+    "Run a campaign:  python main.py --benchmark digits --use-case 1\n\n"
+    "Then merge the results:  python main.py collect",
+)
+
+
+class Executor(str, Enum):
+    slurm = "slurm"
+    submitit = "submitit"
+    local = "local"
+
+
+def fail(exc: OrchestratorError) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(code=exc.exit_code)
+
+
+@app.callback(invoke_without_command=True)
+def main(
+    ctx: typer.Context,
+    benchmark: Annotated[Optional[str], typer.Option("--benchmark", "-b", help="Benchmark to run (see `list`).")] = None,
+    use_case: Annotated[Optional[int], typer.Option("--use-case", "-u", help="1 train, 2 multi-device train, 3 per-sample grads, 4 multi-device per-sample grads.")] = None,
+    frameworks: Annotated[Optional[list[str]], typer.Option("--frameworks", help="jax,torch (default: both).", rich_help_panel=MATRIX)] = None,
+    models: Annotated[Optional[list[str]], typer.Option("--models", help="Models (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
+    batch_sizes: Annotated[Optional[list[str]], typer.Option("--batch-sizes", help="Batch sizes, e.g. 32,64 (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
+    precision: Annotated[Optional[list[str]], typer.Option("--precision", help="Precision policies (default: fp32).", rich_help_panel=MATRIX)] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default: the benchmark's).", rich_help_panel=TRAINING)] = None,
+    learning_rate: Annotated[float, typer.Option(help="Learning rate.", rich_help_panel=TRAINING)] = 0.01,
+    optimizer: Annotated[str, typer.Option(help="Optimizer: sgd.", rich_help_panel=TRAINING)] = "sgd",
+    seed: Annotated[int, typer.Option(help="Seed of the shared initial weights and of the batch order.", rich_help_panel=TRAINING)] = 0,
+    warmup_steps: Annotated[int, typer.Option(help="Training steps run before timing starts.", rich_help_panel=TRAINING)] = 5,
+    data_dir: Annotated[Optional[Path], typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=TRAINING)] = None,
+    synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=TRAINING)] = False,
+    synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=TRAINING)] = 2048,
+    device: Annotated[str, typer.Option(help="auto (GPU if the framework sees one), cpu or gpu.", rich_help_panel=TRAINING)] = "auto",
+    executor: Annotated[Executor, typer.Option(help="slurm (sbatch), submitit, or local (run the scripts here).", rich_help_panel=SUBMISSION)] = Executor.slurm,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write the scripts and the campaign, submit nothing.", rich_help_panel=SUBMISSION)] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.", rich_help_panel=SUBMISSION)] = False,
+    profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML); default: built-in.", rich_help_panel=SUBMISSION)] = None,
+    results_dir: Annotated[Path, typer.Option(help="Where campaigns and results go.", rich_help_panel=SUBMISSION)] = PROJECT_ROOT / "results",
+    scripts_dir: Annotated[Path, typer.Option(help="Where the sbatch scripts are written.", rich_help_panel=SUBMISSION)] = PROJECT_ROOT / "slurm_scripts",
+) -> None:
+    """Plan a campaign from the benchmark matrix, render one sbatch array script per framework, and submit it."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if benchmark is None or use_case is None:
+        typer.echo(ctx.get_help())
+        typer.echo("\nerror: give --benchmark and --use-case, or a command such as `collect`", err=True)
+        raise typer.Exit(code=2)
+    from orchestrator import matrix
+    from orchestrator.launch import LaunchRequest, launch
+    from orchestrator.profile import load_profile
+
+    try:
+        bench = catalog.benchmark(benchmark)
+        settings = matrix.RunSettings(
+            epochs=epochs if epochs is not None else bench.default_epochs,
+            learning_rate=learning_rate,
+            optimizer=optimizer,
+            seed=seed,
+            warmup_steps=warmup_steps,
+            data_source="synthetic" if synthetic else "real",
+            data_dir=str(data_dir) if data_dir else None,
+            synthetic_samples=synthetic_samples,
+            device=device,
+        )
+        request = LaunchRequest(
+            benchmark=benchmark,
+            use_case=use_case,
+            frameworks=matrix.parse_list(frameworks),
+            models=matrix.parse_list(models),
+            batch_sizes=matrix.parse_batch_sizes(batch_sizes),
+            precisions=matrix.parse_list(precision),
+            settings=settings,
+            profile=load_profile(profile),
+            executor=executor.value,
+            dry_run=dry_run,
+            wait=wait,
+            results_dir=results_dir,
+            scripts_dir=scripts_dir,
+            command=shlex.join(["python", "main.py", *sys.argv[1:]]),
+        )
+        code = launch(request)
+    except OrchestratorError as exc:
+        raise fail(exc) from None
+    raise typer.Exit(code=code)
+
+
+@app.command()
+def collect(
+    results_dir: Annotated[Path, typer.Option(help="Folder holding the campaigns.")] = PROJECT_ROOT / "results",
+    output: Annotated[Optional[Path], typer.Option(help="Merged Parquet file (default: <results-dir>/merged.parquet).")] = None,
+) -> None:
+    """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model."""
+    from orchestrator.collect import comparison_tables, merge
+
+    if not results_dir.is_dir():
+        raise fail(OrchestratorError(f"results folder {results_dir} does not exist; nothing to collect"))
+    output = output or results_dir / "merged.parquet"
+    collected, df = merge(results_dir, output)
+    for path, reason in collected.skipped:
+        typer.echo(f"skipped {path}: {reason}", err=True)
+    typer.echo(f"merged {collected.rows} rows from {collected.files} task files into {collected.output}")
+    for device_model, table in comparison_tables(df).items():
+        typer.echo(f"\n{device_model}\n{table}")
+
+
+@app.command("list")
+def list_catalog() -> None:
+    """Benchmarks, use cases, models, precisions, and which combinations run."""
+    from orchestrator.tables import format_table
+
+    typer.echo("Use cases:")
+    for case in catalog.USE_CASES.values():
+        typer.echo(f"  {case.number}  {case.title}{'' if case.implemented else '  (not implemented yet)'}")
+    typer.echo("\nPrecisions:")
+    for p in catalog.PRECISIONS.values():
+        typer.echo(f"  {p.name:<5} {p.description}{'' if p.implemented else '  (not implemented yet)'}")
+    typer.echo("\nBenchmarks and models, with the use cases each combination runs today:")
+    rows = []
+    for bench in catalog.BENCHMARKS.values():
+        for model in bench.models:
+            runs = [str(n) for n, case in catalog.USE_CASES.items()
+                    if catalog.skip_reason(bench, case, model, "fp32") is None]
+            rows.append([bench.name, model, catalog.MODELS[model].description, ",".join(runs) or "none yet",
+                         " ".join(str(b) for b in bench.default_batch_sizes)])
+    typer.echo(format_table(["benchmark", "model", "description", "use cases", "default batches"], rows))
+
+
+@app.command()
+def envs(
+    framework: Annotated[Optional[list[str]], typer.Option("--framework", help="jax, torch (default: both).")] = None,
+    profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML): where environments live, JAX CPU or CUDA recipe.")] = None,
+) -> None:
+    """Create each framework's own environment from its pinned requirements (reused while they are unchanged)."""
+    from orchestrator.envs import ensure_env
+    from orchestrator.matrix import parse_list
+    from orchestrator.profile import load_profile
+
+    try:
+        chosen = parse_list(framework) or list(catalog.FRAMEWORKS)
+        for name in chosen:
+            catalog.check_framework(name)
+        loaded = load_profile(profile)
+        for name in chosen:
+            ensure_env(name, loaded, report=typer.echo)
+    except OrchestratorError as exc:
+        raise fail(exc) from None
+
+
+def run() -> None:
+    app()

@@ -1,0 +1,142 @@
+"""The default command's flow: validate everything, then write the campaign, then submit, then report.
+
+Nothing is written before every cell, the profile and the executor's requirements have been checked, so
+bad input leaves no half-written campaign behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator import campaign as campaigns
+from orchestrator import catalog, matrix, submit
+from orchestrator.errors import UsageError
+from orchestrator.profile import ClusterProfile
+from orchestrator.render import render_scripts
+from orchestrator.tables import format_table
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    benchmark: str
+    use_case: int
+    frameworks: list[str]
+    models: list[str]
+    batch_sizes: list[int]
+    precisions: list[str]
+    settings: matrix.RunSettings
+    profile: ClusterProfile
+    executor: str
+    dry_run: bool
+    wait: bool
+    results_dir: Path
+    scripts_dir: Path
+    command: str
+
+
+def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
+    """Plan, render and (unless dry-run) submit one campaign. Returns the exit code."""
+    cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
+                          req.precisions, req.settings)
+    matrix.check_data(req.benchmark, req.settings)
+    if req.executor not in catalog.EXECUTORS:
+        raise UsageError(f"unknown executor {req.executor!r}; choose from: {', '.join(catalog.EXECUTORS)}")
+    if not req.dry_run:
+        check_can_run(req, sorted({c.framework for c in cells}))
+
+    campaign = campaigns.new_campaign_id(req.benchmark, req.use_case)
+    campaign_dir = (req.results_dir / campaign).resolve()
+    commit = campaigns.git_commit()
+    created_at = campaigns.now_utc()
+    scripts = render_scripts(cells, req.profile, campaign=campaign, campaign_dir=campaign_dir,
+                             command=req.command, git_commit=commit, created_at=created_at)
+    manifest = campaigns.write_campaign(
+        campaign, campaign_dir, scripts, req.scripts_dir.resolve(), req.profile,
+        command=req.command, commit=commit, executor="dry-run" if req.dry_run else req.executor,
+        created_at=created_at,
+    )
+    for script in scripts:
+        report(f"wrote {manifest['scripts'][script.framework]['path']} ({len(script.cells)} array tasks)")
+    report(f"campaign {campaign}: {len(cells)} cells, manifest {campaign_dir / campaigns.MANIFEST}")
+    if req.dry_run:
+        report(cell_table(manifest, {}))
+        report("dry run: nothing was submitted")
+        return 0
+
+    submissions = submit_all(req, scripts, manifest, campaign_dir, report)
+    report(cell_table(manifest, {s.framework: s for s in submissions}))
+    failed = [(s.framework, i, why) for s in submissions for i, why in s.failed.items()]
+    for framework, index, why in failed:
+        report(f"FAILED {framework} array task {index}: {why}")
+    if req.executor == "slurm" and not req.wait:
+        report("submitted; follow with squeue, then run: python main.py collect")
+    else:
+        report(f"{len(cells) - len(failed)} of {len(cells)} cells finished; run: python main.py collect")
+    return 1 if failed else 0
+
+
+def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
+    """What submission needs, checked before anything is written: Slurm's commands and the environments."""
+    if req.executor in ("slurm", "submitit"):
+        submit.require_command("sbatch")
+    for framework in frameworks:
+        activate = req.profile.env_path(framework) / "bin" / "activate"
+        if not activate.is_file():
+            raise UsageError(
+                f"the {framework} environment is missing ({activate} does not exist); "
+                "create it with: python main.py envs"
+            )
+
+
+def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
+               report: Callable[[str], None]) -> list[submit.Submission]:
+    submissions = []
+    log_dir = campaign_dir / "logs"
+    pending_submitit = []
+    for script in scripts:
+        info = manifest["scripts"][script.framework]
+        job_name = script.name.removesuffix(".sh")
+        n = len(script.cells)
+        if req.executor == "slurm":
+            sub = submit.submit_sbatch(script.framework, Path(info["path"]), n)
+        elif req.executor == "local":
+            sub = submit.run_local(script.framework, Path(info["campaign_copy"]), n, log_dir, job_name, report)
+        else:
+            sub, jobs = submit.submit_submitit(script.framework, Path(info["campaign_copy"]), n,
+                                               campaign_dir / "submitit" / script.framework, req.profile,
+                                               job_name, log_dir)
+            pending_submitit.append((sub, jobs))
+        submissions.append(sub)
+        # Recorded at once, so a failure to submit the next script does not lose this job id.
+        manifest["submissions"][script.framework] = {"job_id": sub.job_id, "task_ids": sub.task_ids,
+                                                     "submitted_at": campaigns.now_utc()}
+        campaigns.save_manifest(campaign_dir, manifest)
+        report(f"{script.framework}: {'ran' if req.executor == 'local' else 'submitted'} as job {sub.job_id}")
+    if req.executor == "slurm" and req.wait:
+        report("waiting for the jobs to finish (polling squeue with back-off)")
+        submit.wait_for_slurm(submissions, report=report)
+    for sub, jobs in pending_submitit:
+        if req.wait:
+            report(f"waiting for submitit job {sub.job_id}")
+            submit.wait_for_submitit(sub, jobs)
+    if req.executor == "local" or req.wait:
+        for sub in submissions:
+            manifest["submissions"][sub.framework]["failed"] = {str(i): why for i, why in sub.failed.items()}
+        campaigns.save_manifest(campaign_dir, manifest)
+    return submissions
+
+
+def cell_table(manifest: dict, submissions: dict[str, submit.Submission]) -> str:
+    rows = []
+    for cell in manifest["cells"]:
+        sub = submissions.get(cell["framework"])
+        job = sub.task_ids[cell["array_index"]] if sub else "-"
+        state = ""
+        if sub and cell["array_index"] in sub.failed:
+            state = "FAILED"
+        rows.append([cell["framework"], cell["array_index"], cell["model"], cell["batch_size"], cell["precision"],
+                     cell["cell_id"], job, state])
+    return format_table(["framework", "index", "model", "batch", "precision", "cell", "job", ""], rows)
+

@@ -1,0 +1,162 @@
+"""Expand the axes of a request into frozen cells with stable ids, and validate every cell.
+
+A cell is one framework running one configuration. Its id is readable (framework, benchmark, use case,
+model, batch size, precision) plus a short hash of everything that changes the result, so that a re-run
+of the same cell is recognised and a changed setting is not mistaken for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+from orchestrator import catalog
+from orchestrator.errors import UsageError
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Settings shared by every cell of one request."""
+
+    epochs: int
+    learning_rate: float
+    optimizer: str
+    seed: int
+    warmup_steps: int
+    data_source: str  # "real" or "synthetic"
+    data_dir: str | None
+    synthetic_samples: int
+    device: str
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise UsageError(f"--epochs must be at least 1, got {self.epochs}")
+        if not self.learning_rate > 0:
+            raise UsageError(f"--learning-rate must be positive, got {self.learning_rate}")
+        if self.warmup_steps < 0:
+            raise UsageError(f"--warmup-steps cannot be negative, got {self.warmup_steps}")
+        if self.synthetic_samples < 10:
+            raise UsageError(f"--synthetic-samples must be at least 10, got {self.synthetic_samples}")
+        catalog.check_optimizer(self.optimizer)
+        if self.device not in catalog.DEVICES:
+            raise UsageError(f"unknown device {self.device!r}; choose from: {', '.join(catalog.DEVICES)}")
+
+
+@dataclass(frozen=True)
+class Cell:
+    framework: str
+    benchmark: str
+    use_case: int
+    model: str
+    batch_size: int
+    precision: str
+    settings: RunSettings
+
+    def _digest(self, with_framework: bool) -> str:
+        fields = asdict(self)
+        if not with_framework:
+            fields.pop("framework")
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
+
+    @property
+    def pair_key(self) -> str:
+        """Shared by the JAX cell and the PyTorch cell that are compared with each other."""
+        return f"{self.benchmark}-uc{self.use_case}-{self.model}-bs{self.batch_size}-{self.precision}-{self._digest(False)}"
+
+    @property
+    def cell_id(self) -> str:
+        return f"{self.framework}-{self.pair_key}"
+
+
+def parse_list(values: list[str] | None) -> list[str]:
+    """Options that take a comma-separated list or repeat: ["a,b", "c"] -> ["a", "b", "c"], order kept, no repeats."""
+    items: list[str] = []
+    for value in values or []:
+        for item in value.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            if item not in items:
+                items.append(item)
+    return items
+
+
+def parse_batch_sizes(values: list[str] | None) -> list[int]:
+    sizes = []
+    for item in parse_list(values):
+        try:
+            size = int(item)
+        except ValueError:
+            raise UsageError(f"batch size {item!r} is not a whole number; give positive integers such as 32,64") from None
+        if size < 1:
+            raise UsageError(f"batch size {size} must be a positive integer")
+        sizes.append(size)
+    return sizes
+
+
+def train_split_size(bench: catalog.Benchmark, settings: RunSettings) -> int | None:
+    if settings.data_source == "synthetic":
+        tenth = max(1, settings.synthetic_samples // 10)
+        return settings.synthetic_samples - 2 * tenth
+    return bench.train_samples
+
+
+def expand(
+    benchmark: str,
+    use_case: int,
+    frameworks: list[str],
+    models: list[str],
+    batch_sizes: list[int],
+    precisions: list[str],
+    settings: RunSettings,
+) -> list[Cell]:
+    """The product of the axes (defaults from the registry where an axis is empty), every cell validated."""
+    bench = catalog.benchmark(benchmark)
+    case = catalog.use_case(use_case)
+    frameworks = frameworks or list(catalog.FRAMEWORKS)
+    models = models or list(bench.default_models)
+    batch_sizes = batch_sizes or list(bench.default_batch_sizes)
+    precisions = precisions or ["fp32"]
+    for name in frameworks:
+        catalog.check_framework(name)
+    for name in models:
+        if name not in catalog.MODELS:
+            raise UsageError(f"unknown model {name!r}; benchmark {benchmark!r} has: {', '.join(bench.models)}")
+    for name in precisions:
+        catalog.check_precision(name)
+    for model in models:
+        for precision in precisions:
+            reason = catalog.skip_reason(bench, case, model, precision)
+            if reason:
+                raise UsageError(f"cannot plan {benchmark} use case {use_case} with {model}/{precision}: {reason}")
+    limit = train_split_size(bench, settings)
+    if limit is not None and max(batch_sizes) > limit:
+        raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
+    return [
+        Cell(framework, benchmark, use_case, model, batch_size, precision, settings)
+        for framework in frameworks
+        for model in models
+        for batch_size in batch_sizes
+        for precision in precisions
+    ]
+
+
+def check_data(benchmark: str, settings: RunSettings) -> None:
+    """Refuse a data directory that is missing or lacks the benchmark's files, before anything is written."""
+    bench = catalog.benchmark(benchmark)
+    if settings.data_source == "synthetic" or not bench.needs_data_dir:
+        return
+    if not settings.data_dir:
+        raise UsageError(f"benchmark {benchmark!r} reads real data: give --data-dir, or ask for --synthetic data")
+    from pathlib import Path
+
+    root = Path(settings.data_dir)
+    if not root.is_dir():
+        raise UsageError(f"data directory {root} does not exist")
+    if benchmark == "mnist":
+        from bench_contract.data import missing_mnist_files
+
+        missing = missing_mnist_files(root)
+        if missing:
+            raise UsageError(f"data directory {root} lacks the MNIST files {', '.join(missing)} (each may be .gz)")

@@ -1,0 +1,120 @@
+"""Cells + cluster profile -> one sbatch array script per framework, from the Jinja template.
+
+All logic lives here: every #SBATCH directive is computed in Python, and every value the template puts on
+a shell line goes through the `q` filter (shlex.quote). StrictUndefined makes a missing variable an error.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator import PROJECT_ROOT, catalog
+from orchestrator.matrix import Cell
+from orchestrator.profile import ClusterProfile
+
+TEMPLATE_DIR = PROJECT_ROOT / "templates"
+
+# Per-framework environment variables, each with the reason the reader of the script sees.
+FRAMEWORK_EXPORTS = {
+    "jax": [
+        ("XLA_PYTHON_CLIENT_PREALLOCATE", "false",
+         "JAX would otherwise reserve most of the GPU's memory up front, and peak memory would mean nothing."),
+    ],
+    "torch": [],
+}
+
+
+@dataclass(frozen=True)
+class RenderedScript:
+    framework: str
+    name: str  # e.g. jax_mnist_1.sh
+    text: str
+    cells: list[Cell]
+
+
+def script_name(framework: str, benchmark: str, use_case: int) -> str:
+    return f"{framework}_{benchmark}_{use_case}.sh"
+
+
+def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_dir: Path) -> list[str]:
+    """Every #SBATCH line, in order; options the profile leaves unset are left out."""
+    pairs = [
+        ("job-name", job_name),
+        ("array", f"0-{n_tasks - 1}"),
+        ("output", str(log_dir / f"{job_name}_%A_%a.out")),
+        ("partition", profile.partition),
+        ("account", profile.account),
+        ("time", profile.time_limit),
+        ("nodes", "1"),
+        ("ntasks", "1"),
+        ("cpus-per-task", str(profile.cpus_per_task)),
+        ("gres", f"gpu:{profile.gpus_per_task}" if profile.gpus_per_task else None),
+        ("mem", profile.mem),
+    ]
+    directives = [f"--{key}={value}" for key, value in pairs if value is not None]
+    return directives + list(profile.extra_sbatch)
+
+
+def _environment():
+    import jinja2  # only the commands that render need it
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["q"] = lambda value: shlex.quote(str(value))
+    # Text inside a "# ..." comment must stay on its line, whatever the user typed.
+    env.filters["comment"] = lambda value: str(value).replace("\r", "\\r").replace("\n", "\\n")
+    return env
+
+
+def render_scripts(
+    cells: list[Cell],
+    profile: ClusterProfile,
+    *,
+    campaign: str,
+    campaign_dir: Path,
+    command: str,
+    git_commit: str,
+    created_at: str,
+) -> list[RenderedScript]:
+    """One script per framework; array index i runs the i-th cell of that framework (specs/<fw>/<i>.json)."""
+    template = _environment().get_template("sbatch.sh.j2")
+    scripts = []
+    for framework in catalog.FRAMEWORKS:
+        mine = [c for c in cells if c.framework == framework]
+        if not mine:
+            continue
+        first = mine[0]
+        name = script_name(framework, first.benchmark, first.use_case)
+        cell_lines = [
+            f"{i:<5}  {c.model} batch {c.batch_size} {c.precision}  ({c.cell_id})" for i, c in enumerate(mine)
+        ]
+        text = template.render(
+            script_name=name,
+            framework=framework,
+            framework_title=catalog.FRAMEWORKS[framework],
+            benchmark=first.benchmark,
+            use_case=first.use_case,
+            use_case_title=catalog.USE_CASES[first.use_case].title,
+            campaign=campaign,
+            command=command,
+            git_commit=git_commit,
+            created_at=created_at,
+            cell_lines=cell_lines,
+            directives=sbatch_directives(profile, name.removesuffix(".sh"), len(mine), campaign_dir / "logs"),
+            profile_name=profile.name,
+            setup_lines=list(profile.setup_lines),
+            activate=profile.env_path(framework) / "bin" / "activate",
+            project_root=PROJECT_ROOT,
+            exports=FRAMEWORK_EXPORTS[framework],
+            spec_dir=campaign_dir / "specs" / framework,
+        )
+        scripts.append(RenderedScript(framework, name, text, mine))
+    return scripts

@@ -1,0 +1,211 @@
+"""Executors: hand the rendered array scripts to Slurm (sbatch or submitit), or run them here (local).
+
+All three run the same script, so what a person reads in slurm_scripts/ is what runs. Slurm is called
+once per script (one array job per framework), never once per cell.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.profile import ClusterProfile
+
+
+@dataclass
+class Submission:
+    """What one framework's script became: an array job id, and one task id per array index."""
+
+    framework: str
+    job_id: str
+    task_ids: list[str]
+    failed: dict[int, str] = field(default_factory=dict)  # array index -> reason, where known
+
+
+def require_command(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise UsageError(
+            f"'{name}' is not on PATH, so jobs cannot go to Slurm here; use --executor local to run on this "
+            "machine, or --dry-run to only write the scripts"
+        )
+    return path
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"(no log at {path})"
+
+
+# --- sbatch -----------------------------------------------------------------------------------------
+
+def submit_sbatch(framework: str, script: Path, n_tasks: int) -> Submission:
+    sbatch = require_command("sbatch")
+    proc = subprocess.run([sbatch, "--parsable", str(script)], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise OrchestratorError(f"sbatch refused {script}: {proc.stderr.strip() or proc.stdout.strip()}")
+    job_id = proc.stdout.strip().split(";")[0]  # --parsable prints "jobid" or "jobid;cluster"
+    if not job_id.isdigit():
+        raise OrchestratorError(f"sbatch printed {proc.stdout.strip()!r} for {script}, not a job id")
+    return Submission(framework, job_id, [f"{job_id}_{i}" for i in range(n_tasks)])
+
+
+def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None,
+                   report: Callable[[str], None] = print) -> None:
+    """Poll squeue once per round for all jobs of the campaign, backing off, until none is queued or running.
+
+    Then ask sacct (when accounting is there) for the final state of every array task, and mark failures.
+    """
+    squeue = require_command("squeue")
+    ids = ",".join(s.job_id for s in submissions)
+    delay, start = 1.0, time.monotonic()
+    while True:
+        proc = subprocess.run([squeue, "-h", "-j", ids, "-o", "%i %T"], capture_output=True, text=True, timeout=60)
+        active = proc.stdout.split("\n") if proc.returncode == 0 else []
+        active = [line for line in active if line.strip()]
+        if proc.returncode == 0 and not active:
+            break
+        if timeout_s is not None and time.monotonic() - start > timeout_s:
+            raise OrchestratorError(f"jobs {ids} still queued or running after {timeout_s:.0f} s")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 30.0)
+    states = sacct_states([s.job_id for s in submissions])
+    for sub in submissions:
+        for index, task_id in enumerate(sub.task_ids):
+            state = states.get(task_id)
+            if state is not None and state != "COMPLETED":
+                sub.failed[index] = state
+    if not states:
+        report("sacct gave no states (accounting may be off); check the results folder for each task's rows")
+
+
+def sacct_states(job_ids: list[str]) -> dict[str, str]:
+    """Final state of every array task ("123_4" -> "COMPLETED"); empty when sacct is absent or has no record."""
+    sacct = shutil.which("sacct")
+    if sacct is None:
+        return {}
+    proc = subprocess.run(
+        [sacct, "-j", ",".join(job_ids), "-X", "-n", "-P", "-o", "JobID,State"],
+        capture_output=True, text=True, timeout=60,
+    )
+    if proc.returncode != 0:
+        return {}
+    states = {}
+    for line in proc.stdout.splitlines():
+        if "|" in line:
+            job, state = line.split("|", 1)
+            states[job.strip()] = state.split()[0] if state.strip() else "UNKNOWN"  # "CANCELLED by 0" -> CANCELLED
+    return states
+
+
+# --- local ------------------------------------------------------------------------------------------
+
+def run_array_task(script: str, index: int, log: str | None = None) -> None:
+    """Run array task `index` of a rendered script with bash, as Slurm would; raise if it fails.
+
+    Used by the local executor, and by submitit on the node (where it runs inside a real Slurm task).
+    """
+    env = dict(os.environ)
+    env["SLURM_ARRAY_TASK_ID"] = str(index)
+    # The orchestrator's own virtualenv must not leak into the framework's environment.
+    env.pop("VIRTUAL_ENV", None)
+    env.pop("PYTHONHOME", None)
+    if log is None:
+        proc = subprocess.run(["bash", script], env=env)
+    else:
+        with open(log, "w") as out:
+            proc = subprocess.run(["bash", script], env=env, stdout=out, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        where = f"; its log {log} ends with:\n{log_tail(Path(log))}" if log else ""
+        raise OrchestratorError(f"array task {index} of {script} exited with code {proc.returncode}{where}")
+
+
+def run_local(framework: str, script: Path, n_tasks: int, log_dir: Path, job_name: str,
+              report: Callable[[str], None] = print) -> Submission:
+    """Run every array index of the script here, one after another; a failed task does not stop the rest."""
+    sub = Submission(framework, "local", [f"local_{i}" for i in range(n_tasks)])
+    for index in range(n_tasks):
+        log = log_dir / f"{job_name}_local_{index}.out"
+        report(f"{framework}: running array task {index + 1} of {n_tasks} here (log {log})")
+        try:
+            run_array_task(str(script), index, str(log))
+        except OrchestratorError as exc:
+            sub.failed[index] = str(exc)
+            report(str(exc))
+    return sub
+
+
+# --- submitit ---------------------------------------------------------------------------------------
+
+def slurm_minutes(time_limit: str) -> int:
+    """Minutes in a Slurm time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (rounded up)."""
+    days, dash, clock = time_limit.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if dash:  # after "D-" the fields are hours, then minutes, then seconds
+        h, m, s = (parts + [0, 0])[:3]
+    elif len(parts) == 3:
+        h, m, s = parts
+    else:  # without days: minutes, then seconds
+        h, m, s = 0, parts[0], (parts[1] if len(parts) > 1 else 0)
+    return max(1, (int(days or 0) * 24 + h) * 60 + m + (1 if s else 0))
+
+
+def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) -> dict:
+    extra = {}
+    for option in profile.extra_sbatch:
+        key, _, value = option.removeprefix("--").partition("=")
+        extra[key.replace("-", "_")] = value or True
+    if profile.account:
+        extra["account"] = profile.account
+    params = {
+        "name": job_name,
+        "timeout_min": slurm_minutes(profile.time_limit),
+        "slurm_cpus_per_task": profile.cpus_per_task,
+        "slurm_ntasks_per_node": 1,
+        "slurm_setup": list(profile.setup_lines),
+        "slurm_array_parallelism": n_tasks,
+        "slurm_additional_parameters": extra,
+    }
+    if profile.partition:
+        params["slurm_partition"] = profile.partition
+    if profile.gpus_per_task:
+        params["slurm_gres"] = f"gpu:{profile.gpus_per_task}"
+    if profile.mem:
+        params["slurm_mem"] = profile.mem
+    return params
+
+
+def submit_submitit(framework: str, script: Path, n_tasks: int, folder: Path, profile: ClusterProfile,
+                    job_name: str, log_dir: Path):
+    """Submit the script's array indices as one submitit array; return the Submission and submitit's jobs."""
+    require_command("sbatch")
+    import submitit  # only this executor needs it
+
+    executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
+    executor.update_parameters(**submitit_parameters(profile, job_name, n_tasks))
+    with executor.batch():
+        jobs = [
+            executor.submit(run_array_task, str(script), i, str(log_dir / f"{job_name}_submitit_{i}.out"))
+            for i in range(n_tasks)
+        ]
+    task_ids = [job.job_id for job in jobs]
+    array_id = re.sub(r"_\d+$", "", task_ids[0])
+    return Submission(framework, array_id, task_ids), jobs
+
+
+def wait_for_submitit(sub: Submission, jobs) -> None:
+    for index, job in enumerate(jobs):
+        try:
+            job.result()
+        except Exception as exc:  # submitit raises FailedJobError and friends, with the task's stderr
+            sub.failed[index] = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+
