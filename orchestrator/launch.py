@@ -40,7 +40,13 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     """Plan, render and (unless dry-run) submit one campaign. Returns the exit code."""
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
                           req.precisions, req.settings)
-    matrix.check_data(req.benchmark, req.settings)
+    try:
+        matrix.check_data(req.benchmark, req.settings)
+    except UsageError as exc:
+        if not req.dry_run:
+            raise
+        # A dry run only writes scripts, often on a machine other than the one with the data: say, don't stop.
+        report(f"warning: {exc}; the jobs would fail as planned")
     if req.executor not in catalog.EXECUTORS:
         raise UsageError(f"unknown executor {req.executor!r}; choose from: {', '.join(catalog.EXECUTORS)}")
     if not req.dry_run:
