@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import PROJECT_ROOT, catalog
+from orchestrator.errors import UsageError
 from orchestrator.matrix import Cell
 from orchestrator.profile import ClusterProfile
 
@@ -53,8 +54,19 @@ def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_
         ("gres", f"gpu:{profile.gpus_per_task}" if profile.gpus_per_task else None),
         ("mem", profile.mem),
     ]
-    directives = [f"--{key}={value}" for key, value in pairs if value is not None]
+    directives = [f"--{key}={sbatch_value(key, value)}" for key, value in pairs if value is not None]
     return directives + list(profile.extra_sbatch)
+
+
+def sbatch_value(key: str, value: str) -> str:
+    """A value as sbatch reads it in an #SBATCH line: no shell runs there, but a line break or quote would
+    cut the directive short, so those are refused and a value with spaces is put in double quotes."""
+    if any(c in value for c in '"\\') or any(ord(c) < 32 for c in value):
+        raise UsageError(
+            f"#SBATCH --{key} cannot hold double quotes, backslashes or control characters (got {value!r}); "
+            "choose a folder name without them"
+        )
+    return f'"{value}"' if " " in value else value
 
 
 def _environment():

@@ -57,17 +57,21 @@ def _submit_and_wait(cluster: SlurmCluster, workdir: Path, *sbatch_args: str) ->
     return job_id
 
 
-def _sacct_states(cluster: SlurmCluster, job_id: str) -> dict[str, str]:
-    """Map each JobID line of `sacct -j` (job, array tasks, steps) to its state, once all are final."""
+def _sacct_states(cluster: SlurmCluster, job_id: str, expected: set[str]) -> dict[str, str]:
+    """Map each JobID line of `sacct -j` to its state, once every id in `expected` has a final state.
+
+    slurmctld sends records to slurmdbd asynchronously (an array first shows up as one record, then as its
+    tasks), so a single early look can see too little.
+    """
     deadline = time.monotonic() + SACCT_TIMEOUT_S
     while True:
         out = _run(cluster, "sacct", "-j", job_id, "-o", "JobID,State", "--parsable2", "-n")
         # A cancelled job's state reads "CANCELLED by 0": keep the first word.
         states = {jid: state.split()[0] for jid, state in (line.split("|", 1) for line in out.splitlines() if line)}
-        if states and all(state in TERMINAL_STATES for state in states.values()):
+        if all(states.get(jid) in TERMINAL_STATES for jid in expected):
             return states
         if time.monotonic() > deadline:
-            pytest.fail(f"sacct has no final state for job {job_id} after {SACCT_TIMEOUT_S} s:\n{out}")
+            pytest.fail(f"sacct has no final state for all of {sorted(expected)} after {SACCT_TIMEOUT_S} s:\n{out}")
         time.sleep(0.5)
 
 
@@ -82,9 +86,9 @@ def test_array_job_runs_every_task(slurm_cluster: SlurmCluster, tmp_path: Path) 
         assert out_file.exists(), f"array task {task} wrote no output; files: {sorted(p.name for p in tmp_path.iterdir())}"
         assert f"task={task} " in out_file.read_text()
 
-    states = _sacct_states(slurm_cluster, job_id)
-    tasks = {jid: state for jid, state in states.items() if "." not in jid}
-    assert tasks == {f"{job_id}_{task}": "COMPLETED" for task in range(4)}, states
+    task_ids = {f"{job_id}_{task}" for task in range(4)}
+    states = _sacct_states(slurm_cluster, job_id, task_ids)
+    assert {jid: states[jid] for jid in task_ids} == dict.fromkeys(task_ids, "COMPLETED"), states
 
 
 def test_two_node_job_with_gpus(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
@@ -110,6 +114,6 @@ def test_two_node_job_with_gpus(slurm_cluster: SlurmCluster, tmp_path: Path) -> 
     # Slurm hands each task one of the fake GPUs.
     assert all("gpus=none" not in line for line in lines), lines
 
-    states = _sacct_states(slurm_cluster, job_id)
+    states = _sacct_states(slurm_cluster, job_id, {job_id, f"{job_id}.0"})
     assert states.get(job_id) == "COMPLETED", states
     assert states.get(f"{job_id}.0") == "COMPLETED", states  # the srun step

@@ -1,0 +1,97 @@
+"""The real CLI in a subprocess: help everywhere, one clear sentence and exit 2 for bad input, nothing written."""
+
+import json
+import subprocess
+
+import pytest
+
+from helpers import run_cli
+
+
+@pytest.mark.parametrize("command", [[], ["collect"], ["list"], ["envs"]])
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help_everywhere(command, flag):
+    proc = run_cli(*command, flag)
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage:" in proc.stdout
+
+
+def test_no_arguments_is_a_usage_error():
+    proc = run_cli()
+    assert proc.returncode == 2
+    assert "give --benchmark and --use-case" in proc.stderr
+
+
+def test_list_shows_every_benchmark_and_use_case():
+    proc = run_cli("list")
+    assert proc.returncode == 0
+    for word in ["digits", "mnist", "cifar10", "imagenet", "nlp", "gnn", "resnet50", "vit_b_16",
+                 "per-sample gradients", "not implemented yet"]:
+        assert word in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--benchmark", "mnistt", "--use-case", "1"], "unknown benchmark 'mnistt'"),
+        (["--benchmark", "digits", "--use-case", "9"], "unknown use case 9"),
+        (["--benchmark", "digits", "--use-case", "3"], "declared but not implemented yet"),
+        (["--benchmark", "digits", "--use-case", "1", "--batch-sizes", "0"], "batch size 0 must be a positive"),
+        (["--benchmark", "digits", "--use-case", "1", "--batch-sizes", "x"], "batch size 'x' is not a whole number"),
+        (["--benchmark", "digits", "--use-case", "1", "--frameworks", "tf"], "unknown framework 'tf'"),
+        (["--benchmark", "digits", "--use-case", "1", "--precision", "fp8"], "unknown precision 'fp8'"),
+        (["--benchmark", "mnist", "--use-case", "1", "--data-dir", "/nonexistent"], "does not exist"),
+        (["--benchmark", "digits", "--use-case", "1", "--profile", "/nonexistent.toml"], "does not exist"),
+    ],
+)
+def test_bad_input_gets_one_sentence_exit_2_and_writes_nothing(tmp_path, args, message):
+    results, scripts = tmp_path / "results", tmp_path / "scripts"
+    proc = run_cli(*args, "--results-dir", str(results), "--scripts-dir", str(scripts))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not results.exists() and not scripts.exists()
+
+
+def test_a_missing_environment_is_refused_before_anything_is_written(tmp_path):
+    profile = tmp_path / "p.toml"
+    profile.write_text(f'env_dir = "{tmp_path / "no-envs"}"\n')
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--executor", "local", "--profile", str(profile),
+                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
+    assert proc.returncode == 2
+    assert "environment is missing" in proc.stderr and "python main.py envs" in proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_slurm_executor_without_sbatch_is_refused(tmp_path):
+    env = {"PATH": "/usr/bin/nonexistent", "HOME": str(tmp_path)}
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--results-dir", str(tmp_path / "r"),
+                   "--scripts-dir", str(tmp_path / "s"), env=env)
+    assert proc.returncode == 2
+    assert "'sbatch' is not on PATH" in proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_mnist_dry_run_writes_two_readable_scripts(tmp_path):
+    scripts = tmp_path / "slurm_scripts"
+    proc = run_cli("--benchmark", "mnist", "--use-case", "1", "--dry-run",
+                   "--results-dir", str(tmp_path / "results"), "--scripts-dir", str(scripts))
+    assert proc.returncode == 0, proc.stderr
+    jax_script, torch_script = scripts / "jax_mnist_1.sh", scripts / "torch_mnist_1.sh"
+    assert sorted(p.name for p in scripts.iterdir()) == ["jax_mnist_1.sh", "torch_mnist_1.sh"]
+    for script, mine, other in [(jax_script, "jax", "torch"), (torch_script, "torch", "jax")]:
+        text = script.read_text()
+        subprocess.run(["bash", "-n", str(script)], check=True)
+        lines = text.splitlines()
+        assert lines[0] == "#!/bin/bash"
+        assert lines[1].startswith(f"# {script.name}: ") and "benchmark mnist, use case 1" in lines[1]
+        assert "Produced by `python main.py --benchmark mnist --use-case 1 --dry-run" in text
+        activations = [line for line in lines if line.startswith("source ")]
+        assert len(activations) == 1 and activations[0].endswith(f"/.envs/{mine}/bin/activate")
+        assert f"/.envs/{other}/" not in text
+        assert f"-m {mine}_backend.run" in text and f"{other}_backend" not in text
+        assert "#SBATCH --array=0-1" in text  # the default mnist batch sizes: one array task each
+    manifest = json.loads(next((tmp_path / "results").glob("*/manifest.json")).read_text())
+    assert manifest["executor"] == "dry-run" and manifest["submissions"] == {}
+    assert len(manifest["cells"]) == 4

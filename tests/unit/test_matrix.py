@@ -1,0 +1,83 @@
+import pytest
+
+from orchestrator import catalog, matrix
+from orchestrator.errors import UsageError
+
+
+def settings(**overrides):
+    values = dict(epochs=2, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=1, data_source="real",
+                  data_dir=None, synthetic_samples=256, device="auto")
+    values.update(overrides)
+    return matrix.RunSettings(**values)
+
+
+def test_defaults_come_from_the_registry():
+    cells = matrix.expand("digits", 1, [], [], [], [], settings())
+    bench = catalog.BENCHMARKS["digits"]
+    assert {c.framework for c in cells} == set(catalog.FRAMEWORKS)
+    assert sorted({c.batch_size for c in cells}) == sorted(bench.default_batch_sizes)
+    assert len(cells) == len(catalog.FRAMEWORKS) * len(bench.default_models) * len(bench.default_batch_sizes)
+
+
+def test_lists_accept_commas_and_repeats_and_drop_duplicates():
+    assert matrix.parse_list(["jax,torch", "jax", " torch "]) == ["jax", "torch"]
+    assert matrix.parse_batch_sizes(["16,32", "64"]) == [16, 32, 64]
+
+
+@pytest.mark.parametrize("value", ["0", "-4", "abc", "3.5"])
+def test_bad_batch_sizes_are_refused(value):
+    with pytest.raises(UsageError, match="batch size"):
+        matrix.parse_batch_sizes([value])
+
+
+def test_pair_key_is_shared_and_cell_ids_differ_by_framework():
+    cells = matrix.expand("digits", 1, [], [], [32], [], settings())
+    jax, torch = (c for c in cells if c.batch_size == 32)
+    assert jax.pair_key == torch.pair_key
+    assert jax.cell_id != torch.cell_id and jax.cell_id.startswith("jax-")
+
+
+def test_cell_id_is_stable_and_follows_every_setting():
+    a = matrix.expand("digits", 1, ["jax"], [], [32], [], settings())[0]
+    b = matrix.expand("digits", 1, ["jax"], [], [32], [], settings())[0]
+    c = matrix.expand("digits", 1, ["jax"], [], [32], [], settings(learning_rate=0.02))[0]
+    assert a.cell_id == b.cell_id
+    assert a.cell_id != c.cell_id
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(benchmark="mnistt"), "unknown benchmark 'mnistt'; choose from: digits, mnist"),
+        (dict(use_case=7), "unknown use case 7"),
+        (dict(frameworks=["tensorflow"]), "unknown framework 'tensorflow'; choose from: jax, torch"),
+        (dict(models=["resnet9"]), "unknown model 'resnet9'"),
+        (dict(models=["resnet50"]), "not part of benchmark 'digits'"),
+        (dict(precisions=["fp8"]), "unknown precision 'fp8'"),
+        (dict(precisions=["bf16"]), "declared but not implemented yet"),
+        (dict(use_case=3), "use case 3 (per-sample gradients (a DP-SGD step) on one GPU) is declared but not implemented"),
+        (dict(benchmark="cifar10", models=[]), "benchmark 'cifar10' is declared but not implemented"),
+        (dict(batch_sizes=[5000]), "larger than the 1257 training samples"),
+    ],
+)
+def test_invalid_requests_are_refused_with_the_choices(kwargs, message):
+    args = dict(benchmark="digits", use_case=1, frameworks=[], models=[], batch_sizes=[], precisions=[])
+    args.update(kwargs)
+    with pytest.raises(UsageError) as info:
+        matrix.expand(settings=settings(), **args)
+    assert message in str(info.value)
+
+
+def test_all_four_use_cases_are_declared():
+    assert sorted(catalog.USE_CASES) == [1, 2, 3, 4]
+
+
+def test_mnist_data_dir_is_checked(tmp_path):
+    with pytest.raises(UsageError, match="give --data-dir"):
+        matrix.check_data("mnist", settings())
+    with pytest.raises(UsageError, match="does not exist"):
+        matrix.check_data("mnist", settings(data_dir=str(tmp_path / "nope")))
+    (tmp_path / "train-images-idx3-ubyte.gz").write_bytes(b"")
+    with pytest.raises(UsageError, match="lacks the MNIST files train-labels-idx1-ubyte, t10k-images"):
+        matrix.check_data("mnist", settings(data_dir=str(tmp_path)))
+    matrix.check_data("mnist", settings(data_source="synthetic"))  # synthetic data needs no folder

@@ -1,0 +1,66 @@
+import pytest
+
+from orchestrator import PROJECT_ROOT
+from orchestrator.errors import UsageError
+from orchestrator.profile import ClusterProfile, load_profile
+
+
+def write(tmp_path, text):
+    path = tmp_path / "site.toml"
+    path.write_text(text)
+    return path
+
+
+def test_builtin_default_keeps_environments_in_the_project():
+    profile = load_profile(None)
+    assert profile.env_path("jax") == PROJECT_ROOT / ".envs" / "jax"
+    assert profile.jax_recipe == "cpu"
+
+
+def test_a_full_profile_loads(tmp_path):
+    profile = load_profile(write(tmp_path, '''
+partition = "gpu-a100"
+account = "proj_42"
+time_limit = "1-02:00:00"
+gpus_per_task = 1
+cpus_per_task = 8
+mem = "64G"
+env_dir = "/scratch/envs"
+jax_recipe = "cuda12"
+setup_lines = ["module load cuda/12.4"]
+extra_sbatch = ["--qos=normal"]
+'''))
+    assert profile.name == "site"
+    assert profile.partition == "gpu-a100"
+    assert str(profile.env_path("torch")) == "/scratch/envs/torch"
+    assert profile.setup_lines == ("module load cuda/12.4",)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('partitoin = "gpu"', "unknown keys partitoin"),
+        ('partition = "gpu; rm -rf ~"', "may only hold letters"),
+        ('time_limit = "forever"', "is not a Slurm time"),
+        ('gpus_per_task = "two"', "must be an integer"),
+        ('gpus_per_task = -1', "non-negative"),
+        ('jax_recipe = "rocm"', "not one of cpu, cuda12, cuda13"),
+        ('extra_sbatch = ["--qos=a b"]', "not a plain sbatch option"),
+        ('extra_sbatch = "--qos=normal"', "must be a list of strings"),
+        ('partition = ', "not valid TOML"),
+    ],
+)
+def test_bad_profiles_are_refused(tmp_path, text, message):
+    with pytest.raises(UsageError) as info:
+        load_profile(write(tmp_path, text))
+    assert message in str(info.value)
+
+
+def test_missing_profile_file(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        load_profile(tmp_path / "nope.toml")
+
+
+def test_profile_validates_when_built_in_code_too():
+    with pytest.raises(UsageError):
+        ClusterProfile(cpus_per_task=0)

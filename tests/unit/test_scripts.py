@@ -1,0 +1,111 @@
+"""Rendered scripts run exactly what was meant, whatever the names and paths hold; sbatch is faked here."""
+
+import json
+import os
+import shlex
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import run_cli
+
+def fake_env(env_dir: Path, framework: str, record: Path) -> None:
+    """An environment whose `python` only records its arguments: enough to see what the script would run."""
+    bin_dir = env_dir / framework / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
+    python = bin_dir / "python"
+    python.write_text(f'#!/bin/bash\nprintf "%s\\n" "$@" > {shlex.quote(str(record))}\n')
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+
+
+def test_hostile_paths_are_quoted_and_the_script_runs_only_the_backend(tmp_path):
+    base = tmp_path / "a b'c$(touch PWNED);`touch PWNED2`"
+    base.mkdir()
+    env_dir = base / "envs"
+    record = tmp_path / "record.txt"
+    fake_env(env_dir, "jax", record)
+    profile = tmp_path / "p.toml"
+    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", "--dry-run",
+                   "--profile", str(profile), "--results-dir", str(base / "results"),
+                   "--scripts-dir", str(base / "scripts"))
+    assert proc.returncode == 0, proc.stderr
+    script = base / "scripts" / "jax_digits_1.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    run = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "SLURM_ARRAY_TASK_ID": "1"})
+    assert run.returncode == 0, run.stderr
+    assert not list(tmp_path.rglob("PWNED*")), "a value in the script was executed"
+    args = record.read_text().splitlines()
+    assert args[:2] == ["-m", "jax_backend.run"]
+    spec = Path(args[2])
+    assert spec.is_file() and spec.name == "1.json" and spec.is_relative_to(base)
+
+
+def test_a_path_that_cannot_go_in_an_sbatch_line_is_refused(tmp_path):
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--dry-run",
+                   "--results-dir", str(tmp_path / 'quote"d'), "--scripts-dir", str(tmp_path / "s"))
+    assert proc.returncode == 2
+    assert "cannot hold double quotes" in proc.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_command_in_the_header_stays_a_comment(tmp_path):
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--dry-run", "--synthetic", "--data-dir",
+                   "x\necho owned", "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "s" / "jax_digits_1.sh").read_text()
+    assert "\necho owned" not in text
+
+
+@pytest.fixture
+def fake_slurm(tmp_path):
+    """`sbatch` on PATH that records each call and answers like `sbatch --parsable`."""
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch_calls.txt"
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text(
+        "#!/bin/bash\n"
+        f'echo "$*" >> "{calls}"\n'
+        f'n=$(wc -l < "{calls}")\n'
+        'echo "$((4000 + n))"\n'
+    )
+    sbatch.chmod(0o755)
+    env_dir = tmp_path / "envs"
+    for framework in ("jax", "torch"):
+        fake_env(env_dir, framework, tmp_path / f"{framework}.txt")
+    profile = tmp_path / "p.toml"
+    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\npartition = \"debug\"\n")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return env, calls, profile
+
+
+def test_slurm_executor_calls_sbatch_once_per_framework_and_records_job_ids(tmp_path, fake_slurm):
+    env, calls, profile = fake_slurm
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32", "--profile", str(profile),
+                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = calls.read_text().splitlines()
+    assert lines == [f"--parsable {tmp_path / 's' / 'jax_digits_1.sh'}", f"--parsable {tmp_path / 's' / 'torch_digits_1.sh'}"]
+    manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
+    assert manifest["executor"] == "slurm"
+    assert manifest["submissions"]["jax"]["task_ids"] == ["4001_0", "4001_1", "4001_2"]
+    assert manifest["submissions"]["torch"]["job_id"] == "4002"
+    assert "4002_2" in proc.stdout  # the table of cells and job ids
+    assert "#SBATCH --partition=debug" in (tmp_path / "s" / "jax_digits_1.sh").read_text()
+
+
+def test_a_refused_submission_is_one_sentence(tmp_path, fake_slurm):
+    env, calls, profile = fake_slurm
+    sbatch = Path(env["PATH"].split(":")[0]) / "sbatch"
+    sbatch.write_text("#!/bin/bash\necho 'sbatch: error: invalid partition specified: debug' >&2\nexit 1\n")
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--profile", str(profile),
+                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"error: sbatch refused {tmp_path / 's' / 'jax_digits_1.sh'}: sbatch: error: invalid partition specified: debug"
+    ]
