@@ -98,6 +98,8 @@ daemon_pid() {  # prints the pid and returns 0 if the daemon is running
     [[ $pid =~ ^[0-9]+$ ]] || return 1
     comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
     [[ $comm == "$(comm_of "$name")" ]] || return 1
+    # A daemon that has exited but not yet been reaped by init (a zombie, state Z) is not running.
+    [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]] || return 1
     echo "$pid"
 }
 
@@ -131,7 +133,7 @@ stop_daemon() {  # TERM, wait, then KILL; forget the pid file
                 sleep 0.1
             done
         fi
-        is_running "$name" && die "could not stop $name (pid $pid)"
+        if is_running "$name"; then die "could not stop $name (pid $pid)"; fi
     fi
     rm -f "$RUN/$name.pid"
 }
@@ -179,8 +181,8 @@ slurmctld_ok() { scontrol ping | grep -q 'is UP'; }
 # up: preconditions and packages.
 
 check_can_run() {
-    [[ $(id -u) == 0 ]] || cannot_run_here "local_slurm.sh up needs root (it installs packages and runs Slurm as root); run it as root or skip the Slurm tests."
-    command -v apt-get >/dev/null || cannot_run_here "local_slurm.sh up needs a Debian-like system with apt-get to install Slurm, and apt-get was not found."
+    [[ $(id -u) == 0 ]] || cannot_run_here "'up' needs root: it installs Debian packages and runs the Slurm daemons as root."
+    command -v apt-get >/dev/null || cannot_run_here "'up' needs apt-get to install Slurm, and this system has none."
 }
 
 install_packages() {
@@ -219,7 +221,7 @@ make_fake_gpus() {
         [[ -c $DIR/dev/gpu$i ]] && continue
         rm -f "$DIR/dev/gpu$i"
         mknod "$DIR/dev/gpu$i" c 1 3 2>/dev/null ||
-            cannot_run_here "local_slurm.sh up cannot create fake GPU device files (mknod is not permitted here), so Slurm cannot offer GPUs."
+            cannot_run_here "'up' cannot create the fake GPU device files (mknod is not permitted here), so Slurm cannot offer GPUs."
         chmod 666 "$DIR/dev/gpu$i"
     done
 }
@@ -453,16 +455,18 @@ start_slurmd() {
 }
 
 wait_for_nodes() {
-    local deadline=$((SECONDS + WAIT_SECONDS)) states resumed=0
+    local deadline=$((SECONDS + WAIT_SECONDS)) next_resume=0 states stuck n
     until [[ $(usable_node_count) == 2 ]]; do
         states=$(sinfo -h -N -p debug -o '%N %t' 2>/dev/null | tr '\n' ' ')
-        # A node that was down or drained (a crash, a config change) stays so until told otherwise.
-        if ((!resumed)) && [[ $states =~ (down|drain|drng|fail) ]] && [[ ! $states =~ \* ]]; then
-            log "resuming nodes ($states)"
-            scontrol update nodename="$(IFS=,; echo "${NODES[*]}")" state=resume >/dev/null 2>&1 || true
-            resumed=1
+        # A node that was set down or drained (a crash, a config change, an admin) stays so until told
+        # otherwise. Only nodes that respond (no '*') can be resumed; retry now and then, not in a tight loop.
+        stuck=$(sinfo -h -N -p debug -o '%N %t' 2>/dev/null | awk '$2 ~ /^(down|drain|drng|fail)$/ {print $1}' |
+            paste -sd, -)
+        if [[ -n $stuck ]] && ((SECONDS >= next_resume)); then
+            log "resuming $stuck (sinfo: $states)"
+            scontrol update nodename="$stuck" state=resume >/dev/null 2>&1 || true
+            next_resume=$((SECONDS + 5))
         fi
-        local n
         for n in "${NODES[@]}"; do
             is_running "slurmd-$n" || die "slurmd for $n exited; see $LOGS/slurmd-$n.log and $LOGS/slurmd-$n.out"
         done
@@ -517,8 +521,24 @@ make_dirs_before_install() {
 
 # ---------------------------------------------------------------------------------------------------------
 
+cancel_jobs() {
+    # Jobs still running when slurmd stops would leave slurmstepd processes behind: cancel them first.
+    local jobs i
+    is_running slurmctld && command -v squeue >/dev/null || return 0
+    jobs=$(squeue -h -o %i 2>/dev/null | paste -sd' ' -) || return 0
+    [[ -n $jobs ]] || return 0
+    log "cancelling jobs still queued or running: $jobs"
+    # shellcheck disable=SC2086 # one argument per job id
+    scancel $jobs 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do  # up to 10 s
+        [[ -z $(squeue -h -o %i 2>/dev/null) ]] && break
+        sleep 0.1
+    done
+}
+
 do_down() {
     local name
+    cancel_jobs
     for name in "${STOP_ORDER[@]}"; do
         stop_daemon "$name"
     done

@@ -1,0 +1,59 @@
+"""collect: merges task files, reports bad ones by path and reason, compares per device model."""
+
+import pyarrow.parquet as pq
+
+from bench_contract.results import SCHEMA, ResultRows
+from helpers import run_cli
+from orchestrator.collect import comparison_tables, merge
+
+
+def task_file(root, framework, batch, throughput, device="CPU X", accuracy=0.97):
+    ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
+    ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
+    ctx.update(framework=framework, benchmark="digits", use_case=1, model="mlp", batch_size=batch, precision="fp32",
+               device_model=device, cell_id=f"{framework}-{batch}", schema_version=1)
+    for name in ("metric", "value", "unit", "epoch", "step"):
+        ctx.pop(name)
+    rows = ResultRows(ctx)
+    rows.add("throughput", throughput, "samples/s")
+    rows.add("test_accuracy", accuracy, "fraction")
+    rows.add("train_loss", 1.0, "nats", epoch=0, step=0)
+    return rows.write(root / "camp" / "rows" / framework / f"{framework}-{batch}.parquet")
+
+
+def test_merge_and_compare(tmp_path):
+    task_file(tmp_path, "jax", 32, 2000.0)
+    task_file(tmp_path, "torch", 32, 1000.0)
+    task_file(tmp_path, "torch", 64, 1500.0, device="GPU Y")
+    collected, df = merge(tmp_path, tmp_path / "merged.parquet")
+    assert collected.files == 3 and collected.rows == 9 and not collected.skipped
+    assert pq.read_table(tmp_path / "merged.parquet").schema.equals(SCHEMA)
+    tables = comparison_tables(df)
+    assert set(tables) == {"CPU X", "GPU Y"}
+    assert "2.00x" in tables["CPU X"]
+    assert "n/a" in tables["GPU Y"]  # no JAX row on that GPU: no speed-up is invented
+
+
+def test_broken_files_are_reported_and_the_rest_merged(tmp_path):
+    good = task_file(tmp_path, "jax", 32, 2000.0)
+    broken = good.with_name("truncated.parquet")
+    broken.write_bytes(good.read_bytes()[:50])
+    collected, _ = merge(tmp_path, tmp_path / "merged.parquet")
+    assert collected.files == 1
+    assert [p for p, _ in collected.skipped] == [broken]
+
+
+def test_collect_command(tmp_path):
+    task_file(tmp_path, "jax", 32, 3000.0)
+    task_file(tmp_path, "torch", 32, 1000.0)
+    proc = run_cli("collect", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "merged.parquet").is_file()
+    assert "3.00x" in proc.stdout and "CPU X" in proc.stdout
+    again = run_cli("collect", "--results-dir", str(tmp_path))  # its own output is not merged into itself
+    assert "merged 6 rows from 2 task files" in again.stdout
+
+
+def test_collect_of_a_missing_folder_is_an_error(tmp_path):
+    proc = run_cli("collect", "--results-dir", str(tmp_path / "none"))
+    assert proc.returncode == 1 and "does not exist" in proc.stderr
