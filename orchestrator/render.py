@@ -125,6 +125,7 @@ def render_scripts(
             setup_lines=list(profile.setup_lines),
             activate=profile.env_path(framework) / "bin" / "activate",
             project_root=PROJECT_ROOT,
+            cpus_per_task=profile.cpus_per_task,
             exports=FRAMEWORK_EXPORTS[framework],
             spec_dir=campaign_dir / "specs" / framework,
         )

@@ -7,7 +7,7 @@
 #
 #   eval "$(scripts/local_slurm.sh up)"   # `up` prints only `export SLURM_CONF=...` on stdout
 #
-# The cluster: nodes n1 and n2 (2 CPUs and 2 fake GPUs each, both on this host), partition `debug`,
+# The cluster: nodes n1 and n2 (half of this host's CPUs and 2 fake GPUs each), partition `debug`,
 # ClusterName `localcluster`, with real accounting (slurmdbd + MariaDB) so that `sacct` works.
 #
 # Everything `up` writes (config, state, spool, logs, pid files, the MariaDB data) lives under one folder,
@@ -309,8 +309,12 @@ AccountingStoragePass=$MUNGE_SOCKET
 JobAcctGatherType=jobacct_gather/linux
 JobCompType=jobcomp/none
 EOF
+    # The two nodes share this machine's cores, so each gets its half: with more CPUs declared than exist,
+    # Slurm would start more tasks than there are cores, and every timing taken there would be of contention.
+    local cpus=$(( $(nproc) / ${#NODES[@]} ))
+    (( cpus >= 1 )) || cpus=1
     for n in "${NODES[@]}"; do
-        echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=${SLURMD_PORT[$n]} CPUs=2 RealMemory=$mem Gres=gpu:2 State=UNKNOWN"
+        echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=${SLURMD_PORT[$n]} CPUs=$cpus RealMemory=$mem Gres=gpu:2 State=UNKNOWN"
     done
     echo "PartitionName=debug Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP"
 }

@@ -1,0 +1,134 @@
+"""Each backend in its own environment, on real data: the two sides are the same network, trained the same way."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench_contract.device import cpu_model
+from bench_contract.spec import JobSpec
+from helpers import REPO_ROOT, env_python
+
+FRAMEWORKS = ("jax", "torch")
+
+
+def run_backend(framework: str, spec: JobSpec, tmp_path: Path) -> subprocess.CompletedProcess:
+    path = tmp_path / f"{framework}.json"
+    path.write_text(spec.to_json())
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run([str(env_python(framework)), "-m", f"{framework}_backend.run", str(path)],
+                          capture_output=True, text=True, timeout=600, env=env)
+
+
+def make_spec(framework: str, tmp_path: Path, **overrides) -> JobSpec:
+    values = dict(campaign="test", cell_id=f"{framework}-cell", pair_key="cell", framework=framework,
+                  benchmark="digits", use_case=1, model="mlp", batch_size=32, precision="fp32", epochs=2,
+                  warmup_steps=3, device="cpu", results_path=str(tmp_path / f"{framework}.parquet"),
+                  init_weights_path=str(tmp_path / "init.npz"))
+    values.update(overrides)
+    return JobSpec(**values)
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    """One short digits run per framework from the same initial weights file."""
+    tmp_path = tmp_path_factory.mktemp("both")
+    frames = {}
+    for framework in FRAMEWORKS:
+        proc = run_backend(framework, make_spec(framework, tmp_path, warmup_steps=0), tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        frames[framework] = pd.read_parquet(tmp_path / f"{framework}.parquet")
+    return frames
+
+
+def metric(df: pd.DataFrame, name: str) -> float:
+    values = df.loc[df.metric == name, "value"]
+    assert len(values) == 1, f"expected one {name} row, found {len(values)}"
+    return float(values.iloc[0])
+
+
+def test_same_weights_same_data_same_losses(both):
+    """Identical initial weights and batch order: the two loss curves coincide step by step."""
+    losses = {fw: df[df.metric == "train_loss"].sort_values("step")["value"].to_numpy() for fw, df in both.items()}
+    assert len(losses["jax"]) == len(losses["torch"]) == 2 * (1257 // 32)
+    assert losses["jax"][0] == pytest.approx(losses["torch"][0], rel=1e-5)
+    np.testing.assert_allclose(losses["jax"], losses["torch"], rtol=1e-3)
+    assert losses["jax"][-1] < losses["jax"][0]  # and it learns
+    assert both["jax"].init_weights_sha256.iloc[0] == both["torch"].init_weights_sha256.iloc[0]
+
+
+def test_same_architecture(both):
+    expected = (64 * 512 + 512) + (512 * 512 + 512) + (512 * 10 + 10)
+    assert metric(both["jax"], "parameter_count") == metric(both["torch"], "parameter_count") == expected
+
+
+def test_jax_compile_time_is_measured_apart_from_the_steps(both):
+    """With no warm-up at all, the first timed step must not contain the compilation."""
+    df = both["jax"]
+    compile_s = metric(df, "compile_time")
+    assert compile_s > 0
+    assert metric(df, "step_time_p99") / 1e3 < compile_s
+    assert metric(df, "timed_steps") == 2 * (1257 // 32)
+
+
+def test_rows_carry_their_provenance(both):
+    for framework, df in both.items():
+        first = df.iloc[0]
+        assert first.device_kind == "cpu" and first.device_model == cpu_model()
+        assert first.framework == framework and first.hostname and first.python_version
+        versions = json.loads(first.library_versions)
+        assert framework in versions and "numpy" in versions
+        # torch reports its build too ("2.14.1+cu130"); the distribution version is the part before "+"
+        assert first.framework_version.split("+")[0] == versions[framework]
+        assert first.data_source == "real"
+        assert (df.campaign == "test").all() and (df.cell_id == f"{framework}-cell").all()
+    assert both["jax"].precision_policy.iloc[0] == both["torch"].precision_policy.iloc[0]
+
+
+def test_metrics_are_sane(both):
+    for df in both.values():
+        assert metric(df, "throughput") > 0
+        assert 0 < metric(df, "step_time_p50") <= metric(df, "step_time_p99")
+        assert metric(df, "peak_host_rss") > 50e6
+        val = df[df.metric == "val_accuracy"].sort_values("epoch")
+        assert list(val.epoch) == [0, 1]
+        assert 0.1 < metric(df, "test_accuracy") <= 1.0
+
+
+@pytest.mark.parametrize("framework, check", [
+    ("torch", "import torch; from torch_backend.run import TorchBackend; TorchBackend().prepare(SPEC); "
+              "assert torch.backends.cuda.matmul.allow_tf32 is False; assert torch.backends.cudnn.allow_tf32 is False; "
+              "assert torch.get_float32_matmul_precision() == 'highest'"),
+    ("jax", "import jax; from jax_backend.run import JaxBackend; JaxBackend().prepare(SPEC); "
+            "assert jax.config.jax_default_matmul_precision == 'highest'"),
+])
+def test_fp32_means_tf32_off_in_both_frameworks(framework, check, tmp_path):
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(make_spec(framework, tmp_path).to_json())
+    code = f"from bench_contract.spec import JobSpec; SPEC = JobSpec.read({str(spec_path)!r}); {check}"
+    subprocess.run([str(env_python(framework)), "-c", code], check=True, cwd=REPO_ROOT,
+                   env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_failure_is_reported_and_writes_no_result(framework, tmp_path):
+    spec = make_spec(framework, tmp_path, precision="bf16")
+    proc = run_backend(framework, spec, tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: {framework} backend failed: precision 'bf16' is not implemented in the {framework} backend (only fp32)"
+    )
+    assert not Path(spec.results_path).exists()
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_synthetic_data_is_recorded_as_such(framework, tmp_path):
+    spec = make_spec(framework, tmp_path, data_source="synthetic", synthetic_samples=320, epochs=1, warmup_steps=1)
+    proc = run_backend(framework, spec, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_parquet(spec.results_path)
+    assert (df.data_source == "synthetic").all()
