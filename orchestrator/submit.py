@@ -67,13 +67,20 @@ def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None
     """
     squeue = require_command("squeue")
     ids = ",".join(s.job_id for s in submissions)
-    delay, start = 1.0, time.monotonic()
+    delay, start, errors = 1.0, time.monotonic(), 0
     while True:
         proc = subprocess.run([squeue, "-h", "-j", ids, "-o", "%i %T"], capture_output=True, text=True, timeout=60)
-        active = proc.stdout.split("\n") if proc.returncode == 0 else []
-        active = [line for line in active if line.strip()]
-        if proc.returncode == 0 and not active:
+        if proc.returncode == 0 and not proc.stdout.strip():
             break
+        if proc.returncode != 0:
+            # Slurm forgets finished jobs after MinJobAge; squeue then calls their ids invalid: they are done.
+            if "Invalid job id" in proc.stderr:
+                break
+            errors += 1
+            if errors >= 5:
+                raise OrchestratorError(f"squeue failed {errors} times in a row: {proc.stderr.strip()}")
+        else:
+            errors = 0
         if timeout_s is not None and time.monotonic() - start > timeout_s:
             raise OrchestratorError(f"jobs {ids} still queued or running after {timeout_s:.0f} s")
         time.sleep(delay)

@@ -109,3 +109,47 @@ def test_a_refused_submission_is_one_sentence(tmp_path, fake_slurm):
     assert proc.stderr.strip().splitlines() == [
         f"error: sbatch refused {tmp_path / 's' / 'jax_digits_1.sh'}: sbatch: error: invalid partition specified: debug"
     ]
+
+
+@pytest.mark.parametrize("limit, minutes", [
+    ("30", 30), ("30:01", 31), ("02:00:00", 120), ("1-00", 1440), ("1-02:30", 1590), ("0-00:00:30", 1),
+])
+def test_slurm_time_limits_become_submitit_minutes(limit, minutes):
+    from orchestrator.submit import slurm_minutes
+
+    assert slurm_minutes(limit) == minutes
+
+
+def test_submitit_gets_the_profile_resources():
+    from orchestrator.profile import ClusterProfile
+    from orchestrator.submit import submitit_parameters
+
+    params = submitit_parameters(ClusterProfile(partition="gpu", account="a1", gpus_per_task=2, cpus_per_task=4,
+                                                setup_lines=("module load cuda",), extra_sbatch=("--qos=high",)),
+                                 "jax_digits_1", 3)
+    assert params["slurm_partition"] == "gpu" and params["slurm_gres"] == "gpu:2"
+    assert params["slurm_cpus_per_task"] == 4 and params["timeout_min"] == 30
+    assert params["slurm_setup"] == ["module load cuda"]
+    assert params["slurm_additional_parameters"] == {"qos": "high", "account": "a1"}
+
+
+def test_waiting_polls_squeue_once_per_round_for_the_whole_campaign(tmp_path, monkeypatch):
+    from orchestrator import submit
+
+    calls = tmp_path / "calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # squeue reports the jobs for two rounds, then nothing; sacct reports one failed task.
+    (bin_dir / "squeue").write_text(
+        f'#!/bin/bash\necho "squeue $*" >> "{calls}"\n'
+        f'[ $(grep -c squeue "{calls}") -le 2 ] && echo "7_0 RUNNING"\nexit 0\n')
+    (bin_dir / "sacct").write_text("#!/bin/bash\nprintf '7_0|COMPLETED\\n7_1|FAILED\\n8_0|CANCELLED by 0\\n'\n")
+    for name in ("squeue", "sacct"):
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(submit.time, "sleep", lambda s: None)
+    subs = [submit.Submission("jax", "7", ["7_0", "7_1"]), submit.Submission("torch", "8", ["8_0"])]
+    submit.wait_for_slurm(subs)
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 3 and all("-j 7,8 " in line for line in lines)
+    assert subs[0].failed == {1: "FAILED"} and subs[1].failed == {0: "CANCELLED"}
