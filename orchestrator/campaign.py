@@ -54,7 +54,9 @@ def git_commit() -> str:
 
 
 def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str) -> JobSpec:
-    s = cell.settings
+    settings = asdict(cell.settings)  # every run setting is a spec field of the same name
+    if settings["data_dir"]:
+        settings["data_dir"] = str(Path(settings["data_dir"]).resolve())  # the job may start elsewhere
     return JobSpec(
         campaign=campaign,
         cell_id=cell.cell_id,
@@ -65,18 +67,10 @@ def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str) -> JobS
         model=cell.model,
         batch_size=cell.batch_size,
         precision=cell.precision,
-        device=s.device,
-        data_source=s.data_source,
-        data_dir=str(Path(s.data_dir).resolve()) if s.data_dir else None,
-        epochs=s.epochs,
-        optimizer=s.optimizer,
-        learning_rate=s.learning_rate,
-        seed=s.seed,
-        warmup_steps=s.warmup_steps,
-        synthetic_samples=s.synthetic_samples,
+        **settings,
         results_path=str(campaign_dir / "rows" / cell.framework / f"{cell.cell_id}.parquet"),
         # Shared by every cell of this model and seed, whatever the framework or batch size.
-        init_weights_path=str(campaign_dir / "init" / f"{cell.benchmark}-{cell.model}-seed{s.seed}.npz"),
+        init_weights_path=str(campaign_dir / "init" / f"{cell.benchmark}-{cell.model}-seed{cell.settings.seed}.npz"),
         git_commit=commit,
     )
 

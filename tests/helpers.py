@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ENVS = {fw: REPO_ROOT / ".envs" / fw for fw in ("jax", "torch")}
@@ -26,3 +30,22 @@ def env_python(framework: str) -> Path:
 
 def missing_envs() -> list[str]:
     return [fw for fw in ENVS if not env_python(fw).exists()]
+
+
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """Write an unsigned-byte IDX file (MNIST's format), gzipped when the name ends in .gz."""
+    header = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def write_mnist_folder(folder: Path, train: int, test: int) -> Path:
+    """A folder with the four standard MNIST files, random pixels and labels, some gzipped, some not."""
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    write_idx(folder / "train-images-idx3-ubyte.gz", rng.integers(0, 256, (train, 28, 28)))
+    write_idx(folder / "train-labels-idx1-ubyte", rng.integers(0, 10, (train,)))
+    write_idx(folder / "t10k-images-idx3-ubyte", rng.integers(0, 256, (test, 28, 28)))
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", rng.integers(0, 10, (test,)))
+    return folder

@@ -11,7 +11,7 @@ import pytest
 
 from bench_contract.device import cpu_model
 from bench_contract.spec import JobSpec
-from helpers import REPO_ROOT, env_python
+from helpers import REPO_ROOT, env_python, write_mnist_folder
 
 FRAMEWORKS = ("jax", "torch")
 
@@ -132,3 +132,21 @@ def test_synthetic_data_is_recorded_as_such(framework, tmp_path):
     assert proc.returncode == 0, proc.stderr
     df = pd.read_parquet(spec.results_path)
     assert (df.data_source == "synthetic").all()
+
+
+def test_mnist_idx_files_are_read_the_same_by_both(tmp_path):
+    """The MNIST path end to end on IDX files made here (the real files cannot be fetched on this machine)."""
+    data_dir = write_mnist_folder(tmp_path / "mnist", train=5000 + 320, test=64)
+    frames = {}
+    for framework in FRAMEWORKS:
+        spec = make_spec(framework, tmp_path, benchmark="mnist", data_dir=str(data_dir), epochs=1, warmup_steps=1,
+                         batch_size=64)
+        proc = run_backend(framework, spec, tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        frames[framework] = pd.read_parquet(spec.results_path)
+    expected = (784 * 512 + 512) + (512 * 512 + 512) + (512 * 10 + 10)
+    for df in frames.values():
+        assert metric(df, "parameter_count") == expected
+        assert metric(df, "timed_steps") == 320 // 64 - 1
+    losses = [frames[fw][frames[fw].metric == "train_loss"].sort_values("step")["value"].to_numpy() for fw in FRAMEWORKS]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-3)

@@ -1,7 +1,5 @@
 """The contract package: specs, data order, shared initial weights, timing and result files."""
 
-import gzip
-import struct
 import time
 
 import numpy as np
@@ -12,6 +10,7 @@ from bench_contract import data, weights
 from bench_contract.results import SCHEMA, ResultRows, write_table_atomic
 from bench_contract.spec import JobSpec, SpecError
 from bench_contract.timing import StepTimer, step_time_statistics
+from helpers import write_idx
 
 
 def spec(**overrides):
@@ -57,13 +56,6 @@ def test_digits_is_real_standardised_and_split_disjointly():
     assert d.sample_shape == (64,)
     assert abs(float(d.x_train.mean())) < 1e-3
     assert set(np.unique(d.y_test)) == set(range(10))
-
-
-def write_idx(path, array):
-    header = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "wb") as f:
-        f.write(header + array.astype(np.uint8).tobytes())
 
 
 def test_mnist_reader_reads_idx_files_plain_and_gzipped(tmp_path):
