@@ -45,7 +45,7 @@ def ensure_env(framework: str, profile: ClusterProfile, report: Callable[[str], 
     python = shutil.which(profile.python)
     if python is None:
         raise OrchestratorError(f"the profile's python {profile.python!r} is not on PATH")
-    report(f"{framework}: building {env} from {requirements.relative_to(PROJECT_ROOT)} (this takes a minute or more)")
+    report(f"{framework}: building {env} from {requirements} (this takes a minute or more)")
     # The stamp is written last: a build that was interrupted never looks current, and is redone from scratch.
     shutil.rmtree(env, ignore_errors=True)
     _run([python, "-m", "venv", str(env)])
