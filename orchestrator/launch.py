@@ -12,7 +12,7 @@ from pathlib import Path
 
 from orchestrator import campaign as campaigns
 from orchestrator import catalog, matrix, submit
-from orchestrator.errors import UsageError
+from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.profile import ClusterProfile
 from orchestrator.render import render_scripts
 from orchestrator.tables import format_table
@@ -71,7 +71,13 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
         report("dry run: nothing was submitted")
         return 0
 
-    submissions = submit_all(req, scripts, manifest, campaign_dir, report)
+    try:
+        submissions = submit_all(req, scripts, manifest, campaign_dir, report)
+    except OrchestratorError as exc:
+        # The manifest keeps what was submitted before the failure, and says why the rest was not.
+        manifest["submission_error"] = str(exc)
+        campaigns.save_manifest(campaign_dir, manifest)
+        raise
     report(cell_table(manifest, {s.framework: s for s in submissions}))
     failed = [(s.framework, i, why) for s in submissions for i, why in s.failed.items()]
     for framework, index, why in failed:

@@ -52,7 +52,8 @@ def submit_sbatch(framework: str, script: Path, n_tasks: int) -> Submission:
     sbatch = require_command("sbatch")
     proc = subprocess.run([sbatch, "--parsable", str(script)], capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
-        raise OrchestratorError(f"sbatch refused {script}: {proc.stderr.strip() or proc.stdout.strip()}")
+        said = "; ".join(line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip())
+        raise OrchestratorError(f"sbatch refused {script}: {said}")
     job_id = proc.stdout.strip().split(";")[0]  # --parsable prints "jobid" or "jobid;cluster"
     if not job_id.isdigit():
         raise OrchestratorError(f"sbatch printed {proc.stdout.strip()!r} for {script}, not a job id")
