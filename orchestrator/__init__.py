@@ -3,3 +3,5 @@
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_RESULTS_DIR = PROJECT_ROOT / "results"
+DEFAULT_SCRIPTS_DIR = PROJECT_ROOT / "slurm_scripts"

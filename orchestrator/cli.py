@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchestrator import PROJECT_ROOT, catalog
+from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR, catalog
 from orchestrator.errors import OrchestratorError
 
 MATRIX = "Matrix (each axis: a comma-separated list, or repeat the option)"
@@ -65,8 +65,8 @@ def main(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write the scripts and the campaign, submit nothing.", rich_help_panel=SUBMISSION)] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.", rich_help_panel=SUBMISSION)] = False,
     profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML); default: built-in.", rich_help_panel=SUBMISSION)] = None,
-    results_dir: Annotated[Path, typer.Option(help="Where campaigns and results go.", rich_help_panel=SUBMISSION)] = PROJECT_ROOT / "results",
-    scripts_dir: Annotated[Path, typer.Option(help="Where the sbatch scripts are written.", rich_help_panel=SUBMISSION)] = PROJECT_ROOT / "slurm_scripts",
+    results_dir: Annotated[Path, typer.Option(help="Where campaigns and results go.", rich_help_panel=SUBMISSION)] = DEFAULT_RESULTS_DIR,
+    scripts_dir: Annotated[Path, typer.Option(help="Where the sbatch scripts are written.", rich_help_panel=SUBMISSION)] = DEFAULT_SCRIPTS_DIR,
 ) -> None:
     """Plan a campaign from the benchmark matrix, render one sbatch array script per framework, and submit it."""
     if ctx.invoked_subcommand is not None:
@@ -116,7 +116,7 @@ def main(
 
 @app.command()
 def collect(
-    results_dir: Annotated[Path, typer.Option(help="Folder holding the campaigns.")] = PROJECT_ROOT / "results",
+    results_dir: Annotated[Path, typer.Option(help="Folder holding the campaigns.")] = DEFAULT_RESULTS_DIR,
     output: Annotated[Optional[Path], typer.Option(help="Merged Parquet file (default: <results-dir>/merged.parquet).")] = None,
 ) -> None:
     """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model."""

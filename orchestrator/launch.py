@@ -6,10 +6,12 @@ bad input leaves no half-written campaign behind.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator import campaign as campaigns
 from orchestrator import catalog, matrix, submit
 from orchestrator.errors import OrchestratorError, UsageError
@@ -82,10 +84,12 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     failed = [(s.framework, i, why) for s in submissions for i, why in s.failed.items()]
     for framework, index, why in failed:
         report(f"FAILED {framework} array task {index}: {why}")
+    collect = "python main.py collect" + ("" if req.results_dir.resolve() == DEFAULT_RESULTS_DIR.resolve()
+                                          else f" --results-dir {shlex.quote(str(req.results_dir))}")
     if req.executor == "slurm" and not req.wait:
-        report("submitted; follow with squeue, then run: python main.py collect")
+        report(f"submitted; follow with squeue, then run: {collect}")
     else:
-        report(f"{len(cells) - len(failed)} of {len(cells)} cells finished; run: python main.py collect")
+        report(f"{len(cells) - len(failed)} of {len(cells)} cells finished; run: {collect}")
     return 1 if failed else 0
 
 
