@@ -140,7 +140,7 @@ def list_catalog() -> None:
 
     typer.echo("Use cases:")
     for case in catalog.USE_CASES.values():
-        typer.echo(f"  {case.number}  {case.title}{'' if case.implemented else '  (not implemented yet)'}")
+        typer.echo(f"  {case.number}  {case.title}")
     typer.echo("\nPrecisions:")
     for p in catalog.PRECISIONS.values():
         typer.echo(f"  {p.name:<5} {p.description}{'' if p.implemented else '  (not implemented yet)'}")
