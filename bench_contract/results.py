@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench_contract import SCHEMA_VERSION
+from bench_contract.atomic import publish
 from bench_contract.spec import JobSpec
 
 # Columns that are the same on every row of one task, in output order.
@@ -98,15 +99,7 @@ class ResultRows:
 
 def write_table_atomic(table: pa.Table, path: str | os.PathLike[str]) -> Path:
     """Write to a temporary name in the same folder, then rename: readers see all of the file or none."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return publish(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def base_context(spec: JobSpec) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_contract import SCHEMA_VERSION
+from bench_contract.atomic import publish
 
 DEVICES = ("auto", "cpu", "gpu")
 DATA_SOURCES = ("real", "synthetic")
@@ -94,8 +95,4 @@ class JobSpec:
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write a whole file or nothing: a reader never sees half of it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    publish(path, lambda tmp: tmp.write_text(text))

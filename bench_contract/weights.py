@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench_contract.atomic import publish
+
 INITS = ("uniform_fan_in", "zeros", "ones")
 
 
@@ -69,23 +71,20 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 def load_or_create(path: str | os.PathLike[str], specs: list[ParamSpec], seed: int) -> tuple[dict[str, np.ndarray], str]:
     """Return the initial weights in `path` (creating the file if this is the first task) and its sha256.
 
-    The first task to get here writes the file; every later one reads it. The file found must hold exactly the parameters asked for: a mismatch means the two frameworks
-    disagree about the architecture, and running on would compare different networks.
+    The first task to get here writes the file; every later one reads it. The file found must hold exactly
+    the parameters asked for: a mismatch means the two frameworks disagree about the architecture, and
+    running on would compare different networks.
     """
     path = Path(path)
     if not path.exists():
         weights = make_initial_weights(specs, seed)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        with open(tmp, "wb") as f:
-            np.savez(f, **weights)
-        try:
-            # link, not rename: if another task created the file meanwhile, its file wins and both read it.
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
+
+        def save(tmp: Path) -> None:
+            with open(tmp, "wb") as f:
+                np.savez(f, **weights)
+
+        # Not replace: if another task created the file meanwhile, its file wins and both read it.
+        publish(path, save, replace=False)
     with np.load(path) as stored:
         weights = {name: stored[name] for name in stored.files}
     expected = {s.name: s.shape for s in specs}

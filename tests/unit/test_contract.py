@@ -156,3 +156,15 @@ def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
         write_table_atomic("not a table", path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["a.parquet"]
+
+
+def test_publish_without_replace_keeps_the_first_writers_file(tmp_path):
+    from bench_contract.atomic import publish
+
+    path = tmp_path / "w.bin"
+    publish(path, lambda tmp: tmp.write_bytes(b"first"), replace=False)
+    publish(path, lambda tmp: tmp.write_bytes(b"second"), replace=False)
+    assert path.read_bytes() == b"first"
+    publish(path, lambda tmp: tmp.write_bytes(b"third"))
+    assert path.read_bytes() == b"third"
+    assert [p.name for p in tmp_path.iterdir()] == ["w.bin"]
