@@ -176,5 +176,58 @@ def envs(
         raise fail(exc) from None
 
 
+CampaignArg = Annotated[Optional[str], typer.Argument(help="Campaign id or folder (default: the newest).")]
+ResultsDirOption = Annotated[Path, typer.Option(help="Folder holding the campaigns.")]
+
+
+@app.command()
+def status(campaign: CampaignArg = None, results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR) -> None:
+    """The state of every cell of a campaign: pending, running, completed, failed, timed out, cancelled, no result."""
+    from orchestrator.status import campaign_status, find_campaign, progress_bar
+    from orchestrator.tables import format_table
+
+    try:
+        folder = find_campaign(results_dir, campaign)
+    except OrchestratorError as exc:
+        raise fail(exc) from None
+    cells = campaign_status(folder)
+    typer.echo(f"campaign {folder.name}")
+    typer.echo(format_table(["framework", "index", "cell", "task", "state", "detail"],
+                            [[c.framework, c.array_index, c.cell_id, c.task_id, c.state, c.detail] for c in cells]))
+    typer.echo(progress_bar(cells))
+
+
+@app.command()
+def watch(
+    campaign: CampaignArg = None,
+    results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
+    interval: Annotated[float, typer.Option(help="Seconds between the first polls; it backs off to a minute.")] = 5.0,
+) -> None:
+    """Show live progress until every cell of the campaign has ended; exit 1 if any ended without a result."""
+    import time
+
+    from orchestrator.status import campaign_status, find_campaign, is_active, progress_bar
+
+    if interval <= 0:
+        raise fail(OrchestratorError("--interval must be positive"))
+    try:
+        folder = find_campaign(results_dir, campaign)
+    except OrchestratorError as exc:
+        raise fail(exc) from None
+    typer.echo(f"campaign {folder.name}")
+    delay = interval
+    while True:
+        cells = campaign_status(folder)  # one sacct (and squeue) call per poll for the whole campaign
+        typer.echo(progress_bar(cells))
+        if not is_active(cells):
+            break
+        time.sleep(delay)
+        delay = min(delay * 1.5, 60.0)
+    unfinished = [c for c in cells if c.state != "completed"]
+    for c in unfinished:
+        typer.echo(f"{c.framework} {c.array_index} ({c.cell_id}): {c.state}: {c.detail}", err=True)
+    raise typer.Exit(code=1 if unfinished else 0)
+
+
 def run() -> None:
     app()
