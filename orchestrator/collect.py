@@ -11,9 +11,6 @@ from pathlib import Path
 
 from orchestrator.tables import format_table
 
-KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
-
-
 @dataclass
 class Collected:
     files: int
@@ -60,39 +57,13 @@ def merge(results_dir: Path, output: Path):
 
 
 def comparison_tables(df) -> dict[str, str]:
-    """One text table per device model: JAX and PyTorch throughput side by side, with the speed-up."""
-    import pandas as pd
+    """One text table per device model: JAX and PyTorch throughput side by side, the speed-up, test accuracy."""
+    from orchestrator.compare import comparison_frame, display_rows
 
-    if df.empty:
+    frame = comparison_frame(df)
+    if frame.empty:
         return {}
-    wanted = df[df["metric"].isin(["throughput", "test_accuracy"])]
-    summary = (
-        wanted.groupby(["device_model", *KEY, "framework", "metric"], dropna=False)["value"]
-        .median()
-        .unstack(["framework", "metric"])
-    )
-    tables = {}
-    for device_model, block in summary.groupby(level="device_model"):
-        rows = []
-        for key, values in block.iterrows():
-            def get(framework: str, metric: str):
-                value = values.get((framework, metric))
-                return None if value is None or pd.isna(value) else float(value)
-
-            jax_tp, torch_tp = get("jax", "throughput"), get("torch", "throughput")
-            speedup = f"{jax_tp / torch_tp:.2f}x" if jax_tp and torch_tp else "n/a"
-            acc = [get(fw, "test_accuracy") for fw in ("jax", "torch")]
-            rows.append([
-                *key[1:],
-                _fmt(jax_tp, "{:,.0f}"), _fmt(torch_tp, "{:,.0f}"), speedup,
-                _fmt(acc[0], "{:.3f}"), _fmt(acc[1], "{:.3f}"),
-            ])
-        headers = ["benchmark", "use case", "model", "batch", "precision", "JAX samples/s", "PyTorch samples/s",
-                   "speedup JAX/PyTorch", "JAX test acc", "PyTorch test acc"]
-        tables[str(device_model)] = format_table(headers, rows)
-    return tables
-
-
-def _fmt(value, pattern: str) -> str:
-    return "n/a" if value is None else pattern.format(value)
-
+    return {
+        str(device): format_table(*display_rows(frame, device, only=("throughput", "test_accuracy")))
+        for device in frame["device_model"].unique()
+    }
