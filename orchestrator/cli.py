@@ -176,6 +176,28 @@ def envs(
         raise fail(exc) from None
 
 
+@app.command()
+def report(
+    merged: Annotated[Optional[Path], typer.Option(help="Merged dataset (default: <results-dir>/merged.parquet).")] = None,
+    results_dir: Annotated[Path, typer.Option(help="Folder holding the campaigns.")] = DEFAULT_RESULTS_DIR,
+    output_dir: Annotated[Optional[Path], typer.Option(help="Where the report goes (default: <results-dir>/report).")] = None,
+) -> None:
+    """Write the comparison as Markdown, LaTeX and CSV tables, plots, and one self-contained HTML page."""
+    from orchestrator.report import write_report
+
+    merged = merged or results_dir / "merged.parquet"
+    if not merged.is_file():
+        raise fail(OrchestratorError(f"{merged} does not exist; run `python main.py collect` first"))
+    try:
+        written = write_report(merged, output_dir or results_dir / "report")
+    except OrchestratorError as exc:
+        raise fail(exc) from None
+    for kind, path in written.tables.items():
+        typer.echo(f"{kind}: {path}")
+    typer.echo(f"{len(written.plots)} plots in {written.folder / 'plots'}")
+    typer.echo(f"html: {written.html}")
+
+
 CampaignArg = Annotated[Optional[str], typer.Argument(help="Campaign id or folder (default: the newest).")]
 ResultsDirOption = Annotated[Path, typer.Option(help="Folder holding the campaigns.")]
 

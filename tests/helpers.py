@@ -49,3 +49,29 @@ def write_mnist_folder(folder: Path, train: int, test: int) -> Path:
     write_idx(folder / "t10k-images-idx3-ubyte", rng.integers(0, 256, (test, 28, 28)))
     write_idx(folder / "t10k-labels-idx1-ubyte.gz", rng.integers(0, 10, (test,)))
     return folder
+
+
+def task_file(root: Path, framework: str, batch: int, throughput: float, device: str = "CPU X",
+              accuracy: float = 0.97) -> Path:
+    """One task's result file as a backend writes it, with given values, for collect and report tests."""
+    from bench_contract.results import SCHEMA, ResultRows
+
+    ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
+    ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
+    ctx.update(framework=framework, benchmark="digits", use_case=1, model="mlp", batch_size=batch, precision="fp32",
+               device_model=device, cell_id=f"{framework}-{batch}", schema_version=1)
+    for name in ("metric", "value", "unit", "epoch", "step"):
+        ctx.pop(name)
+    rows = ResultRows(ctx)
+    rows.add("throughput", throughput, "samples/s")
+    rows.add("test_accuracy", accuracy, "fraction")
+    rows.add("train_loss", 1.0, "nats", epoch=0, step=0)
+    return rows.write(root / "camp" / "rows" / framework / f"{framework}-{batch}.parquet")
+
+
+def merged_results(root: Path) -> None:
+    """Two cells per framework on one CPU model, collected into root/merged.parquet."""
+    for batch, (jax, torch) in {32: (2000.0, 1000.0), 64: (3000.0, 2000.0)}.items():
+        task_file(root, "jax", batch, jax)
+        task_file(root, "torch", batch, torch)
+    assert run_cli("collect", "--results-dir", str(root)).returncode == 0

@@ -2,23 +2,9 @@
 
 import pyarrow.parquet as pq
 
-from bench_contract.results import SCHEMA, ResultRows
-from helpers import run_cli
+from bench_contract.results import SCHEMA
+from helpers import run_cli, task_file
 from orchestrator.collect import comparison_tables, merge
-
-
-def task_file(root, framework, batch, throughput, device="CPU X", accuracy=0.97):
-    ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
-    ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
-    ctx.update(framework=framework, benchmark="digits", use_case=1, model="mlp", batch_size=batch, precision="fp32",
-               device_model=device, cell_id=f"{framework}-{batch}", schema_version=1)
-    for name in ("metric", "value", "unit", "epoch", "step"):
-        ctx.pop(name)
-    rows = ResultRows(ctx)
-    rows.add("throughput", throughput, "samples/s")
-    rows.add("test_accuracy", accuracy, "fraction")
-    rows.add("train_loss", 1.0, "nats", epoch=0, step=0)
-    return rows.write(root / "camp" / "rows" / framework / f"{framework}-{batch}.parquet")
 
 
 def test_merge_and_compare(tmp_path):

@@ -1,0 +1,261 @@
+"""`main.py report`: the comparison as Markdown, LaTeX and CSV tables, matplotlib plots, and one HTML page.
+
+Everything is drawn from the merged dataset that `collect` wrote; nothing is measured here. The HTML page
+embeds its plots, so it is one file that can be mailed or archived.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench_contract.atomic import publish
+from orchestrator import PROJECT_ROOT
+from orchestrator.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, display_rows, summary_rows
+
+COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
+PROVENANCE = ["framework_version", "library_versions", "python_version", "precision_policy", "data_source",
+              "xla_flags", "git_commit"]
+
+
+@dataclass
+class Report:
+    folder: Path
+    tables: dict[str, Path] = field(default_factory=dict)  # format -> path
+    plots: list[tuple[str, Path]] = field(default_factory=list)  # (title, path)
+    html: Path | None = None
+
+
+def write_report(merged: Path, folder: Path) -> Report:
+    import pandas as pd
+
+    df = pd.read_parquet(merged)
+    if df.empty:
+        from orchestrator.errors import OrchestratorError
+
+        raise OrchestratorError(f"{merged} holds no rows; run `python main.py collect` after the jobs finish")
+    folder.mkdir(parents=True, exist_ok=True)
+    frame = comparison_frame(df)
+    report = Report(folder)
+    report.tables = write_tables(frame, folder)
+    report.plots = draw_plots(df, frame, folder / "plots")
+    report.html = write_html(df, frame, report, folder / "report.html", merged)
+    return report
+
+
+# --- tables -------------------------------------------------------------------------------------------
+
+def devices(frame) -> list[str]:
+    return sorted(str(d) for d in frame["device_model"].unique())
+
+
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    def line(cells):
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(headers), line(["---"] * len(headers)), *(line(r) for r in rows)])
+
+
+LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(LATEX_SPECIAL.get(c, c) for c in str(text))
+
+
+def latex_table(caption: str, headers: list[str], rows: list[list[str]]) -> str:
+    lines = [
+        r"\begin{table}[ht]", r"\centering\small", f"\\caption{{{latex_escape(caption)}}}",
+        r"\begin{tabular}{" + "l" * 5 + "r" * (len(headers) - 5) + "}", r"\hline",
+        " & ".join(latex_escape(h) for h in headers) + r" \\", r"\hline",
+        *(" & ".join(latex_escape(c) for c in row) + r" \\" for row in rows),
+        r"\hline", r"\end{tabular}", r"\end{table}",
+    ]
+    return "\n".join(lines)
+
+
+def write_tables(frame, folder: Path) -> dict[str, Path]:
+    md, tex = ["# JAX vs PyTorch", ""], []
+    for device in devices(frame):
+        headers, rows = display_rows(frame, device)
+        md += [f"## {device}", "", markdown_table(headers, rows), ""]
+        tex.append(latex_table(f"JAX vs PyTorch on {device}", headers, rows))
+    paths = {
+        "markdown": publish(folder / "report.md", lambda tmp: tmp.write_text("\n".join(md))),
+        "latex": publish(folder / "report.tex", lambda tmp: tmp.write_text("\n\n".join(tex) + "\n")),
+        "csv": publish(folder / "report.csv", lambda tmp: frame.to_csv(tmp, index=False)),
+    }
+    return paths
+
+
+# --- plots --------------------------------------------------------------------------------------------
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on a login node
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(plt, fig, path: Path, plots: list, title: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    publish(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
+    plots.append((title, path))
+
+
+def _slug(*parts) -> str:
+    return "_".join(str(p).replace(" ", "-").replace("/", "-") for p in parts)
+
+
+def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
+    import numpy as np
+
+    plt = _figure()
+    plots: list[tuple[str, Path]] = []
+    summary = summary_rows(df)
+    device_index = {device: i for i, device in enumerate(devices(frame))}
+    group_cols = ["device_model", "benchmark", "use_case", "model", "precision"]
+
+    for group, block in frame.groupby(group_cols):
+        device, bench, case, model, precision = group
+        d = device_index[str(device)]
+        block = block.sort_values("batch_size")
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for fw in FRAMEWORKS:
+            if f"{fw}_throughput" in block:
+                ax.plot(block["batch_size"], block[f"{fw}_throughput"], "o-", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="batch size", ylabel="samples/s", title=f"{bench} uc{case} {model} {precision}\n{device}")
+        ax.legend()
+        _save(plt, fig, folder / f"throughput_{_slug(d, bench, case, model, precision)}.png", plots,
+              f"Throughput against batch size: {bench}, use case {case}, {model}, {precision} on {device}")
+
+        percentiles = [m for m in ("step_time_p50", "step_time_p95", "step_time_p99") if f"jax_{m}" in block]
+        if percentiles:
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for fw in FRAMEWORKS:
+                for m, style in zip(percentiles, ("o-", "s--", "^:")):
+                    ax.plot(block["batch_size"], block[f"{fw}_{m}"], style, color=COLORS[fw],
+                            label=f"{FRAMEWORK_TITLES[fw]} {m.removeprefix('step_time_')}")
+            ax.set_xscale("log", base=2)
+            ax.set(xlabel="batch size", ylabel="step time (ms)", title=f"Step-time percentiles: {bench} {model}\n{device}")
+            ax.legend(fontsize=7)
+            _save(plt, fig, folder / f"latency_{_slug(d, bench, case, model, precision)}.png", plots,
+                  f"Step-time percentiles (p50, p95, p99): {bench}, use case {case}, {model} on {device}")
+
+        memory = [m for m in ("peak_device_memory_allocated", "peak_host_rss") if f"jax_{m}" in block]
+        if memory:
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for fw in FRAMEWORKS:
+                for m, style in zip(memory, ("o-", "s--")):
+                    ax.plot(block["batch_size"], block[f"{fw}_{m}"] / 2**20, style, color=COLORS[fw],
+                            label=f"{FRAMEWORK_TITLES[fw]} {m.replace('_', ' ')}")
+            ax.set_xscale("log", base=2)
+            ax.set(xlabel="batch size", ylabel="MiB", title=f"Peak memory: {bench} {model}\n{device}")
+            ax.legend(fontsize=7)
+            _save(plt, fig, folder / f"memory_{_slug(d, bench, case, model, precision)}.png", plots,
+                  f"Peak memory against batch size: {bench}, use case {case}, {model} on {device}")
+
+    for device, block in frame.groupby("device_model"):
+        d = device_index[str(device)]
+        cells = block.assign(label=block["benchmark"] + "/" + block["model"] + " uc" + block["use_case"].astype(str))
+        grid = cells.pivot_table(index="label", columns="batch_size", values="speedup")
+        if grid.notna().any().any():
+            fig, ax = plt.subplots(figsize=(1.2 * len(grid.columns) + 3, 0.6 * len(grid) + 2))
+            image = ax.imshow(grid.to_numpy(), cmap="coolwarm", vmin=0, vmax=2, aspect="auto")
+            ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+            ax.set_yticks(range(len(grid.index)), list(grid.index))
+            for (i, j), value in np.ndenumerate(grid.to_numpy()):
+                if value == value:  # not NaN
+                    ax.text(j, i, f"{value:.2f}", ha="center", va="center")
+            ax.set(xlabel="batch size", title=f"Speed-up JAX/PyTorch (>1: JAX faster)\n{device}")
+            fig.colorbar(image, ax=ax)
+            _save(plt, fig, folder / f"speedup_{d}.png", plots, f"Speed-up heat map on {device}")
+
+        compile_cols = [f"{fw}_compile_time" for fw in FRAMEWORKS if f"{fw}_compile_time" in block]
+        if compile_cols and block[compile_cols].notna().any().any():
+            fig, ax = plt.subplots(figsize=(7, 4))
+            labels = [f"{r.benchmark}/{r.model} b{r.batch_size}" for r in block.itertuples()]
+            width = 0.4
+            for k, fw in enumerate(FRAMEWORKS):
+                column = f"{fw}_compile_time"
+                if column in block:
+                    ax.bar([i + k * width for i in range(len(block))], block[column].fillna(0), width,
+                           color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
+            ax.set_xticks([i + width / 2 for i in range(len(block))], labels, rotation=30, ha="right", fontsize=7)
+            ax.set(ylabel="compile time (s)", title=f"Compile time, apart from the timed steps\n{device}")
+            ax.legend()
+            _save(plt, fig, folder / f"compile_{d}.png", plots, f"Compile time on {device}")
+
+    curves = df[df["metric"].isin(["train_loss", "val_accuracy", "epoch_time"])]
+    for group, block in curves.groupby(["device_model", *KEY]):
+        device, bench, case, model, batch, precision = group
+        d = device_index.get(str(device), 0)
+        fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+        for fw in FRAMEWORKS:
+            mine = block[block["framework"] == fw]
+            if mine.empty:
+                continue
+            run = mine[mine["cell_id"] == mine["cell_id"].iloc[0]]
+            run = run[run["campaign"] == run["campaign"].iloc[0]]  # one run per framework, not a blend
+            loss = run[run["metric"] == "train_loss"].sort_values("step")
+            axes[0].plot(loss["step"], loss["value"], color=COLORS[fw], label=FRAMEWORK_TITLES[fw], lw=0.8)
+            acc = run[run["metric"] == "val_accuracy"].sort_values("epoch")
+            axes[1].plot(acc["epoch"] + 1, acc["value"], "o-", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
+            times = run[run["metric"] == "epoch_time"].sort_values("epoch")["value"].cumsum()
+            if len(times) == len(acc):
+                axes[2].plot(times.to_numpy(), acc["value"].to_numpy(), "o-", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
+        axes[0].set(xlabel="step", ylabel="training loss")
+        axes[1].set(xlabel="epoch", ylabel="validation accuracy")
+        axes[2].set(xlabel="wall time (s, training only)", ylabel="validation accuracy")
+        for ax in axes:
+            ax.legend()
+        fig.suptitle(f"Training curves: {bench} uc{case} {model} batch {batch} {precision} on {device}")
+        _save(plt, fig, folder / f"curves_{_slug(d, bench, case, model, batch, precision)}.png", plots,
+              f"Training curves: {bench}, use case {case}, {model}, batch {batch}, {precision} on {device}")
+    return plots
+
+
+# --- HTML ---------------------------------------------------------------------------------------------
+
+def html_table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def provenance_rows(df) -> tuple[list[str], list[list[str]]]:
+    headers = ["device model", "framework", "hosts", "Slurm jobs", "campaigns", *PROVENANCE]
+    rows = []
+    for (device, fw), block in df.groupby(["device_model", "framework"]):
+        first = block.iloc[0]
+        jobs = sorted(j for j in block["slurm_array_job_id"].unique() if j) or ["(not Slurm)"]
+        row = [device, FRAMEWORK_TITLES.get(fw, fw), ", ".join(sorted(block["hostname"].unique())),
+               ", ".join(jobs), ", ".join(sorted(block["campaign"].unique()))]
+        for column in PROVENANCE:
+            values = sorted(str(v) for v in block[column].unique())
+            row.append(values[0] if len(values) == 1 else " | ".join(values))
+        rows.append(row)
+    return headers, rows
+
+
+def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROJECT_ROOT / "templates")),
+                             undefined=jinja2.StrictUndefined, autoescape=True)
+    tables = [{"device": device, "html": html_table(*display_rows(frame, device))} for device in devices(frame)]
+    plots = [{"title": title, "data": base64.b64encode(p.read_bytes()).decode()} for title, p in report.plots]
+    provenance = html_table(*provenance_rows(df))
+    page = env.get_template("report.html.j2").render(
+        merged=str(merged), rows=len(df), tables=tables, plots=plots, provenance=provenance,
+        campaigns=sorted(df["campaign"].unique()),
+    )
+    return publish(path, lambda tmp: tmp.write_text(page))

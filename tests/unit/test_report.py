@@ -1,0 +1,45 @@
+"""report: tables in three formats, plots, and one HTML page, from a merged dataset."""
+
+import csv
+
+from helpers import merged_results, run_cli, task_file
+
+
+def test_report_writes_every_format(tmp_path):
+    merged_results(tmp_path)
+    proc = run_cli("report", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    folder = tmp_path / "report"
+    md = (folder / "report.md").read_text()
+    assert "## CPU X" in md and "| digits | 1 | mlp | 32 | fp32 | 2,000 | 1,000 | 2.00x |" in md
+    tex = (folder / "report.tex").read_text()
+    assert r"\begin{tabular}" in tex and r"speed-up JAX/PyTorch [95\% CI]" in tex
+    rows = list(csv.DictReader((folder / "report.csv").open()))
+    assert {row["batch_size"]: float(row["speedup"]) for row in rows} == {"32": 2.0, "64": 1.5}
+    plots = sorted(p.name for p in (folder / "plots").iterdir())
+    assert any(p.startswith("throughput_") for p in plots) and any(p.startswith("speedup_") for p in plots)
+    assert any(p.startswith("curves_") for p in plots)
+    page = (folder / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == len(plots)
+    assert "Provenance" in page
+
+
+def test_the_confidence_interval_appears_with_two_runs_per_side(tmp_path):
+    for campaign in ("a", "b"):
+        task_file(tmp_path / campaign, "jax", 32, 2000.0 if campaign == "a" else 2200.0)
+        task_file(tmp_path / campaign, "torch", 32, 1000.0 if campaign == "a" else 1100.0)
+
+    from orchestrator.collect import merge
+    from orchestrator.compare import comparison_frame
+
+    _, df = merge(tmp_path, tmp_path / "merged.parquet")
+    df["campaign"] = df["cell_id"] + df.index.astype(str)  # each file is its own run
+    frame = comparison_frame(df)
+    row = frame.iloc[0]
+    assert row["runs_jax_torch"] == "2/2"
+    assert row["speedup_ci_low"] <= row["speedup"] <= row["speedup_ci_high"]
+
+
+def test_report_without_collect_is_a_clear_error(tmp_path):
+    proc = run_cli("report", "--results-dir", str(tmp_path))
+    assert proc.returncode == 1 and "run `python main.py collect` first" in proc.stderr
