@@ -198,6 +198,28 @@ def report(
     typer.echo(f"html: {written.html}")
 
 
+@app.command()
+def doctor(
+    profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML) to check.")] = None,
+    benchmark: Annotated[str, typer.Option(help="Benchmark whose data to check.")] = "digits",
+    data_dir: Annotated[Optional[Path], typer.Option(help="Its data directory, where it needs one.")] = None,
+) -> None:
+    """Check the setup: environments import their framework, devices, Slurm commands and accounting, data."""
+    from orchestrator.doctor import run_checks
+    from orchestrator.profile import load_profile
+    from orchestrator.tables import format_table
+
+    try:
+        catalog.benchmark(benchmark)
+        checks = run_checks(load_profile(profile), [(benchmark, data_dir)])
+    except OrchestratorError as exc:
+        raise fail(exc) from None
+    typer.echo(format_table(["check", "", "detail"], [[c.name, "ok" if c.ok else "FAIL", c.detail] for c in checks]))
+    failed = [c for c in checks if not c.ok]
+    typer.echo(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
+    raise typer.Exit(code=1 if failed else 0)
+
+
 CampaignArg = Annotated[Optional[str], typer.Argument(help="Campaign id or folder (default: the newest).")]
 ResultsDirOption = Annotated[Path, typer.Option(help="Folder holding the campaigns.")]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator import campaign as campaigns
 from orchestrator import catalog, matrix, submit
+from orchestrator.doctor import check_partition
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.profile import ClusterProfile
 from orchestrator.render import render_scripts
@@ -49,6 +50,7 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
             raise
         # A dry run only writes scripts, often on a machine other than the one with the data: say, don't stop.
         report(f"warning: {exc}; the jobs would fail as planned")
+    check_partition(req.profile)
     if req.executor not in catalog.EXECUTORS:
         raise UsageError(f"unknown executor {req.executor!r}; choose from: {', '.join(catalog.EXECUTORS)}")
     if not req.dry_run:

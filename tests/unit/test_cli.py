@@ -105,3 +105,12 @@ def test_a_combination_not_implemented_yet_is_refused_and_nothing_submitted(tmp_
     assert proc.returncode == 2
     assert "declared but not implemented yet" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
+
+
+def test_doctor_reports_each_check_and_fails_on_a_missing_environment(tmp_path):
+    profile = tmp_path / "p.toml"
+    profile.write_text(f'env_dir = "{tmp_path / "none"}"\n')
+    proc = run_cli("doctor", "--profile", str(profile), "--benchmark", "mnist", "--data-dir", str(tmp_path))
+    assert proc.returncode == 1
+    assert "jax environment    FAIL" in proc.stdout and "create it with: python main.py envs" in proc.stdout
+    assert "mnist data         FAIL" in proc.stdout and "lacks the MNIST files" in proc.stdout

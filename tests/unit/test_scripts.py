@@ -153,3 +153,15 @@ def test_waiting_polls_squeue_once_per_round_for_the_whole_campaign(tmp_path, mo
     lines = calls.read_text().splitlines()
     assert len(lines) == 3 and all("-j 7,8 " in line for line in lines)
     assert subs[0].failed == {1: "FAILED"} and subs[1].failed == {0: "CANCELLED"}
+
+
+def test_a_partition_sinfo_does_not_know_is_refused_before_anything_is_written(tmp_path, fake_slurm):
+    env, calls, profile = fake_slurm
+    sinfo = Path(env["PATH"].split(":")[0]) / "sinfo"
+    sinfo.write_text("#!/bin/bash\nprintf 'gpu*\\nlong\\n'\n")
+    sinfo.chmod(0o755)
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--dry-run", "--profile", str(profile),
+                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: partition 'debug' is unknown to sinfo; known partitions: gpu, long"
+    assert not (tmp_path / "r").exists() and not calls.exists()
