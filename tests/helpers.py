@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -75,3 +76,13 @@ def merged_results(root: Path) -> None:
         task_file(root, "jax", batch, jax)
         task_file(root, "torch", batch, torch)
     assert run_cli("collect", "--results-dir", str(root)).returncode == 0
+
+
+def doctor_rows(stdout: str) -> dict[str, tuple[str, str]]:
+    """check name -> (ok/FAIL, detail), from doctor's table."""
+    rows = {}
+    for line in stdout.splitlines()[2:]:
+        parts = re.split(r"\s{2,}", line.strip(), maxsplit=2)
+        if len(parts) == 3:
+            rows[parts[0]] = (parts[1], parts[2])
+    return rows

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from helpers import run_cli
+from helpers import doctor_rows, run_cli
 
 
 @pytest.mark.parametrize("command", [[], ["collect"], ["list"], ["envs"]])
@@ -112,5 +112,6 @@ def test_doctor_reports_each_check_and_fails_on_a_missing_environment(tmp_path):
     profile.write_text(f'env_dir = "{tmp_path / "none"}"\n')
     proc = run_cli("doctor", "--profile", str(profile), "--benchmark", "mnist", "--data-dir", str(tmp_path))
     assert proc.returncode == 1
-    assert "jax environment    FAIL" in proc.stdout and "create it with: python main.py envs" in proc.stdout
-    assert "mnist data         FAIL" in proc.stdout and "lacks the MNIST files" in proc.stdout
+    rows = doctor_rows(proc.stdout)
+    assert rows["jax environment"][0] == "FAIL" and "create it with: python main.py envs" in rows["jax environment"][1]
+    assert rows["mnist data"][0] == "FAIL" and "lacks the MNIST files" in rows["mnist data"][1]
