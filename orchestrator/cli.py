@@ -181,6 +181,7 @@ def report(
     merged: Annotated[Optional[Path], typer.Option(help="Merged dataset (default: <results-dir>/merged.parquet).")] = None,
     results_dir: Annotated[Path, typer.Option(help="Folder holding the campaigns.")] = DEFAULT_RESULTS_DIR,
     output_dir: Annotated[Optional[Path], typer.Option(help="Where the report goes (default: <results-dir>/report).")] = None,
+    wandb_project: Annotated[Optional[str], typer.Option(help="Also export the results to this W&B project (W&B's own settings apply, e.g. WANDB_MODE=offline).")] = None,
 ) -> None:
     """Write the comparison as Markdown, LaTeX and CSV tables, plots, and one self-contained HTML page."""
     from orchestrator.report import write_report
@@ -196,6 +197,18 @@ def report(
         typer.echo(f"{kind}: {path}")
     typer.echo(f"{len(written.plots)} plots in {written.folder / 'plots'}")
     typer.echo(f"html: {written.html}")
+    if wandb_project:
+        import pandas as pd
+
+        from orchestrator.compare import comparison_frame
+        from orchestrator.export_wandb import export
+
+        df = pd.read_parquet(merged)
+        try:
+            run_dir = export(df, comparison_frame(df), wandb_project, written.folder)  # W&B adds its own wandb/
+        except OrchestratorError as exc:
+            raise fail(exc) from None
+        typer.echo(f"W&B run written to {run_dir}")
 
 
 @app.command()

@@ -43,3 +43,21 @@ def test_the_confidence_interval_appears_with_two_runs_per_side(tmp_path):
 def test_report_without_collect_is_a_clear_error(tmp_path):
     proc = run_cli("report", "--results-dir", str(tmp_path))
     assert proc.returncode == 1 and "run `python main.py collect` first" in proc.stderr
+
+
+def test_export_to_wandb_offline(tmp_path):
+    import json
+    import os
+
+    merged_results(tmp_path)
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true"}
+    proc = run_cli("report", "--results-dir", str(tmp_path), "--wandb-project", "jaxtorch-test", env=env)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = next((tmp_path / "report" / "wandb").glob("offline-run-*"))
+    assert run_dir.name in proc.stdout
+    tables = {p.name.split("_")[0]: json.loads(p.read_text()) for p in run_dir.glob("files/media/table/*.table.json")}
+    assert set(tables) == {"comparison", "results"}
+    comparison = tables["comparison"]
+    speedups = [row[comparison["columns"].index("speedup")] for row in comparison["data"]]
+    assert sorted(speedups) == [1.5, 2.0]
+    assert "throughput" in [row[tables["results"]["columns"].index("metric")] for row in tables["results"]["data"]]
