@@ -115,3 +115,18 @@ def test_the_per_example_loop_is_timed_beside_vmap(dp_runs, framework):
     assert vectorized > 0 and loop > 0
     assert metric(df, "vectorization_speedup") == pytest.approx(loop / vectorized)
     assert metric(df, "loop_batch_size") == 8
+
+
+def test_mnist_dp_sgd_runs_the_same_in_both(tmp_path):
+    """The MNIST-shaped inputs (1x28x28) through the per-sample path, on synthetic data."""
+    curves = {}
+    for framework in FRAMEWORKS:
+        spec = make_spec(framework, tmp_path, benchmark="mnist", use_case=3, data_source="synthetic",
+                         synthetic_samples=320, epochs=1, warmup_steps=1, noise_multiplier=0.0)
+        proc = run_backend(framework, spec, tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        df = pd.read_parquet(spec.results_path)
+        assert metric(df, "parameter_count") == (784 * 512 + 512) + (512 * 512 + 512) + (512 * 10 + 10)
+        curves[framework] = losses(df)
+    assert len(curves["jax"]) == 256 // 32
+    np.testing.assert_allclose(curves["jax"], curves["torch"], rtol=1e-4)
