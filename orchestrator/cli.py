@@ -132,7 +132,7 @@ def collect(
     output: Annotated[Optional[Path], typer.Option(help="Merged Parquet file (default: <results-dir>/merged.parquet).")] = None,
 ) -> None:
     """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model."""
-    from orchestrator.collect import comparison_tables, merge
+    from orchestrator.collect import comparison_tables, merge, scaling_table
 
     if not results_dir.is_dir():
         raise fail(OrchestratorError(f"results folder {results_dir} does not exist; nothing to collect"))
@@ -143,6 +143,9 @@ def collect(
     typer.echo(f"merged {collected.rows} rows from {collected.files} task files into {collected.output}")
     for device_model, table in comparison_tables(df).items():
         typer.echo(f"\n{device_model}\n{table}")
+    scaling = scaling_table(df)
+    if scaling:
+        typer.echo(f"\nData-parallel scaling (same global batch as one process):\n{scaling}")
 
 
 @app.command("list")
