@@ -64,8 +64,21 @@ def detached_params(model: nn.Module) -> dict:
     return {name: p.detach() for name, p in model.named_parameters()}
 
 
-class TorchDPOps:
-    """The DP-SGD training step (use cases 3 and 4); the rest of `TrainingOps` as for plain training."""
+def batch_to_device(x: np.ndarray, y: np.ndarray, device: torch.device):
+    """A batch as tensors on `device` (labels as int64, what cross_entropy takes), transfer finished."""
+    batch = (torch.from_numpy(x).to(device), torch.from_numpy(y).long().to(device))
+    synchronize(device)
+    return batch
+
+
+def synchronize(device: torch.device) -> None:
+    # CUDA kernels run asynchronously: without this a clock would stop at dispatch, not completion.
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class DPSGDUpdate:
+    """One DP-SGD update of `model` in place; returns the mean loss of the global batch (before the update)."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, *,
                  clip_norm: float, noise_multiplier: float, seed: int, world_size: int) -> None:
@@ -75,13 +88,7 @@ class TorchDPOps:
         # Seeded alike on every rank: the same noise everywhere keeps the replicas identical.
         self.generator = torch.Generator(device=device).manual_seed(seed)
 
-    def to_device(self, x: np.ndarray, y: np.ndarray):
-        batch = (torch.from_numpy(x).to(self.device), torch.from_numpy(y).long().to(self.device))
-        self.synchronize(batch)
-        return batch
-
-    def train_step(self, batch):
-        x, y = batch
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         params = detached_params(self.model)
         grads, losses = vmap(grad_and_value(self.example_loss), in_dims=(None, 0, 0))(params, x, y)
         summed = clipped_sum(grads, self.clip_norm)
@@ -90,8 +97,7 @@ class TorchDPOps:
             # One flat all_reduce for all parameters (and the loss), rather than one per tensor.
             flat = torch.cat([g.flatten() for g in summed.values()] + [loss.reshape(1)])
             dist.all_reduce(flat)
-            sizes = [g.numel() for g in summed.values()]
-            parts = flat[:-1].split(sizes)
+            parts = flat[:-1].split([g.numel() for g in summed.values()])
             summed = {name: part.view_as(g) for (name, g), part in zip(summed.items(), parts)}
             loss = flat[-1] / self.world_size
         global_batch = x.shape[0] * self.world_size
@@ -104,17 +110,6 @@ class TorchDPOps:
         self.optimizer.step()
         return loss.detach()
 
-    def synchronize(self, out) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def loss_value(self, out) -> float:
-        return float(out.item())  # already the global batch's mean: the all_reduce carried it
-
-    @torch.no_grad()
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        return self.model(torch.from_numpy(x).to(self.device)).argmax(dim=1).cpu().numpy()
-
 
 class TorchPerSampleOps:
     """Per-sample gradients on this process's device, vectorised and as a naive loop, for timing only."""
@@ -125,9 +120,7 @@ class TorchPerSampleOps:
         self.loss = example_loss(model)
 
     def local_batch(self, x: np.ndarray, y: np.ndarray):
-        batch = (torch.from_numpy(x).to(self.device), torch.from_numpy(y).long().to(self.device))
-        self.synchronize(batch)
-        return batch
+        return batch_to_device(x, y, self.device)
 
     def clipped_sum_vectorized(self, batch):
         x, y = batch
@@ -147,5 +140,4 @@ class TorchPerSampleOps:
         return total
 
     def synchronize(self, out) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        synchronize(self.device)

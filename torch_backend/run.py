@@ -18,7 +18,7 @@ from bench_contract.spec import PER_SAMPLE_USE_CASES
 from bench_contract.topology import Topology, topology_for
 from bench_contract.training import record_dp_settings, run_training, time_vectorization
 from torch_backend import models
-from torch_backend.per_sample import TorchDPOps, TorchPerSampleOps
+from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps, batch_to_device, synchronize
 
 # The same words the JAX backend records for the same policy, so rows compare like with like.
 FP32_POLICY = "fp32: float32 parameters and compute; TF32 off (matmul precision 'highest')"
@@ -35,9 +35,7 @@ class TorchOps:
         self.loss_fn = nn.CrossEntropyLoss()
 
     def to_device(self, x: np.ndarray, y: np.ndarray):
-        batch = (torch.from_numpy(x).to(self.device), torch.from_numpy(y).long().to(self.device))
-        self.synchronize(batch)
-        return batch
+        return batch_to_device(x, y, self.device)
 
     def train_step(self, batch):
         x, y = batch
@@ -48,9 +46,7 @@ class TorchOps:
         return loss.detach()
 
     def synchronize(self, out) -> None:
-        # CUDA kernels run asynchronously: without this the clock would stop at dispatch, not completion.
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        synchronize(self.device)
 
     def loss_value(self, out) -> float:
         if self.world_size > 1:
@@ -67,6 +63,21 @@ class TorchOps:
             return self.eval_model(torch.from_numpy(x).to(self.device)).argmax(dim=1).cpu().numpy()
         finally:
             self.eval_model.train()
+
+
+class TorchDPOps(TorchOps):
+    """DP-SGD steps (use cases 3 and 4). No DistributedDataParallel: its hooks average the gradients of
+    `backward()`, and per-sample gradients do not come from `backward()`; `DPSGDUpdate` reduces them itself."""
+
+    def __init__(self, update: DPSGDUpdate) -> None:
+        super().__init__(update.model, update.optimizer, update.device)
+        self.update = update
+
+    def train_step(self, batch):
+        return self.update(*batch)
+
+    def loss_value(self, out) -> float:
+        return float(out.item())  # already the global batch's mean: the update's all_reduce carried it
 
 
 class TorchBackend:
@@ -118,8 +129,9 @@ class TorchBackend:
         private = spec.use_case in PER_SAMPLE_USE_CASES
         if private:
             record_dp_settings(spec, rows)
-            ops = TorchDPOps(model, optimizer, self.device, clip_norm=spec.clip_norm,
-                             noise_multiplier=spec.noise_multiplier, seed=spec.seed, world_size=topology.world_size)
+            ops = TorchDPOps(DPSGDUpdate(model, optimizer, self.device, clip_norm=spec.clip_norm,
+                                         noise_multiplier=spec.noise_multiplier, seed=spec.seed,
+                                         world_size=topology.world_size))
         elif topology.world_size > 1:
             ddp = DistributedDataParallel(model, device_ids=[self.device] if self.device.type == "cuda" else None)
             ops = TorchOps(ddp, optimizer, self.device, topology.world_size)

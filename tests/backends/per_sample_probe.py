@@ -55,9 +55,9 @@ def torch_probe(weights, x, y, clip_norm, lr):
     params = per_sample.detached_params(model)
     vmapped, _ = per_sample.per_sample_grads(model, params, xt, yt)
     looped = per_sample.per_sample_grads_loop(model, params, xt, yt)
-    ops = per_sample.TorchDPOps(model, torch.optim.SGD(model.parameters(), lr=lr), torch.device("cpu"),
-                                clip_norm=clip_norm, noise_multiplier=0.0, seed=0, world_size=1)
-    loss = ops.loss_value(ops.train_step((xt, yt)))
+    update = per_sample.DPSGDUpdate(model, torch.optim.SGD(model.parameters(), lr=lr), torch.device("cpu"),
+                                    clip_norm=clip_norm, noise_multiplier=0.0, seed=0, world_size=1)
+    loss = float(update(xt, yt))
 
     def numpy(tree):
         return {n: t.detach().numpy().copy() for n, t in tree.items()}

@@ -13,19 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import REPO_ROOT, missing_envs, run_cli
+from helpers import REPO_ROOT, run_cli
+from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
 
 SINGLE_PROCESS = {2: 1, 4: 3}  # the one-process use case with the same update
 COMMON = ["--benchmark", "digits", "--batch-sizes", "32", "--epochs", "1", "--noise-multiplier", "0",
           "--learning-rate", "0.1"]
 SACCT_TIMEOUT_S = 30
-
-
-@pytest.fixture(autouse=True)
-def framework_envs():
-    missing = missing_envs()
-    if missing:
-        pytest.fail(f"framework environments missing: {', '.join(missing)}; run `make setup`", pytrace=False)
 
 
 def run_and_collect(results, scripts, *args, env=None):
