@@ -18,6 +18,7 @@ from bench_contract.data import Dataset, load_dataset
 from bench_contract.device import environment_context, peak_host_rss_bytes
 from bench_contract.results import ResultRows, base_context
 from bench_contract.spec import JobSpec
+from bench_contract.topology import topology_for
 from bench_contract.weights import load_or_create
 
 
@@ -75,6 +76,10 @@ def main(backend: Backend, argv: list[str] | None = None) -> int:
     try:
         spec = JobSpec.read(argv[0])
         rows = run_spec(spec, backend)
+        if not topology_for(spec).is_writer:
+            # Every rank measured the same global steps; one file per cell, written by rank 0.
+            print(f"rank {topology_for(spec).rank}: done; rank 0 writes the results")
+            return 0
         path = rows.write(spec.results_path)
     except Exception as exc:
         # The log of a compute job is read later by a person: keep the traceback, end with one plain line.

@@ -18,6 +18,8 @@ from bench_contract.atomic import publish
 
 DEVICES = ("auto", "cpu", "gpu")
 DATA_SOURCES = ("real", "synthetic")
+DATA_PARALLEL_USE_CASES = (2, 4)  # several processes, one per device, each on its shard of the global batch
+PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed, noised
 
 
 class SpecError(ValueError):
@@ -46,6 +48,15 @@ class JobSpec:
     seed: int = 0
     warmup_steps: int = 5
     synthetic_samples: int = 2048
+    # DP-SGD (use cases 3 and 4): each per-example gradient is clipped to L2 norm clip_norm, and Gaussian noise
+    # of standard deviation noise_multiplier * clip_norm is added to their sum.
+    clip_norm: float = 1.0
+    noise_multiplier: float = 1.0
+    # The batch at which the naive per-example loop is timed beside the vectorised per-sample gradients.
+    loop_batch_size: int = 8
+    # Data parallelism (use cases 2 and 4): one process per device, nodes * tasks_per_node processes.
+    nodes: int = 1
+    tasks_per_node: int = 1
     # where results go (absolute paths, written by the orchestrator)
     results_path: str = ""
     init_weights_path: str = ""
@@ -59,7 +70,7 @@ class JobSpec:
             raise SpecError(f"device {self.device!r} is not one of {', '.join(DEVICES)}")
         if self.data_source not in DATA_SOURCES:
             raise SpecError(f"data_source {self.data_source!r} is not one of {', '.join(DATA_SOURCES)}")
-        for name in ("batch_size", "epochs", "synthetic_samples"):
+        for name in ("batch_size", "epochs", "synthetic_samples", "loop_batch_size", "nodes", "tasks_per_node"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SpecError(f"{name} must be a positive integer, got {value!r}")
@@ -67,11 +78,30 @@ class JobSpec:
             raise SpecError(f"warmup_steps must be a non-negative integer, got {self.warmup_steps!r}")
         if not self.learning_rate > 0:
             raise SpecError(f"learning_rate must be positive, got {self.learning_rate!r}")
+        if not self.clip_norm > 0:
+            raise SpecError(f"clip_norm must be positive, got {self.clip_norm!r}")
+        if not self.noise_multiplier >= 0:
+            raise SpecError(f"noise_multiplier cannot be negative, got {self.noise_multiplier!r}")
+        if self.world_size > 1 and self.use_case not in DATA_PARALLEL_USE_CASES:
+            raise SpecError(
+                f"use case {self.use_case} runs on one device; {self.world_size} processes are for use cases "
+                f"{' and '.join(map(str, DATA_PARALLEL_USE_CASES))}"
+            )
+        if self.batch_size % self.world_size:
+            raise SpecError(
+                f"batch_size {self.batch_size} does not split evenly over {self.world_size} processes; "
+                "choose a multiple of nodes * tasks_per_node"
+            )
         if self.schema_version != SCHEMA_VERSION:
             raise SpecError(
                 f"spec schema version {self.schema_version} does not match this code's {SCHEMA_VERSION}; "
                 "re-plan the campaign with the current code"
             )
+
+    @property
+    def world_size(self) -> int:
+        """How many processes run this cell together (1 outside the data-parallel use cases)."""
+        return self.nodes * self.tasks_per_node
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"

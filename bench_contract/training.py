@@ -3,6 +3,9 @@
 A backend supplies the framework operations (`TrainingOps`); this module owns the epochs, the batch
 order, what is timed and what is recorded. The timed region of a step is the framework's update on a
 batch already on the device, up to the device finishing it; moving the batch to the device is outside it.
+
+The same loop serves every training use case: the step is a plain update (1, 2) or a DP-SGD update (3, 4),
+and in the data-parallel use cases (2, 4) each rank takes its shard of the same global batch.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from bench_contract.data import Dataset, epoch_batches
 from bench_contract.results import ResultRows
 from bench_contract.spec import JobSpec
 from bench_contract.timing import StepTimer, step_time_statistics
+from bench_contract.topology import Topology
 
 EVAL_CHUNK = 1024
 
 
 class TrainingOps(Protocol):
     def to_device(self, x: np.ndarray, y: np.ndarray) -> Any:
-        """Return the batch on the device, transfer finished."""
+        """Return the batch on the device, transfer finished (with several ranks: this rank's shard)."""
 
     def train_step(self, batch: Any) -> Any:
         """Apply one update; return a handle to the loss (still on the device)."""
@@ -30,7 +34,8 @@ class TrainingOps(Protocol):
     def synchronize(self, out: Any) -> None:
         """Block until the device has finished the work that produced `out`."""
 
-    def loss_value(self, out: Any) -> float: ...
+    def loss_value(self, out: Any) -> float:
+        """The loss of the whole global batch (with several ranks, every rank must call this: it may reduce)."""
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Class predictions for a chunk of inputs, as a numpy array."""
@@ -44,8 +49,12 @@ def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray) -> float:
     return correct / len(x)
 
 
-def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRows) -> None:
-    """Train for spec.epochs; record per-step loss, per-epoch validation accuracy, timings and test accuracy."""
+def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRows,
+                 topology: Topology = Topology()) -> None:
+    """Train for spec.epochs; record per-step loss, per-epoch validation accuracy, timings and test accuracy.
+
+    With several ranks, only the writer (rank 0) evaluates: every rank holds the same parameters.
+    """
     batches_per_epoch = len(data.x_train) // spec.batch_size
     if spec.warmup_steps >= batches_per_epoch * spec.epochs:
         raise ValueError(
@@ -59,6 +68,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
         epoch_start = time.perf_counter()
         losses = []
         for idx in epoch_batches(len(data.x_train), spec.batch_size, spec.seed, epoch):
+            idx = topology.shard(idx)
             batch = ops.to_device(data.x_train[idx], data.y_train[idx])
             out = timer.run(lambda: ops.train_step(batch))
             loss = ops.loss_value(out)
@@ -69,9 +79,63 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             step += 1
         rows.add("epoch_time", time.perf_counter() - epoch_start, "s", epoch=epoch)
         rows.add("train_loss_epoch_mean", float(np.mean(losses)), "nats", epoch=epoch)
-        rows.add("val_accuracy", accuracy(ops, data.x_val, data.y_val), "fraction", epoch=epoch)
+        if topology.is_writer:
+            rows.add("val_accuracy", accuracy(ops, data.x_val, data.y_val), "fraction", epoch=epoch)
     rows.add("train_time_total", time.perf_counter() - train_start, "s")
     rows.add("warmup_steps", spec.warmup_steps, "steps")
+    # batch_size is the global batch: throughput counts the samples of all ranks together.
     for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
         rows.add(metric, value, unit)
-    rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test), "fraction")
+        if metric == "throughput":
+            # Per device, so that a data-parallel cell compares with the one-device cell (scaling efficiency).
+            rows.add("throughput_per_device", value / topology.world_size, unit)
+    rows.add("world_size", topology.world_size, "processes")
+    if topology.is_writer:
+        rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test), "fraction")
+
+
+class PerSampleOps(Protocol):
+    """The per-sample gradient part of a DP-SGD step on one device, vectorised and as a naive loop.
+
+    Both return the sum of the clipped per-example gradients (no noise, no update, no communication), so
+    that the two timings measure exactly the vectorisation.
+    """
+
+    def local_batch(self, x: np.ndarray, y: np.ndarray) -> Any:
+        """The batch on this process's own device, transfer finished."""
+
+    def clipped_sum_vectorized(self, batch: Any) -> Any: ...
+
+    def clipped_sum_loop(self, batch: Any) -> Any: ...
+
+    def synchronize(self, out: Any) -> None: ...
+
+
+VECTORIZATION_WARMUP = 2
+VECTORIZATION_REPEATS = 10
+
+
+def record_dp_settings(spec: JobSpec, rows: ResultRows) -> None:
+    rows.add("clip_norm", spec.clip_norm, "L2 norm")
+    rows.add("noise_multiplier", spec.noise_multiplier, "sigma")
+
+
+def time_vectorization(spec: JobSpec, data: Dataset, ops: PerSampleOps, rows: ResultRows) -> None:
+    """Time per-sample gradients vectorised and as a per-example loop, on the same small batch.
+
+    The loop is slow by nature, so it runs at spec.loop_batch_size rather than the training batch.
+    """
+    size = spec.loop_batch_size
+    if size > len(data.x_train):
+        raise ValueError(f"loop_batch_size {size} is larger than the {len(data.x_train)} training samples")
+    idx = epoch_batches(len(data.x_train), size, spec.seed, 0)[0]
+    batch = ops.local_batch(data.x_train[idx], data.y_train[idx])
+    rows.add("loop_batch_size", size, "samples")
+    medians = {}
+    for name, fn in (("vectorized", ops.clipped_sum_vectorized), ("loop", ops.clipped_sum_loop)):
+        timer = StepTimer(ops.synchronize, VECTORIZATION_WARMUP)
+        for _ in range(VECTORIZATION_WARMUP + VECTORIZATION_REPEATS):
+            timer.run(lambda: fn(batch))
+        medians[name] = float(np.median(timer.times_s)) * 1e3
+        rows.add(f"per_sample_grads_{name}_time_p50", medians[name], "ms")
+    rows.add("vectorization_speedup", medians["loop"] / medians["vectorized"], "x")

@@ -14,34 +14,28 @@ from bench_contract.data import Dataset
 from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import JobSpec
-from bench_contract.training import run_training
-from jax_backend import models
+from bench_contract.spec import PER_SAMPLE_USE_CASES
+from bench_contract.topology import topology_for
+from bench_contract.training import record_dp_settings, run_training, time_vectorization
+from jax_backend import models, steps
+from jax_backend.parallel import Placement, initialize
+from jax_backend.per_sample import JaxPerSampleOps
 
 # The same words the PyTorch backend records for the same policy, so rows compare like with like.
 FP32_POLICY = "fp32: float32 parameters and compute; TF32 off (matmul precision 'highest')"
 
 
 class JaxOps:
-    """Holds the training state; the step itself is a pure function compiled ahead of time."""
+    """Holds the training state; the step itself is a pure function (`steps`) compiled ahead of time."""
 
-    def __init__(self, module, variables, optimizer, sample_batch) -> None:
-        self.module = module
-        self.params = variables["params"]
-        self.opt_state = optimizer.init(self.params)
-
-        def loss_fn(params, x, y):
-            logits = module.apply({"params": params}, x)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
-
-        def train_step(params, opt_state, x, y):
-            loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            return optax.apply_updates(params, updates), opt_state, loss
-
-        # Donating params and optimizer state lets XLA update them in place, as PyTorch's optimizer does.
-        jitted = jax.jit(train_step, donate_argnums=(0, 1))
+    def __init__(self, module, variables, optimizer, step_fn, sample_batch, placement: Placement) -> None:
+        self.module, self.placement = module, placement
+        self.params = placement.replicate(variables["params"])
+        self.opt_state = placement.replicate(optimizer.init(variables["params"]))
+        self.step = placement.replicate(np.zeros((), np.uint32))
+        jitted = placement.jit_step(step_fn)
         start = time.perf_counter()
-        lowered = jitted.lower(self.params, self.opt_state, *sample_batch)
+        lowered = jitted.lower(self.params, self.opt_state, self.step, *self.to_device(*sample_batch))
         self.lowering_time_s = time.perf_counter() - start
         start = time.perf_counter()
         self.step_fn = lowered.compile()
@@ -49,10 +43,10 @@ class JaxOps:
         self.predict_fn = jax.jit(lambda params, x: jnp.argmax(module.apply({"params": params}, x), axis=-1))
 
     def to_device(self, x: np.ndarray, y: np.ndarray):
-        return jax.block_until_ready((jax.device_put(x), jax.device_put(y)))
+        return jax.block_until_ready((self.placement.batch(x), self.placement.batch(y)))
 
     def train_step(self, batch):
-        self.params, self.opt_state, loss = self.step_fn(self.params, self.opt_state, *batch)
+        self.params, self.opt_state, self.step, loss = self.step_fn(self.params, self.opt_state, self.step, *batch)
         return loss
 
     def synchronize(self, out) -> None:
@@ -60,16 +54,18 @@ class JaxOps:
         jax.block_until_ready((out, self.params))
 
     def loss_value(self, out) -> float:
-        return float(out)
+        # The loss is replicated: this process's copy is the global batch's loss.
+        return float(out.addressable_data(0))
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        return np.asarray(self.predict_fn(self.params, x))
+        # On this process's own copy of the parameters: evaluation involves no other process.
+        return np.asarray(self.predict_fn(self.placement.local_copy(self.params), x))
 
 
 class JaxBackend:
     framework = "jax"
     libraries = ["jax", "jaxlib", "flax", "optax"]
-    implemented_use_cases = (1,)
+    implemented_use_cases = (1, 2, 3, 4)
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         if spec.precision != "fp32":
@@ -78,14 +74,17 @@ class JaxBackend:
             jax.config.update("jax_platforms", "cpu")
         # XLA's default on GPU is TF32-like reduced precision for float32 matmuls; fp32 means fp32 on both sides.
         jax.config.update("jax_default_matmul_precision", "highest")
-        devices = jax.devices()
+        self.topology = topology_for(spec)
+        initialize(self.topology)  # before anything asks JAX for its devices
+        devices = jax.local_devices()
         kind = "gpu" if devices[0].platform == "gpu" else "cpu"
         if spec.device == "gpu" and kind != "gpu":
             raise RuntimeError(f"device 'gpu' was asked for, but JAX sees only {devices[0].platform} devices")
         self.device = devices[0]
         return DeviceSetup(
             kind=kind,
-            count=len(devices) if kind == "gpu" else 1,
+            # every device of every process in a data-parallel run; a CPU process counts as one device
+            count=len(jax.devices()) if self.topology.world_size > 1 else (len(devices) if kind == "gpu" else 1),
             framework_version=jax.__version__,
             precision_policy=FP32_POLICY,
         )
@@ -95,11 +94,23 @@ class JaxBackend:
         rows.add("parameter_count", sum(p.size for p in jax.tree_util.tree_leaves(variables["params"])), "parameters")
         if spec.optimizer != "sgd":
             raise ValueError(f"optimizer {spec.optimizer!r} is not implemented in the jax backend (only sgd)")
-        sample = (data.x_train[: spec.batch_size], data.y_train[: spec.batch_size])
-        ops = JaxOps(module, variables, optax.sgd(spec.learning_rate), sample)
+        optimizer = optax.sgd(spec.learning_rate)
+        private = spec.use_case in PER_SAMPLE_USE_CASES
+        if private:
+            step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed)
+            record_dp_settings(spec, rows)
+        else:
+            step_fn = steps.plain_step(module, optimizer)
+        topology = self.topology
+        local = spec.batch_size // topology.world_size
+        sample = (data.x_train[:local], data.y_train[:local])
+        ops = JaxOps(module, variables, optimizer, step_fn, sample, Placement(topology))
         rows.add("lowering_time", ops.lowering_time_s, "s")
         rows.add("compile_time", ops.compile_time_s, "s")
-        run_training(spec, data, ops, rows)
+        run_training(spec, data, ops, rows, topology)
+        if private:
+            per_sample = JaxPerSampleOps(module, ops.placement.local_copy(ops.params), spec.clip_norm, self.device)
+            time_vectorization(spec, data, per_sample, rows)
         stats = self.device.memory_stats()  # None on CPU, where XLA keeps no allocator statistics
         if stats and "peak_bytes_in_use" in stats:
             rows.add("peak_device_memory_allocated", stats["peak_bytes_in_use"], "bytes")

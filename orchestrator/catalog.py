@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench_contract.spec import DATA_PARALLEL_USE_CASES  # noqa: F401  (one process per device, under srun)
 from orchestrator.errors import UsageError
 
 FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
@@ -93,8 +94,8 @@ BENCHMARKS = {
 # What runs today: (benchmark, model) -> the use cases both backends implement for it. Everything else
 # declared above is refused at plan time. A combination is added here when both backends run it.
 IMPLEMENTED: dict[tuple[str, str], frozenset[int]] = {
-    ("digits", "mlp"): frozenset({1}),
-    ("mnist", "mlp"): frozenset({1}),
+    ("digits", "mlp"): frozenset({1, 2, 3, 4}),
+    ("mnist", "mlp"): frozenset({1, 2, 3, 4}),
 }
 
 OPTIMIZERS = ("sgd",)

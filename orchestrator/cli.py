@@ -19,6 +19,8 @@ from orchestrator.errors import OrchestratorError
 
 MATRIX = "Matrix (each axis: a comma-separated list, or repeat the option)"
 TRAINING = "Training and data"
+PRIVACY = "DP-SGD (use cases 3 and 4)"
+PARALLEL = "Data parallelism (use cases 2 and 4)"
 SUBMISSION = "Submission"
 
 app = typer.Typer(
@@ -61,6 +63,11 @@ def main(
     synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=TRAINING)] = False,
     synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=TRAINING)] = 2048,
     device: Annotated[str, typer.Option(help="auto (GPU if the framework sees one), cpu or gpu.", rich_help_panel=TRAINING)] = "auto",
+    clip_norm: Annotated[float, typer.Option(help="Clip each per-example gradient to this L2 norm C.", rich_help_panel=PRIVACY)] = 1.0,
+    noise_multiplier: Annotated[float, typer.Option(help="Gaussian noise of std sigma*C on the summed gradients; 0 for none (then JAX and PyTorch match step by step).", rich_help_panel=PRIVACY)] = 1.0,
+    loop_batch_size: Annotated[int, typer.Option(help="Batch at which the naive per-example loop is timed against vmap.", rich_help_panel=PRIVACY)] = 8,
+    nodes: Annotated[int, typer.Option(help="Nodes per cell; one process per device, started by srun.", rich_help_panel=PARALLEL)] = 1,
+    tasks_per_node: Annotated[int, typer.Option(help="Processes (devices) per node.", rich_help_panel=PARALLEL)] = 1,
     executor: Annotated[Executor, typer.Option(help="slurm (sbatch), submitit, or local (run the scripts here).", rich_help_panel=SUBMISSION)] = Executor.slurm,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write the scripts and the campaign, submit nothing.", rich_help_panel=SUBMISSION)] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.", rich_help_panel=SUBMISSION)] = False,
@@ -91,6 +98,11 @@ def main(
             data_dir=str(data_dir) if data_dir else None,
             synthetic_samples=synthetic_samples,
             device=device,
+            clip_norm=clip_norm,
+            noise_multiplier=noise_multiplier,
+            loop_batch_size=loop_batch_size,
+            nodes=nodes,
+            tasks_per_node=tasks_per_node,
         )
         request = LaunchRequest(
             benchmark=benchmark,
@@ -120,7 +132,7 @@ def collect(
     output: Annotated[Optional[Path], typer.Option(help="Merged Parquet file (default: <results-dir>/merged.parquet).")] = None,
 ) -> None:
     """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model."""
-    from orchestrator.collect import comparison_tables, merge
+    from orchestrator.collect import comparison_tables, merge, scaling_table
 
     if not results_dir.is_dir():
         raise fail(OrchestratorError(f"results folder {results_dir} does not exist; nothing to collect"))
@@ -131,6 +143,9 @@ def collect(
     typer.echo(f"merged {collected.rows} rows from {collected.files} task files into {collected.output}")
     for device_model, table in comparison_tables(df).items():
         typer.echo(f"\n{device_model}\n{table}")
+    scaling = scaling_table(df)
+    if scaling:
+        typer.echo(f"\nData-parallel scaling (same global batch as one process):\n{scaling}")
 
 
 @app.command("list")

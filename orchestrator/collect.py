@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.compare import KEY
 from orchestrator.tables import format_table
 
 @dataclass
@@ -67,3 +68,49 @@ def comparison_tables(df) -> dict[str, str]:
         str(device): format_table(*display_rows(frame, device, only=("throughput", "test_accuracy")))
         for device in frame["device_model"].unique()
     }
+
+
+def _fmt(value, pattern: str) -> str:
+    return "n/a" if value is None else pattern.format(value)
+
+
+# A data-parallel cell is compared with the one-process cell that takes the same update on the same global batch.
+ONE_PROCESS_USE_CASE = {2: 1, 4: 3}
+
+
+def scaling_table(df) -> str | None:
+    """Strong scaling of every data-parallel cell: throughput per device against one process, same global batch.
+
+    efficiency = throughput(N processes) / (N * throughput(1 process)). The one-process cell is looked up in
+    everything collected (use case 1 for 2, 3 for 4, or the same use case run as one process), on the same
+    device model, framework, benchmark, model, batch size and precision. Without one, it says "n/a".
+    """
+    if df.empty or "world_size" not in set(df["metric"]):
+        return None
+    cells = df[df["metric"].isin(["throughput", "world_size"])].pivot_table(
+        index=["device_model", "framework", *KEY, "cell_id"], columns="metric", values="value", aggfunc="median"
+    ).reset_index()
+    if "throughput" not in cells:
+        return None
+    cells["world_size"] = cells.get("world_size", 1).fillna(1)  # rows from before world_size was recorded
+    single = cells[cells["world_size"] == 1]
+    rows = []
+    for _, cell in cells[cells["world_size"] > 1].iterrows():
+        same = (
+            (single["device_model"] == cell["device_model"]) & (single["framework"] == cell["framework"])
+            & (single["benchmark"] == cell["benchmark"]) & (single["model"] == cell["model"])
+            & (single["batch_size"] == cell["batch_size"]) & (single["precision"] == cell["precision"])
+            & single["use_case"].isin([cell["use_case"], ONE_PROCESS_USE_CASE.get(cell["use_case"])])
+        )
+        base = single.loc[same, "throughput"].median() if same.any() else None
+        world = int(cell["world_size"])
+        rows.append([
+            cell["device_model"], cell["framework"], cell["benchmark"], cell["use_case"], cell["model"],
+            cell["batch_size"], world, _fmt(cell["throughput"] / world, "{:,.0f}"), _fmt(base, "{:,.0f}"),
+            _fmt(cell["throughput"] / (world * base) if base else None, "{:.0%}"),
+        ])
+    if not rows:
+        return None
+    headers = ["device model", "framework", "benchmark", "use case", "model", "batch", "processes",
+               "samples/s per device", "one process samples/s", "scaling efficiency"]
+    return format_table(headers, rows)

@@ -53,6 +53,11 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     check_partition(req.profile)
     if req.executor not in catalog.EXECUTORS:
         raise UsageError(f"unknown executor {req.executor!r}; choose from: {', '.join(catalog.EXECUTORS)}")
+    if req.settings.world_size > 1 and req.executor != "slurm":
+        raise UsageError(
+            f"{req.settings.world_size} processes per cell are started by srun inside an sbatch allocation; "
+            f"the {req.executor} executor cannot do that: use --executor slurm (or --dry-run to only write the scripts)"
+        )
     if not req.dry_run:
         check_can_run(req, sorted({c.framework for c in cells}))
 

@@ -28,6 +28,17 @@ class RunSettings:
     data_dir: str | None
     synthetic_samples: int
     device: str
+    # DP-SGD (use cases 3 and 4)
+    clip_norm: float = 1.0
+    noise_multiplier: float = 1.0
+    loop_batch_size: int = 8
+    # data parallelism (use cases 2 and 4): one process per device
+    nodes: int = 1
+    tasks_per_node: int = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.tasks_per_node
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -38,6 +49,14 @@ class RunSettings:
             raise UsageError(f"--warmup-steps cannot be negative, got {self.warmup_steps}")
         if self.synthetic_samples < 10:
             raise UsageError(f"--synthetic-samples must be at least 10, got {self.synthetic_samples}")
+        if not self.clip_norm > 0:
+            raise UsageError(f"--clip-norm must be positive, got {self.clip_norm}")
+        if not self.noise_multiplier >= 0:
+            raise UsageError(f"--noise-multiplier cannot be negative, got {self.noise_multiplier}")
+        for option, value in (("--loop-batch-size", self.loop_batch_size), ("--nodes", self.nodes),
+                              ("--tasks-per-node", self.tasks_per_node)):
+            if value < 1:
+                raise UsageError(f"{option} must be at least 1, got {value}")
         catalog.check_optimizer(self.optimizer)
         if self.device not in catalog.DEVICES:
             raise UsageError(f"unknown device {self.device!r}; choose from: {', '.join(catalog.DEVICES)}")
@@ -130,6 +149,18 @@ def expand(
             reason = catalog.skip_reason(bench, case, model, precision)
             if reason:
                 raise UsageError(f"cannot plan {benchmark} use case {use_case} with {model}/{precision}: {reason}")
+    world = settings.world_size
+    if world > 1 and use_case not in catalog.DATA_PARALLEL_USE_CASES:
+        raise UsageError(
+            f"use case {use_case} ({case.title}) runs one process; --nodes and --tasks-per-node above 1 are for "
+            f"use cases {' and '.join(map(str, catalog.DATA_PARALLEL_USE_CASES))}"
+        )
+    uneven = [size for size in batch_sizes if size % world]
+    if uneven:
+        raise UsageError(
+            f"batch size {uneven[0]} does not split evenly over {world} processes "
+            f"({settings.nodes} node(s) x {settings.tasks_per_node} task(s)); give multiples of {world}"
+        )
     limit = train_split_size(bench, settings)
     if limit is not None and max(batch_sizes) > limit:
         raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")

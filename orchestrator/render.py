@@ -39,7 +39,34 @@ def script_name(framework: str, benchmark: str, use_case: int) -> str:
     return f"{framework}_{benchmark}_{use_case}.sh"
 
 
-def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_dir: Path) -> list[str]:
+# A data-parallel cell: srun starts one process per device in the allocation, each reads its rank from
+# SLURM_PROCID. PyTorch's rendezvous is the first node of the allocation, on a port that differs per job.
+SRUN = ["srun", "--kill-on-bad-exit=1"]
+DISTRIBUTED_LINES = {
+    "jax": [
+        "# jax.distributed.initialize() finds the coordinator, the process count and this rank in Slurm's variables.",
+    ],
+    "torch": [
+        "# torch.distributed's rendezvous: the first node of the allocation, a port that differs per job.",
+        'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        'export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"',
+    ],
+}
+
+
+def task_layout(profile: ClusterProfile, nodes: int, tasks_per_node: int) -> list[tuple[str, str | None]]:
+    """Nodes, tasks and GPUs of one cell: one task per device; --gres counts the GPUs of a whole node."""
+    gpus_per_node = profile.gpus_per_task * tasks_per_node
+    tasks = [("nodes", str(nodes))]
+    tasks += [("ntasks-per-node", str(tasks_per_node))] if nodes * tasks_per_node > 1 else [("ntasks", "1")]
+    return tasks + [
+        ("cpus-per-task", str(profile.cpus_per_task)),
+        ("gres", f"gpu:{gpus_per_node}" if gpus_per_node else None),
+    ]
+
+
+def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_dir: Path,
+                      nodes: int = 1, tasks_per_node: int = 1) -> list[str]:
     """Every #SBATCH line, in order; options the profile leaves unset are left out."""
     pairs = [
         ("job-name", job_name),
@@ -48,10 +75,7 @@ def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_
         ("partition", profile.partition),
         ("account", profile.account),
         ("time", profile.time_limit),
-        ("nodes", "1"),
-        ("ntasks", "1"),
-        ("cpus-per-task", str(profile.cpus_per_task)),
-        ("gres", f"gpu:{profile.gpus_per_task}" if profile.gpus_per_task else None),
+        *task_layout(profile, nodes, tasks_per_node),
         ("mem", profile.mem),
     ]
     directives = [f"--{key}={sbatch_value(key, value)}" for key, value in pairs if value is not None]
@@ -120,7 +144,11 @@ def render_scripts(
             git_commit=git_commit,
             created_at=created_at,
             cell_lines=cell_lines,
-            directives=sbatch_directives(profile, name.removesuffix(".sh"), len(mine), campaign_dir / "logs"),
+            directives=sbatch_directives(profile, name.removesuffix(".sh"), len(mine), campaign_dir / "logs",
+                                         first.settings.nodes, first.settings.tasks_per_node),
+            world_size=first.settings.world_size,
+            launcher=SRUN if first.settings.world_size > 1 else [],
+            distributed_lines=DISTRIBUTED_LINES[framework] if first.settings.world_size > 1 else [],
             profile_name=profile.name,
             setup_lines=list(profile.setup_lines),
             activate=profile.env_path(framework) / "bin" / "activate",

@@ -53,21 +53,25 @@ def write_mnist_folder(folder: Path, train: int, test: int) -> Path:
 
 
 def task_file(root: Path, framework: str, batch: int, throughput: float, device: str = "CPU X",
-              accuracy: float = 0.97) -> Path:
+              accuracy: float | None = 0.97, use_case: int = 1, world_size: int | None = None) -> Path:
     """One task's result file as a backend writes it, with given values, for collect and report tests."""
     from bench_contract.results import SCHEMA, ResultRows
 
+    suffix = f"-uc{use_case}-{world_size}" if world_size else ""
     ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
     ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
-    ctx.update(framework=framework, benchmark="digits", use_case=1, model="mlp", batch_size=batch, precision="fp32",
-               device_model=device, cell_id=f"{framework}-{batch}", schema_version=1)
+    ctx.update(framework=framework, benchmark="digits", use_case=use_case, model="mlp", batch_size=batch,
+               precision="fp32", device_model=device, cell_id=f"{framework}-{batch}{suffix}", schema_version=1)
     for name in ("metric", "value", "unit", "epoch", "step"):
         ctx.pop(name)
     rows = ResultRows(ctx)
     rows.add("throughput", throughput, "samples/s")
-    rows.add("test_accuracy", accuracy, "fraction")
-    rows.add("train_loss", 1.0, "nats", epoch=0, step=0)
-    return rows.write(root / "camp" / "rows" / framework / f"{framework}-{batch}.parquet")
+    if accuracy is not None:
+        rows.add("test_accuracy", accuracy, "fraction")
+        rows.add("train_loss", 1.0, "nats", epoch=0, step=0)
+    if world_size is not None:
+        rows.add("world_size", world_size, "processes")
+    return rows.write(root / f"camp{use_case}" / "rows" / framework / f"{ctx['cell_id']}.parquet")
 
 
 def merged_results(root: Path) -> None:

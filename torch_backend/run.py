@@ -6,28 +6,36 @@ import sys
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from bench_contract.data import Dataset
 from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import JobSpec
-from bench_contract.training import run_training
+from bench_contract.spec import PER_SAMPLE_USE_CASES
+from bench_contract.topology import Topology, topology_for
+from bench_contract.training import record_dp_settings, run_training, time_vectorization
 from torch_backend import models
+from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps, batch_to_device, synchronize
 
 # The same words the JAX backend records for the same policy, so rows compare like with like.
 FP32_POLICY = "fp32: float32 parameters and compute; TF32 off (matmul precision 'highest')"
 
 
 class TorchOps:
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device) -> None:
-        self.model, self.optimizer, self.device = model, optimizer, device
+    """Plain training; with several ranks `model` is the DistributedDataParallel wrapper and `eval_model` the
+    network inside it, so that evaluation on rank 0 alone starts no collective."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
+                 world_size: int = 1) -> None:
+        self.model, self.optimizer, self.device, self.world_size = model, optimizer, device, world_size
+        self.eval_model = model.module if isinstance(model, DistributedDataParallel) else model
         self.loss_fn = nn.CrossEntropyLoss()
 
     def to_device(self, x: np.ndarray, y: np.ndarray):
-        batch = (torch.from_numpy(x).to(self.device), torch.from_numpy(y).long().to(self.device))
-        self.synchronize(batch)
-        return batch
+        return batch_to_device(x, y, self.device)
 
     def train_step(self, batch):
         x, y = batch
@@ -38,29 +46,48 @@ class TorchOps:
         return loss.detach()
 
     def synchronize(self, out) -> None:
-        # CUDA kernels run asynchronously: without this the clock would stop at dispatch, not completion.
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        synchronize(self.device)
 
     def loss_value(self, out) -> float:
+        if self.world_size > 1:
+            # Each rank's loss is its shard's mean; the global batch's loss is their average (equal shards).
+            out = out.clone()
+            dist.all_reduce(out)
+            out /= self.world_size
         return float(out.item())
 
     @torch.no_grad()
     def predict(self, x: np.ndarray) -> np.ndarray:
-        self.model.eval()
+        self.eval_model.eval()
         try:
-            return self.model(torch.from_numpy(x).to(self.device)).argmax(dim=1).cpu().numpy()
+            return self.eval_model(torch.from_numpy(x).to(self.device)).argmax(dim=1).cpu().numpy()
         finally:
-            self.model.train()
+            self.eval_model.train()
+
+
+class TorchDPOps(TorchOps):
+    """DP-SGD steps (use cases 3 and 4). No DistributedDataParallel: its hooks average the gradients of
+    `backward()`, and per-sample gradients do not come from `backward()`; `DPSGDUpdate` reduces them itself."""
+
+    def __init__(self, update: DPSGDUpdate) -> None:
+        super().__init__(update.model, update.optimizer, update.device)
+        self.update = update
+
+    def train_step(self, batch):
+        return self.update(*batch)
+
+    def loss_value(self, out) -> float:
+        return float(out.item())  # already the global batch's mean: the update's all_reduce carried it
 
 
 class TorchBackend:
     framework = "torch"
     libraries = ["torch", "torchvision"]
-    implemented_use_cases = (1,)
+    implemented_use_cases = (1, 2, 3, 4)
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
+        self.topology = Topology()
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         if spec.precision != "fp32":
@@ -73,11 +100,16 @@ class TorchBackend:
         if spec.device == "gpu" and not gpu:
             raise RuntimeError("device 'gpu' was asked for, but PyTorch sees no CUDA device")
         use_gpu = gpu and spec.device != "cpu"
-        self.device = torch.device("cuda:0" if use_gpu else "cpu")
+        self.topology = topology = topology_for(spec)
+        # One process per device: with several ranks on a node, each takes the GPU of its local rank.
+        self.device = torch.device(f"cuda:{topology.local_rank if topology.world_size > 1 else 0}" if use_gpu else "cpu")
+        if topology.world_size > 1:
+            # MASTER_ADDR and MASTER_PORT come from the rendered script (the first node of the allocation).
+            dist.init_process_group("nccl" if use_gpu else "gloo", rank=topology.rank, world_size=topology.world_size)
         torch.manual_seed(spec.seed)
         return DeviceSetup(
             kind="gpu" if use_gpu else "cpu",
-            count=torch.cuda.device_count() if use_gpu else 1,
+            count=topology.world_size if topology.world_size > 1 else (torch.cuda.device_count() if use_gpu else 1),
             framework_version=torch.__version__,
             precision_policy=FP32_POLICY,
         )
@@ -93,7 +125,23 @@ class TorchBackend:
         optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        run_training(spec, data, TorchOps(model, optimizer, self.device), rows)
+        topology = self.topology
+        private = spec.use_case in PER_SAMPLE_USE_CASES
+        if private:
+            record_dp_settings(spec, rows)
+            ops = TorchDPOps(DPSGDUpdate(model, optimizer, self.device, clip_norm=spec.clip_norm,
+                                         noise_multiplier=spec.noise_multiplier, seed=spec.seed,
+                                         world_size=topology.world_size))
+        elif topology.world_size > 1:
+            ddp = DistributedDataParallel(model, device_ids=[self.device] if self.device.type == "cuda" else None)
+            ops = TorchOps(ddp, optimizer, self.device, topology.world_size)
+        else:
+            ops = TorchOps(model, optimizer, self.device)
+        run_training(spec, data, ops, rows, topology)
+        if private:
+            time_vectorization(spec, data, TorchPerSampleOps(model, spec.clip_norm, self.device), rows)
+        if topology.world_size > 1:
+            dist.destroy_process_group()
         if self.device.type == "cuda":
             rows.add("peak_device_memory_allocated", torch.cuda.max_memory_allocated(self.device), "bytes")
             rows.add("peak_device_memory_reserved", torch.cuda.max_memory_reserved(self.device), "bytes")

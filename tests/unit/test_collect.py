@@ -43,3 +43,29 @@ def test_collect_command(tmp_path):
 def test_collect_of_a_missing_folder_is_an_error(tmp_path):
     proc = run_cli("collect", "--results-dir", str(tmp_path / "none"))
     assert proc.returncode == 1 and "does not exist" in proc.stderr
+
+
+def parallel_task_file(root, framework, use_case, world, throughput):
+    return task_file(root, framework, 32, throughput, accuracy=None, use_case=use_case, world_size=world)
+
+
+def test_scaling_efficiency_compares_with_the_one_process_cell(tmp_path):
+    from orchestrator.collect import scaling_table
+
+    parallel_task_file(tmp_path, "jax", 1, 1, 1000.0)
+    parallel_task_file(tmp_path, "jax", 2, 2, 1500.0)  # 750 per device: 75% of one process
+    parallel_task_file(tmp_path, "torch", 4, 2, 400.0)  # no one-process DP-SGD cell collected
+    _, df = merge(tmp_path, tmp_path / "merged.parquet")
+    table = scaling_table(df)
+    jax_line = next(line for line in table.splitlines() if " jax " in line)
+    assert "750" in jax_line and "1,000" in jax_line and "75%" in jax_line
+    torch_line = next(line for line in table.splitlines() if " torch " in line)
+    assert torch_line.rstrip().endswith("n/a")
+
+
+def test_no_scaling_table_without_data_parallel_cells(tmp_path):
+    from orchestrator.collect import scaling_table
+
+    task_file(tmp_path, "jax", 32, 2000.0)
+    _, df = merge(tmp_path, tmp_path / "merged.parquet")
+    assert scaling_table(df) is None

@@ -1,0 +1,39 @@
+"""Per-sample gradients on this process's own device, vectorised and as a naive per-example loop.
+
+Only for timing the vectorisation (`bench_contract.training.time_vectorization`): both compute the sum of
+the clipped per-example gradients, nothing more, so the ratio of their times is the speed-up of `vmap`.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from jax_backend import steps
+
+
+class JaxPerSampleOps:
+    def __init__(self, module, params, clip_norm: float, device) -> None:
+        self.params, self.device = params, device
+        self.vectorized = jax.jit(
+            lambda p, x, y: steps.clipped_sum(steps.per_sample_grads(module, p, x, y)[1], clip_norm)
+        )
+        # The naive loop as people write it: one compiled gradient per example, clipped, then added up.
+        self.one = jax.jit(lambda p, x, y: steps.clip_one(jax.grad(steps.example_loss(module))(p, x, y), clip_norm))
+        self.add = jax.jit(lambda a, b: jax.tree.map(lambda u, v: u + v, a, b))
+
+    def local_batch(self, x: np.ndarray, y: np.ndarray):
+        return jax.block_until_ready((jax.device_put(x, self.device), jax.device_put(y, self.device)))
+
+    def clipped_sum_vectorized(self, batch):
+        return self.vectorized(self.params, *batch)
+
+    def clipped_sum_loop(self, batch):
+        x, y = batch
+        total = self.one(self.params, x[0], y[0])
+        for i in range(1, x.shape[0]):
+            total = self.add(total, self.one(self.params, x[i], y[i]))
+        return total
+
+    def synchronize(self, out) -> None:
+        jax.block_until_ready(out)

@@ -1,0 +1,106 @@
+"""The train steps as pure functions: the plain update, and DP-SGD (per-example gradients with `vmap(grad)`,
+each clipped to norm C, summed, noised, applied).
+
+Both have the signature (params, opt_state, step, x, y) -> (params, opt_state, step + 1, mean loss); the
+step counter lives on the device so that the noise key changes every step without a host transfer.
+`JaxOps` compiles them ahead of time. Under a device mesh the batch axis is sharded, so the mean or sum
+over examples becomes a cross-device reduction that XLA inserts, and the noise, drawn from a replicated
+key, is the same on every rank.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+
+# Clipping factor min(1, C / (norm + EPS)), Opacus' formula; the PyTorch backend uses the same constant.
+CLIP_EPS = 1e-6
+
+
+def example_loss(module):
+    """The loss of one example (no batch axis) as a function of the parameters."""
+
+    def loss(params, x, y):
+        logits = module.apply({"params": params}, x[None])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y[None])[0]
+
+    return loss
+
+
+def per_sample_grads(module, params, x, y):
+    """(losses, gradients) with a leading batch axis on every gradient leaf: vmap over a single-example grad."""
+    return jax.vmap(jax.value_and_grad(example_loss(module)), in_axes=(None, 0, 0))(params, x, y)
+
+
+def per_sample_grads_loop(module, params, x, y):
+    """The same gradients one example at a time: the reference the vectorised version is checked against."""
+    one = jax.jit(jax.grad(example_loss(module)))
+    grads = [one(params, x[i], y[i]) for i in range(x.shape[0])]
+    return jax.tree.map(lambda *g: jnp.stack(g), *grads)
+
+
+def clip_factors(grads, clip_norm: float):
+    """Per-example min(1, C / (||g_i|| + eps)), the norm taken over all parameters together."""
+    squares = sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in jax.tree.leaves(grads))
+    return jnp.minimum(1.0, clip_norm / (jnp.sqrt(squares) + CLIP_EPS))
+
+
+def clip_one(grad, clip_norm: float):
+    """One example's gradient (no batch axis) scaled to norm at most C, as in the naive per-example loop."""
+    norm = jnp.sqrt(sum(jnp.sum(g**2) for g in jax.tree.leaves(grad)))
+    factor = jnp.minimum(1.0, clip_norm / (norm + CLIP_EPS))
+    return jax.tree.map(lambda g: g * factor, grad)
+
+
+def clipped_sum(grads, clip_norm: float):
+    factors = clip_factors(grads, clip_norm)
+    return jax.tree.map(lambda g: jnp.tensordot(factors, g, axes=1), grads)
+
+
+def gaussian_noise(key, like, stddev: float):
+    """One independent N(0, stddev^2) draw per parameter, each leaf from its own split of `key`."""
+    leaves, treedef = jax.tree.flatten(like)
+    keys = jax.random.split(key, len(leaves))
+    return jax.tree.unflatten(
+        treedef, [stddev * jax.random.normal(k, leaf.shape, leaf.dtype) for k, leaf in zip(keys, leaves)]
+    )
+
+
+def private_gradient(module, params, x, y, key, clip_norm: float, noise_multiplier: float):
+    """(mean loss, noised mean of the clipped per-example gradients) for a batch of B examples."""
+    losses, grads = per_sample_grads(module, params, x, y)
+    summed = clipped_sum(grads, clip_norm)
+    if noise_multiplier > 0:  # a Python-level choice: with sigma 0 no noise is drawn at all
+        noise = gaussian_noise(key, summed, noise_multiplier * clip_norm)
+        summed = jax.tree.map(jnp.add, summed, noise)
+    batch = x.shape[0]
+    return losses.mean(), jax.tree.map(lambda g: g / batch, summed)
+
+
+def dp_sgd_step(module, optimizer, clip_norm: float, noise_multiplier: float, seed: int):
+    """The DP-SGD train step."""
+    base_key = jax.random.key(seed)
+
+    def step_fn(params, opt_state, step, x, y):
+        key = jax.random.fold_in(base_key, step)  # fresh noise every step, reproducible from the seed
+        loss, grads = private_gradient(module, params, x, y, key, clip_norm, noise_multiplier)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, step + 1, loss
+
+    return step_fn
+
+
+def plain_step(module, optimizer):
+    """The non-private train step (the step counter only counts)."""
+
+    def loss_fn(params, x, y):
+        logits = module.apply({"params": params}, x)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+    def step_fn(params, opt_state, step, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, step + 1, loss
+
+    return step_fn

@@ -1,0 +1,77 @@
+"""Use cases 2 and 4 on the real two-node local Slurm cluster: two processes on two nodes, in both frameworks.
+
+Each data-parallel run must see world size 2 and take, step by step, the same losses as one process on
+the same global batches (use cases 1 and 3 through the local executor). Noise is off for use case 4, so
+the per-sample path is compared exactly too.
+"""
+
+import json
+import subprocess
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import REPO_ROOT, run_cli
+from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
+
+SINGLE_PROCESS = {2: 1, 4: 3}  # the one-process use case with the same update
+COMMON = ["--benchmark", "digits", "--batch-sizes", "32", "--epochs", "1", "--noise-multiplier", "0",
+          "--learning-rate", "0.1"]
+SACCT_TIMEOUT_S = 30
+
+
+def run_and_collect(results, scripts, *args, env=None):
+    proc = run_cli(*COMMON, *args, "--wait", "--results-dir", str(results), "--scripts-dir", str(scripts),
+                   env=env, timeout=1200)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    collect = run_cli("collect", "--results-dir", str(results), env=env)
+    assert collect.returncode == 0, collect.stderr
+    manifest = json.loads(next(results.glob("*/manifest.json")).read_text())
+    return manifest, pd.read_parquet(results / "merged.parquet")
+
+
+def loss_curves(df):
+    return {fw: g[g.metric == "train_loss"].sort_values("step")["value"].to_numpy() for fw, g in df.groupby("framework")}
+
+
+def job_nodes(env, job_id):
+    """The nodes Slurm's accounting says the job ran on (records reach slurmdbd asynchronously)."""
+    deadline = time.monotonic() + SACCT_TIMEOUT_S
+    while True:
+        out = subprocess.run(["sacct", "-X", "-n", "-j", job_id, "-o", "NodeList", "--parsable2"],
+                             capture_output=True, text=True, env=env, timeout=30).stdout.split()
+        if out and out[0] not in ("", "None"):
+            return out
+        if time.monotonic() > deadline:
+            pytest.fail(f"sacct reports no nodes for job {job_id} after {SACCT_TIMEOUT_S} s")
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("use_case", [2, 4])
+def test_two_processes_on_two_nodes_match_one_process(slurm_cluster, use_case, tmp_path):
+    env = slurm_cluster.env
+    manifest, parallel = run_and_collect(
+        tmp_path / "parallel", tmp_path / "s1", "--use-case", str(use_case), "--nodes", "2", "--tasks-per-node", "1",
+        "--profile", str(REPO_ROOT / "profiles" / "local_slurm.toml"), env=env)
+    _, single = run_and_collect(tmp_path / "single", tmp_path / "s2", "--use-case", str(SINGLE_PROCESS[use_case]),
+                                "--executor", "local")
+
+    assert set(parallel.framework) == {"jax", "torch"}
+    for framework, rows in parallel.groupby("framework"):
+        world = rows.loc[rows.metric == "world_size", "value"]
+        assert list(world) == [2.0], f"{framework}: world size {list(world)}"
+        assert set(rows.device_count) == {2}
+        assert rows.cell_id.nunique() == 1, "rank 0 alone writes the cell's file"
+        per_device = rows.set_index("metric").loc[["throughput", "throughput_per_device"], "value"]
+        assert per_device["throughput_per_device"] == pytest.approx(per_device["throughput"] / 2)
+        job = manifest["submissions"][framework]["job_id"]
+        assert job_nodes(env, f"{job}_0") == ["n[1-2]"]
+    # The same global batches, the same update: the two-process curves follow the one-process ones.
+    parallel_losses, single_losses = loss_curves(parallel), loss_curves(single)
+    for framework in ("jax", "torch"):
+        assert len(parallel_losses[framework]) == 1257 // 32
+        np.testing.assert_allclose(parallel_losses[framework], single_losses[framework], rtol=1e-4,
+                                   err_msg=f"{framework}, use case {use_case}")
+    np.testing.assert_allclose(parallel_losses["jax"], parallel_losses["torch"], rtol=1e-4)

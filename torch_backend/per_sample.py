@@ -1,0 +1,143 @@
+"""DP-SGD in PyTorch with torch.func: per-example gradients with `vmap(grad)` over `functional_call`,
+each clipped to norm C, summed, noised, applied by the optimizer.
+
+Across processes (use case 4) each rank computes the clipped per-example gradients of its shard, the sums
+are added with one all_reduce, and every rank draws the same noise from a generator seeded alike, so the
+parameters stay identical on every rank without a broadcast. DistributedDataParallel is not used here:
+its hooks average the gradients of `backward()`, and per-sample gradients do not come from `backward()`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, grad_and_value, vmap
+
+# Clipping factor min(1, C / (norm + EPS)), Opacus' formula; the JAX backend uses the same constant.
+CLIP_EPS = 1e-6
+
+
+def example_loss(model: nn.Module):
+    """The loss of one example (no batch axis) as a function of a dict of parameters."""
+
+    def loss(params, x, y):
+        logits = functional_call(model, params, (x.unsqueeze(0),))
+        return F.cross_entropy(logits, y.unsqueeze(0))
+
+    return loss
+
+
+def per_sample_grads(model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor):
+    """(gradients with a leading batch axis, per-example losses)."""
+    return vmap(grad_and_value(example_loss(model)), in_dims=(None, 0, 0))(params, x, y)
+
+
+def per_sample_grads_loop(model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor) -> dict:
+    """The same gradients one example at a time: the reference the vectorised version is checked against."""
+    one = grad(example_loss(model))
+    grads = [one(params, x[i], y[i]) for i in range(x.shape[0])]
+    return {name: torch.stack([g[name] for g in grads]) for name in params}
+
+
+def clip_factors(grads: dict, clip_norm: float) -> torch.Tensor:
+    """Per-example min(1, C / (||g_i|| + eps)), the norm taken over all parameters together."""
+    squares = sum(g.flatten(1).pow(2).sum(1) for g in grads.values())
+    return (clip_norm / (squares.sqrt() + CLIP_EPS)).clamp(max=1.0)
+
+
+def clipped_sum(grads: dict, clip_norm: float) -> dict:
+    factors = clip_factors(grads, clip_norm)
+    return {name: torch.tensordot(factors, g, dims=1) for name, g in grads.items()}
+
+
+def clip_one(grad_one: dict, clip_norm: float) -> dict:
+    """One example's gradient (no batch axis) scaled to norm at most C, as in the naive per-example loop."""
+    norm = torch.sqrt(sum(g.pow(2).sum() for g in grad_one.values()))
+    factor = (clip_norm / (norm + CLIP_EPS)).clamp(max=1.0)
+    return {name: g * factor for name, g in grad_one.items()}
+
+
+def detached_params(model: nn.Module) -> dict:
+    return {name: p.detach() for name, p in model.named_parameters()}
+
+
+def batch_to_device(x: np.ndarray, y: np.ndarray, device: torch.device):
+    """A batch as tensors on `device` (labels as int64, what cross_entropy takes), transfer finished."""
+    batch = (torch.from_numpy(x).to(device), torch.from_numpy(y).long().to(device))
+    synchronize(device)
+    return batch
+
+
+def synchronize(device: torch.device) -> None:
+    # CUDA kernels run asynchronously: without this a clock would stop at dispatch, not completion.
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class DPSGDUpdate:
+    """One DP-SGD update of `model` in place; returns the mean loss of the global batch (before the update)."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, *,
+                 clip_norm: float, noise_multiplier: float, seed: int, world_size: int) -> None:
+        self.model, self.optimizer, self.device = model, optimizer, device
+        self.clip_norm, self.noise_multiplier, self.world_size = clip_norm, noise_multiplier, world_size
+        self.example_loss = example_loss(model)
+        # Seeded alike on every rank: the same noise everywhere keeps the replicas identical.
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        params = detached_params(self.model)
+        grads, losses = vmap(grad_and_value(self.example_loss), in_dims=(None, 0, 0))(params, x, y)
+        summed = clipped_sum(grads, self.clip_norm)
+        loss = losses.mean()
+        if self.world_size > 1:
+            # One flat all_reduce for all parameters (and the loss), rather than one per tensor.
+            flat = torch.cat([g.flatten() for g in summed.values()] + [loss.reshape(1)])
+            dist.all_reduce(flat)
+            parts = flat[:-1].split([g.numel() for g in summed.values()])
+            summed = {name: part.view_as(g) for (name, g), part in zip(summed.items(), parts)}
+            loss = flat[-1] / self.world_size
+        global_batch = x.shape[0] * self.world_size
+        stddev = self.noise_multiplier * self.clip_norm
+        for name, p in self.model.named_parameters():
+            g = summed[name]
+            if self.noise_multiplier > 0:
+                g = g + stddev * torch.randn(g.shape, generator=self.generator, device=self.device, dtype=g.dtype)
+            p.grad = g / global_batch
+        self.optimizer.step()
+        return loss.detach()
+
+
+class TorchPerSampleOps:
+    """Per-sample gradients on this process's device, vectorised and as a naive loop, for timing only."""
+
+    def __init__(self, model: nn.Module, clip_norm: float, device: torch.device) -> None:
+        self.model, self.clip_norm, self.device = model, clip_norm, device
+        self.params = detached_params(model)
+        self.loss = example_loss(model)
+
+    def local_batch(self, x: np.ndarray, y: np.ndarray):
+        return batch_to_device(x, y, self.device)
+
+    def clipped_sum_vectorized(self, batch):
+        x, y = batch
+        grads = vmap(grad(self.loss), in_dims=(None, 0, 0))(self.params, x, y)
+        return clipped_sum(grads, self.clip_norm)
+
+    def clipped_sum_loop(self, batch):
+        # The naive loop as people write it: forward and backward per example, clip, add up.
+        x, y = batch
+        total = None
+        for i in range(x.shape[0]):
+            self.model.zero_grad(set_to_none=True)
+            F.cross_entropy(self.model(x[i : i + 1]), y[i : i + 1]).backward()
+            clipped = clip_one({n: p.grad for n, p in self.model.named_parameters()}, self.clip_norm)
+            total = clipped if total is None else {n: total[n] + clipped[n] for n in total}
+        self.model.zero_grad(set_to_none=True)
+        return total
+
+    def synchronize(self, out) -> None:
+        synchronize(self.device)
