@@ -86,7 +86,7 @@ def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None
             raise OrchestratorError(f"jobs {ids} still queued or running after {timeout_s:.0f} s")
         time.sleep(delay)
         delay = min(delay * 1.5, 30.0)
-    states = sacct_states([s.job_id for s in submissions])
+    states = final_sacct_states([s.job_id for s in submissions])
     for sub in submissions:
         for index, task_id in enumerate(sub.task_ids):
             state = states.get(task_id)
@@ -94,6 +94,21 @@ def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None
                 sub.failed[index] = state
     if not states:
         report("sacct gave no states (accounting may be off); check the results folder for each task's rows")
+
+
+# States sacct may still show for a task that squeue no longer lists: accounting lags the controller.
+UNSETTLED = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "REQUEUED"}
+
+
+def final_sacct_states(job_ids: list[str], settle_s: float = 60.0) -> dict[str, str]:
+    """sacct's states once none of them is still pending or running (or after settle_s, as they then are)."""
+    deadline, delay = time.monotonic() + settle_s, 0.5
+    while True:
+        states = sacct_states(job_ids)
+        if not UNSETTLED & set(states.values()) or time.monotonic() > deadline:
+            return states
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
 
 
 def sacct_states(job_ids: list[str]) -> dict[str, str]:

@@ -165,3 +165,23 @@ def test_a_partition_sinfo_does_not_know_is_refused_before_anything_is_written(t
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: partition 'debug' is unknown to sinfo; known partitions: gpu, long"
     assert not (tmp_path / "r").exists() and not calls.exists()
+
+
+def test_waiting_lets_accounting_catch_up_with_the_controller(tmp_path, monkeypatch):
+    from orchestrator import submit
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    count = tmp_path / "sacct_calls"
+    (bin_dir / "squeue").write_text("#!/bin/bash\nexit 0\n")  # the controller has forgotten the job already
+    (bin_dir / "sacct").write_text(  # accounting still says RUNNING on its first answer
+        f'#!/bin/bash\necho x >> "{count}"\n'
+        f'if [ $(wc -l < "{count}") -le 1 ]; then echo "9_0|RUNNING"; else echo "9_0|COMPLETED"; fi\n')
+    for name in ("squeue", "sacct"):
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(submit.time, "sleep", lambda s: None)
+    sub = submit.Submission("torch", "9", ["9_0"])
+    submit.wait_for_slurm([sub])
+    assert sub.failed == {}
+    assert len(count.read_text().splitlines()) == 2
