@@ -41,8 +41,12 @@ def test_hostile_paths_are_quoted_and_the_script_runs_only_the_backend(tmp_path)
     assert not list(tmp_path.rglob("PWNED*")), "a value in the script was executed"
     args = record.read_text().splitlines()
     assert args[:2] == ["-m", "jax_backend.run"]
-    spec = Path(args[2])
-    assert spec.is_file() and spec.name == "1.json" and spec.is_relative_to(base)
+    specs, index = Path(args[2]), args[3]
+    assert specs.is_file() and specs.name == "jax.jsonl" and specs.is_relative_to(base) and index == "1"
+    from bench_contract.spec import JobSpec
+
+    manifest = json.loads(next((base / "results").glob("*/manifest.json")).read_text())
+    assert JobSpec.read(specs, 1).cell_id == manifest["cells"][1]["cell_id"]
 
 
 def test_a_path_that_cannot_go_in_an_sbatch_line_is_refused(tmp_path):
