@@ -20,7 +20,6 @@ import os
 import secrets
 import shutil
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,8 +114,9 @@ def merge(results_dir: Path, output: Path) -> Collected:
     def tables() -> Iterator:
         for start in range(0, len(to_read), READ_BATCH):
             batch = to_read[start:start + READ_BATCH]
-            with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-                results = list(pool.map(lambda rel: read_task_file(results_dir / rel, pa, pq, SCHEMA), batch))
+            # One thread: parsing a small file is mostly Python-side work under the GIL, and threads measured
+            # slower here (2 cores shared with other users).
+            results = [read_task_file(results_dir / rel, pa, pq, SCHEMA) for rel in batch]
             for rel, (table, reason) in zip(batch, results):
                 if table is None:
                     skipped.append((results_dir / rel, reason))

@@ -113,6 +113,21 @@ def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | N
     return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays)
 
 
+# Waiting polls squeue after 1 s, then 1.5x longer each time, never more than 30 s apart: quick for short
+# campaigns, and about two polls a minute for long ones, so the controller is not hammered.
+POLL_FIRST_S, POLL_BACKOFF, POLL_MAX_S = 1.0, 1.5, 30.0
+
+
+def polls_within(seconds: float) -> int:
+    """How many polls the back-off makes in the first `seconds` of a wait."""
+    polls, elapsed, delay = 1, 0.0, POLL_FIRST_S
+    while elapsed + delay <= seconds:
+        elapsed += delay
+        polls += 1
+        delay = min(delay * POLL_BACKOFF, POLL_MAX_S)
+    return polls
+
+
 def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None,
                    report: Callable[[str], None] = print) -> None:
     """Poll squeue once per round for all jobs of the campaign, backing off, until none is queued or running.
@@ -122,7 +137,7 @@ def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None
     squeue = require_command("squeue")
     job_ids = [job_id for s in submissions for job_id in s.job_ids]
     ids = ",".join(job_ids)
-    delay, start, errors = 1.0, time.monotonic(), 0
+    delay, start, errors = POLL_FIRST_S, time.monotonic(), 0
     while True:
         proc = subprocess.run([squeue, "-h", "-j", ids, "-o", "%i %T"], capture_output=True, text=True, timeout=60)
         if proc.returncode == 0 and not proc.stdout.strip():
@@ -139,7 +154,7 @@ def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None
         if timeout_s is not None and time.monotonic() - start > timeout_s:
             raise OrchestratorError(f"jobs {ids} still queued or running after {timeout_s:.0f} s")
         time.sleep(delay)
-        delay = min(delay * 1.5, 30.0)
+        delay = min(delay * POLL_BACKOFF, POLL_MAX_S)
     states = sacct_states(job_ids)
     for sub in submissions:
         for index, task_id in enumerate(sub.task_ids):
