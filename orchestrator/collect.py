@@ -31,7 +31,6 @@ INDEX_VERSION = 1
 READ_BATCH = 512  # task files read at once: bounds the memory held by tables not yet written
 ROW_GROUP = 100_000  # rows buffered before they are written out as one row group
 MAX_PARTS = 16  # more parts than this are compacted into one (each part costs readers a file open)
-COMPARED_METRICS = ["throughput", "test_accuracy"]
 
 
 @dataclass
@@ -254,11 +253,14 @@ def clear_output(output: Path) -> None:
 
 
 def summary_frame(output: Path):
-    """The rows the comparison needs (throughput and test accuracy), read from the merged dataset."""
+    """The summary rows (one value per run, not per step or epoch) with the columns a comparison needs, read
+    from the merged dataset: a small part of it, since the per-step curves are most of the rows."""
+    import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    columns = ["device_model", *KEY, "framework", "metric", "value"]
-    return pq.read_table(output, columns=columns, filters=[("metric", "in", COMPARED_METRICS)]).to_pandas()
+    columns = ["device_model", *KEY, "framework", "campaign", "cell_id", "metric", "value", "unit", "epoch", "step"]
+    summary = ds.field("step").is_null() & ds.field("epoch").is_null()
+    return pq.read_table(output, columns=columns, filters=summary).to_pandas()
 
 
 def comparison_tables(df) -> dict[str, str]:
@@ -267,7 +269,7 @@ def comparison_tables(df) -> dict[str, str]:
 
     if df.empty:
         return {}
-    wanted = df[df["metric"].isin(COMPARED_METRICS)]
+    wanted = df[df["metric"].isin(["throughput", "test_accuracy"])]
     summary = (
         wanted.groupby(["device_model", *KEY, "framework", "metric"], dropna=False)["value"]
         .median()
@@ -297,3 +299,4 @@ def comparison_tables(df) -> dict[str, str]:
 
 def _fmt(value, pattern: str) -> str:
     return "n/a" if value is None else pattern.format(value)
+
