@@ -111,7 +111,7 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
     submissions = []
     log_dir = campaign_dir / "logs"
     pending_submitit = []
-    max_array = submit.array_limit(req.profile) if req.executor == "slurm" else None
+    max_array = submit.array_limit(req.profile) if req.executor in ("slurm", "submitit") else None
     for script in scripts:
         info = manifest["scripts"][script.framework]
         job_name = script.name.removesuffix(".sh")
@@ -123,7 +123,7 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
         else:
             sub, jobs = submit.submit_submitit(script.framework, Path(info["campaign_copy"]), n,
                                                campaign_dir / "submitit" / script.framework, req.profile,
-                                               job_name, log_dir)
+                                               job_name, log_dir, max_array)
             pending_submitit.append((sub, jobs))
         submissions.append(sub)
         # Recorded at once, so a failure to submit the next script does not lose this job id.

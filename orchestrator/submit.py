@@ -262,21 +262,27 @@ def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) ->
 
 
 def submit_submitit(framework: str, script: Path, n_tasks: int, folder: Path, profile: ClusterProfile,
-                    job_name: str, log_dir: Path):
-    """Submit the script's array indices as one submitit array; return the Submission and submitit's jobs."""
+                    job_name: str, log_dir: Path, max_array: int | None = None):
+    """Submit the script's array indices as submitit arrays (one, or one per part of at most `max_array`);
+    return the Submission and submitit's jobs, in array-index order."""
     require_command("sbatch")
     import submitit  # only this executor needs it
 
     executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
-    executor.update_parameters(**submitit_parameters(profile, job_name, n_tasks))
-    with executor.batch():
-        jobs = [
-            executor.submit(run_array_task, str(script), i, str(log_dir / f"{job_name}_submitit_{i}.out"))
-            for i in range(n_tasks)
-        ]
+    size = max_array if max_array is not None and n_tasks > max_array else n_tasks
+    executor.update_parameters(**submitit_parameters(profile, job_name, size))
+    jobs, arrays = [], []
+    for offset in range(0, n_tasks, size):
+        count = min(size, n_tasks - offset)
+        with executor.batch():  # one sbatch call per batch; each task is told its cell's index directly
+            part = [
+                executor.submit(run_array_task, str(script), i, str(log_dir / f"{job_name}_submitit_{i}.out"))
+                for i in range(offset, offset + count)
+            ]
+        arrays.append({"job_id": re.sub(r"_\d+$", "", part[0].job_id), "offset": offset, "count": count})
+        jobs += part
     task_ids = [job.job_id for job in jobs]
-    array_id = re.sub(r"_\d+$", "", task_ids[0])
-    return Submission(framework, array_id, task_ids), jobs
+    return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays), jobs
 
 
 def wait_for_submitit(sub: Submission, jobs) -> None:

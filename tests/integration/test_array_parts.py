@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
+
 from helpers import REPO_ROOT, run_cli
 
 
@@ -23,14 +25,15 @@ def recording_env(env_dir, record):
     python.chmod(0o755)
 
 
-def test_parts_of_an_array_run_every_cell_once(slurm_cluster, tmp_path):
+@pytest.mark.parametrize("executor", ["slurm", "submitit"])
+def test_parts_of_an_array_run_every_cell_once(slurm_cluster, tmp_path, executor):
     record = tmp_path / "ran.txt"
     recording_env(tmp_path / "envs", record)
     profile = tmp_path / "parts.toml"
     base = (REPO_ROOT / "profiles" / "local_slurm.toml").read_text()
     profile.write_text(base + f'env_dir = "{tmp_path / "envs"}"\nmax_array_size = 2\n')
     proc = run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", "--batch-sizes", "8,16,32,64,128",
-                   "--profile", str(profile), "--wait", "--results-dir", str(tmp_path / "r"),
+                   "--profile", str(profile), "--executor", executor, "--wait", "--results-dir", str(tmp_path / "r"),
                    "--scripts-dir", str(tmp_path / "s"), env=slurm_cluster.env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
