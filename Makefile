@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup envs demo test test-unit clean
+.PHONY: setup envs demo test test-unit bench clean
 
 setup: $(VENV)/.installed envs
 
@@ -27,6 +27,14 @@ test: setup
 
 test-unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit
+
+# The orchestrator's own speed (issue 8), printed as one table. The submission rows need a Slurm cluster: the
+# one in SLURM_CONF, else the local one (`scripts/local_slurm.sh up` is idempotent); without one they say so.
+# Every job it submits is held and cancelled at once. Options: make bench BENCH_ARGS="--repeats 3 --only planning"
+bench: $(VENV)/.installed
+	@conf="$${SLURM_CONF:-$$(bash scripts/local_slurm.sh up 2>/dev/null | sed -n 's/^export SLURM_CONF=//p')}"; \
+	if [ -n "$$conf" ]; then export SLURM_CONF="$$conf"; fi; \
+	$(PY) -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf results/demo slurm_scripts/*.sh

@@ -1,7 +1,7 @@
 """The part of a backend's entry point that is the same for every framework.
 
-`python -m <framework>_backend.run SPEC.json` reads the spec, lets the backend set up its device and
-precision, loads the data and the shared initial weights, runs the use case and writes the rows.
+`python -m <framework>_backend.run SPECS.jsonl INDEX` (or `SPEC.json`) reads the spec, lets the backend set up
+its device and precision, loads the data and the shared initial weights, runs the use case and writes the rows.
 """
 
 from __future__ import annotations
@@ -70,11 +70,11 @@ def run_spec(spec: JobSpec, backend: Backend) -> ResultRows:
 
 def main(backend: Backend, argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print(f"usage: python -m {backend.framework}_backend.run SPEC.json", file=sys.stderr)
+    if len(argv) not in (1, 2) or (len(argv) == 2 and not argv[1].isdigit()):
+        print(f"usage: python -m {backend.framework}_backend.run SPEC.json | SPECS.jsonl ARRAY_INDEX", file=sys.stderr)
         return 2
     try:
-        spec = JobSpec.read(argv[0])
+        spec = JobSpec.read(argv[0], int(argv[1]) if len(argv) == 2 else None)
         rows = run_spec(spec, backend)
         if not topology_for(spec).is_writer:
             # Every rank measured the same global steps; one file per cell, written by rank 0.

@@ -1,7 +1,9 @@
 """The job spec: everything a backend needs to run one cell, and where to write what it measured.
 
-One spec is one JSON file. The orchestrator writes it at plan time; the array task whose index matches
-reads it on the compute node. Fields are plain values so that the file is readable by a person.
+A spec is a JSON object of plain values, readable by a person. The orchestrator writes one specs file per
+array job at plan time, one object per line (JSON Lines): line i+1 is array task i, so planning 10,000 cells
+writes two files, not 10,000. The array task reads its own line on the compute node. A single spec may
+also stand alone in a .json file (the backend tests do that).
 """
 
 from __future__ import annotations
@@ -115,10 +117,24 @@ class JobSpec:
             raise SpecError(f"unknown fields in job spec: {', '.join(unknown)}")
         return cls(**data)
 
+    def to_line(self) -> str:
+        """One line of a specs file: the same object as to_json, without the indentation."""
+        return json.dumps(vars(self), sort_keys=True)  # a frozen dataclass's __dict__ holds exactly its fields
+
     @classmethod
-    def read(cls, path: str | os.PathLike[str]) -> "JobSpec":
+    def read(cls, path: str | os.PathLike[str], index: int | None = None) -> "JobSpec":
+        """The spec in a .json file, or the one on line index+1 of a specs file (JSON Lines)."""
         try:
-            return cls.from_json(Path(path).read_text())
+            if index is None:
+                return cls.from_json(Path(path).read_text())
+            if index < 0:
+                raise SpecError(f"array index {index} is negative")
+            count = 0
+            with open(path) as lines:
+                for count, line in enumerate(lines, start=1):
+                    if count == index + 1:
+                        return cls.from_json(line)
+            raise SpecError(f"specs file {path} has {count} lines, so no spec for array index {index}")
         except FileNotFoundError:
             raise SpecError(f"job spec {path} does not exist") from None
 

@@ -2,7 +2,7 @@
 
 Layout of a campaign folder:
     manifest.json            what was planned, rendered and submitted, with the job ids
-    specs/<framework>/<i>.json   the job spec of array task i
+    specs/<framework>.jsonl  the job specs, one JSON object per line: line i+1 for array task i
     scripts/<name>.sh        the exact script that was submitted (slurm_scripts/ holds the latest copy)
     init/                    the shared initial weights, written by the first task that needs them
     rows/<framework>/<cell_id>.parquet   one result file per task
@@ -12,8 +12,10 @@ Layout of a campaign folder:
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
+import os
 import secrets
 import subprocess
 from dataclasses import asdict
@@ -24,7 +26,7 @@ from bench_contract.spec import JobSpec, write_text_atomic
 from orchestrator import PROJECT_ROOT
 from orchestrator.matrix import Cell
 from orchestrator.profile import ClusterProfile
-from orchestrator.render import RenderedScript
+from orchestrator.render import RenderedScript, specs_path
 
 MANIFEST = "manifest.json"
 
@@ -54,9 +56,10 @@ def git_commit() -> str:
 
 
 def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str) -> JobSpec:
-    settings = asdict(cell.settings)  # every run setting is a spec field of the same name
+    settings = dict(cell.settings.as_dict)  # every run setting is a spec field of the same name
     if settings["data_dir"]:
-        settings["data_dir"] = str(Path(settings["data_dir"]).resolve())  # the job may start elsewhere
+        settings["data_dir"] = absolute(settings["data_dir"])  # the job may start elsewhere
+    # Paths by string formatting, not pathlib: this runs once per cell, and the names hold no separators.
     return JobSpec(
         campaign=campaign,
         cell_id=cell.cell_id,
@@ -68,11 +71,17 @@ def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str) -> JobS
         batch_size=cell.batch_size,
         precision=cell.precision,
         **settings,
-        results_path=str(campaign_dir / "rows" / cell.framework / f"{cell.cell_id}.parquet"),
+        results_path=f"{campaign_dir}{os.sep}rows{os.sep}{cell.framework}{os.sep}{cell.cell_id}.parquet",
         # Shared by every cell of this model and seed, whatever the framework or batch size.
-        init_weights_path=str(campaign_dir / "init" / f"{cell.benchmark}-{cell.model}-seed{cell.settings.seed}.npz"),
+        init_weights_path=f"{campaign_dir}{os.sep}init{os.sep}{cell.benchmark}-{cell.model}-seed{cell.settings.seed}.npz",
         git_commit=commit,
     )
+
+
+@functools.lru_cache(maxsize=None)
+def absolute(path: str) -> str:
+    """Resolved once per request, not once per cell: every cell of a request shares its data folder."""
+    return str(Path(path).resolve())
 
 
 def write_campaign(
@@ -100,10 +109,11 @@ def write_campaign(
         "submissions": {},
     }
     for script in scripts:
-        spec_dir = campaign_dir / "specs" / script.framework
+        specs_file = specs_path(campaign_dir, script.framework)
+        lines = []
         for index, cell in enumerate(script.cells):
             spec = job_spec(cell, campaign, campaign_dir, commit)
-            write_text_atomic(spec_dir / f"{index}.json", spec.to_json())
+            lines.append(spec.to_line())
             manifest["cells"].append({
                 "framework": cell.framework,
                 "array_index": index,
@@ -112,9 +122,10 @@ def write_campaign(
                 "model": cell.model,
                 "batch_size": cell.batch_size,
                 "precision": cell.precision,
-                "spec": str(spec_dir / f"{index}.json"),
                 "results": spec.results_path,
             })
+        # One file per array, not one per cell: on a network file system each file costs a round trip.
+        write_text_atomic(specs_file, "\n".join(lines) + "\n")
         copy = campaign_dir / "scripts" / script.name
         write_text_atomic(copy, script.text)
         copy.chmod(0o755)
@@ -127,14 +138,24 @@ def write_campaign(
             "campaign_copy": str(copy),
             "sha256": hashlib.sha256(script.text.encode()).hexdigest(),
             "array_tasks": len(script.cells),
+            "specs": str(specs_file),
         }
     (campaign_dir / "logs").mkdir(parents=True, exist_ok=True)
     save_manifest(campaign_dir, manifest)
     return manifest
 
 
+def manifest_text(manifest: dict[str, Any]) -> str:
+    """Indented JSON, except that each cell takes one line: readable, and fast for 10,000 cells (json's
+    indenting encoder is pure Python; the compact one is not)."""
+    head = json.dumps({k: v for k, v in manifest.items() if k != "cells"}, indent=2, sort_keys=True)
+    encode = json.JSONEncoder(sort_keys=True).encode
+    cells = ",\n".join("    " + encode(cell) for cell in manifest.get("cells", []))
+    return head.removesuffix("\n}") + (',\n  "cells": [\n' + cells + "\n  ]\n}\n" if cells else ',\n  "cells": []\n}\n')
+
+
 def save_manifest(campaign_dir: Path, manifest: dict[str, Any]) -> None:
-    write_text_atomic(campaign_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(campaign_dir / MANIFEST, manifest_text(manifest))
 
 
 def load_manifest(campaign_dir: Path) -> dict[str, Any]:

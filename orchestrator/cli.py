@@ -129,21 +129,29 @@ def main(
 @app.command()
 def collect(
     results_dir: Annotated[Path, typer.Option(help="Folder holding the campaigns.")] = DEFAULT_RESULTS_DIR,
-    output: Annotated[Optional[Path], typer.Option(help="Merged Parquet file (default: <results-dir>/merged.parquet).")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Merged Parquet dataset, a folder of parts (default: <results-dir>/merged.parquet).")] = None,
 ) -> None:
-    """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model."""
-    from orchestrator.collect import comparison_tables, merge, scaling_table
+    """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model.
+
+    Incremental: only task files that are new or changed since the last collect are read."""
+    from orchestrator.collect import comparison_tables, merge, scaling_table, summary_frame
 
     if not results_dir.is_dir():
         raise fail(OrchestratorError(f"results folder {results_dir} does not exist; nothing to collect"))
     output = output or results_dir / "merged.parquet"
-    collected, df = merge(results_dir, output)
+    collected = merge(results_dir, output)
     for path, reason in collected.skipped:
         typer.echo(f"skipped {path}: {reason}", err=True)
-    typer.echo(f"merged {collected.rows} rows from {collected.files} task files into {collected.output}")
-    for device_model, table in comparison_tables(df).items():
+    for path in collected.changed:
+        typer.echo(f"re-read {path}: it changed since the last collect; its old rows were replaced", err=True)
+    for path in collected.removed:
+        typer.echo(f"dropped the rows of {path}: the file is gone", err=True)
+    how = "from scratch" if collected.from_scratch else f"{collected.read} new or changed"
+    typer.echo(f"merged {collected.rows} rows from {collected.files} task files ({how}) into {collected.output}")
+    summary = summary_frame(output)
+    for device_model, table in comparison_tables(summary).items():
         typer.echo(f"\n{device_model}\n{table}")
-    scaling = scaling_table(df)
+    scaling = scaling_table(summary)
     if scaling:
         typer.echo(f"\nData-parallel scaling (same global batch as one process):\n{scaling}")
 
@@ -202,7 +210,7 @@ def report(
     from orchestrator.report import write_report
 
     merged = merged or results_dir / "merged.parquet"
-    if not merged.is_file():
+    if not merged.exists():
         raise fail(OrchestratorError(f"{merged} does not exist; run `python main.py collect` first"))
     try:
         written = write_report(merged, output_dir or results_dir / "report")

@@ -2,59 +2,265 @@
 
 Each task wrote its own file atomically; collect only reads them. A file that cannot be read, or that
 does not follow the result schema, is reported by path and reason and left out; the rest are merged.
+
+Collecting is incremental, because campaigns grow to thousands of task files and re-reading all of them
+on every run grows with the square of the campaign. The merged dataset is a folder of Parquet parts
+(`merged.parquet/part-*.parquet`; pandas and pyarrow read the folder as one table) with an index
+(`_index.json`) of every merged task file: its size and mtime, and which rows of which part hold its rows.
+A second collect reads only new files and writes them as one new part. A task file that changed is re-read
+and its old rows dropped; a deleted file's rows are dropped; both are reported. Only the parts that held
+such rows are rewritten, and when parts pile up they are compacted into one. Files are read and written
+in bounded batches, so memory follows the size of the merged result, not the number of task files.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.compare import KEY
 from orchestrator.tables import format_table
 
+INDEX = "_index.json"  # pyarrow and pandas skip names that start with "_" when they read the folder
+INDEX_VERSION = 1
+READ_BATCH = 512  # task files read at once: bounds the memory held by tables not yet written
+ROW_GROUP = 100_000  # rows buffered before they are written out as one row group
+MAX_PARTS = 16  # more parts than this are compacted into one (each part costs readers a file open)
+
+
 @dataclass
 class Collected:
-    files: int
+    files: int  # task files whose rows are in the merged dataset
     rows: int
     output: Path
     skipped: list[tuple[Path, str]] = field(default_factory=list)
+    read: int = 0  # task files read this time (new or changed)
+    changed: list[Path] = field(default_factory=list)  # re-read: their size or mtime changed since the last collect
+    removed: list[Path] = field(default_factory=list)  # gone since the last collect: their rows were dropped
+    from_scratch: bool = True
 
 
-def task_files(results_dir: Path, output: Path) -> list[Path]:
-    """Per-task result files: every *.parquet under results_dir except merged outputs and temporary files."""
-    return sorted(
-        p for p in results_dir.rglob("*.parquet")
-        if p.resolve() != output.resolve() and not p.name.startswith(".") and "rows" in p.parts
-    )
+def task_files(results_dir: Path, output: Path) -> dict[str, tuple[int, int]]:
+    """Per-task result files, relative path -> (size, mtime in ns): every *.parquet in a `rows` folder under
+    results_dir, except hidden (temporary) files and anything inside the merged output."""
+    found: dict[str, tuple[int, int]] = {}
+    skip = os.path.realpath(output)
+
+    def walk(folder: str, rel: str, in_rows: bool) -> None:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = os.path.join(rel, entry.name) if rel else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if os.path.realpath(entry.path) != skip:
+                    walk(entry.path, path, in_rows or entry.name == "rows")
+            elif in_rows and entry.name.endswith(".parquet") and entry.is_file():
+                stat = entry.stat()
+                found[path] = (stat.st_size, stat.st_mtime_ns)
+
+    walk(str(results_dir), "", False)
+    return dict(sorted(found.items()))
 
 
-def merge(results_dir: Path, output: Path):
-    """Read, check and concatenate the task files; write `output` atomically. Returns (Collected, DataFrame)."""
+def merge(results_dir: Path, output: Path) -> Collected:
+    """Bring the merged dataset `output` up to date with the task files under results_dir."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from bench_contract.results import SCHEMA, write_table_atomic
+    from bench_contract.results import SCHEMA
 
-    tables, skipped = [], []
-    files = task_files(results_dir, output)
-    for path in files:
+    on_disk = task_files(results_dir, output)
+    index = load_index(output)
+    from_scratch = index is None
+    if from_scratch:
+        clear_output(output)
+        index = {"version": INDEX_VERSION, "parts": {}, "files": {}}
+    files: dict[str, dict] = index["files"]  # rel path -> {"size", "mtime_ns", "part", "offset", "rows"}
+    removed = [rel for rel in files if rel not in on_disk]
+    changed = [rel for rel, (size, mtime) in on_disk.items()
+               if rel in files and (files[rel]["size"], files[rel]["mtime_ns"]) != (size, mtime)]
+    to_read = [rel for rel in on_disk if rel not in files] + changed
+    dropped = set(removed) | set(changed)
+    if not from_scratch and not to_read and not dropped:  # up to date: nothing is read or written
+        return Collected(files=len(files), rows=sum(info["rows"] for info in files.values()), output=output,
+                         from_scratch=False)
+    output.mkdir(parents=True, exist_ok=True)
+
+    # Drop the rows of removed and changed files from the parts that hold them; only those parts are rewritten.
+    for part in sorted({files[rel]["part"] for rel in dropped}):
+        keep = [rel for rel, info in files.items() if info["part"] == part and rel not in dropped]
+        if keep:
+            table = pq.read_table(output / part, schema=SCHEMA)
+            new_part = write_part(output, (table.slice(files[rel]["offset"], files[rel]["rows"]) for rel in keep))
+            place(files, keep, new_part)
+        for rel in dropped:
+            if files.get(rel, {}).get("part") == part:
+                del files[rel]
+
+    # Read the new and changed files, a batch at a time, and write them as one new part.
+    skipped: list[tuple[Path, str]] = []
+    good: list[tuple[str, int]] = []
+
+    def tables() -> Iterator:
+        for start in range(0, len(to_read), READ_BATCH):
+            batch = to_read[start:start + READ_BATCH]
+            # One thread: parsing a small file is mostly Python-side work under the GIL, and threads measured
+            # slower here (2 cores shared with other users).
+            results = [read_task_file(results_dir / rel, pa, pq, SCHEMA) for rel in batch]
+            for rel, (table, reason) in zip(batch, results):
+                if table is None:
+                    skipped.append((results_dir / rel, reason))
+                    continue
+                good.append((rel, table.num_rows))
+                yield table
+
+    new_part = write_part(output, tables()) if to_read else None
+    if new_part is not None:
+        offset = 0
+        for rel, rows in good:
+            size, mtime = on_disk[rel]
+            files[rel] = {"size": size, "mtime_ns": mtime, "part": new_part, "offset": offset, "rows": rows}
+            offset += rows
+
+    parts = sorted({info["part"] for info in files.values()})
+    if len(parts) > MAX_PARTS:
+        order = list(files)
+        whole = write_part(output, (pq.read_table(output / part, schema=SCHEMA) for part in parts))
+        offset = 0
+        for part in parts:  # parts were written whole and in this order: offsets shift by the parts before
+            for rel in order:
+                if files[rel]["part"] == part:
+                    files[rel]["offset"] += offset
+            offset += pq.ParquetFile(output / part).metadata.num_rows
+        for rel in order:
+            files[rel]["part"] = whole
+        parts = [whole]
+    if not parts:  # nothing merged: an empty part keeps the folder readable as a table with the schema
+        parts = [write_part(output, iter([SCHEMA.empty_table()]), empty_ok=True)]
+    index["parts"] = {part: (output / part).stat().st_size for part in parts}
+    index["files"] = files
+    # The index changes in one rename; only then do the parts it no longer names go.
+    save_index(output, index)
+    for part in output.glob("part-*.parquet"):
+        if part.name not in index["parts"]:
+            part.unlink()
+    return Collected(
+        files=len(files), rows=sum(info["rows"] for info in files.values()), output=output, skipped=skipped,
+        read=len(to_read), changed=[results_dir / rel for rel in changed],
+        removed=[results_dir / rel for rel in removed], from_scratch=from_scratch,
+    )
+
+
+def read_task_file(path: Path, pa, pq, schema):
+    """(table in the result schema, None), or (None, why it cannot be merged)."""
+    try:
+        # One read of the bytes, then parsing from memory: fewer system calls on a network file system.
+        table = pq.ParquetFile(pa.BufferReader(path.read_bytes())).read(use_threads=False)
+    except Exception as exc:  # pyarrow raises several types for a truncated or foreign file
+        return None, f"unreadable: {exc}"
+    if table.schema.equals(schema):
+        return table, None
+    missing = [name for name in schema.names if name not in table.column_names]
+    if missing:
+        return None, f"not a result file of this schema (missing {', '.join(missing[:5])})"
+    try:
+        return table.select(schema.names).cast(schema), None
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        return None, f"columns of the wrong type: {exc}"
+
+
+def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
+    """Write the tables, in order, as one new part (atomically); None when there were no rows to write."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bench_contract.results import SCHEMA
+
+    name = f"part-{secrets.token_hex(6)}.parquet"
+    tmp = output / f".{name}.tmp"
+    rows, buffer, buffered = 0, [], 0
+    try:
+        with pq.ParquetWriter(tmp, SCHEMA) as writer:
+            for table in tables:
+                buffer.append(table)
+                buffered += table.num_rows
+                if buffered >= ROW_GROUP:
+                    writer.write_table(pa.concat_tables(buffer).combine_chunks())
+                    rows, buffer, buffered = rows + buffered, [], 0
+            if buffer or empty_ok:
+                writer.write_table(pa.concat_tables(buffer).combine_chunks() if buffer else SCHEMA.empty_table())
+                rows += buffered
+        if rows == 0 and not empty_ok:
+            return None
+        os.replace(tmp, output / name)
+        return name
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def place(files: dict[str, dict], order: list[str], part: str | None) -> None:
+    """Record that `order`'s rows now lie in `part`, one file after another."""
+    offset = 0
+    for rel in order:
+        files[rel]["part"], files[rel]["offset"] = part, offset
+        offset += files[rel]["rows"]
+
+
+def load_index(output: Path) -> dict | None:
+    """The index of a merged dataset, or None when it must be rebuilt: absent, from another version, or not
+    matching the parts on disk (a collect that was interrupted, or a folder someone changed)."""
+    try:
+        index = json.loads((output / INDEX).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(index, dict) or index.get("version") != INDEX_VERSION:
+        return None
+    for part, size in index.get("parts", {}).items():
         try:
-            table = pq.read_table(path)
-        except Exception as exc:  # pyarrow raises several types for a truncated or foreign file
-            skipped.append((path, f"unreadable: {exc}"))
-            continue
-        missing = [name for name in SCHEMA.names if name not in table.column_names]
-        if missing:
-            skipped.append((path, f"not a result file of this schema (missing {', '.join(missing[:5])})"))
-            continue
-        try:
-            tables.append(table.select(SCHEMA.names).cast(SCHEMA))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-            skipped.append((path, f"columns of the wrong type: {exc}"))
-    merged = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
-    write_table_atomic(merged, output)
-    collected = Collected(files=len(tables), rows=merged.num_rows, output=output, skipped=skipped)
-    return collected, merged.to_pandas()
+            if (output / part).stat().st_size != size:
+                return None
+        except OSError:
+            return None
+    # Parts that the index does not name are left over from an interrupted run; readers would count them.
+    for stray in output.glob("part-*.parquet"):
+        if stray.name not in index["parts"]:
+            stray.unlink()
+    return index
+
+
+def save_index(output: Path, index: dict) -> None:
+    tmp = output / f".{INDEX}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(index, separators=(",", ":")))
+    os.replace(tmp, output / INDEX)
+
+
+def clear_output(output: Path) -> None:
+    """Make room for a merge from scratch, removing only what collect itself wrote there."""
+    if output.is_file():  # a single-file merged output (the layout before parts)
+        output.unlink()
+    elif output.is_dir():
+        for path in [*output.glob("part-*.parquet"), *output.glob(".part-*.tmp"), output / INDEX]:
+            path.unlink(missing_ok=True)
+
+
+def summary_frame(output: Path):
+    """The summary rows (one value per run, not per step or epoch) with the columns a comparison needs, read
+    from the merged dataset: a small part of it, since the per-step curves are most of the rows."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    columns = ["device_model", *KEY, "framework", "campaign", "cell_id", "metric", "value", "unit", "epoch", "step"]
+    summary = ds.field("step").is_null() & ds.field("epoch").is_null()
+    return pq.read_table(output, columns=columns, filters=summary).to_pandas()
 
 
 def comparison_tables(df) -> dict[str, str]:

@@ -118,25 +118,32 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
     submissions = []
     log_dir = campaign_dir / "logs"
     pending_submitit = []
+    max_array = submit.array_limit(req.profile) if req.executor in ("slurm", "submitit") else None
     for script in scripts:
         info = manifest["scripts"][script.framework]
         job_name = script.name.removesuffix(".sh")
         n = len(script.cells)
         if req.executor == "slurm":
-            sub = submit.submit_sbatch(script.framework, Path(info["path"]), n)
+            sub = submit.submit_sbatch(script.framework, Path(info["path"]), n, max_array)
         elif req.executor == "local":
             sub = submit.run_local(script.framework, Path(info["campaign_copy"]), n, log_dir, job_name, report)
         else:
             sub, jobs = submit.submit_submitit(script.framework, Path(info["campaign_copy"]), n,
                                                campaign_dir / "submitit" / script.framework, req.profile,
-                                               job_name, log_dir)
+                                               job_name, log_dir, max_array)
             pending_submitit.append((sub, jobs))
         submissions.append(sub)
         # Recorded at once, so a failure to submit the next script does not lose this job id.
         manifest["submissions"][script.framework] = {"job_id": sub.job_id, "task_ids": sub.task_ids,
                                                      "submitted_at": campaigns.now_utc()}
+        if len(sub.arrays) > 1:  # split to fit MaxArraySize: every part's job id, offset and size
+            manifest["submissions"][script.framework]["arrays"] = sub.arrays
         campaigns.save_manifest(campaign_dir, manifest)
-        report(f"{script.framework}: {'ran' if req.executor == 'local' else 'submitted'} as job {sub.job_id}")
+        if len(sub.arrays) > 1:
+            report(f"{script.framework}: {n} tasks exceed the {max_array} an array may hold here; submitted as "
+                   f"{len(sub.arrays)} array jobs {', '.join(sub.job_ids)}")
+        else:
+            report(f"{script.framework}: {'ran' if req.executor == 'local' else 'submitted'} as job {sub.job_id}")
     if req.executor == "slurm" and req.wait:
         report("waiting for the jobs to finish (polling squeue with back-off)")
         submit.wait_for_slurm(submissions, report=report)

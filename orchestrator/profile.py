@@ -36,6 +36,8 @@ class ClusterProfile:
     # They are the one deliberate exception to quoting: they are the site's own shell, written by the user.
     setup_lines: tuple[str, ...] = ()
     extra_sbatch: tuple[str, ...] = ()  # e.g. ("--constraint=a100", "--qos=normal")
+    # Most tasks per array job, when the site wants fewer than Slurm's MaxArraySize (which is always obeyed).
+    max_array_size: int | None = None
 
     def __post_init__(self) -> None:
         for key in ("partition", "account"):
@@ -50,6 +52,10 @@ class ClusterProfile:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise UsageError(f"profile key {key!r} must be a non-negative integer, got {value!r}")
+        if self.max_array_size is not None and (
+                not isinstance(self.max_array_size, int) or isinstance(self.max_array_size, bool)
+                or self.max_array_size < 1):
+            raise UsageError(f"profile key 'max_array_size' must be a positive integer, got {self.max_array_size!r}")
         if self.cpus_per_task < 1:
             raise UsageError("profile key 'cpus_per_task' must be at least 1")
         if self.jax_recipe not in JAX_RECIPES:
@@ -88,7 +94,7 @@ def load_profile(path: str | Path | None) -> ClusterProfile:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise UsageError(f"profile key {key!r} must be a list of strings")
             value = tuple(value)
-        elif key in ("gpus_per_task", "cpus_per_task"):
+        elif key in ("gpus_per_task", "cpus_per_task", "max_array_size"):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UsageError(f"profile key {key!r} must be an integer, got {value!r}")
         elif not isinstance(value, str):

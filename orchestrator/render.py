@@ -35,6 +35,11 @@ class RenderedScript:
     cells: list[Cell]
 
 
+def specs_path(campaign_dir: Path, framework: str) -> Path:
+    """The framework's specs file: one job spec per line, line i+1 for array index i."""
+    return campaign_dir / "specs" / f"{framework}.jsonl"
+
+
 def script_name(framework: str, benchmark: str, use_case: int) -> str:
     return f"{framework}_{benchmark}_{use_case}.sh"
 
@@ -120,7 +125,7 @@ def render_scripts(
     git_commit: str,
     created_at: str,
 ) -> list[RenderedScript]:
-    """One script per framework; array index i runs the i-th cell of that framework (specs/<fw>/<i>.json)."""
+    """One script per framework; array index i runs the i-th cell of that framework (line i+1 of specs/<fw>.jsonl)."""
     template = _environment().get_template("sbatch.sh.j2")
     scripts = []
     for framework in catalog.FRAMEWORKS:
@@ -155,7 +160,7 @@ def render_scripts(
             project_root=PROJECT_ROOT,
             cpus_per_task=profile.cpus_per_task,
             exports=FRAMEWORK_EXPORTS[framework],
-            spec_dir=campaign_dir / "specs" / framework,
+            specs_file=specs_path(campaign_dir, framework),
         )
         scripts.append(RenderedScript(framework, name, text, mine))
     return scripts

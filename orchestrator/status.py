@@ -70,7 +70,9 @@ def squeue_states(job_ids: list[str]) -> dict[str, str]:
 def campaign_status(folder: Path) -> list[CellStatus]:
     manifest = campaigns.load_manifest(folder)
     submissions = manifest.get("submissions", {})
-    slurm_jobs = [s["job_id"] for s in submissions.values() if s["job_id"].isdigit()]
+    # An array split to fit MaxArraySize has one job id per part; task_ids already name every task.
+    slurm_jobs = [part["job_id"] for sub in submissions.values() for part in sub.get("arrays") or [sub]
+                  if part["job_id"].isdigit()]
     # sacct knows finished tasks; squeue knows queued ones (and is the only source without accounting).
     states = {**sacct_states(slurm_jobs), **squeue_states(slurm_jobs)} if slurm_jobs else {}
     cells = []

@@ -21,12 +21,21 @@ from orchestrator.profile import ClusterProfile
 
 @dataclass
 class Submission:
-    """What one framework's script became: an array job id, and one task id per array index."""
+    """What one framework's script became: an array job id, and one task id per array index.
+
+    An array larger than the cluster allows goes in several parts (`arrays`), each its own Slurm array job;
+    `job_id` is then the first part's, and task_ids name each cell's task in whichever part holds it.
+    """
 
     framework: str
     job_id: str
     task_ids: list[str]
     failed: dict[int, str] = field(default_factory=dict)  # array index -> reason, where known
+    arrays: list[dict] = field(default_factory=list)  # [{"job_id", "offset", "count"}], one per sbatch call
+
+    @property
+    def job_ids(self) -> list[str]:
+        return [a["job_id"] for a in self.arrays] or [self.job_id]
 
 
 def require_command(name: str) -> str:
@@ -48,16 +57,75 @@ def log_tail(path: Path, lines: int = 15) -> str:
 
 # --- sbatch -----------------------------------------------------------------------------------------
 
-def submit_sbatch(framework: str, script: Path, n_tasks: int) -> Submission:
+def cluster_max_array_size() -> int | None:
+    """The cluster's MaxArraySize (array indices run from 0 to MaxArraySize-1); None when scontrol cannot say."""
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return None
+    try:
+        proc = subprocess.run([scontrol, "show", "config"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return None
+    found = re.search(r"^MaxArraySize\s*=\s*(\d+)", proc.stdout, re.MULTILINE)
+    return int(found.group(1)) if proc.returncode == 0 and found else None
+
+
+def array_limit(profile: ClusterProfile) -> int | None:
+    """Most tasks one array job may hold here: the cluster's MaxArraySize, or the profile's cap if smaller."""
+    limits = [n for n in (cluster_max_array_size(), profile.max_array_size) if n is not None]
+    return min(limits) if limits else None
+
+
+def sbatch(script: Path, *args: str, options: tuple[str, ...] = ()) -> str:
+    """One sbatch call; returns the job id. A refusal becomes one sentence with sbatch's own words."""
     sbatch = require_command("sbatch")
-    proc = subprocess.run([sbatch, "--parsable", str(script)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sbatch, "--parsable", *options, str(script), *args],
+                          capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         said = "; ".join(line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip())
         raise OrchestratorError(f"sbatch refused {script}: {said}")
     job_id = proc.stdout.strip().split(";")[0]  # --parsable prints "jobid" or "jobid;cluster"
     if not job_id.isdigit():
         raise OrchestratorError(f"sbatch printed {proc.stdout.strip()!r} for {script}, not a job id")
-    return Submission(framework, job_id, [f"{job_id}_{i}" for i in range(n_tasks)])
+    return job_id
+
+
+def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | None = None) -> Submission:
+    """One sbatch call for the whole array, or one per part of at most `max_array` tasks.
+
+    A part is `sbatch --array=0-K script OFFSET`: its task i runs cell OFFSET+i (the script adds them).
+    """
+    if max_array is None or n_tasks <= max_array:
+        job_id = sbatch(script)
+        return Submission(framework, job_id, [f"{job_id}_{i}" for i in range(n_tasks)],
+                          arrays=[{"job_id": job_id, "offset": 0, "count": n_tasks}])
+    arrays, task_ids = [], []
+    for offset in range(0, n_tasks, max_array):
+        count = min(max_array, n_tasks - offset)
+        try:
+            job_id = sbatch(script, str(offset), options=(f"--array=0-{count - 1}",))
+        except OrchestratorError as exc:
+            done = ", ".join(a["job_id"] for a in arrays)
+            raise OrchestratorError(f"{exc} (part {len(arrays) + 1} of {-(-n_tasks // max_array)}; "
+                                    f"parts already submitted: {done})") from None
+        arrays.append({"job_id": job_id, "offset": offset, "count": count})
+        task_ids += [f"{job_id}_{i}" for i in range(count)]
+    return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays)
+
+
+# Waiting polls squeue after 1 s, then 1.5x longer each time, never more than 30 s apart: quick for short
+# campaigns, and about two polls a minute for long ones, so the controller is not hammered.
+POLL_FIRST_S, POLL_BACKOFF, POLL_MAX_S = 1.0, 1.5, 30.0
+
+
+def polls_within(seconds: float) -> int:
+    """How many polls the back-off makes in the first `seconds` of a wait."""
+    polls, elapsed, delay = 1, 0.0, POLL_FIRST_S
+    while elapsed + delay <= seconds:
+        elapsed += delay
+        polls += 1
+        delay = min(delay * POLL_BACKOFF, POLL_MAX_S)
+    return polls
 
 
 def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None,
@@ -67,8 +135,9 @@ def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None
     Then ask sacct (when accounting is there) for the final state of every array task, and mark failures.
     """
     squeue = require_command("squeue")
-    ids = ",".join(s.job_id for s in submissions)
-    delay, start, errors = 1.0, time.monotonic(), 0
+    job_ids = [job_id for s in submissions for job_id in s.job_ids]
+    ids = ",".join(job_ids)
+    delay, start, errors = POLL_FIRST_S, time.monotonic(), 0
     while True:
         proc = subprocess.run([squeue, "-h", "-j", ids, "-o", "%i %T"], capture_output=True, text=True, timeout=60)
         if proc.returncode == 0 and not proc.stdout.strip():
@@ -85,8 +154,8 @@ def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None
         if timeout_s is not None and time.monotonic() - start > timeout_s:
             raise OrchestratorError(f"jobs {ids} still queued or running after {timeout_s:.0f} s")
         time.sleep(delay)
-        delay = min(delay * 1.5, 30.0)
-    states = final_sacct_states([s.job_id for s in submissions])
+        delay = min(delay * POLL_BACKOFF, POLL_MAX_S)
+    states = final_sacct_states(job_ids)
     for sub in submissions:
         for index, task_id in enumerate(sub.task_ids):
             state = states.get(task_id)
@@ -208,21 +277,27 @@ def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) ->
 
 
 def submit_submitit(framework: str, script: Path, n_tasks: int, folder: Path, profile: ClusterProfile,
-                    job_name: str, log_dir: Path):
-    """Submit the script's array indices as one submitit array; return the Submission and submitit's jobs."""
+                    job_name: str, log_dir: Path, max_array: int | None = None):
+    """Submit the script's array indices as submitit arrays (one, or one per part of at most `max_array`);
+    return the Submission and submitit's jobs, in array-index order."""
     require_command("sbatch")
     import submitit  # only this executor needs it
 
     executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
-    executor.update_parameters(**submitit_parameters(profile, job_name, n_tasks))
-    with executor.batch():
-        jobs = [
-            executor.submit(run_array_task, str(script), i, str(log_dir / f"{job_name}_submitit_{i}.out"))
-            for i in range(n_tasks)
-        ]
+    size = max_array if max_array is not None and n_tasks > max_array else n_tasks
+    executor.update_parameters(**submitit_parameters(profile, job_name, size))
+    jobs, arrays = [], []
+    for offset in range(0, n_tasks, size):
+        count = min(size, n_tasks - offset)
+        with executor.batch():  # one sbatch call per batch; each task is told its cell's index directly
+            part = [
+                executor.submit(run_array_task, str(script), i, str(log_dir / f"{job_name}_submitit_{i}.out"))
+                for i in range(offset, offset + count)
+            ]
+        arrays.append({"job_id": re.sub(r"_\d+$", "", part[0].job_id), "offset": offset, "count": count})
+        jobs += part
     task_ids = [job.job_id for job in jobs]
-    array_id = re.sub(r"_\d+$", "", task_ids[0])
-    return Submission(framework, array_id, task_ids), jobs
+    return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays), jobs
 
 
 def wait_for_submitit(sub: Submission, jobs) -> None:

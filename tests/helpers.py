@@ -53,7 +53,8 @@ def write_mnist_folder(folder: Path, train: int, test: int) -> Path:
 
 
 def task_file(root: Path, framework: str, batch: int, throughput: float, device: str = "CPU X",
-              accuracy: float | None = 0.97, use_case: int = 1, world_size: int | None = None) -> Path:
+              accuracy: float | None = 0.97, use_case: int = 1, world_size: int | None = None,
+              campaign: str = "") -> Path:
     """One task's result file as a backend writes it, with given values, for collect and report tests."""
     from bench_contract.results import SCHEMA, ResultRows
 
@@ -61,7 +62,8 @@ def task_file(root: Path, framework: str, batch: int, throughput: float, device:
     ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
     ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
     ctx.update(framework=framework, benchmark="digits", use_case=use_case, model="mlp", batch_size=batch,
-               precision="fp32", device_model=device, cell_id=f"{framework}-{batch}{suffix}", schema_version=1)
+               precision="fp32", device_model=device, cell_id=f"{framework}-{batch}{suffix}", schema_version=1,
+               campaign=campaign)
     for name in ("metric", "value", "unit", "epoch", "step"):
         ctx.pop(name)
     rows = ResultRows(ctx)

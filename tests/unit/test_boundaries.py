@@ -45,3 +45,34 @@ def test_every_orchestrator_module_imports_without_any_framework(tmp_path):
 def test_main_stays_a_few_lines():
     lines = [l for l in (REPO_ROOT / "main.py").read_text().splitlines() if l.strip()]
     assert len(lines) <= 6
+
+
+HEAVY_AT_STARTUP = ("pandas", "pyarrow", "jinja2", "submitit", "numpy")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["list"], ["collect", "--help"], ["--benchmark", "digits", "--help"]])
+def test_the_cli_starts_without_heavy_modules(argv):
+    """Help and `list` run on busy login nodes: only the commands that need pandas, pyarrow, jinja2,
+    submitit or numpy import them."""
+    code = (
+        "import sys\n"
+        f"sys.argv = ['main.py', *{argv!r}]\n"
+        "from orchestrator.cli import run\n"
+        "try:\n    run()\nexcept SystemExit as exc:\n    assert exc.code in (0, None), exc.code\n"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY_AT_STARTUP!r}))\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_heavy_module_check_sees_an_import():
+    """The check above can fail: a command that needs pyarrow does load it."""
+    code = (
+        "import sys, tempfile\n"
+        "sys.argv = ['main.py', 'collect', '--results-dir', tempfile.mkdtemp()]\n"
+        "from orchestrator.cli import run\n"
+        "try:\n    run()\nexcept SystemExit:\n    pass\n"
+        "assert 'pyarrow' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True, capture_output=True)

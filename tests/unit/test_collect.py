@@ -1,20 +1,23 @@
-"""collect: merges task files, reports bad ones by path and reason, compares per device model."""
+"""collect: merges task files, reports bad ones by path and reason, compares per device model; incrementally."""
+
+import os
 
 import pyarrow.parquet as pq
 
-from bench_contract.results import SCHEMA
+from bench_contract.results import SCHEMA, ResultRows
 from helpers import run_cli, task_file
-from orchestrator.collect import comparison_tables, merge
+from orchestrator import collect
+from orchestrator.collect import comparison_tables, merge, summary_frame
 
 
 def test_merge_and_compare(tmp_path):
     task_file(tmp_path, "jax", 32, 2000.0)
     task_file(tmp_path, "torch", 32, 1000.0)
     task_file(tmp_path, "torch", 64, 1500.0, device="GPU Y")
-    collected, df = merge(tmp_path, tmp_path / "merged.parquet")
+    collected = merge(tmp_path, tmp_path / "merged.parquet")
     assert collected.files == 3 and collected.rows == 9 and not collected.skipped
     assert pq.read_table(tmp_path / "merged.parquet").schema.equals(SCHEMA)
-    tables = comparison_tables(df)
+    tables = comparison_tables(summary_frame(tmp_path / "merged.parquet"))
     assert set(tables) == {"CPU X", "GPU Y"}
     assert "2.00x" in tables["CPU X"]
     assert "n/a" in tables["GPU Y"]  # no JAX row on that GPU: no speed-up is invented
@@ -24,7 +27,7 @@ def test_broken_files_are_reported_and_the_rest_merged(tmp_path):
     good = task_file(tmp_path, "jax", 32, 2000.0)
     broken = good.with_name("truncated.parquet")
     broken.write_bytes(good.read_bytes()[:50])
-    collected, _ = merge(tmp_path, tmp_path / "merged.parquet")
+    collected = merge(tmp_path, tmp_path / "merged.parquet")
     assert collected.files == 1
     assert [p for p, _ in collected.skipped] == [broken]
 
@@ -34,7 +37,7 @@ def test_collect_command(tmp_path):
     task_file(tmp_path, "torch", 32, 1000.0)
     proc = run_cli("collect", "--results-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "merged.parquet").is_file()
+    assert (tmp_path / "merged.parquet").is_dir()
     assert "3.00x" in proc.stdout and "CPU X" in proc.stdout
     again = run_cli("collect", "--results-dir", str(tmp_path))  # its own output is not merged into itself
     assert "merged 6 rows from 2 task files" in again.stdout
@@ -55,8 +58,8 @@ def test_scaling_efficiency_compares_with_the_one_process_cell(tmp_path):
     parallel_task_file(tmp_path, "jax", 1, 1, 1000.0)
     parallel_task_file(tmp_path, "jax", 2, 2, 1500.0)  # 750 per device: 75% of one process
     parallel_task_file(tmp_path, "torch", 4, 2, 400.0)  # no one-process DP-SGD cell collected
-    _, df = merge(tmp_path, tmp_path / "merged.parquet")
-    table = scaling_table(df)
+    merge(tmp_path, tmp_path / "merged.parquet")
+    table = scaling_table(summary_frame(tmp_path / "merged.parquet"))
     jax_line = next(line for line in table.splitlines() if " jax " in line)
     assert "750" in jax_line and "1,000" in jax_line and "75%" in jax_line
     torch_line = next(line for line in table.splitlines() if " torch " in line)
@@ -67,5 +70,91 @@ def test_no_scaling_table_without_data_parallel_cells(tmp_path):
     from orchestrator.collect import scaling_table
 
     task_file(tmp_path, "jax", 32, 2000.0)
-    _, df = merge(tmp_path, tmp_path / "merged.parquet")
-    assert scaling_table(df) is None
+    merge(tmp_path, tmp_path / "merged.parquet")
+    assert scaling_table(summary_frame(tmp_path / "merged.parquet")) is None
+
+
+def merged_rows(output):
+    """The merged dataset's rows as sorted tuples: equal whatever the order of parts and files."""
+    table = pq.read_table(output)
+    return sorted(zip(*(table.column(name).to_pylist() for name in ("cell_id", "device_model", "metric", "value"))))
+
+
+def counting_reads(monkeypatch):
+    seen = []
+    real = collect.read_task_file
+    monkeypatch.setattr(collect, "read_task_file", lambda path, *a: (seen.append(path), real(path, *a))[1])
+    return seen
+
+
+def test_a_second_collect_reads_only_the_new_files(tmp_path, monkeypatch):
+    out = tmp_path / "merged.parquet"
+    for batch in (8, 16, 32):
+        task_file(tmp_path, "jax", batch, 100.0 * batch)
+    assert merge(tmp_path, out).from_scratch
+    seen = counting_reads(monkeypatch)
+    assert merge(tmp_path, out).read == 0 and seen == []  # nothing new: nothing read
+    new = task_file(tmp_path, "torch", 8, 50.0)
+    collected = merge(tmp_path, out)
+    assert seen == [new] and not collected.from_scratch
+    assert collected.files == 4 and collected.rows == 12
+    assert merged_rows(out) == merged_rows_from_scratch(tmp_path)
+
+
+def merged_rows_from_scratch(tmp_path):
+    return merged_rows(merge(tmp_path, tmp_path / "scratch" / "merged.parquet").output)
+
+
+def test_a_changed_file_is_re_read_and_a_deleted_one_dropped_and_both_reported(tmp_path):
+    out = tmp_path / "merged.parquet"
+    a = task_file(tmp_path, "jax", 8, 100.0)
+    b = task_file(tmp_path, "jax", 16, 200.0)
+    task_file(tmp_path, "torch", 8, 300.0)
+    merge(tmp_path, out)
+    task_file(tmp_path, "jax", 8, 111.0)  # rewritten by a re-run of the cell
+    os.utime(a, ns=(1, 1))  # a different mtime even on a file system with coarse timestamps
+    b.unlink()
+    collected = merge(tmp_path, out)
+    assert collected.changed == [a] and collected.removed == [b] and collected.read == 1
+    assert collected.files == 2 and collected.rows == 6
+    rows = merged_rows(out)
+    assert ("jax-8", "CPU X", "throughput", 111.0) in rows and ("jax-8", "CPU X", "throughput", 100.0) not in rows
+    assert not [r for r in rows if r[0] == "jax-16"]
+    assert rows == merged_rows_from_scratch(tmp_path)
+    proc = run_cli("collect", "--results-dir", str(tmp_path))  # the command says so too
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_command_reports_changed_and_deleted_files(tmp_path):
+    a = task_file(tmp_path, "jax", 8, 100.0)
+    b = task_file(tmp_path, "jax", 16, 200.0)
+    assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
+    os.utime(a, ns=(1, 1))
+    b.unlink()
+    proc = run_cli("collect", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert f"re-read {a}: it changed since the last collect" in proc.stderr
+    assert f"dropped the rows of {b}: the file is gone" in proc.stderr
+    assert "merged 3 rows from 1 task files (1 new or changed)" in proc.stdout
+
+
+def test_parts_are_compacted_and_an_interrupted_collect_is_repaired(tmp_path, monkeypatch):
+    monkeypatch.setattr(collect, "MAX_PARTS", 2)
+    out = tmp_path / "merged.parquet"
+    for batch in range(1, 6):  # one new file per collect: a new part each time, compacted past two
+        task_file(tmp_path, "jax", batch, float(batch))
+        merge(tmp_path, out)
+        assert len(list(out.glob("part-*.parquet"))) <= 2
+    assert merged_rows(out) == merged_rows_from_scratch(tmp_path)
+    # A part left by an interrupted collect is not counted twice; a damaged index means a merge from scratch.
+    (out / "part-stray.parquet").write_bytes(next(out.glob("part-*.parquet")).read_bytes())
+    assert not merge(tmp_path, out).from_scratch and merged_rows(out) == merged_rows_from_scratch(tmp_path)
+    (out / collect.INDEX).write_text("{not json")
+    assert merge(tmp_path, out).from_scratch and merged_rows(out) == merged_rows_from_scratch(tmp_path)
+
+
+def test_a_merged_file_of_the_old_single_file_layout_is_replaced(tmp_path):
+    task_file(tmp_path, "jax", 8, 100.0)
+    (tmp_path / "merged.parquet").write_bytes(b"old")
+    collected = merge(tmp_path, tmp_path / "merged.parquet")
+    assert collected.from_scratch and collected.rows == 3

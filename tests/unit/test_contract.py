@@ -25,6 +25,16 @@ def test_spec_round_trips_through_json():
     assert JobSpec.from_json(s.to_json()) == s
 
 
+
+def test_a_specs_file_holds_one_spec_per_line_and_each_task_reads_its_own(tmp_path):
+    specs = [spec(cell_id=f"jax-{i}", batch_size=8 * (i + 1)) for i in range(3)]
+    path = tmp_path / "jax.jsonl"
+    path.write_text("".join(s.to_line() + "\n" for s in specs))
+    assert [JobSpec.read(path, i) for i in range(3)] == specs
+    assert JobSpec.from_json(specs[0].to_line()) == JobSpec.from_json(specs[0].to_json())
+    with pytest.raises(SpecError, match="has 3 lines, so no spec for array index 3"):
+        JobSpec.read(path, 3)
+
 @pytest.mark.parametrize("overrides, message", [
     (dict(batch_size=0), "batch_size must be a positive integer"),
     (dict(device="tpu"), "device 'tpu' is not one of"),

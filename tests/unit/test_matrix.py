@@ -45,6 +45,18 @@ def test_cell_id_is_stable_and_follows_every_setting():
     assert a.cell_id != c.cell_id
 
 
+
+def test_cell_ids_hash_every_field_but_the_framework_so_old_campaigns_keep_their_ids():
+    import hashlib
+    import json
+    from dataclasses import asdict
+
+    cell = matrix.expand("digits", 1, ["torch"], [], [16], [], settings(seed=7))[0]
+    fields = asdict(cell)
+    fields.pop("framework")  # the framework is in the readable part of the id; the hash is the pair's
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
+    assert cell.pair_key == f"digits-uc1-mlp-bs16-fp32-{digest}" and cell.cell_id == f"torch-{cell.pair_key}"
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

@@ -117,11 +117,11 @@ def test_a_two_node_cell_runs_its_backend_under_srun(tmp_path):
     torch_script = (tmp_path / "s" / "torch_digits_4.sh").read_text()
     for script, framework in ((jax_script, "jax"), (torch_script, "torch")):
         assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n" in script
-        assert f'exec srun --kill-on-bad-exit=1 python -m {framework}_backend.run "$spec"' in script
+        assert f'exec srun --kill-on-bad-exit=1 python -m {framework}_backend.run "$specs" "$index"' in script
     assert 'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in torch_script
     assert "MASTER_ADDR" not in jax_script
-    spec_file = next((tmp_path / "r").glob("*/specs/torch/0.json"))
-    written = json.loads(spec_file.read_text())
+    spec_file = next((tmp_path / "r").glob("*/specs/torch.jsonl"))
+    written = json.loads(spec_file.read_text().splitlines()[0])
     assert (written["nodes"], written["tasks_per_node"], written["clip_norm"], written["noise_multiplier"]) == (2, 1, 0.5, 0.0)
 
 
@@ -129,7 +129,7 @@ def test_a_one_process_cell_has_no_srun(tmp_path):
     proc = plan(tmp_path, "--use-case", "3")
     assert proc.returncode == 0, proc.stderr
     script = (tmp_path / "s" / "jax_digits_3.sh").read_text()
-    assert "srun" not in script and 'exec python -m jax_backend.run "$spec"' in script
+    assert "srun" not in script and 'exec python -m jax_backend.run "$specs" "$index"' in script
 
 
 @pytest.mark.parametrize("executor", ["local", "submitit"])

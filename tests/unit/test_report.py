@@ -25,16 +25,14 @@ def test_report_writes_every_format(tmp_path):
 
 
 def test_the_confidence_interval_appears_with_two_runs_per_side(tmp_path):
-    for campaign in ("a", "b"):
-        task_file(tmp_path / campaign, "jax", 32, 2000.0 if campaign == "a" else 2200.0)
-        task_file(tmp_path / campaign, "torch", 32, 1000.0 if campaign == "a" else 1100.0)
-
-    from orchestrator.collect import merge
+    from orchestrator.collect import merge, summary_frame
     from orchestrator.compare import comparison_frame
 
-    _, df = merge(tmp_path, tmp_path / "merged.parquet")
-    df["campaign"] = df["cell_id"] + df.index.astype(str)  # each file is its own run
-    frame = comparison_frame(df)
+    for campaign in ("a", "b"):  # the same cells run in two campaigns: two runs per side
+        task_file(tmp_path / campaign, "jax", 32, 2000.0 if campaign == "a" else 2200.0, campaign=campaign)
+        task_file(tmp_path / campaign, "torch", 32, 1000.0 if campaign == "a" else 1100.0, campaign=campaign)
+    merge(tmp_path, tmp_path / "merged.parquet")
+    frame = comparison_frame(summary_frame(tmp_path / "merged.parquet"))
     row = frame.iloc[0]
     assert row["runs_jax_torch"] == "2/2"
     assert row["speedup_ci_low"] <= row["speedup"] <= row["speedup_ci_high"]

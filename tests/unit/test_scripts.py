@@ -41,8 +41,12 @@ def test_hostile_paths_are_quoted_and_the_script_runs_only_the_backend(tmp_path)
     assert not list(tmp_path.rglob("PWNED*")), "a value in the script was executed"
     args = record.read_text().splitlines()
     assert args[:2] == ["-m", "jax_backend.run"]
-    spec = Path(args[2])
-    assert spec.is_file() and spec.name == "1.json" and spec.is_relative_to(base)
+    specs, index = Path(args[2]), args[3]
+    assert specs.is_file() and specs.name == "jax.jsonl" and specs.is_relative_to(base) and index == "1"
+    from bench_contract.spec import JobSpec
+
+    manifest = json.loads(next((base / "results").glob("*/manifest.json")).read_text())
+    assert JobSpec.read(specs, 1).cell_id == manifest["cells"][1]["cell_id"]
 
 
 def test_a_path_that_cannot_go_in_an_sbatch_line_is_refused(tmp_path):
@@ -75,6 +79,10 @@ def fake_slurm(tmp_path):
         'echo "$((4000 + n))"\n'
     )
     sbatch.chmod(0o755)
+    # scontrol answers with the MaxArraySize the test asks for (Slurm's default is 1001).
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text('#!/bin/bash\necho "MaxArraySize            = ${FAKE_MAX_ARRAY_SIZE:-1001}"\n')
+    scontrol.chmod(0o755)
     env_dir = tmp_path / "envs"
     for framework in ("jax", "torch"):
         fake_env(env_dir, framework, tmp_path / f"{framework}.txt")
@@ -97,6 +105,50 @@ def test_slurm_executor_calls_sbatch_once_per_framework_and_records_job_ids(tmp_
     assert manifest["submissions"]["torch"]["job_id"] == "4002"
     assert "4002_2" in proc.stdout  # the table of cells and job ids
     assert "#SBATCH --partition=debug" in (tmp_path / "s" / "jax_digits_1.sh").read_text()
+
+
+@pytest.mark.parametrize("cluster_limit, profile_limit", [("2", None), ("1001", 2)])
+def test_an_array_larger_than_allowed_is_submitted_in_parts(tmp_path, fake_slurm, cluster_limit, profile_limit):
+    env, calls, profile = fake_slurm
+    env["FAKE_MAX_ARRAY_SIZE"] = cluster_limit
+    if profile_limit:
+        profile.write_text(profile.read_text() + f"max_array_size = {profile_limit}\n")
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32,64,128",
+                   "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
+                   "--scripts-dir", str(tmp_path / "s"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    jax_script = tmp_path / "s" / "jax_digits_1.sh"
+    assert calls.read_text().splitlines()[:3] == [
+        f"--parsable --array=0-1 {jax_script} 0", f"--parsable --array=0-1 {jax_script} 2",
+        f"--parsable --array=0-0 {jax_script} 4",
+    ]
+    assert len(calls.read_text().splitlines()) == 6  # three parts per framework
+    manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
+    jax = manifest["submissions"]["jax"]
+    assert jax["arrays"] == [{"job_id": "4001", "offset": 0, "count": 2}, {"job_id": "4002", "offset": 2, "count": 2},
+                             {"job_id": "4003", "offset": 4, "count": 1}]
+    assert jax["task_ids"] == ["4001_0", "4001_1", "4002_0", "4002_1", "4003_0"]
+    assert "submitted as 3 array jobs 4001, 4002, 4003" in proc.stdout
+    # Task 1 of the part at offset 2 runs cell 3: the script adds its argument to the array index.
+    run = subprocess.run(["bash", str(jax_script), "2"], capture_output=True, text=True,
+                         env={**env, "SLURM_ARRAY_TASK_ID": "1"})
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "jax.txt").read_text().splitlines()[3] == "3"
+
+
+def test_a_part_refused_midway_names_the_parts_already_submitted(tmp_path, fake_slurm):
+    env, calls, profile = fake_slurm
+    env["FAKE_MAX_ARRAY_SIZE"] = "1"
+    sbatch = Path(env["PATH"].split(":")[0]) / "sbatch"
+    sbatch.write_text(f'#!/bin/bash\necho "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\n'
+                      '[ "$n" -ge 2 ] && { echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1; }\n'
+                      'echo "$((4000 + n))"\n')
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--profile", str(profile),
+                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
+    assert proc.returncode == 1
+    assert "QOSMaxSubmitJobPerUserLimit (part 2 of 2; parts already submitted: 4001)" in proc.stderr
+    manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
+    assert "parts already submitted: 4001" in manifest["submission_error"]
 
 
 def test_a_refused_submission_is_one_sentence(tmp_path, fake_slurm):

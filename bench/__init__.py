@@ -1,0 +1,6 @@
+"""The orchestrator's own speed: CLI startup, planning, submission, status polling and collection.
+
+Run with `make bench` (or `python -m bench`). Every number is the median of repeated runs on this machine,
+and every ratio compares two runs made in the same invocation. Nothing here asserts on speed: the table
+says which targets of issue 8 hold on the machine it ran on.
+"""

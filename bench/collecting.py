@@ -1,0 +1,120 @@
+"""Collecting 10,000 task files from scratch, again after 100 new ones, and the memory it takes.
+
+The task files are real result files (the contract's ResultRows writer, 33 columns): 100 distinct ones,
+each copied to many cell paths, which is what collect sees after a campaign of that many cells.
+Each collect runs as `main.py collect` in its own process, so its wall time and peak memory are the user's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.timing import REPO_ROOT, Result, at_most, seconds
+
+FILES = 10_000
+NEW_FILES = 100
+ROWS_PER_FILE = 42  # throughput, test accuracy and 40 training losses
+SCRATCH_TARGET_S, INCREMENTAL_TARGET_S = 5.0, 0.5
+
+
+def task_table(index: int, rows: int):
+    from bench_contract.results import SCHEMA, ResultRows
+
+    context = {f.name: "bench" for f in SCHEMA if f.type == "string"}
+    context.update({f.name: 0 for f in SCHEMA if f.type != "string"})
+    for name in ("metric", "value", "unit", "epoch", "step"):
+        context.pop(name)
+    framework = ("jax", "torch")[index % 2]
+    context.update(framework=framework, benchmark="mnist", use_case=1, model="mlp", batch_size=index // 2 + 1,
+                   precision="fp32", device_model="bench CPU", cell_id=f"{framework}-{index}", schema_version=1)
+    result = ResultRows(context)
+    result.add("throughput", 1000.0 + index, "samples/s")
+    result.add("test_accuracy", 0.9, "fraction")
+    for step in range(rows - 2):
+        result.add("train_loss", 1.0 / (step + 1), "nats", epoch=0, step=step)
+    return result
+
+
+def make_task_files(root: Path, count: int, rows: int, start: int = 0) -> None:
+    """`count` task files under root/campaign/rows/<framework>/, numbered from `start`."""
+    distinct = []
+    for index in range(min(100, count)):
+        path = root / "template" / f"{index}.parquet"
+        task_table(index, rows).write(path)
+        distinct.append(path.read_bytes())
+    for index in range(start, start + count):
+        folder = root / "campaign" / "rows" / ("jax", "torch")[index % 2]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"cell-{index}.parquet").write_bytes(distinct[index % len(distinct)])
+    shutil.rmtree(root / "template")
+
+
+def collect_process(results: Path) -> tuple[float, float]:
+    """Wall time and peak memory (MB) of `main.py collect` on `results`, as its own process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), "collect", "--results-dir", str(results)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO_ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)  # the rusage of this child alone
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"main.py collect failed: {proc.stderr.read().decode().strip()}")
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def measure(repeats: int) -> list[Result]:
+    from orchestrator.collect import merge
+
+    work = Path(tempfile.mkdtemp(prefix="bench-collect-"))
+    try:
+        big = work / "big"
+        make_task_files(big, FILES, ROWS_PER_FILE)
+        scratch = []
+        for _ in range(repeats):
+            shutil.rmtree(big / "merged.parquet", ignore_errors=True)
+            scratch.append(collect_process(big))
+        scratch_s, scratch_mb = median([s for s, _ in scratch]), median([m for _, m in scratch])
+
+        incremental_merge, incremental_cli = [], []
+        for round_ in range(repeats):
+            make_task_files(big, NEW_FILES, ROWS_PER_FILE, start=FILES + 2 * round_ * NEW_FILES)
+            start = time.perf_counter()
+            merged = merge(big, big / "merged.parquet")
+            incremental_merge.append(time.perf_counter() - start)
+            assert merged.read == NEW_FILES and not merged.from_scratch
+            make_task_files(big, NEW_FILES, ROWS_PER_FILE, start=FILES + (2 * round_ + 1) * NEW_FILES)
+            incremental_cli.append(collect_process(big)[0])
+        merge_s, cli_s = median(incremental_merge), median(incremental_cli)
+
+        # Same merged size from ten times fewer files, and a ten times smaller result from as few files.
+        few_files = work / "few-files"
+        make_task_files(few_files, FILES // 10, ROWS_PER_FILE * 10)
+        _, few_files_mb = collect_process(few_files)
+        small = work / "small"
+        make_task_files(small, FILES // 10, ROWS_PER_FILE)
+        _, small_mb = collect_process(small)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rows = FILES * ROWS_PER_FILE
+    return [
+        Result("collect 10,000 task files from scratch", seconds(scratch_s), f"<= {SCRATCH_TARGET_S:.0f} s",
+               at_most(scratch_s, SCRATCH_TARGET_S), f"`main.py collect`, {rows:,} rows; peak {scratch_mb:.0f} MB"),
+        Result("collect again after 100 new files: the merge", seconds(merge_s), f"<= {INCREMENTAL_TARGET_S} s",
+               at_most(merge_s, INCREMENTAL_TARGET_S), "list and stat 10,100 files, read the 100 new, write one part"),
+        Result("same, whole `main.py collect`", seconds(cli_s), "(none)", "",
+               "adds interpreter start, pandas/pyarrow imports and the 5,000-cell comparison table"),
+        Result("peak memory: 10,000 files vs 1,000 files, same rows", f"{scratch_mb:.0f} / {few_files_mb:.0f} MB",
+               "follows rows, not files", "met" if scratch_mb <= 1.25 * few_files_mb else "missed",
+               f"and {small_mb:.0f} MB for 1,000 files with a tenth of the rows"),
+    ]

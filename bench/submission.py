@@ -1,0 +1,141 @@
+"""Submitting a 1,000-cell matrix to the local Slurm cluster, and what waiting for it costs.
+
+The cluster is shared, so every job is submitted held (`sbatch --hold`) and cancelled right after it is
+counted: none of them ever runs or takes a node from anyone. Cancelling happens in `finally`, whatever fails.
+
+- arrays: the orchestrator's own path, one `sbatch` per framework (split only above MaxArraySize);
+- per cell: what a naive tool does, one `sbatch` per cell (the same script, as a one-task array at its offset);
+- polling: `wait_for_slurm` on the held campaign, counting its squeue calls and their cost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.planning import plan
+from bench.timing import REPO_ROOT, Result, median_time, seconds
+
+CELLS_PER_FRAMEWORK = 500  # x 2 frameworks = 1,000 cells
+RATIO_TARGET = 20.0
+PER_CELL_BUDGET_S = 150.0  # past this, the rest of the per-cell calls are extrapolated (and the table says so)
+POLL_WINDOW_S = 6.0
+
+
+def cluster_unavailable() -> str | None:
+    if shutil.which("sbatch") is None or shutil.which("scancel") is None:
+        return "no sbatch on PATH"
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30)
+    if ping.returncode != 0 or "UP" not in ping.stdout:
+        return "the Slurm controller does not answer (set SLURM_CONF; scripts/local_slurm.sh up)"
+    return None
+
+
+def cancel(job_ids: list[str]) -> None:
+    for start in range(0, len(job_ids), 500):
+        subprocess.run(["scancel", *job_ids[start:start + 500]], capture_output=True, timeout=120)
+
+
+def measure(repeats: int) -> list[Result]:
+    from orchestrator import submit
+    from orchestrator.profile import load_profile
+
+    reason = cluster_unavailable()
+    if reason:
+        return [Result("submit 1,000 cells", "not measured", f">= {RATIO_TARGET:.0f}x", reason)]
+    profile = load_profile(REPO_ROOT / "profiles" / "local_slurm.toml")
+    profile = dataclasses.replace(profile, extra_sbatch=profile.extra_sbatch + ("--hold",))
+    work = Path(tempfile.mkdtemp(prefix="bench-submit-"))
+    submitted: list[str] = []
+    try:
+        plan(work / "r", work / "s", CELLS_PER_FRAMEWORK, dry_run=True, profile=profile)
+        scripts = sorted((work / "s").glob("*.sh"))
+        assert len(scripts) == 2 and all("#SBATCH --hold" in s.read_text() for s in scripts)
+        limit = submit.array_limit(profile)
+        held: list[list[submit.Submission]] = []
+
+        def by_arrays():
+            subs = [submit.submit_sbatch(s.name.split("_")[0], s, CELLS_PER_FRAMEWORK, limit) for s in scripts]
+            held.append(subs)
+            submitted.extend(j for sub in subs for j in sub.job_ids)
+
+        arrays_s = median_time(by_arrays, repeats)
+        calls_per_submission = sum(len(sub.job_ids) for sub in held[0])
+        polling = measure_polling(submit, held[0])
+        cancel(submitted)
+
+        per_cell_calls, start = 0, time.perf_counter()
+        for script in scripts:
+            for index in range(CELLS_PER_FRAMEWORK):
+                if time.perf_counter() - start > PER_CELL_BUDGET_S:
+                    break
+                submitted.append(submit.sbatch(script, str(index), options=("--hold", "--array=0-0")))
+                per_cell_calls += 1
+        per_cell_s = time.perf_counter() - start
+        cells = CELLS_PER_FRAMEWORK * len(scripts)
+        extrapolated = per_cell_calls < cells
+        if extrapolated:
+            per_cell_s *= cells / per_cell_calls
+    finally:
+        cancel(submitted)
+        shutil.rmtree(work, ignore_errors=True)
+    ratio = per_cell_s / arrays_s
+    per_cell_note = (f"{per_cell_calls} calls timed, extrapolated to {cells}" if extrapolated
+                     else f"{cells} real sbatch calls, measured once")
+    return [
+        Result("submit 1,000 cells: one array per framework", seconds(arrays_s), "", "",
+               f"{calls_per_submission} sbatch calls (MaxArraySize {limit}); all held, then cancelled"),
+        Result("submit 1,000 cells: one sbatch per cell", seconds(per_cell_s), "", "", per_cell_note),
+        Result("speed-up of arrays over one sbatch per cell", f"{ratio:.0f}x", f">= {RATIO_TARGET:.0f}x",
+               "met" if ratio >= RATIO_TARGET else f"missed ({ratio:.1f}x)", "ratio of the two rows above, same run"),
+        *polling,
+    ]
+
+
+def measure_polling(submit, subs) -> list[Result]:
+    """Run the real wait loop on the held campaign for a few seconds, counting what it asks Slurm."""
+    calls: list[tuple[str, float]] = []
+    started: list[float] = []  # when each squeue call began, from the start of the wait
+    whole_campaign: list[bool] = []  # per squeue call: did it ask for every job of the campaign at once?
+    every_job = {job for sub in subs for job in sub.job_ids}
+    real_run = submit.subprocess.run
+
+    def counting_run(args, *a, **kw):
+        start = time.perf_counter()
+        if Path(args[0]).name == "squeue":
+            started.append(start - wait_start)
+        try:
+            return real_run(args, *a, **kw)
+        finally:
+            calls.append((Path(args[0]).name, time.perf_counter() - start))
+            if Path(args[0]).name == "squeue":
+                whole_campaign.append(set(args[args.index("-j") + 1].split(",")) == every_job)
+
+    submit.subprocess.run = counting_run  # the wait loop's own calls, counted where it makes them
+    wait_start = time.perf_counter()
+    try:
+        submit.wait_for_slurm(subs, timeout_s=POLL_WINDOW_S, report=lambda line: None)
+    except submit.OrchestratorError:
+        pass  # the held jobs never finish: the wait ends at its timeout, as intended here
+    finally:
+        submit.subprocess.run = real_run
+    squeue = [t for name, t in calls if name == "squeue"]
+    if not squeue:
+        return [Result("status polling", "not measured", "", "wait_for_slurm made no squeue call")]
+    tasks = sum(len(s.task_ids) for s in subs)
+    one = statistics.median(squeue)
+    # Each gap at least the back-off's delay (5% slack for timer jitter): no tight loop.
+    gaps = [b - a for a, b in zip(started, started[1:])]
+    backed_off = all(gap >= 0.95 * min(submit.POLL_FIRST_S * submit.POLL_BACKOFF ** i, submit.POLL_MAX_S)
+                     for i, gap in enumerate(gaps))
+    return [Result("status poll of the 1,000-cell campaign", f"{one * 1000:.0f} ms", "1 call per poll, back-off",
+                   "met" if all(whole_campaign) and backed_off else "missed",
+                   f"{len(squeue)} squeue calls at {', '.join(f'{t:.1f}' for t in started)} s, each for all "
+                   f"{tasks} tasks; back-off "
+                   f"{submit.POLL_FIRST_S:.0f} s x{submit.POLL_BACKOFF} up to {submit.POLL_MAX_S:.0f} s: "
+                   f"{submit.polls_within(3600)} polls in the first hour")]
