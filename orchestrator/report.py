@@ -127,41 +127,29 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
         device, bench, case, model, precision = group
         d = device_index[str(device)]
         block = block.sort_values("batch_size")
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for fw in FRAMEWORKS:
-            if f"{fw}_throughput" in block:
-                ax.plot(block["batch_size"], block[f"{fw}_throughput"], "o-", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
-        ax.set_xscale("log", base=2)
-        ax.set(xlabel="batch size", ylabel="samples/s", title=f"{bench} uc{case} {model} {precision}\n{device}")
-        ax.legend()
-        _save(plt, fig, folder / f"throughput_{_slug(d, bench, case, model, precision)}.png", plots,
-              f"Throughput against batch size: {bench}, use case {case}, {model}, {precision} on {device}")
-
-        percentiles = [m for m in ("step_time_p50", "step_time_p95", "step_time_p99") if f"jax_{m}" in block]
-        if percentiles:
+        slug = _slug(d, bench, case, model, precision)
+        where = f"{bench}, use case {case}, {model}, {precision} on {device}"
+        # (file prefix, metrics, labels, scale, y label, caption): one line per framework and metric
+        families = [
+            ("throughput", ["throughput"], ["throughput"], 1, "samples/s", f"Throughput against batch size: {where}"),
+            ("latency", ["step_time_p50", "step_time_p95", "step_time_p99"], ["p50", "p95", "p99"], 1,
+             "step time (ms)", f"Step-time percentiles (p50, p95, p99): {where}"),
+            ("memory", ["peak_device_memory_allocated", "peak_host_rss"], ["peak device memory", "peak host RSS"],
+             2**-20, "MiB", f"Peak memory against batch size: {where}"),
+        ]
+        for prefix, metrics, labels, scale, ylabel, caption in families:
+            present = [(m, label) for m, label in zip(metrics, labels) if f"jax_{m}" in block]
+            if not present:
+                continue
             fig, ax = plt.subplots(figsize=(6, 4))
             for fw in FRAMEWORKS:
-                for m, style in zip(percentiles, ("o-", "s--", "^:")):
-                    ax.plot(block["batch_size"], block[f"{fw}_{m}"], style, color=COLORS[fw],
-                            label=f"{FRAMEWORK_TITLES[fw]} {m.removeprefix('step_time_')}")
+                for (m, label), style in zip(present, ("o-", "s--", "^:")):
+                    ax.plot(block["batch_size"], block[f"{fw}_{m}"] * scale, style, color=COLORS[fw],
+                            label=f"{FRAMEWORK_TITLES[fw]} {label}")
             ax.set_xscale("log", base=2)
-            ax.set(xlabel="batch size", ylabel="step time (ms)", title=f"Step-time percentiles: {bench} {model}\n{device}")
+            ax.set(xlabel="batch size", ylabel=ylabel, title=f"{bench} uc{case} {model} {precision}\n{device}")
             ax.legend(fontsize=7)
-            _save(plt, fig, folder / f"latency_{_slug(d, bench, case, model, precision)}.png", plots,
-                  f"Step-time percentiles (p50, p95, p99): {bench}, use case {case}, {model} on {device}")
-
-        memory = [m for m in ("peak_device_memory_allocated", "peak_host_rss") if f"jax_{m}" in block]
-        if memory:
-            fig, ax = plt.subplots(figsize=(6, 4))
-            for fw in FRAMEWORKS:
-                for m, style in zip(memory, ("o-", "s--")):
-                    ax.plot(block["batch_size"], block[f"{fw}_{m}"] / 2**20, style, color=COLORS[fw],
-                            label=f"{FRAMEWORK_TITLES[fw]} {m.replace('_', ' ')}")
-            ax.set_xscale("log", base=2)
-            ax.set(xlabel="batch size", ylabel="MiB", title=f"Peak memory: {bench} {model}\n{device}")
-            ax.legend(fontsize=7)
-            _save(plt, fig, folder / f"memory_{_slug(d, bench, case, model, precision)}.png", plots,
-                  f"Peak memory against batch size: {bench}, use case {case}, {model} on {device}")
+            _save(plt, fig, folder / f"{prefix}_{slug}.png", plots, caption)
 
     for device, block in frame.groupby("device_model"):
         d = device_index[str(device)]
