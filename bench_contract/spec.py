@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_contract import SCHEMA_VERSION
+from bench_contract.vision import VARIANTS
 
 DEVICES = ("auto", "cpu", "gpu")
 DATA_SOURCES = ("real", "synthetic")
@@ -45,6 +46,8 @@ class JobSpec:
     seed: int = 0
     warmup_steps: int = 5
     synthetic_samples: int = 2048
+    model_variant: str = "full"  # "full", or "tiny" for CPU tests (bench_contract.vision)
+    timed_steps: int = 50  # timed repetitions of use cases that repeat one step (inference)
     # where results go (absolute paths, written by the orchestrator)
     results_path: str = ""
     init_weights_path: str = ""
@@ -58,7 +61,9 @@ class JobSpec:
             raise SpecError(f"device {self.device!r} is not one of {', '.join(DEVICES)}")
         if self.data_source not in DATA_SOURCES:
             raise SpecError(f"data_source {self.data_source!r} is not one of {', '.join(DATA_SOURCES)}")
-        for name in ("batch_size", "epochs", "synthetic_samples"):
+        if self.model_variant not in VARIANTS:
+            raise SpecError(f"model_variant {self.model_variant!r} is not one of {', '.join(VARIANTS)}")
+        for name in ("batch_size", "epochs", "synthetic_samples", "timed_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SpecError(f"{name} must be a positive integer, got {value!r}")

@@ -11,11 +11,13 @@ import numpy as np
 import optax
 
 from bench_contract.data import Dataset
+from bench_contract.inference import INFERENCE_USE_CASE, run_inference
 from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import JobSpec
 from bench_contract.training import run_training
 from jax_backend import models
+from jax_backend.inference import JaxInference
 
 # The same words the PyTorch backend records for the same policy, so rows compare like with like.
 FP32_POLICY = "fp32: float32 parameters and compute; TF32 off (matmul precision 'highest')"
@@ -69,7 +71,7 @@ class JaxOps:
 class JaxBackend:
     framework = "jax"
     libraries = ["jax", "jaxlib", "flax", "optax"]
-    implemented_use_cases = (1,)
+    implemented_use_cases = (1, INFERENCE_USE_CASE)
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         if spec.precision != "fp32":
@@ -90,7 +92,18 @@ class JaxBackend:
             precision_policy=FP32_POLICY,
         )
 
+    def param_specs(self, model, sample_shape, num_classes, variant):
+        return models.param_specs(model, sample_shape, num_classes, variant)
+
+    def inference_ops(self, model, variant, weights, sample_shape, num_classes) -> JaxInference:
+        return JaxInference(model, variant, weights, sample_shape, num_classes, self.device)
+
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
+        if spec.use_case == INFERENCE_USE_CASE:
+            ops = self.inference_ops(spec.model, spec.model_variant, weights, data.sample_shape, data.num_classes)
+            run_inference(spec, data.x_train, ops, rows)
+            self.add_device_memory(rows)
+            return
         module, variables = models.build(spec.model, weights, data.num_classes)
         rows.add("parameter_count", sum(p.size for p in jax.tree_util.tree_leaves(variables["params"])), "parameters")
         if spec.optimizer != "sgd":
@@ -100,6 +113,10 @@ class JaxBackend:
         rows.add("lowering_time", ops.lowering_time_s, "s")
         rows.add("compile_time", ops.compile_time_s, "s")
         run_training(spec, data, ops, rows)
+        self.add_device_memory(rows)
+
+    def add_device_memory(self, rows: ResultRows) -> None:
+        # This process ran one cell only, so the peak belongs to it: JAX cannot reset its peak statistics.
         stats = self.device.memory_stats()  # None on CPU, where XLA keeps no allocator statistics
         if stats and "peak_bytes_in_use" in stats:
             rows.add("peak_device_memory_allocated", stats["peak_bytes_in_use"], "bytes")

@@ -9,11 +9,13 @@ import torch
 from torch import nn
 
 from bench_contract.data import Dataset
+from bench_contract.inference import INFERENCE_USE_CASE, run_inference
 from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import JobSpec
 from bench_contract.training import run_training
 from torch_backend import models
+from torch_backend.inference import TorchInference
 
 # The same words the JAX backend records for the same policy, so rows compare like with like.
 FP32_POLICY = "fp32: float32 parameters and compute; TF32 off (matmul precision 'highest')"
@@ -57,7 +59,7 @@ class TorchOps:
 class TorchBackend:
     framework = "torch"
     libraries = ["torch", "torchvision"]
-    implemented_use_cases = (1,)
+    implemented_use_cases = (1, INFERENCE_USE_CASE)
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
@@ -82,7 +84,19 @@ class TorchBackend:
             precision_policy=FP32_POLICY,
         )
 
+    def param_specs(self, model, sample_shape, num_classes, variant):
+        return models.param_specs(models.build(model, sample_shape, num_classes, variant))
+
+    def inference_ops(self, model, variant, weights, sample_shape, num_classes) -> TorchInference:
+        return TorchInference(model, variant, weights, sample_shape, num_classes, self.device)
+
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
+        if spec.use_case == INFERENCE_USE_CASE:
+            ops = self.inference_ops(spec.model, spec.model_variant, weights, data.sample_shape, data.num_classes)
+            self.reset_device_memory()
+            run_inference(spec, data.x_train, ops, rows)
+            self.add_device_memory(rows)
+            return
         model = models.build(spec.model, data.sample_shape, data.num_classes)
         # strict=True: a name or shape mismatch with the shared weights is an error, never a partial load.
         model.load_state_dict({name: torch.from_numpy(w) for name, w in weights.items()}, strict=True)
@@ -91,9 +105,15 @@ class TorchBackend:
         if spec.optimizer != "sgd":
             raise ValueError(f"optimizer {spec.optimizer!r} is not implemented in the torch backend (only sgd)")
         optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate)
+        self.reset_device_memory()
+        run_training(spec, data, TorchOps(model, optimizer, self.device), rows)
+        self.add_device_memory(rows)
+
+    def reset_device_memory(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        run_training(spec, data, TorchOps(model, optimizer, self.device), rows)
+
+    def add_device_memory(self, rows: ResultRows) -> None:
         if self.device.type == "cuda":
             rows.add("peak_device_memory_allocated", torch.cuda.max_memory_allocated(self.device), "bytes")
             rows.add("peak_device_memory_reserved", torch.cuda.max_memory_reserved(self.device), "bytes")
