@@ -85,23 +85,29 @@ def run_parity(spec: ParitySpec, backend: ParityBackend) -> dict:
     np.save(spec.logits_path(backend.framework), logits)
     report = {"framework": backend.framework, "parameter_count": int(ops.parameter_count), "weights_sha256": sha,
               "device_kind": setup.kind, "framework_version": setup.framework_version,
-              "precision_policy": setup.precision_policy}
+              "precision_policy": setup.precision_policy,
+              # The whole derived parameter list, so the two sides can be compared init rule by init rule.
+              "param_specs": [dataclasses.asdict(s) for s in sorted(specs, key=lambda s: s.name)]}
     write_text_atomic(spec.report_path(backend.framework), json.dumps(report, indent=2) + "\n")
     return report
 
 
 def main(backend: ParityBackend, argv: list[str] | None = None) -> int:
+    """Run each spec in turn (several specs share one interpreter start-up, which dominates on small models)."""
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print(f"usage: python -m {backend.framework}_backend.parity SPEC.json", file=sys.stderr)
+    if not argv:
+        print(f"usage: python -m {backend.framework}_backend.parity SPEC.json [SPEC.json ...]", file=sys.stderr)
         return 2
-    try:
-        report = run_parity(ParitySpec.read(argv[0]), backend)
-    except Exception as exc:
-        traceback.print_exc()
-        print(f"error: {backend.framework} parity run failed: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(report))
+    for path in argv:
+        try:
+            spec = ParitySpec.read(path)
+            report = run_parity(spec, backend)
+        except Exception as exc:
+            traceback.print_exc()
+            print(f"error: {backend.framework} parity run of {path} failed: {exc}", file=sys.stderr)
+            return 1
+        print(f"{spec.model} ({spec.variant}): {report['parameter_count']} parameters, logits in "
+              f"{spec.logits_path(backend.framework)}")
     return 0
 
 

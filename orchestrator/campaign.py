@@ -70,9 +70,14 @@ def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str) -> JobS
         **settings,
         results_path=str(campaign_dir / "rows" / cell.framework / f"{cell.cell_id}.parquet"),
         # Shared by every cell of this model and seed, whatever the framework or batch size.
-        init_weights_path=str(campaign_dir / "init" / f"{cell.benchmark}-{cell.model}-seed{cell.settings.seed}.npz"),
+        init_weights_path=str(campaign_dir / "init" / f"{cell.benchmark}-{weights_label(cell)}-seed{cell.settings.seed}.npz"),
         git_commit=commit,
     )
+
+
+def weights_label(cell: Cell) -> str:
+    variant = cell.settings.model_variant
+    return cell.model if variant == "full" else f"{cell.model}-{variant}"
 
 
 def write_campaign(

@@ -17,6 +17,8 @@ FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
 class UseCase:
     number: int
     title: str
+    default_batch_sizes: tuple[int, ...] | None = None  # None: the benchmark's
+    trains: bool = True  # False: no training split is read, so no batch-size limit from it
 
 
 USE_CASES = {
@@ -24,7 +26,12 @@ USE_CASES = {
     2: UseCase(2, "data-parallel training on several GPUs and nodes"),
     3: UseCase(3, "per-sample gradients (a DP-SGD step) on one GPU"),
     4: UseCase(4, "per-sample gradients (a DP-SGD step) on several GPUs and nodes"),
+    5: UseCase(5, "inference (forward pass, eval mode) on one GPU", default_batch_sizes=(1, 8, 32, 128), trains=False),
 }
+INFERENCE = 5
+
+# Sizes of one architecture (bench_contract.vision): "tiny" has fewer blocks and smaller inputs, for CPU tests.
+MODEL_VARIANTS = ("full", "tiny")
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,13 @@ BENCHMARKS = {
 IMPLEMENTED: dict[tuple[str, str], frozenset[int]] = {
     ("digits", "mlp"): frozenset({1}),
     ("mnist", "mlp"): frozenset({1}),
+    # The vision models: inference only so far (training them is other work).
+    ("imagenet", "resnet50"): frozenset({INFERENCE}),
+    ("imagenet", "vit_b_16"): frozenset({INFERENCE}),
+    ("imagenet", "mobilenet_v3_small"): frozenset({INFERENCE}),
+    ("imagenet", "efficientnet_b0"): frozenset({INFERENCE}),
+    ("cifar10", "resnet18"): frozenset({INFERENCE}),
+    ("mnist", "cnn"): frozenset({INFERENCE}),
 }
 
 OPTIMIZERS = ("sgd",)
@@ -127,6 +141,23 @@ def check_framework(name: str) -> None:
 
 def check_precision(name: str) -> None:
     _choose("precision", name, PRECISIONS)
+
+
+def check_variant(name: str) -> None:
+    _choose("model variant", name, MODEL_VARIANTS)
+
+
+def built_models() -> list[str]:
+    """Models that both backends build: those with at least one implemented (benchmark, model) entry."""
+    return [name for name in MODELS if any(model == name and cases for (_, model), cases in IMPLEMENTED.items())]
+
+
+def home_benchmark(model: str) -> Benchmark:
+    """The first benchmark that lists the model: it fixes the model's input shape and class count."""
+    for bench in BENCHMARKS.values():
+        if model in bench.models:
+            return bench
+    raise UsageError(f"model {model!r} belongs to no benchmark")
 
 
 def check_optimizer(name: str) -> None:

@@ -47,16 +47,18 @@ def fail(exc: OrchestratorError) -> typer.Exit:
 def main(
     ctx: typer.Context,
     benchmark: Annotated[Optional[str], typer.Option("--benchmark", "-b", help="Benchmark to run (see `list`).")] = None,
-    use_case: Annotated[Optional[int], typer.Option("--use-case", "-u", help="1 train, 2 multi-device train, 3 per-sample grads, 4 multi-device per-sample grads.")] = None,
+    use_case: Annotated[Optional[int], typer.Option("--use-case", "-u", help="1 train, 2 multi-device train, 3 per-sample grads, 4 multi-device per-sample grads, 5 inference.")] = None,
     frameworks: Annotated[Optional[list[str]], typer.Option("--frameworks", help="jax,torch (default: both).", rich_help_panel=MATRIX)] = None,
     models: Annotated[Optional[list[str]], typer.Option("--models", help="Models (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
     batch_sizes: Annotated[Optional[list[str]], typer.Option("--batch-sizes", help="Batch sizes, e.g. 32,64 (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
     precision: Annotated[Optional[list[str]], typer.Option("--precision", help="Precision policies (default: fp32).", rich_help_panel=MATRIX)] = None,
+    variant: Annotated[str, typer.Option("--variant", help="Model size: full, or tiny (fewer blocks, smaller inputs) for CPU tests.", rich_help_panel=MATRIX)] = "full",
     epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default: the benchmark's).", rich_help_panel=TRAINING)] = None,
     learning_rate: Annotated[float, typer.Option(help="Learning rate.", rich_help_panel=TRAINING)] = 0.01,
     optimizer: Annotated[str, typer.Option(help="Optimizer: sgd.", rich_help_panel=TRAINING)] = "sgd",
     seed: Annotated[int, typer.Option(help="Seed of the shared initial weights and of the batch order.", rich_help_panel=TRAINING)] = 0,
-    warmup_steps: Annotated[int, typer.Option(help="Training steps run before timing starts.", rich_help_panel=TRAINING)] = 5,
+    warmup_steps: Annotated[int, typer.Option(help="Steps run before timing starts.", rich_help_panel=TRAINING)] = 5,
+    timed_steps: Annotated[int, typer.Option(help="Timed forward passes per inference cell.", rich_help_panel=TRAINING)] = 50,
     data_dir: Annotated[Optional[Path], typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=TRAINING)] = None,
     synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=TRAINING)] = False,
     synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=TRAINING)] = 2048,
@@ -91,6 +93,8 @@ def main(
             data_dir=str(data_dir) if data_dir else None,
             synthetic_samples=synthetic_samples,
             device=device,
+            model_variant=variant,
+            timed_steps=timed_steps,
         )
         request = LaunchRequest(
             benchmark=benchmark,
@@ -153,6 +157,34 @@ def list_catalog() -> None:
             rows.append([bench.name, model, catalog.MODELS[model].description, ",".join(runs) or "none yet",
                          " ".join(str(b) for b in bench.default_batch_sizes)])
     typer.echo(format_table(["benchmark", "model", "description", "use cases", "default batches"], rows))
+
+
+@app.command()
+def validate(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model to check (see `list`).")],
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Samples in the input batch.")] = 2,
+    precision: Annotated[str, typer.Option("--precision", help="Precision policy.")] = "fp32",
+    variant: Annotated[str, typer.Option("--variant", help="full, or tiny (fewer blocks, smaller inputs).")] = "full",
+    seed: Annotated[int, typer.Option(help="Seed of the weights and of the input batch.")] = 0,
+    device: Annotated[str, typer.Option(help="auto (GPU if the framework sees one), cpu or gpu.")] = "auto",
+    profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML): where the environments live.")] = None,
+) -> None:
+    """Run one batch through the model in both frameworks from the same weights and compare the logits.
+
+    Prints both parameter counts, the max abs and max relative error, and PASS (exit 0) or FAIL (exit 1)."""
+    from orchestrator.profile import load_profile
+    from orchestrator.validate import ValidateRequest, summary
+    from orchestrator.validate import validate as run_validate
+
+    try:
+        req = ValidateRequest(model=model, batch_size=batch_size, precision=precision, variant=variant, seed=seed,
+                              device=device, profile=load_profile(profile))
+        result = run_validate(req, report=lambda line: typer.echo(line, err=True))
+    except OrchestratorError as exc:
+        raise fail(exc) from None
+    for line in summary(req, result):
+        typer.echo(line)
+    raise typer.Exit(code=0 if result.passed else 1)
 
 
 @app.command()

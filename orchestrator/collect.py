@@ -65,6 +65,8 @@ def comparison_tables(df) -> dict[str, str]:
 
     if df.empty:
         return {}
+    # A tiny variant is a different network: it is labelled as such, never merged with the full one.
+    df = df.assign(model=[m if v in ("full", None) else f"{m} ({v})" for m, v in zip(df["model"], df["model_variant"])])
     wanted = df[df["metric"].isin(["throughput", "test_accuracy"])]
     summary = (
         wanted.groupby(["device_model", *KEY, "framework", "metric"], dropna=False)["value"]

@@ -28,6 +28,8 @@ class RunSettings:
     data_dir: str | None
     synthetic_samples: int
     device: str
+    model_variant: str = "full"
+    timed_steps: int = 50
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -38,7 +40,10 @@ class RunSettings:
             raise UsageError(f"--warmup-steps cannot be negative, got {self.warmup_steps}")
         if self.synthetic_samples < 10:
             raise UsageError(f"--synthetic-samples must be at least 10, got {self.synthetic_samples}")
+        if self.timed_steps < 1:
+            raise UsageError(f"--timed-steps must be at least 1, got {self.timed_steps}")
         catalog.check_optimizer(self.optimizer)
+        catalog.check_variant(self.model_variant)
         if self.device not in catalog.DEVICES:
             raise UsageError(f"unknown device {self.device!r}; choose from: {', '.join(catalog.DEVICES)}")
 
@@ -62,7 +67,8 @@ class Cell:
     @property
     def pair_key(self) -> str:
         """Shared by the JAX cell and the PyTorch cell that are compared with each other."""
-        return f"{self.benchmark}-uc{self.use_case}-{self.model}-bs{self.batch_size}-{self.precision}-{self._digest(False)}"
+        model = self.model if self.settings.model_variant == "full" else f"{self.model}.{self.settings.model_variant}"
+        return f"{self.benchmark}-uc{self.use_case}-{model}-bs{self.batch_size}-{self.precision}-{self._digest(False)}"
 
     @property
     def cell_id(self) -> str:
@@ -116,7 +122,7 @@ def expand(
     case = catalog.use_case(use_case)
     frameworks = frameworks or list(catalog.FRAMEWORKS)
     models = models or list(bench.default_models)
-    batch_sizes = batch_sizes or list(bench.default_batch_sizes)
+    batch_sizes = batch_sizes or list(case.default_batch_sizes or bench.default_batch_sizes)
     precisions = precisions or ["fp32"]
     for name in frameworks:
         catalog.check_framework(name)
@@ -130,7 +136,7 @@ def expand(
             reason = catalog.skip_reason(bench, case, model, precision)
             if reason:
                 raise UsageError(f"cannot plan {benchmark} use case {use_case} with {model}/{precision}: {reason}")
-    limit = train_split_size(bench, settings)
+    limit = train_split_size(bench, settings) if case.trains else None
     if limit is not None and max(batch_sizes) > limit:
         raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
     return [
@@ -142,9 +148,12 @@ def expand(
     ]
 
 
-def check_data(benchmark: str, settings: RunSettings) -> None:
+def check_data(benchmark: str, settings: RunSettings, use_case: int | None = None) -> None:
     """Refuse a data directory that is missing or lacks the benchmark's files, before anything is written."""
     bench = catalog.benchmark(benchmark)
+    if use_case == catalog.INFERENCE and settings.data_source != "synthetic":
+        raise UsageError("the inference use case runs on synthetic inputs only for now (no image readers yet): "
+                         "add --synthetic")
     if settings.data_source == "synthetic" or not bench.needs_data_dir:
         return
     if not settings.data_dir:

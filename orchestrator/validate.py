@@ -1,0 +1,129 @@
+"""`main.py validate`: does the JAX model compute the same function as the PyTorch one?
+
+One set of weights and one input batch; each backend runs the forward pass in its own environment (a
+subprocess with the profile's environment python) and writes its logits to a file; this side, which never
+imports jax or torch, compares them. The PyTorch side runs first and writes the weights file; the JAX side
+then checks it against its own parameter list before loading it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench_contract.inference import num_classes, sample_shape, synthetic_inputs
+from bench_contract.parity import Comparison, ParitySpec, compare
+from orchestrator import PROJECT_ROOT, catalog
+from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.profile import ClusterProfile
+
+ORDER = ("torch", "jax")  # PyTorch first: its report is the reference
+
+
+@dataclass(frozen=True)
+class ValidateRequest:
+    model: str
+    batch_size: int
+    precision: str
+    variant: str
+    seed: int
+    device: str
+    profile: ClusterProfile
+
+
+@dataclass(frozen=True)
+class ValidateResult:
+    parameter_counts: dict[str, int]
+    comparison: Comparison
+    logits_shape: tuple[int, ...]
+    same_parameter_list: bool  # names, shapes and init rules, as each backend derived them
+
+    @property
+    def passed(self) -> bool:
+        return self.comparison.passed and self.same_parameter_list and len(set(self.parameter_counts.values())) == 1
+
+
+def check_request(req: ValidateRequest) -> None:
+    if req.model not in catalog.MODELS:
+        raise UsageError(f"unknown model {req.model!r}; choose from: {', '.join(catalog.built_models())}")
+    if req.model not in catalog.built_models():
+        raise UsageError(f"model {req.model!r} is declared but not built by the backends yet; "
+                         f"validate one of: {', '.join(catalog.built_models())}")
+    catalog.check_precision(req.precision)
+    if not catalog.PRECISIONS[req.precision].implemented:
+        raise UsageError(f"precision {req.precision!r} is declared but not implemented yet (implemented: fp32)")
+    catalog.check_variant(req.variant)
+    if req.batch_size < 1:
+        raise UsageError(f"--batch-size must be a positive integer, got {req.batch_size}")
+    if req.device not in catalog.DEVICES:
+        raise UsageError(f"unknown device {req.device!r}; choose from: {', '.join(catalog.DEVICES)}")
+    for framework in ORDER:
+        python = req.profile.env_path(framework) / "bin" / "python"
+        if not python.is_file():
+            raise UsageError(f"the {framework} environment is missing ({python} does not exist); "
+                             "create it with: python main.py envs")
+
+
+def validate(req: ValidateRequest, report: Callable[[str], None] = print) -> ValidateResult:
+    check_request(req)
+    bench = catalog.home_benchmark(req.model)
+    shape = sample_shape(bench.name, req.variant)
+    with tempfile.TemporaryDirectory(prefix=f"validate-{req.model}-") as tmp:
+        work = Path(tmp)
+        spec = ParitySpec(model=req.model, variant=req.variant, benchmark=bench.name, sample_shape=shape,
+                          num_classes=num_classes(bench.name), batch_size=req.batch_size, precision=req.precision,
+                          seed=req.seed, device=req.device, weights_path=str(work / "weights.npz"),
+                          input_path=str(work / "input.npy"), output_dir=str(work))
+        np.save(spec.input_path, synthetic_inputs(req.batch_size, shape, req.seed))
+        spec_path = work / "spec.json"
+        spec_path.write_text(spec.to_json())
+        for framework in ORDER:
+            report(f"running the {catalog.FRAMEWORKS[framework]} forward pass in {req.profile.env_path(framework)}")
+            run_backend(framework, spec_path, req.profile)
+        return read_result(spec)
+
+
+def read_result(spec: ParitySpec) -> ValidateResult:
+    """Compare what the two backends wrote for one ParitySpec."""
+    reports = {fw: json.loads(spec.report_path(fw).read_text()) for fw in ORDER}
+    jax_logits, torch_logits = np.load(spec.logits_path("jax")), np.load(spec.logits_path("torch"))
+    return ValidateResult(
+        parameter_counts={fw: r["parameter_count"] for fw, r in reports.items()},
+        comparison=compare(jax_logits, torch_logits, spec.precision),
+        logits_shape=tuple(torch_logits.shape),
+        same_parameter_list=reports["jax"]["param_specs"] == reports["torch"]["param_specs"],
+    )
+
+
+def run_backend(framework: str, spec_path: Path, profile: ClusterProfile) -> None:
+    python = profile.env_path(framework) / "bin" / "python"
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    proc = subprocess.run([str(python), "-m", f"{framework}_backend.parity", str(spec_path)],
+                          capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
+        raise OrchestratorError(f"the {framework} forward pass failed (exit {proc.returncode}):\n{tail}")
+
+
+def summary(req: ValidateRequest, result: ValidateResult) -> list[str]:
+    c = result.comparison
+    counts = result.parameter_counts
+    lines = [
+        f"model {req.model} ({req.variant}), batch {req.batch_size}, {req.precision}, seed {req.seed}, "
+        f"logits {'x'.join(map(str, result.logits_shape))}",
+        f"  parameters  PyTorch {counts['torch']:,}   JAX {counts['jax']:,}"
+        + ("   (equal)" if counts["torch"] == counts["jax"] else "   (DIFFERENT)"),
+        f"  parameter lists (names, shapes, init)  {'equal' if result.same_parameter_list else 'DIFFERENT'}",
+        f"  max abs error       {c.max_abs_error:.3e}",
+        f"  max relative error  {c.max_relative_error:.3e}  (max |JAX - PyTorch| / max |PyTorch logit|; "
+        f"tolerance {c.tolerance:.0e})",
+    ]
+    lines.append("PASS" if result.passed else "FAIL")
+    return lines
