@@ -65,10 +65,15 @@ class Cell:
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
 
     @property
+    def model_label(self) -> str:
+        """The model name, with the variant when it is not the full network (resnet50.tiny)."""
+        variant = self.settings.model_variant
+        return self.model if variant == "full" else f"{self.model}.{variant}"
+
+    @property
     def pair_key(self) -> str:
         """Shared by the JAX cell and the PyTorch cell that are compared with each other."""
-        model = self.model if self.settings.model_variant == "full" else f"{self.model}.{self.settings.model_variant}"
-        return f"{self.benchmark}-uc{self.use_case}-{model}-bs{self.batch_size}-{self.precision}-{self._digest(False)}"
+        return f"{self.benchmark}-uc{self.use_case}-{self.model_label}-bs{self.batch_size}-{self.precision}-{self._digest(False)}"
 
     @property
     def cell_id(self) -> str:

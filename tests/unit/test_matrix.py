@@ -66,8 +66,9 @@ def test_invalid_requests_are_refused_with_the_choices(kwargs, message):
     assert message in str(info.value)
 
 
-def test_all_four_use_cases_are_declared():
-    assert sorted(catalog.USE_CASES) == [1, 2, 3, 4]
+def test_the_four_training_use_cases_and_inference_are_declared():
+    assert sorted(catalog.USE_CASES) == [1, 2, 3, 4, 5]
+    assert catalog.USE_CASES[catalog.INFERENCE].title.startswith("inference")
 
 
 def test_mnist_data_dir_is_checked(tmp_path):
