@@ -1,0 +1,154 @@
+"""The vision models: the same network in both frameworks, checked on logits, parameter lists and counts.
+
+Parametrized over the catalog's built models, so a newly registered model is covered without a new test.
+The suite runs the tiny variants' forward passes; the full networks are compared on their parameter lists
+(names, shapes, init rules) without computing anything. `python main.py validate --model M` runs the full
+forward pass (README).
+"""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench_contract.inference import num_classes, sample_shape, synthetic_inputs
+from bench_contract.parity import ParitySpec
+from bench_contract.spec import JobSpec
+from helpers import REPO_ROOT, env_python, run_cli
+from orchestrator import catalog
+from orchestrator.validate import read_result
+
+MODELS = catalog.built_models()
+FRAMEWORKS = ("torch", "jax")  # PyTorch first, as `validate` does; either order makes the same weights file
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+
+def run_in(framework: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([str(env_python(framework)), *args], capture_output=True, text=True, timeout=timeout,
+                          env=ENV, cwd=REPO_ROOT)
+
+
+@pytest.fixture(scope="module")
+def tiny_parity(tmp_path_factory):
+    """Every built model's tiny variant through both backends: one process per framework for all models."""
+    work = tmp_path_factory.mktemp("parity")
+    specs = {}
+    for model in MODELS:
+        bench = catalog.home_benchmark(model).name
+        folder = work / model
+        folder.mkdir()
+        spec = ParitySpec(model=model, variant="tiny", benchmark=bench, sample_shape=sample_shape(bench, "tiny"),
+                          num_classes=num_classes(bench), batch_size=3, precision="fp32", seed=7, device="cpu",
+                          weights_path=str(folder / "weights.npz"), input_path=str(folder / "input.npy"),
+                          output_dir=str(folder))
+        np.save(spec.input_path, synthetic_inputs(spec.batch_size, spec.sample_shape, spec.seed))
+        (folder / "spec.json").write_text(spec.to_json())
+        specs[model] = spec
+    for framework in FRAMEWORKS:
+        proc = run_in(framework, "-m", f"{framework}_backend.parity", *[str(work / m / "spec.json") for m in MODELS])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return specs
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_tiny_variant_gives_the_same_logits_in_both_frameworks(tiny_parity, model):
+    result = read_result(tiny_parity[model])
+    assert result.same_parameter_list
+    assert result.parameter_counts["jax"] == result.parameter_counts["torch"] > 0
+    assert result.logits_shape == (3, tiny_parity[model].num_classes)
+    assert result.comparison.passed, result.comparison
+
+
+DUMP_SPECS = """
+import dataclasses, json, sys
+from {fw}_backend.run import {cls}
+backend, out = {cls}(), {{}}
+for model, shape, classes in json.loads(sys.argv[1]):
+    specs = backend.param_specs(model, tuple(shape), classes, "full")
+    out[model] = [dataclasses.asdict(s) for s in sorted(specs, key=lambda s: s.name)]
+print(json.dumps(out))
+"""
+
+TORCHVISION_COUNTS = """
+import json, sys, torchvision.models as tvm
+print(json.dumps({m: sum(p.numel() for p in getattr(tvm, m)(weights=None).parameters()) for m in sys.argv[1:]}))
+"""
+
+
+def test_full_networks_have_the_same_parameter_lists_and_torchvisions_parameter_count():
+    cases = []
+    for model in MODELS:
+        bench = catalog.home_benchmark(model).name
+        cases.append([model, list(sample_shape(bench, "full")), num_classes(bench)])
+    lists = {}
+    for framework, cls in (("torch", "TorchBackend"), ("jax", "JaxBackend")):
+        proc = run_in(framework, "-c", DUMP_SPECS.format(fw=framework, cls=cls), json.dumps(cases))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lists[framework] = json.loads(proc.stdout)
+    assert lists["jax"] == lists["torch"]
+    imagenet = list(catalog.BENCHMARKS["imagenet"].models)
+    proc = run_in("torch", "-c", TORCHVISION_COUNTS, *imagenet)
+    assert proc.returncode == 0, proc.stderr
+    for model, count in json.loads(proc.stdout).items():
+        learned = [s for s in lists["jax"][model] if not s["name"].endswith(("running_mean", "running_var"))]
+        assert sum(int(np.prod(s["shape"])) for s in learned) == count, model
+
+
+def test_validate_prints_both_counts_the_errors_and_pass():
+    proc = run_cli("validate", "--model", "mobilenet_v3_small", "--variant", "tiny", "--batch-size", "2",
+                   "--device", "cpu", timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("model mobilenet_v3_small (tiny), batch 2, fp32")
+    counts = [int(n.replace(",", "")) for n in lines[1].split() if n.replace(",", "").isdigit()]
+    assert len(counts) == 2 and counts[0] == counts[1] > 0
+    assert "max abs error" in proc.stdout and "max relative error" in proc.stdout
+    assert lines[-1] == "PASS"
+
+
+@pytest.fixture(scope="module")
+def inference_rows(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("inference")
+    frames = {}
+    for framework in FRAMEWORKS:
+        spec = JobSpec(campaign="test", cell_id=f"{framework}-inf", pair_key="inf", framework=framework,
+                       benchmark="imagenet", use_case=catalog.INFERENCE, model="efficientnet_b0", batch_size=2,
+                       precision="fp32", device="cpu", data_source="synthetic", model_variant="tiny",
+                       warmup_steps=1, timed_steps=4, results_path=str(tmp_path / f"{framework}.parquet"),
+                       init_weights_path=str(tmp_path / "init.npz"))
+        path = tmp_path / f"{framework}.json"
+        path.write_text(spec.to_json())
+        proc = run_in(framework, "-m", f"{framework}_backend.run", str(path))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        frames[framework] = pd.read_parquet(spec.results_path)
+    return frames
+
+
+def value(df: pd.DataFrame, metric: str) -> float:
+    values = df.loc[df.metric == metric, "value"]
+    assert len(values) == 1, f"expected one {metric} row, found {len(values)}"
+    return float(values.iloc[0])
+
+
+def test_inference_records_latency_percentiles_throughput_and_memory(inference_rows):
+    for df in inference_rows.values():
+        assert value(df, "timed_steps") == 4 and value(df, "warmup_steps") == 1
+        p50, p95, p99 = (value(df, f"latency_{p}") for p in ("p50", "p95", "p99"))
+        assert 0 < p50 <= p95 <= p99
+        assert value(df, "latency_mean") > 0 and value(df, "latency_std") >= 0
+        assert value(df, "throughput") == pytest.approx(2 * 1e3 / value(df, "latency_mean"), rel=1e-6)
+        assert value(df, "peak_host_rss") > 50e6
+        assert value(df, "first_batch_time") > 0
+        assert (df.model_variant == "tiny").all() and (df.use_case == catalog.INFERENCE).all()
+    assert value(inference_rows["jax"], "parameter_count") == value(inference_rows["torch"], "parameter_count")
+    assert inference_rows["jax"].init_weights_sha256.iloc[0] == inference_rows["torch"].init_weights_sha256.iloc[0]
+    assert inference_rows["jax"].precision_policy.iloc[0] == inference_rows["torch"].precision_policy.iloc[0]
+
+
+def test_jax_inference_compile_time_is_recorded_apart_and_pytorch_eager_claims_none(inference_rows):
+    jax_rows, torch_rows = inference_rows["jax"], inference_rows["torch"]
+    assert value(jax_rows, "compile_time") > 0 and value(jax_rows, "lowering_time") > 0
+    assert "compile_time" not in set(torch_rows.metric)  # eager PyTorch compiles nothing ahead of time
