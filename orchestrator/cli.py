@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR, catalog
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, UsageError
 
 MATRIX = "Matrix (each axis: a comma-separated list, or repeat the option)"
 TRAINING = "Training and data"
@@ -168,18 +168,27 @@ def validate(
     seed: Annotated[int, typer.Option(help="Seed of the weights and of the input batch.")] = 0,
     device: Annotated[str, typer.Option(help="auto (GPU if the framework sees one), cpu or gpu.")] = "auto",
     profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML): where the environments live.")] = None,
+    executor: Annotated[str, typer.Option(help="local (run here) or slurm (one job on a node of the profile's partition, e.g. on the GPUs you will benchmark).")] = "local",
+    results_dir: Annotated[Path, typer.Option(help="With --executor slurm: the shared folder the job writes to (under validate/).")] = DEFAULT_RESULTS_DIR,
 ) -> None:
     """Run one batch through the model in both frameworks from the same weights and compare the logits.
 
     Prints both parameter counts, the max abs and max relative error, and PASS (exit 0) or FAIL (exit 1)."""
     from orchestrator.profile import load_profile
-    from orchestrator.validate import ValidateRequest, summary
+    from orchestrator.validate import ValidateRequest, summary, validate_on_slurm
     from orchestrator.validate import validate as run_validate
 
     try:
         req = ValidateRequest(model=model, batch_size=batch_size, precision=precision, variant=variant, seed=seed,
                               device=device, profile=load_profile(profile))
-        result = run_validate(req, report=lambda line: typer.echo(line, err=True))
+        say = lambda line: typer.echo(line, err=True)  # noqa: E731  progress on stderr, the verdict on stdout
+        if executor == "local":
+            result = run_validate(req, report=say)
+        elif executor == "slurm":
+            command = shlex.join(["python", "main.py", *sys.argv[1:]])
+            result = validate_on_slurm(req, results_dir, command, report=say)
+        else:
+            raise UsageError(f"unknown executor {executor!r} for validate; choose from: local, slurm")
     except OrchestratorError as exc:
         raise fail(exc) from None
     for line in summary(req, result):

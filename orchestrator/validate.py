@@ -127,3 +127,55 @@ def summary(req: ValidateRequest, result: ValidateResult) -> list[str]:
     ]
     lines.append("PASS" if result.passed else "FAIL")
     return lines
+
+
+# --- the same check as one job on the cluster ----------------------------------------------------------
+
+def render_script(req: ValidateRequest, spec_path: Path, work: Path, command: str) -> str:
+    from orchestrator import campaign
+    from orchestrator.render import _environment, sbatch_directives
+
+    name = f"validate_{req.model}"
+    return _environment().get_template("validate.sh.j2").render(
+        script_name=f"{name}.sh", model=req.model, variant=req.variant, batch_size=req.batch_size,
+        precision=req.precision, work_dir=work, command=command, git_commit=campaign.git_commit(),
+        created_at=campaign.now_utc(),
+        # One task: the two frameworks run one after the other on the same node and GPU, the ones to be benchmarked.
+        directives=sbatch_directives(req.profile, name, 1, work),
+        setup_lines=list(req.profile.setup_lines), profile_name=req.profile.name, project_root=PROJECT_ROOT,
+        cpus_per_task=req.profile.cpus_per_task, spec_path=spec_path,
+        environments=[(fw, req.profile.env_path(fw) / "bin" / "activate") for fw in ORDER],
+    )
+
+
+def validate_on_slurm(req: ValidateRequest, results_dir: Path, command: str,
+                      report: Callable[[str], None] = print) -> ValidateResult:
+    """Submit the check as one Slurm job, wait for it, and compare what it wrote (the folder must be shared)."""
+    from orchestrator import campaign, submit
+
+    check_request(req)
+    submit.require_command("sbatch")
+    bench = catalog.home_benchmark(req.model)
+    shape = sample_shape(bench.name, req.variant)
+    stamp = campaign.now_utc().replace(":", "").replace("+0000", "")
+    work = (results_dir / "validate" / f"{req.model}-{req.variant}-bs{req.batch_size}-{stamp}").resolve()
+    spec = ParitySpec(model=req.model, variant=req.variant, benchmark=bench.name, sample_shape=shape,
+                      num_classes=num_classes(bench.name), batch_size=req.batch_size, precision=req.precision,
+                      seed=req.seed, device=req.device, weights_path=str(work / "weights.npz"),
+                      input_path=str(work / "input.npy"), output_dir=str(work))
+    work.mkdir(parents=True, exist_ok=False)
+    np.save(spec.input_path, synthetic_inputs(req.batch_size, shape, req.seed))
+    spec_path = work / "spec.json"
+    spec_path.write_text(spec.to_json())
+    script = work / f"validate_{req.model}.sh"
+    script.write_text(render_script(req, spec_path, work, command))
+    sub = submit.submit_sbatch("parity", script, 1)
+    report(f"submitted {script} as job {sub.job_id}; waiting for it")
+    submit.wait_for_slurm([sub], report=report)
+    logs = sorted(work.glob("*.out"))
+    missing = [fw for fw in ORDER if not spec.logits_path(fw).is_file()]
+    if sub.failed or missing:
+        tail = submit.log_tail(logs[-1]) if logs else f"(no log in {work})"
+        raise OrchestratorError(f"the parity job {sub.job_id} did not finish both forward passes "
+                                f"(missing: {', '.join(missing) or 'none'}); its log ends with:\n{tail}")
+    return read_result(spec)

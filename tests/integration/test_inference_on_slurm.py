@@ -42,3 +42,15 @@ def test_tiny_inference_on_the_local_slurm_cluster(slurm_cluster, tmp_path):
     assert merged.groupby("model").init_weights_sha256.nunique().eq(1).all()  # one weights file per model
     # collect's comparison names the variant, so a tiny network is never read as the full one
     assert "mobilenet_v3_small (tiny)" in collect.stdout and "resnet50 (tiny)" in collect.stdout
+
+
+def test_validate_runs_as_one_job_on_a_cluster_node(slurm_cluster, tmp_path):
+    proc = run_cli("validate", "--model", "cnn", "--variant", "tiny", "--executor", "slurm", "--profile",
+                   str(REPO_ROOT / "profiles" / "local_slurm.toml"), "--results-dir", str(tmp_path),
+                   env=slurm_cluster.env, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "submitted" in proc.stderr and proc.stdout.splitlines()[-1] == "PASS"
+    (work,) = (tmp_path / "validate").iterdir()
+    (log,) = work.glob("validate_cnn_*.out")
+    assert "parity check on" in log.read_text()
+    assert {p.name for p in work.glob("*-logits.npy")} == {"jax-logits.npy", "torch-logits.npy"}

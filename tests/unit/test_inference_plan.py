@@ -89,6 +89,7 @@ def test_a_real_inference_run_without_synthetic_is_refused_and_writes_nothing(tm
     (["--model", "cnn", "--precision", "bf16"], "precision 'bf16' is declared but not implemented yet"),
     (["--model", "cnn", "--variant", "huge"], "unknown model variant 'huge'"),
     (["--model", "cnn", "--batch-size", "0"], "--batch-size must be a positive integer"),
+    (["--model", "cnn", "--executor", "submitit"], "unknown executor 'submitit' for validate"),
 ])
 def test_validate_refuses_bad_input_in_one_sentence(args, message):
     proc = run_cli("validate", *args)
