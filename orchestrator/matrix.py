@@ -174,3 +174,9 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
         missing = missing_mnist_files(root)
         if missing:
             raise UsageError(f"data directory {root} lacks the MNIST files {', '.join(missing)} (each may be .gz)")
+    if benchmark == "cifar10":
+        from bench_contract.data import missing_cifar10_files
+
+        missing = missing_cifar10_files(root)
+        if missing:
+            raise UsageError(f"data directory {root} lacks the CIFAR-10 python batches {', '.join(missing)}")

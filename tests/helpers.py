@@ -49,3 +49,22 @@ def write_mnist_folder(folder: Path, train: int, test: int) -> Path:
     write_idx(folder / "t10k-images-idx3-ubyte", rng.integers(0, 256, (test, 28, 28)))
     write_idx(folder / "t10k-labels-idx1-ubyte.gz", rng.integers(0, 10, (test,)))
     return folder
+
+
+def write_cifar10_folder(folder: Path, per_batch: int, nested: bool = True) -> Path:
+    """CIFAR-10's python batches as the archive unpacks them (cifar-10-batches-py/), random pixels and labels.
+
+    Written like the real files: pickled dicts with bytes keys, a uint8 array of 3072-byte rows and a list of
+    labels, pickle protocol 2."""
+    import pickle
+
+    target = folder / "cifar-10-batches-py" if nested else folder
+    target.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {b"batch_label": name.encode(), b"labels": [int(v) for v in rng.integers(0, 10, per_batch)],
+                 b"data": rng.integers(0, 256, (per_batch, 3072)).astype(np.uint8),
+                 b"filenames": [f"img_{i}.png".encode() for i in range(per_batch)]}
+        with open(target / name, "wb") as f:
+            pickle.dump(batch, f, protocol=2)
+    return folder
