@@ -3,8 +3,8 @@
 A backend supplies the framework operations (`InferenceOps`). One batch is put on the device once; the
 forward pass on it is then compiled (JAX, ahead of time, timed on its own), run once more untimed after
 compilation, warmed up, and timed `timed_steps` times, each step ending only when the device is done.
-Inputs are synthetic: inference time does not depend on the pixel values, and both frameworks get the same
-array, made from the seed.
+Inputs are synthetic (made from the seed) or the first images of the real evaluation split; either way
+both frameworks get the same array.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from bench_contract import vision
-from bench_contract.data import SYNTHETIC_SHAPES, DataError, Dataset
+from bench_contract.data import SYNTHETIC_SHAPES, DataError, Dataset, load_dataset
 from bench_contract.results import ResultRows
 from bench_contract.spec import JobSpec
 from bench_contract.timing import StepTimer, step_time_statistics
@@ -60,13 +60,38 @@ def synthetic_inputs(batch_size: int, shape: tuple[int, ...], seed: int) -> np.n
 
 
 def inference_dataset(spec: JobSpec) -> Dataset:
-    """The one batch an inference cell runs on, as a Dataset (training split = the batch, no other split)."""
-    if spec.data_source != "synthetic":
-        raise DataError("the inference use case runs on synthetic inputs only (real data readers are not built yet)")
-    x = synthetic_inputs(spec.batch_size, sample_shape(spec.benchmark, spec.model_variant), spec.seed)
-    y = np.zeros(len(x), dtype=np.int32)
-    empty_x, empty_y = x[:0], y[:0]
-    return Dataset(spec.benchmark, "synthetic", x, y, empty_x, empty_y, empty_x, empty_y, num_classes(spec.benchmark))
+    """The one batch an inference cell runs on, as a Dataset (training split = the batch, no other split).
+
+    Synthetic inputs come from the seed; real ones are the first images of the evaluation split (an image
+    folder's val/, CIFAR-10's or MNIST's test set), read by the contract's readers, so both frameworks get
+    the same pixels."""
+    shape = sample_shape(spec.benchmark, spec.model_variant)
+    if spec.data_source == "synthetic":
+        x = synthetic_inputs(spec.batch_size, shape, spec.seed)
+        y, classes = np.zeros(len(x), dtype=np.int32), num_classes(spec.benchmark)
+    else:
+        x, y, classes = real_inputs(spec.benchmark, spec.data_dir, spec.batch_size, shape)
+    return Dataset(spec.benchmark, spec.data_source, x, y, x[:0], y[:0], x[:0], y[:0], classes)
+
+
+def real_inputs(benchmark: str, data_dir: str | None, batch_size: int,
+                shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int]:
+    if not data_dir:
+        raise DataError(f"benchmark {benchmark!r} with real data needs a data directory")
+    if benchmark == "imagenet":
+        from bench_contract.images import ImageFolder, split_folder
+
+        folder = ImageFolder.scan(split_folder(data_dir, "val"))
+        if len(folder) < batch_size:
+            raise DataError(f"image folder {folder.root} holds {len(folder)} images, fewer than batch size {batch_size}")
+        x, y = folder.batch(range(batch_size), shape[-1])
+        return x, y, len(folder.classes)  # the class count follows the data (ImageNet-100: 100)
+    data = load_dataset(benchmark, "real", data_dir)
+    if data.sample_shape != shape:
+        raise DataError(f"{benchmark} samples have shape {data.sample_shape}, the model takes {shape}")
+    if len(data.x_test) < batch_size:
+        raise DataError(f"{benchmark} has {len(data.x_test)} test samples, fewer than batch size {batch_size}")
+    return data.x_test[:batch_size], data.y_test[:batch_size], data.num_classes
 
 
 LATENCY_METRICS = {"step_time_p50": "latency_p50", "step_time_p90": "latency_p90", "step_time_p95": "latency_p95",

@@ -153,12 +153,9 @@ def expand(
     ]
 
 
-def check_data(benchmark: str, settings: RunSettings, use_case: int | None = None) -> None:
+def check_data(benchmark: str, settings: RunSettings) -> None:
     """Refuse a data directory that is missing or lacks the benchmark's files, before anything is written."""
     bench = catalog.benchmark(benchmark)
-    if use_case == catalog.INFERENCE and settings.data_source != "synthetic":
-        raise UsageError("the inference use case runs on synthetic inputs only for now (no image readers yet): "
-                         "add --synthetic")
     if settings.data_source == "synthetic" or not bench.needs_data_dir:
         return
     if not settings.data_dir:
@@ -180,3 +177,9 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
         missing = missing_cifar10_files(root)
         if missing:
             raise UsageError(f"data directory {root} lacks the CIFAR-10 python batches {', '.join(missing)}")
+    if benchmark == "imagenet":
+        from bench_contract.images import folder_problem
+
+        problem = folder_problem(root, "val")
+        if problem:
+            raise UsageError(problem)

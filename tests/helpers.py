@@ -68,3 +68,18 @@ def write_cifar10_folder(folder: Path, per_batch: int, nested: bool = True) -> P
         with open(target / name, "wb") as f:
             pickle.dump(batch, f, protocol=2)
     return folder
+
+
+def write_image_folder(folder: Path, classes: int, per_class: int, split: str = "val") -> Path:
+    """An ImageNet-style folder: <split>/<class>/<n>.JPEG, random pixels, sizes that vary in both directions."""
+    from PIL import Image
+
+    rng = np.random.default_rng(2)
+    for c in range(classes):
+        target = folder / split / f"n{c:08d}"
+        target.mkdir(parents=True)
+        for i in range(per_class):
+            height, width = int(rng.integers(40, 120)), int(rng.integers(40, 120))
+            pixels = rng.integers(0, 256, (height, width, 3)).astype(np.uint8)
+            Image.fromarray(pixels).save(target / f"img_{i:03d}.JPEG", quality=90)
+    return folder

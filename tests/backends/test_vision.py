@@ -17,7 +17,7 @@ import pytest
 from bench_contract.inference import num_classes, sample_shape, synthetic_inputs
 from bench_contract.parity import ParitySpec
 from bench_contract.spec import JobSpec
-from helpers import REPO_ROOT, env_python, run_cli
+from helpers import REPO_ROOT, env_python, run_cli, write_image_folder
 from orchestrator import catalog
 from orchestrator.validate import read_result
 
@@ -152,3 +152,33 @@ def test_jax_inference_compile_time_is_recorded_apart_and_pytorch_eager_claims_n
     jax_rows, torch_rows = inference_rows["jax"], inference_rows["torch"]
     assert value(jax_rows, "compile_time") > 0 and value(jax_rows, "lowering_time") > 0
     assert "compile_time" not in set(torch_rows.metric)  # eager PyTorch compiles nothing ahead of time
+
+
+def test_both_environments_read_an_image_folder_to_the_same_pixels_and_run_inference_on_it(tmp_path):
+    root = write_image_folder(tmp_path / "imagenet", classes=2, per_class=2)
+    decode = ("import sys, numpy as np; from bench_contract.images import ImageFolder, split_folder; "
+              "x, y = ImageFolder.scan(split_folder(sys.argv[1], 'val')).batch(range(4), 64); np.save(sys.argv[2], x)")
+    pixels = {}
+    for framework in FRAMEWORKS:
+        out = tmp_path / f"{framework}-pixels.npy"
+        proc = run_in(framework, "-c", decode, str(root), str(out))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        pixels[framework] = np.load(out)
+    assert pixels["jax"].shape == (4, 3, 64, 64)
+    np.testing.assert_array_equal(pixels["jax"], pixels["torch"])  # the same bytes, not merely close
+    frames = {}
+    for framework in FRAMEWORKS:
+        spec = JobSpec(campaign="test", cell_id=f"{framework}-real", pair_key="real", framework=framework,
+                       benchmark="imagenet", use_case=catalog.INFERENCE, model="mobilenet_v3_small", batch_size=4,
+                       precision="fp32", device="cpu", data_source="real", data_dir=str(root), model_variant="tiny",
+                       warmup_steps=0, timed_steps=2, results_path=str(tmp_path / f"{framework}.parquet"),
+                       init_weights_path=str(tmp_path / "init.npz"))
+        path = tmp_path / f"{framework}.json"
+        path.write_text(spec.to_json())
+        proc = run_in(framework, "-m", f"{framework}_backend.run", str(path))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        frames[framework] = pd.read_parquet(spec.results_path)
+    for df in frames.values():
+        assert (df.data_source == "real").all() and value(df, "timed_steps") == 2
+    # two class folders: the classifier has two outputs in both, so the same (smaller) parameter count
+    assert value(frames["jax"], "parameter_count") == value(frames["torch"], "parameter_count")

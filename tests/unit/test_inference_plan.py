@@ -48,10 +48,12 @@ def test_unknown_variant_and_bad_timed_steps_are_refused():
                 model="resnet50", batch_size=1, precision="fp32", model_variant="huge")
 
 
-def test_inference_on_real_data_is_refused_until_readers_exist():
-    with pytest.raises(UsageError, match="synthetic inputs only"):
-        matrix.check_data("imagenet", settings(data_dir="/data/imagenet"), catalog.INFERENCE)
-    matrix.check_data("imagenet", settings(data_source="synthetic"), catalog.INFERENCE)
+def test_inference_on_real_data_checks_the_folder_before_anything_is_written(tmp_path):
+    with pytest.raises(UsageError, match="give --data-dir"):
+        matrix.check_data("imagenet", settings())
+    with pytest.raises(UsageError, match="has no class subfolders"):
+        matrix.check_data("imagenet", settings(data_dir=str(tmp_path)))
+    matrix.check_data("imagenet", settings(data_source="synthetic"))
 
 
 def test_every_built_model_has_an_input_shape():
@@ -75,11 +77,11 @@ def test_imagenet_inference_dry_run_renders_both_scripts(tmp_path):
     assert sorted({c["batch_size"] for c in manifest["cells"]}) == [1, 8, 32, 128]
 
 
-def test_a_real_inference_run_without_synthetic_is_refused_and_writes_nothing(tmp_path):
+def test_a_real_inference_run_without_data_is_refused_and_writes_nothing(tmp_path):
     proc = run_cli("--benchmark", "imagenet", "--use-case", "5", "--executor", "local",
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
     assert proc.returncode == 2
-    assert "add --synthetic" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "give --data-dir, or ask for --synthetic" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench_contract import data
-from helpers import write_cifar10_folder
+from helpers import write_cifar10_folder, write_image_folder
 from orchestrator import matrix
 from orchestrator.errors import UsageError
 from test_matrix import settings
@@ -52,3 +52,39 @@ def test_a_cifar10_batch_that_would_run_code_is_refused(tmp_path):
     evil.write_bytes(pickle.dumps({b"data": print, b"labels": []}, protocol=2))
     with pytest.raises(data.DataError, match=r"not (__builtin__|builtins)\.print"):
         data.read_cifar_batch(evil)
+
+
+def test_an_image_folder_is_scanned_in_a_stable_order_and_preprocessed_like_torchvision_eval(tmp_path):
+    from bench_contract.images import MEAN, STD, ImageFolder, split_folder
+
+    root = write_image_folder(tmp_path / "imagenet", classes=3, per_class=2)
+    folder = ImageFolder.scan(split_folder(root, "val"))
+    assert folder.classes == ("n00000000", "n00000001", "n00000002")
+    assert [label for _, label in folder.samples] == [0, 0, 1, 1, 2, 2]
+    x, y = folder.batch(range(len(folder)), 64)
+    assert x.shape == (6, 3, 64, 64) and x.dtype == np.float32 and list(y) == [0, 0, 1, 1, 2, 2]
+    # A uniform image stays uniform through resize and crop: every pixel is exactly its normalised colour.
+    from PIL import Image
+
+    solid = tmp_path / "solid" / "a"
+    solid.mkdir(parents=True)
+    Image.new("RGB", (90, 50), (200, 100, 0)).save(solid / "x.png")
+    x, _ = ImageFolder.scan(tmp_path / "solid").batch([0], 32)
+    expected = (np.array([200, 100, 0], np.float32) / 255 - MEAN) / STD
+    np.testing.assert_allclose(x[0], np.broadcast_to(expected[:, None, None], (3, 32, 32)), rtol=1e-6)
+
+
+def test_an_image_folder_that_cannot_be_read_is_a_clear_error(tmp_path):
+    from bench_contract.images import ImageFolder
+
+    with pytest.raises(data.DataError, match="has no class subfolders"):
+        ImageFolder.scan(tmp_path)
+    (tmp_path / "cls").mkdir()
+    (tmp_path / "cls" / "notes.txt").write_text("not an image")
+    with pytest.raises(data.DataError, match="but no .jpeg, .jpg, .png files"):
+        ImageFolder.scan(tmp_path)
+    (tmp_path / "cls" / "broken.JPEG").write_bytes(b"\xff\xd8 truncated")
+    with pytest.raises(data.DataError, match="broken.JPEG is not an image Pillow can read"):
+        ImageFolder.scan(tmp_path).batch([0], 32)
+    with pytest.raises(UsageError, match="has no class subfolders"):
+        matrix.check_data("imagenet", settings(data_dir=str(tmp_path / "cls")))
