@@ -112,13 +112,18 @@ def test_validate_prints_both_counts_the_errors_and_pass():
 @pytest.fixture(scope="module")
 def inference_rows(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("inference")
+    return run_inference_both(tmp_path, model="efficientnet_b0", batch_size=2, data_source="synthetic",
+                              warmup_steps=1, timed_steps=4)
+
+
+def run_inference_both(tmp_path, **fields) -> dict[str, pd.DataFrame]:
+    """One inference cell per framework (tiny variant, CPU) from one weights file; their result rows."""
     frames = {}
     for framework in FRAMEWORKS:
         spec = JobSpec(campaign="test", cell_id=f"{framework}-inf", pair_key="inf", framework=framework,
-                       benchmark="imagenet", use_case=catalog.INFERENCE, model="efficientnet_b0", batch_size=2,
-                       precision="fp32", device="cpu", data_source="synthetic", model_variant="tiny",
-                       warmup_steps=1, timed_steps=4, results_path=str(tmp_path / f"{framework}.parquet"),
-                       init_weights_path=str(tmp_path / "init.npz"))
+                       benchmark="imagenet", use_case=catalog.INFERENCE, precision="fp32", device="cpu",
+                       model_variant="tiny", results_path=str(tmp_path / f"{framework}.parquet"),
+                       init_weights_path=str(tmp_path / "init.npz"), **fields)
         path = tmp_path / f"{framework}.json"
         path.write_text(spec.to_json())
         proc = run_in(framework, "-m", f"{framework}_backend.run", str(path))
@@ -166,18 +171,8 @@ def test_both_environments_read_an_image_folder_to_the_same_pixels_and_run_infer
         pixels[framework] = np.load(out)
     assert pixels["jax"].shape == (4, 3, 64, 64)
     np.testing.assert_array_equal(pixels["jax"], pixels["torch"])  # the same bytes, not merely close
-    frames = {}
-    for framework in FRAMEWORKS:
-        spec = JobSpec(campaign="test", cell_id=f"{framework}-real", pair_key="real", framework=framework,
-                       benchmark="imagenet", use_case=catalog.INFERENCE, model="mobilenet_v3_small", batch_size=4,
-                       precision="fp32", device="cpu", data_source="real", data_dir=str(root), model_variant="tiny",
-                       warmup_steps=0, timed_steps=2, results_path=str(tmp_path / f"{framework}.parquet"),
-                       init_weights_path=str(tmp_path / "init.npz"))
-        path = tmp_path / f"{framework}.json"
-        path.write_text(spec.to_json())
-        proc = run_in(framework, "-m", f"{framework}_backend.run", str(path))
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        frames[framework] = pd.read_parquet(spec.results_path)
+    frames = run_inference_both(tmp_path, model="mobilenet_v3_small", batch_size=4, data_source="real",
+                                data_dir=str(root), warmup_steps=0, timed_steps=2)
     for df in frames.values():
         assert (df.data_source == "real").all() and value(df, "timed_steps") == 2
     # two class folders: the classifier has two outputs in both, so the same (smaller) parameter count
