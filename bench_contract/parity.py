@@ -41,6 +41,12 @@ class ParitySpec:
     weights_path: str
     input_path: str
     output_dir: str
+    torch_compile: bool = False  # PyTorch options, as in the job spec: check the code path that is benchmarked
+    channels_last: bool = False
+
+    @property
+    def model_variant(self) -> str:  # the job spec's name for the same field, for backends reading either
+        return self.variant
 
     def __post_init__(self) -> None:
         vision.check_variant(self.variant)
@@ -67,15 +73,16 @@ class ParityBackend(Protocol):
 
     def param_specs(self, model: str, sample_shape: tuple[int, ...], num_classes: int, variant: str) -> list[ParamSpec]: ...
 
-    def inference_ops(self, model: str, variant: str, weights: dict[str, np.ndarray], sample_shape: tuple[int, ...],
-                      num_classes: int) -> InferenceOps: ...
+    def inference_ops(self, spec: Any, weights: dict[str, np.ndarray], sample_shape: tuple[int, ...],
+                      num_classes: int) -> InferenceOps:
+        """spec: a JobSpec or a ParitySpec (model, model_variant, torch_compile, channels_last)."""
 
 
 def run_parity(spec: ParitySpec, backend: ParityBackend) -> dict:
     setup = backend.prepare(spec)
     specs = backend.param_specs(spec.model, spec.sample_shape, spec.num_classes, spec.variant)
     weights, sha = load_or_create(spec.weights_path, specs, spec.seed, randomize_constants=True)
-    ops = backend.inference_ops(spec.model, spec.variant, weights, spec.sample_shape, spec.num_classes)
+    ops = backend.inference_ops(spec, weights, spec.sample_shape, spec.num_classes)
     x = np.load(spec.input_path)
     batch = ops.to_device(x)
     ops.compile(batch)

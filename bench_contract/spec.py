@@ -48,6 +48,9 @@ class JobSpec:
     synthetic_samples: int = 2048
     model_variant: str = "full"  # "full", or "tiny" for CPU tests (bench_contract.vision)
     timed_steps: int = 50  # timed repetitions of use cases that repeat one step (inference)
+    # PyTorch options (inference): torch.compile instead of eager, channels_last memory format for CNNs
+    torch_compile: bool = False
+    channels_last: bool = False
     # where results go (absolute paths, written by the orchestrator)
     results_path: str = ""
     init_weights_path: str = ""

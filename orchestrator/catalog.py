@@ -111,6 +111,9 @@ IMPLEMENTED: dict[tuple[str, str], frozenset[int]] = {
     ("mnist", "cnn"): frozenset({INFERENCE}),
 }
 
+# Models whose activations are images (N, C, H, W) all the way: PyTorch's channels_last applies to them.
+CONVOLUTIONAL = ("cnn", "resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0")
+
 OPTIMIZERS = ("sgd",)
 EXECUTORS = ("slurm", "submitit", "local")
 DEVICES = ("auto", "cpu", "gpu")

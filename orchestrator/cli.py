@@ -53,6 +53,8 @@ def main(
     batch_sizes: Annotated[Optional[list[str]], typer.Option("--batch-sizes", help="Batch sizes, e.g. 32,64 (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
     precision: Annotated[Optional[list[str]], typer.Option("--precision", help="Precision policies (default: fp32).", rich_help_panel=MATRIX)] = None,
     variant: Annotated[str, typer.Option("--variant", help="Model size: full, or tiny (fewer blocks, smaller inputs) for CPU tests.", rich_help_panel=MATRIX)] = "full",
+    torch_compile: Annotated[bool, typer.Option("--torch-compile", help="PyTorch cells use torch.compile instead of eager (inference).", rich_help_panel=MATRIX)] = False,
+    channels_last: Annotated[bool, typer.Option("--channels-last", help="PyTorch CNNs run in channels_last memory format (inference).", rich_help_panel=MATRIX)] = False,
     epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default: the benchmark's).", rich_help_panel=TRAINING)] = None,
     learning_rate: Annotated[float, typer.Option(help="Learning rate.", rich_help_panel=TRAINING)] = 0.01,
     optimizer: Annotated[str, typer.Option(help="Optimizer: sgd.", rich_help_panel=TRAINING)] = "sgd",
@@ -95,6 +97,8 @@ def main(
             device=device,
             model_variant=variant,
             timed_steps=timed_steps,
+            torch_compile=torch_compile,
+            channels_last=channels_last,
         )
         request = LaunchRequest(
             benchmark=benchmark,
@@ -168,6 +172,8 @@ def validate(
     seed: Annotated[int, typer.Option(help="Seed of the weights and of the input batch.")] = 0,
     device: Annotated[str, typer.Option(help="auto (GPU if the framework sees one), cpu or gpu.")] = "auto",
     profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML): where the environments live.")] = None,
+    torch_compile: Annotated[bool, typer.Option("--torch-compile", help="Check PyTorch under torch.compile instead of eager.")] = False,
+    channels_last: Annotated[bool, typer.Option("--channels-last", help="Check PyTorch in channels_last memory format (CNNs).")] = False,
     executor: Annotated[str, typer.Option(help="local (run here) or slurm (one job on a node of the profile's partition, e.g. on the GPUs you will benchmark).")] = "local",
     results_dir: Annotated[Path, typer.Option(help="With --executor slurm: the shared folder the job writes to (under validate/).")] = DEFAULT_RESULTS_DIR,
 ) -> None:
@@ -180,7 +186,8 @@ def validate(
 
     try:
         req = ValidateRequest(model=model, batch_size=batch_size, precision=precision, variant=variant, seed=seed,
-                              device=device, profile=load_profile(profile))
+                              device=device, profile=load_profile(profile), torch_compile=torch_compile,
+                              channels_last=channels_last)
         say = lambda line: typer.echo(line, err=True)  # noqa: E731  progress on stderr, the verdict on stdout
         if executor == "local":
             result = run_validate(req, report=say)

@@ -30,6 +30,8 @@ class RunSettings:
     device: str
     model_variant: str = "full"
     timed_steps: int = 50
+    torch_compile: bool = False
+    channels_last: bool = False
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -141,6 +143,7 @@ def expand(
             reason = catalog.skip_reason(bench, case, model, precision)
             if reason:
                 raise UsageError(f"cannot plan {benchmark} use case {use_case} with {model}/{precision}: {reason}")
+    check_torch_options(case, models, settings)
     limit = train_split_size(bench, settings) if case.trains else None
     if limit is not None and max(batch_sizes) > limit:
         raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
@@ -151,6 +154,21 @@ def expand(
         for batch_size in batch_sizes
         for precision in precisions
     ]
+
+
+def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunSettings) -> None:
+    """torch.compile and channels_last are implemented for inference, and channels_last only means something for
+    convolutional networks."""
+    chosen = [flag for flag, on in (("--torch-compile", settings.torch_compile),
+                                    ("--channels-last", settings.channels_last)) if on]
+    if chosen and case.number != catalog.INFERENCE:
+        raise UsageError(f"{' and '.join(chosen)} are implemented for the inference use case "
+                         f"({catalog.INFERENCE}) only, not for use case {case.number}")
+    if settings.channels_last:
+        flat = [m for m in models if m not in catalog.CONVOLUTIONAL]
+        if flat:
+            raise UsageError(f"--channels-last is for convolutional networks; {', '.join(flat)} "
+                             f"{'is' if len(flat) == 1 else 'are'} not one (they are: {', '.join(catalog.CONVOLUTIONAL)})")
 
 
 def check_data(benchmark: str, settings: RunSettings) -> None:

@@ -36,6 +36,8 @@ class ValidateRequest:
     seed: int
     device: str
     profile: ClusterProfile
+    torch_compile: bool = False
+    channels_last: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ def check_request(req: ValidateRequest) -> None:
     catalog.check_variant(req.variant)
     if req.batch_size < 1:
         raise UsageError(f"--batch-size must be a positive integer, got {req.batch_size}")
+    if req.channels_last and req.model not in catalog.CONVOLUTIONAL:
+        raise UsageError(f"--channels-last is for convolutional networks; {req.model} is not one")
     if req.device not in catalog.DEVICES:
         raise UsageError(f"unknown device {req.device!r}; choose from: {', '.join(catalog.DEVICES)}")
     for framework in ORDER:
@@ -71,19 +75,25 @@ def check_request(req: ValidateRequest) -> None:
                              "create it with: python main.py envs")
 
 
-def validate(req: ValidateRequest, report: Callable[[str], None] = print) -> ValidateResult:
-    check_request(req)
+def write_inputs(req: ValidateRequest, work: Path) -> tuple[ParitySpec, Path]:
+    """The parity spec and the input batch in `work`; the backends write the weights, logits and reports there."""
     bench = catalog.home_benchmark(req.model)
     shape = sample_shape(bench.name, req.variant)
+    spec = ParitySpec(model=req.model, variant=req.variant, benchmark=bench.name, sample_shape=shape,
+                      num_classes=num_classes(bench.name), batch_size=req.batch_size, precision=req.precision,
+                      seed=req.seed, device=req.device, weights_path=str(work / "weights.npz"),
+                      input_path=str(work / "input.npy"), output_dir=str(work),
+                      torch_compile=req.torch_compile, channels_last=req.channels_last)
+    np.save(spec.input_path, synthetic_inputs(req.batch_size, shape, req.seed))
+    spec_path = work / "spec.json"
+    spec_path.write_text(spec.to_json())
+    return spec, spec_path
+
+
+def validate(req: ValidateRequest, report: Callable[[str], None] = print) -> ValidateResult:
+    check_request(req)
     with tempfile.TemporaryDirectory(prefix=f"validate-{req.model}-") as tmp:
-        work = Path(tmp)
-        spec = ParitySpec(model=req.model, variant=req.variant, benchmark=bench.name, sample_shape=shape,
-                          num_classes=num_classes(bench.name), batch_size=req.batch_size, precision=req.precision,
-                          seed=req.seed, device=req.device, weights_path=str(work / "weights.npz"),
-                          input_path=str(work / "input.npy"), output_dir=str(work))
-        np.save(spec.input_path, synthetic_inputs(req.batch_size, shape, req.seed))
-        spec_path = work / "spec.json"
-        spec_path.write_text(spec.to_json())
+        spec, spec_path = write_inputs(req, Path(tmp))
         for framework in ORDER:
             report(f"running the {catalog.FRAMEWORKS[framework]} forward pass in {req.profile.env_path(framework)}")
             run_backend(framework, spec_path, req.profile)
@@ -117,6 +127,7 @@ def summary(req: ValidateRequest, result: ValidateResult) -> list[str]:
     counts = result.parameter_counts
     lines = [
         f"model {req.model} ({req.variant}), batch {req.batch_size}, {req.precision}, seed {req.seed}, "
+        f"PyTorch {'torch.compile' if req.torch_compile else 'eager'}{', channels_last' if req.channels_last else ''}, "
         f"logits {'x'.join(map(str, result.logits_shape))}",
         f"  parameters  PyTorch {counts['torch']:,}   JAX {counts['jax']:,}"
         + ("   (equal)" if counts["torch"] == counts["jax"] else "   (DIFFERENT)"),
@@ -155,18 +166,10 @@ def validate_on_slurm(req: ValidateRequest, results_dir: Path, command: str,
 
     check_request(req)
     submit.require_command("sbatch")
-    bench = catalog.home_benchmark(req.model)
-    shape = sample_shape(bench.name, req.variant)
     stamp = campaign.now_utc().replace(":", "").replace("+0000", "")
     work = (results_dir / "validate" / f"{req.model}-{req.variant}-bs{req.batch_size}-{stamp}").resolve()
-    spec = ParitySpec(model=req.model, variant=req.variant, benchmark=bench.name, sample_shape=shape,
-                      num_classes=num_classes(bench.name), batch_size=req.batch_size, precision=req.precision,
-                      seed=req.seed, device=req.device, weights_path=str(work / "weights.npz"),
-                      input_path=str(work / "input.npy"), output_dir=str(work))
     work.mkdir(parents=True, exist_ok=False)
-    np.save(spec.input_path, synthetic_inputs(req.batch_size, shape, req.seed))
-    spec_path = work / "spec.json"
-    spec_path.write_text(spec.to_json())
+    spec, spec_path = write_inputs(req, work)
     script = work / f"validate_{req.model}.sh"
     script.write_text(render_script(req, spec_path, work, command))
     sub = submit.submit_sbatch("parity", script, 1)

@@ -87,12 +87,13 @@ class TorchBackend:
     def param_specs(self, model, sample_shape, num_classes, variant):
         return models.param_specs(models.build(model, sample_shape, num_classes, variant))
 
-    def inference_ops(self, model, variant, weights, sample_shape, num_classes) -> TorchInference:
-        return TorchInference(model, variant, weights, sample_shape, num_classes, self.device)
+    def inference_ops(self, spec, weights, sample_shape, num_classes) -> TorchInference:
+        return TorchInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
+                              torch_compile=spec.torch_compile, channels_last=spec.channels_last)
 
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
         if spec.use_case == INFERENCE_USE_CASE:
-            ops = self.inference_ops(spec.model, spec.model_variant, weights, data.sample_shape, data.num_classes)
+            ops = self.inference_ops(spec, weights, data.sample_shape, data.num_classes)
             self.reset_device_memory()
             run_inference(spec, data.x_train, ops, rows)
             self.add_device_memory(rows)

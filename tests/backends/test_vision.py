@@ -99,10 +99,10 @@ def test_full_networks_have_the_same_parameter_lists_and_torchvisions_parameter_
 
 def test_validate_prints_both_counts_the_errors_and_pass():
     proc = run_cli("validate", "--model", "mobilenet_v3_small", "--variant", "tiny", "--batch-size", "2",
-                   "--device", "cpu", timeout=900)
+                   "--device", "cpu", "--channels-last", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("model mobilenet_v3_small (tiny), batch 2, fp32")
+    assert lines[0].startswith("model mobilenet_v3_small (tiny), batch 2, fp32, seed 0, PyTorch eager, channels_last")
     counts = [int(n.replace(",", "")) for n in lines[1].split() if n.replace(",", "").isdigit()]
     assert len(counts) == 2 and counts[0] == counts[1] > 0
     assert "max abs error" in proc.stdout and "max relative error" in proc.stdout
@@ -177,3 +177,19 @@ def test_both_environments_read_an_image_folder_to_the_same_pixels_and_run_infer
         assert (df.data_source == "real").all() and value(df, "timed_steps") == 2
     # two class folders: the classifier has two outputs in both, so the same (smaller) parameter count
     assert value(frames["jax"], "parameter_count") == value(frames["torch"], "parameter_count")
+
+
+def test_pytorch_options_torch_compile_and_channels_last_are_run_and_recorded(tmp_path):
+    spec = JobSpec(campaign="test", cell_id="torch-compiled", pair_key="compiled", framework="torch",
+                   benchmark="mnist", use_case=catalog.INFERENCE, model="cnn", batch_size=2, precision="fp32",
+                   device="cpu", data_source="synthetic", model_variant="tiny", warmup_steps=1, timed_steps=3,
+                   torch_compile=True, channels_last=True, results_path=str(tmp_path / "rows.parquet"),
+                   init_weights_path=str(tmp_path / "init.npz"))
+    (tmp_path / "spec.json").write_text(spec.to_json())
+    proc = run_in("torch", "-m", "torch_backend.run", str(tmp_path / "spec.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = pd.read_parquet(spec.results_path)
+    assert json.loads(df.framework_options.iloc[0]) == {"mode": "torch.compile", "memory_format": "channels_last"}
+    # compilation happens inside torch.compile's first call; the steady call after it is subtracted
+    assert value(df, "compile_first_call_time") > value(df, "compile_time") > 0
+    assert value(df, "latency_p50") > 0 and value(df, "timed_steps") == 3

@@ -139,3 +139,23 @@ def test_synthetic_inputs_are_the_same_bytes_for_the_same_seed():
     np.testing.assert_array_equal(a, b)
     assert a.dtype == np.float32 and a.shape == (4, 3, 8, 8)
     assert not np.array_equal(a, synthetic_inputs(4, (3, 8, 8), seed=2))
+
+
+def test_pytorch_options_are_refused_where_they_are_not_implemented_or_mean_nothing():
+    with pytest.raises(UsageError, match="--torch-compile are implemented for the inference use case"):
+        matrix.expand("digits", 1, [], [], [], [], settings(torch_compile=True))
+    with pytest.raises(UsageError, match="--channels-last is for convolutional networks; vit_b_16 is not one"):
+        matrix.expand("imagenet", 5, [], ["vit_b_16"], [1], [], settings(data_source="synthetic", channels_last=True))
+    cells = matrix.expand("imagenet", 5, [], ["resnet50"], [1], [],
+                          settings(data_source="synthetic", channels_last=True, torch_compile=True))
+    assert all(c.settings.torch_compile and c.settings.channels_last for c in cells)
+
+
+def test_rows_record_how_each_framework_executed_the_model():
+    from bench_contract.results import framework_options
+
+    base = dict(campaign="c", cell_id="x", pair_key="p", benchmark="imagenet", use_case=5, model="resnet50",
+                batch_size=1, precision="fp32")
+    torch_spec = JobSpec(framework="torch", torch_compile=True, **base)
+    assert json.loads(framework_options(torch_spec)) == {"mode": "torch.compile", "memory_format": "contiguous"}
+    assert json.loads(framework_options(JobSpec(framework="jax", **base)))["mode"] == "jit, compiled ahead of time"
