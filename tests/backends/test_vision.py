@@ -141,10 +141,10 @@ def value(df: pd.DataFrame, metric: str) -> float:
 def test_inference_records_latency_percentiles_throughput_and_memory(inference_rows):
     for df in inference_rows.values():
         assert value(df, "timed_steps") == 4 and value(df, "warmup_steps") == 1
-        p50, p95, p99 = (value(df, f"latency_{p}") for p in ("p50", "p95", "p99"))
+        p50, p95, p99 = (value(df, f"step_time_{p}") for p in ("p50", "p95", "p99"))  # latency per batch
         assert 0 < p50 <= p95 <= p99
-        assert value(df, "latency_mean") > 0 and value(df, "latency_std") >= 0
-        assert value(df, "throughput") == pytest.approx(2 * 1e3 / value(df, "latency_mean"), rel=1e-6)
+        assert value(df, "step_time_mean") > 0 and value(df, "step_time_std") >= 0
+        assert value(df, "throughput") == pytest.approx(2 * 1e3 / value(df, "step_time_mean"), rel=1e-6)
         assert value(df, "peak_host_rss") > 50e6
         assert value(df, "first_batch_time") > 0
         assert (df.model_variant == "tiny").all() and (df.use_case == catalog.INFERENCE).all()
@@ -192,4 +192,4 @@ def test_pytorch_options_torch_compile_and_channels_last_are_run_and_recorded(tm
     assert json.loads(df.framework_options.iloc[0]) == {"mode": "torch.compile", "memory_format": "channels_last"}
     # compilation happens inside torch.compile's first call; the steady call after it is subtracted
     assert value(df, "compile_first_call_time") > value(df, "compile_time") > 0
-    assert value(df, "latency_p50") > 0 and value(df, "timed_steps") == 3
+    assert value(df, "step_time_p50") > 0 and value(df, "timed_steps") == 3
