@@ -148,7 +148,8 @@ def list_catalog() -> None:
 
     typer.echo("Use cases:")
     for case in catalog.USE_CASES.values():
-        typer.echo(f"  {case.number}  {case.title}")
+        batches = f"  (default batch sizes {' '.join(map(str, case.default_batch_sizes))})" if case.default_batch_sizes else ""
+        typer.echo(f"  {case.number}  {case.title}{batches}")
     typer.echo("\nPrecisions:")
     for p in catalog.PRECISIONS.values():
         typer.echo(f"  {p.name:<5} {p.description}{'' if p.implemented else '  (not implemented yet)'}")

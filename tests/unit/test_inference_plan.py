@@ -159,3 +159,10 @@ def test_rows_record_how_each_framework_executed_the_model():
     torch_spec = JobSpec(framework="torch", torch_compile=True, **base)
     assert json.loads(framework_options(torch_spec)) == {"mode": "torch.compile", "memory_format": "contiguous"}
     assert json.loads(framework_options(JobSpec(framework="jax", **base)))["mode"] == "jit, compiled ahead of time"
+
+
+def test_validate_has_help_and_list_shows_the_inference_defaults():
+    proc = run_cli("validate", "-h")
+    assert proc.returncode == 0 and "--model" in proc.stdout and "--executor" in proc.stdout
+    listing = run_cli("list").stdout
+    assert "5  inference (forward pass, eval mode) on one GPU  (default batch sizes 1 8 32 128)" in listing
