@@ -6,6 +6,7 @@ The suite runs the tiny variants' forward passes; the full networks are compared
 forward pass (README).
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pandas as pd
 import pytest
 
 from bench_contract.inference import num_classes, sample_shape, synthetic_inputs
+from bench_contract.models import param_specs
 from bench_contract.parity import ParitySpec
 from bench_contract.spec import JobSpec
 from helpers import REPO_ROOT, env_python, run_cli, write_image_folder
@@ -89,6 +91,10 @@ def test_full_networks_have_the_same_parameter_lists_and_torchvisions_parameter_
         assert proc.returncode == 0, proc.stderr[-3000:]
         lists[framework] = json.loads(proc.stdout)
     assert lists["jax"] == lists["torch"]
+    # The MLP's list as the contract states it (other code makes weights from it) is the one both derive.
+    contract_mlp = param_specs("mlp", sample_shape(catalog.home_benchmark("mlp").name, "full"), 10)
+    assert lists["torch"]["mlp"] == [dataclasses.asdict(s) | {"shape": list(s.shape)}
+                                     for s in sorted(contract_mlp, key=lambda s: s.name)]
     imagenet = list(catalog.BENCHMARKS["imagenet"].models)
     proc = run_in("torch", "-c", TORCHVISION_COUNTS, *imagenet)
     assert proc.returncode == 0, proc.stderr
