@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jax_backend import models
@@ -14,16 +15,19 @@ class JaxInference:
     """Holds the variables on the device; the forward pass is a pure function compiled ahead of time."""
 
     def __init__(self, model: str, variant: str, weights: dict[str, np.ndarray], sample_shape: tuple[int, ...],
-                 num_classes: int, device) -> None:
-        self.model, self.device = model, device
+                 num_classes: int, device, dtype=jnp.float32) -> None:
+        self.model, self.device, self.dtype = model, device, dtype
         net, variables = models.build_with_variables(model, weights, sample_shape, num_classes, variant)
         self.parameter_count = sum(int(np.prod(p.shape)) for p in jax.tree_util.tree_leaves(variables["params"]))
+        # bf16: every variable (parameters and batch-norm statistics) is cast, as PyTorch's module.to(dtype) does.
+        variables = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), variables)
         self.variables = jax.block_until_ready(jax.device_put(variables, device))
         self.jitted = jax.jit(net.apply)
         self.compiled = None
 
     def to_device(self, x: np.ndarray):
-        return jax.block_until_ready(jax.device_put(models.to_model_layout(self.model, x), self.device))
+        x = jnp.asarray(models.to_model_layout(self.model, x), self.dtype)
+        return jax.block_until_ready(jax.device_put(x, self.device))
 
     def compile(self, x) -> dict[str, float]:
         start = time.perf_counter()
@@ -41,7 +45,7 @@ class JaxInference:
         jax.block_until_ready(out)
 
     def to_numpy(self, out) -> np.ndarray:
-        return np.asarray(out)
+        return np.asarray(out, dtype=np.float32)
 
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import optax
 
 from bench_contract.data import Dataset
-from bench_contract.inference import INFERENCE_USE_CASE, run_inference
+from bench_contract.inference import INFERENCE_USE_CASE, precision_policy, run_inference
 from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import JobSpec
@@ -19,8 +19,8 @@ from bench_contract.training import run_training
 from jax_backend import models
 from jax_backend.inference import JaxInference
 
-# The same words the PyTorch backend records for the same policy, so rows compare like with like.
-FP32_POLICY = "fp32: float32 parameters and compute; TF32 off (matmul precision 'highest')"
+# The words recorded for each precision policy live in bench_contract.inference.PRECISION_POLICIES, one
+# table for both backends, so rows compare like with like.
 
 
 class JaxOps:
@@ -74,8 +74,7 @@ class JaxBackend:
     implemented_use_cases = (1, INFERENCE_USE_CASE)
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
-        if spec.precision != "fp32":
-            raise ValueError(f"precision {spec.precision!r} is not implemented in the jax backend (only fp32)")
+        policy = precision_policy("jax", spec.precision, spec.use_case)
         if spec.device == "cpu":
             jax.config.update("jax_platforms", "cpu")
         # XLA's default on GPU is TF32-like reduced precision for float32 matmuls; fp32 means fp32 on both sides.
@@ -89,14 +88,15 @@ class JaxBackend:
             kind=kind,
             count=len(devices) if kind == "gpu" else 1,
             framework_version=jax.__version__,
-            precision_policy=FP32_POLICY,
+            precision_policy=policy,
         )
 
     def param_specs(self, model, sample_shape, num_classes, variant):
         return models.param_specs(model, sample_shape, num_classes, variant)
 
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> JaxInference:
-        return JaxInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device)
+        return JaxInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
+                            dtype=jnp.bfloat16 if spec.precision == "bf16" else jnp.float32)
 
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
         if spec.use_case == INFERENCE_USE_CASE:

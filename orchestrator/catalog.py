@@ -39,12 +39,14 @@ class Precision:
     name: str
     description: str
     implemented: bool
+    use_cases: frozenset[int] | None = None  # where it is implemented; None: every use case
 
 
 PRECISIONS = {
     "fp32": Precision("fp32", "float32 parameters and compute, TF32 off in both frameworks", True),
     "tf32": Precision("tf32", "float32 parameters, TF32 matmuls in both frameworks", False),
-    "bf16": Precision("bf16", "bfloat16 mixed precision with float32 master weights", False),
+    "bf16": Precision("bf16", "bfloat16 parameters, inputs and activations in both frameworks (inference; "
+                              "mixed-precision training is not implemented yet)", True, frozenset({5})),
 }
 
 
@@ -179,4 +181,8 @@ def skip_reason(bench: Benchmark, case: UseCase, model: str, precision: str) -> 
     if not PRECISIONS[precision].implemented:
         implemented_precisions = [p.name for p in PRECISIONS.values() if p.implemented]
         return f"precision {precision!r} is declared but not implemented yet (implemented: {', '.join(implemented_precisions)})"
+    cases = PRECISIONS[precision].use_cases
+    if cases is not None and case.number not in cases:
+        return (f"precision {precision!r} is implemented for use case {', '.join(map(str, sorted(cases)))} only, "
+                f"not for use case {case.number} ({case.title})")
     return None

@@ -60,7 +60,9 @@ def check_request(req: ValidateRequest) -> None:
                          f"validate one of: {', '.join(catalog.built_models())}")
     catalog.check_precision(req.precision)
     if not catalog.PRECISIONS[req.precision].implemented:
-        raise UsageError(f"precision {req.precision!r} is declared but not implemented yet (implemented: fp32)")
+        implemented = [p.name for p in catalog.PRECISIONS.values() if p.implemented]
+        raise UsageError(f"precision {req.precision!r} is declared but not implemented yet "
+                         f"(implemented: {', '.join(implemented)})")
     catalog.check_variant(req.variant)
     if req.batch_size < 1:
         raise UsageError(f"--batch-size must be a positive integer, got {req.batch_size}")

@@ -14,12 +14,14 @@ from torch_backend import models
 class TorchInference:
     def __init__(self, model: str, variant: str, weights: dict[str, np.ndarray], sample_shape: tuple[int, ...],
                  num_classes: int, device: torch.device, *, torch_compile: bool = False,
-                 channels_last: bool = False) -> None:
+                 channels_last: bool = False, dtype: torch.dtype = torch.float32) -> None:
         self.device = device
         net = models.build(model, sample_shape, num_classes, variant)
         models.load_shared_weights(net, weights)
         # eval(): batch norm uses its running statistics and dropout is off, as in the Flax modules.
-        net = net.to(device).eval()
+        # bf16: parameters and buffers (batch-norm statistics) are cast, as the JAX backend casts its variables.
+        net = net.to(device=device, dtype=dtype).eval()
+        self.dtype = dtype
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         if channels_last:
             net = net.to(memory_format=torch.channels_last)
@@ -28,7 +30,7 @@ class TorchInference:
         self.net = torch.compile(net) if torch_compile else net
 
     def to_device(self, x: np.ndarray):
-        batch = torch.from_numpy(x).to(self.device)
+        batch = torch.from_numpy(x).to(device=self.device, dtype=self.dtype)
         if batch.dim() == 4:
             batch = batch.contiguous(memory_format=self.memory_format)
         self.synchronize(batch)
@@ -59,4 +61,4 @@ class TorchInference:
             torch.cuda.synchronize(self.device)
 
     def to_numpy(self, out) -> np.ndarray:
-        return out.detach().cpu().numpy()
+        return out.detach().float().cpu().numpy()

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from bench_contract.data import Dataset
-from bench_contract.inference import INFERENCE_USE_CASE, run_inference
+from bench_contract.inference import INFERENCE_USE_CASE, precision_policy, run_inference
 from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import JobSpec
@@ -17,8 +17,8 @@ from bench_contract.training import run_training
 from torch_backend import models
 from torch_backend.inference import TorchInference
 
-# The same words the JAX backend records for the same policy, so rows compare like with like.
-FP32_POLICY = "fp32: float32 parameters and compute; TF32 off (matmul precision 'highest')"
+# The words recorded for each precision policy live in bench_contract.inference.PRECISION_POLICIES, one
+# table for both backends, so rows compare like with like.
 
 
 class TorchOps:
@@ -65,8 +65,7 @@ class TorchBackend:
         self.device = torch.device("cpu")
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
-        if spec.precision != "fp32":
-            raise ValueError(f"precision {spec.precision!r} is not implemented in the torch backend (only fp32)")
+        policy = precision_policy("torch", spec.precision, spec.use_case)
         # TF32 would silently lower matmul precision on Ampere and later; fp32 means fp32 on both sides.
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -81,7 +80,7 @@ class TorchBackend:
             kind="gpu" if use_gpu else "cpu",
             count=torch.cuda.device_count() if use_gpu else 1,
             framework_version=torch.__version__,
-            precision_policy=FP32_POLICY,
+            precision_policy=policy,
         )
 
     def param_specs(self, model, sample_shape, num_classes, variant):
@@ -89,7 +88,8 @@ class TorchBackend:
 
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> TorchInference:
         return TorchInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
-                              torch_compile=spec.torch_compile, channels_last=spec.channels_last)
+                              torch_compile=spec.torch_compile, channels_last=spec.channels_last,
+                              dtype=torch.bfloat16 if spec.precision == "bf16" else torch.float32)
 
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
         if spec.use_case == INFERENCE_USE_CASE:

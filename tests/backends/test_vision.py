@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,35 +34,47 @@ def run_in(framework: str, *args: str, timeout: float = 900) -> subprocess.Compl
                           env=ENV, cwd=REPO_ROOT)
 
 
+PRECISIONS = [name for name, p in catalog.PRECISIONS.items()
+              if p.implemented and (p.use_cases is None or catalog.INFERENCE in p.use_cases)]
+
+
 @pytest.fixture(scope="module")
 def tiny_parity(tmp_path_factory):
-    """Every built model's tiny variant through both backends: one process per framework for all models."""
+    """Every built model's tiny variant at every inference precision through both backends: one process per
+    framework for all of them."""
     work = tmp_path_factory.mktemp("parity")
     specs = {}
     for model in MODELS:
         bench = catalog.home_benchmark(model).name
-        folder = work / model
-        folder.mkdir()
-        spec = ParitySpec(model=model, variant="tiny", benchmark=bench, sample_shape=sample_shape(bench, "tiny"),
-                          num_classes=num_classes(bench), batch_size=3, precision="fp32", seed=7, device="cpu",
-                          weights_path=str(folder / "weights.npz"), input_path=str(folder / "input.npy"),
-                          output_dir=str(folder))
-        np.save(spec.input_path, synthetic_inputs(spec.batch_size, spec.sample_shape, spec.seed))
-        (folder / "spec.json").write_text(spec.to_json())
-        specs[model] = spec
+        for precision in PRECISIONS:
+            folder = work / f"{model}-{precision}"
+            folder.mkdir()
+            spec = ParitySpec(model=model, variant="tiny", benchmark=bench, sample_shape=sample_shape(bench, "tiny"),
+                              num_classes=num_classes(bench), batch_size=3, precision=precision, seed=7,
+                              device="cpu", weights_path=str(folder / "weights.npz"),
+                              input_path=str(folder / "input.npy"), output_dir=str(folder))
+            np.save(spec.input_path, synthetic_inputs(spec.batch_size, spec.sample_shape, spec.seed))
+            (folder / "spec.json").write_text(spec.to_json())
+            specs[(model, precision)] = spec
     for framework in FRAMEWORKS:
-        proc = run_in(framework, "-m", f"{framework}_backend.parity", *[str(work / m / "spec.json") for m in MODELS])
+        proc = run_in(framework, "-m", f"{framework}_backend.parity",
+                      *[str(Path(spec.output_dir) / "spec.json") for spec in specs.values()])
         assert proc.returncode == 0, proc.stderr[-3000:]
     return specs
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("model", MODELS)
-def test_tiny_variant_gives_the_same_logits_in_both_frameworks(tiny_parity, model):
-    result = read_result(tiny_parity[model])
+def test_tiny_variant_gives_the_same_logits_in_both_frameworks(tiny_parity, model, precision):
+    spec = tiny_parity[(model, precision)]
+    result = read_result(spec)
     assert result.same_parameter_list
     assert result.parameter_counts["jax"] == result.parameter_counts["torch"] > 0
-    assert result.logits_shape == (3, tiny_parity[model].num_classes)
+    assert result.logits_shape == (3, spec.num_classes)
     assert result.comparison.passed, result.comparison
+    reports = [json.loads(spec.report_path(fw).read_text()) for fw in FRAMEWORKS]
+    assert reports[0]["precision_policy"] == reports[1]["precision_policy"]
+    assert reports[0]["precision_policy"].startswith(f"{precision}:")
 
 
 DUMP_SPECS = """

@@ -88,7 +88,7 @@ def test_a_real_inference_run_without_data_is_refused_and_writes_nothing(tmp_pat
 @pytest.mark.parametrize("args, message", [
     (["--model", "resnet5"], "unknown model 'resnet5'; choose from: mlp, cnn"),
     (["--model", "gcn"], "model 'gcn' is declared but not built by the backends yet"),
-    (["--model", "cnn", "--precision", "bf16"], "precision 'bf16' is declared but not implemented yet"),
+    (["--model", "cnn", "--precision", "tf32"], "precision 'tf32' is declared but not implemented yet (implemented: fp32, bf16)"),
     (["--model", "cnn", "--variant", "huge"], "unknown model variant 'huge'"),
     (["--model", "cnn", "--batch-size", "0"], "--batch-size must be a positive integer"),
     (["--model", "cnn", "--executor", "submitit"], "unknown executor 'submitit' for validate"),
@@ -166,3 +166,10 @@ def test_validate_has_help_and_list_shows_the_inference_defaults():
     assert proc.returncode == 0 and "--model" in proc.stdout and "--executor" in proc.stdout
     listing = run_cli("list").stdout
     assert "5  inference (forward pass, eval mode) on one GPU  (default batch sizes 1 8 32 128)" in listing
+
+
+def test_bf16_is_planned_for_inference_and_refused_for_training():
+    cells = matrix.expand("imagenet", 5, [], ["resnet50"], [8], ["fp32", "bf16"], settings(data_source="synthetic"))
+    assert {c.precision for c in cells} == {"fp32", "bf16"}
+    with pytest.raises(UsageError, match="'bf16' is implemented for use case 5 only, not for use case 1"):
+        matrix.expand("mnist", 1, [], ["mlp"], [8], ["bf16"], settings(data_source="synthetic"))

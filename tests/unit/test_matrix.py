@@ -54,7 +54,8 @@ def test_cell_id_is_stable_and_follows_every_setting():
         (dict(models=["resnet9"]), "unknown model 'resnet9'"),
         (dict(models=["resnet50"]), "not part of benchmark 'digits'"),
         (dict(precisions=["fp8"]), "unknown precision 'fp8'"),
-        (dict(precisions=["bf16"]), "declared but not implemented yet"),
+        (dict(precisions=["tf32"]), "declared but not implemented yet"),
+        (dict(precisions=["bf16"]), "precision 'bf16' is implemented for use case 5 only, not for use case 1"),
         (dict(batch_sizes=[5000]), "larger than the 1257 training samples"),
     ],
 )
