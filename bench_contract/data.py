@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import os
+import pickle
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +65,7 @@ def epoch_batches(num_samples: int, batch_size: int, seed: int, epoch: int) -> l
 def load_dataset(benchmark: str, source: str, data_dir: str | None = None, synthetic_samples: int = 2048) -> Dataset:
     if source == "synthetic":
         return synthetic_dataset(benchmark, synthetic_samples)
-    loaders = {"digits": load_digits, "mnist": lambda: load_mnist(data_dir)}
+    loaders = {"digits": load_digits, "mnist": lambda: load_mnist(data_dir), "cifar10": lambda: load_cifar10(data_dir)}
     if benchmark not in loaders:
         raise DataError(f"no reader for benchmark {benchmark!r}; known: {', '.join(sorted(loaders))}")
     return loaders[benchmark]()
@@ -76,8 +77,9 @@ def _split(name: str, x: np.ndarray, y: np.ndarray, val: int, test: int, num_cla
     return Dataset(name, source, x[train_idx], y[train_idx], x[val_idx], y[val_idx], x[test_idx], y[test_idx], num_classes)
 
 
-def standardized(data: Dataset, axis: int | None) -> Dataset:
-    """Centre and scale every split with statistics of the training split only (per feature if axis=0)."""
+def standardized(data: Dataset, axis: int | tuple[int, ...] | None) -> Dataset:
+    """Centre and scale every split with statistics of the training split only (per feature if axis=0,
+    per channel if axis=(0, 2, 3), over everything if None)."""
     mean = data.x_train.mean(axis=axis, keepdims=axis is not None)
     std = data.x_train.std(axis=axis, keepdims=axis is not None)
     std = np.where(std > 0, std, 1.0)  # a feature that never varies (digits' corner pixels) stays 0
@@ -148,6 +150,79 @@ def load_mnist(data_dir: str | None) -> Dataset:
     v = MNIST_VALIDATION_SIZE
     data = Dataset("mnist", "real", x_train[:-v], y_train[:-v], x_train[-v:], y_train[-v:], x_test, y_test, 10)
     return standardized(data, axis=None)
+
+
+CIFAR10_TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
+CIFAR10_TEST_BATCH = "test_batch"
+CIFAR10_VALIDATION_SIZE = 5000
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """Unpickles CIFAR-10's batches (dicts of bytes, lists and numpy arrays) and nothing else: a pickle can
+    name any callable, and a data folder is not code the user meant to run."""
+
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+        ("numpy", "ndarray"), ("numpy", "dtype"),
+        ("_codecs", "encode"),  # how Python 3 writes bytes at protocol 2, for batches re-saved from Python 3
+    }
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self.ALLOWED:
+            raise DataError(f"a CIFAR-10 batch may hold only arrays, lists and bytes, not {module}.{name}")
+        return super().find_class(module, name)
+
+
+def cifar10_folder(data_dir: str | os.PathLike[str]) -> Path:
+    """The folder holding the batches: data_dir itself, or the cifar-10-batches-py folder the archive unpacks to."""
+    root = Path(data_dir)
+    nested = root / "cifar-10-batches-py"
+    return nested if nested.is_dir() and not (root / CIFAR10_TEST_BATCH).is_file() else root
+
+
+def missing_cifar10_files(data_dir: str | os.PathLike[str]) -> list[str]:
+    folder = cifar10_folder(data_dir)
+    return [name for name in (*CIFAR10_TRAIN_BATCHES, CIFAR10_TEST_BATCH) if not (folder / name).is_file()]
+
+
+def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One CIFAR-10 python batch: images (N, 3, 32, 32) uint8, channel-first as stored, and labels."""
+    try:
+        with open(path, "rb") as f:
+            batch = _ArraysOnly(f, encoding="bytes").load()
+    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+        raise DataError(f"{path} is not a CIFAR-10 python batch: {exc}") from None
+    if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:
+        raise DataError(f"{path} is not a CIFAR-10 python batch (no data and labels entries)")
+    data = np.asarray(batch[b"data"], dtype=np.uint8)
+    labels = np.asarray(batch[b"labels"], dtype=np.int32)
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or len(data) != len(labels):
+        raise DataError(f"{path} holds data of shape {data.shape} and {len(labels)} labels; "
+                        "CIFAR-10 rows are 3072 bytes (3x32x32), one label each")
+    return data.reshape(-1, 3, 32, 32), labels
+
+
+def load_cifar10(data_dir: str | None) -> Dataset:
+    """CIFAR-10 from its standard python batches, standardised per channel with training statistics; the
+    last 5,000 training images are the validation split."""
+    if not data_dir:
+        raise DataError("CIFAR-10 needs --data-dir pointing at the folder with data_batch_1..5 and test_batch")
+    if not Path(data_dir).is_dir():
+        raise DataError(f"data directory {data_dir} does not exist")
+    missing = missing_cifar10_files(data_dir)
+    if missing:
+        raise DataError(f"data directory {data_dir} lacks the CIFAR-10 files {', '.join(missing)}")
+    folder = cifar10_folder(data_dir)
+    parts = [read_cifar_batch(folder / name) for name in CIFAR10_TRAIN_BATCHES]
+    x_train = np.concatenate([x for x, _ in parts]).astype(np.float32) / 255.0
+    y_train = np.concatenate([y for _, y in parts])
+    x_test, y_test = read_cifar_batch(folder / CIFAR10_TEST_BATCH)
+    v = CIFAR10_VALIDATION_SIZE if len(x_train) > 2 * CIFAR10_VALIDATION_SIZE else max(1, len(x_train) // 10)
+    data = Dataset("cifar10", "real", x_train[:-v], y_train[:-v], x_train[-v:], y_train[-v:],
+                   x_test.astype(np.float32) / 255.0, y_test, 10)
+    return standardized(data, axis=(0, 2, 3))
 
 
 SYNTHETIC_SHAPES = {"digits": (64,), "mnist": (1, 28, 28)}

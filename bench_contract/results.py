@@ -6,6 +6,7 @@ A tidy (long) table keeps the schema fixed while metrics are added: a new metric
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -29,9 +30,11 @@ CONTEXT_FIELDS: list[pa.Field] = [
     pa.field("benchmark", pa.string()),
     pa.field("use_case", pa.int32()),
     pa.field("model", pa.string()),
+    pa.field("model_variant", pa.string()),
     pa.field("batch_size", pa.int32()),
     pa.field("precision", pa.string()),
     pa.field("precision_policy", pa.string()),
+    pa.field("framework_options", pa.string()),
     pa.field("data_source", pa.string()),
     pa.field("epochs", pa.int32()),
     pa.field("seed", pa.int64()),
@@ -102,6 +105,16 @@ def write_table_atomic(table: pa.Table, path: str | os.PathLike[str]) -> Path:
     return publish(path, lambda tmp: pq.write_table(table, tmp))
 
 
+def framework_options(spec: JobSpec) -> str:
+    """How the framework executed the model, as JSON: PyTorch eager or torch.compile, memory format; JAX jit."""
+    if spec.framework == "torch":
+        options = {"mode": "torch.compile" if spec.torch_compile else "eager",
+                   "memory_format": "channels_last" if spec.channels_last else "contiguous"}
+    else:
+        options = {"mode": "jit, compiled ahead of time"}
+    return json.dumps(options, sort_keys=True)
+
+
 def base_context(spec: JobSpec) -> dict[str, Any]:
     """The identity columns that come straight from the spec; the backend adds the environment ones."""
     return {
@@ -113,6 +126,8 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         "benchmark": spec.benchmark,
         "use_case": spec.use_case,
         "model": spec.model,
+        "model_variant": spec.model_variant,
+        "framework_options": framework_options(spec),
         "batch_size": spec.batch_size,
         "precision": spec.precision,
         "data_source": spec.data_source,

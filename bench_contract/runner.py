@@ -13,13 +13,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from bench_contract import models
 from bench_contract.data import Dataset, load_dataset
+from bench_contract.inference import INFERENCE_USE_CASE, inference_dataset
 from bench_contract.device import environment_context, peak_host_rss_bytes
 from bench_contract.results import ResultRows, base_context
 from bench_contract.spec import JobSpec
 from bench_contract.topology import topology_for
-from bench_contract.weights import load_or_create
+from bench_contract.weights import ParamSpec, load_or_create
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,9 @@ class Backend(Protocol):
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         """Choose the device and fix the precision policy before any computation."""
 
+    def param_specs(self, model: str, sample_shape: tuple[int, ...], num_classes: int, variant: str) -> list[ParamSpec]:
+        """The shared-weights parameter list (PyTorch names and layout) of the model this backend builds."""
+
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
         """Run the spec's use case and add its measurements to `rows`."""
 
@@ -48,8 +51,12 @@ def run_spec(spec: JobSpec, backend: Backend) -> ResultRows:
     if spec.use_case not in backend.implemented_use_cases:
         raise ValueError(f"use case {spec.use_case} is not implemented in the {backend.framework} backend")
     setup = backend.prepare(spec)
-    data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples)
-    specs = models.param_specs(spec.model, data.sample_shape, data.num_classes)
+    if spec.use_case == INFERENCE_USE_CASE:
+        data = inference_dataset(spec)
+    else:
+        data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples)
+    # Each backend derives the parameter list from its own model; the weights file is checked against it.
+    specs = backend.param_specs(spec.model, data.sample_shape, data.num_classes, spec.model_variant)
     weights, sha = load_or_create(spec.init_weights_path, specs, spec.seed)
     context: dict[str, Any] = base_context(spec)
     context.update(

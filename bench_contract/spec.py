@@ -17,6 +17,7 @@ from typing import Any
 
 from bench_contract import SCHEMA_VERSION
 from bench_contract.atomic import publish
+from bench_contract.vision import VARIANTS
 
 DEVICES = ("auto", "cpu", "gpu")
 DATA_SOURCES = ("real", "synthetic")
@@ -59,6 +60,11 @@ class JobSpec:
     # Data parallelism (use cases 2 and 4): one process per device, nodes * tasks_per_node processes.
     nodes: int = 1
     tasks_per_node: int = 1
+    model_variant: str = "full"  # "full", or "tiny" for CPU tests (bench_contract.vision)
+    timed_steps: int = 50  # timed repetitions of use cases that repeat one step (inference)
+    # PyTorch options (inference): torch.compile instead of eager, channels_last memory format for CNNs
+    torch_compile: bool = False
+    channels_last: bool = False
     # where results go (absolute paths, written by the orchestrator)
     results_path: str = ""
     init_weights_path: str = ""
@@ -72,7 +78,10 @@ class JobSpec:
             raise SpecError(f"device {self.device!r} is not one of {', '.join(DEVICES)}")
         if self.data_source not in DATA_SOURCES:
             raise SpecError(f"data_source {self.data_source!r} is not one of {', '.join(DATA_SOURCES)}")
-        for name in ("batch_size", "epochs", "synthetic_samples", "loop_batch_size", "nodes", "tasks_per_node"):
+        if self.model_variant not in VARIANTS:
+            raise SpecError(f"model_variant {self.model_variant!r} is not one of {', '.join(VARIANTS)}")
+        for name in ("batch_size", "epochs", "synthetic_samples", "loop_batch_size", "nodes", "tasks_per_node",
+                     "timed_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SpecError(f"{name} must be a positive integer, got {value!r}")

@@ -18,7 +18,10 @@ import numpy as np
 
 from bench_contract.atomic import publish
 
-INITS = ("uniform_fan_in", "zeros", "ones")
+# uniform_fan_in: PyTorch's default for nn.Linear (and the bias of any layer that has a weight with fan_in);
+# normal_fan_out: kaiming normal, fan_out mode, what torchvision's CNNs use for convolutions;
+# normal: a fixed standard deviation (ViT's position embedding); zeros and ones: biases and normalisation.
+INITS = ("uniform_fan_in", "normal_fan_out", "normal", "zeros", "ones")
 
 
 @dataclass(frozen=True)
@@ -27,12 +30,18 @@ class ParamSpec:
     shape: tuple[int, ...]
     init: str  # one of INITS
     fan_in: int = 0
+    fan_out: int = 0
+    std: float = 0.0
 
     def __post_init__(self) -> None:
         if self.init not in INITS:
             raise ValueError(f"parameter {self.name}: init {self.init!r} is not one of {', '.join(INITS)}")
         if self.init == "uniform_fan_in" and self.fan_in < 1:
             raise ValueError(f"parameter {self.name}: uniform_fan_in needs a positive fan_in")
+        if self.init == "normal_fan_out" and self.fan_out < 1:
+            raise ValueError(f"parameter {self.name}: normal_fan_out needs a positive fan_out")
+        if self.init == "normal" and not self.std > 0:
+            raise ValueError(f"parameter {self.name}: normal needs a positive std")
 
 
 def mlp_param_specs(input_dim: int, hidden: tuple[int, ...], num_classes: int) -> list[ParamSpec]:
@@ -46,17 +55,25 @@ def mlp_param_specs(input_dim: int, hidden: tuple[int, ...], num_classes: int) -
     return specs
 
 
-def make_initial_weights(specs: list[ParamSpec], seed: int) -> dict[str, np.ndarray]:
+def make_initial_weights(specs: list[ParamSpec], seed: int, randomize_constants: bool = False) -> dict[str, np.ndarray]:
+    """One array per spec. With randomize_constants, tensors that would start as all zeros or all ones
+    (biases, normalisation scales, batch-norm statistics, ViT's class token) are drawn at random instead:
+    a parity check on constant tensors could not tell a swapped mean and variance, or scale and bias, apart."""
     weights = {}
     for spec in specs:
         rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
         if spec.init == "uniform_fan_in":
             bound = 1.0 / np.sqrt(spec.fan_in)
-            weights[spec.name] = rng.uniform(-bound, bound, size=spec.shape).astype(np.float32)
+            value = rng.uniform(-bound, bound, size=spec.shape)
+        elif spec.init == "normal_fan_out":
+            value = rng.normal(0.0, np.sqrt(2.0 / spec.fan_out), size=spec.shape)
+        elif spec.init == "normal":
+            value = rng.normal(0.0, spec.std, size=spec.shape)
         elif spec.init == "zeros":
-            weights[spec.name] = np.zeros(spec.shape, dtype=np.float32)
-        else:
-            weights[spec.name] = np.ones(spec.shape, dtype=np.float32)
+            value = rng.uniform(-0.2, 0.2, size=spec.shape) if randomize_constants else np.zeros(spec.shape)
+        else:  # ones: kept positive, since a variance must be
+            value = rng.uniform(0.5, 1.5, size=spec.shape) if randomize_constants else np.ones(spec.shape)
+        weights[spec.name] = np.asarray(value, dtype=np.float32)
     return weights
 
 
@@ -68,7 +85,8 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def load_or_create(path: str | os.PathLike[str], specs: list[ParamSpec], seed: int) -> tuple[dict[str, np.ndarray], str]:
+def load_or_create(path: str | os.PathLike[str], specs: list[ParamSpec], seed: int,
+                   randomize_constants: bool = False) -> tuple[dict[str, np.ndarray], str]:
     """Return the initial weights in `path` (creating the file if this is the first task) and its sha256.
 
     The first task to get here writes the file; every later one reads it. The file found must hold exactly
@@ -77,7 +95,7 @@ def load_or_create(path: str | os.PathLike[str], specs: list[ParamSpec], seed: i
     """
     path = Path(path)
     if not path.exists():
-        weights = make_initial_weights(specs, seed)
+        weights = make_initial_weights(specs, seed, randomize_constants)
 
         def save(tmp: Path) -> None:
             with open(tmp, "wb") as f:

@@ -11,18 +11,19 @@ import numpy as np
 import optax
 
 from bench_contract.data import Dataset
+from bench_contract.inference import INFERENCE_USE_CASE, precision_policy, run_inference
 from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
-from bench_contract.spec import JobSpec
-from bench_contract.spec import PER_SAMPLE_USE_CASES
+from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.topology import topology_for
 from bench_contract.training import record_dp_settings, run_training, time_vectorization
 from jax_backend import models, steps
+from jax_backend.inference import JaxInference
 from jax_backend.parallel import Placement, initialize
 from jax_backend.per_sample import JaxPerSampleOps
 
-# The same words the PyTorch backend records for the same policy, so rows compare like with like.
-FP32_POLICY = "fp32: float32 parameters and compute; TF32 off (matmul precision 'highest')"
+# The words recorded for each precision policy live in bench_contract.inference.PRECISION_POLICIES, one
+# table for both backends, so rows compare like with like.
 
 
 class JaxOps:
@@ -65,11 +66,10 @@ class JaxOps:
 class JaxBackend:
     framework = "jax"
     libraries = ["jax", "jaxlib", "flax", "optax"]
-    implemented_use_cases = (1, 2, 3, 4)
+    implemented_use_cases = (1, 2, 3, 4, INFERENCE_USE_CASE)
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
-        if spec.precision != "fp32":
-            raise ValueError(f"precision {spec.precision!r} is not implemented in the jax backend (only fp32)")
+        policy = precision_policy("jax", spec.precision, spec.use_case)
         if spec.device == "cpu":
             jax.config.update("jax_platforms", "cpu")
         # XLA's default on GPU is TF32-like reduced precision for float32 matmuls; fp32 means fp32 on both sides.
@@ -86,10 +86,22 @@ class JaxBackend:
             # every device of every process in a data-parallel run; a CPU process counts as one device
             count=len(jax.devices()) if self.topology.world_size > 1 else (len(devices) if kind == "gpu" else 1),
             framework_version=jax.__version__,
-            precision_policy=FP32_POLICY,
+            precision_policy=policy,
         )
 
+    def param_specs(self, model, sample_shape, num_classes, variant):
+        return models.param_specs(model, sample_shape, num_classes, variant)
+
+    def inference_ops(self, spec, weights, sample_shape, num_classes) -> JaxInference:
+        return JaxInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
+                            dtype=jnp.bfloat16 if spec.precision == "bf16" else jnp.float32)
+
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
+        if spec.use_case == INFERENCE_USE_CASE:
+            ops = self.inference_ops(spec, weights, data.sample_shape, data.num_classes)
+            run_inference(spec, data.x_train, ops, rows)
+            self.add_device_memory(rows)
+            return
         module, variables = models.build(spec.model, weights, data.num_classes)
         rows.add("parameter_count", sum(p.size for p in jax.tree_util.tree_leaves(variables["params"])), "parameters")
         if spec.optimizer != "sgd":
@@ -111,6 +123,10 @@ class JaxBackend:
         if private:
             per_sample = JaxPerSampleOps(module, ops.placement.local_copy(ops.params), spec.clip_norm, self.device)
             time_vectorization(spec, data, per_sample, rows)
+        self.add_device_memory(rows)
+
+    def add_device_memory(self, rows: ResultRows) -> None:
+        # This process ran one cell only, so the peak belongs to it: JAX cannot reset its peak statistics.
         stats = self.device.memory_stats()  # None on CPU, where XLA keeps no allocator statistics
         if stats and "peak_bytes_in_use" in stats:
             rows.add("peak_device_memory_allocated", stats["peak_bytes_in_use"], "bytes")

@@ -73,7 +73,7 @@ def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str) -> JobS
         **settings,
         results_path=f"{campaign_dir}{os.sep}rows{os.sep}{cell.framework}{os.sep}{cell.cell_id}.parquet",
         # Shared by every cell of this model and seed, whatever the framework or batch size.
-        init_weights_path=f"{campaign_dir}{os.sep}init{os.sep}{cell.benchmark}-{cell.model}-seed{cell.settings.seed}.npz",
+        init_weights_path=f"{campaign_dir}{os.sep}init{os.sep}{cell.benchmark}-{weights_label(cell)}-seed{cell.settings.seed}.npz",
         git_commit=commit,
     )
 
@@ -82,6 +82,9 @@ def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str) -> JobS
 def absolute(path: str) -> str:
     """Resolved once per request, not once per cell: every cell of a request shares its data folder."""
     return str(Path(path).resolve())
+def weights_label(cell: Cell) -> str:
+    variant = cell.settings.model_variant
+    return cell.model if variant == "full" else f"{cell.model}-{variant}"
 
 
 def write_campaign(

@@ -18,6 +18,8 @@ FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
 class UseCase:
     number: int
     title: str
+    default_batch_sizes: tuple[int, ...] | None = None  # None: the benchmark's
+    trains: bool = True  # False: no training split is read, so no batch-size limit from it
 
 
 USE_CASES = {
@@ -25,7 +27,12 @@ USE_CASES = {
     2: UseCase(2, "data-parallel training on several GPUs and nodes"),
     3: UseCase(3, "per-sample gradients (a DP-SGD step) on one GPU"),
     4: UseCase(4, "per-sample gradients (a DP-SGD step) on several GPUs and nodes"),
+    5: UseCase(5, "inference (forward pass, eval mode) on one GPU", default_batch_sizes=(1, 8, 32, 128), trains=False),
 }
+INFERENCE = 5
+
+# Sizes of one architecture (bench_contract.vision): "tiny" has fewer blocks and smaller inputs, for CPU tests.
+MODEL_VARIANTS = ("full", "tiny")
 
 
 @dataclass(frozen=True)
@@ -33,12 +40,14 @@ class Precision:
     name: str
     description: str
     implemented: bool
+    use_cases: frozenset[int] | None = None  # where it is implemented; None: every use case
 
 
 PRECISIONS = {
     "fp32": Precision("fp32", "float32 parameters and compute, TF32 off in both frameworks", True),
     "tf32": Precision("tf32", "float32 parameters, TF32 matmuls in both frameworks", False),
-    "bf16": Precision("bf16", "bfloat16 mixed precision with float32 master weights", False),
+    "bf16": Precision("bf16", "bfloat16 parameters, inputs and activations in both frameworks (inference; "
+                              "mixed-precision training is not implemented yet)", True, frozenset({5})),
 }
 
 
@@ -96,7 +105,17 @@ BENCHMARKS = {
 IMPLEMENTED: dict[tuple[str, str], frozenset[int]] = {
     ("digits", "mlp"): frozenset({1, 2, 3, 4}),
     ("mnist", "mlp"): frozenset({1, 2, 3, 4}),
+    # The vision models: inference only so far (training them is other work).
+    ("imagenet", "resnet50"): frozenset({INFERENCE}),
+    ("imagenet", "vit_b_16"): frozenset({INFERENCE}),
+    ("imagenet", "mobilenet_v3_small"): frozenset({INFERENCE}),
+    ("imagenet", "efficientnet_b0"): frozenset({INFERENCE}),
+    ("cifar10", "resnet18"): frozenset({INFERENCE}),
+    ("mnist", "cnn"): frozenset({INFERENCE}),
 }
+
+# Models whose activations are images (N, C, H, W) all the way: PyTorch's channels_last applies to them.
+CONVOLUTIONAL = ("cnn", "resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0")
 
 OPTIMIZERS = ("sgd",)
 EXECUTORS = ("slurm", "submitit", "local")
@@ -130,6 +149,23 @@ def check_precision(name: str) -> None:
     _choose("precision", name, PRECISIONS)
 
 
+def check_variant(name: str) -> None:
+    _choose("model variant", name, MODEL_VARIANTS)
+
+
+def built_models() -> list[str]:
+    """Models that both backends build: those with at least one implemented (benchmark, model) entry."""
+    return [name for name in MODELS if any(model == name and cases for (_, model), cases in IMPLEMENTED.items())]
+
+
+def home_benchmark(model: str) -> Benchmark:
+    """The first benchmark that lists the model: it fixes the model's input shape and class count."""
+    for bench in BENCHMARKS.values():
+        if model in bench.models:
+            return bench
+    raise UsageError(f"model {model!r} belongs to no benchmark")
+
+
 def check_optimizer(name: str) -> None:
     _choose("optimizer", name, OPTIMIZERS)
 
@@ -146,4 +182,8 @@ def skip_reason(bench: Benchmark, case: UseCase, model: str, precision: str) -> 
     if not PRECISIONS[precision].implemented:
         implemented_precisions = [p.name for p in PRECISIONS.values() if p.implemented]
         return f"precision {precision!r} is declared but not implemented yet (implemented: {', '.join(implemented_precisions)})"
+    cases = PRECISIONS[precision].use_cases
+    if cases is not None and case.number not in cases:
+        return (f"precision {precision!r} is implemented for use case {', '.join(map(str, sorted(cases)))} only, "
+                f"not for use case {case.number} ({case.title})")
     return None

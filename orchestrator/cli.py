@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR, catalog
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, UsageError
 
 MATRIX = "Matrix (each axis: a comma-separated list, or repeat the option)"
 TRAINING = "Training and data"
@@ -49,16 +49,20 @@ def fail(exc: OrchestratorError) -> typer.Exit:
 def main(
     ctx: typer.Context,
     benchmark: Annotated[Optional[str], typer.Option("--benchmark", "-b", help="Benchmark to run (see `list`).")] = None,
-    use_case: Annotated[Optional[int], typer.Option("--use-case", "-u", help="1 train, 2 multi-device train, 3 per-sample grads, 4 multi-device per-sample grads.")] = None,
+    use_case: Annotated[Optional[int], typer.Option("--use-case", "-u", help="1 train, 2 multi-device train, 3 per-sample grads, 4 multi-device per-sample grads, 5 inference.")] = None,
     frameworks: Annotated[Optional[list[str]], typer.Option("--frameworks", help="jax,torch (default: both).", rich_help_panel=MATRIX)] = None,
     models: Annotated[Optional[list[str]], typer.Option("--models", help="Models (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
     batch_sizes: Annotated[Optional[list[str]], typer.Option("--batch-sizes", help="Batch sizes, e.g. 32,64 (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
     precision: Annotated[Optional[list[str]], typer.Option("--precision", help="Precision policies (default: fp32).", rich_help_panel=MATRIX)] = None,
+    variant: Annotated[str, typer.Option("--variant", help="Model size: full, or tiny (fewer blocks, smaller inputs) for CPU tests.", rich_help_panel=MATRIX)] = "full",
+    torch_compile: Annotated[bool, typer.Option("--torch-compile", help="PyTorch cells use torch.compile instead of eager (inference).", rich_help_panel=MATRIX)] = False,
+    channels_last: Annotated[bool, typer.Option("--channels-last", help="PyTorch CNNs run in channels_last memory format (inference).", rich_help_panel=MATRIX)] = False,
     epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default: the benchmark's).", rich_help_panel=TRAINING)] = None,
     learning_rate: Annotated[float, typer.Option(help="Learning rate.", rich_help_panel=TRAINING)] = 0.01,
     optimizer: Annotated[str, typer.Option(help="Optimizer: sgd.", rich_help_panel=TRAINING)] = "sgd",
     seed: Annotated[int, typer.Option(help="Seed of the shared initial weights and of the batch order.", rich_help_panel=TRAINING)] = 0,
-    warmup_steps: Annotated[int, typer.Option(help="Training steps run before timing starts.", rich_help_panel=TRAINING)] = 5,
+    warmup_steps: Annotated[int, typer.Option(help="Steps run before timing starts.", rich_help_panel=TRAINING)] = 5,
+    timed_steps: Annotated[int, typer.Option(help="Timed forward passes per inference cell.", rich_help_panel=TRAINING)] = 50,
     data_dir: Annotated[Optional[Path], typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=TRAINING)] = None,
     synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=TRAINING)] = False,
     synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=TRAINING)] = 2048,
@@ -103,6 +107,10 @@ def main(
             loop_batch_size=loop_batch_size,
             nodes=nodes,
             tasks_per_node=tasks_per_node,
+            model_variant=variant,
+            timed_steps=timed_steps,
+            torch_compile=torch_compile,
+            channels_last=channels_last,
         )
         request = LaunchRequest(
             benchmark=benchmark,
@@ -163,7 +171,8 @@ def list_catalog() -> None:
 
     typer.echo("Use cases:")
     for case in catalog.USE_CASES.values():
-        typer.echo(f"  {case.number}  {case.title}")
+        batches = f"  (default batch sizes {' '.join(map(str, case.default_batch_sizes))})" if case.default_batch_sizes else ""
+        typer.echo(f"  {case.number}  {case.title}{batches}")
     typer.echo("\nPrecisions:")
     for p in catalog.PRECISIONS.values():
         typer.echo(f"  {p.name:<5} {p.description}{'' if p.implemented else '  (not implemented yet)'}")
@@ -176,6 +185,46 @@ def list_catalog() -> None:
             rows.append([bench.name, model, catalog.MODELS[model].description, ",".join(runs) or "none yet",
                          " ".join(str(b) for b in bench.default_batch_sizes)])
     typer.echo(format_table(["benchmark", "model", "description", "use cases", "default batches"], rows))
+
+
+@app.command()
+def validate(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model to check (see `list`).")],
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Samples in the input batch.")] = 2,
+    precision: Annotated[str, typer.Option("--precision", help="Precision policy.")] = "fp32",
+    variant: Annotated[str, typer.Option("--variant", help="full, or tiny (fewer blocks, smaller inputs).")] = "full",
+    seed: Annotated[int, typer.Option(help="Seed of the weights and of the input batch.")] = 0,
+    device: Annotated[str, typer.Option(help="auto (GPU if the framework sees one), cpu or gpu.")] = "auto",
+    profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML): where the environments live.")] = None,
+    torch_compile: Annotated[bool, typer.Option("--torch-compile", help="Check PyTorch under torch.compile instead of eager.")] = False,
+    channels_last: Annotated[bool, typer.Option("--channels-last", help="Check PyTorch in channels_last memory format (CNNs).")] = False,
+    executor: Annotated[str, typer.Option(help="local (run here) or slurm (one job on a node of the profile's partition, e.g. on the GPUs you will benchmark).")] = "local",
+    results_dir: Annotated[Path, typer.Option(help="With --executor slurm: the shared folder the job writes to (under validate/).")] = DEFAULT_RESULTS_DIR,
+) -> None:
+    """Run one batch through the model in both frameworks from the same weights and compare the logits.
+
+    Prints both parameter counts, the max abs and max relative error, and PASS (exit 0) or FAIL (exit 1)."""
+    from orchestrator.profile import load_profile
+    from orchestrator.validate import ValidateRequest, summary, validate_on_slurm
+    from orchestrator.validate import validate as run_validate
+
+    try:
+        req = ValidateRequest(model=model, batch_size=batch_size, precision=precision, variant=variant, seed=seed,
+                              device=device, profile=load_profile(profile), torch_compile=torch_compile,
+                              channels_last=channels_last)
+        say = lambda line: typer.echo(line, err=True)  # noqa: E731  progress on stderr, the verdict on stdout
+        if executor == "local":
+            result = run_validate(req, report=say)
+        elif executor == "slurm":
+            command = shlex.join(["python", "main.py", *sys.argv[1:]])
+            result = validate_on_slurm(req, results_dir, command, report=say)
+        else:
+            raise UsageError(f"unknown executor {executor!r} for validate; choose from: local, slurm")
+    except OrchestratorError as exc:
+        raise fail(exc) from None
+    for line in summary(req, result):
+        typer.echo(line)
+    raise typer.Exit(code=0 if result.passed else 1)
 
 
 @app.command()

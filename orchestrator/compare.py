@@ -57,6 +57,9 @@ def comparison_frame(df):
 
     if df.empty:
         return pd.DataFrame()
+    if "model_variant" in df:
+        # A tiny variant is a different network: it is labelled as such, never merged with the full one.
+        df = df.assign(model=[m if v in ("full", "", None) else f"{m} ({v})" for m, v in zip(df["model"], df["model_variant"])])
     rows = summary_rows(df)
     present = [m for m, _, _ in TABLE_METRICS if m in set(rows["metric"])]
     medians = (

@@ -36,6 +36,11 @@ class RunSettings:
     # data parallelism (use cases 2 and 4): one process per device
     nodes: int = 1
     tasks_per_node: int = 1
+    # model size and inference options (use case 5)
+    model_variant: str = "full"
+    timed_steps: int = 50
+    torch_compile: bool = False
+    channels_last: bool = False
 
     @property
     def world_size(self) -> int:
@@ -58,7 +63,10 @@ class RunSettings:
                               ("--tasks-per-node", self.tasks_per_node)):
             if value < 1:
                 raise UsageError(f"{option} must be at least 1, got {value}")
+        if self.timed_steps < 1:
+            raise UsageError(f"--timed-steps must be at least 1, got {self.timed_steps}")
         catalog.check_optimizer(self.optimizer)
+        catalog.check_variant(self.model_variant)
         if self.device not in catalog.DEVICES:
             raise UsageError(f"unknown device {self.device!r}; choose from: {', '.join(catalog.DEVICES)}")
 
@@ -86,12 +94,18 @@ class Cell:
             fields["framework"] = self.framework
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
 
+    @property
+    def model_label(self) -> str:
+        """The model name, with the variant when it is not the full network (resnet50.tiny)."""
+        variant = self.settings.model_variant
+        return self.model if variant == "full" else f"{self.model}.{variant}"
+
     # Cached: the id is read several times per cell (script header, spec, manifest). cached_property writes
     # the instance's __dict__ directly, so it works on a frozen dataclass and leaves equality and hashing alone.
     @cached_property
     def pair_key(self) -> str:
         """Shared by the JAX cell and the PyTorch cell that are compared with each other."""
-        return f"{self.benchmark}-uc{self.use_case}-{self.model}-bs{self.batch_size}-{self.precision}-{self._digest(False)}"
+        return f"{self.benchmark}-uc{self.use_case}-{self.model_label}-bs{self.batch_size}-{self.precision}-{self._digest(False)}"
 
     @cached_property
     def cell_id(self) -> str:
@@ -145,7 +159,7 @@ def expand(
     case = catalog.use_case(use_case)
     frameworks = frameworks or list(catalog.FRAMEWORKS)
     models = models or list(bench.default_models)
-    batch_sizes = batch_sizes or list(bench.default_batch_sizes)
+    batch_sizes = batch_sizes or list(case.default_batch_sizes or bench.default_batch_sizes)
     precisions = precisions or ["fp32"]
     for name in frameworks:
         catalog.check_framework(name)
@@ -171,7 +185,8 @@ def expand(
             f"batch size {uneven[0]} does not split evenly over {world} processes "
             f"({settings.nodes} node(s) x {settings.tasks_per_node} task(s)); give multiples of {world}"
         )
-    limit = train_split_size(bench, settings)
+    check_torch_options(case, models, settings)
+    limit = train_split_size(bench, settings) if case.trains else None
     if limit is not None and max(batch_sizes) > limit:
         raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
     return [
@@ -181,6 +196,21 @@ def expand(
         for batch_size in batch_sizes
         for precision in precisions
     ]
+
+
+def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunSettings) -> None:
+    """torch.compile and channels_last are implemented for inference, and channels_last only means something for
+    convolutional networks."""
+    chosen = [flag for flag, on in (("--torch-compile", settings.torch_compile),
+                                    ("--channels-last", settings.channels_last)) if on]
+    if chosen and case.number != catalog.INFERENCE:
+        raise UsageError(f"{' and '.join(chosen)} are implemented for the inference use case "
+                         f"({catalog.INFERENCE}) only, not for use case {case.number}")
+    if settings.channels_last:
+        flat = [m for m in models if m not in catalog.CONVOLUTIONAL]
+        if flat:
+            raise UsageError(f"--channels-last is for convolutional networks; {', '.join(flat)} "
+                             f"{'is' if len(flat) == 1 else 'are'} not one (they are: {', '.join(catalog.CONVOLUTIONAL)})")
 
 
 def check_data(benchmark: str, settings: RunSettings) -> None:
@@ -201,3 +231,15 @@ def check_data(benchmark: str, settings: RunSettings) -> None:
         missing = missing_mnist_files(root)
         if missing:
             raise UsageError(f"data directory {root} lacks the MNIST files {', '.join(missing)} (each may be .gz)")
+    if benchmark == "cifar10":
+        from bench_contract.data import missing_cifar10_files
+
+        missing = missing_cifar10_files(root)
+        if missing:
+            raise UsageError(f"data directory {root} lacks the CIFAR-10 python batches {', '.join(missing)}")
+    if benchmark == "imagenet":
+        from bench_contract.images import folder_problem
+
+        problem = folder_problem(root, "val")
+        if problem:
+            raise UsageError(problem)

@@ -135,7 +135,7 @@ def render_scripts(
         first = mine[0]
         name = script_name(framework, first.benchmark, first.use_case)
         cell_lines = [
-            f"{i:<5}  {c.model} batch {c.batch_size} {c.precision}  ({c.cell_id})" for i, c in enumerate(mine)
+            f"{i:<5}  {c.model_label} batch {c.batch_size} {c.precision}  ({c.cell_id})" for i, c in enumerate(mine)
         ]
         text = template.render(
             script_name=name,

@@ -63,7 +63,7 @@ def task_file(root: Path, framework: str, batch: int, throughput: float, device:
     ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
     ctx.update(framework=framework, benchmark="digits", use_case=use_case, model="mlp", batch_size=batch,
                precision="fp32", device_model=device, cell_id=f"{framework}-{batch}{suffix}", schema_version=1,
-               campaign=campaign)
+               campaign=campaign, model_variant="full")
     for name in ("metric", "value", "unit", "epoch", "step"):
         ctx.pop(name)
     rows = ResultRows(ctx)
@@ -92,3 +92,35 @@ def doctor_rows(stdout: str) -> dict[str, tuple[str, str]]:
         if len(parts) == 3:
             rows[parts[0]] = (parts[1], parts[2])
     return rows
+def write_cifar10_folder(folder: Path, per_batch: int, nested: bool = True) -> Path:
+    """CIFAR-10's python batches as the archive unpacks them (cifar-10-batches-py/), random pixels and labels.
+
+    Written like the real files: pickled dicts with bytes keys, a uint8 array of 3072-byte rows and a list of
+    labels, pickle protocol 2."""
+    import pickle
+
+    target = folder / "cifar-10-batches-py" if nested else folder
+    target.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {b"batch_label": name.encode(), b"labels": [int(v) for v in rng.integers(0, 10, per_batch)],
+                 b"data": rng.integers(0, 256, (per_batch, 3072)).astype(np.uint8),
+                 b"filenames": [f"img_{i}.png".encode() for i in range(per_batch)]}
+        with open(target / name, "wb") as f:
+            pickle.dump(batch, f, protocol=2)
+    return folder
+
+
+def write_image_folder(folder: Path, classes: int, per_class: int, split: str = "val") -> Path:
+    """An ImageNet-style folder: <split>/<class>/<n>.JPEG, random pixels, sizes that vary in both directions."""
+    from PIL import Image
+
+    rng = np.random.default_rng(2)
+    for c in range(classes):
+        target = folder / split / f"n{c:08d}"
+        target.mkdir(parents=True)
+        for i in range(per_class):
+            height, width = int(rng.integers(40, 120)), int(rng.integers(40, 120))
+            pixels = rng.integers(0, 256, (height, width, 3)).astype(np.uint8)
+            Image.fromarray(pixels).save(target / f"img_{i:03d}.JPEG", quality=90)
+    return folder

@@ -1,4 +1,9 @@
-"""PyTorch builders, one per registered model name, with parameter names matching bench_contract.models."""
+"""PyTorch builders, one per registered model name, and the parameter list each one implies.
+
+The parameter list (names = state_dict keys, shapes, init kind) is derived from the module itself, so it
+cannot drift from what PyTorch builds; the JAX backend derives its own from its Flax modules, and the
+shared initial weights file is checked against both.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ import torch
 from torch import nn
 
 from bench_contract.models import MLP_HIDDEN
+from bench_contract.vision import NAMED_INITS
+from bench_contract.weights import ParamSpec
+from torch_backend import vision
 
 
 class MLP(nn.Module):
@@ -28,14 +36,69 @@ class MLP(nn.Module):
         return getattr(self, f"fc{self.layers}")(x)
 
 
-def build_mlp(sample_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+def build_mlp(sample_shape: tuple[int, ...], num_classes: int, variant: str = "full") -> nn.Module:
     return MLP(math.prod(sample_shape), MLP_HIDDEN, num_classes)
 
 
-MODELS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {"mlp": build_mlp}
+def _vision(name: str) -> Callable[..., nn.Module]:
+    return lambda sample_shape, num_classes, variant="full": vision.BUILDERS[name](num_classes, variant)
 
 
-def build(name: str, sample_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+MODELS: dict[str, Callable[..., nn.Module]] = {"mlp": build_mlp, **{name: _vision(name) for name in vision.BUILDERS}}
+
+
+def build(name: str, sample_shape: tuple[int, ...], num_classes: int, variant: str = "full") -> nn.Module:
     if name not in MODELS:
         raise ValueError(f"the torch backend has no model {name!r}; known: {', '.join(sorted(MODELS))}")
-    return MODELS[name](sample_shape, num_classes)
+    return MODELS[name](sample_shape, num_classes, variant)
+
+
+NORMS = (nn.BatchNorm2d, nn.LayerNorm)
+
+
+def param_specs(model: nn.Module) -> list[ParamSpec]:
+    """The shared-weights parameter list of `model`, in state_dict order.
+
+    Batch norm's num_batches_tracked is left out: it is a training counter, not part of the function, and
+    Flax has no such variable. Everything else in the state_dict must match a rule, or this refuses.
+    """
+    state = model.state_dict()
+    specs = []
+    for module_name, module in model.named_modules():
+        prefix = f"{module_name}." if module_name else ""
+        for leaf, tensor in list(module.named_parameters(recurse=False)) + list(module.named_buffers(recurse=False)):
+            name = prefix + leaf
+            if leaf == "num_batches_tracked" or name not in state:
+                continue
+            specs.append(_spec(name, leaf, module, tuple(tensor.shape), state))
+    missing = set(state) - {s.name for s in specs} - {n for n in state if n.endswith("num_batches_tracked")}
+    if missing:
+        raise ValueError(f"no init rule for {', '.join(sorted(missing))}")
+    return specs
+
+
+def _spec(name: str, leaf: str, module: nn.Module, shape: tuple[int, ...], state: dict) -> ParamSpec:
+    if name in NAMED_INITS:
+        init, std = NAMED_INITS[name]
+        return ParamSpec(name, shape, init, std=std)
+    if isinstance(module, nn.Conv2d):
+        if leaf == "weight":
+            return ParamSpec(name, shape, "normal_fan_out", fan_out=shape[0] * math.prod(shape[2:]))
+        return ParamSpec(name, shape, "zeros")
+    if isinstance(module, nn.Linear):  # PyTorch's default init for both weight and bias
+        fan_in = module.weight.shape[1]
+        return ParamSpec(name, shape, "uniform_fan_in", fan_in)
+    if isinstance(module, nn.MultiheadAttention) and leaf in ("in_proj_weight", "in_proj_bias"):
+        return ParamSpec(name, shape, "uniform_fan_in", module.in_proj_weight.shape[1])
+    if isinstance(module, NORMS):
+        ones = leaf in ("weight", "running_var")
+        return ParamSpec(name, shape, "ones" if ones else "zeros")
+    raise ValueError(f"no init rule for parameter {name} of a {type(module).__name__}")
+
+
+def load_shared_weights(model: nn.Module, weights: dict) -> None:
+    """Load the shared weights with strict=True: a name or shape mismatch is an error, never a partial load.
+    The batch-norm counters the file leaves out keep the module's own values."""
+    state = {name: value for name, value in model.state_dict().items() if name.endswith("num_batches_tracked")}
+    state.update({name: torch.from_numpy(w) for name, w in weights.items()})
+    model.load_state_dict(state, strict=True)

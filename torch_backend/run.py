@@ -11,17 +11,18 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from bench_contract.data import Dataset
+from bench_contract.inference import INFERENCE_USE_CASE, precision_policy, run_inference
 from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
-from bench_contract.spec import JobSpec
-from bench_contract.spec import PER_SAMPLE_USE_CASES
+from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.topology import Topology, topology_for
 from bench_contract.training import record_dp_settings, run_training, time_vectorization
 from torch_backend import models
+from torch_backend.inference import TorchInference
 from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps, batch_to_device, synchronize
 
-# The same words the JAX backend records for the same policy, so rows compare like with like.
-FP32_POLICY = "fp32: float32 parameters and compute; TF32 off (matmul precision 'highest')"
+# The words recorded for each precision policy live in bench_contract.inference.PRECISION_POLICIES, one
+# table for both backends, so rows compare like with like.
 
 
 class TorchOps:
@@ -83,15 +84,14 @@ class TorchDPOps(TorchOps):
 class TorchBackend:
     framework = "torch"
     libraries = ["torch", "torchvision"]
-    implemented_use_cases = (1, 2, 3, 4)
+    implemented_use_cases = (1, 2, 3, 4, INFERENCE_USE_CASE)
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
         self.topology = Topology()
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
-        if spec.precision != "fp32":
-            raise ValueError(f"precision {spec.precision!r} is not implemented in the torch backend (only fp32)")
+        policy = precision_policy("torch", spec.precision, spec.use_case)
         # TF32 would silently lower matmul precision on Ampere and later; fp32 means fp32 on both sides.
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -111,10 +111,24 @@ class TorchBackend:
             kind="gpu" if use_gpu else "cpu",
             count=topology.world_size if topology.world_size > 1 else (torch.cuda.device_count() if use_gpu else 1),
             framework_version=torch.__version__,
-            precision_policy=FP32_POLICY,
+            precision_policy=policy,
         )
 
+    def param_specs(self, model, sample_shape, num_classes, variant):
+        return models.param_specs(models.build(model, sample_shape, num_classes, variant))
+
+    def inference_ops(self, spec, weights, sample_shape, num_classes) -> TorchInference:
+        return TorchInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
+                              torch_compile=spec.torch_compile, channels_last=spec.channels_last,
+                              dtype=torch.bfloat16 if spec.precision == "bf16" else torch.float32)
+
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
+        if spec.use_case == INFERENCE_USE_CASE:
+            ops = self.inference_ops(spec, weights, data.sample_shape, data.num_classes)
+            self.reset_device_memory()
+            run_inference(spec, data.x_train, ops, rows)
+            self.add_device_memory(rows)
+            return
         model = models.build(spec.model, data.sample_shape, data.num_classes)
         # strict=True: a name or shape mismatch with the shared weights is an error, never a partial load.
         model.load_state_dict({name: torch.from_numpy(w) for name, w in weights.items()}, strict=True)
@@ -123,8 +137,7 @@ class TorchBackend:
         if spec.optimizer != "sgd":
             raise ValueError(f"optimizer {spec.optimizer!r} is not implemented in the torch backend (only sgd)")
         optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate)
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
+        self.reset_device_memory()
         topology = self.topology
         private = spec.use_case in PER_SAMPLE_USE_CASES
         if private:
@@ -142,6 +155,13 @@ class TorchBackend:
             time_vectorization(spec, data, TorchPerSampleOps(model, spec.clip_norm, self.device), rows)
         if topology.world_size > 1:
             dist.destroy_process_group()
+        self.add_device_memory(rows)
+
+    def reset_device_memory(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def add_device_memory(self, rows: ResultRows) -> None:
         if self.device.type == "cuda":
             rows.add("peak_device_memory_allocated", torch.cuda.max_memory_allocated(self.device), "bytes")
             rows.add("peak_device_memory_reserved", torch.cuda.max_memory_reserved(self.device), "bytes")

@@ -66,7 +66,8 @@ def test_cell_ids_hash_every_field_but_the_framework_so_old_campaigns_keep_their
         (dict(models=["resnet9"]), "unknown model 'resnet9'"),
         (dict(models=["resnet50"]), "not part of benchmark 'digits'"),
         (dict(precisions=["fp8"]), "unknown precision 'fp8'"),
-        (dict(precisions=["bf16"]), "declared but not implemented yet"),
+        (dict(precisions=["tf32"]), "declared but not implemented yet"),
+        (dict(precisions=["bf16"]), "precision 'bf16' is implemented for use case 5 only, not for use case 1"),
         (dict(batch_sizes=[5000]), "larger than the 1257 training samples"),
     ],
 )
@@ -78,8 +79,9 @@ def test_invalid_requests_are_refused_with_the_choices(kwargs, message):
     assert message in str(info.value)
 
 
-def test_all_four_use_cases_are_declared():
-    assert sorted(catalog.USE_CASES) == [1, 2, 3, 4]
+def test_the_four_training_use_cases_and_inference_are_declared():
+    assert sorted(catalog.USE_CASES) == [1, 2, 3, 4, 5]
+    assert catalog.USE_CASES[catalog.INFERENCE].title.startswith("inference")
 
 
 def test_mnist_data_dir_is_checked(tmp_path):

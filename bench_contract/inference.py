@@ -1,0 +1,135 @@
+"""The inference use case, written once for both backends: what is timed, what is recorded.
+
+A backend supplies the framework operations (`InferenceOps`). One batch is put on the device once; the
+forward pass on it is then compiled (JAX, ahead of time, timed on its own), run once more untimed after
+compilation, warmed up, and timed `timed_steps` times, each step ending only when the device is done.
+Inputs are synthetic (made from the seed) or the first images of the real evaluation split; either way
+both frameworks get the same array.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+import numpy as np
+
+from bench_contract import vision
+from bench_contract.data import SYNTHETIC_SHAPES, DataError, Dataset, load_dataset
+from bench_contract.results import ResultRows
+from bench_contract.spec import JobSpec
+from bench_contract.timing import StepTimer, step_time_statistics
+
+INFERENCE_USE_CASE = 5
+
+# The precision policies of the inference use case, in the words both backends record on every row.
+# fp32 is every use case's; bf16 is inference only: no float32 master copy is needed when nothing is trained.
+PRECISION_POLICIES = {
+    "fp32": "fp32: float32 parameters and compute; TF32 off (matmul precision 'highest')",
+    "bf16": "bf16: parameters, batch-norm statistics and inputs cast to bfloat16, every layer computes in "
+            "bfloat16 (inference); logits returned as float32",
+}
+
+
+def precision_policy(framework: str, precision: str, use_case: int) -> str:
+    """The policy both backends apply for this precision and use case; refuses what is not implemented."""
+    if precision == "fp32" or (precision in PRECISION_POLICIES and use_case == INFERENCE_USE_CASE):
+        return PRECISION_POLICIES[precision]
+    # Outside inference only fp32 runs (bf16 needs float32 master weights for training, not built yet).
+    only = "only fp32" if use_case != INFERENCE_USE_CASE else f"only {', '.join(PRECISION_POLICIES)}"
+    raise ValueError(f"precision {precision!r} is not implemented in the {framework} backend ({only})")
+
+
+class InferenceOps(Protocol):
+    parameter_count: int
+
+    def to_device(self, x: np.ndarray) -> Any:
+        """The channel-first batch on the device, in the model's layout, transfer finished."""
+
+    def compile(self, x: Any) -> dict[str, float]:
+        """Compile the forward pass ahead of time; {metric: seconds}, empty for eager execution."""
+
+    def forward(self, x: Any) -> Any:
+        """Logits of one batch (still on the device, possibly not finished)."""
+
+    def synchronize(self, out: Any) -> None:
+        """Block until the device has finished the work that produced `out`."""
+
+    def to_numpy(self, out: Any) -> np.ndarray: ...
+
+
+def sample_shape(benchmark: str, variant: str) -> tuple[int, ...]:
+    """Channel-first shape of one input sample of a benchmark's models, for the variant."""
+    if (benchmark, variant) in vision.INPUT_SHAPES:
+        return vision.input_shape(benchmark, variant)
+    if benchmark in SYNTHETIC_SHAPES:
+        return SYNTHETIC_SHAPES[benchmark]
+    raise DataError(f"no input shape for benchmark {benchmark!r}")
+
+
+def num_classes(benchmark: str) -> int:
+    return vision.NUM_CLASSES.get(benchmark, 10)
+
+
+def synthetic_inputs(batch_size: int, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Standard-normal inputs (what normalised images look like), the same bytes for both frameworks."""
+    return np.random.default_rng([seed, batch_size]).standard_normal((batch_size, *shape), dtype=np.float32)
+
+
+def inference_dataset(spec: JobSpec) -> Dataset:
+    """The one batch an inference cell runs on, as a Dataset (training split = the batch, no other split).
+
+    Synthetic inputs come from the seed; real ones are the first images of the evaluation split (an image
+    folder's val/, CIFAR-10's or MNIST's test set), read by the contract's readers, so both frameworks get
+    the same pixels."""
+    shape = sample_shape(spec.benchmark, spec.model_variant)
+    if spec.data_source == "synthetic":
+        x = synthetic_inputs(spec.batch_size, shape, spec.seed)
+        y, classes = np.zeros(len(x), dtype=np.int32), num_classes(spec.benchmark)
+    else:
+        x, y, classes = real_inputs(spec.benchmark, spec.data_dir, spec.batch_size, shape)
+    return Dataset(spec.benchmark, spec.data_source, x, y, x[:0], y[:0], x[:0], y[:0], classes)
+
+
+def real_inputs(benchmark: str, data_dir: str | None, batch_size: int,
+                shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int]:
+    if not data_dir:
+        raise DataError(f"benchmark {benchmark!r} with real data needs a data directory")
+    if benchmark == "imagenet":
+        from bench_contract.images import ImageFolder, split_folder
+
+        folder = ImageFolder.scan(split_folder(data_dir, "val"))
+        if len(folder) < batch_size:
+            raise DataError(f"image folder {folder.root} holds {len(folder)} images, fewer than batch size {batch_size}")
+        x, y = folder.batch(range(batch_size), shape[-1])
+        return x, y, len(folder.classes)  # the class count follows the data (ImageNet-100: 100)
+    data = load_dataset(benchmark, "real", data_dir)
+    if data.sample_shape != shape:
+        raise DataError(f"{benchmark} samples have shape {data.sample_shape}, the model takes {shape}")
+    if len(data.x_test) < batch_size:
+        raise DataError(f"{benchmark} has {len(data.x_test)} test samples, fewer than batch size {batch_size}")
+    return data.x_test[:batch_size], data.y_test[:batch_size], data.num_classes
+
+
+def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultRows) -> None:
+    """Compile, run once, warm up, then time spec.timed_steps forward passes of one batch of spec.batch_size."""
+    rows.add("parameter_count", ops.parameter_count, "parameters")
+    batch = ops.to_device(x)
+    for metric, seconds in ops.compile(batch).items():
+        rows.add(metric, seconds, "s")
+    start = time.perf_counter()
+    out = ops.forward(batch)
+    ops.synchronize(out)
+    # The first call after compilation still pays one-off costs (allocations, kernel selection): recorded apart.
+    rows.add("first_batch_time", time.perf_counter() - start, "s")
+    logits = ops.to_numpy(out)
+    if logits.shape[0] != len(x) or not np.isfinite(logits).all():
+        raise FloatingPointError(f"the forward pass gave logits of shape {logits.shape} that are not all finite")
+    timer = StepTimer(ops.synchronize, spec.warmup_steps)
+    for _ in range(spec.warmup_steps + spec.timed_steps):
+        timer.run(lambda: ops.forward(batch))
+    rows.add("warmup_steps", spec.warmup_steps, "steps")
+    # One step is one forward pass of one batch, so step_time_p50 ... step_time_std are the latency per batch,
+    # under the same names as the training use cases' step times (one vocabulary for collect and reports).
+    for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
+        rows.add(metric, value, unit)

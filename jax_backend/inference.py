@@ -1,0 +1,51 @@
+"""The forward pass of a model in JAX, for the inference use case and the parity check."""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jax_backend import models
+
+
+class JaxInference:
+    """Holds the variables on the device; the forward pass is a pure function compiled ahead of time."""
+
+    def __init__(self, model: str, variant: str, weights: dict[str, np.ndarray], sample_shape: tuple[int, ...],
+                 num_classes: int, device, dtype=jnp.float32) -> None:
+        self.model, self.device, self.dtype = model, device, dtype
+        net, variables = models.build_with_variables(model, weights, sample_shape, num_classes, variant)
+        self.parameter_count = sum(int(np.prod(p.shape)) for p in jax.tree_util.tree_leaves(variables["params"]))
+        # bf16: every variable (parameters and batch-norm statistics) is cast, as PyTorch's module.to(dtype) does.
+        variables = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), variables)
+        self.variables = jax.block_until_ready(jax.device_put(variables, device))
+        self.jitted = jax.jit(net.apply)
+        self.compiled = None
+
+    def to_device(self, x: np.ndarray):
+        x = jnp.asarray(models.to_model_layout(self.model, x), self.dtype)
+        return jax.block_until_ready(jax.device_put(x, self.device))
+
+    def compile(self, x) -> dict[str, float]:
+        start = time.perf_counter()
+        lowered = self.jitted.lower(self.variables, x)
+        lowering = time.perf_counter() - start
+        start = time.perf_counter()
+        self.compiled = lowered.compile()
+        return {"lowering_time": lowering, "compile_time": time.perf_counter() - start}
+
+    def forward(self, x):
+        return self.compiled(self.variables, x)
+
+    def synchronize(self, out) -> None:
+        # JAX dispatches asynchronously: the forward pass is done only when its output is ready.
+        jax.block_until_ready(out)
+
+    def to_numpy(self, out) -> np.ndarray:
+        return np.asarray(out, dtype=np.float32)
+
+
+

@@ -1,0 +1,11 @@
+"""Parity entry point on any node: `python -m jax_backend.parity SPEC.json` writes this framework's logits."""
+
+from __future__ import annotations
+
+import sys
+
+from bench_contract.parity import main
+from jax_backend.run import JaxBackend
+
+if __name__ == "__main__":
+    sys.exit(main(JaxBackend()))

@@ -1,0 +1,232 @@
+"""The vision models in Flax (linen), layer for layer the torchvision networks, built from bench_contract.vision.
+
+Inputs are channel-last (N, H, W, C), XLA's preferred layout; the backend transposes the contract's
+channel-first batches before they reach the device. Every layer is named by its torchvision state_dict
+prefix (for example "layer1.0.conv2" or "features.3.block.1.0"), so the conversion from the shared
+PyTorch-layout weights is a rule on names and shapes (jax_backend.layout), not a table per model.
+Padding is always explicit and symmetric, as in PyTorch: Flax's "SAME" pads differently at stride 2.
+
+The modules compute inference (batch norm from its running statistics); training them is other work.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from bench_contract import vision
+
+
+def conv(x, features: int, kernel: int, stride: int = 1, *, name: str, groups: int = 1, bias: bool = False,
+         padding: int | None = None):
+    pad = (kernel - 1) // 2 if padding is None else padding
+    return nn.Conv(features, (kernel, kernel), strides=(stride, stride), padding=((pad, pad), (pad, pad)),
+                   feature_group_count=groups, use_bias=bias, name=name)(x)
+
+
+def batch_norm(x, name: str, eps: float = 1e-5):
+    return nn.BatchNorm(use_running_average=True, epsilon=eps, name=name)(x)
+
+
+def conv_norm_act(x, features: int, kernel: int, stride: int = 1, *, name: str, groups: int = 1, eps: float = 1e-5,
+                  act=None):
+    """torchvision's Conv2dNormActivation: conv (no bias, padding (k-1)//2) as `name.0`, batch norm as `name.1`."""
+    x = batch_norm(conv(x, features, kernel, stride, name=f"{name}.0", groups=groups), f"{name}.1", eps)
+    return act(x) if act is not None else x
+
+
+def squeeze_excitation(x, squeeze: int, *, name: str, act, scale_act):
+    """torchvision.ops.SqueezeExcitation: 1x1 convs with bias, fc1 and fc2."""
+    s = x.mean(axis=(1, 2), keepdims=True)
+    s = act(conv(s, squeeze, 1, name=f"{name}.fc1", bias=True))
+    s = scale_act(conv(s, x.shape[-1], 1, name=f"{name}.fc2", bias=True))
+    return x * s
+
+
+class ResNet(nn.Module):
+    """torchvision's ResNet: bottleneck blocks with the stride on the 3x3 conv (V1.5), or basic blocks."""
+
+    blocks: tuple[int, ...]
+    bottleneck: bool
+    num_classes: int
+    cifar_stem: bool = False  # 3x3 stride-1 stem and no max-pool, for 32x32 inputs
+
+    @nn.compact
+    def __call__(self, x):
+        if self.cifar_stem:
+            x = conv(x, 64, 3, 1, name="conv1")
+        else:
+            x = conv(x, 64, 7, 2, name="conv1")
+        x = nn.relu(batch_norm(x, "bn1"))
+        if not self.cifar_stem:
+            x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
+        expansion = 4 if self.bottleneck else 1
+        inplanes = 64
+        for stage, (planes, count) in enumerate(zip((64, 128, 256, 512), self.blocks), start=1):
+            for i in range(count):
+                stride = 2 if stage > 1 and i == 0 else 1
+                p = f"layer{stage}.{i}"
+                if self.bottleneck:
+                    out = nn.relu(batch_norm(conv(x, planes, 1, name=f"{p}.conv1"), f"{p}.bn1"))
+                    out = nn.relu(batch_norm(conv(out, planes, 3, stride, name=f"{p}.conv2"), f"{p}.bn2"))
+                    out = batch_norm(conv(out, planes * 4, 1, name=f"{p}.conv3"), f"{p}.bn3")
+                else:
+                    out = nn.relu(batch_norm(conv(x, planes, 3, stride, name=f"{p}.conv1"), f"{p}.bn1"))
+                    out = batch_norm(conv(out, planes, 3, 1, name=f"{p}.conv2"), f"{p}.bn2")
+                identity = x
+                if i == 0 and (stride != 1 or inplanes != planes * expansion):
+                    identity = batch_norm(conv(x, planes * expansion, 1, stride, name=f"{p}.downsample.0"),
+                                          f"{p}.downsample.1")
+                x = nn.relu(out + identity)
+                inplanes = planes * expansion
+        return nn.Dense(self.num_classes, name="fc")(x.mean(axis=(1, 2)))
+
+
+def self_attention(x, heads: int, name: str):
+    """nn.MultiheadAttention as torchvision's ViT calls it: one in_proj for q, k, v (in that order), then out_proj."""
+    n, s, d = x.shape
+    qkv = nn.Dense(3 * d, name=f"{name}.in_proj")(x)
+    q, k, v = (t.reshape(n, s, heads, d // heads) for t in jnp.split(qkv, 3, axis=-1))
+    logits = jnp.einsum("nqhd,nkhd->nhqk", q, k) / math.sqrt(d // heads)
+    out = jnp.einsum("nhqk,nkhd->nqhd", jax.nn.softmax(logits, axis=-1), v).reshape(n, s, d)
+    return nn.Dense(d, name=f"{name}.out_proj")(out)
+
+
+class VisionTransformer(nn.Module):
+    """torchvision's VisionTransformer: patch conv, class token first, learned positions, pre-norm encoder."""
+
+    config: vision.ViTConfig
+    num_classes: int
+
+    @nn.compact
+    def __call__(self, x):
+        c = self.config
+        eps = vision.VIT_LAYER_NORM_EPS
+        x = nn.Conv(c.hidden_dim, (c.patch_size, c.patch_size), strides=(c.patch_size, c.patch_size),
+                    padding="VALID", name="conv_proj")(x)
+        n, h, w, d = x.shape
+        x = x.reshape(n, h * w, d)  # row-major over the patch grid, as torchvision's reshape and permute
+        cls = self.param("class_token", nn.initializers.zeros, (1, 1, d))
+        x = jnp.concatenate([jnp.broadcast_to(cls, (n, 1, d)), x], axis=1)
+        x = x + self.param("encoder.pos_embedding", nn.initializers.normal(0.02), (1, h * w + 1, d))
+        for i in range(c.num_layers):
+            p = f"encoder.layers.encoder_layer_{i}"
+            y = nn.LayerNorm(epsilon=eps, use_fast_variance=False, name=f"{p}.ln_1")(x)
+            x = x + self_attention(y, c.num_heads, f"{p}.self_attention")
+            y = nn.LayerNorm(epsilon=eps, use_fast_variance=False, name=f"{p}.ln_2")(x)
+            y = nn.gelu(nn.Dense(c.mlp_dim, name=f"{p}.mlp.0")(y), approximate=False)  # PyTorch's GELU is exact
+            x = x + nn.Dense(d, name=f"{p}.mlp.3")(y)
+        x = nn.LayerNorm(epsilon=eps, use_fast_variance=False, name="encoder.ln")(x)
+        return nn.Dense(self.num_classes, name="heads.head")(x[:, 0])
+
+
+class MobileNetV3(nn.Module):
+    """torchvision's MobileNetV3 (batch norm eps 1e-3); dropout is the identity at inference."""
+
+    blocks: tuple[vision.MobileNetBlock, ...]
+    last_channel: int
+    num_classes: int
+
+    @nn.compact
+    def __call__(self, x):
+        eps = vision.MOBILENET_BN_EPS
+        x = conv_norm_act(x, self.blocks[0].input_channels, 3, 2, name="features.0", eps=eps, act=nn.hard_swish)
+        for j, b in enumerate(self.blocks, start=1):
+            act = nn.hard_swish if b.activation == "HS" else nn.relu
+            p, k, y = f"features.{j}.block", 0, x
+            if b.expanded_channels != b.input_channels:
+                y = conv_norm_act(y, b.expanded_channels, 1, name=f"{p}.{k}", eps=eps, act=act)
+                k += 1
+            y = conv_norm_act(y, b.expanded_channels, b.kernel, b.stride, name=f"{p}.{k}",
+                              groups=b.expanded_channels, eps=eps, act=act)
+            k += 1
+            if b.use_se:
+                y = squeeze_excitation(y, b.squeeze_channels, name=f"{p}.{k}", act=nn.relu, scale_act=nn.hard_sigmoid)
+                k += 1
+            y = conv_norm_act(y, b.out_channels, 1, name=f"{p}.{k}", eps=eps)
+            x = y + x if b.stride == 1 and b.input_channels == b.out_channels else y
+        last = len(self.blocks) + 1
+        x = conv_norm_act(x, 6 * self.blocks[-1].out_channels, 1, name=f"features.{last}", eps=eps,
+                          act=nn.hard_swish)
+        x = nn.hard_swish(nn.Dense(self.last_channel, name="classifier.0")(x.mean(axis=(1, 2))))
+        return nn.Dense(self.num_classes, name="classifier.3")(x)
+
+
+class EfficientNet(nn.Module):
+    """torchvision's EfficientNet (B0: batch norm eps 1e-5); stochastic depth and dropout are identities at inference."""
+
+    stages: tuple[vision.MBConvStage, ...]
+    num_classes: int
+
+    @nn.compact
+    def __call__(self, x):
+        x = conv_norm_act(x, self.stages[0].input_channels, 3, 2, name="features.0", act=nn.silu)
+        for j, s in enumerate(self.stages, start=1):
+            for i in range(s.num_layers):
+                inp, stride = (s.input_channels, s.stride) if i == 0 else (s.out_channels, 1)
+                expanded = vision.make_divisible(inp * s.expand_ratio, 8)
+                p, k, y = f"features.{j}.{i}.block", 0, x
+                if expanded != inp:
+                    y = conv_norm_act(y, expanded, 1, name=f"{p}.{k}", act=nn.silu)
+                    k += 1
+                y = conv_norm_act(y, expanded, s.kernel, stride, name=f"{p}.{k}", groups=expanded, act=nn.silu)
+                y = squeeze_excitation(y, max(1, inp // 4), name=f"{p}.{k + 1}", act=nn.silu, scale_act=nn.sigmoid)
+                y = conv_norm_act(y, s.out_channels, 1, name=f"{p}.{k + 2}")
+                x = y + x if stride == 1 and inp == s.out_channels else y
+        last = len(self.stages) + 1
+        x = conv_norm_act(x, 4 * self.stages[-1].out_channels, 1, name=f"features.{last}", act=nn.silu)
+        return nn.Dense(self.num_classes, name="classifier.1")(x.mean(axis=(1, 2)))
+
+
+class SmallCNN(nn.Module):
+    """The MNIST CNN of torch_backend.vision.SmallCNN."""
+
+    variant: str
+    num_classes: int
+
+    @nn.compact
+    def __call__(self, x):
+        c1, c2, hidden = vision.CNN[self.variant]
+        x = nn.max_pool(nn.relu(conv(x, c1, 3, name="conv1", bias=True)), (2, 2), strides=(2, 2))
+        x = nn.max_pool(nn.relu(conv(x, c2, 3, name="conv2", bias=True)), (2, 2), strides=(2, 2))
+        # Flatten in PyTorch's (C, H, W) order, so fc1's shared weights line up with the same features.
+        x = jnp.transpose(x, (0, 3, 1, 2)).reshape(x.shape[0], -1)
+        return nn.Dense(self.num_classes, name="fc2")(nn.relu(nn.Dense(hidden, name="fc1")(x)))
+
+
+def resnet50(num_classes: int, variant: str) -> nn.Module:
+    return ResNet(vision.RESNET_BLOCKS[("resnet50", variant)], True, num_classes)
+
+
+def resnet18_cifar(num_classes: int, variant: str) -> nn.Module:
+    return ResNet(vision.RESNET_BLOCKS[("resnet18", variant)], False, num_classes, cifar_stem=True)
+
+
+def vit_b_16(num_classes: int, variant: str) -> nn.Module:
+    return VisionTransformer(vision.VIT[variant], num_classes)
+
+
+def mobilenet_v3_small(num_classes: int, variant: str) -> nn.Module:
+    blocks, last_channel = vision.MOBILENET_V3_SMALL[variant]
+    return MobileNetV3(blocks, last_channel, num_classes)
+
+
+def efficientnet_b0(num_classes: int, variant: str) -> nn.Module:
+    return EfficientNet(vision.EFFICIENTNET_B0[variant], num_classes)
+
+
+def small_cnn(num_classes: int, variant: str) -> nn.Module:
+    return SmallCNN(variant, num_classes)
+
+
+BUILDERS = {
+    "resnet50": resnet50,
+    "resnet18": resnet18_cifar,
+    "vit_b_16": vit_b_16,
+    "mobilenet_v3_small": mobilenet_v3_small,
+    "efficientnet_b0": efficientnet_b0,
+    "cnn": small_cnn,
+}

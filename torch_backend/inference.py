@@ -1,0 +1,64 @@
+"""The forward pass of a model in PyTorch (inference mode; eager or torch.compile, contiguous or channels_last),
+for the inference use case and the parity check."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from torch_backend import models
+
+
+class TorchInference:
+    def __init__(self, model: str, variant: str, weights: dict[str, np.ndarray], sample_shape: tuple[int, ...],
+                 num_classes: int, device: torch.device, *, torch_compile: bool = False,
+                 channels_last: bool = False, dtype: torch.dtype = torch.float32) -> None:
+        self.device = device
+        net = models.build(model, sample_shape, num_classes, variant)
+        models.load_shared_weights(net, weights)
+        # eval(): batch norm uses its running statistics and dropout is off, as in the Flax modules.
+        # bf16: parameters and buffers (batch-norm statistics) are cast, as the JAX backend casts its variables.
+        net = net.to(device=device, dtype=dtype).eval()
+        self.dtype = dtype
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        if channels_last:
+            net = net.to(memory_format=torch.channels_last)
+        self.parameter_count = sum(p.numel() for p in net.parameters())
+        self.torch_compile = torch_compile
+        self.net = torch.compile(net) if torch_compile else net
+
+    def to_device(self, x: np.ndarray):
+        batch = torch.from_numpy(x).to(device=self.device, dtype=self.dtype)
+        if batch.dim() == 4:
+            batch = batch.contiguous(memory_format=self.memory_format)
+        self.synchronize(batch)
+        return batch
+
+    def compile(self, x) -> dict[str, float]:
+        """Eager: nothing to compile. torch.compile compiles lazily inside the first call, which also runs
+        the model once; its compile time is that first call minus the next (steady) call, so the execution
+        is not counted as compilation."""
+        if not self.torch_compile:
+            return {}
+        first = self._timed_call(x)
+        steady = self._timed_call(x)
+        return {"compile_first_call_time": first, "compile_time": max(first - steady, 0.0)}
+
+    def _timed_call(self, x) -> float:
+        start = time.perf_counter()
+        self.synchronize(self.forward(x))
+        return time.perf_counter() - start
+
+    def forward(self, x):
+        with torch.inference_mode():
+            return self.net(x)
+
+    def synchronize(self, out) -> None:
+        # CUDA kernels run asynchronously: without this the clock would stop at dispatch, not completion.
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def to_numpy(self, out) -> np.ndarray:
+        return out.detach().float().cpu().numpy()

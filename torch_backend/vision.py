@@ -1,0 +1,85 @@
+"""The vision models in PyTorch: torchvision's builders for the full networks, torchvision's classes fed from
+bench_contract.vision for the tiny ones, and the small MNIST CNN."""
+
+from __future__ import annotations
+
+import torch
+import torchvision.models as tvm
+from torch import nn
+from torchvision.models.efficientnet import EfficientNet, MBConvConfig
+from torchvision.models.mobilenetv3 import InvertedResidualConfig, MobileNetV3
+from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
+
+from bench_contract import vision
+
+
+def resnet50(num_classes: int, variant: str) -> nn.Module:
+    if variant == "full":
+        return tvm.resnet50(weights=None, num_classes=num_classes)
+    return ResNet(Bottleneck, list(vision.RESNET_BLOCKS[("resnet50", variant)]), num_classes=num_classes)
+
+
+def resnet18_cifar(num_classes: int, variant: str) -> nn.Module:
+    """torchvision's ResNet-18 for 32x32 inputs: a 3x3 stride-1 stem and no max-pool, the usual CIFAR choice
+    (a 7x7 stride-2 stem and a max-pool would leave a 1x1 map before the last stage)."""
+    model = ResNet(BasicBlock, list(vision.RESNET_BLOCKS[("resnet18", variant)]), num_classes=num_classes)
+    model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    model.maxpool = nn.Identity()
+    return model
+
+
+def vit_b_16(num_classes: int, variant: str) -> nn.Module:
+    if variant == "full":
+        return tvm.vit_b_16(weights=None, num_classes=num_classes)
+    c = vision.VIT[variant]
+    return tvm.VisionTransformer(image_size=c.image_size, patch_size=c.patch_size, num_layers=c.num_layers,
+                                 num_heads=c.num_heads, hidden_dim=c.hidden_dim, mlp_dim=c.mlp_dim,
+                                 num_classes=num_classes)
+
+
+def mobilenet_v3_small(num_classes: int, variant: str) -> nn.Module:
+    if variant == "full":
+        return tvm.mobilenet_v3_small(weights=None, num_classes=num_classes)
+    blocks, last_channel = vision.MOBILENET_V3_SMALL[variant]
+    setting = [InvertedResidualConfig(b.input_channels, b.kernel, b.expanded_channels, b.out_channels, b.use_se,
+                                      b.activation, b.stride, 1, 1.0) for b in blocks]
+    return MobileNetV3(setting, last_channel, num_classes=num_classes)
+
+
+def efficientnet_b0(num_classes: int, variant: str) -> nn.Module:
+    if variant == "full":
+        return tvm.efficientnet_b0(weights=None, num_classes=num_classes)
+    setting = [MBConvConfig(s.expand_ratio, s.kernel, s.stride, s.input_channels, s.out_channels, s.num_layers,
+                            1.0, 1.0) for s in vision.EFFICIENTNET_B0[variant]]
+    return EfficientNet(setting, dropout=0.2, num_classes=num_classes)
+
+
+class SmallCNN(nn.Module):
+    """conv3x3-ReLU-maxpool twice, then a hidden Linear layer and the classifier; for 28x28 MNIST digits."""
+
+    def __init__(self, in_channels: int, num_classes: int, variant: str) -> None:
+        super().__init__()
+        c1, c2, hidden = vision.CNN[variant]
+        self.conv1 = nn.Conv2d(in_channels, c1, 3, padding=1)
+        self.conv2 = nn.Conv2d(c1, c2, 3, padding=1)
+        self.fc1 = nn.Linear(c2 * 7 * 7, hidden)
+        self.fc2 = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2)
+        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
+
+
+def small_cnn(num_classes: int, variant: str) -> nn.Module:
+    return SmallCNN(1, num_classes, variant)
+
+
+BUILDERS = {
+    "resnet50": resnet50,
+    "resnet18": resnet18_cifar,
+    "vit_b_16": vit_b_16,
+    "mobilenet_v3_small": mobilenet_v3_small,
+    "efficientnet_b0": efficientnet_b0,
+    "cnn": small_cnn,
+}
