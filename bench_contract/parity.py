@@ -54,6 +54,10 @@ class ParitySpec:
     def model_variant(self) -> str:  # the job spec's name for the same field, for backends reading either
         return self.variant
 
+    @property
+    def world_size(self) -> int:  # one forward pass in one process: backends set up no process group
+        return 1
+
     def __post_init__(self) -> None:
         vision.check_variant(self.variant)
         object.__setattr__(self, "sample_shape", tuple(self.sample_shape))
