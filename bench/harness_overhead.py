@@ -79,7 +79,7 @@ def parse_probe_output(stdout: str) -> Probe:
 def verdict(percent: float, target: float = TARGET_PERCENT) -> str:
     """"met" when the harness differs from the bare loop by at most `target` percent, either way."""
     excess = abs(percent) - target
-    return "met" if excess <= 0 else f"missed by {excess:.1f}%"
+    return "met" if excess <= 0 else f"missed by {excess:.2f}%"
 
 
 def framework_python(framework: str) -> Path:
@@ -112,7 +112,7 @@ def rows_for(probe: Probe) -> list[Result]:
                f"{probe.harness:.3f} / {probe.bare:.3f} ms", "", "",
                f"{name} {probe.version}; medians over {runs} alternating runs of each run's median of "
                f"{probe.timed_steps} steps"),
-        Result(f"{name}: harness / bare - 1, same run", f"{probe.overhead_percent:+.1f}%",
+        Result(f"{name}: harness / bare - 1, same run", f"{probe.overhead_percent:+.2f}%",
                f"|x| <= {TARGET_PERCENT:g}%", verdict(probe.overhead_percent), spread),
     ]
 

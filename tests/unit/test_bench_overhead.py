@@ -29,8 +29,8 @@ def test_unusable_probe_output_is_refused(stdout):
         parse_probe_output(stdout)
 
 
-@pytest.mark.parametrize("percent, expected", [(0.0, "met"), (2.0, "met"), (-1.9, "met"), (3.5, "missed by 1.5%"),
-                                               (-4.0, "missed by 2.0%")])
+@pytest.mark.parametrize("percent, expected", [(0.0, "met"), (2.0, "met"), (-1.9, "met"), (3.5, "missed by 1.50%"),
+                                               (-4.0, "missed by 2.00%")])
 def test_verdict_is_against_two_percent_either_way(percent, expected):
     assert verdict(percent) == expected
 
@@ -38,4 +38,4 @@ def test_verdict_is_against_two_percent_either_way(percent, expected):
 def test_rows_show_both_medians_and_the_ratio_with_its_verdict():
     step_row, ratio_row = rows_for(parse_probe_output(probe_stdout()))
     assert step_row.measured == "2.100 / 2.000 ms"
-    assert (ratio_row.measured, ratio_row.verdict) == ("+5.0%", "missed by 3.0%")
+    assert (ratio_row.measured, ratio_row.verdict) == ("+5.00%", "missed by 3.00%")
