@@ -54,11 +54,6 @@ class Probe:
         return (self.harness / self.bare - 1.0) * 100.0
 
     @property
-    def fastest_percent(self) -> float:
-        """harness/bare - 1 of each loop's fastest run: the runs least disturbed by other work on the machine."""
-        return (min(self.harness_ms) / min(self.bare_ms) - 1.0) * 100.0
-
-    @property
     def paired_percent(self) -> list[float]:
         """harness/bare - 1 of each adjacent pair of runs, in percent."""
         return [(h / b - 1.0) * 100.0 for h, b in zip(self.harness_ms, self.bare_ms)]
@@ -105,8 +100,7 @@ def rows_for(probe: Probe) -> list[Result]:
     what = f"{probe.model} batch {probe.batch_size} fp32 {probe.device}"
     runs = len(probe.harness_ms)
     paired = probe.paired_percent
-    spread = (f"pair by pair: median {statistics.median(paired):+.1f}%, from {min(paired):+.1f}% to {max(paired):+.1f}%; "
-              f"fastest run of each: {probe.fastest_percent:+.1f}%")
+    spread = (f"pair by pair: median {statistics.median(paired):+.1f}%, from {min(paired):+.1f}% to {max(paired):+.1f}%")
     return [
         Result(f"{name} {what}: step time, harness (`run_inference`) / bare loop",
                f"{probe.harness:.3f} / {probe.bare:.3f} ms", "", "",

@@ -20,7 +20,6 @@ def test_the_last_result_line_is_read_and_medians_come_from_it():
     assert (probe.harness, probe.bare) == (2.1, 2.0)
     assert probe.overhead_percent == pytest.approx(5.0)
     assert probe.paired_percent == pytest.approx([0.0, 50.0, 5.0])
-    assert probe.fastest_percent == pytest.approx(0.0)
 
 
 @pytest.mark.parametrize("stdout", ["no result here\n", probe_stdout(bare_ms=[2.0]), probe_stdout(bare_ms=[0.0, 1.0, 1.0])])
