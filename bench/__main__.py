@@ -1,4 +1,4 @@
-"""`python -m bench [--repeats N] [--only startup,planning,submission,collecting]`: measure, print one table."""
+"""`python -m bench [--repeats N] [--only startup,planning,submission,collecting,overhead]`: measure, print one table."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import os
 import platform
 import sys
 
-from bench import collecting, planning, startup, submission
+from bench import collecting, harness_overhead, planning, startup, submission
 
-SUITES = {"startup": startup, "planning": planning, "submission": submission, "collecting": collecting}
+SUITES = {"startup": startup, "planning": planning, "submission": submission, "collecting": collecting,
+          "overhead": harness_overhead}
 
 
 def machine() -> str:
