@@ -124,3 +124,10 @@ def write_image_folder(folder: Path, classes: int, per_class: int, split: str = 
             pixels = rng.integers(0, 256, (height, width, 3)).astype(np.uint8)
             Image.fromarray(pixels).save(target / f"img_{i:03d}.JPEG", quality=90)
     return folder
+
+
+def metric(df, name: str) -> float:
+    """The one value of a summary metric in a task's result rows."""
+    values = df.loc[df.metric == name, "value"]
+    assert len(values) == 1, f"expected one {name} row, found {len(values)}"
+    return float(values.iloc[0])

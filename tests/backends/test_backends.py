@@ -11,7 +11,7 @@ import pytest
 
 from bench_contract.device import cpu_model
 from bench_contract.spec import JobSpec
-from helpers import REPO_ROOT, env_python, write_mnist_folder
+from helpers import REPO_ROOT, env_python, metric, write_mnist_folder
 
 FRAMEWORKS = ("jax", "torch")
 
@@ -43,12 +43,6 @@ def both(tmp_path_factory):
         assert proc.returncode == 0, proc.stderr
         frames[framework] = pd.read_parquet(tmp_path / f"{framework}.parquet")
     return frames
-
-
-def metric(df: pd.DataFrame, name: str) -> float:
-    values = df.loc[df.metric == name, "value"]
-    assert len(values) == 1, f"expected one {name} row, found {len(values)}"
-    return float(values.iloc[0])
 
 
 def test_same_weights_same_data_same_losses(both):

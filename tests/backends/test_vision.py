@@ -20,7 +20,7 @@ from bench_contract.inference import num_classes, sample_shape, synthetic_inputs
 from bench_contract.models import param_specs
 from bench_contract.parity import ParitySpec
 from bench_contract.spec import JobSpec
-from helpers import REPO_ROOT, env_python, run_cli, write_image_folder
+from helpers import REPO_ROOT, env_python, metric, run_cli, write_image_folder
 from orchestrator import catalog
 from orchestrator.validate import read_result
 
@@ -151,30 +151,24 @@ def run_inference_both(tmp_path, **fields) -> dict[str, pd.DataFrame]:
     return frames
 
 
-def value(df: pd.DataFrame, metric: str) -> float:
-    values = df.loc[df.metric == metric, "value"]
-    assert len(values) == 1, f"expected one {metric} row, found {len(values)}"
-    return float(values.iloc[0])
-
-
 def test_inference_records_latency_percentiles_throughput_and_memory(inference_rows):
     for df in inference_rows.values():
-        assert value(df, "timed_steps") == 4 and value(df, "warmup_steps") == 1
-        p50, p95, p99 = (value(df, f"step_time_{p}") for p in ("p50", "p95", "p99"))  # latency per batch
+        assert metric(df, "timed_steps") == 4 and metric(df, "warmup_steps") == 1
+        p50, p95, p99 = (metric(df, f"step_time_{p}") for p in ("p50", "p95", "p99"))  # latency per batch
         assert 0 < p50 <= p95 <= p99
-        assert value(df, "step_time_mean") > 0 and value(df, "step_time_std") >= 0
-        assert value(df, "throughput") == pytest.approx(2 * 1e3 / value(df, "step_time_mean"), rel=1e-6)
-        assert value(df, "peak_host_rss") > 50e6
-        assert value(df, "first_batch_time") > 0
+        assert metric(df, "step_time_mean") > 0 and metric(df, "step_time_std") >= 0
+        assert metric(df, "throughput") == pytest.approx(2 * 1e3 / metric(df, "step_time_mean"), rel=1e-6)
+        assert metric(df, "peak_host_rss") > 50e6
+        assert metric(df, "first_batch_time") > 0
         assert (df.model_variant == "tiny").all() and (df.use_case == catalog.INFERENCE).all()
-    assert value(inference_rows["jax"], "parameter_count") == value(inference_rows["torch"], "parameter_count")
+    assert metric(inference_rows["jax"], "parameter_count") == metric(inference_rows["torch"], "parameter_count")
     assert inference_rows["jax"].init_weights_sha256.iloc[0] == inference_rows["torch"].init_weights_sha256.iloc[0]
     assert inference_rows["jax"].precision_policy.iloc[0] == inference_rows["torch"].precision_policy.iloc[0]
 
 
 def test_jax_inference_compile_time_is_recorded_apart_and_pytorch_eager_claims_none(inference_rows):
     jax_rows, torch_rows = inference_rows["jax"], inference_rows["torch"]
-    assert value(jax_rows, "compile_time") > 0 and value(jax_rows, "lowering_time") > 0
+    assert metric(jax_rows, "compile_time") > 0 and metric(jax_rows, "lowering_time") > 0
     assert "compile_time" not in set(torch_rows.metric)  # eager PyTorch compiles nothing ahead of time
 
 
@@ -193,9 +187,9 @@ def test_both_environments_read_an_image_folder_to_the_same_pixels_and_run_infer
     frames = run_inference_both(tmp_path, model="mobilenet_v3_small", batch_size=4, data_source="real",
                                 data_dir=str(root), warmup_steps=0, timed_steps=2)
     for df in frames.values():
-        assert (df.data_source == "real").all() and value(df, "timed_steps") == 2
+        assert (df.data_source == "real").all() and metric(df, "timed_steps") == 2
     # two class folders: the classifier has two outputs in both, so the same (smaller) parameter count
-    assert value(frames["jax"], "parameter_count") == value(frames["torch"], "parameter_count")
+    assert metric(frames["jax"], "parameter_count") == metric(frames["torch"], "parameter_count")
 
 
 def test_pytorch_options_torch_compile_and_channels_last_are_run_and_recorded(tmp_path):
@@ -210,5 +204,5 @@ def test_pytorch_options_torch_compile_and_channels_last_are_run_and_recorded(tm
     df = pd.read_parquet(spec.results_path)
     assert json.loads(df.framework_options.iloc[0]) == {"mode": "torch.compile", "memory_format": "channels_last"}
     # compilation happens inside torch.compile's first call; the steady call after it is subtracted
-    assert value(df, "compile_first_call_time") > value(df, "compile_time") > 0
-    assert value(df, "step_time_p50") > 0 and value(df, "timed_steps") == 3
+    assert metric(df, "compile_first_call_time") > metric(df, "compile_time") > 0
+    assert metric(df, "step_time_p50") > 0 and metric(df, "timed_steps") == 3
