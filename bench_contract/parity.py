@@ -26,7 +26,9 @@ from bench_contract.weights import ParamSpec, load_or_create
 # Largest accepted |JAX - PyTorch| over the largest |PyTorch logit|, per precision.
 # bf16 keeps 8 bits of mantissa (a relative rounding of 2**-9 per value), and the two frameworks round after
 # different operations (fused or not): agreement is to a few percent of the logit scale, not to 1e-4.
-TOLERANCES = {"fp32": 1e-4, "bf16": 5e-2}
+# fp16 keeps 11 bits of mantissa (2**-12 relative rounding per value), but both frameworks round after
+# different fused operations too, over dozens of layers.
+TOLERANCES = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import numpy as np
 import optax
 
 from bench_contract.data import Dataset
-from bench_contract.inference import INFERENCE_USE_CASE, precision_policy, run_inference
+from bench_contract.inference import DTYPE_NAMES, INFERENCE_USE_CASE, precision_policy, run_inference
 from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
@@ -94,7 +94,7 @@ class JaxBackend:
 
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> JaxInference:
         return JaxInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
-                            dtype=jnp.bfloat16 if spec.precision == "bf16" else jnp.float32)
+                            dtype=getattr(jnp, DTYPE_NAMES[spec.precision]))
 
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
         if spec.use_case == INFERENCE_USE_CASE:

@@ -48,6 +48,8 @@ PRECISIONS = {
     "tf32": Precision("tf32", "float32 parameters, TF32 matmuls in both frameworks", False),
     "bf16": Precision("bf16", "bfloat16 parameters, inputs and activations in both frameworks (inference; "
                               "mixed-precision training is not implemented yet)", True, frozenset({5})),
+    "fp16": Precision("fp16", "float16 parameters, inputs and activations in both frameworks (inference; "
+                              "mixed-precision training is not implemented yet)", True, frozenset({5})),
 }
 
 

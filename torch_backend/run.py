@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from bench_contract.data import Dataset
-from bench_contract.inference import INFERENCE_USE_CASE, precision_policy, run_inference
+from bench_contract.inference import DTYPE_NAMES, INFERENCE_USE_CASE, precision_policy, run_inference
 from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
@@ -120,7 +120,7 @@ class TorchBackend:
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> TorchInference:
         return TorchInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
                               torch_compile=spec.torch_compile, channels_last=spec.channels_last,
-                              dtype=torch.bfloat16 if spec.precision == "bf16" else torch.float32)
+                              dtype=getattr(torch, DTYPE_NAMES[spec.precision]))
 
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
         if spec.use_case == INFERENCE_USE_CASE:
