@@ -8,20 +8,14 @@ import platform
 import sys
 
 from bench import collecting, harness_overhead, planning, startup, submission
+from bench_contract.device import cpu_model
 
 SUITES = {"startup": startup, "planning": planning, "submission": submission, "collecting": collecting,
           "overhead": harness_overhead}
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model()  # the same reading the result rows carry
     load = ", load average %.1f %.1f %.1f" % os.getloadavg() if hasattr(os, "getloadavg") else ""
     return f"{os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), {model}, Python {platform.python_version()}{load}"
 
