@@ -129,9 +129,8 @@ class TorchBackend:
             run_inference(spec, data.x_train, ops, rows)
             self.add_device_memory(rows)
             return
-        model = models.build(spec.model, data.sample_shape, data.num_classes)
-        # strict=True: a name or shape mismatch with the shared weights is an error, never a partial load.
-        model.load_state_dict({name: torch.from_numpy(w) for name, w in weights.items()}, strict=True)
+        model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant)
+        models.load_shared_weights(model, weights)
         model.to(self.device).train()
         rows.add("parameter_count", sum(p.numel() for p in model.parameters()), "parameters")
         if spec.optimizer != "sgd":
