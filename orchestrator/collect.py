@@ -285,20 +285,25 @@ def _fmt(value, pattern: str) -> str:
 ONE_PROCESS_USE_CASE = {2: 1, 4: 3}
 
 
-def scaling_table(df) -> str | None:
+def scaling_frame(df):
     """Strong scaling of every data-parallel cell: throughput per device against one process, same global batch.
 
     efficiency = throughput(N processes) / (N * throughput(1 process)). The one-process cell is looked up in
     everything collected (use case 1 for 2, 3 for 4, or the same use case run as one process), on the same
-    device model, framework, benchmark, model, batch size and precision. Without one, it says "n/a".
+    device model, framework, benchmark, model, batch size and precision. Without one, efficiency is NaN.
+    One row per data-parallel cell; empty when there is none.
     """
+    import pandas as pd
+
+    columns = ["device_model", "framework", *KEY, "world_size", "throughput_per_device", "one_process_throughput",
+               "efficiency"]
     if df.empty or "world_size" not in set(df["metric"]):
-        return None
+        return pd.DataFrame(columns=columns)
     cells = df[df["metric"].isin(["throughput", "world_size"])].pivot_table(
         index=["device_model", "framework", *KEY, "cell_id"], columns="metric", values="value", aggfunc="median"
     ).reset_index()
     if "throughput" not in cells:
-        return None
+        return pd.DataFrame(columns=columns)
     cells["world_size"] = cells.get("world_size", 1).fillna(1)  # rows from before world_size was recorded
     single = cells[cells["world_size"] == 1]
     rows = []
@@ -309,15 +314,26 @@ def scaling_table(df) -> str | None:
             & (single["batch_size"] == cell["batch_size"]) & (single["precision"] == cell["precision"])
             & single["use_case"].isin([cell["use_case"], ONE_PROCESS_USE_CASE.get(cell["use_case"])])
         )
-        base = single.loc[same, "throughput"].median() if same.any() else None
+        base = single.loc[same, "throughput"].median() if same.any() else float("nan")
         world = int(cell["world_size"])
-        rows.append([
-            cell["device_model"], cell["framework"], cell["benchmark"], cell["use_case"], cell["model"],
-            cell["batch_size"], world, _fmt(cell["throughput"] / world, "{:,.0f}"), _fmt(base, "{:,.0f}"),
-            _fmt(cell["throughput"] / (world * base) if base else None, "{:.0%}"),
-        ])
-    if not rows:
+        rows.append({**{c: cell[c] for c in ["device_model", "framework", *KEY]}, "world_size": world,
+                     "throughput_per_device": cell["throughput"] / world, "one_process_throughput": base,
+                     "efficiency": cell["throughput"] / (world * base)})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def scaling_table(df) -> str | None:
+    """The scaling frame as text for the terminal, or None when no data-parallel cell was collected."""
+    frame = scaling_frame(df)
+    if frame.empty:
         return None
+
+    def number(value, pattern):
+        return _fmt(None if value != value else value, pattern)  # NaN (no one-process cell) reads "n/a"
+
+    rows = [[r.device_model, r.framework, r.benchmark, r.use_case, r.model, r.batch_size, r.world_size,
+             number(r.throughput_per_device, "{:,.0f}"), number(r.one_process_throughput, "{:,.0f}"),
+             number(r.efficiency, "{:.0%}")] for r in frame.itertuples()]
     headers = ["device model", "framework", "benchmark", "use case", "model", "batch", "processes",
                "samples/s per device", "one process samples/s", "scaling efficiency"]
     return format_table(headers, rows)

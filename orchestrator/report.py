@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bench_contract.atomic import publish
 from orchestrator import PROJECT_ROOT
+from orchestrator.collect import scaling_frame
 from orchestrator.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, display_rows, summary_rows
 
 COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
@@ -182,6 +183,8 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
             ax.legend()
             _save(plt, fig, folder / f"compile_{d}.png", plots, f"Compile time on {device}")
 
+    draw_scaling(plt, scaling_frame(summary), device_index, folder, plots)
+
     curves = df[df["metric"].isin(["train_loss", "val_accuracy", "epoch_time"])]
     for group, block in curves.groupby(["device_model", *KEY]):
         device, bench, case, model, batch, precision = group
@@ -209,6 +212,24 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
         _save(plt, fig, folder / f"curves_{_slug(d, bench, case, model, batch, precision)}.png", plots,
               f"Training curves: {bench}, use case {case}, {model}, batch {batch}, {precision} on {device}")
     return plots
+
+
+def draw_scaling(plt, scaling, device_index: dict, folder: Path, plots: list) -> None:
+    """Scaling efficiency against the number of processes, one line per framework and cell, per device model.
+    The ideal is 100%: N processes each as fast as one alone on the same global batch."""
+    scaling = scaling[scaling["efficiency"].notna()]
+    for device, block in scaling.groupby("device_model"):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for (fw, bench, case, model, batch, precision), line in block.groupby(["framework", *KEY]):
+            line = line.sort_values("world_size")
+            ax.plot([1, *line["world_size"]], [100, *(line["efficiency"] * 100)], "o-", color=COLORS[fw],
+                    label=f"{FRAMEWORK_TITLES[fw]} {bench}/{model} uc{case} b{batch} {precision}")
+        ax.axhline(100, color="grey", lw=0.8, ls=":")
+        ax.set(xlabel="processes (one device each)", ylabel="scaling efficiency (%)", ylim=(0, None),
+               title=f"Data-parallel scaling efficiency\n{device}")
+        ax.legend(fontsize=7)
+        _save(plt, fig, folder / f"scaling_{device_index.get(str(device), 0)}.png", plots,
+              f"Data-parallel scaling efficiency on {device}")
 
 
 # --- HTML ---------------------------------------------------------------------------------------------

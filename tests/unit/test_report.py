@@ -59,3 +59,24 @@ def test_export_to_wandb_offline(tmp_path):
     speedups = [row[comparison["columns"].index("speedup")] for row in comparison["data"]]
     assert sorted(speedups) == [1.5, 2.0]
     assert "throughput" in [row[tables["results"]["columns"].index("metric")] for row in tables["results"]["data"]]
+
+
+def test_data_parallel_cells_get_a_scaling_efficiency_plot(tmp_path):
+    from orchestrator.collect import merge, scaling_frame, summary_frame
+
+    for framework, single, pair in (("jax", 1000.0, 1500.0), ("torch", 800.0, 1600.0)):
+        task_file(tmp_path, framework, 32, single, use_case=1, world_size=1)
+        task_file(tmp_path, framework, 32, pair, use_case=2, world_size=2)
+    merge(tmp_path, tmp_path / "merged.parquet")
+    frame = scaling_frame(summary_frame(tmp_path / "merged.parquet"))
+    assert dict(zip(frame.framework, frame.efficiency)) == {"jax": 0.75, "torch": 1.0}
+    proc = run_cli("report", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in (tmp_path / "report" / "plots").glob("scaling_*.png")] == ["scaling_0.png"]
+    assert "Data-parallel scaling efficiency on CPU X" in (tmp_path / "report" / "report.html").read_text()
+
+
+def test_no_scaling_plot_without_data_parallel_cells(tmp_path):
+    merged_results(tmp_path)
+    assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
+    assert not list((tmp_path / "report" / "plots").glob("scaling_*"))
