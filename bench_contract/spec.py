@@ -65,6 +65,11 @@ class JobSpec:
     # PyTorch options (inference): torch.compile instead of eager, channels_last memory format for CNNs
     torch_compile: bool = False
     channels_last: bool = False
+    # The largest batch that fits (bench_contract.batch_search): from batch_size, doubling then bisecting up to
+    # batch_search_limit, each try a fresh process, whose address space is capped at memory_limit_bytes (0: no cap).
+    batch_search: bool = False
+    batch_search_limit: int = 65536
+    memory_limit_bytes: int = 0
     # where results go (absolute paths, written by the orchestrator)
     results_path: str = ""
     init_weights_path: str = ""
@@ -85,6 +90,10 @@ class JobSpec:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SpecError(f"{name} must be a positive integer, got {value!r}")
+        if self.batch_search and self.batch_search_limit < self.batch_size:
+            raise SpecError(f"batch_search_limit {self.batch_search_limit} is below the starting batch {self.batch_size}")
+        if not isinstance(self.memory_limit_bytes, int) or self.memory_limit_bytes < 0:
+            raise SpecError(f"memory_limit_bytes must be a non-negative integer, got {self.memory_limit_bytes!r}")
         if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise SpecError(f"warmup_steps must be a non-negative integer, got {self.warmup_steps!r}")
         if not self.learning_rate > 0:

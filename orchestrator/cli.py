@@ -57,6 +57,9 @@ def main(
     variant: Annotated[str, typer.Option("--variant", help="Model size: full, or tiny (fewer blocks, smaller inputs) for CPU tests.", rich_help_panel=MATRIX)] = "full",
     torch_compile: Annotated[bool, typer.Option("--torch-compile", help="PyTorch cells use torch.compile instead of eager (inference).", rich_help_panel=MATRIX)] = False,
     channels_last: Annotated[bool, typer.Option("--channels-last", help="PyTorch CNNs run in channels_last memory format (inference).", rich_help_panel=MATRIX)] = False,
+    find_max_batch: Annotated[bool, typer.Option("--find-max-batch", help="Instead of measuring, find the largest batch that fits in memory: doubling, then binary search, each try a fresh process on synthetic data; --batch-sizes gives the start (default 1).", rich_help_panel=MATRIX)] = False,
+    max_batch_limit: Annotated[int, typer.Option(help="Largest batch size --find-max-batch tries.", rich_help_panel=MATRIX)] = 65536,
+    memory_limit: Annotated[Optional[str], typer.Option(help="Artificial memory cap of each --find-max-batch try (its address space, like ulimit -v), e.g. 6G or 512M.", rich_help_panel=MATRIX)] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default: the benchmark's).", rich_help_panel=TRAINING)] = None,
     learning_rate: Annotated[float, typer.Option(help="Learning rate.", rich_help_panel=TRAINING)] = 0.01,
     optimizer: Annotated[str, typer.Option(help="Optimizer: sgd.", rich_help_panel=TRAINING)] = "sgd",
@@ -98,7 +101,8 @@ def main(
             optimizer=optimizer,
             seed=seed,
             warmup_steps=warmup_steps,
-            data_source="synthetic" if synthetic else "real",
+            # A batch search runs on synthetic data: memory depends on the shapes, not on the values.
+            data_source="synthetic" if synthetic or find_max_batch else "real",
             data_dir=str(data_dir) if data_dir else None,
             synthetic_samples=synthetic_samples,
             device=device,
@@ -111,7 +115,12 @@ def main(
             timed_steps=timed_steps,
             torch_compile=torch_compile,
             channels_last=channels_last,
+            batch_search=find_max_batch,
+            batch_search_limit=max_batch_limit,
+            memory_limit_bytes=matrix.parse_memory_size(memory_limit) if memory_limit else 0,
         )
+        if memory_limit and not find_max_batch:
+            raise UsageError("--memory-limit caps the tries of --find-max-batch; give --find-max-batch too")
         request = LaunchRequest(
             benchmark=benchmark,
             use_case=use_case,
@@ -142,7 +151,7 @@ def collect(
     """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model.
 
     Incremental: only task files that are new or changed since the last collect are read."""
-    from orchestrator.collect import comparison_tables, merge, scaling_table, summary_frame
+    from orchestrator.collect import batch_search_table, comparison_tables, merge, scaling_table, summary_frame
 
     if not results_dir.is_dir():
         raise fail(OrchestratorError(f"results folder {results_dir} does not exist; nothing to collect"))
@@ -162,6 +171,9 @@ def collect(
     scaling = scaling_table(summary)
     if scaling:
         typer.echo(f"\nData-parallel scaling (same global batch as one process):\n{scaling}")
+    searched = batch_search_table(summary)
+    if searched:
+        typer.echo(f"\nLargest batch that fits (each try a fresh process):\n{searched}")
 
 
 @app.command("list")

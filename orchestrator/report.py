@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench_contract.atomic import publish
 from orchestrator import PROJECT_ROOT
-from orchestrator.collect import scaling_frame
+from orchestrator.collect import batch_search_rows, scaling_frame
 from orchestrator.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, display_rows, summary_rows
 
 COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
@@ -40,7 +40,7 @@ def write_report(merged: Path, folder: Path) -> Report:
     folder.mkdir(parents=True, exist_ok=True)
     frame = comparison_frame(df)
     report = Report(folder)
-    report.tables = write_tables(frame, folder)
+    report.tables = write_tables(frame, folder, extra_tables(df))
     report.plots = draw_plots(df, frame, folder / "plots")
     report.html = write_html(df, frame, report, folder / "report.html", merged)
     return report
@@ -78,12 +78,21 @@ def latex_table(caption: str, headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def write_tables(frame, folder: Path) -> dict[str, Path]:
+def extra_tables(df) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of the tables beside the comparison: today the largest batch that fits."""
+    headers, rows = batch_search_rows(summary_rows(df))
+    return [("Largest batch that fits", headers, rows)] if rows else []
+
+
+def write_tables(frame, folder: Path, extras: list[tuple[str, list[str], list[list[str]]]] = ()) -> dict[str, Path]:
     md, tex = ["# JAX vs PyTorch", ""], []
     for device in devices(frame):
         headers, rows = display_rows(frame, device)
         md += [f"## {device}", "", markdown_table(headers, rows), ""]
         tex.append(latex_table(f"JAX vs PyTorch on {device}", headers, rows))
+    for title, headers, rows in extras:
+        md += [f"## {title}", "", markdown_table(headers, rows), ""]
+        tex.append(latex_table(title, headers, rows))
     paths = {
         "markdown": publish(folder / "report.md", lambda tmp: tmp.write_text("\n".join(md))),
         "latex": publish(folder / "report.tex", lambda tmp: tmp.write_text("\n\n".join(tex) + "\n")),
@@ -261,6 +270,7 @@ def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROJECT_ROOT / "templates")),
                              undefined=jinja2.StrictUndefined, autoescape=True)
     tables = [{"device": device, "html": html_table(*display_rows(frame, device))} for device in devices(frame)]
+    tables += [{"device": title, "html": html_table(headers, rows)} for title, headers, rows in extra_tables(df)]
     plots = [{"title": title, "data": base64.b64encode(p.read_bytes()).decode()} for title, p in report.plots]
     provenance = html_table(*provenance_rows(df))
     page = env.get_template("report.html.j2").render(

@@ -80,3 +80,29 @@ def test_no_scaling_plot_without_data_parallel_cells(tmp_path):
     merged_results(tmp_path)
     assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
     assert not list((tmp_path / "report" / "plots").glob("scaling_*"))
+
+
+def test_batch_search_results_get_their_own_table(tmp_path):
+    from bench_contract.results import SCHEMA, ResultRows
+
+    for framework, largest in (("jax", 1536.0), ("torch", 544.0)):
+        ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
+        ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
+        ctx.update(framework=framework, benchmark="cifar10", use_case=1, model="cnn", batch_size=512,
+                   precision="fp32", device_model="CPU X", cell_id=f"{framework}-maxbatch", schema_version=1,
+                   model_variant="full")
+        for name in ("metric", "value", "unit", "epoch", "step"):
+            ctx.pop(name)
+        rows = ResultRows(ctx)
+        rows.add("max_batch_size", largest, "samples")
+        rows.add("min_batch_size_out_of_memory", largest + 32, "samples")
+        rows.add("memory_limit", 4 * 2**30, "bytes")
+        rows.write(tmp_path / "c" / "rows" / framework / f"{framework}.parquet")
+    collect = run_cli("collect", "--results-dir", str(tmp_path))
+    assert collect.returncode == 0, collect.stderr
+    line = next(line for line in collect.stdout.splitlines() if line.startswith("CPU X"))
+    assert line.split() == ["CPU", "X", "cifar10", "1", "cnn", "fp32", "4", "GiB", "1,536", "1,568", "544", "576"]
+    assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "## Largest batch that fits" in md and "| 1,536 | 1,568 | 544 | 576 |" in md
+    assert "Largest batch that fits" in (tmp_path / "report" / "report.html").read_text()
