@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from jax_backend import steps
+from jax_backend import compiles, steps
 
 
 class JaxPerSampleOps:
@@ -37,3 +37,6 @@ class JaxPerSampleOps:
 
     def synchronize(self, out) -> None:
         jax.block_until_ready(out)
+
+    def compilations(self) -> int:
+        return compiles.count()

@@ -1,13 +1,17 @@
 """JAX against PyTorch, cell by cell: the one comparison that collect prints and report writes.
 
 Input is the merged tidy table. A cell's summary value is the median over its runs (campaigns and trials).
-A speed-up gets a bootstrap 95% confidence interval only where each framework has at least two independent
-runs of the cell; with one run each, the interval is left empty rather than invented.
+A run is one trial of a cell in one campaign (`--trials N` gives N runs). A speed-up gets a bootstrap 95%
+confidence interval only where each framework has at least two independent runs of the cell; with one run
+each, the interval is left empty rather than invented. A cell whose step times or trials spread more than
+CV_THRESHOLD is flagged (`spread_too_wide`) in every table.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from bench_contract.timing import CV_THRESHOLD
 
 KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
 FRAMEWORKS = ("jax", "torch")
@@ -34,10 +38,27 @@ def summary_rows(df):
 
 
 def run_values(df, metric: str):
-    """metric value per (device_model, key, framework, run), where a run is one cell_id in one campaign."""
+    """metric value per (device_model, key, framework, run), where a run is one trial of one cell_id in one
+    campaign: trials of a cell are independent runs, each in its own process."""
     rows = summary_rows(df)
     rows = rows[rows["metric"] == metric]
-    return rows.groupby(["device_model", *KEY, "framework", "campaign", "cell_id"], dropna=False)["value"].median()
+    run = [c for c in ("campaign", "cell_id", "trial") if c in rows]
+    return rows.groupby(["device_model", *KEY, "framework", *run], dropna=False)["value"].median()
+
+
+def spread_note(step_cvs: np.ndarray, throughputs: np.ndarray) -> str:
+    """Why a framework's numbers for a cell are too spread to trust, or "" when they are not.
+
+    Two spreads are checked against CV_THRESHOLD: within a run (the median over runs of the step times'
+    coefficient of variation) and between runs (the CV of the runs' throughputs, with at least two runs)."""
+    notes = []
+    if len(step_cvs) and np.median(step_cvs) > CV_THRESHOLD:
+        notes.append(f"steps {np.median(step_cvs):.0%}")
+    if len(throughputs) >= 2:
+        between = np.std(throughputs, ddof=1) / np.mean(throughputs)
+        if between > CV_THRESHOLD:
+            notes.append(f"trials {between:.0%}")
+    return " ".join(notes)
 
 
 def bootstrap_ratio_ci(numerator: np.ndarray, denominator: np.ndarray, seed: int = 0) -> tuple[float, float] | None:
@@ -86,6 +107,12 @@ def comparison_frame(df):
     out["speedup_ci_low"] = lows
     out["speedup_ci_high"] = highs
     out["runs_jax_torch"] = runs
+    step_cv = run_values(df, "step_time_cv")
+    out["spread_too_wide"] = [
+        "; ".join(f"{FRAMEWORK_TITLES[fw]} {note}" for fw in FRAMEWORKS
+                  if (note := spread_note(_runs(step_cv, index, fw), _runs(throughput, index, fw))))
+        for index in out.index
+    ]
     return out.reset_index()
 
 
@@ -129,6 +156,7 @@ def display_rows(frame, device_model: str, only: tuple[str, ...] | None = None) 
         if metric == "throughput":
             headers.append("speed-up JAX/PyTorch [95% CI]")
     headers.append("runs JAX/PyTorch")
+    headers.append(f"spread too wide (CV > {CV_THRESHOLD:.0%})")
     rows = []
     for _, row in block.iterrows():
         cells = [row["benchmark"], str(row["use_case"]), row["model"], str(row["batch_size"]), row["precision"]]
@@ -137,5 +165,6 @@ def display_rows(frame, device_model: str, only: tuple[str, ...] | None = None) 
             if metric == "throughput":
                 cells.append(format_speedup(row))
         cells.append(row["runs_jax_torch"])
+        cells.append(row["spread_too_wide"] or "no")
         rows.append(cells)
     return headers, rows

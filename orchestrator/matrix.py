@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
+from bench_contract.spec import PAIRED_ORDER
 from orchestrator import catalog
 from orchestrator.errors import UsageError
 
@@ -38,9 +39,15 @@ class RunSettings:
     tasks_per_node: int = 1
     # model size and inference options (use case 5)
     model_variant: str = "full"
-    timed_steps: int = 50
+    timed_steps: int = 50  # at least this many timed repeats of one step (inference, vectorisation timing)
     torch_compile: bool = False
     channels_last: bool = False
+    # ... and at least this many seconds of timed steps
+    min_duration_s: float = 1.0
+    # each cell runs as `trials` independent trials, each in a fresh process
+    trials: int = 1
+    # one job per JAX/PyTorch cell pair, the two alternating on one node (trials interleaved A B A B)
+    paired: bool = False
 
     @property
     def world_size(self) -> int:
@@ -64,7 +71,11 @@ class RunSettings:
             if value < 1:
                 raise UsageError(f"{option} must be at least 1, got {value}")
         if self.timed_steps < 1:
-            raise UsageError(f"--timed-steps must be at least 1, got {self.timed_steps}")
+            raise UsageError(f"--min-iterations (--timed-steps) must be at least 1, got {self.timed_steps}")
+        if not self.min_duration_s >= 0:
+            raise UsageError(f"--min-duration cannot be negative, got {self.min_duration_s}")
+        if self.trials < 1:
+            raise UsageError(f"--trials must be at least 1, got {self.trials}")
         catalog.check_optimizer(self.optimizer)
         catalog.check_variant(self.model_variant)
         if self.device not in catalog.DEVICES:
@@ -186,6 +197,7 @@ def expand(
             f"({settings.nodes} node(s) x {settings.tasks_per_node} task(s)); give multiples of {world}"
         )
     check_torch_options(case, models, settings)
+    check_paired(frameworks, settings)
     limit = train_split_size(bench, settings) if case.trains else None
     if limit is not None and max(batch_sizes) > limit:
         raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
@@ -211,6 +223,18 @@ def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunS
         if flat:
             raise UsageError(f"--channels-last is for convolutional networks; {', '.join(flat)} "
                              f"{'is' if len(flat) == 1 else 'are'} not one (they are: {', '.join(catalog.CONVOLUTIONAL)})")
+
+
+def check_paired(frameworks: list[str], settings: RunSettings) -> None:
+    """A paired job runs one JAX and one PyTorch process at a time on one node."""
+    if not settings.paired:
+        return
+    if sorted(frameworks) != sorted(PAIRED_ORDER):
+        raise UsageError(f"--paired runs JAX and PyTorch alternately in one job; it needs both frameworks "
+                         f"({', '.join(PAIRED_ORDER)}), not only {', '.join(frameworks)}")
+    if settings.world_size > 1:
+        raise UsageError("--paired runs one process per framework at a time; a data-parallel cell "
+                         f"({settings.world_size} processes) cannot be paired")
 
 
 def check_data(benchmark: str, settings: RunSettings) -> None:
