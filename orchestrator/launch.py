@@ -168,7 +168,7 @@ def cell_table(manifest: dict, submissions: dict[str, submit.Submission]) -> str
         state = ""
         if sub and cell["array_index"] in sub.failed:
             state = "FAILED"
-        rows.append([cell["framework"], cell["array_index"], cell["model"], cell["batch_size"], cell["precision"],
-                     cell["cell_id"], job, state])
-    return format_table(["framework", "index", "model", "batch", "precision", "cell", "job", ""], rows)
+        rows.append([cell["framework"], cell["array_index"], cell.get("trial", 0), cell["model"], cell["batch_size"],
+                     cell["precision"], cell["cell_id"], job, state])
+    return format_table(["framework", "index", "trial", "model", "batch", "precision", "cell", "job", ""], rows)
 
