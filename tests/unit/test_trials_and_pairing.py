@@ -103,3 +103,38 @@ def test_pairing_needs_both_frameworks_and_one_process_per_cell(tmp_path):
     assert not (tmp_path / "s2").exists()
     proc, _ = plan(tmp_path, "--trials", "0")
     assert proc.returncode == 2 and "--trials must be at least 1" in proc.stderr
+
+
+def test_collect_still_merges_result_files_written_before_trials_and_pairing(tmp_path):
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from helpers import task_file
+
+    old = task_file(tmp_path, "jax", 32, 2000.0)
+    table = pq.read_table(old)
+    pq.write_table(table.drop_columns(["trial", "pair_order"]), old)  # as a backend wrote it before
+    task_file(tmp_path, "torch", 32, 1000.0)
+    proc = run_cli("collect", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0 and "skipped" not in proc.stderr, proc.stderr
+    merged = pd.read_parquet(tmp_path / "merged.parquet")
+    assert len(merged[merged.framework == "jax"]) == table.num_rows
+    assert (merged.trial == 0).all() and (merged.pair_order == "").all()  # ran once, unpaired
+
+
+def test_a_merged_dataset_from_before_the_new_columns_is_rebuilt_from_the_task_files(tmp_path):
+    import pandas as pd
+
+    from helpers import task_file
+
+    task_file(tmp_path, "jax", 32, 2000.0)
+    assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
+    index_path = tmp_path / "merged.parquet" / "_index.json"
+    index = json.loads(index_path.read_text())
+    del index["columns"]  # an index written by the collect of before, whose parts lack trial and pair_order
+    index_path.write_text(json.dumps(index))
+    task_file(tmp_path, "torch", 32, 1000.0)
+    proc = run_cli("collect", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0 and "from scratch" in proc.stdout, proc.stdout + proc.stderr
+    merged = pd.read_parquet(tmp_path / "merged.parquet")
+    assert set(merged.framework) == {"jax", "torch"} and "trial" in merged
