@@ -138,3 +138,21 @@ def test_a_merged_dataset_from_before_the_new_columns_is_rebuilt_from_the_task_f
     assert proc.returncode == 0 and "from scratch" in proc.stdout, proc.stdout + proc.stderr
     merged = pd.read_parquet(tmp_path / "merged.parquet")
     assert set(merged.framework) == {"jax", "torch"} and "trial" in merged
+
+
+def test_a_paired_script_quotes_hostile_paths_and_runs_only_the_backends(tmp_path):
+    base = tmp_path / "a b'c$(touch PWNED);`touch PWNED2`"
+    base.mkdir()
+    proc, log = plan(base, "--paired")
+    assert proc.returncode == 0, proc.stderr
+    path = base / "scripts" / "paired_digits_1.sh"
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    run = subprocess.run(["bash", str(path)], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "SLURM_ARRAY_TASK_ID": "0"})
+    assert run.returncode == 0, run.stderr
+    assert not list(tmp_path.rglob("PWNED*")), "a value in the script was executed"
+    runs = log.read_text().splitlines()
+    assert [line.split()[0] for line in runs] == ["jax", "torch"]
+    for line, framework in zip(runs, ("jax", "torch")):
+        specs = line.split(" -m ")[1].removeprefix(f"{framework}_backend.run ").rsplit(" ", 1)[0]
+        assert Path(specs).is_file() and Path(specs).is_relative_to(base)
