@@ -268,8 +268,8 @@ def summary_frame(output: Path):
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    columns = ["device_model", *KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "metric", "value",
-               "unit", "epoch", "step"]
+    columns = ["device_model", *KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order",
+               "metric", "value", "unit", "epoch", "step"]
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
     return pq.read_table(output, columns=columns, filters=summary).to_pandas()
 

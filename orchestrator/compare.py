@@ -3,8 +3,9 @@
 Input is the merged tidy table. A cell's summary value is the median over its runs (campaigns and trials).
 A run is one trial of a cell in one campaign (`--trials N` gives N runs). A speed-up gets a bootstrap 95%
 confidence interval only where each framework has at least two independent runs of the cell; with one run
-each, the interval is left empty rather than invented. A cell whose step times or trials spread more than
-CV_THRESHOLD is flagged (`spread_too_wide`) in every table.
+each, the interval is left empty rather than invented. Where every run of both sides came from paired jobs,
+the runs are resampled as pairs (one trial of one paired job). A cell whose step times or trials spread more
+than CV_THRESHOLD is flagged (`spread_too_wide`) in every table.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def run_values(df, metric: str):
     campaign: trials of a cell are independent runs, each in its own process."""
     rows = summary_rows(df)
     rows = rows[rows["metric"] == metric]
-    run = [c for c in ("campaign", "cell_id", "trial") if c in rows]
+    run = [c for c in ("campaign", "cell_id", "trial", "pair_order") if c in rows]
     return rows.groupby(["device_model", *KEY, "framework", *run], dropna=False)["value"].median()
 
 
@@ -59,6 +60,37 @@ def spread_note(step_cvs: np.ndarray, throughputs: np.ndarray) -> str:
         if between > CV_THRESHOLD:
             notes.append(f"trials {between:.0%}")
     return " ".join(notes)
+
+
+def paired_bootstrap_ratio_ci(numerator: np.ndarray, denominator: np.ndarray,
+                              seed: int = 0) -> tuple[float, float] | None:
+    """95% CI of mean(numerator)/mean(denominator) where numerator[i] and denominator[i] ran as one pair (the
+    same trial of one paired job, on one node, one after the other): pairs are resampled together, so drift
+    that falls on both sides of a pair cancels instead of widening the interval."""
+    if len(numerator) < 2 or len(numerator) != len(denominator):
+        return None
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(numerator), size=(BOOTSTRAP_SAMPLES, len(numerator)))
+    low, high = np.percentile(numerator[picks].mean(axis=1) / denominator[picks].mean(axis=1), [2.5, 97.5])
+    return float(low), float(high)
+
+
+def pairs_of(jax, torch) -> tuple[np.ndarray, np.ndarray] | None:
+    """The two sides' runs matched pair by pair, when every run of both came from paired jobs; else None.
+
+    A pair is one trial of one campaign: a paired job runs exactly one JAX and one PyTorch run per trial."""
+    if not len(jax) or "pair_order" not in jax.index.names or "pair_order" not in torch.index.names:
+        return None
+    keyed = []
+    for side in (jax, torch):
+        frame = side.reset_index()
+        if (frame["pair_order"] == "").any() or frame.duplicated(["campaign", "trial"]).any():
+            return None
+        keyed.append(frame.set_index(["campaign", "trial"])["value"])
+    if set(keyed[0].index) != set(keyed[1].index):
+        return None
+    order = sorted(keyed[0].index)
+    return keyed[0].loc[order].to_numpy(dtype=float), keyed[1].loc[order].to_numpy(dtype=float)
 
 
 def bootstrap_ratio_ci(numerator: np.ndarray, denominator: np.ndarray, seed: int = 0) -> tuple[float, float] | None:
@@ -99,10 +131,11 @@ def comparison_frame(df):
         jax = _runs(throughput, index, "jax")
         torch = _runs(throughput, index, "torch")
         speedups.append(jax.mean() / torch.mean() if len(jax) and len(torch) else np.nan)
-        ci = bootstrap_ratio_ci(jax, torch)
+        pairs = pairs_of(_run_series(throughput, index, "jax"), _run_series(throughput, index, "torch"))
+        ci = paired_bootstrap_ratio_ci(*pairs) if pairs else bootstrap_ratio_ci(jax, torch)
         lows.append(ci[0] if ci else np.nan)
         highs.append(ci[1] if ci else np.nan)
-        runs.append(f"{len(jax)}/{len(torch)}")
+        runs.append(f"{len(jax)}/{len(torch)}" + (" paired" if pairs else ""))
     out["speedup"] = speedups
     out["speedup_ci_low"] = lows
     out["speedup_ci_high"] = highs
@@ -114,6 +147,15 @@ def comparison_frame(df):
         for index in out.index
     ]
     return out.reset_index()
+
+
+def _run_series(series, index, framework):
+    """The runs of one framework for one comparison row, indexed by what identifies a run."""
+    key = tuple(index) + (framework,)
+    try:
+        return series.loc[key]
+    except KeyError:
+        return series.iloc[:0]
 
 
 def _runs(series, index, framework) -> np.ndarray:

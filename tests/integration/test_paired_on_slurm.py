@@ -40,4 +40,4 @@ def test_a_paired_cell_runs_interleaved_trials_of_both_frameworks_in_one_job(slu
     assert (per_run["throughput"] > 0).all() and (per_run["recompilations_timed"] == 0).all()
     assert per_run["step_time_cv"].notna().all()
     # The trials are the runs of the comparison: two per framework, so the speed-up has an interval.
-    assert "2/2" in collect.stdout and "x [" in collect.stdout
+    assert "2/2 paired" in collect.stdout and "x [" in collect.stdout  # resampled as pairs

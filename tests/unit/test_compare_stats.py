@@ -58,3 +58,30 @@ def test_a_cell_too_spread_to_trust_is_flagged_with_the_reason():
     assert frame.iloc[0]["spread_too_wide"] == "JAX steps 28%; PyTorch trials 28%"
     headers, table = display_rows(frame, "CPU X")
     assert table[0][headers.index("spread too wide (CV > 10%)")] == "JAX steps 28%; PyTorch trials 28%"
+
+
+def test_paired_trials_are_resampled_as_pairs_so_drift_shared_by_a_pair_cancels():
+    """The node drifts: the third trial ran at half speed for both frameworks alike. JAX is always exactly
+    twice as fast as PyTorch within a pair, so the paired interval is the ratio itself, while resampling the
+    two sides independently mixes fast and slow trials and gives a wide interval."""
+    torch = [1000.0, 1010.0, 500.0, 990.0]
+    data = []
+    for trial, t in enumerate(torch):
+        for framework, value in (("jax", 2 * t), ("torch", t)):
+            data += [{**row, "pair_order": "jax,torch"} for row in rows(framework, trial, value, 0.02)]
+    row = comparison_frame(pd.DataFrame(data)).iloc[0]
+    assert row["runs_jax_torch"] == "4/4 paired"
+    assert row["speedup_ci_low"] == pytest.approx(2.0) and row["speedup_ci_high"] == pytest.approx(2.0)
+    unpaired = comparison_frame(pd.DataFrame([{**r, "pair_order": ""} for r in data])).iloc[0]
+    assert unpaired["runs_jax_torch"] == "4/4"
+    assert unpaired["speedup_ci_high"] - unpaired["speedup_ci_low"] > 0.5
+
+
+def test_runs_are_paired_only_when_every_run_of_both_sides_has_its_partner():
+    data = []
+    for trial in range(3):
+        data += [{**r, "pair_order": "jax,torch"} for r in rows("jax", trial, 2000.0 + trial, 0.02)]
+    for trial in range(2):  # PyTorch's third trial is missing (failed): no pairs, the independent interval
+        data += [{**r, "pair_order": "jax,torch"} for r in rows("torch", trial, 1000.0 + trial, 0.02)]
+    row = comparison_frame(pd.DataFrame(data)).iloc[0]
+    assert row["runs_jax_torch"] == "3/2" and row["speedup_ci_low"] < row["speedup_ci_high"]
