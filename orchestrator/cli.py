@@ -64,7 +64,7 @@ def main(
     seed: Annotated[int, typer.Option(help="Seed of the shared initial weights and of the batch order.", rich_help_panel=TRAINING)] = 0,
     warmup_steps: Annotated[int, typer.Option(help="Steps run before timing starts.", rich_help_panel=TRAINING)] = 5,
     timed_steps: Annotated[int, typer.Option("--min-iterations", "--timed-steps", help="Inference and the per-sample vectorisation timing: time at least this many repeats of the step.", rich_help_panel=MEASUREMENT)] = 50,
-    min_duration: Annotated[float, typer.Option("--min-duration", help="... and keep timing until the timed steps add up to this many seconds.", rich_help_panel=MEASUREMENT)] = 1.0,
+    min_duration: Annotated[float, typer.Option("--min-duration", help="With --min-iterations: keep timing until the timed steps add up to at least this many seconds.", rich_help_panel=MEASUREMENT)] = 1.0,
     trials: Annotated[int, typer.Option("--trials", help="Run each cell as this many independent trials, each in a fresh process.", rich_help_panel=MEASUREMENT)] = 1,
     paired: Annotated[bool, typer.Option("--paired", help="One job per JAX/PyTorch cell pair: both run alternately on one node, trials interleaved A B A B.", rich_help_panel=MEASUREMENT)] = False,
     data_dir: Annotated[Optional[Path], typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=TRAINING)] = None,
