@@ -112,7 +112,7 @@ def try_spec(spec: JobSpec, batch_size: int, folder: Path) -> JobSpec:
     samples = math.ceil(train / 0.8) + 10
     return dataclasses.replace(
         spec, batch_size=batch_size, batch_search=False, memory_limit_bytes=0, data_source="synthetic",
-        synthetic_samples=samples, epochs=1, warmup_steps=1, timed_steps=1, loop_batch_size=1,
+        synthetic_samples=samples, epochs=1, warmup_steps=1, timed_steps=1, min_duration_s=0.0, loop_batch_size=1,
         results_path=str(folder / f"try-{batch_size}.parquet"),
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from jax_backend import models, steps
+from jax_backend import compiles, models, steps
 
 
 class JaxPerSampleOps:
@@ -38,3 +38,6 @@ class JaxPerSampleOps:
 
     def synchronize(self, out) -> None:
         jax.block_until_ready(out)
+
+    def compilations(self) -> int:
+        return compiles.count()

@@ -17,7 +17,7 @@ from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.topology import topology_for
 from bench_contract.training import record_dp_settings, run_training, time_vectorization
-from jax_backend import models, steps
+from jax_backend import compiles, models, steps
 from jax_backend.inference import JaxInference
 from jax_backend.parallel import Placement, initialize
 from jax_backend.per_sample import JaxPerSampleOps
@@ -55,6 +55,9 @@ class JaxOps:
     def synchronize(self, out) -> None:
         # JAX dispatches asynchronously: the step is done only when its outputs are ready.
         jax.block_until_ready((out, self.params))
+
+    def compilations(self) -> int:
+        return compiles.count()
 
     def loss_value(self, out) -> float:
         # The loss is replicated: this process's copy is the global batch's loss.

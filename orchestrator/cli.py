@@ -22,6 +22,7 @@ TRAINING = "Training and data"
 PRIVACY = "DP-SGD (use cases 3 and 4)"
 PARALLEL = "Data parallelism (use cases 2 and 4)"
 SUBMISSION = "Submission"
+MEASUREMENT = "Measurement: repeats, trials, pairing"
 
 app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -65,7 +66,10 @@ def main(
     optimizer: Annotated[str, typer.Option(help="Optimizer: sgd.", rich_help_panel=TRAINING)] = "sgd",
     seed: Annotated[int, typer.Option(help="Seed of the shared initial weights and of the batch order.", rich_help_panel=TRAINING)] = 0,
     warmup_steps: Annotated[int, typer.Option(help="Steps run before timing starts.", rich_help_panel=TRAINING)] = 5,
-    timed_steps: Annotated[int, typer.Option(help="Timed forward passes per inference cell.", rich_help_panel=TRAINING)] = 50,
+    timed_steps: Annotated[int, typer.Option("--min-iterations", "--timed-steps", help="Inference and the per-sample vectorisation timing: time at least this many repeats of the step.", rich_help_panel=MEASUREMENT)] = 50,
+    min_duration: Annotated[float, typer.Option("--min-duration", help="With --min-iterations: keep timing until the timed steps add up to at least this many seconds.", rich_help_panel=MEASUREMENT)] = 1.0,
+    trials: Annotated[int, typer.Option("--trials", help="Run each cell as this many independent trials, each in a fresh process.", rich_help_panel=MEASUREMENT)] = 1,
+    paired: Annotated[bool, typer.Option("--paired", help="One job per JAX/PyTorch cell pair: both run alternately on one node, trials interleaved A B A B.", rich_help_panel=MEASUREMENT)] = False,
     data_dir: Annotated[Optional[Path], typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=TRAINING)] = None,
     synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=TRAINING)] = False,
     synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=TRAINING)] = 2048,
@@ -113,6 +117,9 @@ def main(
             tasks_per_node=tasks_per_node,
             model_variant=variant,
             timed_steps=timed_steps,
+            min_duration_s=min_duration,
+            trials=trials,
+            paired=paired,
             torch_compile=torch_compile,
             channels_last=channels_last,
             batch_search=find_max_batch,

@@ -148,6 +148,7 @@ def merge(results_dir: Path, output: Path) -> Collected:
         parts = [write_part(output, iter([SCHEMA.empty_table()]), empty_ok=True)]
     index["parts"] = {part: (output / part).stat().st_size for part in parts}
     index["files"] = files
+    index["columns"] = SCHEMA.names
     # The index changes in one rename; only then do the parts it no longer names go.
     save_index(output, index)
     for part in output.glob("part-*.parquet"):
@@ -169,6 +170,11 @@ def read_task_file(path: Path, pa, pq, schema):
         return None, f"unreadable: {exc}"
     if table.schema.equals(schema):
         return table, None
+    from bench_contract.results import ADDED_COLUMN_DEFAULTS
+
+    for name, default in ADDED_COLUMN_DEFAULTS.items():  # a file written before the column existed
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array([default] * table.num_rows, schema.field(name).type))
     missing = [name for name in schema.names if name not in table.column_names]
     if missing:
         return None, f"not a result file of this schema (missing {', '.join(missing[:5])})"
@@ -224,6 +230,10 @@ def load_index(output: Path) -> dict | None:
         return None
     if not isinstance(index, dict) or index.get("version") != INDEX_VERSION:
         return None
+    from bench_contract.results import SCHEMA
+
+    if index.get("columns") != SCHEMA.names:  # parts written with other columns (or before this was kept)
+        return None
     for part, size in index.get("parts", {}).items():
         try:
             if (output / part).stat().st_size != size:
@@ -258,8 +268,8 @@ def summary_frame(output: Path):
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    columns = ["device_model", *KEY, "model_variant", "framework", "campaign", "cell_id", "metric", "value", "unit",
-               "epoch", "step"]
+    columns = ["device_model", *KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order",
+               "metric", "value", "unit", "epoch", "step"]
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
     return pq.read_table(output, columns=columns, filters=summary).to_pandas()
 

@@ -73,8 +73,9 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
         created_at=created_at,
     )
     for script in scripts:
-        report(f"wrote {manifest['scripts'][script.framework]['path']} ({len(script.cells)} array tasks)")
-    report(f"campaign {campaign}: {len(cells)} cells, manifest {campaign_dir / campaigns.MANIFEST}")
+        report(f"wrote {manifest['scripts'][script.framework]['path']} ({script.tasks} array tasks)")
+    trials = f" x {req.settings.trials} trials" if req.settings.trials > 1 else ""
+    report(f"campaign {campaign}: {len(cells)} cells{trials}, manifest {campaign_dir / campaigns.MANIFEST}")
     if req.dry_run:
         report(cell_table(manifest, {}))
         report("dry run: nothing was submitted")
@@ -96,7 +97,8 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     if req.executor == "slurm" and not req.wait:
         report(f"submitted; follow with squeue, then run: {collect}")
     else:
-        report(f"{len(cells) - len(failed)} of {len(cells)} cells finished; run: {collect}")
+        tasks = sum(s.tasks for s in scripts)
+        report(f"{tasks - len(failed)} of {tasks} array tasks finished; run: {collect}")
     return 1 if failed else 0
 
 
@@ -122,7 +124,7 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
     for script in scripts:
         info = manifest["scripts"][script.framework]
         job_name = script.name.removesuffix(".sh")
-        n = len(script.cells)
+        n = script.tasks
         if req.executor == "slurm":
             sub = submit.submit_sbatch(script.framework, Path(info["path"]), n, max_array)
         elif req.executor == "local":
@@ -161,12 +163,12 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
 def cell_table(manifest: dict, submissions: dict[str, submit.Submission]) -> str:
     rows = []
     for cell in manifest["cells"]:
-        sub = submissions.get(cell["framework"])
+        sub = submissions.get(cell.get("script", cell["framework"]))  # a paired script runs both frameworks
         job = sub.task_ids[cell["array_index"]] if sub else "-"
         state = ""
         if sub and cell["array_index"] in sub.failed:
             state = "FAILED"
-        rows.append([cell["framework"], cell["array_index"], cell["model"], cell["batch_size"], cell["precision"],
-                     cell["cell_id"], job, state])
-    return format_table(["framework", "index", "model", "batch", "precision", "cell", "job", ""], rows)
+        rows.append([cell["framework"], cell["array_index"], cell.get("trial", 0), cell["model"], cell["batch_size"],
+                     cell["precision"], cell["cell_id"], job, state])
+    return format_table(["framework", "index", "trial", "model", "batch", "precision", "cell", "job", ""], rows)
 

@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
+from bench_contract.spec import PAIRED_ORDER
 from orchestrator import catalog
 from orchestrator.errors import UsageError
 
@@ -38,9 +39,15 @@ class RunSettings:
     tasks_per_node: int = 1
     # model size and inference options (use case 5)
     model_variant: str = "full"
-    timed_steps: int = 50
+    timed_steps: int = 50  # at least this many timed repeats of one step (inference, vectorisation timing)
     torch_compile: bool = False
     channels_last: bool = False
+    # ... and at least this many seconds of timed steps
+    min_duration_s: float = 1.0
+    # each cell runs as `trials` independent trials, each in a fresh process
+    trials: int = 1
+    # one job per JAX/PyTorch cell pair, the two alternating on one node (trials interleaved A B A B)
+    paired: bool = False
     # the largest batch that fits (--find-max-batch), instead of measuring at given batch sizes
     batch_search: bool = False
     batch_search_limit: int = 65536
@@ -68,7 +75,11 @@ class RunSettings:
             if value < 1:
                 raise UsageError(f"{option} must be at least 1, got {value}")
         if self.timed_steps < 1:
-            raise UsageError(f"--timed-steps must be at least 1, got {self.timed_steps}")
+            raise UsageError(f"--min-iterations (--timed-steps) must be at least 1, got {self.timed_steps}")
+        if not self.min_duration_s >= 0:
+            raise UsageError(f"--min-duration cannot be negative, got {self.min_duration_s}")
+        if self.trials < 1:
+            raise UsageError(f"--trials must be at least 1, got {self.trials}")
         if self.batch_search_limit < 1:
             raise UsageError(f"--max-batch-limit must be at least 1, got {self.batch_search_limit}")
         catalog.check_optimizer(self.optimizer)
@@ -209,6 +220,7 @@ def expand(
             f"({settings.nodes} node(s) x {settings.tasks_per_node} task(s)); give multiples of {world}"
         )
     check_torch_options(case, models, settings)
+    check_paired(frameworks, settings)
     if settings.batch_search:
         check_batch_search(case, batch_sizes, settings)
         batch_sizes = batch_sizes[:1]
@@ -250,6 +262,18 @@ def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunS
         if flat:
             raise UsageError(f"--channels-last is for convolutional networks; {', '.join(flat)} "
                              f"{'is' if len(flat) == 1 else 'are'} not one (they are: {', '.join(catalog.CONVOLUTIONAL)})")
+
+
+def check_paired(frameworks: list[str], settings: RunSettings) -> None:
+    """A paired job runs one JAX and one PyTorch process at a time on one node."""
+    if not settings.paired:
+        return
+    if sorted(frameworks) != sorted(PAIRED_ORDER):
+        raise UsageError(f"--paired runs JAX and PyTorch alternately in one job; it needs both frameworks "
+                         f"({', '.join(PAIRED_ORDER)}), not only {', '.join(frameworks)}")
+    if settings.world_size > 1:
+        raise UsageError("--paired runs one process per framework at a time; a data-parallel cell "
+                         f"({settings.world_size} processes) cannot be paired")
 
 
 def check_data(benchmark: str, settings: RunSettings) -> None:

@@ -205,6 +205,7 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
                 continue
             run = mine[mine["cell_id"] == mine["cell_id"].iloc[0]]
             run = run[run["campaign"] == run["campaign"].iloc[0]]  # one run per framework, not a blend
+            run = run[run["trial"] == run["trial"].iloc[0]]  # ... nor a blend of its trials
             loss = run[run["metric"] == "train_loss"].sort_values("step")
             axes[0].plot(loss["step"], loss["value"], color=COLORS[fw], label=FRAMEWORK_TITLES[fw], lw=0.8)
             acc = run[run["metric"] == "val_accuracy"].sort_values("epoch")

@@ -78,7 +78,7 @@ def campaign_status(folder: Path) -> list[CellStatus]:
     cells = []
     for cell in manifest["cells"]:
         framework, index = cell["framework"], cell["array_index"]
-        sub = submissions.get(framework)
+        sub = submissions.get(cell.get("script", framework))  # a paired script runs both frameworks
         task_id = sub["task_ids"][index] if sub else ""
         has_result = Path(cell["results"]).is_file()
         if has_result:

@@ -17,7 +17,7 @@ from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.topology import Topology, topology_for
 from bench_contract.training import record_dp_settings, run_training, time_vectorization
-from torch_backend import models
+from torch_backend import compiles, models
 from torch_backend.inference import TorchInference
 from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps, batch_to_device, synchronize
 
@@ -48,6 +48,9 @@ class TorchOps:
 
     def synchronize(self, out) -> None:
         synchronize(self.device)
+
+    def compilations(self) -> int:
+        return compiles.count()
 
     def loss_value(self, out) -> float:
         if self.world_size > 1:
