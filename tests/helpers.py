@@ -56,7 +56,7 @@ def task_file(root: Path, framework: str, batch: int, throughput: float, device:
               accuracy: float | None = 0.97, use_case: int = 1, world_size: int | None = None,
               campaign: str = "") -> Path:
     """One task's result file as a backend writes it, with given values, for collect and report tests."""
-    from bench_contract.results import SCHEMA, ResultRows
+    from bench_contract.results import MEASUREMENT_FIELDS, SCHEMA, ResultRows
 
     suffix = f"-uc{use_case}-{world_size}" if world_size else ""
     ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
@@ -64,8 +64,8 @@ def task_file(root: Path, framework: str, batch: int, throughput: float, device:
     ctx.update(framework=framework, benchmark="digits", use_case=use_case, model="mlp", batch_size=batch,
                precision="fp32", device_model=device, cell_id=f"{framework}-{batch}{suffix}", schema_version=1,
                campaign=campaign, model_variant="full")
-    for name in ("metric", "value", "unit", "epoch", "step"):
-        ctx.pop(name)
+    for f in MEASUREMENT_FIELDS:
+        ctx.pop(f.name)
     rows = ResultRows(ctx)
     rows.add("throughput", throughput, "samples/s")
     if accuracy is not None:
@@ -131,3 +131,16 @@ def metric(df, name: str) -> float:
     values = df.loc[df.metric == name, "value"]
     assert len(values) == 1, f"expected one {name} row, found {len(values)}"
     return float(values.iloc[0])
+
+
+def result_context() -> dict:
+    """A complete result-row context with placeholder values, for tests of the row machinery itself."""
+    from bench_contract.results import CONTEXT_FIELDS
+
+    return {f.name: ("x" if f.type == "string" else 1) for f in CONTEXT_FIELDS}
+
+
+def rows_for_test():
+    from bench_contract.results import ResultRows
+
+    return ResultRows(result_context())
