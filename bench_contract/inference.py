@@ -16,6 +16,8 @@ import numpy as np
 
 from bench_contract import vision
 from bench_contract.data import SYNTHETIC_SHAPES, DataError, Dataset, load_dataset
+from bench_contract.efficiency import Efficiency
+from bench_contract.flops import Flops
 from bench_contract.results import ResultRows
 from bench_contract.spec import JobSpec
 from bench_contract.timing import StepTimer, step_time_statistics
@@ -61,6 +63,9 @@ class InferenceOps(Protocol):
         """Block until the device has finished the work that produced `out`."""
 
     def to_numpy(self, out: Any) -> np.ndarray: ...
+
+    def flops_per_step(self, x: Any) -> Flops:
+        """FLOPs of one forward pass of the batch, and how they were counted."""
 
 
 def sample_shape(benchmark: str, variant: str) -> tuple[int, ...]:
@@ -116,8 +121,11 @@ def real_inputs(benchmark: str, data_dir: str | None, batch_size: int,
     return data.x_test[:batch_size], data.y_test[:batch_size], data.num_classes
 
 
-def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultRows) -> None:
-    """Compile, run once, warm up, then time spec.timed_steps forward passes of one batch of spec.batch_size."""
+def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultRows,
+                  efficiency: Efficiency | None = None) -> None:
+    """Compile, run once, warm up, then time spec.timed_steps forward passes of one batch of spec.batch_size;
+    energy is measured over exactly the timed passes."""
+    efficiency = efficiency or Efficiency.unmeasured("the backend gave no energy meter or peak")
     rows.add("parameter_count", ops.parameter_count, "parameters")
     batch = ops.to_device(x)
     for metric, seconds in ops.compile(batch).items():
@@ -131,10 +139,14 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
     if logits.shape[0] != len(x) or not np.isfinite(logits).all():
         raise FloatingPointError(f"the forward pass gave logits of shape {logits.shape} that are not all finite")
     timer = StepTimer(ops.synchronize, spec.warmup_steps)
-    for _ in range(spec.warmup_steps + spec.timed_steps):
+    for _ in range(spec.warmup_steps):
         timer.run(lambda: ops.forward(batch))
+    with efficiency.meter:
+        for _ in range(spec.timed_steps):
+            timer.run(lambda: ops.forward(batch))
     rows.add("warmup_steps", spec.warmup_steps, "steps")
     # One step is one forward pass of one batch, so step_time_p50 ... step_time_std are the latency per batch,
     # under the same names as the training use cases' step times (one vocabulary for collect and reports).
     for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
         rows.add(metric, value, unit)
+    efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)
