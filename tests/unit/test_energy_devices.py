@@ -7,6 +7,7 @@ import math
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from bench_contract import device, energy
@@ -159,3 +160,126 @@ def test_cpu_run_records_cpu_and_why_there_are_no_gpu_details(nvml):
     assert details["cpu"]["logical_cpus"] >= 1
     nvml([], driver_loaded=False)
     assert device.device_details("gpu")["gpus"].startswith("not available: NVML could not start")
+
+
+class LoggingMeter(energy.EnergyMeter):
+    """A counter meter that logs when its window opens and closes, into the same log as the fake ops."""
+
+    def __init__(self, log):
+        super().__init__(unavailable="logging only")
+        self.log = log
+
+    def resume(self):
+        if not self._log_open():
+            self.log.append("open")
+            self._open = True
+
+    def pause(self):
+        if self._log_open():
+            self.log.append("close")
+            self._open = False
+
+    def _log_open(self):
+        return getattr(self, "_open", False)
+
+
+class FakeOps:
+    """Training and inference ops over numpy that log what they do."""
+
+    parameter_count = 1
+
+    def __init__(self, log):
+        self.log = log
+
+    def to_device(self, x, y=None):
+        return x if y is None else (x, y)
+
+    def train_step(self, batch):
+        self.log.append("step")
+        return 0.5
+
+    def forward(self, x):
+        self.log.append("step")
+        return np.zeros((len(x), 2), np.float32)
+
+    def compile(self, x):
+        return {}
+
+    def synchronize(self, out):
+        pass
+
+    def loss_value(self, out):
+        return out
+
+    def to_numpy(self, out):
+        return out
+
+    def predict(self, x):
+        self.log.append("eval")
+        return np.zeros(len(x), np.int64)
+
+    def flops_per_step(self, batch):
+        from bench_contract.flops import Flops
+
+        return Flops(100.0, "fake")
+
+
+def spec(**overrides):
+    from bench_contract.spec import JobSpec
+
+    values = dict(campaign="c", cell_id="x", pair_key="x", framework="jax", benchmark="digits", use_case=1,
+                  model="mlp", batch_size=4, precision="fp32", epochs=2, warmup_steps=3, timed_steps=6)
+    return JobSpec(**{**values, **overrides})
+
+
+def windows(log):
+    """Per window, the events inside it; and the events outside any window."""
+    inside, outside, current = [], [], None
+    for event in log:
+        if event == "open":
+            current = []
+        elif event == "close":
+            inside.append(current)
+            current = None
+        elif current is not None:
+            current.append(event)
+        else:
+            outside.append(event)
+    assert current is None, "a window was left open"
+    return inside, outside
+
+
+def test_training_energy_window_holds_every_timed_step_and_no_warmup_or_evaluation():
+    from bench_contract.data import Dataset
+    from bench_contract.efficiency import Efficiency
+    from bench_contract.flops import Peak
+    from bench_contract.training import run_training
+
+    log = []
+    x, y = np.zeros((20, 3), np.float32), np.zeros(20, np.int64)
+    data = Dataset("digits", "synthetic", x, y, x[:4], y[:4], x[:4], y[:4], 2)
+    rows = rows_for_test()
+    run_training(spec(), data, FakeOps(log), rows, efficiency=Efficiency(LoggingMeter(log), lambda: Peak(1e3, "fake")))
+    inside, outside = windows(log)
+    # 5 steps per epoch, 2 epochs, 3 warm-up steps: the first epoch's window holds its last 2 steps, the second
+    # epoch's all 5; the evaluations (one per epoch, plus the test set) and the warm-up are outside.
+    assert inside == [["step"] * 2, ["step"] * 5]
+    assert outside == ["step"] * 3 + ["eval"] * 3
+    timed = [r["value"] for r in rows.rows if r["metric"] == "timed_steps"]
+    assert timed == [7.0]
+
+
+def test_inference_energy_window_holds_exactly_the_timed_passes():
+    from bench_contract.efficiency import Efficiency
+    from bench_contract.flops import Peak
+    from bench_contract.inference import run_inference
+
+    log = []
+    rows = rows_for_test()
+    run_inference(spec(use_case=5), np.zeros((4, 3), np.float32), FakeOps(log), rows,
+                  efficiency=Efficiency(LoggingMeter(log), lambda: Peak(1e3, "fake")))
+    inside, outside = windows(log)
+    assert inside == [["step"] * 6]  # the timed passes, and nothing else
+    assert outside == ["step"] * (1 + 3)  # the first call after compilation, and the warm-up
+    got = values(rows)
+    assert got["flops_per_step"][0] == 100.0 and got["energy_timed"][0] is None
