@@ -16,17 +16,21 @@ from bench_contract.inference import DTYPE_NAMES
 from bench_contract.nvml import not_available
 
 
-def xla_flops(compiled, world_size: int = 1) -> Flops:
-    """FLOPs of one call of a compiled executable, from XLA's cost analysis."""
-    if world_size > 1:
-        # The cost analysis of an SPMD-partitioned program is not checked here against the global step.
-        return Flops(None, f"not available: XLA cost analysis is not verified for {world_size}-process programs")
+def xla_flops(compiled, devices: int = 1) -> Flops:
+    """FLOPs of one call of a compiled executable on all its devices, from XLA's cost analysis.
+
+    A program sharded over several devices is analysed as the per-device program XLA partitioned it into
+    (checked: a batch-sharded step over 2 devices reports half the FLOPs), so the step's FLOPs are that
+    times the device count."""
     analysis = compiled.cost_analysis()
     if isinstance(analysis, list):  # older jax returned one dict per program
         analysis = analysis[0] if analysis else {}
     if not analysis or "flops" not in analysis or analysis["flops"] <= 0:
         return Flops(None, "not available: XLA's cost analysis gave no FLOP count for this program")
-    return Flops(float(analysis["flops"]), "XLA cost analysis of the compiled step (compiled.cost_analysis())")
+    method = "XLA cost analysis of the compiled step (compiled.cost_analysis())"
+    if devices > 1:
+        method += f", per-device program x {devices} devices"
+    return Flops(float(analysis["flops"]) * devices, method)
 
 
 def cuda_ordinals(devices) -> tuple[str, ...]:

@@ -157,3 +157,29 @@ def test_the_profiles_xla_flags_reach_xla_and_are_recorded(tmp_path):
     df = pd.read_parquet(tmp_path / "jax.parquet")
     assert (df.xla_flags.str.endswith("--xla_cpu_enable_fast_math=false")).all()
     assert "--xla_cpu_enable_fast_math=false" in json.loads(df.environment_variables.iloc[0])["XLA_FLAGS"]
+
+
+def test_xla_flops_of_a_sharded_step_count_every_device(tmp_path):
+    """XLA analyses the per-device program of a sharded step; xla_flops multiplies it back to the whole step."""
+    import subprocess
+
+    from helpers import REPO_ROOT, env_python
+
+    code = """
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax_backend.efficiency import xla_flops
+grad = jax.grad(lambda w, x: jnp.sum((x @ w) ** 2))
+w, x = jnp.ones((784, 512)), jnp.ones((1024, 784))
+one = xla_flops(jax.jit(grad).lower(w, x).compile())
+mesh = Mesh(np.array(jax.devices()), ("data",))
+r, s = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
+two = xla_flops(jax.jit(grad, in_shardings=(r, s), out_shardings=r).lower(w, jax.device_put(x, s)).compile(), 2)
+assert abs(two.per_step / one.per_step - 1) < 0.01, (one, two)
+assert "x 2 devices" in two.method
+"""
+    proc = subprocess.run([str(env_python("jax")), "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.returncode == 0, proc.stderr
