@@ -42,8 +42,7 @@ class EnergyResult:
         rows.add("energy_timed", self.joules, "J", note=self.method)
         rows.add("energy_window_time", self.window_s, "s", note=self.method)
         rows.add("energy_per_sample", self.joules / samples, "J/sample", note=self.method)
-        rows.add("samples_per_joule", samples / self.joules if self.joules > 0 else float("inf"), "samples/J",
-                 note=self.method)
+        rows.add("samples_per_joule", samples / self.joules, "samples/J", note=self.method)
 
 
 class EnergyMeter:
@@ -142,6 +141,10 @@ class EnergyMeter:
             return EnergyResult(None, 0.0, "not available: the timed region was never entered")
         gpus = f"{len(self.handles)} GPU{'s' if len(self.handles) != 1 else ''}"
         if self.method == "counter":
+            if self.counter_mj <= 0:
+                return EnergyResult(None, self.window_s, (
+                    f"not available: NVML's energy counter did not advance over the timed region "
+                    f"({self.window_s:.3f} s), too short for its resolution; time more steps"))
             return EnergyResult(self.counter_mj / 1000.0, self.window_s,
                                 f"NVML total-energy counter, start and end of the timed region, {gpus}")
         inside = [s for s in self.samples if any(a <= s[0] <= b for a, b in self.windows)]

@@ -283,3 +283,12 @@ def test_inference_energy_window_holds_exactly_the_timed_passes():
     assert outside == ["step"] * (1 + 3)  # the first call after compilation, and the warm-up
     got = values(rows)
     assert got["flops_per_step"][0] == 100.0 and got["energy_timed"][0] is None
+
+
+def test_a_counter_that_did_not_advance_is_not_available_rather_than_zero(nvml):
+    nvml([FakeGpu(energy_mj=[5_000, 5_000, 5_000])])
+    meter = energy.meter_for("gpu", ())
+    with meter:
+        pass
+    result = meter.result()
+    assert result.joules is None and "did not advance" in result.method
