@@ -127,8 +127,9 @@ def gpu_details(nvml: Any, gpus: list[Gpu]) -> dict[str, Any]:
         h = gpu.handle
         devices.append({
             "name": _text(nvml.nvmlDeviceGetName(h)),
-            "uuid": _text(nvml.nvmlDeviceGetUUID(h)),
-            "pci_bus_id": _text(nvml.nvmlDeviceGetPciInfo(h).busId),
+            "uuid": _optional(lambda d: _text(nvml.nvmlDeviceGetUUID(d)), h),
+            # A MIG instance's handle may answer fewer queries than a whole GPU's: each is recorded or explained.
+            "pci_bus_id": _optional(lambda d: _text(nvml.nvmlDeviceGetPciInfo(d).busId), h),
             "nvml_index": _optional(nvml.nvmlDeviceGetIndex, h),
             "matched_by": gpu.how,
             "memory_total_bytes": int(nvml.nvmlDeviceGetMemoryInfo(h).total),
