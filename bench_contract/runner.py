@@ -29,6 +29,10 @@ class DeviceSetup:
     count: int
     framework_version: str
     precision_policy: str
+    # The GPUs this process uses as the framework names them (UUID, PCI bus id or CUDA ordinal), for NVML.
+    device_ids: tuple[str, ...] = ()
+    # CUDA, cuDNN and NCCL versions as the framework reports them, or "not available: <reason>".
+    runtime_versions: dict[str, str] | None = None
 
 
 class Backend(Protocol):
@@ -66,6 +70,8 @@ def run_spec(spec: JobSpec, backend: Backend) -> ResultRows:
             device_count=setup.count,
             framework_version=setup.framework_version,
             libraries=backend.libraries,
+            device_ids=setup.device_ids,
+            runtime_versions=setup.runtime_versions,
         )
     )
     context["precision_policy"] = setup.precision_policy

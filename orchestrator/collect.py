@@ -83,7 +83,7 @@ def merge(results_dir: Path, output: Path) -> Collected:
     from_scratch = index is None
     if from_scratch:
         clear_output(output)
-        index = {"version": INDEX_VERSION, "parts": {}, "files": {}}
+        index = {"version": INDEX_VERSION, "columns": SCHEMA.names, "parts": {}, "files": {}}
     files: dict[str, dict] = index["files"]  # rel path -> {"size", "mtime_ns", "part", "offset", "rows"}
     removed = [rel for rel in files if rel not in on_disk]
     changed = [rel for rel, (size, mtime) in on_disk.items()

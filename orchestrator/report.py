@@ -17,8 +17,8 @@ from orchestrator.collect import batch_search_rows, scaling_frame
 from orchestrator.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, display_rows, summary_rows
 
 COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
-PROVENANCE = ["framework_version", "library_versions", "python_version", "precision_policy", "data_source",
-              "xla_flags", "git_commit"]
+PROVENANCE = ["framework_version", "library_versions", "packages_sha256", "python_version", "precision_policy",
+              "data_source", "xla_flags", "environment_variables", "device_details", "git_commit"]
 
 
 @dataclass
@@ -255,7 +255,8 @@ def provenance_rows(df) -> tuple[list[str], list[list[str]]]:
     rows = []
     for (device, fw), block in df.groupby(["device_model", "framework"]):
         first = block.iloc[0]
-        jobs = sorted(j for j in block["slurm_array_job_id"].unique() if j) or ["(not Slurm)"]
+        jobs = sorted(j for j in block["slurm_array_job_id"].unique()
+                      if j and not j.startswith("not available")) or ["(not Slurm)"]
         row = [device, FRAMEWORK_TITLES.get(fw, fw), ", ".join(sorted(block["hostname"].unique())),
                ", ".join(jobs), ", ".join(sorted(block["campaign"].unique()))]
         for column in PROVENANCE:

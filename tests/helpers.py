@@ -52,20 +52,26 @@ def write_mnist_folder(folder: Path, train: int, test: int) -> Path:
     return folder
 
 
+def result_context(**values) -> dict:
+    """A complete result context (every context column, empty or zero) with the given values."""
+    from bench_contract.results import CONTEXT_FIELDS
+
+    ctx = {f.name: "" if f.type == "string" else 0 for f in CONTEXT_FIELDS}
+    ctx.update(schema_version=1, model_variant="full")
+    ctx.update(values)
+    return ctx
+
+
 def task_file(root: Path, framework: str, batch: int, throughput: float, device: str = "CPU X",
               accuracy: float | None = 0.97, use_case: int = 1, world_size: int | None = None,
               campaign: str = "") -> Path:
     """One task's result file as a backend writes it, with given values, for collect and report tests."""
-    from bench_contract.results import SCHEMA, ResultRows
+    from bench_contract.results import ResultRows
 
     suffix = f"-uc{use_case}-{world_size}" if world_size else ""
-    ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
-    ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
-    ctx.update(framework=framework, benchmark="digits", use_case=use_case, model="mlp", batch_size=batch,
-               precision="fp32", device_model=device, cell_id=f"{framework}-{batch}{suffix}", schema_version=1,
-               campaign=campaign, model_variant="full")
-    for name in ("metric", "value", "unit", "epoch", "step"):
-        ctx.pop(name)
+    ctx = result_context(framework=framework, benchmark="digits", use_case=use_case, model="mlp", batch_size=batch,
+                         precision="fp32", device_model=device, cell_id=f"{framework}-{batch}{suffix}",
+                         campaign=campaign)
     rows = ResultRows(ctx)
     rows.add("throughput", throughput, "samples/s")
     if accuracy is not None:
@@ -131,3 +137,9 @@ def metric(df, name: str) -> float:
     values = df.loc[df.metric == name, "value"]
     assert len(values) == 1, f"expected one {name} row, found {len(values)}"
     return float(values.iloc[0])
+
+
+def rows_for_test():
+    from bench_contract.results import ResultRows
+
+    return ResultRows(result_context())

@@ -158,3 +158,18 @@ def test_a_merged_file_of_the_old_single_file_layout_is_replaced(tmp_path):
     (tmp_path / "merged.parquet").write_bytes(b"old")
     collected = merge(tmp_path, tmp_path / "merged.parquet")
     assert collected.from_scratch and collected.rows == 3
+
+
+def test_a_merged_dataset_of_another_result_schema_is_rebuilt(tmp_path):
+    import json
+
+    out = tmp_path / "merged.parquet"
+    task_file(tmp_path, "jax", 8, 100.0)
+    assert merge(tmp_path, out).from_scratch
+    index = json.loads((out / collect.INDEX).read_text())
+    assert index["columns"] == SCHEMA.names
+    index["columns"] = SCHEMA.names[:-1]  # as written before the last column was added
+    (out / collect.INDEX).write_text(json.dumps(index))
+    collected = merge(tmp_path, out)
+    assert collected.from_scratch and collected.rows == 3
+    assert pq.read_table(out).schema.equals(SCHEMA)

@@ -2,7 +2,7 @@
 
 import csv
 
-from helpers import merged_results, run_cli, task_file
+from helpers import merged_results, result_context, run_cli, task_file
 
 
 def test_report_writes_every_format(tmp_path):
@@ -83,16 +83,11 @@ def test_no_scaling_plot_without_data_parallel_cells(tmp_path):
 
 
 def test_batch_search_results_get_their_own_table(tmp_path):
-    from bench_contract.results import SCHEMA, ResultRows
+    from bench_contract.results import ResultRows
 
     for framework, largest in (("jax", 1536.0), ("torch", 544.0)):
-        ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
-        ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
-        ctx.update(framework=framework, benchmark="cifar10", use_case=1, model="cnn", batch_size=512,
-                   precision="fp32", device_model="CPU X", cell_id=f"{framework}-maxbatch", schema_version=1,
-                   model_variant="full")
-        for name in ("metric", "value", "unit", "epoch", "step"):
-            ctx.pop(name)
+        ctx = result_context(framework=framework, benchmark="cifar10", use_case=1, model="cnn", batch_size=512,
+                             precision="fp32", device_model="CPU X", cell_id=f"{framework}-maxbatch")
         rows = ResultRows(ctx)
         rows.add("max_batch_size", largest, "samples")
         rows.add("min_batch_size_out_of_memory", largest + 32, "samples")
