@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from bench_contract import SCHEMA_VERSION
 from bench_contract.atomic import publish
 from bench_contract.spec import JobSpec
+from bench_contract.vision import RANDOM_REGULARISERS
 
 # Columns that are the same on every row of one task, in output order.
 CONTEXT_FIELDS: list[pa.Field] = [
@@ -112,6 +113,8 @@ def framework_options(spec: JobSpec) -> str:
                    "memory_format": "channels_last" if spec.channels_last else "contiguous"}
     else:
         options = {"mode": "jit, compiled ahead of time"}
+    if spec.model in RANDOM_REGULARISERS:
+        options["random_regularisers"] = f"off in both frameworks (published: {RANDOM_REGULARISERS[spec.model]})"
     return json.dumps(options, sort_keys=True)
 
 
