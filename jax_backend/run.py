@@ -122,8 +122,7 @@ class JaxBackend:
             raise ValueError(f"optimizer {spec.optimizer!r} is not implemented in the jax backend (only sgd)")
         optimizer = optax.sgd(spec.learning_rate)
         private = spec.use_case in PER_SAMPLE_USE_CASES
-        batch_norm = "batch_stats" in variables
-        refuse_batch_norm(spec, batch_norm)
+        refuse_batch_norm(spec, "batch_stats" in variables)
         if private:
             step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed)
             record_dp_settings(spec, rows)
