@@ -22,8 +22,8 @@ COMMON = ["--benchmark", "digits", "--batch-sizes", "32", "--epochs", "1", "--no
 SACCT_TIMEOUT_S = 30
 
 
-def run_and_collect(results, scripts, *args, env=None):
-    proc = run_cli(*COMMON, *args, "--wait", "--results-dir", str(results), "--scripts-dir", str(scripts),
+def run_and_collect(results, scripts, *args, env=None, common=COMMON):
+    proc = run_cli(*common, *args, "--wait", "--results-dir", str(results), "--scripts-dir", str(scripts),
                    env=env, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     collect = run_cli("collect", "--results-dir", str(results), env=env)
@@ -74,4 +74,27 @@ def test_two_processes_on_two_nodes_match_one_process(slurm_cluster, use_case, t
         assert len(parallel_losses[framework]) == 1257 // 32
         np.testing.assert_allclose(parallel_losses[framework], single_losses[framework], rtol=1e-4,
                                    err_msg=f"{framework}, use case {use_case}")
+    np.testing.assert_allclose(parallel_losses["jax"], parallel_losses["torch"], rtol=1e-4)
+
+
+# A vision model without batch norm (the batch-norm ones are refused data-parallel training; see the catalog).
+VIT = ["--benchmark", "imagenet", "--models", "vit_b_16", "--variant", "tiny", "--synthetic", "--synthetic-samples",
+       "80", "--batch-sizes", "16", "--epochs", "1", "--warmup-steps", "1"]
+
+
+def test_vit_trains_on_two_nodes_like_one_process(slurm_cluster, tmp_path):
+    env = slurm_cluster.env
+    profile = str(REPO_ROOT / "profiles" / "local_slurm.toml")
+    _, parallel = run_and_collect(tmp_path / "parallel", tmp_path / "s1", "--use-case", "2", "--nodes", "2",
+                                  "--tasks-per-node", "1", "--profile", profile, env=env, common=VIT)
+    _, single = run_and_collect(tmp_path / "single", tmp_path / "s2", "--use-case", "1", "--executor", "local",
+                                common=VIT)
+    assert set(parallel.framework) == {"jax", "torch"}
+    for framework, rows in parallel.groupby("framework"):
+        assert list(rows.loc[rows.metric == "world_size", "value"]) == [2.0], framework
+    parallel_losses, single_losses = loss_curves(parallel), loss_curves(single)
+    for framework in ("jax", "torch"):
+        assert len(parallel_losses[framework]) == (80 - 2 * 8) // 16
+        np.testing.assert_allclose(parallel_losses[framework], single_losses[framework], rtol=1e-4,
+                                   err_msg=framework)
     np.testing.assert_allclose(parallel_losses["jax"], parallel_losses["torch"], rtol=1e-4)
