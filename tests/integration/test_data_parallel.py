@@ -77,18 +77,23 @@ def test_two_processes_on_two_nodes_match_one_process(slurm_cluster, use_case, t
     np.testing.assert_allclose(parallel_losses["jax"], parallel_losses["torch"], rtol=1e-4)
 
 
-# A vision model without batch norm (the batch-norm ones are refused data-parallel training; see the catalog).
-VIT = ["--benchmark", "imagenet", "--models", "vit_b_16", "--variant", "tiny", "--synthetic", "--synthetic-samples",
-       "80", "--batch-sizes", "16", "--epochs", "1", "--warmup-steps", "1"]
+# The image models without batch norm (the batch-norm ones are refused data-parallel training; see the catalog).
+IMAGE_MODELS = [("imagenet", "vit_b_16"), ("cifar10", "cnn")]
 
 
-def test_vit_trains_on_two_nodes_like_one_process(slurm_cluster, tmp_path):
-    env = slurm_cluster.env
+def image_args(benchmark, model):
+    return ["--benchmark", benchmark, "--models", model, "--variant", "tiny", "--synthetic", "--synthetic-samples",
+            "80", "--batch-sizes", "16", "--epochs", "1", "--warmup-steps", "1"]
+
+
+@pytest.mark.parametrize("benchmark, model", IMAGE_MODELS)
+def test_an_image_model_trains_on_two_nodes_like_one_process(slurm_cluster, tmp_path, benchmark, model):
+    env, common = slurm_cluster.env, image_args(benchmark, model)
     profile = str(REPO_ROOT / "profiles" / "local_slurm.toml")
     _, parallel = run_and_collect(tmp_path / "parallel", tmp_path / "s1", "--use-case", "2", "--nodes", "2",
-                                  "--tasks-per-node", "1", "--profile", profile, env=env, common=VIT)
+                                  "--tasks-per-node", "1", "--profile", profile, env=env, common=common)
     _, single = run_and_collect(tmp_path / "single", tmp_path / "s2", "--use-case", "1", "--executor", "local",
-                                common=VIT)
+                                common=common)
     assert set(parallel.framework) == {"jax", "torch"}
     for framework, rows in parallel.groupby("framework"):
         assert list(rows.loc[rows.metric == "world_size", "value"]) == [2.0], framework
