@@ -78,22 +78,23 @@ def test_two_processes_on_two_nodes_match_one_process(slurm_cluster, use_case, t
 
 
 # The image models without batch norm (the batch-norm ones are refused data-parallel training; see the catalog).
-IMAGE_MODELS = [("imagenet", "vit_b_16"), ("cifar10", "cnn")]
+IMAGE_MODELS = [("imagenet", "vit_b_16", 2), ("cifar10", "cnn", 2), ("imagenet", "vit_b_16", 4)]
 
 
 def image_args(benchmark, model):
     return ["--benchmark", benchmark, "--models", model, "--variant", "tiny", "--synthetic", "--synthetic-samples",
-            "80", "--batch-sizes", "16", "--epochs", "1", "--warmup-steps", "1"]
+            "80", "--batch-sizes", "16", "--epochs", "1", "--warmup-steps", "1", "--noise-multiplier", "0",
+            "--loop-batch-size", "4"]
 
 
-@pytest.mark.parametrize("benchmark, model", IMAGE_MODELS)
-def test_an_image_model_trains_on_two_nodes_like_one_process(slurm_cluster, tmp_path, benchmark, model):
+@pytest.mark.parametrize("benchmark, model, use_case", IMAGE_MODELS)
+def test_an_image_model_trains_on_two_nodes_like_one_process(slurm_cluster, tmp_path, benchmark, model, use_case):
     env, common = slurm_cluster.env, image_args(benchmark, model)
     profile = str(REPO_ROOT / "profiles" / "local_slurm.toml")
-    _, parallel = run_and_collect(tmp_path / "parallel", tmp_path / "s1", "--use-case", "2", "--nodes", "2",
+    _, parallel = run_and_collect(tmp_path / "parallel", tmp_path / "s1", "--use-case", str(use_case), "--nodes", "2",
                                   "--tasks-per-node", "1", "--profile", profile, env=env, common=common)
-    _, single = run_and_collect(tmp_path / "single", tmp_path / "s2", "--use-case", "1", "--executor", "local",
-                                common=common)
+    _, single = run_and_collect(tmp_path / "single", tmp_path / "s2", "--use-case", str(SINGLE_PROCESS[use_case]),
+                                "--executor", "local", common=common)
     assert set(parallel.framework) == {"jax", "torch"}
     for framework, rows in parallel.groupby("framework"):
         assert list(rows.loc[rows.metric == "world_size", "value"]) == [2.0], framework
