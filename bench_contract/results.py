@@ -20,6 +20,7 @@ from bench_contract import SCHEMA_VERSION
 from bench_contract.atomic import publish
 from bench_contract.nvml import not_available
 from bench_contract.spec import PAIRED_ORDER, JobSpec
+from bench_contract.vision import RANDOM_REGULARISERS
 
 # Columns that are the same on every row of one task, in output order.
 CONTEXT_FIELDS: list[pa.Field] = [
@@ -135,6 +136,8 @@ def framework_options(spec: JobSpec) -> str:
                    "memory_format": "channels_last" if spec.channels_last else "contiguous"}
     else:
         options = {"mode": "jit, compiled ahead of time"}
+    if spec.model in RANDOM_REGULARISERS:
+        options["random_regularisers"] = f"off in both frameworks (published: {RANDOM_REGULARISERS[spec.model]})"
     return json.dumps(options, sort_keys=True)
 
 

@@ -59,7 +59,8 @@ def run_spec(spec: JobSpec, backend: Backend) -> ResultRows:
     if spec.use_case == INFERENCE_USE_CASE:
         data = inference_dataset(spec)
     else:
-        data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples)
+        data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples,
+                            spec.model_variant)
     # Each backend derives the parameter list from its own model; the weights file is checked against it.
     specs = backend.param_specs(spec.model, data.sample_shape, data.num_classes, spec.model_variant)
     weights, sha = load_or_create(spec.init_weights_path, specs, spec.seed)

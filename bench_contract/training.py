@@ -19,7 +19,7 @@ from bench_contract.data import Dataset, epoch_batches
 from bench_contract.efficiency import Efficiency
 from bench_contract.flops import Flops
 from bench_contract.results import ResultRows
-from bench_contract.spec import JobSpec
+from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.topology import Topology
 
@@ -48,6 +48,18 @@ class TrainingOps(Protocol):
     def flops_per_step(self, batch: Any) -> Flops:
         """FLOPs of one step on the global batch, and how they were counted. Called once, after training
         and evaluation, so that counting cannot disturb the timed steps or the model they train."""
+
+
+def refuse_batch_norm(spec: JobSpec, has_batch_norm: bool) -> None:
+    """Refuse the training use cases that batch norm makes ill-defined or incomparable (the orchestrator's
+    catalog refuses them at plan time already; this guards a spec written by hand)."""
+    if has_batch_norm and spec.use_case in PER_SAMPLE_USE_CASES:
+        raise ValueError(f"{spec.model} has batch norm, which mixes the examples of a batch, so its per-sample "
+                         "gradients (use cases 3 and 4) are undefined")
+    if has_batch_norm and spec.world_size > 1:
+        raise ValueError(f"{spec.model} has batch norm, whose statistics PyTorch's DistributedDataParallel takes "
+                         "per rank and a sharded JAX step over the global batch (SyncBatchNorm, which would align "
+                         "them, runs on GPUs only), so data-parallel training of it is not comparable")
 
 
 def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray) -> float:

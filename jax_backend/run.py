@@ -17,7 +17,7 @@ from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.topology import topology_for
-from bench_contract.training import record_dp_settings, run_training, time_vectorization
+from bench_contract.training import record_dp_settings, refuse_batch_norm, run_training, time_vectorization
 from jax_backend import compiles, models, steps
 from jax_backend.efficiency import cuda_ordinals, efficiency, runtime_versions, xla_flops
 from jax_backend.inference import JaxInference
@@ -34,16 +34,20 @@ class JaxOps:
     def __init__(self, model: str, module, variables, optimizer, step_fn, sample_batch, placement: Placement) -> None:
         self.model, self.module, self.placement = model, module, placement
         self.params = placement.replicate(variables["params"])
+        # Batch norm's running statistics ({} without batch norm): updated by every train step, used by predict.
+        self.batch_stats = placement.replicate(variables.get("batch_stats", {}))
         self.opt_state = placement.replicate(optimizer.init(variables["params"]))
         self.step = placement.replicate(np.zeros((), np.uint32))
         jitted = placement.jit_step(step_fn)
         start = time.perf_counter()
-        lowered = jitted.lower(self.params, self.opt_state, self.step, *self.to_device(*sample_batch))
+        lowered = jitted.lower(self.params, self.batch_stats, self.opt_state, self.step,
+                               *self.to_device(*sample_batch))
         self.lowering_time_s = time.perf_counter() - start
         start = time.perf_counter()
         self.step_fn = lowered.compile()
         self.compile_time_s = time.perf_counter() - start
-        self.predict_fn = jax.jit(lambda params, x: jnp.argmax(module.apply({"params": params}, x), axis=-1))
+        self.predict_fn = jax.jit(
+            lambda params, batch_stats, x: jnp.argmax(steps.eval_forward(module, params, batch_stats, x), axis=-1))
 
     def flops_per_step(self, batch):
         return xla_flops(self.step_fn, self.placement.device_count)
@@ -54,7 +58,8 @@ class JaxOps:
         return jax.block_until_ready((self.placement.batch(x), self.placement.batch(y)))
 
     def train_step(self, batch):
-        self.params, self.opt_state, self.step, loss = self.step_fn(self.params, self.opt_state, self.step, *batch)
+        self.params, self.batch_stats, self.opt_state, self.step, loss = self.step_fn(
+            self.params, self.batch_stats, self.opt_state, self.step, *batch)
         return loss
 
     def synchronize(self, out) -> None:
@@ -71,7 +76,8 @@ class JaxOps:
     def predict(self, x: np.ndarray) -> np.ndarray:
         # On this process's own copy of the parameters: evaluation involves no other process.
         x = models.to_model_layout(self.model, x)
-        return np.asarray(self.predict_fn(self.placement.local_copy(self.params), x))
+        local = self.placement.local_copy
+        return np.asarray(self.predict_fn(local(self.params), local(self.batch_stats), x))
 
 
 class JaxBackend:
@@ -125,15 +131,16 @@ class JaxBackend:
             return
         module, variables = models.build_with_variables(spec.model, weights, data.sample_shape, data.num_classes,
                                                         spec.model_variant)
-        if set(variables) != {"params"}:
-            # Batch norm's running statistics are state the pure train step does not carry yet.
-            raise ValueError(f"training {spec.model} (it has {', '.join(sorted(set(variables) - {'params'}))}) "
-                             "is not implemented in the jax backend")
+        unknown = set(variables) - {"params", "batch_stats"}
+        if unknown:
+            raise ValueError(f"training {spec.model} (it has {', '.join(sorted(unknown))}) is not implemented "
+                             "in the jax backend")
         rows.add("parameter_count", sum(p.size for p in jax.tree_util.tree_leaves(variables["params"])), "parameters")
         if spec.optimizer != "sgd":
             raise ValueError(f"optimizer {spec.optimizer!r} is not implemented in the jax backend (only sgd)")
         optimizer = optax.sgd(spec.learning_rate)
         private = spec.use_case in PER_SAMPLE_USE_CASES
+        refuse_batch_norm(spec, "batch_stats" in variables)
         if private:
             step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed)
             record_dp_settings(spec, rows)

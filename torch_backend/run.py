@@ -16,8 +16,8 @@ from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.topology import Topology, topology_for
-from bench_contract.training import record_dp_settings, run_training, time_vectorization
-from torch_backend import compiles, models
+from bench_contract.training import record_dp_settings, refuse_batch_norm, run_training, time_vectorization
+from torch_backend import compiles, models, vision
 from torch_backend.efficiency import counted_flops, efficiency, pci_bus_id, runtime_versions
 from torch_backend.inference import TorchInference
 from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps, batch_to_device, synchronize
@@ -142,6 +142,10 @@ class TorchBackend:
             return
         model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant)
         models.load_shared_weights(model, weights)
+        refuse_batch_norm(spec, any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()))
+        # Dropout and stochastic depth draw from PyTorch's own RNG, which JAX cannot follow: off for training,
+        # so both frameworks take the same steps (the Flax modules have none; framework_options records it).
+        vision.disable_random_regularisers(model)
         model.to(self.device).train()
         rows.add("parameter_count", sum(p.numel() for p in model.parameters()), "parameters")
         if spec.optimizer != "sgd":
