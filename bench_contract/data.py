@@ -14,6 +14,7 @@ import pickle
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,8 @@ class Dataset:
     x_test: np.ndarray
     y_test: np.ndarray
     num_classes: int
+    # gnn: the bench_contract.graph.Graph the model holds (x are its node ids); None for every other benchmark.
+    graph: Any = None
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
@@ -65,7 +68,11 @@ def epoch_batches(num_samples: int, batch_size: int, seed: int, epoch: int) -> l
 def load_dataset(benchmark: str, source: str, data_dir: str | None = None, synthetic_samples: int = 2048) -> Dataset:
     if source == "synthetic":
         return synthetic_dataset(benchmark, synthetic_samples)
-    loaders = {"digits": load_digits, "mnist": lambda: load_mnist(data_dir), "cifar10": lambda: load_cifar10(data_dir)}
+    from bench_contract.graph import load_graph
+    from bench_contract.text import load_text
+
+    loaders = {"digits": load_digits, "mnist": lambda: load_mnist(data_dir), "cifar10": lambda: load_cifar10(data_dir),
+               "nlp": lambda: load_text(data_dir), "gnn": lambda: load_graph(data_dir)}
     if benchmark not in loaders:
         raise DataError(f"no reader for benchmark {benchmark!r}; known: {', '.join(sorted(loaders))}")
     return loaders[benchmark]()
@@ -229,7 +236,15 @@ SYNTHETIC_SHAPES = {"digits": (64,), "mnist": (1, 28, 28), "cifar10": (3, 32, 32
 
 
 def synthetic_dataset(benchmark: str, samples: int) -> Dataset:
-    """Random inputs labelled by a fixed random linear teacher: learnable, so accuracy still means something."""
+    """Random inputs labelled by a fixed random linear teacher: learnable, so accuracy still means something.
+    Text and graphs have their own generators (bench_contract.text, bench_contract.graph)."""
+    from bench_contract.graph import synthetic_graph
+    from bench_contract.text import synthetic_text
+
+    if benchmark == "nlp":
+        return synthetic_text(samples)
+    if benchmark == "gnn":
+        return synthetic_graph(samples)
     if benchmark not in SYNTHETIC_SHAPES:
         raise DataError(f"no synthetic data shape for benchmark {benchmark!r}; known: {', '.join(SYNTHETIC_SHAPES)}")
     shape = SYNTHETIC_SHAPES[benchmark]

@@ -92,8 +92,8 @@ class JaxBackend:
             precision_policy=policy,
         )
 
-    def param_specs(self, model, sample_shape, num_classes, variant):
-        return models.param_specs(model, sample_shape, num_classes, variant)
+    def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
+        return models.param_specs(model, sample_shape, num_classes, variant, graph)
 
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> JaxInference:
         return JaxInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
@@ -106,7 +106,7 @@ class JaxBackend:
             self.add_device_memory(rows)
             return
         module, variables = models.build_with_variables(spec.model, weights, data.sample_shape, data.num_classes,
-                                                        spec.model_variant)
+                                                        spec.model_variant, data.graph)
         if set(variables) != {"params"}:
             # Batch norm's running statistics are state the pure train step does not carry yet.
             raise ValueError(f"training {spec.model} (it has {', '.join(sorted(set(variables) - {'params'}))}) "

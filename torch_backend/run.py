@@ -114,8 +114,8 @@ class TorchBackend:
             precision_policy=policy,
         )
 
-    def param_specs(self, model, sample_shape, num_classes, variant):
-        return models.param_specs(models.build(model, sample_shape, num_classes, variant))
+    def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
+        return models.param_specs(models.build(model, sample_shape, num_classes, variant, graph))
 
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> TorchInference:
         return TorchInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
@@ -129,7 +129,7 @@ class TorchBackend:
             run_inference(spec, data.x_train, ops, rows)
             self.add_device_memory(rows)
             return
-        model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant)
+        model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant, data.graph)
         models.load_shared_weights(model, weights)
         model.to(self.device).train()
         rows.add("parameter_count", sum(p.numel() for p in model.parameters()), "parameters")

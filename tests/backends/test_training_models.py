@@ -14,6 +14,8 @@ from test_backends import FRAMEWORKS, make_spec, run_backend
 TRAINED = [
     ("mnist", "cnn", "tiny", 1e-3),
     ("cifar10", "cnn", "tiny", 1e-3),
+    ("nlp", "transformer", "tiny", 1e-4),
+    ("gnn", "gcn", "tiny", 1e-4),
 ]
 
 
