@@ -47,7 +47,10 @@ class TextTransformer(nn.Module):
             x = x + masked_self_attention(layer_norm(x, f"{p}.norm1"), keep, c.heads, f"{p}.self_attn")
             y = nn.gelu(nn.Dense(c.mlp_dim, name=f"{p}.linear1")(layer_norm(x, f"{p}.norm2")), approximate=False)
             x = x + nn.Dense(c.d_model, name=f"{p}.linear2")(y)
-        return nn.Dense(self.num_classes, name="head")(layer_norm(x, "norm")[:, 0])
+        # Mean over the real tokens (the class token included, so never over none).
+        weights = keep.astype(x.dtype)[:, :, None]
+        pooled = (layer_norm(x, "norm") * weights).sum(axis=1) / weights.sum(axis=1)
+        return nn.Dense(self.num_classes, name="head")(pooled)
 
 
 def transformer(num_classes: int, variant: str) -> nn.Module:

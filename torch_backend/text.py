@@ -45,8 +45,8 @@ class EncoderLayer(nn.Module):
 
 
 class TextTransformer(nn.Module):
-    """Token and learned position embeddings, pre-norm encoder layers, a final LayerNorm, and a linear
-    classifier on the class token's output. Input: (N, L) token ids, padding id 0."""
+    """Token and learned position embeddings, pre-norm encoder layers, a final LayerNorm, the mean over the
+    non-padding positions, and a linear classifier. Input: (N, L) token ids, padding id 0."""
 
     def __init__(self, seq_len: int, num_classes: int, variant: str) -> None:
         super().__init__()
@@ -63,4 +63,6 @@ class TextTransformer(nn.Module):
         keep = tokens != text.PAD_ID
         for layer in self.layers:
             x = layer(x, keep)
-        return self.head(self.norm(x)[:, 0])
+        # Mean over the real tokens (the class token included, so never over none).
+        weights = keep.to(x.dtype)[:, :, None]
+        return self.head((self.norm(x) * weights).sum(dim=1) / weights.sum(dim=1))

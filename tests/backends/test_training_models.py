@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import metric
+from helpers import metric, write_graph_file, write_text_folder
 from test_backends import FRAMEWORKS, make_spec, run_backend
 
 # (benchmark, model, variant, relative tolerance of the loss curves). Convolutions sum in a different order
@@ -19,13 +19,14 @@ TRAINED = [
 ]
 
 
-def train_both(tmp_path, benchmark, model, variant, use_case):
+def train_both(tmp_path, benchmark, model, variant, use_case, **overrides):
     frames = {}
     for framework in FRAMEWORKS:
-        spec = make_spec(framework, tmp_path, benchmark=benchmark, model=model, model_variant=variant,
-                         use_case=use_case, data_source="synthetic", synthetic_samples=160, batch_size=16,
-                         epochs=1, warmup_steps=1, noise_multiplier=0.0, loop_batch_size=4,
-                         results_path=str(tmp_path / f"{framework}-{use_case}.parquet"))
+        values = dict(benchmark=benchmark, model=model, model_variant=variant, use_case=use_case,
+                      data_source="synthetic", synthetic_samples=160, batch_size=16, epochs=1, warmup_steps=1,
+                      noise_multiplier=0.0, loop_batch_size=4,
+                      results_path=str(tmp_path / f"{framework}-{use_case}.parquet"))
+        spec = make_spec(framework, tmp_path, **{**values, **overrides})
         proc = run_backend(framework, spec, tmp_path)
         assert proc.returncode == 0, proc.stderr
         frames[framework] = pd.read_parquet(spec.results_path)
@@ -49,3 +50,22 @@ def test_both_frameworks_train_the_same_steps(tmp_path, benchmark, model, varian
         assert 0 <= metric(df, "test_accuracy") <= 1 and metric(df, "throughput") > 0
         if use_case == 3:
             assert metric(df, "vectorization_speedup") > 0
+
+
+# The real file formats of nlp and gnn, written small: (benchmark, model, writer, batch size, training samples).
+REAL_FILES = [
+    ("nlp", "transformer", lambda root: write_text_folder(root, train=160, test=20), 16, 144),
+    ("gnn", "gcn", lambda root: write_graph_file(root, nodes=100), 8, 60),
+]
+
+
+@pytest.mark.parametrize("benchmark, model, write, batch_size, train_samples", REAL_FILES)
+def test_real_files_train_the_same_steps_in_both(tmp_path, benchmark, model, write, batch_size, train_samples):
+    root = write(tmp_path / "data")
+    frames = train_both(tmp_path, benchmark, model, "tiny", 1, data_source="real", data_dir=str(root),
+                        batch_size=batch_size, learning_rate=0.05)
+    jax_df, torch_df = frames["jax"], frames["torch"]
+    assert (jax_df.data_source == "real").all() and (torch_df.data_source == "real").all()
+    assert len(curve(jax_df)) == len(curve(torch_df)) == train_samples // batch_size
+    np.testing.assert_allclose(curve(jax_df), curve(torch_df), rtol=1e-4)
+    assert metric(jax_df, "test_accuracy") == pytest.approx(metric(torch_df, "test_accuracy"), abs=0.051)

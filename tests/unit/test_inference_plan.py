@@ -87,7 +87,7 @@ def test_a_real_inference_run_without_data_is_refused_and_writes_nothing(tmp_pat
 
 @pytest.mark.parametrize("args, message", [
     (["--model", "resnet5"], "unknown model 'resnet5'; choose from: mlp, cnn"),
-    (["--model", "gcn"], "model 'gcn' is declared but not built by the backends yet"),
+    (["--model", "gcn"], "validate compares the inference forward pass, which model 'gcn' does not run"),
     (["--model", "cnn", "--precision", "tf32"], "precision 'tf32' is declared but not implemented yet (implemented: fp32, bf16, fp16)"),
     (["--model", "cnn", "--variant", "huge"], "unknown model variant 'huge'"),
     (["--model", "cnn", "--batch-size", "0"], "--batch-size must be a positive integer"),
