@@ -145,7 +145,11 @@ class TorchBackend:
                                          noise_multiplier=spec.noise_multiplier, seed=spec.seed,
                                          world_size=topology.world_size))
         elif topology.world_size > 1:
-            ddp = DistributedDataParallel(model, device_ids=[self.device] if self.device.type == "cuda" else None)
+            # Buffers outside the state_dict (the GCN's graph) are constants, the same on every rank:
+            # DDP would broadcast them before every forward pass for nothing. Batch-norm statistics stay synced.
+            stateful = set(model.state_dict()) - {name for name, _ in model.named_parameters()}
+            ddp = DistributedDataParallel(model, device_ids=[self.device] if self.device.type == "cuda" else None,
+                                          broadcast_buffers=bool(stateful))
             ops = TorchOps(ddp, optimizer, self.device, topology.world_size)
         else:
             ops = TorchOps(model, optimizer, self.device)
