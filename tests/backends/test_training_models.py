@@ -2,11 +2,14 @@
 and the same batches, plain (use case 1) and as DP-SGD without noise (use case 3). Synthetic data, tiny
 variants, a few steps: enough to show that the two sides take the same steps."""
 
+import os
+import subprocess
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import metric, write_graph_file, write_text_folder
+from helpers import REPO_ROOT, env_python, metric, write_graph_file, write_text_folder
 from test_backends import FRAMEWORKS, make_spec, run_backend
 
 # (benchmark, model, variant, relative tolerance of the loss curves). Convolutions sum in a different order
@@ -69,3 +72,31 @@ def test_real_files_train_the_same_steps_in_both(tmp_path, benchmark, model, wri
     assert len(curve(jax_df)) == len(curve(torch_df)) == train_samples // batch_size
     np.testing.assert_allclose(curve(jax_df), curve(torch_df), rtol=1e-4)
     assert metric(jax_df, "test_accuracy") == pytest.approx(metric(torch_df, "test_accuracy"), abs=0.051)
+
+
+PROBE_BATCH = 4
+
+
+@pytest.mark.parametrize("benchmark, model", [("nlp", "transformer"), ("gnn", "gcn")])
+def test_per_sample_gradients_equal_a_loop_and_agree_between_frameworks(tmp_path, benchmark, model):
+    """For the GCN a sample is a node of one shared graph: its gradient is that of its own node's loss alone."""
+    grads = {}
+    for framework in FRAMEWORKS:
+        path = tmp_path / f"{framework}.npz"
+        subprocess.run([str(env_python(framework)), str(REPO_ROOT / "tests" / "backends" / "model_per_sample_probe.py"),
+                        framework, benchmark, model, str(path), str(PROBE_BATCH)],
+                       check=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+        with np.load(path) as f:
+            grads[framework] = {k: f[k] for k in f.files}
+    for framework, probe in grads.items():
+        for key in (k for k in probe if k.startswith("vmap/")):
+            name = key.split("/", 1)[1]
+            assert probe[key].shape[0] == PROBE_BATCH
+            np.testing.assert_allclose(probe[key], probe[f"loop/{name}"], rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{framework} {name}")
+    assert grads["jax"].keys() == grads["torch"].keys()
+    for key in grads["torch"]:
+        np.testing.assert_allclose(grads["jax"][key], grads["torch"][key], rtol=1e-4, atol=1e-6, err_msg=key)
+    # The examples differ: a vmap that broadcast one gradient to the whole batch would not pass this.
+    head = "vmap/head.weight" if model == "transformer" else "vmap/conv2.lin.weight"
+    assert not np.allclose(grads["torch"][head][0], grads["torch"][head][1])
