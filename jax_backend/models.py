@@ -10,7 +10,8 @@ import numpy as np
 
 from bench_contract.models import MLP_HIDDEN
 from bench_contract.weights import ParamSpec
-from jax_backend import graph, layout, text, vision
+from jax_backend import layout, text, vision
+from jax_backend.graph import gcn
 
 
 class MLP(nn.Module):
@@ -34,7 +35,7 @@ MODULES: dict[str, Callable[[int, str], nn.Module]] = {
     **vision.BUILDERS,
 }
 # Models that hold the data set's graph (bench_contract.graph.Graph); their samples are node ids.
-GRAPH_MODULES: dict[str, Callable[..., nn.Module]] = {"gcn": graph.gcn}
+GRAPH_MODULES: dict[str, Callable[..., nn.Module]] = {"gcn": gcn}
 # Models whose inputs are integer ids (tokens, nodes), not float features.
 INTEGER_INPUTS = ("transformer", *GRAPH_MODULES)
 

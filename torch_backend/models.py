@@ -16,7 +16,8 @@ from torch import nn
 from bench_contract.models import MLP_HIDDEN
 from bench_contract.vision import NAMED_INITS
 from bench_contract.weights import ParamSpec
-from torch_backend import graph, text, vision
+from torch_backend import text, vision
+from torch_backend.graph import GCN, GraphConv
 
 
 class MLP(nn.Module):
@@ -60,7 +61,7 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     **{name: _vision(name) for name in vision.BUILDERS},
 }
 # Models that hold the data set's graph (bench_contract.graph.Graph); their samples are node ids.
-GRAPH_MODELS: dict[str, Callable[..., nn.Module]] = {"gcn": graph.GCN}
+GRAPH_MODELS: dict[str, Callable[..., nn.Module]] = {"gcn": GCN}
 
 
 def build(name: str, sample_shape: tuple[int, ...], num_classes: int, variant: str = "full",
@@ -114,7 +115,7 @@ def _spec(name: str, leaf: str, module: nn.Module, shape: tuple[int, ...], state
         return ParamSpec(name, shape, "uniform_fan_in", module.in_proj_weight.shape[1])
     if isinstance(module, nn.Embedding):  # PyTorch's default: N(0, 1)
         return ParamSpec(name, shape, "normal", std=1.0)
-    if isinstance(module, graph.GraphConv) and leaf == "bias":  # added after aggregation; PyG starts it at zero
+    if isinstance(module, GraphConv) and leaf == "bias":  # added after aggregation; PyG starts it at zero
         return ParamSpec(name, shape, "zeros")
     if isinstance(module, NORMS):
         ones = leaf in ("weight", "running_var")
