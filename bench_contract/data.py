@@ -14,6 +14,7 @@ import pickle
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,8 @@ class Dataset:
     x_test: np.ndarray
     y_test: np.ndarray
     num_classes: int
+    # gnn: the bench_contract.graph.Graph the model holds (x are its node ids); None for every other benchmark.
+    graph: Any = None
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
@@ -70,8 +73,12 @@ def load_dataset(benchmark: str, source: str, data_dir: str | None = None, synth
     (imagenet: 224x224 full, 64x64 tiny)."""
     if source == "synthetic":
         return synthetic_dataset(benchmark, synthetic_samples, variant)
+    from bench_contract.graph import load_graph
+    from bench_contract.text import load_text
+
     loaders = {"digits": load_digits, "mnist": lambda: load_mnist(data_dir), "cifar10": lambda: load_cifar10(data_dir),
-               "imagenet": lambda: load_image_folders(data_dir, vision.input_shape("imagenet", variant)[-1])}
+               "imagenet": lambda: load_image_folders(data_dir, vision.input_shape("imagenet", variant)[-1]),
+               "nlp": lambda: load_text(data_dir), "gnn": lambda: load_graph(data_dir)}
     if benchmark not in loaders:
         raise DataError(f"no reader for benchmark {benchmark!r}; known: {', '.join(sorted(loaders))}")
     return loaders[benchmark]()
@@ -240,13 +247,21 @@ TEACHER_GRID = 8
 
 
 def synthetic_dataset(benchmark: str, samples: int, variant: str = "full") -> Dataset:
-    """Random inputs labelled by a fixed random linear teacher: learnable, so accuracy still means something."""
+    """Random inputs labelled by a fixed random linear teacher: learnable, so accuracy still means something.
+    Text and graphs have their own generators (bench_contract.text, bench_contract.graph)."""
+    from bench_contract.graph import synthetic_graph
+    from bench_contract.text import synthetic_text
+
+    if benchmark == "nlp":
+        return synthetic_text(samples)
+    if benchmark == "gnn":
+        return synthetic_graph(samples)
     if benchmark in SYNTHETIC_VARIANT_SIZED:
         shape, classes = vision.input_shape(benchmark, variant), vision.NUM_CLASSES[benchmark]
     elif benchmark in SYNTHETIC_SHAPES:
         shape, classes = SYNTHETIC_SHAPES[benchmark], 10
     else:
-        known = ", ".join((*SYNTHETIC_SHAPES, *SYNTHETIC_VARIANT_SIZED))
+        known = ", ".join((*SYNTHETIC_SHAPES, *SYNTHETIC_VARIANT_SIZED, "nlp", "gnn"))
         raise DataError(f"no synthetic data shape for benchmark {benchmark!r}; known: {known}")
     rng = np.random.default_rng(SPLIT_SEED)
     x = rng.standard_normal((samples, *shape), dtype=np.float32)

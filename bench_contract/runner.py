@@ -43,8 +43,10 @@ class Backend(Protocol):
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         """Choose the device and fix the precision policy before any computation."""
 
-    def param_specs(self, model: str, sample_shape: tuple[int, ...], num_classes: int, variant: str) -> list[ParamSpec]:
-        """The shared-weights parameter list (PyTorch names and layout) of the model this backend builds."""
+    def param_specs(self, model: str, sample_shape: tuple[int, ...], num_classes: int, variant: str,
+                    graph: Any = None) -> list[ParamSpec]:
+        """The shared-weights parameter list (PyTorch names and layout) of the model this backend builds
+        (graph: the data set's bench_contract.graph.Graph, for the models that hold one)."""
 
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
         """Run the spec's use case and add its measurements to `rows`."""
@@ -62,7 +64,7 @@ def run_spec(spec: JobSpec, backend: Backend) -> ResultRows:
         data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples,
                             spec.model_variant)
     # Each backend derives the parameter list from its own model; the weights file is checked against it.
-    specs = backend.param_specs(spec.model, data.sample_shape, data.num_classes, spec.model_variant)
+    specs = backend.param_specs(spec.model, data.sample_shape, data.num_classes, spec.model_variant, graph=data.graph)
     weights, sha = load_or_create(spec.init_weights_path, specs, spec.seed)
     context: dict[str, Any] = base_context(spec)
     context.update(

@@ -116,8 +116,8 @@ class JaxBackend:
     def efficiency(self, spec: JobSpec):
         return efficiency(self.kind, [self.device], spec.precision, self.topology.world_size)
 
-    def param_specs(self, model, sample_shape, num_classes, variant):
-        return models.param_specs(model, sample_shape, num_classes, variant)
+    def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
+        return models.param_specs(model, sample_shape, num_classes, variant, graph)
 
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> JaxInference:
         return JaxInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
@@ -130,7 +130,7 @@ class JaxBackend:
             self.add_device_memory(rows)
             return
         module, variables = models.build_with_variables(spec.model, weights, data.sample_shape, data.num_classes,
-                                                        spec.model_variant)
+                                                        spec.model_variant, data.graph)
         unknown = set(variables) - {"params", "batch_stats"}
         if unknown:
             raise ValueError(f"training {spec.model} (it has {', '.join(sorted(unknown))}) is not implemented "

@@ -143,3 +143,45 @@ def rows_for_test():
     from bench_contract.results import ResultRows
 
     return ResultRows(result_context())
+
+
+def write_text_folder(folder: Path, train: int, test: int) -> Path:
+    """The nlp format: train.tsv and test.tsv, `<label>\\t<text>` per line. Two classes whose texts share
+    filler words and differ by their topic words, some lines longer than the sequence length, mixed case and
+    punctuation, and a blank line (skipped)."""
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(3)
+    topics = {"sport": ["goal", "match", "team", "Score"], "science": ["atom", "cell", "Gene", "orbit"]}
+    filler = ["the", "a", "of", "and", "today", "news", "über", "x2"]
+
+    def lines(count: int) -> str:
+        out = []
+        for i in range(count):
+            label = list(topics)[i % 2]
+            length = int(rng.integers(3, 200))
+            words = [str(rng.choice(topics[label] if rng.random() < 0.3 else filler)) for _ in range(length)]
+            out.append(f"{label}\t{' '.join(words)}, end.")
+        return "\n".join(out[:1] + [""] + out[1:]) + "\n"
+
+    (folder / "train.tsv").write_text(lines(train), encoding="utf-8")
+    (folder / "test.tsv").write_text(lines(test), encoding="utf-8")
+    return folder
+
+
+def write_graph_file(folder: Path, nodes: int, classes: int = 3, features: int = 12) -> Path:
+    """The gnn format: graph.npz with edges (2, E), features (N, F), labels (N,) and boolean split masks;
+    edges given in one direction only, with a duplicate and a self-loop, as files in the wild have them."""
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(4)
+    labels = rng.integers(classes, size=nodes)
+    same = [(i, j) for i in range(nodes) for j in range(i + 1, nodes) if labels[i] == labels[j] and rng.random() < 0.15]
+    edges = np.array(same + [same[0], (0, 0)]).T
+    x = np.eye(classes, features)[labels] + rng.standard_normal((nodes, features))
+    order = rng.permutation(nodes)
+    masks = {name: np.zeros(nodes, bool) for name in ("train_mask", "val_mask", "test_mask")}
+    masks["test_mask"][order[: nodes // 5]] = True
+    masks["val_mask"][order[nodes // 5 : 2 * nodes // 5]] = True
+    masks["train_mask"][order[2 * nodes // 5 :]] = True
+    np.savez(folder / "graph.npz", edges=edges.astype(np.int64), features=x.astype(np.float32),
+             labels=labels.astype(np.int64), **masks)
+    return folder

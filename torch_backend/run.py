@@ -125,8 +125,8 @@ class TorchBackend:
             runtime_versions=runtime_versions(),
         )
 
-    def param_specs(self, model, sample_shape, num_classes, variant):
-        return models.param_specs(models.build(model, sample_shape, num_classes, variant))
+    def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
+        return models.param_specs(models.build(model, sample_shape, num_classes, variant, graph))
 
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> TorchInference:
         return TorchInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
@@ -140,7 +140,7 @@ class TorchBackend:
             run_inference(spec, data.x_train, ops, rows, efficiency(self.device, spec.precision, 1))
             self.add_device_memory(rows)
             return
-        model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant)
+        model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant, data.graph)
         models.load_shared_weights(model, weights)
         refuse_batch_norm(spec, any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()))
         # Dropout and stochastic depth draw from PyTorch's own RNG, which JAX cannot follow: off for training,
@@ -160,7 +160,11 @@ class TorchBackend:
                                          noise_multiplier=spec.noise_multiplier, seed=spec.seed,
                                          world_size=topology.world_size))
         elif topology.world_size > 1:
-            ddp = DistributedDataParallel(model, device_ids=[self.device] if self.device.type == "cuda" else None)
+            # Buffers outside the state_dict (the GCN's graph) are constants, the same on every rank:
+            # DDP would broadcast them before every forward pass for nothing. Batch-norm statistics stay synced.
+            stateful = set(model.state_dict()) - {name for name, _ in model.named_parameters()}
+            ddp = DistributedDataParallel(model, device_ids=[self.device] if self.device.type == "cuda" else None,
+                                          broadcast_buffers=bool(stateful))
             ops = TorchOps(ddp, optimizer, self.device, topology.world_size)
         else:
             ops = TorchOps(model, optimizer, self.device)
