@@ -155,4 +155,6 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
     # under the same names as the training use cases' step times (one vocabulary for collect and reports).
     for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
         rows.add(metric, value, unit)
+    for i, seconds in enumerate(timer.times_s):  # every timed pass, for the latency distribution
+        rows.add("step_time", seconds * 1e3, "ms", step=i)
     efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)

@@ -97,7 +97,10 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             batch = ops.to_device(data.x_train[idx], data.y_train[idx])
             if step >= spec.warmup_steps:
                 efficiency.meter.resume()  # no-op while open: the window opens at the first timed step
+            timed_before = len(timer.times_s)
             out = timer.run(lambda: ops.train_step(batch))
+            if len(timer.times_s) > timed_before:  # every timed step, for latency distributions and loss vs time
+                rows.add("step_time", timer.times_s[-1] * 1e3, "ms", epoch=epoch, step=step)
             loss = ops.loss_value(out)
             if not np.isfinite(loss):
                 raise FloatingPointError(f"training diverged: loss is {loss} at step {step} (epoch {epoch})")
