@@ -21,6 +21,7 @@ from bench_contract.efficiency import Efficiency
 from bench_contract.flops import Flops
 from bench_contract.results import ResultRows
 from bench_contract.spec import JobSpec
+from bench_contract.tracing import Tracer, record_trace
 from bench_contract.timing import StepTimer, record_repeat_settings, step_time_statistics
 
 INFERENCE_USE_CASE = 5
@@ -126,7 +127,7 @@ def real_inputs(benchmark: str, data_dir: str | None, batch_size: int,
 
 
 def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultRows,
-                  efficiency: Efficiency | None = None) -> None:
+                  efficiency: Efficiency | None = None, tracer: Tracer | None = None) -> None:
     """Compile, run once, warm up, then time forward passes of one batch of spec.batch_size: at least
     spec.timed_steps of them, and until they add up to spec.min_duration_s seconds. Energy is measured over
     exactly the timed passes."""
@@ -158,3 +159,4 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
     for i, seconds in enumerate(timer.times_s):  # every timed pass, for the latency distribution
         rows.add("step_time", seconds * 1e3, "ms", step=i)
     efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)
+    record_trace(spec, rows, lambda: ops.forward(batch), ops.synchronize, tracer)  # after all measuring

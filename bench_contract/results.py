@@ -138,6 +138,8 @@ def framework_options(spec: JobSpec) -> str:
         options = {"mode": "jit, compiled ahead of time"}
     if spec.model in RANDOM_REGULARISERS:
         options["random_regularisers"] = f"off in both frameworks (published: {RANDOM_REGULARISERS[spec.model]})"
+    if spec.trace_steps:
+        options["trace_steps"] = f"{spec.trace_steps} steps traced by the profiler after the measurement"
     return json.dumps(options, sort_keys=True)
 
 

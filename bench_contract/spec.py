@@ -80,6 +80,8 @@ class JobSpec:
     batch_search: bool = False
     batch_search_limit: int = 65536
     memory_limit_bytes: int = 0
+    # After measuring, this many more steps under the framework's profiler, traced to a file (bench_contract.tracing).
+    trace_steps: int = 0
     # XLA flags for this cell from the cluster profile (per model); the JAX backend adds them to XLA_FLAGS
     # before JAX starts, and the rows record the XLA_FLAGS that resulted.
     xla_flags: str = ""
@@ -105,6 +107,8 @@ class JobSpec:
                 raise SpecError(f"{name} must be a positive integer, got {value!r}")
         if self.batch_search and self.batch_search_limit < self.batch_size:
             raise SpecError(f"batch_search_limit {self.batch_search_limit} is below the starting batch {self.batch_size}")
+        if not isinstance(self.trace_steps, int) or self.trace_steps < 0:
+            raise SpecError(f"trace_steps must be a non-negative integer, got {self.trace_steps!r}")
         if not isinstance(self.memory_limit_bytes, int) or self.memory_limit_bytes < 0:
             raise SpecError(f"memory_limit_bytes must be a non-negative integer, got {self.memory_limit_bytes!r}")
         if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:

@@ -22,6 +22,7 @@ from bench_contract.results import ResultRows
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.topology import Topology
+from bench_contract.tracing import Tracer, record_trace
 
 EVAL_CHUNK = 1024
 
@@ -71,7 +72,8 @@ def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray) -> float:
 
 
 def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRows,
-                 topology: Topology = Topology(), efficiency: Efficiency | None = None) -> None:
+                 topology: Topology = Topology(), efficiency: Efficiency | None = None,
+                 tracer: Tracer | None = None) -> None:
     """Train for spec.epochs; record per-step loss, per-epoch validation accuracy, timings and test accuracy,
     energy over the timed steps and FLOP utilisation.
 
@@ -125,6 +127,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     if topology.is_writer:
         rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test), "fraction")
     efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)
+    record_trace(spec, rows, lambda: ops.train_step(batch), ops.synchronize, tracer)  # after all measuring
 
 
 class PerSampleOps(Protocol):

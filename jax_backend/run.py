@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -80,6 +82,13 @@ class JaxOps:
         return np.asarray(self.predict_fn(local(self.params), local(self.batch_stats), x))
 
 
+@contextlib.contextmanager
+def jax_trace(folder: Path):
+    """jax.profiler's trace: XPlane for TensorBoard, and Chrome-format JSON (gzipped) for Perfetto."""
+    with jax.profiler.trace(str(folder), create_perfetto_trace=True):
+        yield
+
+
 class JaxBackend:
     framework = "jax"
     libraries = ["jax", "jaxlib", "flax", "optax"]
@@ -126,7 +135,7 @@ class JaxBackend:
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
         if spec.use_case == INFERENCE_USE_CASE:
             ops = self.inference_ops(spec, weights, data.sample_shape, data.num_classes)
-            run_inference(spec, data.x_train, ops, rows, self.efficiency(spec))
+            run_inference(spec, data.x_train, ops, rows, self.efficiency(spec), tracer=jax_trace)
             self.add_device_memory(rows)
             return
         module, variables = models.build_with_variables(spec.model, weights, data.sample_shape, data.num_classes,
@@ -152,7 +161,7 @@ class JaxBackend:
         ops = JaxOps(spec.model, module, variables, optimizer, step_fn, sample, Placement(topology))
         rows.add("lowering_time", ops.lowering_time_s, "s")
         rows.add("compile_time", ops.compile_time_s, "s")
-        run_training(spec, data, ops, rows, topology, self.efficiency(spec))
+        run_training(spec, data, ops, rows, topology, self.efficiency(spec), tracer=jax_trace)
         if private:
             per_sample = JaxPerSampleOps(spec.model, module, ops.placement.local_copy(ops.params), spec.clip_norm, self.device)
             time_vectorization(spec, data, per_sample, rows)

@@ -52,6 +52,8 @@ class RunSettings:
     batch_search: bool = False
     batch_search_limit: int = 65536
     memory_limit_bytes: int = 0
+    # after measuring, this many steps under the framework's profiler, traced to a file next to the results
+    trace_steps: int = 0
 
     @property
     def world_size(self) -> int:
@@ -80,6 +82,12 @@ class RunSettings:
             raise UsageError(f"--min-duration cannot be negative, got {self.min_duration_s}")
         if self.trials < 1:
             raise UsageError(f"--trials must be at least 1, got {self.trials}")
+        if self.trace_steps < 0:
+            raise UsageError(f"--trace-steps cannot be negative, got {self.trace_steps}")
+        if self.trace_steps and self.world_size > 1:
+            raise UsageError("--trace-steps traces one process; it does not combine with --nodes or --tasks-per-node")
+        if self.trace_steps and self.batch_search:
+            raise UsageError("--trace-steps and --find-max-batch do not combine: a search records no steps to trace")
         if self.batch_search_limit < 1:
             raise UsageError(f"--max-batch-limit must be at least 1, got {self.batch_search_limit}")
         catalog.check_optimizer(self.optimizer)

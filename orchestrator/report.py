@@ -305,6 +305,22 @@ def provenance_rows(df) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def trace_links(df, results_dir: Path, page_dir: Path) -> list[dict]:
+    """Every profiler trace of the collected campaigns (bench_contract.tracing writes them beside the result
+    files, in <campaign>/rows/<framework>/<cell>-trial<t>.trace/), as links relative to the page."""
+    import os
+
+    from bench_contract.tracing import trace_files
+
+    links = []
+    for campaign in sorted(df["campaign"].unique()):
+        for folder in sorted((results_dir / campaign / "rows").glob("*/*.trace")):
+            for file in trace_files(folder):
+                links.append({"cell": folder.name.removesuffix(".trace"), "file": file.name,
+                              "href": os.path.relpath(file, page_dir)})
+    return links
+
+
 def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
     import jinja2
 
@@ -316,6 +332,6 @@ def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
     provenance = html_table(*provenance_rows(df))
     page = env.get_template("report.html.j2").render(
         merged=str(merged), rows=len(df), tables=tables, plots=plots, provenance=provenance,
-        campaigns=sorted(df["campaign"].unique()),
+        campaigns=sorted(df["campaign"].unique()), traces=trace_links(df, merged.parent, path.parent),
     )
     return publish(path, lambda tmp: tmp.write_text(page))

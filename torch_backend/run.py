@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.profiler import ProfilerActivity, profile
 
 from bench_contract.data import Dataset
 from bench_contract.inference import DTYPE_NAMES, INFERENCE_USE_CASE, precision_policy, run_inference
@@ -137,7 +140,7 @@ class TorchBackend:
         if spec.use_case == INFERENCE_USE_CASE:
             ops = self.inference_ops(spec, weights, data.sample_shape, data.num_classes)
             self.reset_device_memory()
-            run_inference(spec, data.x_train, ops, rows, efficiency(self.device, spec.precision, 1))
+            run_inference(spec, data.x_train, ops, rows, efficiency(self.device, spec.precision, 1), tracer=self.trace)
             self.add_device_memory(rows)
             return
         model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant, data.graph)
@@ -168,12 +171,21 @@ class TorchBackend:
             ops = TorchOps(ddp, optimizer, self.device, topology.world_size)
         else:
             ops = TorchOps(model, optimizer, self.device)
-        run_training(spec, data, ops, rows, topology, efficiency(self.device, spec.precision, topology.world_size))
+        run_training(spec, data, ops, rows, topology, efficiency(self.device, spec.precision, topology.world_size),
+                     tracer=self.trace)
         if private:
             time_vectorization(spec, data, TorchPerSampleOps(model, spec.clip_norm, self.device), rows)
         if topology.world_size > 1:
             dist.destroy_process_group()
         self.add_device_memory(rows)
+
+    @contextlib.contextmanager
+    def trace(self, folder: Path):
+        """torch.profiler over CPU (and CUDA on a GPU) activity, exported as a Chrome-format trace for Perfetto."""
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        with profile(activities=activities) as prof:
+            yield
+        prof.export_chrome_trace(str(folder / "torch_trace.json"))
 
     def reset_device_memory(self) -> None:
         if self.device.type == "cuda":

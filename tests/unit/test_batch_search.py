@@ -76,3 +76,13 @@ def test_a_search_cell_starts_at_one_by_default_and_is_named_for_it():
 def test_search_requests_that_cannot_run_are_refused(use_case, batches, overrides, message):
     with pytest.raises(UsageError, match=message):
         matrix.expand("mnist", use_case, [], ["mlp"], batches, [], settings(**overrides))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"trace_steps": 2, "nodes": 2}, "traces one process"),
+    ({"trace_steps": 2, "batch_search": True}, "do not combine"),
+    ({"trace_steps": -1}, "cannot be negative"),
+])
+def test_trace_requests_that_cannot_run_are_refused(overrides, message):
+    with pytest.raises(UsageError, match=message):
+        settings(**{"batch_search": False, **overrides})

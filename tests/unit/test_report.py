@@ -114,3 +114,15 @@ def test_timed_steps_get_a_latency_distribution_and_a_loss_against_time_curve(tm
     assert [p for p in plots if p.startswith("latency_distribution_")] == ["latency_distribution_0_digits_1_mlp_fp32.png"]
     assert "Step-time distribution (every timed step): digits, use case 1, mlp, fp32 on CPU X" in (
         tmp_path / "report" / "report.html").read_text()
+
+
+def test_the_report_links_the_profiler_traces_of_the_collected_campaigns(tmp_path):
+    task_file(tmp_path, "jax", 32, 2000.0, campaign="camp1")  # the helper writes into the folder camp1
+    task_file(tmp_path, "torch", 32, 1000.0, campaign="camp1")
+    trace = tmp_path / "camp1" / "rows" / "torch" / "torch-32-trial0.trace" / "torch_trace.json"
+    trace.parent.mkdir(parents=True)
+    trace.write_text('{"traceEvents": []}')
+    assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
+    assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert '<a href="../camp1/rows/torch/torch-32-trial0.trace/torch_trace.json">torch_trace.json</a>' in page

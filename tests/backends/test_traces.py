@@ -1,0 +1,43 @@
+"""Profiler traces on demand: extra steps under each framework's profiler after the measurement, written
+beside the results in Chrome's trace format (what Perfetto opens), and parsed back here."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench_contract.tracing import load_trace_events, trace_files, trace_folder
+from helpers import metric
+from test_backends import FRAMEWORKS, make_spec, run_backend
+
+CELLS = {
+    "training": dict(use_case=1, epochs=1, warmup_steps=2),
+    "inference": dict(benchmark="mnist", model="cnn", model_variant="tiny", use_case=5, batch_size=4,
+                      data_source="synthetic", warmup_steps=1, timed_steps=3, min_duration_s=0.0),
+}
+
+
+@pytest.mark.parametrize("kind", CELLS)
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_traced_cell_writes_a_trace_that_parses_and_is_marked(tmp_path, framework, kind):
+    spec = make_spec(framework, tmp_path, trace_steps=2, **CELLS[kind])
+    proc = run_backend(framework, spec, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_parquet(spec.results_path)
+    assert metric(df, "trace_steps") == 2 and metric(df, "traced_step_time_p50") > 0
+    assert "trace_steps" in json.loads(df.framework_options.iloc[0])
+    # The traced steps come after the measurement and are not among its timed steps.
+    assert len(df[df.metric == "step_time"]) == metric(df, "timed_steps")
+    files = trace_files(trace_folder(spec))
+    assert files and all(Path(f).is_relative_to(trace_folder(spec)) for f in files)
+    events = [e for f in files for e in load_trace_events(f)]
+    complete = [e for e in events if e.get("ph") == "X"]  # complete events: a name, a start and a duration
+    assert len(complete) > 10 and all("ts" in e and "dur" in e for e in complete)
+
+
+def test_an_untraced_cell_writes_no_trace(tmp_path):
+    spec = make_spec("jax", tmp_path, epochs=1)
+    assert run_backend("jax", spec, tmp_path).returncode == 0
+    assert not trace_folder(spec).exists()
+    assert "trace_steps" not in set(pd.read_parquet(spec.results_path).metric)
