@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench_contract.roofline import gpu_bandwidth, record_roofline
+
 T = 1e12
 # (pattern on NVML's device name, {precision: dense peak FLOP/s}). First match wins, so the more specific
 # names come first. A precision missing from a GPU's entry has no tensor-core (or any) support there.
@@ -64,15 +66,20 @@ PEAK_FLOPS: list[tuple[str, dict[str, float]]] = [
 class Peak:
     flops: float | None  # FLOP/s of one device, or None
     method: str  # where the figure comes from, or "not available: <reason>"
+    bandwidth: float | None = None  # memory bandwidth of one device in bytes/s (bench_contract.roofline)
+    bandwidth_method: str = "not available: no bandwidth was looked up or measured"
 
 
 def gpu_peak(name: str, precision: str) -> Peak:
     for pattern, peaks in PEAK_FLOPS:
         if re.search(pattern, name, flags=re.IGNORECASE):
             if precision not in peaks:
-                return Peak(None, f"not available: {name} has no {precision} rate in the peak table (no hardware support)")
-            return Peak(peaks[precision], f"vendor datasheet, dense {precision}, for {name!r} (pattern {pattern!r})")
-    return Peak(None, f"not available: no peak FLOP/s for GPU {name!r} in bench_contract.flops.PEAK_FLOPS")
+                return Peak(None, f"not available: {name} has no {precision} rate in the peak table (no hardware support)",
+                            *gpu_bandwidth(name))
+            return Peak(peaks[precision], f"vendor datasheet, dense {precision}, for {name!r} (pattern {pattern!r})",
+                        *gpu_bandwidth(name))
+    return Peak(None, f"not available: no peak FLOP/s for GPU {name!r} in bench_contract.flops.PEAK_FLOPS",
+                *gpu_bandwidth(name))
 
 
 CALIBRATION_N = 1024  # 2 GFLOP per matmul: long enough to time, short enough for every cell
@@ -101,6 +108,8 @@ def cpu_peak(framework: str, precision: str, matmul: Callable[[], Any], synchron
 class Flops:
     per_step: float | None
     method: str  # e.g. "XLA cost analysis of the compiled step", or "not available: <reason>"
+    bytes_per_step: float | None = None  # bytes moved to and from memory (bench_contract.roofline)
+    bytes_method: str = "not available: the backend did not count bytes"
 
 
 def record_utilisation(rows, flops: Flops, peak: Peak, times_s: list[float], devices: int) -> None:
@@ -123,3 +132,5 @@ def record_utilisation(rows, flops: Flops, peak: Peak, times_s: list[float], dev
         rows.add_unavailable("peak_flops", "FLOP/s", reason(peak.method))
     else:
         rows.add("peak_flops", peak.flops, "FLOP/s", note=peak.method)
+    record_roofline(rows, flops.per_step, flops.bytes_per_step, flops.bytes_method, peak.flops, peak.bandwidth,
+                    peak.bandwidth_method)

@@ -3,6 +3,7 @@ this process uses (CUDA ordinals, matched to NVML by bench_contract.nvml) and th
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import metadata
 
 import jax
@@ -14,6 +15,7 @@ from bench_contract.energy import meter_for
 from bench_contract.flops import Flops, Peak, cpu_peak, gpu_peak
 from bench_contract.inference import DTYPE_NAMES
 from bench_contract.nvml import not_available
+from bench_contract.roofline import COPY_BYTES, cpu_bandwidth
 
 
 def xla_flops(compiled, devices: int = 1) -> Flops:
@@ -30,7 +32,13 @@ def xla_flops(compiled, devices: int = 1) -> Flops:
     method = "XLA cost analysis of the compiled step (compiled.cost_analysis())"
     if devices > 1:
         method += f", per-device program x {devices} devices"
-    return Flops(float(analysis["flops"]) * devices, method)
+    moved = analysis.get("bytes accessed")
+    if moved and moved > 0:
+        bytes_per_step = float(moved) * devices
+        bytes_method = method.replace("cost analysis", "cost analysis, bytes accessed,")
+    else:
+        bytes_per_step, bytes_method = None, "not available: XLA's cost analysis gave no bytes accessed"
+    return Flops(float(analysis["flops"]) * devices, method, bytes_per_step, bytes_method)
 
 
 def cuda_ordinals(devices) -> tuple[str, ...]:
@@ -49,7 +57,11 @@ def efficiency(kind: str, devices, precision: str, world_size: int) -> Efficienc
         n = 1024
         a = jax.device_put(jnp.ones((n, n), dtype), devices[0])
         matmul = jax.jit(lambda x: x @ x)
-        return cpu_peak("jax", precision, lambda: matmul(a), jax.block_until_ready, n=n)
+        compute = cpu_peak("jax", precision, lambda: matmul(a), jax.block_until_ready, n=n)
+        big = jax.device_put(jnp.ones(COPY_BYTES // 4, jnp.float32), devices[0])
+        scale = jax.jit(lambda x: x * 1.5)
+        bandwidth = cpu_bandwidth("jax", lambda: scale(big), jax.block_until_ready)
+        return replace(compute, bandwidth=bandwidth[0], bandwidth_method=bandwidth[1])
 
     # One device per process in every use case: the MFU denominator is one peak per process.
     return Efficiency(meter_for(kind, ids, world_size), peak, devices=world_size)

@@ -28,6 +28,8 @@ TABLE_METRICS = [
     ("peak_device_memory_allocated", "peak device mem", "MiB"),
     ("peak_host_rss", "peak host RSS", "MiB"),
     ("mfu", "MFU", ""),  # a value that was not available is NaN (null in Parquet) and shown as n/a
+    ("arithmetic_intensity", "intensity", "FLOP/byte"),
+    ("compute_bound", "bound", ""),  # 1 compute-bound, 0 memory-bound (bench_contract.roofline)
     ("energy_per_sample", "energy", "J/sample"),
     ("test_accuracy", "test acc", ""),
 ]
@@ -185,6 +187,8 @@ def format_value(metric: str, value) -> str:
         return f"{value:,.0f}"
     if metric == "test_accuracy":
         return f"{value:.3f}"
+    if metric == "compute_bound":  # a median over runs: 0.5 when the runs disagree
+        return "compute" if value > 0.5 else "memory" if value < 0.5 else "mixed"
     return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
 
 

@@ -194,6 +194,7 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
 
     draw_scaling(plt, scaling_frame(summary), device_index, folder, plots)
     draw_latency_distributions(plt, df, device_index, folder, plots)
+    draw_rooflines(plt, summary, device_index, folder, plots)
 
     curves = df[df["metric"].isin(["train_loss", "val_accuracy", "epoch_time", "step_time"])]
     for group, block in curves.groupby(["device_model", *KEY]):
@@ -261,6 +262,51 @@ def draw_latency_distributions(plt, df, device_index: dict, folder: Path, plots:
         d = device_index.get(str(device), 0)
         _save(plt, fig, folder / f"latency_distribution_{_slug(d, bench, case, model, precision)}.png", plots,
               f"Step-time distribution (every timed step): {bench}, use case {case}, {model}, {precision} on {device}")
+
+
+ROOFLINE_METRICS = ["arithmetic_intensity", "achieved_flops", "peak_flops", "peak_bandwidth"]
+
+
+def draw_rooflines(plt, summary, device_index: dict, folder: Path, plots: list) -> None:
+    """One roofline per device model: every cell of both frameworks at its arithmetic intensity and achieved
+    FLOP/s, under the roof min(peak FLOP/s, bandwidth x intensity). The roof takes the highest peak and
+    bandwidth recorded for the device (GPUs: the datasheet; CPUs: each framework's own calibration, so the
+    highest is the closest to the hardware)."""
+    import numpy as np
+
+    rows = summary[summary["metric"].isin(ROOFLINE_METRICS) & summary["value"].notna()]
+    if rows.empty:
+        return
+    cells = rows.pivot_table(index=["device_model", "framework", *KEY], columns="metric", values="value",
+                             aggfunc="median").reset_index()
+    if not set(ROOFLINE_METRICS) <= set(cells.columns):
+        return
+    for device, block in cells.groupby("device_model"):
+        points = block.dropna(subset=["arithmetic_intensity", "achieved_flops"])
+        peak, bandwidth = block["peak_flops"].max(), block["peak_bandwidth"].max()
+        if points.empty or not peak == peak or not bandwidth == bandwidth:  # NaN: no roof to draw
+            continue
+        ridge = peak / bandwidth
+        low = min(points["arithmetic_intensity"].min(), ridge) / 4
+        high = max(points["arithmetic_intensity"].max(), ridge) * 4
+        x = np.geomspace(low, high, 200)
+        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        ax.plot(x, np.minimum(peak, bandwidth * x), color="black", lw=1.2,
+                label=f"roof: {peak / 1e9:,.0f} GFLOP/s, {bandwidth / 1e9:,.1f} GB/s")
+        ax.axvline(ridge, color="grey", ls=":", lw=0.8)
+        for fw in FRAMEWORKS:
+            mine = points[points["framework"] == fw]
+            ax.scatter(mine["arithmetic_intensity"], mine["achieved_flops"], color=COLORS[fw], s=18,
+                       label=FRAMEWORK_TITLES[fw])
+            for r in mine.itertuples():
+                ax.annotate(f"{r.model} b{r.batch_size} uc{r.use_case}", (r.arithmetic_intensity, r.achieved_flops),
+                            fontsize=5, alpha=0.7, xytext=(3, 2), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="achieved FLOP/s",
+               title=f"Roofline (left of the dotted ridge: memory-bound)\n{device}")
+        ax.legend(fontsize=7)
+        _save(plt, fig, folder / f"roofline_{device_index.get(str(device), 0)}.png", plots, f"Roofline on {device}")
 
 
 def draw_scaling(plt, scaling, device_index: dict, folder: Path, plots: list) -> None:

@@ -64,7 +64,7 @@ def result_context(**values) -> dict:
 
 def task_file(root: Path, framework: str, batch: int, throughput: float, device: str = "CPU X",
               accuracy: float | None = 0.97, use_case: int = 1, world_size: int | None = None,
-              campaign: str = "", step_times_ms: list[float] = ()) -> Path:
+              campaign: str = "", step_times_ms: list[float] = (), metrics: dict[str, float] | None = None) -> Path:
     """One task's result file as a backend writes it, with given values, for collect and report tests."""
     from bench_contract.results import ResultRows
 
@@ -79,6 +79,8 @@ def task_file(root: Path, framework: str, batch: int, throughput: float, device:
         rows.add("train_loss", 1.0, "nats", epoch=0, step=0)
     if world_size is not None:
         rows.add("world_size", world_size, "processes")
+    for name, value in (metrics or {}).items():
+        rows.add(name, value, "")
     for step, ms in enumerate(step_times_ms):
         rows.add("step_time", ms, "ms", epoch=0, step=step)
     return rows.write(root / f"camp{use_case}" / "rows" / framework / f"{ctx['cell_id']}.parquet")

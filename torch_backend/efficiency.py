@@ -4,8 +4,11 @@ matmul peak, the GPUs this process uses (by PCI bus id, matched to NVML) and the
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
 from bench_contract.device import nvml_gpu_names
@@ -14,20 +17,46 @@ from bench_contract.energy import meter_for
 from bench_contract.flops import Flops, Peak, cpu_peak, gpu_peak
 from bench_contract.inference import DTYPE_NAMES
 from bench_contract.nvml import not_available
+from bench_contract.roofline import COPY_BYTES, cpu_bandwidth
 
 METHOD = "torch.utils.flop_counter.FlopCounterMode over one step (counts matmuls and convolutions)"
 
 
+BYTES_METHOD = ("sizes of every ATen operation's input and output tensors over one step (eager: one kernel "
+                "per operation; views move nothing and are left out)")
+
+
+class ByteCounter(TorchDispatchMode):
+    """Adds up the bytes each dispatched operation reads and writes: its tensor inputs and outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        returns = func._schema.returns
+        alias = returns[0].alias_info if returns else None
+        if alias is not None and not alias.is_write:
+            return out  # a view: it shares its input's memory and moves no data
+        for leaf in tree_flatten((args, kwargs, out))[0]:
+            if isinstance(leaf, torch.Tensor):
+                self.bytes += leaf.numel() * leaf.element_size()
+        return out
+
+
 def counted_flops(run: Callable[[], object], multiplier: int = 1) -> Flops:
-    """FLOPs of the operations `run` dispatches in this process (times `multiplier`: the ranks of a
+    """FLOPs and bytes of the operations `run` dispatches in this process (times `multiplier`: the ranks of a
     data-parallel step each do the same work on their shard)."""
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False) as counter, ByteCounter() as moved:
         run()
     total = counter.get_total_flops()
     if total <= 0:
         return Flops(None, "not available: FlopCounterMode counted no FLOPs (no operation it has a formula for)")
-    method = METHOD + (f", x {multiplier} ranks" if multiplier > 1 else "")
-    return Flops(float(total * multiplier), method)
+    ranks = f", x {multiplier} ranks" if multiplier > 1 else ""
+    bytes_per_step = float(moved.bytes * multiplier) if moved.bytes else None
+    bytes_method = BYTES_METHOD + ranks if moved.bytes else "not available: no tensor was read or written"
+    return Flops(float(total * multiplier), METHOD + ranks, bytes_per_step, bytes_method)
 
 
 def pci_bus_id(device: torch.device) -> str:
@@ -46,8 +75,12 @@ def efficiency(device: torch.device, precision: str, world_size: int) -> Efficie
             return gpu_peak(names[0], precision) if names else Peak(None, "not available: NVML gave no GPU name")
         n = 1024
         a = torch.ones((n, n), dtype=dtype, device=device)
+        big = torch.ones(COPY_BYTES // 4, dtype=torch.float32, device=device)
+        out = torch.empty_like(big)
         with torch.inference_mode():
-            return cpu_peak("torch", precision, lambda: a @ a, lambda out: None, n=n)
+            compute = cpu_peak("torch", precision, lambda: a @ a, lambda out: None, n=n)
+            bandwidth = cpu_bandwidth("torch", lambda: torch.mul(big, 1.5, out=out), lambda out: None)
+        return replace(compute, bandwidth=bandwidth[0], bandwidth_method=bandwidth[1])
 
     return Efficiency(meter_for(kind, ids, world_size), peak, devices=world_size)
 

@@ -73,6 +73,21 @@ def test_mfu_against_the_measured_cpu_matmul_peak(training):
         assert 0 < mfu <= 1.5, (framework, mfu, peak, achieved)
 
 
+def test_every_training_cell_has_an_intensity_and_a_bound(training):
+    """The roofline of the MLP step: bytes from XLA's cost analysis and from PyTorch's per-operation tensor
+    sizes. Each step reads every parameter at least once, so bytes_per_step cannot be below the weights' size."""
+    for framework, df in training.items():
+        weights = 4 * metric(df, "parameter_count")
+        assert metric(df, "bytes_per_step") >= weights, framework
+        assert metric(df, "arithmetic_intensity") == pytest.approx(
+            metric(df, "flops_per_step") / metric(df, "bytes_per_step"))
+        assert metric(df, "peak_bandwidth") > 1e8 and "measured" in note(df, "peak_bandwidth")
+        assert metric(df, "ridge_point") == pytest.approx(metric(df, "peak_flops") / metric(df, "peak_bandwidth"))
+        bound = metric(df, "compute_bound")
+        assert bound == float(metric(df, "arithmetic_intensity") >= metric(df, "ridge_point"))
+        assert note(df, "compute_bound").startswith("compute-bound" if bound else "memory-bound")
+
+
 def test_on_cpu_energy_and_device_memory_are_not_available_with_a_reason(training):
     for df in training.values():
         for name in ("energy_timed", "energy_per_sample", "samples_per_joule", "peak_device_memory_allocated"):
