@@ -142,11 +142,15 @@ def main(
 def collect(
     results_dir: Annotated[Path, typer.Option(help="Folder holding the campaigns.")] = DEFAULT_RESULTS_DIR,
     output: Annotated[Optional[Path], typer.Option(help="Merged Parquet dataset, a folder of parts (default: <results-dir>/merged.parquet).")] = None,
+    failures: Annotated[Optional[Path], typer.Option(help="The cells without a result, with reasons and log ends (default: <results-dir>/failures.parquet).")] = None,
+    log_lines: Annotated[int, typer.Option(help="Lines of the end of each failed task's log to show and keep.")] = 20,
 ) -> None:
     """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model.
 
-    Incremental: only task files that are new or changed since the last collect are read."""
-    from orchestrator.collect import comparison_tables, merge, scaling_table, summary_frame
+    Incremental: only task files that are new or changed since the last collect are read. Every cell without
+    a result is named with its reason, and listed apart from the measurements in failures.parquet."""
+    from orchestrator.collect import comparison_tables, merge, missing_cells, scaling_table, summary_frame, write_failures
+    from orchestrator.tables import format_table
 
     if not results_dir.is_dir():
         raise fail(OrchestratorError(f"results folder {results_dir} does not exist; nothing to collect"))
@@ -158,8 +162,23 @@ def collect(
         typer.echo(f"re-read {path}: it changed since the last collect; its old rows were replaced", err=True)
     for path in collected.removed:
         typer.echo(f"dropped the rows of {path}: the file is gone", err=True)
+    for older, newer in collected.superseded:
+        typer.echo(f"left out {older}: the same cell of the same campaign ran again later, in {newer}; "
+                   "the newer run is kept", err=True)
     how = "from scratch" if collected.from_scratch else f"{collected.read} new or changed"
     typer.echo(f"merged {collected.rows} rows from {collected.files} task files ({how}) into {collected.output}")
+    missing = missing_cells(results_dir, log_lines)
+    failures_path = write_failures(failures or results_dir / "failures.parquet", missing)
+    if missing:
+        typer.echo(f"\n{len(missing)} cells have no result (listed in {failures_path}):")
+        typer.echo(format_table(["campaign", "framework", "index", "cell", "state", "reason"],
+                                [[m["campaign"], m["framework"], m["array_index"], m["cell_id"], m["state"],
+                                  m["reason"]] for m in missing]))
+        for m in missing:
+            if m["log_tail"]:
+                typer.echo(f"--- {m['framework']} {m['array_index']} ({m['cell_id']}): end of {m['log']}:")
+                typer.echo("\n".join(f"  | {line}" for line in m["log_tail"].splitlines()))
+        typer.echo("submit only those again with: python main.py resubmit CAMPAIGN")
     summary = summary_frame(output)
     for device_model, table in comparison_tables(summary).items():
         typer.echo(f"\n{device_model}\n{table}")

@@ -105,7 +105,7 @@ def campaign_status(folder: Path) -> list[CellStatus]:
             state, detail = "failed", "; ".join(filter(None, [sub["failed"][str(index)].splitlines()[0], reason]))
         elif slurm_state is not None:
             state = SLURM_STATE_NAMES.get(slurm_state, "no result" if slurm_state == "COMPLETED" else slurm_state.lower())
-            detail = slurm_state + (f": {reason}" if reason else "")
+            detail = slurm_state + (f": {reason}" if reason else ", but no result file" if state == "no result" else "")
         elif failure is not None:
             state, detail = ("failed" if failure["status"] == "failed" else "cancelled"), reason
         else:

@@ -153,3 +153,34 @@ def test_array_expressions_and_parts():
     assert array_expression([3]) == "3"
     assert blocks([1, 3], None) == [(0, [1, 3])]
     assert blocks([1, 2, 5], 2) == [(0, [1]), (2, [0]), (4, [1])]
+
+
+def test_collect_names_every_missing_cell_apart_from_the_measurements(tmp_path, cluster):
+    import pyarrow.parquet as pq
+
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile, "--frameworks", "jax")
+    manifest = manifest_of(tmp_path)
+    succeed(manifest, "jax", 0)
+    Path(manifest["cells"][0]["results"]).unlink()  # collect reads results: make a real one
+    from helpers import task_file
+    real = task_file(tmp_path / "elsewhere", "jax", 8, 100.0, campaign=manifest["campaign"])
+    Path(manifest["cells"][0]["results"]).write_bytes(real.read_bytes())
+    oom = manifest["cells"][1]
+    write_failure(oom["results"], {"cell_id": oom["cell_id"]}, status="failed", reason="out of memory: MemoryError",
+                  phase="loading the data", exit_code=1)
+    folder = tmp_path / "r" / manifest["campaign"]
+    (folder / "logs" / "jax_digits_1_4001_1.out").write_text("start\nMemoryError\n")
+    (tmp_path / "sacct.txt").write_text("4001_1|FAILED\n4001_2|CANCELLED by 0\n4001_3|COMPLETED\n")
+    proc = run_cli("collect", "--results-dir", str(tmp_path / "r"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "3 cells have no result" in proc.stdout
+    failures = pq.read_table(tmp_path / "r" / "failures.parquet").to_pylist()
+    assert [(f["array_index"], f["state"], f["reason"]) for f in failures] == [
+        (1, "failed", "FAILED: out of memory: MemoryError"),
+        (2, "cancelled", "CANCELLED"),
+        (3, "no result", "COMPLETED, but no result file"),
+    ]
+    assert failures[0]["log_tail"] == "start\nMemoryError" and "  | MemoryError" in proc.stdout
+    merged = pq.read_table(tmp_path / "r" / "merged.parquet")
+    assert set(merged["cell_id"].to_pylist()) == {"jax-8"}  # only the measurement, never a failure row
