@@ -44,7 +44,8 @@ class ClusterProfile:
     # then writes a failure row saying at which step it stopped, and exits. "none": no warning signal.
     warning_signal: str = "TERM"
     warning_seconds: int = 120
-    # `--requeue`: Slurm may put a preempted or failed-node task back in the queue (where the site allows it).
+    # `--requeue`: Slurm may put a preempted or failed-node task back in the queue (where the site allows it);
+    # false renders `--no-requeue`, and `python main.py resubmit` runs such a task again.
     requeue: bool = False
 
     def __post_init__(self) -> None:

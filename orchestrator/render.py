@@ -90,8 +90,9 @@ def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_
         ("open-mode", "append"),
     ]
     directives = [f"--{key}={sbatch_value(key, value)}" for key, value in pairs if value is not None]
-    if profile.requeue:
-        directives.append("--requeue")
+    # Explicit either way: a cluster's JobRequeue default would otherwise decide, and a task requeued after a
+    # node failure waits about two minutes before it may start again. Without requeue, `resubmit` runs it.
+    directives.append("--requeue" if profile.requeue else "--no-requeue")
     return directives + list(profile.extra_sbatch)
 
 

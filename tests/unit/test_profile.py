@@ -70,7 +70,7 @@ def test_preemption_settings_become_sbatch_directives(tmp_path):
     from orchestrator.render import sbatch_directives
 
     default = sbatch_directives(load_profile(None), "jax_digits_1", 3, tmp_path)
-    assert "--signal=B:TERM@120" in default and "--open-mode=append" in default and "--requeue" not in default
+    assert "--signal=B:TERM@120" in default and "--open-mode=append" in default and "--no-requeue" in default
     site = load_profile(write(tmp_path, 'warning_signal = "USR1"\nwarning_seconds = 300\nrequeue = true\n'))
     directives = sbatch_directives(site, "jax_digits_1", 3, tmp_path)
     assert "--signal=B:USR1@300" in directives and "--requeue" in directives

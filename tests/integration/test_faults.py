@@ -1,0 +1,143 @@
+"""Faults on the real local Slurm cluster. In each case the finished cells' results survive, no half-written
+file is merged, status and collect name the failed cell with its reason, and resubmit + collect end with the
+complete matrix, each cell once. Tiny JAX cells (digits, MLP); a "long" cell trains for some tens of seconds
+so that it can be hit while it trains. Run them one at a time: the machine has two cores.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from faults import Campaign
+from helpers import REPO_ROOT, write_mnist_folder
+
+# Batch 8 trains about 0.8 s per epoch here; batch 64 eight times fewer steps.
+LONG, SHORT = "8", "64"
+SIGNAL_REASON = r"terminated by SIGTERM (at step \d+/\d+|while [a-z ]+)"
+
+
+def test_a_task_cancelled_while_it_runs(slurm_cluster, tmp_path):
+    run = Campaign(tmp_path, slurm_cluster.env)
+    proc = run.launch("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "25")
+    assert proc.returncode == 0, proc.stderr
+    # Cancel while it runs: Slurm 22.05 keeps no accounting record of an array task cancelled while pending.
+    cancelled = run.wait_running(0, settle_s=15)
+    subprocess.run(["scancel", cancelled], check=True, env=run.env)
+    assert run.watch().returncode == 1
+    failure = run.failure(0)
+    assert failure is not None and re.fullmatch(SIGNAL_REASON, failure["failure_reason"]), failure
+    assert failure["signal"] == "SIGTERM" and failure["exit_code"] == 128 + signal.SIGTERM
+    status = run.status()
+    assert re.search(rf"cancelled +CANCELLED: {SIGNAL_REASON}", status), status
+    assert "1 cells ended without a result" in status and "end of " in status
+    collected = run.cli("collect")
+    assert re.search(rf"jax +0 +\S+ +cancelled +CANCELLED: {SIGNAL_REASON}", collected.stdout), collected.stdout
+    assert run.result(1).is_file()  # the finished cell's result is untouched
+    run.check_complete_after_resubmit()
+    assert run.failure(0) is None  # the success removed the failure row
+
+
+def test_a_task_that_crashes_on_data_corrupted_after_planning(slurm_cluster, tmp_path):
+    """A real fault: the MNIST files are truncated after the campaign was planned and two cells ran."""
+    data = write_mnist_folder(tmp_path / "mnist", train=5000 + 640, test=200)
+    images = data / "t10k-images-idx3-ubyte"
+    intact = images.read_bytes()
+    run = Campaign(tmp_path, slurm_cluster.env)
+    proc = run.launch("--benchmark", "mnist", "--models", "mlp", "--data-dir", str(data), "--batch-sizes", "16,32,64",
+                      "--epochs", "1")
+    assert proc.returncode == 0, proc.stderr
+    # Keep the third cell back until the first two have finished (two nodes: they start at once).
+    held = run.task(2)
+    subprocess.run(["scontrol", "hold", held], check=True, env=run.env)
+    run.wait_until(lambda: run.result(0).is_file() and run.result(1).is_file(), "cells 0 and 1 finished")
+    images.write_bytes(intact[: len(intact) // 2])
+    subprocess.run(["scontrol", "release", held], check=True, env=run.env)
+    assert run.watch().returncode == 1
+    failure = run.failure(2)
+    assert failure["status"] == "failed" and failure["exit_code"] == 1
+    assert failure["failure_reason"].startswith("exception: ") and "while loading the data" in failure["failure_reason"]
+    status = run.status()
+    assert re.search(rf"failed +FAILED: {re.escape(failure['failure_reason'])}", status), status
+    assert "error: jax backend failed" in status  # the end of the task's log
+    collected = run.cli("collect")
+    assert "1 cells have no result" in collected.stdout and failure["failure_reason"] in collected.stdout
+    images.write_bytes(intact)  # the data is repaired; only the crashed cell runs again
+    run.check_complete_after_resubmit()
+    assert len(run.manifest["resubmissions"]) == 1 and run.manifest["resubmissions"][0]["indices"] == [2]
+
+
+KILLED_WRITER = """
+import sys, pyarrow as pa
+from bench_contract.results import write_table_atomic
+table = pa.table({"x": pa.array(range(30_000_000), pa.int64())})  # a file that takes seconds to write
+write_table_atomic(table, sys.argv[1])
+"""
+
+
+def kill_while_publishing(path):
+    """Start a process that publishes a large file at `path` the way every task does, and kill -9 it as soon
+    as its temporary file is there: a task killed while it writes its result."""
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(path)],
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    tmp = path.with_name(f".{path.name}.tmp-{writer.pid}")
+    deadline = time.monotonic() + 120
+    while not (tmp.exists() and tmp.stat().st_size > 0):
+        assert writer.poll() is None and time.monotonic() < deadline, "the writer ended before it was killed"
+        time.sleep(0.01)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    assert tmp.exists()  # the half-written file is left under its hidden temporary name
+    return tmp
+
+
+def test_a_process_killed_while_it_writes_its_result(slurm_cluster, tmp_path):
+    run = Campaign(tmp_path, slurm_cluster.env)
+    proc = run.launch("--batch-sizes", "32,64", "--epochs", "1", "--wait")
+    assert proc.returncode == 0, proc.stderr
+    first, second = run.result(0), run.result(1)
+    kept = first.read_bytes()
+    # Killed while replacing a finished result: the finished one stays, whole.
+    kill_while_publishing(first)
+    assert first.read_bytes() == kept
+    # Killed while writing a cell's first result (here: the second cell's, after removing it): no result at all.
+    second.unlink()
+    kill_while_publishing(second)
+    assert not second.exists()
+    collected = run.cli("collect")
+    assert collected.returncode == 0 and "skipped" not in collected.stderr
+    assert re.search(r"jax +1 +\S+ +no result +COMPLETED, but no result file", collected.stdout), collected.stdout
+    assert set(pd.read_parquet(run.results / "merged.parquet").cell_id) == {run.manifest["cells"][0]["cell_id"]}
+    assert "no result" in run.status()
+    run.check_complete_after_resubmit()
+
+
+def test_a_requeued_task_runs_again_and_its_result_replaces_the_failure_row(slurm_cluster, tmp_path):
+    run = Campaign(tmp_path, slurm_cluster.env, profile_extra="requeue = true\n")
+    proc = run.launch("--batch-sizes", LONG, "--epochs", "12")
+    assert proc.returncode == 0, proc.stderr
+    assert "#SBATCH --requeue" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
+    task = run.wait_running(0, settle_s=14)
+    subprocess.run(["scontrol", "requeue", task], check=True, env=run.env)
+    failure = run.wait_until(lambda: run.failure(0), "the failure row of the requeued task", timeout_s=60)
+    assert re.fullmatch(SIGNAL_REASON, failure["failure_reason"]), failure
+    run.wait_until(lambda: run.slurm_state(task) == "PENDING", "the task back in the queue", timeout_s=60)
+    assert f"PENDING; previous attempt: {failure['failure_reason']}" in run.status()
+    # Slurm holds a requeued job back for about two minutes (BeginTime); let it start now.
+    subprocess.run(["scontrol", "update", f"jobid={task}", "starttime=now"], check=True, env=run.env)
+    assert run.watch().returncode == 0
+    assert run.failure(0) is None
+    log = (run.folder / "logs" / f"jax_digits_1_{task}.out").read_text()
+    assert failure["failure_reason"] in log and "wrote" in log  # both attempts, appended
+    collected = run.cli("collect")
+    assert "have no result" not in collected.stdout
+    merged = pd.read_parquet(run.results / "merged.parquet")
+    assert merged.started_at.nunique() == 1 and (merged.metric == "throughput").sum() == 1
