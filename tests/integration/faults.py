@@ -75,6 +75,10 @@ class Campaign:
         return subprocess.run(["squeue", "-h", "-r", "-j", task_id, "-o", "%N"], capture_output=True, text=True,
                               env=self.env).stdout.strip()
 
+    def jobs_on(self, node: str) -> list[str]:
+        return subprocess.run(["squeue", "-h", "-r", "-w", node, "-o", "%i"], capture_output=True, text=True,
+                              env=self.env).stdout.split()
+
     def wait_running(self, index: int, framework: str = "jax", settle_s: float = 0) -> str:
         """Wait until the cell's task runs, then settle_s more (for the backend to start and train)."""
         task_id = self.task(index, framework)
@@ -96,6 +100,9 @@ class Campaign:
         no cell is missing."""
         resubmitted = self.cli("resubmit", "--wait")
         assert resubmitted.returncode == 0, resubmitted.stdout + resubmitted.stderr
+        return self.check_complete()
+
+    def check_complete(self) -> pd.DataFrame:
         collected = self.cli("collect")
         assert collected.returncode == 0, collected.stderr
         assert "have no result" not in collected.stdout, collected.stdout

@@ -141,3 +141,57 @@ def test_a_requeued_task_runs_again_and_its_result_replaces_the_failure_row(slur
     assert "have no result" not in collected.stdout
     merged = pd.read_parquet(run.results / "merged.parquet")
     assert merged.started_at.nunique() == 1 and (merged.metric == "throughput").sum() == 1
+
+
+def test_a_task_that_exceeds_its_time_limit_stops_at_the_warning_signal(slurm_cluster, tmp_path):
+    """Time limit 2 minutes, SIGUSR1 30 s before it (Slurm may send it up to a minute early): the long cell is
+    told in time, records its step and exits; the same command with a longer limit completes the campaign."""
+    run = Campaign(tmp_path, slurm_cluster.env, 'time_limit = "2"\nwarning_signal = "USR1"\nwarning_seconds = 30\n')
+    args = ("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "110")
+    proc = run.launch(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert "#SBATCH --signal=B:USR1@30" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
+    assert run.watch().returncode == 1
+    assert run.result(1).is_file()  # the short cell finished within the limit
+    failure = run.failure(0)
+    assert failure["signal"] == "SIGUSR1" and failure["exit_code"] == 128 + signal.SIGUSR1
+    assert re.fullmatch(r"terminated by SIGUSR1 at step \d+/\d+", failure["failure_reason"]), failure
+    assert 0 < failure["steps_done"] < failure["steps_total"]
+    assert re.search(rf"jax +0 +\S+ +\S+ +failed +FAILED: {failure['failure_reason']}", run.status())
+    # The user gives the cell more time and runs the same command again: only the stopped cell goes again.
+    run.write_profile('time_limit = "6"\n')
+    again = run.launch(*args, "--wait")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "planned by the same command before" in again.stdout
+    assert "#SBATCH --time=6" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
+    assert [r["indices"] for r in run.manifest["resubmissions"]] == [[0]]
+    run.check_complete()
+
+
+def test_a_node_set_down_while_its_task_runs(slurm_cluster, tmp_path):
+    run = Campaign(tmp_path, slurm_cluster.env)
+    proc = run.launch("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "30")
+    assert proc.returncode == 0, proc.stderr
+    task = run.wait_running(0, settle_s=12)
+    node = run.node_of(task)
+    others = [job for job in run.jobs_on(node) if job != task]
+    if others:  # the cluster is shared: never take down a node that runs someone else's job
+        pytest.skip(f"node {node} also runs {', '.join(others)}; not taking it down")
+    subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=fault test"], check=True,
+                   env=run.env)
+    try:
+        assert run.watch().returncode == 1
+    finally:
+        # ReturnToService=2 may have brought it back already (its slurmd still answers): resume is then refused.
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=run.env)
+        state = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True,
+                               env=run.env).stdout.strip()
+        assert state in ("idle", "mixed", "allocated"), f"node {node} left {state}"
+    status = run.status()
+    assert re.search(r"jax +0 +\S+ +\S+ +failed +NODE_FAIL", status), status
+    assert run.result(1).is_file()
+    failure = run.failure(0)
+    if failure is not None:  # written when the node's slurmd signalled the task before it went
+        assert re.fullmatch(SIGNAL_REASON, failure["failure_reason"])
+        assert f"NODE_FAIL: {failure['failure_reason']}" in status
+    run.check_complete_after_resubmit()
