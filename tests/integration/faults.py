@@ -26,7 +26,10 @@ class Campaign:
         self.write_profile(profile_extra)
 
     def write_profile(self, extra: str) -> None:
-        self.profile.write_text(LOCAL_PROFILE.read_text() + extra)
+        """The local cluster's profile, with the keys set in `extra` (TOML lines) replaced."""
+        keys = {line.split("=")[0].strip() for line in extra.splitlines() if "=" in line}
+        base = [line for line in LOCAL_PROFILE.read_text().splitlines() if line.split("=")[0].strip() not in keys]
+        self.profile.write_text("\n".join(base) + "\n" + extra)
 
     def cli(self, *args: str, timeout: float = 900):
         return run_cli(*args, "--results-dir", str(self.results), env=self.env, timeout=timeout)

@@ -195,3 +195,33 @@ def test_a_node_set_down_while_its_task_runs(slurm_cluster, tmp_path):
         assert re.fullmatch(SIGNAL_REASON, failure["failure_reason"])
         assert f"NODE_FAIL: {failure['failure_reason']}" in status
     run.check_complete_after_resubmit()
+
+
+# Memory is not enforced by this cluster: TaskPlugin=task/none and no JobAcctGatherParams=OverMemoryKill, so a
+# profile's `mem` only guides scheduling here. The limit is the shell's own instead, set by the profile's
+# setup_lines: `ulimit -v` (KiB of address space). JAX's CPU process maps about 2 GB here before it computes,
+# so 2.4 GB lets the batch-256 cell train and leaves the batch-65,536 cell short of memory (measured: the small
+# cell runs at 2.2 GB, the large one fails at 2.5 GB).
+ADDRESS_SPACE_KIB = 2_400_000
+
+
+def test_a_task_that_runs_out_of_memory(slurm_cluster, tmp_path):
+    run = Campaign(tmp_path, slurm_cluster.env, f'setup_lines = ["ulimit -v {ADDRESS_SPACE_KIB}"]\n')
+    args = ("--benchmark", "mnist", "--models", "mlp", "--synthetic", "--synthetic-samples", "82000",
+            "--batch-sizes", "256,65536", "--epochs", "2", "--warmup-steps", "1")
+    proc = run.launch(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert run.watch().returncode == 1
+    assert run.result(0).is_file()  # the small cell fits and finished
+    failure = run.failure(1)
+    assert failure["status"] == "failed" and failure["failure_reason"].startswith("out of memory: "), failure
+    status = run.status()
+    assert re.search(rf"jax +1 +\S+ +\S+ +failed +FAILED: {re.escape(failure['failure_reason'])}", status), status
+    collected = run.cli("collect")
+    assert "1 cells have no result" in collected.stdout and failure["failure_reason"] in collected.stdout
+    # The user lifts the limit and runs the same command again: only the cell that ran out goes again.
+    run.write_profile("")
+    again = run.launch(*args, "--wait")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [r["indices"] for r in run.manifest["resubmissions"]] == [[1]]
+    run.check_complete()
