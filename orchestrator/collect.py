@@ -178,12 +178,19 @@ def merge(results_dir: Path, output: Path) -> Collected:
     )
 
 
+# Columns that tell repeated runs of one cell apart on purpose; a schema that has one keeps each of them.
+TRIAL_COLUMNS = ("trial",)
+
+
 def cell_key(table) -> tuple[str, str]:
-    """(campaign/cell_id, started_at) of a task file: which cell's run it holds, and when that run started."""
+    """(campaign/cell_id[/trial], started_at) of a task file: which run of which cell it holds, and when that
+    run started."""
     if table.num_rows == 0:
         return "", ""
-    first = table.slice(0, 1).select(["campaign", "cell_id", "started_at"]).to_pylist()[0]
-    return f"{first['campaign']}/{first['cell_id']}", first["started_at"] or ""
+    names = ["campaign", "cell_id", "started_at", *(c for c in TRIAL_COLUMNS if c in table.column_names)]
+    first = table.slice(0, 1).select(names).to_pylist()[0]
+    key = "/".join(str(first[name]) for name in names if name != "started_at")
+    return key, first["started_at"] or ""
 
 
 def drop_rows(output: Path, files: dict[str, dict], dropped: set[str]) -> None:

@@ -184,3 +184,35 @@ def test_collect_names_every_missing_cell_apart_from_the_measurements(tmp_path, 
     assert failures[0]["log_tail"] == "start\nMemoryError" and "  | MemoryError" in proc.stdout
     merged = pq.read_table(tmp_path / "r" / "merged.parquet")
     assert set(merged["cell_id"].to_pylist()) == {"jax-8"}  # only the measurement, never a failure row
+
+
+def test_the_local_executor_runs_only_the_missing_cells_again(tmp_path):
+    """A stand-in environment whose `python` writes the cell's result file, except for the cells listed in
+    broken.txt (it exits 1 for them): the campaign's local run fails there, and resubmit runs only those."""
+    env_dir = tmp_path / "envs"
+    ran = tmp_path / "ran.txt"
+    for framework in ("jax", "torch"):
+        bin_dir = env_dir / framework / "bin"
+        bin_dir.mkdir(parents=True)
+        (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
+        (bin_dir / "python").write_text(
+            "#!/bin/bash\n"
+            f'echo "{framework} $4" >> {shlex.quote(str(ran))}\n'
+            f'grep -qx "{framework} $4" {shlex.quote(str(tmp_path / "broken.txt"))} && exit 1\n'
+            'path=$(sed -n "$(( $4 + 1 ))p" "$3" | python3 -c "import json,sys; print(json.load(sys.stdin)[\'results_path\'])")\n'
+            'mkdir -p "$(dirname "$path")" && echo result > "$path"\n')
+        (bin_dir / "python").chmod(0o755)
+    (tmp_path / "broken.txt").write_text("jax 1\ntorch 0\n")
+    profile = tmp_path / "p.toml"
+    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
+    proc = run_cli(*COMMAND, "--executor", "local", "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
+                   "--scripts-dir", str(tmp_path / "s"))
+    assert proc.returncode == 1 and "FAILED jax array task 1" in proc.stdout
+    assert "2 cells ended without a result" in run_cli("status", "--results-dir", str(tmp_path / "r")).stdout
+    (tmp_path / "broken.txt").write_text("")
+    ran.write_text("")
+    proc = run_cli("resubmit", "--results-dir", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ran.read_text().splitlines() == ["jax 1", "torch 0"]
+    status = run_cli("status", "--results-dir", str(tmp_path / "r")).stdout
+    assert "8/8 ended (8 completed)" in status
