@@ -88,10 +88,10 @@ def campaign_status(folder: Path) -> list[CellStatus]:
         framework, index = cell["framework"], cell["array_index"]
         sub = submissions.get(framework)
         task_id = sub["task_ids"][index] if sub else ""
-        log = str(log_path(folder, manifest, framework, index, task_id) or "")
         if Path(cell["results"]).is_file():
-            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, "result written", log))
+            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, "result written"))
             continue
+        log = str(log_path(folder, manifest, framework, index, task_id) or "")  # looked up for the rest only
         failure = read_failure(failure_path(cell["results"])) if sub else None
         reason = failure["failure_reason"] if failure else None
         slurm_state = states.get(task_id)
