@@ -73,7 +73,7 @@ def main(argv: list[str]) -> int:
     spec = JobSpec(campaign="bench", cell_id=f"overhead-{framework}", pair_key="overhead", framework=framework,
                    benchmark=benchmark, use_case=INFERENCE_USE_CASE, model=model, batch_size=batch,
                    precision="fp32", device="cpu", data_source="synthetic", model_variant=variant,
-                   timed_steps=timed_steps, warmup_steps=warmup)
+                   timed_steps=timed_steps, min_duration_s=0.0, warmup_steps=warmup)  # as many steps as the bare loop
     backend = backend_for(framework)
     setup = backend.prepare(spec)
     data = inference_dataset(spec)

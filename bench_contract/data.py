@@ -225,7 +225,7 @@ def load_cifar10(data_dir: str | None) -> Dataset:
     return standardized(data, axis=(0, 2, 3))
 
 
-SYNTHETIC_SHAPES = {"digits": (64,), "mnist": (1, 28, 28)}
+SYNTHETIC_SHAPES = {"digits": (64,), "mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
 
 
 def synthetic_dataset(benchmark: str, samples: int) -> Dataset:

@@ -2,7 +2,8 @@
 
 A backend supplies the framework operations (`InferenceOps`). One batch is put on the device once; the
 forward pass on it is then compiled (JAX, ahead of time, timed on its own), run once more untimed after
-compilation, warmed up, and timed `timed_steps` times, each step ending only when the device is done.
+compilation, warmed up, and timed at least `timed_steps` times and for at least `min_duration_s` seconds,
+each step ending only when the device is done.
 Inputs are synthetic (made from the seed) or the first images of the real evaluation split; either way
 both frameworks get the same array.
 """
@@ -18,7 +19,7 @@ from bench_contract import vision
 from bench_contract.data import SYNTHETIC_SHAPES, DataError, Dataset, load_dataset
 from bench_contract.results import ResultRows
 from bench_contract.spec import JobSpec
-from bench_contract.timing import StepTimer, step_time_statistics
+from bench_contract.timing import StepTimer, record_repeat_settings, step_time_statistics
 
 INFERENCE_USE_CASE = 5
 
@@ -59,6 +60,9 @@ class InferenceOps(Protocol):
 
     def synchronize(self, out: Any) -> None:
         """Block until the device has finished the work that produced `out`."""
+
+    def compilations(self) -> int:
+        """How many compilations the framework has done so far in this process (0 if it never compiles)."""
 
     def to_numpy(self, out: Any) -> np.ndarray: ...
 
@@ -117,7 +121,8 @@ def real_inputs(benchmark: str, data_dir: str | None, batch_size: int,
 
 
 def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultRows) -> None:
-    """Compile, run once, warm up, then time spec.timed_steps forward passes of one batch of spec.batch_size."""
+    """Compile, run once, warm up, then time forward passes of one batch of spec.batch_size: at least
+    spec.timed_steps of them, and until they add up to spec.min_duration_s seconds."""
     rows.add("parameter_count", ops.parameter_count, "parameters")
     batch = ops.to_device(x)
     for metric, seconds in ops.compile(batch).items():
@@ -130,10 +135,11 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
     logits = ops.to_numpy(out)
     if logits.shape[0] != len(x) or not np.isfinite(logits).all():
         raise FloatingPointError(f"the forward pass gave logits of shape {logits.shape} that are not all finite")
-    timer = StepTimer(ops.synchronize, spec.warmup_steps)
-    for _ in range(spec.warmup_steps + spec.timed_steps):
-        timer.run(lambda: ops.forward(batch))
+    timer = StepTimer(ops.synchronize, spec.warmup_steps, ops.compilations)
+    timer.measure(lambda: ops.forward(batch), spec.timed_steps, spec.min_duration_s)
     rows.add("warmup_steps", spec.warmup_steps, "steps")
+    record_repeat_settings(spec, rows)
+    rows.add("recompilations_timed", timer.recompilations, "compilations")
     # One step is one forward pass of one batch, so step_time_p50 ... step_time_std are the latency per batch,
     # under the same names as the training use cases' step times (one vocabulary for collect and reports).
     for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from bench_contract import SCHEMA_VERSION
 from bench_contract.atomic import publish
-from bench_contract.spec import JobSpec
+from bench_contract.spec import PAIRED_ORDER, JobSpec
 
 # Columns that are the same on every row of one task, in output order.
 CONTEXT_FIELDS: list[pa.Field] = [
@@ -52,7 +52,15 @@ CONTEXT_FIELDS: list[pa.Field] = [
     pa.field("xla_flags", pa.string()),
     pa.field("git_commit", pa.string()),
     pa.field("started_at", pa.string()),
+    # Repeats and pairing: the trial index (0 when a cell runs once); for a paired run, the order in which
+    # the paired job ran the two frameworks within each trial ("jax,torch"), empty when the run was not paired.
+    pa.field("trial", pa.int32()),
+    pa.field("pair_order", pa.string()),
 ]
+
+# Columns added after result files were first written, with the value an older file is read with, so
+# that collect keeps merging those files (they ran once, unpaired).
+ADDED_COLUMN_DEFAULTS: dict[str, Any] = {"trial": 0, "pair_order": ""}
 
 MEASUREMENT_FIELDS: list[pa.Field] = [
     pa.field("metric", pa.string()),
@@ -134,4 +142,6 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         "epochs": spec.epochs,
         "seed": spec.seed,
         "git_commit": spec.git_commit,
+        "trial": spec.trial,
+        "pair_order": ",".join(PAIRED_ORDER) if spec.paired else "",
     }

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from bench_contract.batch_search import run_search
 from bench_contract.data import Dataset, load_dataset
 from bench_contract.inference import INFERENCE_USE_CASE, inference_dataset
 from bench_contract.device import environment_context, peak_host_rss_bytes
@@ -140,7 +141,8 @@ def main(backend: Backend, argv: list[str] | None = None) -> int:
         signal.signal(signum, _raise_terminated)
     try:
         spec = JobSpec.read(argv[0], int(argv[1]) if len(argv) == 2 else None)
-        rows = run_spec(spec, backend, progress)
+        # A search cell runs the backend once per try, each in a fresh process (bench_contract.batch_search).
+        rows = run_search(spec) if spec.batch_search else run_spec(spec, backend, progress)
         if not topology_for(spec).is_writer:
             # Every rank measured the same global steps; one file per cell, written by rank 0.
             print(f"rank {topology_for(spec).rank}: done; rank 0 writes the results")

@@ -23,6 +23,8 @@ DEVICES = ("auto", "cpu", "gpu")
 DATA_SOURCES = ("real", "synthetic")
 DATA_PARALLEL_USE_CASES = (2, 4)  # several processes, one per device, each on its shard of the global batch
 PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed, noised
+# The order in which a paired job runs the two frameworks within each trial (trials alternate A B A B).
+PAIRED_ORDER = ("jax", "torch")
 
 
 class SpecError(ValueError):
@@ -61,10 +63,23 @@ class JobSpec:
     nodes: int = 1
     tasks_per_node: int = 1
     model_variant: str = "full"  # "full", or "tiny" for CPU tests (bench_contract.vision)
-    timed_steps: int = 50  # timed repetitions of use cases that repeat one step (inference)
+    # Use cases that repeat one step (inference, the per-sample vectorisation timing) time at least
+    # timed_steps steps and keep going until the timed steps add up to at least min_duration_s seconds.
+    timed_steps: int = 50
+    min_duration_s: float = 1.0
+    # Repeats: this spec is trial `trial` of `trials` independent runs of the cell, each in a fresh process;
+    # `paired`: run by a paired job, JAX and PyTorch alternating on one node (PAIRED_ORDER within a trial).
+    trials: int = 1
+    trial: int = 0
+    paired: bool = False
     # PyTorch options (inference): torch.compile instead of eager, channels_last memory format for CNNs
     torch_compile: bool = False
     channels_last: bool = False
+    # The largest batch that fits (bench_contract.batch_search): from batch_size, doubling then bisecting up to
+    # batch_search_limit, each try a fresh process, whose address space is capped at memory_limit_bytes (0: no cap).
+    batch_search: bool = False
+    batch_search_limit: int = 65536
+    memory_limit_bytes: int = 0
     # where results go (absolute paths, written by the orchestrator)
     results_path: str = ""
     init_weights_path: str = ""
@@ -81,12 +96,22 @@ class JobSpec:
         if self.model_variant not in VARIANTS:
             raise SpecError(f"model_variant {self.model_variant!r} is not one of {', '.join(VARIANTS)}")
         for name in ("batch_size", "epochs", "synthetic_samples", "loop_batch_size", "nodes", "tasks_per_node",
-                     "timed_steps"):
+                     "timed_steps", "trials"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SpecError(f"{name} must be a positive integer, got {value!r}")
+        if self.batch_search and self.batch_search_limit < self.batch_size:
+            raise SpecError(f"batch_search_limit {self.batch_search_limit} is below the starting batch {self.batch_size}")
+        if not isinstance(self.memory_limit_bytes, int) or self.memory_limit_bytes < 0:
+            raise SpecError(f"memory_limit_bytes must be a non-negative integer, got {self.memory_limit_bytes!r}")
         if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise SpecError(f"warmup_steps must be a non-negative integer, got {self.warmup_steps!r}")
+        if not isinstance(self.trial, int) or not 0 <= self.trial < self.trials:
+            raise SpecError(f"trial must be an integer from 0 to trials - 1 ({self.trials - 1}), got {self.trial!r}")
+        if not self.min_duration_s >= 0:
+            raise SpecError(f"min_duration_s cannot be negative, got {self.min_duration_s!r}")
+        if self.paired and self.framework not in PAIRED_ORDER:
+            raise SpecError(f"a paired run is one of {', '.join(PAIRED_ORDER)}, not {self.framework!r}")
         if not self.learning_rate > 0:
             raise SpecError(f"learning_rate must be positive, got {self.learning_rate!r}")
         if not self.clip_norm > 0:

@@ -18,7 +18,7 @@ import numpy as np
 from bench_contract.data import Dataset, epoch_batches
 from bench_contract.results import ResultRows
 from bench_contract.spec import JobSpec
-from bench_contract.timing import StepTimer, step_time_statistics
+from bench_contract.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.topology import Topology
 
 EVAL_CHUNK = 1024
@@ -33,6 +33,9 @@ class TrainingOps(Protocol):
 
     def synchronize(self, out: Any) -> None:
         """Block until the device has finished the work that produced `out`."""
+
+    def compilations(self) -> int:
+        """How many compilations the framework has done so far in this process (0 if it never compiles)."""
 
     def loss_value(self, out: Any) -> float:
         """The loss of the whole global batch (with several ranks, every rank must call this: it may reduce)."""
@@ -61,7 +64,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             f"{spec.warmup_steps} warm-up steps leave no step to time in {spec.epochs} epoch(s) of "
             f"{batches_per_epoch} steps; train longer or lower warmup_steps"
         )
-    timer = StepTimer(ops.synchronize, spec.warmup_steps)
+    timer = StepTimer(ops.synchronize, spec.warmup_steps, ops.compilations)
     step = 0
     train_start = time.perf_counter()
     for epoch in range(spec.epochs):
@@ -83,6 +86,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             rows.add("val_accuracy", accuracy(ops, data.x_val, data.y_val), "fraction", epoch=epoch)
     rows.add("train_time_total", time.perf_counter() - train_start, "s")
     rows.add("warmup_steps", spec.warmup_steps, "steps")
+    rows.add("recompilations_timed", timer.recompilations, "compilations")
     # batch_size is the global batch: throughput counts the samples of all ranks together.
     for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
         rows.add(metric, value, unit)
@@ -110,9 +114,10 @@ class PerSampleOps(Protocol):
 
     def synchronize(self, out: Any) -> None: ...
 
+    def compilations(self) -> int: ...
+
 
 VECTORIZATION_WARMUP = 2
-VECTORIZATION_REPEATS = 10
 
 
 def record_dp_settings(spec: JobSpec, rows: ResultRows) -> None:
@@ -133,9 +138,14 @@ def time_vectorization(spec: JobSpec, data: Dataset, ops: PerSampleOps, rows: Re
     rows.add("loop_batch_size", size, "samples")
     medians = {}
     for name, fn in (("vectorized", ops.clipped_sum_vectorized), ("loop", ops.clipped_sum_loop)):
-        timer = StepTimer(ops.synchronize, VECTORIZATION_WARMUP)
-        for _ in range(VECTORIZATION_WARMUP + VECTORIZATION_REPEATS):
-            timer.run(lambda: fn(batch))
+        timer = StepTimer(ops.synchronize, VECTORIZATION_WARMUP, ops.compilations)
+        # The same stopping rule as inference: at least timed_steps repeats, at least min_duration_s seconds.
+        timer.measure(lambda: fn(batch), spec.timed_steps, spec.min_duration_s)
         medians[name] = float(np.median(timer.times_s)) * 1e3
         rows.add(f"per_sample_grads_{name}_time_p50", medians[name], "ms")
+        stats = dict((metric, value) for metric, value, _ in step_time_statistics(timer.times_s, size))
+        rows.add(f"per_sample_grads_{name}_time_cv", stats["step_time_cv"], "ratio")
+        rows.add(f"per_sample_grads_{name}_timed_steps", stats["timed_steps"], "steps")
+        rows.add(f"per_sample_grads_{name}_recompilations_timed", timer.recompilations, "compilations")
+    record_repeat_settings(spec, rows)
     rows.add("vectorization_speedup", medians["loop"] / medians["vectorized"], "x")

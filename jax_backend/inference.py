@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_backend import models
+from jax_backend import compiles, models
 
 
 class JaxInference:
@@ -43,6 +43,9 @@ class JaxInference:
     def synchronize(self, out) -> None:
         # JAX dispatches asynchronously: the forward pass is done only when its output is ready.
         jax.block_until_ready(out)
+
+    def compilations(self) -> int:
+        return compiles.count()
 
     def to_numpy(self, out) -> np.ndarray:
         return np.asarray(out, dtype=np.float32)

@@ -1,4 +1,4 @@
-"""Flax builders, one per registered model name, and the conversion from the shared PyTorch-layout weights."""
+"""Flax builders, one per registered model name, and their variables from the shared PyTorch-layout weights."""
 
 from __future__ import annotations
 
@@ -26,26 +26,6 @@ class MLP(nn.Module):
             x = nn.relu(nn.Dense(width, name=f"fc{i}")(x))
         return nn.Dense(self.num_classes, name=f"fc{len(self.hidden) + 1}")(x)
 
-
-def mlp_params_from_torch_layout(weights: dict[str, np.ndarray]) -> dict:
-    """fcN.weight (out, in) becomes fcN/kernel (in, out); fcN.bias stays as it is."""
-    params: dict[str, dict[str, jnp.ndarray]] = {}
-    for name, value in weights.items():
-        layer, kind = name.split(".")
-        if kind == "weight":
-            params.setdefault(layer, {})["kernel"] = jnp.asarray(value.T)
-        elif kind == "bias":
-            params.setdefault(layer, {})["bias"] = jnp.asarray(value)
-        else:
-            raise ValueError(f"unexpected MLP parameter {name}")
-    return {"params": params}
-
-
-def build_mlp(weights: dict[str, np.ndarray], num_classes: int) -> tuple[nn.Module, dict]:
-    return MLP(hidden=MLP_HIDDEN, num_classes=num_classes), mlp_params_from_torch_layout(weights)
-
-
-MODELS: dict[str, Callable[[dict[str, np.ndarray], int], tuple[nn.Module, dict]]] = {"mlp": build_mlp}
 
 # Every model as a bare module; the vision ones take channel-last inputs (see channels_last).
 MODULES: dict[str, Callable[[int, str], nn.Module]] = {
@@ -90,9 +70,3 @@ def build_with_variables(name: str, weights: dict[str, np.ndarray], sample_shape
     variables = layout.variables_from_torch_layout(weights, shapes)
     return net, variables
 
-
-def build(name: str, weights: dict[str, np.ndarray], num_classes: int) -> tuple[nn.Module, dict]:
-    """The Flax module and its variables, holding exactly the shared initial weights (the training path)."""
-    if name not in MODELS:
-        raise ValueError(f"the jax backend has no model {name!r}; known: {', '.join(sorted(MODELS))}")
-    return MODELS[name](weights, num_classes)

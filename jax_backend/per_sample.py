@@ -9,12 +9,12 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from jax_backend import steps
+from jax_backend import compiles, models, steps
 
 
 class JaxPerSampleOps:
-    def __init__(self, module, params, clip_norm: float, device) -> None:
-        self.params, self.device = params, device
+    def __init__(self, model: str, module, params, clip_norm: float, device) -> None:
+        self.model, self.params, self.device = model, params, device
         self.vectorized = jax.jit(
             lambda p, x, y: steps.clipped_sum(steps.per_sample_grads(module, p, x, y)[1], clip_norm)
         )
@@ -23,6 +23,7 @@ class JaxPerSampleOps:
         self.add = jax.jit(lambda a, b: jax.tree.map(lambda u, v: u + v, a, b))
 
     def local_batch(self, x: np.ndarray, y: np.ndarray):
+        x = models.to_model_layout(self.model, x)
         return jax.block_until_ready((jax.device_put(x, self.device), jax.device_put(y, self.device)))
 
     def clipped_sum_vectorized(self, batch):
@@ -37,3 +38,6 @@ class JaxPerSampleOps:
 
     def synchronize(self, out) -> None:
         jax.block_until_ready(out)
+
+    def compilations(self) -> int:
+        return compiles.count()

@@ -17,7 +17,7 @@ from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.topology import topology_for
 from bench_contract.training import record_dp_settings, run_training, time_vectorization
-from jax_backend import models, steps
+from jax_backend import compiles, models, steps
 from jax_backend.inference import JaxInference
 from jax_backend.parallel import Placement, initialize
 from jax_backend.per_sample import JaxPerSampleOps
@@ -29,8 +29,8 @@ from jax_backend.per_sample import JaxPerSampleOps
 class JaxOps:
     """Holds the training state; the step itself is a pure function (`steps`) compiled ahead of time."""
 
-    def __init__(self, module, variables, optimizer, step_fn, sample_batch, placement: Placement) -> None:
-        self.module, self.placement = module, placement
+    def __init__(self, model: str, module, variables, optimizer, step_fn, sample_batch, placement: Placement) -> None:
+        self.model, self.module, self.placement = model, module, placement
         self.params = placement.replicate(variables["params"])
         self.opt_state = placement.replicate(optimizer.init(variables["params"]))
         self.step = placement.replicate(np.zeros((), np.uint32))
@@ -44,6 +44,8 @@ class JaxOps:
         self.predict_fn = jax.jit(lambda params, x: jnp.argmax(module.apply({"params": params}, x), axis=-1))
 
     def to_device(self, x: np.ndarray, y: np.ndarray):
+        # The layout change (channel-last for convolutions) is a host-side copy, outside the timed step.
+        x = models.to_model_layout(self.model, x)
         return jax.block_until_ready((self.placement.batch(x), self.placement.batch(y)))
 
     def train_step(self, batch):
@@ -54,12 +56,16 @@ class JaxOps:
         # JAX dispatches asynchronously: the step is done only when its outputs are ready.
         jax.block_until_ready((out, self.params))
 
+    def compilations(self) -> int:
+        return compiles.count()
+
     def loss_value(self, out) -> float:
         # The loss is replicated: this process's copy is the global batch's loss.
         return float(out.addressable_data(0))
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         # On this process's own copy of the parameters: evaluation involves no other process.
+        x = models.to_model_layout(self.model, x)
         return np.asarray(self.predict_fn(self.placement.local_copy(self.params), x))
 
 
@@ -102,7 +108,12 @@ class JaxBackend:
             run_inference(spec, data.x_train, ops, rows)
             self.add_device_memory(rows)
             return
-        module, variables = models.build(spec.model, weights, data.num_classes)
+        module, variables = models.build_with_variables(spec.model, weights, data.sample_shape, data.num_classes,
+                                                        spec.model_variant)
+        if set(variables) != {"params"}:
+            # Batch norm's running statistics are state the pure train step does not carry yet.
+            raise ValueError(f"training {spec.model} (it has {', '.join(sorted(set(variables) - {'params'}))}) "
+                             "is not implemented in the jax backend")
         rows.add("parameter_count", sum(p.size for p in jax.tree_util.tree_leaves(variables["params"])), "parameters")
         if spec.optimizer != "sgd":
             raise ValueError(f"optimizer {spec.optimizer!r} is not implemented in the jax backend (only sgd)")
@@ -116,12 +127,12 @@ class JaxBackend:
         topology = self.topology
         local = spec.batch_size // topology.world_size
         sample = (data.x_train[:local], data.y_train[:local])
-        ops = JaxOps(module, variables, optimizer, step_fn, sample, Placement(topology))
+        ops = JaxOps(spec.model, module, variables, optimizer, step_fn, sample, Placement(topology))
         rows.add("lowering_time", ops.lowering_time_s, "s")
         rows.add("compile_time", ops.compile_time_s, "s")
         run_training(spec, data, ops, rows, topology)
         if private:
-            per_sample = JaxPerSampleOps(module, ops.placement.local_copy(ops.params), spec.clip_norm, self.device)
+            per_sample = JaxPerSampleOps(spec.model, module, ops.placement.local_copy(ops.params), spec.clip_norm, self.device)
             time_vectorization(spec, data, per_sample, rows)
         self.add_device_memory(rows)
 

@@ -182,7 +182,7 @@ class EfficientNet(nn.Module):
 
 
 class SmallCNN(nn.Module):
-    """The MNIST CNN of torch_backend.vision.SmallCNN."""
+    """The small CNN of torch_backend.vision.SmallCNN (MNIST, CIFAR-10); Dense infers fc1's width from the input."""
 
     variant: str
     num_classes: int

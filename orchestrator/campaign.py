@@ -26,7 +26,7 @@ from bench_contract.spec import JobSpec, write_text_atomic
 from orchestrator import PROJECT_ROOT
 from orchestrator.matrix import Cell
 from orchestrator.profile import ClusterProfile
-from orchestrator.render import RenderedScript, specs_path
+from orchestrator.render import PAIRED, RenderedScript, specs_path
 
 MANIFEST = "manifest.json"
 
@@ -55,7 +55,7 @@ def git_commit() -> str:
     return head + ("-dirty" if dirty else "")
 
 
-def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str) -> JobSpec:
+def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str, trial: int = 0) -> JobSpec:
     settings = dict(cell.settings.as_dict)  # every run setting is a spec field of the same name
     if settings["data_dir"]:
         settings["data_dir"] = absolute(settings["data_dir"])  # the job may start elsewhere
@@ -71,7 +71,9 @@ def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str) -> JobS
         batch_size=cell.batch_size,
         precision=cell.precision,
         **settings,
-        results_path=f"{campaign_dir}{os.sep}rows{os.sep}{cell.framework}{os.sep}{cell.cell_id}.parquet",
+        trial=trial,
+        # The trial is in the name, so that trials of one cell never overwrite each other.
+        results_path=f"{campaign_dir}{os.sep}rows{os.sep}{cell.framework}{os.sep}{cell.cell_id}-trial{trial}.parquet",
         # Shared by every cell of this model and seed, whatever the framework or batch size.
         init_weights_path=f"{campaign_dir}{os.sep}init{os.sep}{cell.benchmark}-{weights_label(cell)}-seed{cell.settings.seed}.npz",
         git_commit=commit,
@@ -116,23 +118,27 @@ def write_campaign(
         "submissions": {},
     }
     for script in scripts:
-        specs_file = specs_path(campaign_dir, script.framework)
-        lines = []
-        for index, cell in enumerate(script.cells):
-            spec = job_spec(cell, campaign, campaign_dir, commit)
-            lines.append(spec.to_line())
-            manifest["cells"].append({
-                "framework": cell.framework,
-                "array_index": index,
-                "cell_id": cell.cell_id,
-                "pair_key": cell.pair_key,
-                "model": cell.model,
-                "batch_size": cell.batch_size,
-                "precision": cell.precision,
-                "results": spec.results_path,
-            })
-        # One file per array, not one per cell: on a network file system each file costs a round trip.
-        write_text_atomic(specs_file, "\n".join(lines) + "\n")
+        for framework in sorted({c.framework for c in script.cells}):  # a paired script runs two frameworks
+            mine = [c for c in script.cells if c.framework == framework]
+            lines = []
+            for index, cell in enumerate(mine):
+                for trial in range(script.trials):  # line index * trials + trial (render.spec_line)
+                    spec = job_spec(cell, campaign, campaign_dir, commit, trial)
+                    lines.append(spec.to_line())
+                    manifest["cells"].append({
+                        "framework": cell.framework,
+                        "script": script.framework,  # the key of the script and submission that run it
+                        "array_index": script.task_index(index, trial),
+                        "trial": trial,
+                        "cell_id": cell.cell_id,
+                        "pair_key": cell.pair_key,
+                        "model": cell.model,
+                        "batch_size": cell.batch_size,
+                        "precision": cell.precision,
+                        "results": spec.results_path,
+                    })
+            # One file per framework, not one per cell: on a network file system each file costs a round trip.
+            write_text_atomic(specs_path(campaign_dir, framework), "\n".join(lines) + "\n")
         copy = campaign_dir / "scripts" / script.name
         write_text_atomic(copy, script.text)
         copy.chmod(0o755)
@@ -140,12 +146,14 @@ def write_campaign(
         write_text_atomic(latest, script.text)
         latest.chmod(0o755)
         manifest["scripts"][script.framework] = {
+            **({} if script.framework == PAIRED else {"specs": str(specs_path(campaign_dir, script.framework))}),
             "name": script.name,
             "path": str(latest),
             "campaign_copy": str(copy),
             "sha256": hashlib.sha256(script.text.encode()).hexdigest(),
-            "array_tasks": len(script.cells),
-            "specs": str(specs_file),
+            "array_tasks": script.tasks,
+            "trials": script.trials,
+            "specs_files": {fw: str(specs_path(campaign_dir, fw)) for fw in sorted({c.framework for c in script.cells})},
         }
     (campaign_dir / "logs").mkdir(parents=True, exist_ok=True)
     if previous is not None:
@@ -173,13 +181,14 @@ def load_manifest(campaign_dir: Path) -> dict[str, Any]:
     return json.loads((campaign_dir / MANIFEST).read_text())
 
 
-def cell_layout(cells: list[dict[str, Any]]) -> list[tuple[str, int, str]]:
-    return [(cell["framework"], cell["array_index"], cell["cell_id"]) for cell in cells]
+def cell_layout(cells: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    return sorted((cell["framework"], cell["cell_id"], cell.get("trial", 0)) for cell in cells)
 
 
-def find_same_campaign(results_dir: Path, layout: list[tuple[str, int, str]]) -> Path | None:
-    """The newest submitted campaign under results_dir with exactly these cells at these array indices (a
-    cell id is a hash of every setting, so the same command planned again), or None."""
+def find_same_campaign(results_dir: Path, layout: list[tuple[str, str, int]]) -> Path | None:
+    """The newest submitted campaign under results_dir with exactly these cells and trials (a cell id is a
+    hash of every setting, trials and pairing included, so the same command planned again renders the same
+    scripts with the same array indices), or None."""
     manifests = sorted(results_dir.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in manifests:
         try:

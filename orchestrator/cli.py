@@ -22,6 +22,7 @@ TRAINING = "Training and data"
 PRIVACY = "DP-SGD (use cases 3 and 4)"
 PARALLEL = "Data parallelism (use cases 2 and 4)"
 SUBMISSION = "Submission"
+MEASUREMENT = "Measurement: repeats, trials, pairing"
 
 app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -57,12 +58,18 @@ def main(
     variant: Annotated[str, typer.Option("--variant", help="Model size: full, or tiny (fewer blocks, smaller inputs) for CPU tests.", rich_help_panel=MATRIX)] = "full",
     torch_compile: Annotated[bool, typer.Option("--torch-compile", help="PyTorch cells use torch.compile instead of eager (inference).", rich_help_panel=MATRIX)] = False,
     channels_last: Annotated[bool, typer.Option("--channels-last", help="PyTorch CNNs run in channels_last memory format (inference).", rich_help_panel=MATRIX)] = False,
+    find_max_batch: Annotated[bool, typer.Option("--find-max-batch", help="Instead of measuring, find the largest batch that fits in memory: doubling, then binary search, each try a fresh process on synthetic data; --batch-sizes gives the start (default 1).", rich_help_panel=MATRIX)] = False,
+    max_batch_limit: Annotated[int, typer.Option(help="Largest batch size --find-max-batch tries.", rich_help_panel=MATRIX)] = 65536,
+    memory_limit: Annotated[Optional[str], typer.Option(help="Artificial memory cap of each --find-max-batch try (its address space, like ulimit -v), e.g. 6G or 512M.", rich_help_panel=MATRIX)] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default: the benchmark's).", rich_help_panel=TRAINING)] = None,
     learning_rate: Annotated[float, typer.Option(help="Learning rate.", rich_help_panel=TRAINING)] = 0.01,
     optimizer: Annotated[str, typer.Option(help="Optimizer: sgd.", rich_help_panel=TRAINING)] = "sgd",
     seed: Annotated[int, typer.Option(help="Seed of the shared initial weights and of the batch order.", rich_help_panel=TRAINING)] = 0,
     warmup_steps: Annotated[int, typer.Option(help="Steps run before timing starts.", rich_help_panel=TRAINING)] = 5,
-    timed_steps: Annotated[int, typer.Option(help="Timed forward passes per inference cell.", rich_help_panel=TRAINING)] = 50,
+    timed_steps: Annotated[int, typer.Option("--min-iterations", "--timed-steps", help="Inference and the per-sample vectorisation timing: time at least this many repeats of the step.", rich_help_panel=MEASUREMENT)] = 50,
+    min_duration: Annotated[float, typer.Option("--min-duration", help="With --min-iterations: keep timing until the timed steps add up to at least this many seconds.", rich_help_panel=MEASUREMENT)] = 1.0,
+    trials: Annotated[int, typer.Option("--trials", help="Run each cell as this many independent trials, each in a fresh process.", rich_help_panel=MEASUREMENT)] = 1,
+    paired: Annotated[bool, typer.Option("--paired", help="One job per JAX/PyTorch cell pair: both run alternately on one node, trials interleaved A B A B.", rich_help_panel=MEASUREMENT)] = False,
     data_dir: Annotated[Optional[Path], typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=TRAINING)] = None,
     synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=TRAINING)] = False,
     synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=TRAINING)] = 2048,
@@ -100,7 +107,8 @@ def main(
             optimizer=optimizer,
             seed=seed,
             warmup_steps=warmup_steps,
-            data_source="synthetic" if synthetic else "real",
+            # A batch search runs on synthetic data: memory depends on the shapes, not on the values.
+            data_source="synthetic" if synthetic or find_max_batch else "real",
             data_dir=str(data_dir) if data_dir else None,
             synthetic_samples=synthetic_samples,
             device=device,
@@ -111,9 +119,17 @@ def main(
             tasks_per_node=tasks_per_node,
             model_variant=variant,
             timed_steps=timed_steps,
+            min_duration_s=min_duration,
+            trials=trials,
+            paired=paired,
             torch_compile=torch_compile,
             channels_last=channels_last,
+            batch_search=find_max_batch,
+            batch_search_limit=max_batch_limit,
+            memory_limit_bytes=matrix.parse_memory_size(memory_limit) if memory_limit else 0,
         )
+        if memory_limit and not find_max_batch:
+            raise UsageError("--memory-limit caps the tries of --find-max-batch; give --find-max-batch too")
         request = LaunchRequest(
             benchmark=benchmark,
             use_case=use_case,
@@ -149,7 +165,8 @@ def collect(
 
     Incremental: only task files that are new or changed since the last collect are read. Every cell without
     a result is named with its reason, and listed apart from the measurements in failures.parquet."""
-    from orchestrator.collect import comparison_tables, merge, missing_cells, scaling_table, summary_frame, write_failures
+    from orchestrator.collect import (batch_search_table, comparison_tables, merge, missing_cells, scaling_table,
+                                      summary_frame, write_failures)
     from orchestrator.tables import format_table
 
     if not results_dir.is_dir():
@@ -185,6 +202,9 @@ def collect(
     scaling = scaling_table(summary)
     if scaling:
         typer.echo(f"\nData-parallel scaling (same global batch as one process):\n{scaling}")
+    searched = batch_search_table(summary)
+    if searched:
+        typer.echo(f"\nLargest batch that fits (each try a fresh process):\n{searched}")
 
 
 @app.command("list")

@@ -165,6 +165,7 @@ def merge(results_dir: Path, output: Path) -> Collected:
         parts = [write_part(output, iter([SCHEMA.empty_table()]), empty_ok=True)]
     index["parts"] = {part: (output / part).stat().st_size for part in parts}
     index["files"] = files
+    index["columns"] = SCHEMA.names
     # The index changes in one rename; only then do the parts it no longer names go.
     save_index(output, index)
     for part in output.glob("part-*.parquet"):
@@ -220,6 +221,11 @@ def read_task_file(path: Path, pa, pq, schema):
         return None, f"unreadable: {exc}"
     if table.schema.equals(schema):
         return table, None
+    from bench_contract.results import ADDED_COLUMN_DEFAULTS
+
+    for name, default in ADDED_COLUMN_DEFAULTS.items():  # a file written before the column existed
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array([default] * table.num_rows, schema.field(name).type))
     missing = [name for name in schema.names if name not in table.column_names]
     if missing:
         return None, f"not a result file of this schema (missing {', '.join(missing[:5])})"
@@ -274,6 +280,10 @@ def load_index(output: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     if not isinstance(index, dict) or index.get("version") != INDEX_VERSION:
+        return None
+    from bench_contract.results import SCHEMA
+
+    if index.get("columns") != SCHEMA.names:  # parts written with other columns (or before this was kept)
         return None
     for part, size in index.get("parts", {}).items():
         try:
@@ -349,8 +359,8 @@ def summary_frame(output: Path):
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    columns = ["device_model", *KEY, "model_variant", "framework", "campaign", "cell_id", "metric", "value", "unit",
-               "epoch", "step"]
+    columns = ["device_model", *KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order",
+               "metric", "value", "unit", "epoch", "step"]
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
     return pq.read_table(output, columns=columns, filters=summary).to_pandas()
 
@@ -376,20 +386,25 @@ def _fmt(value, pattern: str) -> str:
 ONE_PROCESS_USE_CASE = {2: 1, 4: 3}
 
 
-def scaling_table(df) -> str | None:
+def scaling_frame(df):
     """Strong scaling of every data-parallel cell: throughput per device against one process, same global batch.
 
     efficiency = throughput(N processes) / (N * throughput(1 process)). The one-process cell is looked up in
     everything collected (use case 1 for 2, 3 for 4, or the same use case run as one process), on the same
-    device model, framework, benchmark, model, batch size and precision. Without one, it says "n/a".
+    device model, framework, benchmark, model, batch size and precision. Without one, efficiency is NaN.
+    One row per data-parallel cell; empty when there is none.
     """
+    import pandas as pd
+
+    columns = ["device_model", "framework", *KEY, "world_size", "throughput_per_device", "one_process_throughput",
+               "efficiency"]
     if df.empty or "world_size" not in set(df["metric"]):
-        return None
+        return pd.DataFrame(columns=columns)
     cells = df[df["metric"].isin(["throughput", "world_size"])].pivot_table(
         index=["device_model", "framework", *KEY, "cell_id"], columns="metric", values="value", aggfunc="median"
     ).reset_index()
     if "throughput" not in cells:
-        return None
+        return pd.DataFrame(columns=columns)
     cells["world_size"] = cells.get("world_size", 1).fillna(1)  # rows from before world_size was recorded
     single = cells[cells["world_size"] == 1]
     rows = []
@@ -400,15 +415,72 @@ def scaling_table(df) -> str | None:
             & (single["batch_size"] == cell["batch_size"]) & (single["precision"] == cell["precision"])
             & single["use_case"].isin([cell["use_case"], ONE_PROCESS_USE_CASE.get(cell["use_case"])])
         )
-        base = single.loc[same, "throughput"].median() if same.any() else None
+        base = single.loc[same, "throughput"].median() if same.any() else float("nan")
         world = int(cell["world_size"])
-        rows.append([
-            cell["device_model"], cell["framework"], cell["benchmark"], cell["use_case"], cell["model"],
-            cell["batch_size"], world, _fmt(cell["throughput"] / world, "{:,.0f}"), _fmt(base, "{:,.0f}"),
-            _fmt(cell["throughput"] / (world * base) if base else None, "{:.0%}"),
-        ])
-    if not rows:
+        rows.append({**{c: cell[c] for c in ["device_model", "framework", *KEY]}, "world_size": world,
+                     "throughput_per_device": cell["throughput"] / world, "one_process_throughput": base,
+                     "efficiency": cell["throughput"] / (world * base)})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def scaling_table(df) -> str | None:
+    """The scaling frame as text for the terminal, or None when no data-parallel cell was collected."""
+    frame = scaling_frame(df)
+    if frame.empty:
         return None
+
+    def number(value, pattern):
+        return _fmt(None if value != value else value, pattern)  # NaN (no one-process cell) reads "n/a"
+
+    rows = [[r.device_model, r.framework, r.benchmark, r.use_case, r.model, r.batch_size, r.world_size,
+             number(r.throughput_per_device, "{:,.0f}"), number(r.one_process_throughput, "{:,.0f}"),
+             number(r.efficiency, "{:.0%}")] for r in frame.itertuples()]
     headers = ["device model", "framework", "benchmark", "use case", "model", "batch", "processes",
                "samples/s per device", "one process samples/s", "scaling efficiency"]
     return format_table(headers, rows)
+
+
+SEARCH_METRICS = ["max_batch_size", "min_batch_size_out_of_memory", "out_of_memory_attempts", "memory_limit"]
+
+
+def batch_search_frame(df):
+    """One row per searched (device model, benchmark, use case, model, precision, memory cap) with each framework's
+    largest batch that fits and the smallest that did not; empty when no search cell was collected."""
+    import pandas as pd
+
+    rows = df[df["metric"].isin(SEARCH_METRICS)]
+    if rows.empty or "max_batch_size" not in set(rows["metric"]):
+        return pd.DataFrame()
+    cells = rows.pivot_table(index=["device_model", "benchmark", "use_case", "model", "precision", "framework",
+                                    "cell_id"], columns="metric", values="value", aggfunc="median").reset_index()
+    cells["memory_limit"] = cells.get("memory_limit", 0).fillna(0)
+    index = ["device_model", "benchmark", "use_case", "model", "precision", "memory_limit"]
+    values = [m for m in SEARCH_METRICS if m in cells and m != "memory_limit"]
+    wide = cells.pivot_table(index=index, columns="framework", values=values, aggfunc="median")
+    wide.columns = [f"{framework}_{metric}" for metric, framework in wide.columns]
+    return wide.reset_index()
+
+
+def batch_search_rows(df) -> tuple[list[str], list[list[str]]]:
+    """Header and formatted rows of the largest-batch table (no rows when no search cell was collected)."""
+    frame = batch_search_frame(df)
+    headers = ["device model", "benchmark", "use case", "model", "precision", "memory cap", "JAX fits",
+               "JAX out of memory at", "PyTorch fits", "PyTorch out of memory at"]
+
+    def size(row, column):
+        value = getattr(row, column, float("nan"))
+        return "n/a" if value != value else f"{value:,.0f}"
+
+    rows = []
+    for r in frame.itertuples():
+        cap = "none" if not r.memory_limit else f"{r.memory_limit / 2**30:.3g} GiB"
+        rows.append([r.device_model, r.benchmark, str(r.use_case), r.model, r.precision, cap,
+                     size(r, "jax_max_batch_size"), size(r, "jax_min_batch_size_out_of_memory"),
+                     size(r, "torch_max_batch_size"), size(r, "torch_min_batch_size_out_of_memory")])
+    return headers, rows
+
+
+def batch_search_table(df) -> str | None:
+    """The largest batch that fits, JAX beside PyTorch, as text; None when no search cell was collected."""
+    headers, rows = batch_search_rows(df)
+    return format_table(headers, rows) if rows else None

@@ -81,8 +81,9 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     if same:
         return resubmit_same(req, campaign_dir, report)
     for script in scripts:
-        report(f"wrote {manifest['scripts'][script.framework]['path']} ({len(script.cells)} array tasks)")
-    report(f"campaign {campaign}: {len(cells)} cells, manifest {campaign_dir / campaigns.MANIFEST}")
+        report(f"wrote {manifest['scripts'][script.framework]['path']} ({script.tasks} array tasks)")
+    trials = f" x {req.settings.trials} trials" if req.settings.trials > 1 else ""
+    report(f"campaign {campaign}: {len(cells)} cells{trials}, manifest {campaign_dir / campaigns.MANIFEST}")
     if req.dry_run:
         report(cell_table(manifest, {}))
         report("dry run: nothing was submitted")
@@ -104,13 +105,13 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     if req.executor == "slurm" and not req.wait:
         report(f"submitted; follow with squeue, then run: {collect}")
     else:
-        report(f"{len(cells) - len(failed)} of {len(cells)} cells finished; run: {collect}")
+        tasks = sum(s.tasks for s in scripts)
+        report(f"{tasks - len(failed)} of {tasks} array tasks finished; run: {collect}")
     return 1 if failed else 0
 
 
 def find_same(req: LaunchRequest, cells: list[matrix.Cell]) -> Path | None:
-    layout = [(c.framework, i, c.cell_id) for framework in catalog.FRAMEWORKS
-              for i, c in enumerate(c for c in cells if c.framework == framework)]
+    layout = sorted((c.framework, c.cell_id, trial) for c in cells for trial in range(c.settings.trials))
     return campaigns.find_same_campaign(req.results_dir, layout) if req.results_dir.is_dir() else None
 
 
@@ -151,7 +152,7 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
     for script in scripts:
         info = manifest["scripts"][script.framework]
         job_name = script.name.removesuffix(".sh")
-        n = len(script.cells)
+        n = script.tasks
         if req.executor == "slurm":
             sub = submit.submit_sbatch(script.framework, Path(info["path"]), n, max_array)
         elif req.executor == "local":
@@ -190,12 +191,12 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
 def cell_table(manifest: dict, submissions: dict[str, submit.Submission]) -> str:
     rows = []
     for cell in manifest["cells"]:
-        sub = submissions.get(cell["framework"])
+        sub = submissions.get(cell.get("script", cell["framework"]))  # a paired script runs both frameworks
         job = sub.task_ids[cell["array_index"]] if sub else "-"
         state = ""
         if sub and cell["array_index"] in sub.failed:
             state = "FAILED"
-        rows.append([cell["framework"], cell["array_index"], cell["model"], cell["batch_size"], cell["precision"],
-                     cell["cell_id"], job, state])
-    return format_table(["framework", "index", "model", "batch", "precision", "cell", "job", ""], rows)
+        rows.append([cell["framework"], cell["array_index"], cell.get("trial", 0), cell["model"], cell["batch_size"],
+                     cell["precision"], cell["cell_id"], job, state])
+    return format_table(["framework", "index", "trial", "model", "batch", "precision", "cell", "job", ""], rows)
 

@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
+from bench_contract.spec import PAIRED_ORDER
 from orchestrator import catalog
 from orchestrator.errors import UsageError
 
@@ -38,9 +39,19 @@ class RunSettings:
     tasks_per_node: int = 1
     # model size and inference options (use case 5)
     model_variant: str = "full"
-    timed_steps: int = 50
+    timed_steps: int = 50  # at least this many timed repeats of one step (inference, vectorisation timing)
     torch_compile: bool = False
     channels_last: bool = False
+    # ... and at least this many seconds of timed steps
+    min_duration_s: float = 1.0
+    # each cell runs as `trials` independent trials, each in a fresh process
+    trials: int = 1
+    # one job per JAX/PyTorch cell pair, the two alternating on one node (trials interleaved A B A B)
+    paired: bool = False
+    # the largest batch that fits (--find-max-batch), instead of measuring at given batch sizes
+    batch_search: bool = False
+    batch_search_limit: int = 65536
+    memory_limit_bytes: int = 0
 
     @property
     def world_size(self) -> int:
@@ -64,7 +75,13 @@ class RunSettings:
             if value < 1:
                 raise UsageError(f"{option} must be at least 1, got {value}")
         if self.timed_steps < 1:
-            raise UsageError(f"--timed-steps must be at least 1, got {self.timed_steps}")
+            raise UsageError(f"--min-iterations (--timed-steps) must be at least 1, got {self.timed_steps}")
+        if not self.min_duration_s >= 0:
+            raise UsageError(f"--min-duration cannot be negative, got {self.min_duration_s}")
+        if self.trials < 1:
+            raise UsageError(f"--trials must be at least 1, got {self.trials}")
+        if self.batch_search_limit < 1:
+            raise UsageError(f"--max-batch-limit must be at least 1, got {self.batch_search_limit}")
         catalog.check_optimizer(self.optimizer)
         catalog.check_variant(self.model_variant)
         if self.device not in catalog.DEVICES:
@@ -105,7 +122,8 @@ class Cell:
     @cached_property
     def pair_key(self) -> str:
         """Shared by the JAX cell and the PyTorch cell that are compared with each other."""
-        return f"{self.benchmark}-uc{self.use_case}-{self.model_label}-bs{self.batch_size}-{self.precision}-{self._digest(False)}"
+        batch = "maxbatch" if self.settings.batch_search else f"bs{self.batch_size}"
+        return f"{self.benchmark}-uc{self.use_case}-{self.model_label}-{batch}-{self.precision}-{self._digest(False)}"
 
     @cached_property
     def cell_id(self) -> str:
@@ -138,6 +156,21 @@ def parse_batch_sizes(values: list[str] | None) -> list[int]:
     return sizes
 
 
+MEMORY_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_memory_size(text: str) -> int:
+    """'6G' -> bytes: a number with a K, M, G or T suffix (powers of 1024, as Slurm's --mem)."""
+    value, unit = text.strip()[:-1], text.strip()[-1:].upper()
+    try:
+        size = float(value) * MEMORY_UNITS[unit]
+    except (KeyError, ValueError):
+        raise UsageError(f"memory size {text!r} is not a number with a K, M, G or T suffix, such as 6G") from None
+    if size < 2**20:
+        raise UsageError(f"memory size {text!r} is below 1M: no framework starts in that")
+    return int(size)
+
+
 def train_split_size(bench: catalog.Benchmark, settings: RunSettings) -> int | None:
     if settings.data_source == "synthetic":
         tenth = max(1, settings.synthetic_samples // 10)
@@ -159,7 +192,8 @@ def expand(
     case = catalog.use_case(use_case)
     frameworks = frameworks or list(catalog.FRAMEWORKS)
     models = models or list(bench.default_models)
-    batch_sizes = batch_sizes or list(case.default_batch_sizes or bench.default_batch_sizes)
+    default_batches = [1] if settings.batch_search else list(case.default_batch_sizes or bench.default_batch_sizes)
+    batch_sizes = batch_sizes or default_batches
     precisions = precisions or ["fp32"]
     for name in frameworks:
         catalog.check_framework(name)
@@ -186,7 +220,11 @@ def expand(
             f"({settings.nodes} node(s) x {settings.tasks_per_node} task(s)); give multiples of {world}"
         )
     check_torch_options(case, models, settings)
-    limit = train_split_size(bench, settings) if case.trains else None
+    check_paired(frameworks, settings)
+    if settings.batch_search:
+        check_batch_search(case, batch_sizes, settings)
+        batch_sizes = batch_sizes[:1]
+    limit = train_split_size(bench, settings) if case.trains and not settings.batch_search else None
     if limit is not None and max(batch_sizes) > limit:
         raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
     return [
@@ -196,6 +234,19 @@ def expand(
         for batch_size in batch_sizes
         for precision in precisions
     ]
+
+
+def check_batch_search(case: catalog.UseCase, batch_sizes: list[int], settings: RunSettings) -> None:
+    """A search starts from one batch size (the first of --batch-sizes, or 1) on one device."""
+    if case.number in catalog.DATA_PARALLEL_USE_CASES:
+        raise UsageError(f"--find-max-batch searches on one device; use case {case.number} runs several processes "
+                         "(use 1, 3 or 5)")
+    if len(batch_sizes) > 1:
+        raise UsageError("--find-max-batch starts from one batch size; give at most one --batch-sizes value")
+    if settings.world_size > 1:
+        raise UsageError("--find-max-batch searches on one device; it does not combine with --nodes or --tasks-per-node")
+    if batch_sizes[0] > settings.batch_search_limit:
+        raise UsageError(f"the starting batch size {batch_sizes[0]} is above --max-batch-limit {settings.batch_search_limit}")
 
 
 def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunSettings) -> None:
@@ -211,6 +262,18 @@ def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunS
         if flat:
             raise UsageError(f"--channels-last is for convolutional networks; {', '.join(flat)} "
                              f"{'is' if len(flat) == 1 else 'are'} not one (they are: {', '.join(catalog.CONVOLUTIONAL)})")
+
+
+def check_paired(frameworks: list[str], settings: RunSettings) -> None:
+    """A paired job runs one JAX and one PyTorch process at a time on one node."""
+    if not settings.paired:
+        return
+    if sorted(frameworks) != sorted(PAIRED_ORDER):
+        raise UsageError(f"--paired runs JAX and PyTorch alternately in one job; it needs both frameworks "
+                         f"({', '.join(PAIRED_ORDER)}), not only {', '.join(frameworks)}")
+    if settings.world_size > 1:
+        raise UsageError("--paired runs one process per framework at a time; a data-parallel cell "
+                         f"({settings.world_size} processes) cannot be paired")
 
 
 def check_data(benchmark: str, settings: RunSettings) -> None:

@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_contract.spec import PAIRED_ORDER
 from orchestrator import PROJECT_ROOT, catalog
 from orchestrator.errors import UsageError
 from orchestrator.matrix import Cell
@@ -27,12 +28,32 @@ FRAMEWORK_EXPORTS = {
 }
 
 
+PAIRED = "paired"  # the key of the one paired script, where an unpaired campaign has one per framework
+
+
 @dataclass(frozen=True)
 class RenderedScript:
-    framework: str
+    framework: str  # the framework whose cells it runs, or PAIRED for the script that runs both
     name: str  # e.g. jax_mnist_1.sh
     text: str
     cells: list[Cell]
+    trials: int = 1
+
+    @property
+    def tasks(self) -> int:
+        """Array tasks: one per cell and trial, or one per cell pair (whose task runs every trial of both)."""
+        if self.framework == PAIRED:
+            return len(self.cells) // len(PAIRED_ORDER)
+        return len(self.cells) * self.trials
+
+    def task_index(self, cell_index: int, trial: int) -> int:
+        """The array task that runs trial `trial` of the script's `cell_index`-th cell of its framework."""
+        return cell_index if self.framework == PAIRED else spec_line(cell_index, trial, self.trials)
+
+
+def spec_line(cell_index: int, trial: int, trials: int) -> int:
+    """Line (from 0) of a framework's specs file that holds trial `trial` of its `cell_index`-th cell."""
+    return cell_index * trials + trial
 
 
 def specs_path(campaign_dir: Path, framework: str) -> Path:
@@ -134,7 +155,12 @@ def render_scripts(
     git_commit: str,
     created_at: str,
 ) -> list[RenderedScript]:
-    """One script per framework; array index i runs the i-th cell of that framework (line i+1 of specs/<fw>.jsonl)."""
+    """One script per framework; array index i runs line i+1 of specs/<fw>.jsonl (with several trials, trial
+    t of the framework's c-th cell is line c*trials+t+1). With --paired, one script instead: array index i runs
+    every trial of the i-th JAX/PyTorch cell pair."""
+    if cells and cells[0].settings.paired:
+        return [render_paired(cells, profile, campaign=campaign, campaign_dir=campaign_dir, command=command,
+                              git_commit=git_commit, created_at=created_at)]
     template = _environment().get_template("sbatch.sh.j2")
     scripts = []
     for framework in catalog.FRAMEWORKS:
@@ -142,9 +168,12 @@ def render_scripts(
         if not mine:
             continue
         first = mine[0]
+        trials = first.settings.trials
         name = script_name(framework, first.benchmark, first.use_case)
         cell_lines = [
-            f"{i:<5}  {c.model_label} batch {c.batch_size} {c.precision}  ({c.cell_id})" for i, c in enumerate(mine)
+            f"{spec_line(i, t, trials):<5}  {c.model_label} batch {c.batch_size} {c.precision}"
+            + (f" trial {t}" if trials > 1 else "") + f"  ({c.cell_id})"
+            for i, c in enumerate(mine) for t in range(trials)
         ]
         text = template.render(
             script_name=name,
@@ -158,7 +187,7 @@ def render_scripts(
             git_commit=git_commit,
             created_at=created_at,
             cell_lines=cell_lines,
-            directives=sbatch_directives(profile, name.removesuffix(".sh"), len(mine), campaign_dir / "logs",
+            directives=sbatch_directives(profile, name.removesuffix(".sh"), len(mine) * trials, campaign_dir / "logs",
                                          first.settings.nodes, first.settings.tasks_per_node),
             world_size=first.settings.world_size,
             launcher=SRUN if first.settings.world_size > 1 else [],
@@ -171,5 +200,45 @@ def render_scripts(
             exports=FRAMEWORK_EXPORTS[framework],
             specs_file=specs_path(campaign_dir, framework),
         )
-        scripts.append(RenderedScript(framework, name, text, mine))
+        scripts.append(RenderedScript(framework, name, text, mine, trials))
     return scripts
+
+
+def render_paired(cells: list[Cell], profile: ClusterProfile, *, campaign: str, campaign_dir: Path, command: str,
+                  git_commit: str, created_at: str) -> RenderedScript:
+    """One array script, one task per JAX/PyTorch cell pair: on its node, trial after trial, JAX then PyTorch,
+    each in its own environment and its own process."""
+    by_framework = {fw: [c for c in cells if c.framework == fw] for fw in PAIRED_ORDER}
+    pairs = list(zip(*by_framework.values()))
+    if any(len(mine) != len(pairs) for mine in by_framework.values()) or any(
+            len({c.pair_key for c in pair}) != 1 for pair in pairs):
+        raise UsageError("--paired needs the same cells in both frameworks, one JAX cell per PyTorch cell")
+    first = pairs[0][0]
+    trials = first.settings.trials
+    name = script_name(PAIRED, first.benchmark, first.use_case)
+    runs = [
+        {"framework": fw, "title": catalog.FRAMEWORKS[fw], "activate": profile.env_path(fw) / "bin" / "activate",
+         "exports": FRAMEWORK_EXPORTS[fw], "specs_file": specs_path(campaign_dir, fw)}
+        for fw in PAIRED_ORDER
+    ]
+    text = _environment().get_template("paired.sh.j2").render(
+        script_name=name,
+        benchmark=first.benchmark,
+        use_case=first.use_case,
+        use_case_title=catalog.USE_CASES[first.use_case].title,
+        campaign=campaign,
+        command=command,
+        git_commit=git_commit,
+        created_at=created_at,
+        pair_lines=[f"{i:<5}  {a.model_label} batch {a.batch_size} {a.precision}  ({a.pair_key})"
+                    for i, (a, *_) in enumerate(pairs)],
+        directives=sbatch_directives(profile, name.removesuffix(".sh"), len(pairs), campaign_dir / "logs"),
+        order=" ".join(catalog.FRAMEWORKS[fw] for fw in PAIRED_ORDER),
+        trials=trials,
+        profile_name=profile.name,
+        setup_lines=list(profile.setup_lines),
+        project_root=PROJECT_ROOT,
+        cpus_per_task=profile.cpus_per_task,
+        runs=runs,
+    )
+    return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bench_contract.atomic import publish
 from orchestrator import PROJECT_ROOT
+from orchestrator.collect import batch_search_rows, scaling_frame
 from orchestrator.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, display_rows, summary_rows
 
 COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
@@ -39,7 +40,7 @@ def write_report(merged: Path, folder: Path) -> Report:
     folder.mkdir(parents=True, exist_ok=True)
     frame = comparison_frame(df)
     report = Report(folder)
-    report.tables = write_tables(frame, folder)
+    report.tables = write_tables(frame, folder, extra_tables(df))
     report.plots = draw_plots(df, frame, folder / "plots")
     report.html = write_html(df, frame, report, folder / "report.html", merged)
     return report
@@ -77,12 +78,21 @@ def latex_table(caption: str, headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def write_tables(frame, folder: Path) -> dict[str, Path]:
+def extra_tables(df) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of the tables beside the comparison: today the largest batch that fits."""
+    headers, rows = batch_search_rows(summary_rows(df))
+    return [("Largest batch that fits", headers, rows)] if rows else []
+
+
+def write_tables(frame, folder: Path, extras: list[tuple[str, list[str], list[list[str]]]] = ()) -> dict[str, Path]:
     md, tex = ["# JAX vs PyTorch", ""], []
     for device in devices(frame):
         headers, rows = display_rows(frame, device)
         md += [f"## {device}", "", markdown_table(headers, rows), ""]
         tex.append(latex_table(f"JAX vs PyTorch on {device}", headers, rows))
+    for title, headers, rows in extras:
+        md += [f"## {title}", "", markdown_table(headers, rows), ""]
+        tex.append(latex_table(title, headers, rows))
     paths = {
         "markdown": publish(folder / "report.md", lambda tmp: tmp.write_text("\n".join(md))),
         "latex": publish(folder / "report.tex", lambda tmp: tmp.write_text("\n\n".join(tex) + "\n")),
@@ -182,6 +192,8 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
             ax.legend()
             _save(plt, fig, folder / f"compile_{d}.png", plots, f"Compile time on {device}")
 
+    draw_scaling(plt, scaling_frame(summary), device_index, folder, plots)
+
     curves = df[df["metric"].isin(["train_loss", "val_accuracy", "epoch_time"])]
     for group, block in curves.groupby(["device_model", *KEY]):
         device, bench, case, model, batch, precision = group
@@ -193,6 +205,7 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
                 continue
             run = mine[mine["cell_id"] == mine["cell_id"].iloc[0]]
             run = run[run["campaign"] == run["campaign"].iloc[0]]  # one run per framework, not a blend
+            run = run[run["trial"] == run["trial"].iloc[0]]  # ... nor a blend of its trials
             loss = run[run["metric"] == "train_loss"].sort_values("step")
             axes[0].plot(loss["step"], loss["value"], color=COLORS[fw], label=FRAMEWORK_TITLES[fw], lw=0.8)
             acc = run[run["metric"] == "val_accuracy"].sort_values("epoch")
@@ -209,6 +222,24 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
         _save(plt, fig, folder / f"curves_{_slug(d, bench, case, model, batch, precision)}.png", plots,
               f"Training curves: {bench}, use case {case}, {model}, batch {batch}, {precision} on {device}")
     return plots
+
+
+def draw_scaling(plt, scaling, device_index: dict, folder: Path, plots: list) -> None:
+    """Scaling efficiency against the number of processes, one line per framework and cell, per device model.
+    The ideal is 100%: N processes each as fast as one alone on the same global batch."""
+    scaling = scaling[scaling["efficiency"].notna()]
+    for device, block in scaling.groupby("device_model"):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for (fw, bench, case, model, batch, precision), line in block.groupby(["framework", *KEY]):
+            line = line.sort_values("world_size")
+            ax.plot([1, *line["world_size"]], [100, *(line["efficiency"] * 100)], "o-", color=COLORS[fw],
+                    label=f"{FRAMEWORK_TITLES[fw]} {bench}/{model} uc{case} b{batch} {precision}")
+        ax.axhline(100, color="grey", lw=0.8, ls=":")
+        ax.set(xlabel="processes (one device each)", ylabel="scaling efficiency (%)", ylim=(0, None),
+               title=f"Data-parallel scaling efficiency\n{device}")
+        ax.legend(fontsize=7)
+        _save(plt, fig, folder / f"scaling_{device_index.get(str(device), 0)}.png", plots,
+              f"Data-parallel scaling efficiency on {device}")
 
 
 # --- HTML ---------------------------------------------------------------------------------------------
@@ -240,6 +271,7 @@ def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROJECT_ROOT / "templates")),
                              undefined=jinja2.StrictUndefined, autoescape=True)
     tables = [{"device": device, "html": html_table(*display_rows(frame, device))} for device in devices(frame)]
+    tables += [{"device": title, "html": html_table(headers, rows)} for title, headers, rows in extra_tables(df)]
     plots = [{"title": title, "data": base64.b64encode(p.read_bytes()).decode()} for title, p in report.plots]
     provenance = html_table(*provenance_rows(df))
     page = env.get_template("report.html.j2").render(

@@ -31,13 +31,14 @@ class Resubmission:
 
 
 def cells_to_run(folder: Path, rerun_completed: bool = False) -> dict[str, list[int]]:
-    """Framework -> the array indices to submit again, in order."""
+    """Script key (the framework, or "paired") -> the array indices to submit again, in order. Each trial is
+    its own task; a paired task runs both frameworks' cells, so it goes again when either lacks a result."""
     leave = ACTIVE + (() if rerun_completed else (SUCCESS,))
-    todo: dict[str, list[int]] = {}
+    todo: dict[str, set[int]] = {}
     for cell in campaign_status(folder):
         if cell.state not in leave:
-            todo.setdefault(cell.framework, []).append(cell.array_index)
-    return todo
+            todo.setdefault(cell.script or cell.framework, set()).add(cell.array_index)
+    return {script: sorted(indices) for script, indices in todo.items()}
 
 
 def array_expression(indices: list[int]) -> str:

@@ -43,6 +43,7 @@ class CellStatus:
     state: str  # one of: not submitted, pending, running, completed, failed, timed out, cancelled, no result
     detail: str  # the Slurm state and the failure row's reason, as reported
     log: str = ""  # the task's log file, where there is one
+    script: str = ""  # the key of the script and submission that run it (the framework, or "paired")
 
     @property
     def ended_without_result(self) -> bool:
@@ -86,12 +87,14 @@ def campaign_status(folder: Path) -> list[CellStatus]:
     cells = []
     for cell in manifest["cells"]:
         framework, index = cell["framework"], cell["array_index"]
-        sub = submissions.get(framework)
+        script = cell.get("script", framework)
+        sub = submissions.get(script)  # a paired script runs both frameworks
         task_id = sub["task_ids"][index] if sub else ""
         if Path(cell["results"]).is_file():
-            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, "result written"))
+            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, "result written",
+                                    script=script))
             continue
-        log = str(log_path(folder, manifest, framework, index, task_id) or "")  # looked up for the rest only
+        log = str(log_path(folder, manifest, script, index, task_id) or "")  # looked up for the rest only
         failure = read_failure(failure_path(cell["results"])) if sub else None
         reason = failure["failure_reason"] if failure else None
         slurm_state = states.get(task_id)
@@ -110,14 +113,14 @@ def campaign_status(folder: Path) -> list[CellStatus]:
             state, detail = ("failed" if failure["status"] == "failed" else "cancelled"), reason
         else:
             state, detail = "no result", "the task is not queued and wrote no result"
-        cells.append(CellStatus(framework, index, cell["cell_id"], task_id, state, detail, log))
+        cells.append(CellStatus(framework, index, cell["cell_id"], task_id, state, detail, log, script))
     return cells
 
 
-def log_path(folder: Path, manifest: dict, framework: str, index: int, task_id: str) -> Path | None:
+def log_path(folder: Path, manifest: dict, script_key: str, index: int, task_id: str) -> Path | None:
     """The task's output file: <job name>_<task id>.out for sbatch (%A_%a) and the local executor,
     <job name>_submitit_<index>.out for submitit; None when it is not there."""
-    script = manifest.get("scripts", {}).get(framework)
+    script = manifest.get("scripts", {}).get(script_key)
     if not script or not task_id:
         return None
     job_name = script["name"].removesuffix(".sh")

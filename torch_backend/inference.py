@@ -8,7 +8,7 @@ import time
 import numpy as np
 import torch
 
-from torch_backend import models
+from torch_backend import compiles, models
 
 
 class TorchInference:
@@ -59,6 +59,9 @@ class TorchInference:
         # CUDA kernels run asynchronously: without this the clock would stop at dispatch, not completion.
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+    def compilations(self) -> int:
+        return compiles.count()
 
     def to_numpy(self, out) -> np.ndarray:
         return out.detach().float().cpu().numpy()

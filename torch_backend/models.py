@@ -44,7 +44,15 @@ def _vision(name: str) -> Callable[..., nn.Module]:
     return lambda sample_shape, num_classes, variant="full": vision.BUILDERS[name](num_classes, variant)
 
 
-MODELS: dict[str, Callable[..., nn.Module]] = {"mlp": build_mlp, **{name: _vision(name) for name in vision.BUILDERS}}
+def build_cnn(sample_shape: tuple[int, ...], num_classes: int, variant: str = "full") -> nn.Module:
+    return vision.SmallCNN(sample_shape, num_classes, variant)
+
+
+MODELS: dict[str, Callable[..., nn.Module]] = {
+    "mlp": build_mlp,
+    "cnn": build_cnn,
+    **{name: _vision(name) for name in vision.BUILDERS},
+}
 
 
 def build(name: str, sample_shape: tuple[int, ...], num_classes: int, variant: str = "full") -> nn.Module:

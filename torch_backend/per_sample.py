@@ -16,6 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, grad_and_value, vmap
 
+from torch_backend import compiles
+
 # Clipping factor min(1, C / (norm + EPS)), Opacus' formula; the JAX backend uses the same constant.
 CLIP_EPS = 1e-6
 
@@ -141,3 +143,6 @@ class TorchPerSampleOps:
 
     def synchronize(self, out) -> None:
         synchronize(self.device)
+
+    def compilations(self) -> int:
+        return compiles.count()

@@ -17,7 +17,7 @@ from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.topology import Topology, topology_for
 from bench_contract.training import record_dp_settings, run_training, time_vectorization
-from torch_backend import models
+from torch_backend import compiles, models
 from torch_backend.inference import TorchInference
 from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps, batch_to_device, synchronize
 
@@ -48,6 +48,9 @@ class TorchOps:
 
     def synchronize(self, out) -> None:
         synchronize(self.device)
+
+    def compilations(self) -> int:
+        return compiles.count()
 
     def loss_value(self, out) -> float:
         if self.world_size > 1:
@@ -129,9 +132,8 @@ class TorchBackend:
             run_inference(spec, data.x_train, ops, rows)
             self.add_device_memory(rows)
             return
-        model = models.build(spec.model, data.sample_shape, data.num_classes)
-        # strict=True: a name or shape mismatch with the shared weights is an error, never a partial load.
-        model.load_state_dict({name: torch.from_numpy(w) for name, w in weights.items()}, strict=True)
+        model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant)
+        models.load_shared_weights(model, weights)
         model.to(self.device).train()
         rows.add("parameter_count", sum(p.numel() for p in model.parameters()), "parameters")
         if spec.optimizer != "sgd":

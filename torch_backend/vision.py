@@ -1,5 +1,5 @@
 """The vision models in PyTorch: torchvision's builders for the full networks, torchvision's classes fed from
-bench_contract.vision for the tiny ones, and the small MNIST CNN."""
+bench_contract.vision for the tiny ones, and the small CNN (MNIST, CIFAR-10)."""
 
 from __future__ import annotations
 
@@ -55,14 +55,16 @@ def efficientnet_b0(num_classes: int, variant: str) -> nn.Module:
 
 
 class SmallCNN(nn.Module):
-    """conv3x3-ReLU-maxpool twice, then a hidden Linear layer and the classifier; for 28x28 MNIST digits."""
+    """conv3x3-ReLU-maxpool twice, then a hidden Linear layer and the classifier: the MNIST CNN, and the same
+    network on CIFAR-10's 32x32 colour images (fc1's width follows the input size)."""
 
-    def __init__(self, in_channels: int, num_classes: int, variant: str) -> None:
+    def __init__(self, sample_shape: tuple[int, ...], num_classes: int, variant: str) -> None:
         super().__init__()
+        in_channels, height, width = sample_shape
         c1, c2, hidden = vision.CNN[variant]
         self.conv1 = nn.Conv2d(in_channels, c1, 3, padding=1)
         self.conv2 = nn.Conv2d(c1, c2, 3, padding=1)
-        self.fc1 = nn.Linear(c2 * 7 * 7, hidden)
+        self.fc1 = nn.Linear(c2 * (height // 4) * (width // 4), hidden)  # two 2x2 max-pools, flooring
         self.fc2 = nn.Linear(hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -71,15 +73,10 @@ class SmallCNN(nn.Module):
         return self.fc2(torch.relu(self.fc1(x.flatten(1))))
 
 
-def small_cnn(num_classes: int, variant: str) -> nn.Module:
-    return SmallCNN(1, num_classes, variant)
-
-
 BUILDERS = {
     "resnet50": resnet50,
     "resnet18": resnet18_cifar,
     "vit_b_16": vit_b_16,
     "mobilenet_v3_small": mobilenet_v3_small,
     "efficientnet_b0": efficientnet_b0,
-    "cnn": small_cnn,
 }

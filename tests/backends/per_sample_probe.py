@@ -24,7 +24,7 @@ def jax_probe(weights, x, y, clip_norm, lr):
     from jax_backend import models, steps
 
     jax.config.update("jax_default_matmul_precision", "highest")
-    module, variables = models.build("mlp", weights, 10)
+    module, variables = models.build_with_variables("mlp", weights, (64,), 10)
     params = variables["params"]
 
     def torch_layout(tree):

@@ -76,7 +76,8 @@ def dp_runs(tmp_path_factory):
     for sigma in (0.0, 0.5):
         for framework in FRAMEWORKS:
             spec = make_spec(framework, tmp, use_case=3, epochs=3, learning_rate=0.5, noise_multiplier=sigma,
-                             clip_norm=1.0, results_path=str(tmp / f"{framework}-{sigma}.parquet"))
+                             clip_norm=1.0, results_path=str(tmp / f"{framework}-{sigma}.parquet"),
+                             timed_steps=5, min_duration_s=0.2)
             proc = run_backend(framework, spec, tmp)
             assert proc.returncode == 0, proc.stderr
             frames[framework, sigma] = pd.read_parquet(spec.results_path)
@@ -115,6 +116,14 @@ def test_the_per_example_loop_is_timed_beside_vmap(dp_runs, framework):
     assert vectorized > 0 and loop > 0
     assert metric(df, "vectorization_speedup") == pytest.approx(loop / vectorized)
     assert metric(df, "loop_batch_size") == 8
+    # The stopping rule of inference: at least 5 repeats and 0.2 s of timed work, each way of computing.
+    assert metric(df, "min_iterations") == 5 and metric(df, "min_duration") == 0.2
+    for name in ("vectorized", "loop"):
+        steps = metric(df, f"per_sample_grads_{name}_timed_steps")
+        assert steps >= 5 and steps * metric(df, f"per_sample_grads_{name}_time_p50") > 0
+        assert metric(df, f"per_sample_grads_{name}_recompilations_timed") == 0
+        assert metric(df, f"per_sample_grads_{name}_time_cv") >= 0
+    assert metric(df, "recompilations_timed") == 0  # the DP-SGD training steps
 
 
 def test_mnist_dp_sgd_runs_the_same_in_both(tmp_path):

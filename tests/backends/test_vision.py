@@ -132,7 +132,7 @@ def test_validate_prints_both_counts_the_errors_and_pass():
 def inference_rows(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("inference")
     return run_inference_both(tmp_path, model="efficientnet_b0", batch_size=2, data_source="synthetic",
-                              warmup_steps=1, timed_steps=4)
+                              warmup_steps=1, timed_steps=4, min_duration_s=0.0)
 
 
 def run_inference_both(tmp_path, **fields) -> dict[str, pd.DataFrame]:
@@ -185,7 +185,7 @@ def test_both_environments_read_an_image_folder_to_the_same_pixels_and_run_infer
     assert pixels["jax"].shape == (4, 3, 64, 64)
     np.testing.assert_array_equal(pixels["jax"], pixels["torch"])  # the same bytes, not merely close
     frames = run_inference_both(tmp_path, model="mobilenet_v3_small", batch_size=4, data_source="real",
-                                data_dir=str(root), warmup_steps=0, timed_steps=2)
+                                data_dir=str(root), warmup_steps=0, timed_steps=2, min_duration_s=0.0)
     for df in frames.values():
         assert (df.data_source == "real").all() and metric(df, "timed_steps") == 2
     # two class folders: the classifier has two outputs in both, so the same (smaller) parameter count
@@ -196,7 +196,7 @@ def test_pytorch_options_torch_compile_and_channels_last_are_run_and_recorded(tm
     spec = JobSpec(campaign="test", cell_id="torch-compiled", pair_key="compiled", framework="torch",
                    benchmark="mnist", use_case=catalog.INFERENCE, model="cnn", batch_size=2, precision="fp32",
                    device="cpu", data_source="synthetic", model_variant="tiny", warmup_steps=1, timed_steps=3,
-                   torch_compile=True, channels_last=True, results_path=str(tmp_path / "rows.parquet"),
+                   min_duration_s=0.0, torch_compile=True, channels_last=True, results_path=str(tmp_path / "rows.parquet"),
                    init_weights_path=str(tmp_path / "init.npz"))
     (tmp_path / "spec.json").write_text(spec.to_json())
     proc = run_in("torch", "-m", "torch_backend.run", str(tmp_path / "spec.json"))
@@ -206,3 +206,4 @@ def test_pytorch_options_torch_compile_and_channels_last_are_run_and_recorded(tm
     # compilation happens inside torch.compile's first call; the steady call after it is subtracted
     assert metric(df, "compile_first_call_time") > metric(df, "compile_time") > 0
     assert metric(df, "step_time_p50") > 0 and metric(df, "timed_steps") == 3
+    assert metric(df, "recompilations_timed") == 0  # compiled once, before the timed region, and never again

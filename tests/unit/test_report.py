@@ -59,3 +59,50 @@ def test_export_to_wandb_offline(tmp_path):
     speedups = [row[comparison["columns"].index("speedup")] for row in comparison["data"]]
     assert sorted(speedups) == [1.5, 2.0]
     assert "throughput" in [row[tables["results"]["columns"].index("metric")] for row in tables["results"]["data"]]
+
+
+def test_data_parallel_cells_get_a_scaling_efficiency_plot(tmp_path):
+    from orchestrator.collect import merge, scaling_frame, summary_frame
+
+    for framework, single, pair in (("jax", 1000.0, 1500.0), ("torch", 800.0, 1600.0)):
+        task_file(tmp_path, framework, 32, single, use_case=1, world_size=1)
+        task_file(tmp_path, framework, 32, pair, use_case=2, world_size=2)
+    merge(tmp_path, tmp_path / "merged.parquet")
+    frame = scaling_frame(summary_frame(tmp_path / "merged.parquet"))
+    assert dict(zip(frame.framework, frame.efficiency)) == {"jax": 0.75, "torch": 1.0}
+    proc = run_cli("report", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in (tmp_path / "report" / "plots").glob("scaling_*.png")] == ["scaling_0.png"]
+    assert "Data-parallel scaling efficiency on CPU X" in (tmp_path / "report" / "report.html").read_text()
+
+
+def test_no_scaling_plot_without_data_parallel_cells(tmp_path):
+    merged_results(tmp_path)
+    assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
+    assert not list((tmp_path / "report" / "plots").glob("scaling_*"))
+
+
+def test_batch_search_results_get_their_own_table(tmp_path):
+    from bench_contract.results import SCHEMA, ResultRows
+
+    for framework, largest in (("jax", 1536.0), ("torch", 544.0)):
+        ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
+        ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
+        ctx.update(framework=framework, benchmark="cifar10", use_case=1, model="cnn", batch_size=512,
+                   precision="fp32", device_model="CPU X", cell_id=f"{framework}-maxbatch", schema_version=1,
+                   model_variant="full")
+        for name in ("metric", "value", "unit", "epoch", "step"):
+            ctx.pop(name)
+        rows = ResultRows(ctx)
+        rows.add("max_batch_size", largest, "samples")
+        rows.add("min_batch_size_out_of_memory", largest + 32, "samples")
+        rows.add("memory_limit", 4 * 2**30, "bytes")
+        rows.write(tmp_path / "c" / "rows" / framework / f"{framework}.parquet")
+    collect = run_cli("collect", "--results-dir", str(tmp_path))
+    assert collect.returncode == 0, collect.stderr
+    line = next(line for line in collect.stdout.splitlines() if line.startswith("CPU X"))
+    assert line.split() == ["CPU", "X", "cifar10", "1", "cnn", "fp32", "4", "GiB", "1,536", "1,568", "544", "576"]
+    assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "## Largest batch that fits" in md and "| 1,536 | 1,568 | 544 | 576 |" in md
+    assert "Largest batch that fits" in (tmp_path / "report" / "report.html").read_text()

@@ -216,3 +216,26 @@ def test_the_local_executor_runs_only_the_missing_cells_again(tmp_path):
     assert ran.read_text().splitlines() == ["jax 1", "torch 0"]
     status = run_cli("status", "--results-dir", str(tmp_path / "r")).stdout
     assert "8/8 ended (8 completed)" in status
+
+
+@pytest.mark.parametrize("extra, script, expected", [
+    # Each trial is its own task: only the trial without a result goes again.
+    (("--trials", "2"), "jax", "--array=3"),
+    # A paired task runs both frameworks' trials of one pair: it goes again when any of them lacks a result.
+    (("--trials", "2", "--paired"), "paired", "--array=1"),
+])
+def test_trials_and_pairs_are_resubmitted_by_their_task(tmp_path, cluster, extra, script, expected):
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile, *extra)
+    manifest = manifest_of(tmp_path)
+    missing = next(c for c in manifest["cells"] if c["framework"] == "jax" and c["batch_size"] == 16
+                   and c["trial"] == 1)
+    for cell in manifest["cells"]:
+        if cell is not missing:
+            Path(cell["results"]).parent.mkdir(parents=True, exist_ok=True)
+            Path(cell["results"]).write_bytes(b"PAR1")
+    proc = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    name = manifest["scripts"][script]["name"]
+    assert calls.read_text().splitlines()[len(manifest["submissions"]):] == [
+        f"--parsable {expected} {tmp_path / 'r' / manifest['campaign'] / 'scripts' / name}"]

@@ -1,0 +1,30 @@
+"""A count of XLA compilations in this process, from JAX's own monitoring events.
+
+JAX records one `/jax/core/compile/backend_compile_duration` event for every program it hands to XLA to
+compile (a jit cache hit records none). Counting them around a timed step shows a recompilation inside the
+timed region: a new input shape or dtype, or a function re-traced because a static argument changed. The
+event name is `jax._src.dispatch.BACKEND_COMPILE_EVENT`; it is spelled out here so that a rename in a later
+JAX shows up as a failing test rather than as a silent zero.
+"""
+
+from __future__ import annotations
+
+import jax
+
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+_count = 0
+
+
+def _on_duration(event: str, duration: float, **kwargs) -> None:
+    global _count
+    if event == BACKEND_COMPILE_EVENT:
+        _count += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_duration)
+
+
+def count() -> int:
+    """Compilations so far in this process."""
+    return _count

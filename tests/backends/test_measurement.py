@@ -1,0 +1,60 @@
+"""The timing contract with each backend's own synchronize and compilation counter, and what a real run
+records: the stopping rule, the spread, and no recompilation inside the timed region."""
+
+import json
+import os
+import subprocess
+
+import pandas as pd
+import pytest
+
+from bench_contract.spec import JobSpec
+from helpers import REPO_ROOT, env_python, metric
+
+
+def probe(framework: str, *args: str) -> dict:
+    proc = subprocess.run([str(env_python(framework)), str(REPO_ROOT / "tests" / "backends" / "measurement_probe.py"),
+                           *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_jax_steps_are_timed_until_the_device_is_done_not_until_dispatch():
+    result = probe("jax", "sync")
+    honest, dispatch = result["backend"], result["none"]
+    # With the backend's synchronize, the timed steps are the work: they add up to the wall time until done.
+    assert honest["timed_s"] == pytest.approx(honest["wall_until_done_s"], rel=0.2)
+    # Without it, the clock stops at dispatch: a small part of the time the same work really took.
+    assert dispatch["timed_s"] < 0.2 * dispatch["wall_until_done_s"]
+    assert dispatch["timed_s"] < 0.2 * honest["timed_s"]
+
+
+@pytest.mark.parametrize("framework", ["jax", "torch"])
+def test_a_recompilation_inside_the_timed_region_is_counted(framework):
+    counts = probe(framework, "recompile", framework)
+    assert counts["same_shape"] == 0
+    # Shape 16 compiles in the warm-up step (not counted); shape 32 compiles inside a timed step.
+    assert counts["changed_shape"] == 1
+
+
+@pytest.mark.parametrize("framework", ["jax", "torch"])
+def test_inference_times_until_both_minimums_are_reached_and_records_them(framework, tmp_path):
+    spec = JobSpec(campaign="test", cell_id=f"{framework}-inf", pair_key="inf", framework=framework,
+                   benchmark="digits", use_case=5, model="mlp", batch_size=8, precision="fp32", device="cpu",
+                   data_source="synthetic", warmup_steps=2, timed_steps=5, min_duration_s=0.3, trials=3, trial=2,
+                   results_path=str(tmp_path / "rows.parquet"), init_weights_path=str(tmp_path / "init.npz"))
+    path = tmp_path / "spec.json"
+    path.write_text(spec.to_json())
+    proc = subprocess.run([str(env_python(framework)), "-m", f"{framework}_backend.run", str(path)],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_parquet(spec.results_path)
+    assert metric(df, "min_iterations") == 5 and metric(df, "min_duration") == 0.3
+    # An MLP forward pass on 8 samples takes well under 60 ms: the duration, not the count, ended the loop.
+    assert metric(df, "timed_duration") >= 0.3 and metric(df, "timed_steps") > 5
+    assert metric(df, "recompilations_timed") == 0
+    cv = metric(df, "step_time_cv")
+    assert cv == pytest.approx(metric(df, "step_time_std") / metric(df, "step_time_mean"))
+    assert metric(df, "spread_too_wide") == float(cv > 0.10)
+    assert (df["trial"] == 2).all() and (df["pair_order"] == "").all()

@@ -1,0 +1,87 @@
+"""The JAX/PyTorch comparison's statistics against known inputs: the bootstrap interval, trials as runs,
+and the flag on a cell whose spread is too wide."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from orchestrator.compare import bootstrap_ratio_ci, comparison_frame, display_rows
+
+
+def test_no_spread_gives_the_exact_ratio():
+    assert bootstrap_ratio_ci(np.array([200.0, 200.0, 200.0]), np.array([100.0, 100.0])) == (2.0, 2.0)
+
+
+def test_fewer_than_two_runs_on_a_side_gives_no_interval():
+    assert bootstrap_ratio_ci(np.array([200.0]), np.array([100.0, 101.0])) is None
+
+
+def test_the_interval_matches_the_known_sampling_spread_of_the_ratio():
+    """Runs drawn with means 200 and 100 and standard deviations 10 and 5: the ratio of the means is 2 and,
+    by the delta method, its standard error is 2 * sqrt((10/200)^2 + (5/100)^2) / sqrt(n)."""
+    rng = np.random.default_rng(42)
+    n = 40
+    jax, torch = rng.normal(200, 10, n), rng.normal(100, 5, n)
+    low, high = bootstrap_ratio_ci(jax, torch, seed=0)
+    assert low < jax.mean() / torch.mean() < high
+    assert low < 2.0 < high
+    se = 2 * np.sqrt((10 / 200) ** 2 + (5 / 100) ** 2) / np.sqrt(n)
+    assert high - low == pytest.approx(2 * 1.96 * se, rel=0.25)
+    assert bootstrap_ratio_ci(jax, torch, seed=0) == (low, high)  # a fixed seed gives the same interval
+
+
+def rows(framework, trial, throughput, cv, cell="c", campaign="camp"):
+    base = dict(device_model="CPU X", benchmark="digits", use_case=1, model="mlp", batch_size=32, precision="fp32",
+                model_variant="full", framework=framework, campaign=campaign, cell_id=f"{framework}-{cell}",
+                trial=trial, unit="", epoch=np.nan, step=np.nan)
+    return [{**base, "metric": "throughput", "value": throughput}, {**base, "metric": "step_time_cv", "value": cv}]
+
+
+def test_trials_of_one_cell_in_one_campaign_are_separate_runs_of_the_interval():
+    data = []
+    for trial, (jax, torch) in enumerate([(2000, 1000), (2100, 1050), (1900, 990), (2050, 1010)]):
+        data += rows("jax", trial, jax, 0.02) + rows("torch", trial, torch, 0.03)
+    frame = comparison_frame(pd.DataFrame(data))
+    row = frame.iloc[0]
+    assert row["runs_jax_torch"] == "4/4"
+    assert row["speedup"] == pytest.approx(np.mean([2000, 2100, 1900, 2050]) / np.mean([1000, 1050, 990, 1010]))
+    assert row["speedup_ci_low"] < row["speedup"] < row["speedup_ci_high"]
+    assert row["spread_too_wide"] == ""
+    headers, table = display_rows(frame, "CPU X")
+    assert table[0][headers.index("spread too wide (CV > 10%)")] == "no"
+
+
+def test_a_cell_too_spread_to_trust_is_flagged_with_the_reason():
+    data = rows("jax", 0, 2000, 0.25) + rows("jax", 1, 2010, 0.30)  # within a run: steps vary by 25 to 30%
+    data += rows("torch", 0, 1000, 0.02) + rows("torch", 1, 1500, 0.02)  # between trials: 1000 vs 1500
+    frame = comparison_frame(pd.DataFrame(data))
+    assert frame.iloc[0]["spread_too_wide"] == "JAX steps 28%; PyTorch trials 28%"
+    headers, table = display_rows(frame, "CPU X")
+    assert table[0][headers.index("spread too wide (CV > 10%)")] == "JAX steps 28%; PyTorch trials 28%"
+
+
+def test_paired_trials_are_resampled_as_pairs_so_drift_shared_by_a_pair_cancels():
+    """The node drifts: the third trial ran at half speed for both frameworks alike. JAX is always exactly
+    twice as fast as PyTorch within a pair, so the paired interval is the ratio itself, while resampling the
+    two sides independently mixes fast and slow trials and gives a wide interval."""
+    torch = [1000.0, 1010.0, 500.0, 990.0]
+    data = []
+    for trial, t in enumerate(torch):
+        for framework, value in (("jax", 2 * t), ("torch", t)):
+            data += [{**row, "pair_order": "jax,torch"} for row in rows(framework, trial, value, 0.02)]
+    row = comparison_frame(pd.DataFrame(data)).iloc[0]
+    assert row["runs_jax_torch"] == "4/4 paired"
+    assert row["speedup_ci_low"] == pytest.approx(2.0) and row["speedup_ci_high"] == pytest.approx(2.0)
+    unpaired = comparison_frame(pd.DataFrame([{**r, "pair_order": ""} for r in data])).iloc[0]
+    assert unpaired["runs_jax_torch"] == "4/4"
+    assert unpaired["speedup_ci_high"] - unpaired["speedup_ci_low"] > 0.5
+
+
+def test_runs_are_paired_only_when_every_run_of_both_sides_has_its_partner():
+    data = []
+    for trial in range(3):
+        data += [{**r, "pair_order": "jax,torch"} for r in rows("jax", trial, 2000.0 + trial, 0.02)]
+    for trial in range(2):  # PyTorch's third trial is missing (failed): no pairs, the independent interval
+        data += [{**r, "pair_order": "jax,torch"} for r in rows("torch", trial, 1000.0 + trial, 0.02)]
+    row = comparison_frame(pd.DataFrame(data)).iloc[0]
+    assert row["runs_jax_torch"] == "3/2" and row["speedup_ci_low"] < row["speedup_ci_high"]
