@@ -91,6 +91,15 @@ class Campaign:
         time.sleep(settle_s)
         return task_id
 
+    def wait_training(self, index: int, framework: str = "jax", settle_s: float = 3) -> str:
+        """Wait until the cell's task runs and the campaign's shared initial weights exist (written after the
+        data is loaded, just before compiling and training), then settle_s more: the task is then past its
+        imports, with its signal handler installed, and compiling or training."""
+        task_id = self.wait_running(index, framework)
+        self.wait_until(lambda: any((self.folder / "init").glob("*.npz")), "the initial weights written")
+        time.sleep(settle_s)
+        return task_id
+
     def watch(self) -> subprocess.CompletedProcess:
         """Until every cell has ended; exit 1 when some ended without a result."""
         return self.cli("watch", "--interval", "1")

@@ -26,10 +26,10 @@ SIGNAL_REASON = r"terminated by SIGTERM (at step \d+/\d+|while [a-z ]+)"
 
 def test_a_task_cancelled_while_it_runs(slurm_cluster, tmp_path):
     run = Campaign(tmp_path, slurm_cluster.env)
-    proc = run.launch("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "25")
+    proc = run.launch("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "60")
     assert proc.returncode == 0, proc.stderr
     # Cancel while it runs: Slurm 22.05 keeps no accounting record of an array task cancelled while pending.
-    cancelled = run.wait_running(0, settle_s=15)
+    cancelled = run.wait_training(0)
     subprocess.run(["scancel", cancelled], check=True, env=run.env)
     assert run.watch().returncode == 1
     failure = run.failure(0)
@@ -121,10 +121,10 @@ def test_a_process_killed_while_it_writes_its_result(slurm_cluster, tmp_path):
 
 def test_a_requeued_task_runs_again_and_its_result_replaces_the_failure_row(slurm_cluster, tmp_path):
     run = Campaign(tmp_path, slurm_cluster.env, profile_extra="requeue = true\n")
-    proc = run.launch("--batch-sizes", LONG, "--epochs", "12")
+    proc = run.launch("--batch-sizes", LONG, "--epochs", "40")
     assert proc.returncode == 0, proc.stderr
     assert "#SBATCH --requeue" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
-    task = run.wait_running(0, settle_s=14)
+    task = run.wait_training(0)
     subprocess.run(["scontrol", "requeue", task], check=True, env=run.env)
     failure = run.wait_until(lambda: run.failure(0), "the failure row of the requeued task", timeout_s=60)
     assert re.fullmatch(SIGNAL_REASON, failure["failure_reason"]), failure
@@ -146,11 +146,14 @@ def test_a_task_that_exceeds_its_time_limit_stops_at_the_warning_signal(slurm_cl
     """Time limit 2 minutes, SIGUSR1 30 s before it (Slurm may send it up to a minute early): the long cell is
     told in time, records its step and exits; the same command with a longer limit completes the campaign."""
     run = Campaign(tmp_path, slurm_cluster.env, 'time_limit = "2"\nwarning_signal = "USR1"\nwarning_seconds = 30\n')
-    args = ("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "110")
+    # About 31,000 steps: two to three minutes here (190 to 250 steps a second, two cores shared with others).
+    args = ("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "200")
     proc = run.launch(*args)
     assert proc.returncode == 0, proc.stderr
     assert "#SBATCH --signal=B:USR1@30" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
-    assert run.watch().returncode == 1
+    if run.watch().returncode == 0:
+        pytest.fail("the long cell finished before Slurm's warning signal: this machine trains faster than the "
+                    "test assumes; raise --epochs here")
     assert run.result(1).is_file()  # the short cell finished within the limit
     failure = run.failure(0)
     assert failure["signal"] == "SIGUSR1" and failure["exit_code"] == 128 + signal.SIGUSR1
@@ -158,20 +161,20 @@ def test_a_task_that_exceeds_its_time_limit_stops_at_the_warning_signal(slurm_cl
     assert 0 < failure["steps_done"] < failure["steps_total"]
     assert re.search(rf"jax +0 +\S+ +\S+ +failed +FAILED: {failure['failure_reason']}", run.status())
     # The user gives the cell more time and runs the same command again: only the stopped cell goes again.
-    run.write_profile('time_limit = "6"\n')
+    run.write_profile('time_limit = "15"\n')
     again = run.launch(*args, "--wait")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "planned by the same command before" in again.stdout
-    assert "#SBATCH --time=6" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
+    assert "#SBATCH --time=15" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
     assert [r["indices"] for r in run.manifest["resubmissions"]] == [[0]]
     run.check_complete()
 
 
 def test_a_node_set_down_while_its_task_runs(slurm_cluster, tmp_path):
     run = Campaign(tmp_path, slurm_cluster.env)
-    proc = run.launch("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "30")
+    proc = run.launch("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "60")
     assert proc.returncode == 0, proc.stderr
-    task = run.wait_running(0, settle_s=12)
+    task = run.wait_training(0)
     node = run.node_of(task)
     others = [job for job in run.jobs_on(node) if job != task]
     if others:  # the cluster is shared: never take down a node that runs someone else's job
