@@ -74,7 +74,8 @@ def profile_of(manifest: dict) -> ClusterProfile:
 def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool = False, wait: bool = False,
              todo: dict[str, list[int]] | None = None,
              report: Callable[[str], None] = print) -> list[Resubmission]:
-    """Submit the cells of the campaign in `folder` that have no result (or `todo`), one array per framework."""
+    """Submit the tasks of the campaign in `folder` whose cells have no result (or `todo`): one array per script,
+    that is per framework, or one for the paired script. `Resubmission.framework` is that script's key."""
     manifest = campaigns.load_manifest(folder)
     executor = executor or (manifest["executor"] if manifest["executor"] in EXECUTORS else "slurm")
     if executor not in EXECUTORS:
@@ -86,11 +87,11 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
     profile = profile_of(manifest)
     max_array = submit.array_limit(profile) if executor in ("slurm", "submitit") else None
     done = []
-    for framework, indices in todo.items():
-        info = manifest["scripts"][framework]
+    for key, indices in todo.items():
+        info = manifest["scripts"][key]
         script, job_name = Path(info["campaign_copy"]), info["name"].removesuffix(".sh")
         n = info["array_tasks"]
-        sub = manifest["submissions"].setdefault(framework, {"job_id": "", "task_ids": [""] * n})
+        sub = manifest["submissions"].setdefault(key, {"job_id": "", "task_ids": [""] * n})
         if "arrays" not in sub and sub["job_id"]:
             sub["arrays"] = [{"job_id": sub["job_id"], "offset": 0, "count": n}]
         task_ids: dict[int, str] = {}
@@ -102,7 +103,7 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
                 sub.setdefault("arrays", []).append({"job_id": job_id, "offset": offset, "indices": local})
                 task_ids.update({offset + i: f"{job_id}_{i}" for i in local})
         elif executor == "submitit":
-            part, jobs = submit.submit_submitit(framework, script, n, folder / "submitit" / framework, profile,
+            part, jobs = submit.submit_submitit(key, script, n, folder / "submitit" / key, profile,
                                                 job_name, folder / "logs", max_array, indices=indices)
             sub.setdefault("arrays", []).extend(part.arrays)
             task_ids.update(zip(indices, part.task_ids))
@@ -115,14 +116,14 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
             sub["job_id"] = next(iter(task_ids.values())).split("_")[0]
         job_ids = sorted({t.rsplit("_", 1)[0] for t in task_ids.values()})
         manifest.setdefault("resubmissions", []).append({
-            "framework": framework, "indices": indices, "job_ids": job_ids, "executor": executor,
+            "script": key, "indices": indices, "job_ids": job_ids, "executor": executor,
             "rerun_completed": rerun_completed, "submitted_at": campaigns.now_utc()})
         manifest.pop("submission_error", None)
         # Recorded before anything runs or is waited for: a later failure does not lose these job ids.
         campaigns.save_manifest(folder, manifest)
         how = "run here" if executor == "local" else f"submitted as job {', '.join(job_ids)}"
-        report(f"{framework}: {len(indices)} of {n} cells (array indices {array_expression(indices)}) {how}")
-        result = Resubmission(framework, indices, job_ids)
+        report(f"{key}: {len(indices)} of {n} array tasks (indices {array_expression(indices)}) {how}")
+        result = Resubmission(key, indices, job_ids)
         if executor == "local":
             for i in indices:
                 log = folder / "logs" / f"{job_name}_local_{i}.out"
@@ -132,7 +133,7 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
                     result.failed[i] = str(exc)
                     report(str(exc).splitlines()[0])
         elif executor == "submitit" and wait:
-            waited = submit.Submission(framework, job_ids[0], [task_ids[i] for i in indices])
+            waited = submit.Submission(key, job_ids[0], [task_ids[i] for i in indices])
             submit.wait_for_submitit(waited, jobs)
             result.failed = {indices[k]: why for k, why in waited.failed.items()}
         done.append(result)
