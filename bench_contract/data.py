@@ -14,8 +14,11 @@ import pickle
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from bench_contract import vision
 
 # The split is part of the benchmark's definition, not of a run: it never follows the run's seed.
 SPLIT_SEED = 20240601
@@ -44,6 +47,8 @@ class Dataset:
     x_test: np.ndarray
     y_test: np.ndarray
     num_classes: int
+    # gnn: the bench_contract.graph.Graph the model holds (x are its node ids); None for every other benchmark.
+    graph: Any = None
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
@@ -62,10 +67,18 @@ def epoch_batches(num_samples: int, batch_size: int, seed: int, epoch: int) -> l
     return [order[i * batch_size : (i + 1) * batch_size] for i in range(full)]
 
 
-def load_dataset(benchmark: str, source: str, data_dir: str | None = None, synthetic_samples: int = 2048) -> Dataset:
+def load_dataset(benchmark: str, source: str, data_dir: str | None = None, synthetic_samples: int = 2048,
+                 variant: str = "full") -> Dataset:
+    """The benchmark's splits; `variant` (the model's size) fixes the image size where the benchmark has several
+    (imagenet: 224x224 full, 64x64 tiny)."""
     if source == "synthetic":
-        return synthetic_dataset(benchmark, synthetic_samples)
-    loaders = {"digits": load_digits, "mnist": lambda: load_mnist(data_dir), "cifar10": lambda: load_cifar10(data_dir)}
+        return synthetic_dataset(benchmark, synthetic_samples, variant)
+    from bench_contract.graph import load_graph
+    from bench_contract.text import load_text
+
+    loaders = {"digits": load_digits, "mnist": lambda: load_mnist(data_dir), "cifar10": lambda: load_cifar10(data_dir),
+               "imagenet": lambda: load_image_folders(data_dir, vision.input_shape("imagenet", variant)[-1]),
+               "nlp": lambda: load_text(data_dir), "gnn": lambda: load_graph(data_dir)}
     if benchmark not in loaders:
         raise DataError(f"no reader for benchmark {benchmark!r}; known: {', '.join(sorted(loaders))}")
     return loaders[benchmark]()
@@ -226,16 +239,68 @@ def load_cifar10(data_dir: str | None) -> Dataset:
 
 
 SYNTHETIC_SHAPES = {"digits": (64,), "mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
+# Benchmarks whose synthetic images take the model variant's input size (bench_contract.vision.INPUT_SHAPES).
+SYNTHETIC_VARIANT_SIZED = ("imagenet",)
+# ImageNet's teacher sees the image averaged over an 8x8 grid of blocks: a teacher on every pixel of a 224x224
+# image would be a 150,528 x 1,000 matrix (600 MB).
+TEACHER_GRID = 8
 
 
-def synthetic_dataset(benchmark: str, samples: int) -> Dataset:
-    """Random inputs labelled by a fixed random linear teacher: learnable, so accuracy still means something."""
-    if benchmark not in SYNTHETIC_SHAPES:
-        raise DataError(f"no synthetic data shape for benchmark {benchmark!r}; known: {', '.join(SYNTHETIC_SHAPES)}")
-    shape = SYNTHETIC_SHAPES[benchmark]
+def synthetic_dataset(benchmark: str, samples: int, variant: str = "full") -> Dataset:
+    """Random inputs labelled by a fixed random linear teacher: learnable, so accuracy still means something.
+    Text and graphs have their own generators (bench_contract.text, bench_contract.graph)."""
+    from bench_contract.graph import synthetic_graph
+    from bench_contract.text import synthetic_text
+
+    if benchmark == "nlp":
+        return synthetic_text(samples)
+    if benchmark == "gnn":
+        return synthetic_graph(samples)
+    if benchmark in SYNTHETIC_VARIANT_SIZED:
+        shape, classes = vision.input_shape(benchmark, variant), vision.NUM_CLASSES[benchmark]
+    elif benchmark in SYNTHETIC_SHAPES:
+        shape, classes = SYNTHETIC_SHAPES[benchmark], 10
+    else:
+        known = ", ".join((*SYNTHETIC_SHAPES, *SYNTHETIC_VARIANT_SIZED, "nlp", "gnn"))
+        raise DataError(f"no synthetic data shape for benchmark {benchmark!r}; known: {known}")
     rng = np.random.default_rng(SPLIT_SEED)
     x = rng.standard_normal((samples, *shape), dtype=np.float32)
-    teacher = rng.standard_normal((int(np.prod(shape)), 10), dtype=np.float32)
-    y = np.argmax(x.reshape(samples, -1) @ teacher, axis=1).astype(np.int32)
+    features = x.reshape(samples, -1)
+    if benchmark in SYNTHETIC_VARIANT_SIZED:
+        c, h, w = shape
+        g = TEACHER_GRID
+        features = x.reshape(samples, c, g, h // g, g, w // g).mean(axis=(3, 5)).reshape(samples, -1)
+    teacher = rng.standard_normal((features.shape[1], classes), dtype=np.float32)
+    y = np.argmax(features @ teacher, axis=1).astype(np.int32)
     tenth = max(1, samples // 10)
-    return _split(benchmark, x, y, val=tenth, test=tenth, num_classes=10, source="synthetic")
+    return _split(benchmark, x, y, val=tenth, test=tenth, num_classes=classes, source="synthetic")
+
+
+IMAGE_FOLDER_VALIDATION_SIZE = 5000
+
+
+def load_image_folders(data_dir: str | None, size: int) -> Dataset:
+    """ImageNet-style folders for training: train/<class>/<image> is split into training and validation
+    (5,000 images, or a tenth of a smaller folder, chosen with the split seed), val/<class>/<image> is the
+    test split (ImageNet's own validation set is the customary test set). Images are decoded lazily, batch
+    by batch, with the evaluation transform at `size` (bench_contract.images): the same pixels in both
+    frameworks, and no random augmentation, which would draw from an RNG."""
+    from bench_contract.images import ImageFolder, LazyImages
+
+    if not data_dir:
+        raise DataError("image folders need --data-dir pointing at a folder with train/<class>/ and val/<class>/")
+    root = Path(data_dir)
+    for split in ("train", "val"):
+        if not (root / split).is_dir():
+            raise DataError(f"training on image folders needs {root / split}/<class>/<image>; it does not exist")
+    train, test = ImageFolder.scan(root / "train"), ImageFolder.scan(root / "val")
+    if train.classes != test.classes:
+        raise DataError(f"{root}/train and {root}/val have different class folders "
+                        f"({len(train.classes)} and {len(test.classes)}); they must be the same")
+    v = IMAGE_FOLDER_VALIDATION_SIZE if len(train) > 2 * IMAGE_FOLDER_VALIDATION_SIZE else max(1, len(train) // 10)
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(train))
+    val_idx, train_idx = np.sort(order[:v]), np.sort(order[v:])
+    everything = np.arange(len(test))
+    return Dataset("imagenet", "real", LazyImages(train, train_idx, size), train.labels[train_idx],
+                   LazyImages(train, val_idx, size), train.labels[val_idx], LazyImages(test, everything, size),
+                   test.labels, len(train.classes))

@@ -55,11 +55,40 @@ class ImageFolder:
     def __len__(self) -> int:
         return len(self.samples)
 
+    @property
+    def labels(self) -> np.ndarray:
+        return np.array([label for _, label in self.samples], dtype=np.int32)
+
     def batch(self, indices, size: int) -> tuple[np.ndarray, np.ndarray]:
         """Images (len(indices), 3, size, size) float32, preprocessed, and their labels."""
         chosen = [self.samples[i] for i in indices]
         x = np.stack([decode(path, size) for path, _ in chosen])
         return x, np.array([label for _, label in chosen], dtype=np.int32)
+
+
+class LazyImages:
+    """Some of a folder's images as an array (n, 3, size, size) that decodes only what is indexed: a training
+    split of ImageNet does not fit in memory. Indexing with an index array or a slice returns a float32
+    numpy batch, as the in-memory readers' arrays do, so the training loop reads both alike (decoding
+    happens when the loop takes a batch, outside the timed step)."""
+
+    def __init__(self, folder: ImageFolder, indices: np.ndarray, size: int) -> None:
+        self.folder, self.indices, self.size = folder, np.asarray(indices), size
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.indices), 3, self.size, self.size)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, key) -> np.ndarray:
+        chosen = self.indices[key]
+        if np.ndim(chosen) == 0:
+            return decode(self.folder.samples[int(chosen)][0], self.size)
+        if len(chosen) == 0:
+            return np.zeros((0, 3, self.size, self.size), np.float32)
+        return self.folder.batch(chosen, self.size)[0]
 
 
 def decode(path: Path, size: int) -> np.ndarray:

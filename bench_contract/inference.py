@@ -17,6 +17,8 @@ import numpy as np
 
 from bench_contract import vision
 from bench_contract.data import SYNTHETIC_SHAPES, DataError, Dataset, load_dataset
+from bench_contract.efficiency import Efficiency
+from bench_contract.flops import Flops
 from bench_contract.results import ResultRows
 from bench_contract.spec import JobSpec
 from bench_contract.timing import StepTimer, record_repeat_settings, step_time_statistics
@@ -65,6 +67,9 @@ class InferenceOps(Protocol):
         """How many compilations the framework has done so far in this process (0 if it never compiles)."""
 
     def to_numpy(self, out: Any) -> np.ndarray: ...
+
+    def flops_per_step(self, x: Any) -> Flops:
+        """FLOPs of one forward pass of the batch, and how they were counted."""
 
 
 def sample_shape(benchmark: str, variant: str) -> tuple[int, ...]:
@@ -120,9 +125,12 @@ def real_inputs(benchmark: str, data_dir: str | None, batch_size: int,
     return data.x_test[:batch_size], data.y_test[:batch_size], data.num_classes
 
 
-def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultRows) -> None:
+def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultRows,
+                  efficiency: Efficiency | None = None) -> None:
     """Compile, run once, warm up, then time forward passes of one batch of spec.batch_size: at least
-    spec.timed_steps of them, and until they add up to spec.min_duration_s seconds."""
+    spec.timed_steps of them, and until they add up to spec.min_duration_s seconds. Energy is measured over
+    exactly the timed passes."""
+    efficiency = efficiency or Efficiency.unmeasured("the backend gave no energy meter or peak")
     rows.add("parameter_count", ops.parameter_count, "parameters")
     batch = ops.to_device(x)
     for metric, seconds in ops.compile(batch).items():
@@ -136,7 +144,10 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
     if logits.shape[0] != len(x) or not np.isfinite(logits).all():
         raise FloatingPointError(f"the forward pass gave logits of shape {logits.shape} that are not all finite")
     timer = StepTimer(ops.synchronize, spec.warmup_steps, ops.compilations)
-    timer.measure(lambda: ops.forward(batch), spec.timed_steps, spec.min_duration_s)
+    for _ in range(spec.warmup_steps):
+        timer.run(lambda: ops.forward(batch))
+    with efficiency.meter:  # opened after the warm-up, so the window holds the timed passes only
+        timer.measure(lambda: ops.forward(batch), spec.timed_steps, spec.min_duration_s)
     rows.add("warmup_steps", spec.warmup_steps, "steps")
     record_repeat_settings(spec, rows)
     rows.add("recompilations_timed", timer.recompilations, "compilations")
@@ -144,3 +155,6 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
     # under the same names as the training use cases' step times (one vocabulary for collect and reports).
     for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
         rows.add(metric, value, unit)
+    for i, seconds in enumerate(timer.times_s):  # every timed pass, for the latency distribution
+        rows.add("step_time", seconds * 1e3, "ms", step=i)
+    efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)

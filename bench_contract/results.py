@@ -18,7 +18,9 @@ import pyarrow.parquet as pq
 
 from bench_contract import SCHEMA_VERSION
 from bench_contract.atomic import publish
+from bench_contract.nvml import not_available
 from bench_contract.spec import PAIRED_ORDER, JobSpec
+from bench_contract.vision import RANDOM_REGULARISERS
 
 # Columns that are the same on every row of one task, in output order.
 CONTEXT_FIELDS: list[pa.Field] = [
@@ -42,14 +44,18 @@ CONTEXT_FIELDS: list[pa.Field] = [
     pa.field("device_kind", pa.string()),
     pa.field("device_model", pa.string()),
     pa.field("device_count", pa.int32()),
+    pa.field("device_details", pa.string()),  # JSON: GPUs through NVML (or why not), CPU model and cores
     pa.field("hostname", pa.string()),
     pa.field("slurm_job_id", pa.string()),
     pa.field("slurm_array_job_id", pa.string()),
     pa.field("slurm_array_task_id", pa.string()),
+    pa.field("slurm_nodelist", pa.string()),
     pa.field("framework_version", pa.string()),
-    pa.field("library_versions", pa.string()),
+    pa.field("library_versions", pa.string()),  # JSON: packages, and CUDA/cuDNN/NCCL as the framework reports them
+    pa.field("packages_sha256", pa.string()),  # sha256 of the environment's sorted name==version list
     pa.field("python_version", pa.string()),
     pa.field("xla_flags", pa.string()),
+    pa.field("environment_variables", pa.string()),  # JSON: XLA_*, NCCL_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS ...
     pa.field("git_commit", pa.string()),
     pa.field("started_at", pa.string()),
     # Repeats and pairing: the trial index (0 when a cell runs once); for a paired run, the order in which
@@ -68,6 +74,8 @@ MEASUREMENT_FIELDS: list[pa.Field] = [
     pa.field("unit", pa.string()),
     pa.field("epoch", pa.int32()),  # null when the value is not per epoch
     pa.field("step", pa.int64()),  # null when the value is not per step
+    # How the value was obtained (e.g. "XLA cost analysis"), or, with a null value, "not available: <reason>".
+    pa.field("note", pa.string()),
 ]
 
 SCHEMA = pa.schema(CONTEXT_FIELDS + MEASUREMENT_FIELDS)
@@ -89,11 +97,19 @@ class ResultRows:
         if extra:
             raise ValueError(f"result context has unknown columns {', '.join(extra)}")
 
-    def add(self, metric: str, value: float, unit: str, *, epoch: int | None = None, step: int | None = None) -> None:
+    def add(self, metric: str, value: float, unit: str, *, epoch: int | None = None, step: int | None = None,
+            note: str | None = None) -> None:
         value = float(value)
         if math.isnan(value):
             raise ValueError(f"metric {metric} is NaN: refusing to record a value that was not measured")
-        self.rows.append({"metric": metric, "value": value, "unit": unit, "epoch": epoch, "step": step})
+        self.rows.append({"metric": metric, "value": value, "unit": unit, "epoch": epoch, "step": step, "note": note})
+
+    def add_unavailable(self, metric: str, unit: str, reason: str) -> None:
+        """A metric that could not be measured here: a null value (never 0) and "not available: <reason>"."""
+        if not reason:
+            raise ValueError(f"metric {metric}: a value that is not available needs a reason")
+        self.rows.append({"metric": metric, "value": None, "unit": unit, "epoch": None, "step": None,
+                          "note": not_available(reason)})
 
     def table(self) -> pa.Table:
         n = len(self.rows)
@@ -120,6 +136,8 @@ def framework_options(spec: JobSpec) -> str:
                    "memory_format": "channels_last" if spec.channels_last else "contiguous"}
     else:
         options = {"mode": "jit, compiled ahead of time"}
+    if spec.model in RANDOM_REGULARISERS:
+        options["random_regularisers"] = f"off in both frameworks (published: {RANDOM_REGULARISERS[spec.model]})"
     return json.dumps(options, sort_keys=True)
 
 

@@ -36,6 +36,10 @@ class DeviceSetup:
     count: int
     framework_version: str
     precision_policy: str
+    # The GPUs this process uses as the framework names them (UUID, PCI bus id or CUDA ordinal), for NVML.
+    device_ids: tuple[str, ...] = ()
+    # CUDA, cuDNN and NCCL versions as the framework reports them, or "not available: <reason>".
+    runtime_versions: dict[str, str] | None = None
 
 
 class Backend(Protocol):
@@ -46,8 +50,10 @@ class Backend(Protocol):
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         """Choose the device and fix the precision policy before any computation."""
 
-    def param_specs(self, model: str, sample_shape: tuple[int, ...], num_classes: int, variant: str) -> list[ParamSpec]:
-        """The shared-weights parameter list (PyTorch names and layout) of the model this backend builds."""
+    def param_specs(self, model: str, sample_shape: tuple[int, ...], num_classes: int, variant: str,
+                    graph: Any = None) -> list[ParamSpec]:
+        """The shared-weights parameter list (PyTorch names and layout) of the model this backend builds
+        (graph: the data set's bench_contract.graph.Graph, for the models that hold one)."""
 
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
         """Run the spec's use case and add its measurements to `rows`."""
@@ -106,11 +112,12 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None) 
     if spec.use_case == INFERENCE_USE_CASE:
         data = inference_dataset(spec)
     else:
-        data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples)
+        data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples,
+                            spec.model_variant)
         progress.steps_total = len(data.x_train) // spec.batch_size * spec.epochs
     progress.phase = "loading the initial weights"
     # Each backend derives the parameter list from its own model; the weights file is checked against it.
-    specs = backend.param_specs(spec.model, data.sample_shape, data.num_classes, spec.model_variant)
+    specs = backend.param_specs(spec.model, data.sample_shape, data.num_classes, spec.model_variant, graph=data.graph)
     weights, sha = load_or_create(spec.init_weights_path, specs, spec.seed)
     context: dict[str, Any] = base_context(spec)
     context.update(
@@ -119,6 +126,8 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None) 
             device_count=setup.count,
             framework_version=setup.framework_version,
             libraries=backend.libraries,
+            device_ids=setup.device_ids,
+            runtime_versions=setup.runtime_versions,
         )
     )
     context["precision_policy"] = setup.precision_policy

@@ -80,11 +80,14 @@ class JobSpec:
     batch_search: bool = False
     batch_search_limit: int = 65536
     memory_limit_bytes: int = 0
+    # XLA flags for this cell from the cluster profile (per model); the JAX backend adds them to XLA_FLAGS
+    # before JAX starts, and the rows record the XLA_FLAGS that resulted.
+    xla_flags: str = ""
     # where results go (absolute paths, written by the orchestrator)
     results_path: str = ""
     init_weights_path: str = ""
     # provenance known only on the submitting side
-    git_commit: str = "unknown"
+    git_commit: str = "not available: not given in the job spec"
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 

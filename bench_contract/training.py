@@ -16,8 +16,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from bench_contract.data import Dataset, epoch_batches
+from bench_contract.efficiency import Efficiency
+from bench_contract.flops import Flops
 from bench_contract.results import ResultRows
-from bench_contract.spec import JobSpec
+from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.topology import Topology
 
@@ -43,6 +45,22 @@ class TrainingOps(Protocol):
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Class predictions for a chunk of inputs, as a numpy array."""
 
+    def flops_per_step(self, batch: Any) -> Flops:
+        """FLOPs of one step on the global batch, and how they were counted. Called once, after training
+        and evaluation, so that counting cannot disturb the timed steps or the model they train."""
+
+
+def refuse_batch_norm(spec: JobSpec, has_batch_norm: bool) -> None:
+    """Refuse the training use cases that batch norm makes ill-defined or incomparable (the orchestrator's
+    catalog refuses them at plan time already; this guards a spec written by hand)."""
+    if has_batch_norm and spec.use_case in PER_SAMPLE_USE_CASES:
+        raise ValueError(f"{spec.model} has batch norm, which mixes the examples of a batch, so its per-sample "
+                         "gradients (use cases 3 and 4) are undefined")
+    if has_batch_norm and spec.world_size > 1:
+        raise ValueError(f"{spec.model} has batch norm, whose statistics PyTorch's DistributedDataParallel takes "
+                         "per rank and a sharded JAX step over the global batch (SyncBatchNorm, which would align "
+                         "them, runs on GPUs only), so data-parallel training of it is not comparable")
+
 
 def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray) -> float:
     correct = 0
@@ -53,11 +71,15 @@ def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray) -> float:
 
 
 def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRows,
-                 topology: Topology = Topology()) -> None:
-    """Train for spec.epochs; record per-step loss, per-epoch validation accuracy, timings and test accuracy.
+                 topology: Topology = Topology(), efficiency: Efficiency | None = None) -> None:
+    """Train for spec.epochs; record per-step loss, per-epoch validation accuracy, timings and test accuracy,
+    energy over the timed steps and FLOP utilisation.
 
     With several ranks, only the writer (rank 0) evaluates: every rank holds the same parameters.
+    The energy window runs from the first timed step to the last, paused for each epoch's evaluation; the
+    batch transfers and loss reads between steps fall inside it (energy_window_time records its length).
     """
+    efficiency = efficiency or Efficiency.unmeasured("the backend gave no energy meter or peak")
     batches_per_epoch = len(data.x_train) // spec.batch_size
     if spec.warmup_steps >= batches_per_epoch * spec.epochs:
         raise ValueError(
@@ -73,13 +95,19 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
         for idx in epoch_batches(len(data.x_train), spec.batch_size, spec.seed, epoch):
             idx = topology.shard(idx)
             batch = ops.to_device(data.x_train[idx], data.y_train[idx])
+            if step >= spec.warmup_steps:
+                efficiency.meter.resume()  # no-op while open: the window opens at the first timed step
+            timed_before = len(timer.times_s)
             out = timer.run(lambda: ops.train_step(batch))
+            if len(timer.times_s) > timed_before:  # every timed step, for latency distributions and loss vs time
+                rows.add("step_time", timer.times_s[-1] * 1e3, "ms", epoch=epoch, step=step)
             loss = ops.loss_value(out)
             if not np.isfinite(loss):
                 raise FloatingPointError(f"training diverged: loss is {loss} at step {step} (epoch {epoch})")
             rows.add("train_loss", loss, "nats", epoch=epoch, step=step)
             losses.append(loss)
             step += 1
+        efficiency.meter.pause()
         rows.add("epoch_time", time.perf_counter() - epoch_start, "s", epoch=epoch)
         rows.add("train_loss_epoch_mean", float(np.mean(losses)), "nats", epoch=epoch)
         if topology.is_writer:
@@ -96,6 +124,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     rows.add("world_size", topology.world_size, "processes")
     if topology.is_writer:
         rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test), "fraction")
+    efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)
 
 
 class PerSampleOps(Protocol):

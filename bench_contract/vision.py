@@ -140,5 +140,13 @@ EFFICIENTNET_B0 = {
     "tiny": (_EFFICIENTNET_B0[0], _EFFICIENTNET_B0[1], MBConvStage(6, 5, 2, 24, 40, 1)),
 }
 
+# The random regularisers of the published networks. They draw from each framework's own RNG, so no two
+# frameworks can follow each other's draws: both run without them (the Flax modules have none, PyTorch sets
+# their probabilities to 0 for training and is in eval mode for inference), and every row says so.
+RANDOM_REGULARISERS = {
+    "mobilenet_v3_small": "classifier dropout 0.2",
+    "efficientnet_b0": "classifier dropout 0.2, stochastic depth 0.2",
+}
+
 # The small CNN for MNIST: (conv1 channels, conv2 channels, hidden units). Not from torchvision.
 CNN = {"full": (32, 64, 128), "tiny": (8, 16, 32)}

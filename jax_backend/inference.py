@@ -37,6 +37,11 @@ class JaxInference:
         self.compiled = lowered.compile()
         return {"lowering_time": lowering, "compile_time": time.perf_counter() - start}
 
+    def flops_per_step(self, x):
+        from jax_backend.efficiency import xla_flops
+
+        return xla_flops(self.compiled)
+
     def forward(self, x):
         return self.compiled(self.variables, x)
 

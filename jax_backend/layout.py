@@ -8,6 +8,7 @@ kind maps every variable, whatever the model:
 - normalisation scale <-> weight, bias <-> bias; batch_stats mean/var <-> running_mean/running_var;
 - a Dense named "<x>.in_proj" <-> MultiheadAttention's <x>.in_proj_weight / in_proj_bias (q, k, v stacked on
   the output axis in both);
+- an embedding table <-> nn.Embedding's weight, same layout;
 - anything else (ViT's class_token, encoder.pos_embedding) keeps its name and layout.
 """
 
@@ -25,6 +26,7 @@ from bench_contract.weights import ParamSpec
 LEAVES = {
     ("params", "kernel"): "weight",
     ("params", "scale"): "weight",
+    ("params", "embedding"): "weight",
     ("params", "bias"): "bias",
     ("batch_stats", "mean"): "running_mean",
     ("batch_stats", "var"): "running_var",
@@ -62,9 +64,10 @@ def from_torch_layout(leaf: str, value: np.ndarray) -> np.ndarray:
     return value
 
 
-def variable_shapes(module, sample_shape_nhwc: tuple[int, ...]) -> dict:
-    """{(collection, *path): shape} of the module's variables for one sample, without computing anything."""
-    tree = jax.eval_shape(module.init, jax.random.PRNGKey(0), np.zeros((1, *sample_shape_nhwc), np.float32))
+def variable_shapes(module, sample_shape_nhwc: tuple[int, ...], dtype=np.float32) -> dict:
+    """{(collection, *path): shape} of the module's variables for one sample, without computing anything
+    (dtype: the input's, integer for token and node ids)."""
+    tree = jax.eval_shape(module.init, jax.random.PRNGKey(0), np.zeros((1, *sample_shape_nhwc), dtype))
     return {key: tuple(leaf.shape) for key, leaf in traverse_util.flatten_dict(tree).items()}
 
 
@@ -81,6 +84,8 @@ def param_specs(shapes: dict) -> list[ParamSpec]:
             specs.append(ParamSpec(name, tshape, init, std=std))
         elif leaf == "kernel" and len(shape) == 4:
             specs.append(ParamSpec(name, tshape, "normal_fan_out", fan_out=shape[3] * shape[0] * shape[1]))
+        elif leaf == "embedding":  # PyTorch's nn.Embedding default, N(0, 1)
+            specs.append(ParamSpec(name, tshape, "normal", std=1.0))
         elif leaf == "kernel" and len(shape) == 2:
             specs.append(ParamSpec(name, tshape, "uniform_fan_in", shape[0]))
         elif leaf == "bias" and kernel is not None and len(kernel) == 2:

@@ -10,7 +10,8 @@ import numpy as np
 
 from bench_contract.models import MLP_HIDDEN
 from bench_contract.weights import ParamSpec
-from jax_backend import layout, vision
+from jax_backend import layout, text, vision
+from jax_backend.graph import gcn
 
 
 class MLP(nn.Module):
@@ -30,14 +31,28 @@ class MLP(nn.Module):
 # Every model as a bare module; the vision ones take channel-last inputs (see channels_last).
 MODULES: dict[str, Callable[[int, str], nn.Module]] = {
     "mlp": lambda num_classes, variant: MLP(hidden=MLP_HIDDEN, num_classes=num_classes),
+    "transformer": text.transformer,
     **vision.BUILDERS,
 }
+# Models that hold the data set's graph (bench_contract.graph.Graph); their samples are node ids.
+GRAPH_MODULES: dict[str, Callable[..., nn.Module]] = {"gcn": gcn}
+# Models whose inputs are integer ids (tokens, nodes), not float features.
+INTEGER_INPUTS = ("transformer", *GRAPH_MODULES)
 
 
-def module(name: str, num_classes: int, variant: str = "full") -> nn.Module:
+def module(name: str, num_classes: int, variant: str = "full", graph=None) -> nn.Module:
+    if name in GRAPH_MODULES:
+        if graph is None:
+            raise ValueError(f"model {name!r} needs the data set's graph")
+        return GRAPH_MODULES[name](graph, num_classes, variant)
     if name not in MODULES:
-        raise ValueError(f"the jax backend has no model {name!r}; known: {', '.join(sorted(MODULES))}")
+        known = sorted([*MODULES, *GRAPH_MODULES])
+        raise ValueError(f"the jax backend has no model {name!r}; known: {', '.join(known)}")
     return MODULES[name](num_classes, variant)
+
+
+def input_dtype(name: str):
+    return np.int32 if name in INTEGER_INPUTS else np.float32
 
 
 def channels_last(name: str) -> bool:
@@ -57,16 +72,18 @@ def to_model_layout(name: str, x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.transpose(x, (0, 2, 3, 1))) if channels_last(name) else x
 
 
-def param_specs(name: str, sample_shape: tuple[int, ...], num_classes: int, variant: str = "full") -> list[ParamSpec]:
-    shapes = layout.variable_shapes(module(name, num_classes, variant), model_input_shape(name, sample_shape))
+def param_specs(name: str, sample_shape: tuple[int, ...], num_classes: int, variant: str = "full",
+                graph=None) -> list[ParamSpec]:
+    shapes = layout.variable_shapes(module(name, num_classes, variant, graph), model_input_shape(name, sample_shape),
+                                    input_dtype(name))
     return layout.param_specs(shapes)
 
 
 def build_with_variables(name: str, weights: dict[str, np.ndarray], sample_shape: tuple[int, ...],
-                         num_classes: int, variant: str = "full") -> tuple[nn.Module, dict]:
+                         num_classes: int, variant: str = "full", graph=None) -> tuple[nn.Module, dict]:
     """The module and its variables (params, and batch_stats where there is batch norm) from the shared weights."""
-    net = module(name, num_classes, variant)
-    shapes = layout.variable_shapes(net, model_input_shape(name, sample_shape))
+    net = module(name, num_classes, variant, graph)
+    shapes = layout.variable_shapes(net, model_input_shape(name, sample_shape), input_dtype(name))
     variables = layout.variables_from_torch_layout(weights, shapes)
     return net, variables
 

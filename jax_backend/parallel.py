@@ -60,11 +60,13 @@ class Placement:
         return jax.tree.map(lambda a: a.addressable_data(0), tree)
 
     def jit_step(self, step_fn):
-        """A train step (params, opt_state, step, x, y) -> (params, opt_state, step, loss), state replicated.
+        """A train step (params, batch_stats, opt_state, step, x, y) -> (params, batch_stats, opt_state, step,
+        loss), state replicated.
 
         Fixing the output shardings keeps the state replicated from step to step (the compiler could
         otherwise choose another layout, and the ahead-of-time compiled step would refuse its own output).
         Donating the state lets XLA update it in place, as PyTorch's optimizer does.
         """
         r, s = self.replicated, self.sharded
-        return jax.jit(step_fn, in_shardings=(r, r, r, s, s), out_shardings=(r, r, r, r), donate_argnums=(0, 1, 2))
+        return jax.jit(step_fn, in_shardings=(r, r, r, r, s, s), out_shardings=(r, r, r, r, r),
+                       donate_argnums=(0, 1, 2, 3))

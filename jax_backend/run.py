@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -16,8 +17,9 @@ from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.topology import topology_for
-from bench_contract.training import record_dp_settings, run_training, time_vectorization
+from bench_contract.training import record_dp_settings, refuse_batch_norm, run_training, time_vectorization
 from jax_backend import compiles, models, steps
+from jax_backend.efficiency import cuda_ordinals, efficiency, runtime_versions, xla_flops
 from jax_backend.inference import JaxInference
 from jax_backend.parallel import Placement, initialize
 from jax_backend.per_sample import JaxPerSampleOps
@@ -32,16 +34,23 @@ class JaxOps:
     def __init__(self, model: str, module, variables, optimizer, step_fn, sample_batch, placement: Placement) -> None:
         self.model, self.module, self.placement = model, module, placement
         self.params = placement.replicate(variables["params"])
+        # Batch norm's running statistics ({} without batch norm): updated by every train step, used by predict.
+        self.batch_stats = placement.replicate(variables.get("batch_stats", {}))
         self.opt_state = placement.replicate(optimizer.init(variables["params"]))
         self.step = placement.replicate(np.zeros((), np.uint32))
         jitted = placement.jit_step(step_fn)
         start = time.perf_counter()
-        lowered = jitted.lower(self.params, self.opt_state, self.step, *self.to_device(*sample_batch))
+        lowered = jitted.lower(self.params, self.batch_stats, self.opt_state, self.step,
+                               *self.to_device(*sample_batch))
         self.lowering_time_s = time.perf_counter() - start
         start = time.perf_counter()
         self.step_fn = lowered.compile()
         self.compile_time_s = time.perf_counter() - start
-        self.predict_fn = jax.jit(lambda params, x: jnp.argmax(module.apply({"params": params}, x), axis=-1))
+        self.predict_fn = jax.jit(
+            lambda params, batch_stats, x: jnp.argmax(steps.eval_forward(module, params, batch_stats, x), axis=-1))
+
+    def flops_per_step(self, batch):
+        return xla_flops(self.step_fn, self.placement.device_count)
 
     def to_device(self, x: np.ndarray, y: np.ndarray):
         # The layout change (channel-last for convolutions) is a host-side copy, outside the timed step.
@@ -49,7 +58,8 @@ class JaxOps:
         return jax.block_until_ready((self.placement.batch(x), self.placement.batch(y)))
 
     def train_step(self, batch):
-        self.params, self.opt_state, self.step, loss = self.step_fn(self.params, self.opt_state, self.step, *batch)
+        self.params, self.batch_stats, self.opt_state, self.step, loss = self.step_fn(
+            self.params, self.batch_stats, self.opt_state, self.step, *batch)
         return loss
 
     def synchronize(self, out) -> None:
@@ -66,7 +76,8 @@ class JaxOps:
     def predict(self, x: np.ndarray) -> np.ndarray:
         # On this process's own copy of the parameters: evaluation involves no other process.
         x = models.to_model_layout(self.model, x)
-        return np.asarray(self.predict_fn(self.placement.local_copy(self.params), x))
+        local = self.placement.local_copy
+        return np.asarray(self.predict_fn(local(self.params), local(self.batch_stats), x))
 
 
 class JaxBackend:
@@ -76,6 +87,10 @@ class JaxBackend:
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         policy = precision_policy("jax", spec.precision, spec.use_case)
+        if spec.xla_flags:
+            # The profile's per-model flags. XLA reads XLA_FLAGS once, when JAX first starts a backend, which
+            # is below (jax.local_devices()); nothing before this line starts one.
+            os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {spec.xla_flags}".strip()
         if spec.device == "cpu":
             jax.config.update("jax_platforms", "cpu")
         # XLA's default on GPU is TF32-like reduced precision for float32 matmuls; fp32 means fp32 on both sides.
@@ -87,16 +102,22 @@ class JaxBackend:
         if spec.device == "gpu" and kind != "gpu":
             raise RuntimeError(f"device 'gpu' was asked for, but JAX sees only {devices[0].platform} devices")
         self.device = devices[0]
+        self.kind = kind
         return DeviceSetup(
             kind=kind,
             # every device of every process in a data-parallel run; a CPU process counts as one device
             count=len(jax.devices()) if self.topology.world_size > 1 else (len(devices) if kind == "gpu" else 1),
             framework_version=jax.__version__,
             precision_policy=policy,
+            device_ids=cuda_ordinals([self.device]),
+            runtime_versions=runtime_versions(),
         )
 
-    def param_specs(self, model, sample_shape, num_classes, variant):
-        return models.param_specs(model, sample_shape, num_classes, variant)
+    def efficiency(self, spec: JobSpec):
+        return efficiency(self.kind, [self.device], spec.precision, self.topology.world_size)
+
+    def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
+        return models.param_specs(model, sample_shape, num_classes, variant, graph)
 
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> JaxInference:
         return JaxInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
@@ -105,20 +126,21 @@ class JaxBackend:
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
         if spec.use_case == INFERENCE_USE_CASE:
             ops = self.inference_ops(spec, weights, data.sample_shape, data.num_classes)
-            run_inference(spec, data.x_train, ops, rows)
+            run_inference(spec, data.x_train, ops, rows, self.efficiency(spec))
             self.add_device_memory(rows)
             return
         module, variables = models.build_with_variables(spec.model, weights, data.sample_shape, data.num_classes,
-                                                        spec.model_variant)
-        if set(variables) != {"params"}:
-            # Batch norm's running statistics are state the pure train step does not carry yet.
-            raise ValueError(f"training {spec.model} (it has {', '.join(sorted(set(variables) - {'params'}))}) "
-                             "is not implemented in the jax backend")
+                                                        spec.model_variant, data.graph)
+        unknown = set(variables) - {"params", "batch_stats"}
+        if unknown:
+            raise ValueError(f"training {spec.model} (it has {', '.join(sorted(unknown))}) is not implemented "
+                             "in the jax backend")
         rows.add("parameter_count", sum(p.size for p in jax.tree_util.tree_leaves(variables["params"])), "parameters")
         if spec.optimizer != "sgd":
             raise ValueError(f"optimizer {spec.optimizer!r} is not implemented in the jax backend (only sgd)")
         optimizer = optax.sgd(spec.learning_rate)
         private = spec.use_case in PER_SAMPLE_USE_CASES
+        refuse_batch_norm(spec, "batch_stats" in variables)
         if private:
             step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed)
             record_dp_settings(spec, rows)
@@ -130,7 +152,7 @@ class JaxBackend:
         ops = JaxOps(spec.model, module, variables, optimizer, step_fn, sample, Placement(topology))
         rows.add("lowering_time", ops.lowering_time_s, "s")
         rows.add("compile_time", ops.compile_time_s, "s")
-        run_training(spec, data, ops, rows, topology)
+        run_training(spec, data, ops, rows, topology, self.efficiency(spec))
         if private:
             per_sample = JaxPerSampleOps(spec.model, module, ops.placement.local_copy(ops.params), spec.clip_norm, self.device)
             time_vectorization(spec, data, per_sample, rows)
@@ -140,7 +162,16 @@ class JaxBackend:
         # This process ran one cell only, so the peak belongs to it: JAX cannot reset its peak statistics.
         stats = self.device.memory_stats()  # None on CPU, where XLA keeps no allocator statistics
         if stats and "peak_bytes_in_use" in stats:
-            rows.add("peak_device_memory_allocated", stats["peak_bytes_in_use"], "bytes")
+            # Preallocation only reserves the pool; peak_bytes_in_use counts what was allocated from it. The
+            # setting is recorded anyway (also in environment_variables): the rendered scripts turn it off.
+            setting = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "not set (JAX preallocates)")
+            rows.add("peak_device_memory_allocated", stats["peak_bytes_in_use"], "bytes",
+                     note=f"jax Device.memory_stats()['peak_bytes_in_use'], process lifetime (one cell per "
+                          f"process); XLA_PYTHON_CLIENT_PREALLOCATE={setting}")
+        else:
+            rows.add_unavailable("peak_device_memory_allocated", "bytes",
+                                 f"XLA keeps no allocator statistics on {self.device.platform} "
+                                 "(host memory: peak_host_rss)")
 
 
 if __name__ == "__main__":

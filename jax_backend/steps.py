@@ -1,8 +1,11 @@
 """The train steps as pure functions: the plain update, and DP-SGD (per-example gradients with `vmap(grad)`,
 each clipped to norm C, summed, noised, applied).
 
-Both have the signature (params, opt_state, step, x, y) -> (params, opt_state, step + 1, mean loss); the
-step counter lives on the device so that the noise key changes every step without a host transfer.
+Both have the signature (params, batch_stats, opt_state, step, x, y) -> (params, batch_stats, opt_state,
+step + 1, mean loss). batch_stats are batch norm's running statistics ({} for a model without batch norm):
+the plain step normalises with the batch's statistics and returns the updated running ones; DP-SGD passes
+them through untouched (it is refused for batch-norm models: their per-example gradients are undefined).
+The step counter lives on the device so that the noise key changes every step without a host transfer.
 `JaxOps` compiles them ahead of time. Under a device mesh the batch axis is sharded, so the mean or sum
 over examples becomes a cross-device reduction that XLA inserts, and the noise, drawn from a replicated
 key, is the same on every rank.
@@ -82,25 +85,40 @@ def dp_sgd_step(module, optimizer, clip_norm: float, noise_multiplier: float, se
     """The DP-SGD train step."""
     base_key = jax.random.key(seed)
 
-    def step_fn(params, opt_state, step, x, y):
+    def step_fn(params, batch_stats, opt_state, step, x, y):
         key = jax.random.fold_in(base_key, step)  # fresh noise every step, reproducible from the seed
         loss, grads = private_gradient(module, params, x, y, key, clip_norm, noise_multiplier)
         updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, step + 1, loss
+        return optax.apply_updates(params, updates), batch_stats, opt_state, step + 1, loss
 
     return step_fn
+
+
+def train_forward(module, params, batch_stats, x):
+    """(logits, updated batch_stats) in training mode; a model without batch norm has no state to update."""
+    if not batch_stats:
+        return module.apply({"params": params}, x), batch_stats
+    logits, updated = module.apply({"params": params, "batch_stats": batch_stats}, x, train=True,
+                                   mutable=["batch_stats"])
+    return logits, updated["batch_stats"]
+
+
+def eval_forward(module, params, batch_stats, x):
+    """Logits in evaluation mode: batch norm normalises with its running statistics."""
+    variables = {"params": params, "batch_stats": batch_stats} if batch_stats else {"params": params}
+    return module.apply(variables, x)
 
 
 def plain_step(module, optimizer):
     """The non-private train step (the step counter only counts)."""
 
-    def loss_fn(params, x, y):
-        logits = module.apply({"params": params}, x)
-        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+    def loss_fn(params, batch_stats, x, y):
+        logits, batch_stats = train_forward(module, params, batch_stats, x)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), batch_stats
 
-    def step_fn(params, opt_state, step, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    def step_fn(params, batch_stats, opt_state, step, x, y):
+        (loss, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch_stats, x, y)
         updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, step + 1, loss
+        return optax.apply_updates(params, updates), batch_stats, opt_state, step + 1, loss
 
     return step_fn

@@ -6,7 +6,10 @@ prefix (for example "layer1.0.conv2" or "features.3.block.1.0"), so the conversi
 PyTorch-layout weights is a rule on names and shapes (jax_backend.layout), not a table per model.
 Padding is always explicit and symmetric, as in PyTorch: Flax's "SAME" pads differently at stride 2.
 
-The modules compute inference (batch norm from its running statistics); training them is other work.
+Every module takes `train` (default False, inference). With batch norm, train=True normalises with the
+batch's statistics and updates the running ones (apply with mutable=["batch_stats"]), as PyTorch's train()
+mode does. The networks have no dropout or stochastic depth: training turns them off on the PyTorch side
+too (torch_backend.vision.disable_random_regularisers), so the two frameworks take the same steps.
 """
 
 from __future__ import annotations
@@ -27,14 +30,51 @@ def conv(x, features: int, kernel: int, stride: int = 1, *, name: str, groups: i
                    feature_group_count=groups, use_bias=bias, name=name)(x)
 
 
-def batch_norm(x, name: str, eps: float = 1e-5):
-    return nn.BatchNorm(use_running_average=True, epsilon=eps, name=name)(x)
+class BatchNorm(nn.Module):
+    """PyTorch's BatchNorm2d on channel-last inputs, with the variables of Flax's nn.BatchNorm (params scale
+    and bias, batch_stats mean and var), so the weight layout rules stay the same.
+
+    Not Flax's own module, because its training step differs from PyTorch's in two ways that would make the
+    running statistics drift apart: it updates the running variance with the biased batch variance (PyTorch
+    uses the unbiased one, times n/(n-1), n = examples x height x width), and it computes the variance as
+    E[x^2] - E[x]^2 (PyTorch: the mean of squared deviations). Normalisation itself uses the biased variance
+    in both. momentum is PyTorch's (weight of the new batch; Flax's momentum is 1 minus it).
+    """
+
+    epsilon: float = 1e-5
+    momentum: float = 0.1
+
+    @nn.compact
+    def __call__(self, x, train: bool = False):
+        c = x.shape[-1]
+        scale = self.param("scale", nn.initializers.ones, (c,))
+        bias = self.param("bias", nn.initializers.zeros, (c,))
+        running_mean = self.variable("batch_stats", "mean", lambda: jnp.zeros((c,), jnp.float32))
+        running_var = self.variable("batch_stats", "var", lambda: jnp.ones((c,), jnp.float32))
+        if train:
+            axes = tuple(range(x.ndim - 1))
+            mean = x.mean(axes)
+            var = jnp.square(x - mean).mean(axes)
+            n = x.size // c  # under a sharded jit this is the global batch's count, as the means are global
+            if not self.is_initializing():
+                m = self.momentum
+                running_mean.value = (1 - m) * running_mean.value + m * mean
+                running_var.value = (1 - m) * running_var.value + m * var * (n / max(n - 1, 1))
+        else:
+            mean, var = running_mean.value, running_var.value
+        # The order of Flax's _normalize: rsqrt(var + eps) * scale, then (x - mean) * that, plus bias.
+        mul = jax.lax.rsqrt(var + self.epsilon) * scale
+        return (x - mean) * mul + bias
+
+
+def batch_norm(x, name: str, eps: float = 1e-5, train: bool = False):
+    return BatchNorm(epsilon=eps, name=name)(x, train)
 
 
 def conv_norm_act(x, features: int, kernel: int, stride: int = 1, *, name: str, groups: int = 1, eps: float = 1e-5,
-                  act=None):
+                  act=None, train: bool = False):
     """torchvision's Conv2dNormActivation: conv (no bias, padding (k-1)//2) as `name.0`, batch norm as `name.1`."""
-    x = batch_norm(conv(x, features, kernel, stride, name=f"{name}.0", groups=groups), f"{name}.1", eps)
+    x = batch_norm(conv(x, features, kernel, stride, name=f"{name}.0", groups=groups), f"{name}.1", eps, train)
     return act(x) if act is not None else x
 
 
@@ -55,12 +95,12 @@ class ResNet(nn.Module):
     cifar_stem: bool = False  # 3x3 stride-1 stem and no max-pool, for 32x32 inputs
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x, train: bool = False):
         if self.cifar_stem:
             x = conv(x, 64, 3, 1, name="conv1")
         else:
             x = conv(x, 64, 7, 2, name="conv1")
-        x = nn.relu(batch_norm(x, "bn1"))
+        x = nn.relu(batch_norm(x, "bn1", train=train))
         if not self.cifar_stem:
             x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
         expansion = 4 if self.bottleneck else 1
@@ -70,16 +110,16 @@ class ResNet(nn.Module):
                 stride = 2 if stage > 1 and i == 0 else 1
                 p = f"layer{stage}.{i}"
                 if self.bottleneck:
-                    out = nn.relu(batch_norm(conv(x, planes, 1, name=f"{p}.conv1"), f"{p}.bn1"))
-                    out = nn.relu(batch_norm(conv(out, planes, 3, stride, name=f"{p}.conv2"), f"{p}.bn2"))
-                    out = batch_norm(conv(out, planes * 4, 1, name=f"{p}.conv3"), f"{p}.bn3")
+                    out = nn.relu(batch_norm(conv(x, planes, 1, name=f"{p}.conv1"), f"{p}.bn1", train=train))
+                    out = nn.relu(batch_norm(conv(out, planes, 3, stride, name=f"{p}.conv2"), f"{p}.bn2", train=train))
+                    out = batch_norm(conv(out, planes * 4, 1, name=f"{p}.conv3"), f"{p}.bn3", train=train)
                 else:
-                    out = nn.relu(batch_norm(conv(x, planes, 3, stride, name=f"{p}.conv1"), f"{p}.bn1"))
-                    out = batch_norm(conv(out, planes, 3, 1, name=f"{p}.conv2"), f"{p}.bn2")
+                    out = nn.relu(batch_norm(conv(x, planes, 3, stride, name=f"{p}.conv1"), f"{p}.bn1", train=train))
+                    out = batch_norm(conv(out, planes, 3, 1, name=f"{p}.conv2"), f"{p}.bn2", train=train)
                 identity = x
                 if i == 0 and (stride != 1 or inplanes != planes * expansion):
                     identity = batch_norm(conv(x, planes * expansion, 1, stride, name=f"{p}.downsample.0"),
-                                          f"{p}.downsample.1")
+                                          f"{p}.downsample.1", train=train)
                 x = nn.relu(out + identity)
                 inplanes = planes * expansion
         return nn.Dense(self.num_classes, name="fc")(x.mean(axis=(1, 2)))
@@ -102,7 +142,7 @@ class VisionTransformer(nn.Module):
     num_classes: int
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x, train: bool = False):
         c = self.config
         eps = vision.VIT_LAYER_NORM_EPS
         x = nn.Conv(c.hidden_dim, (c.patch_size, c.patch_size), strides=(c.patch_size, c.patch_size),
@@ -124,60 +164,64 @@ class VisionTransformer(nn.Module):
 
 
 class MobileNetV3(nn.Module):
-    """torchvision's MobileNetV3 (batch norm eps 1e-3); dropout is the identity at inference."""
+    """torchvision's MobileNetV3 (batch norm eps 1e-3), without its classifier dropout (the identity at inference,
+    turned off in both frameworks for training)."""
 
     blocks: tuple[vision.MobileNetBlock, ...]
     last_channel: int
     num_classes: int
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x, train: bool = False):
         eps = vision.MOBILENET_BN_EPS
-        x = conv_norm_act(x, self.blocks[0].input_channels, 3, 2, name="features.0", eps=eps, act=nn.hard_swish)
+        x = conv_norm_act(x, self.blocks[0].input_channels, 3, 2, name="features.0", eps=eps, act=nn.hard_swish,
+                          train=train)
         for j, b in enumerate(self.blocks, start=1):
             act = nn.hard_swish if b.activation == "HS" else nn.relu
             p, k, y = f"features.{j}.block", 0, x
             if b.expanded_channels != b.input_channels:
-                y = conv_norm_act(y, b.expanded_channels, 1, name=f"{p}.{k}", eps=eps, act=act)
+                y = conv_norm_act(y, b.expanded_channels, 1, name=f"{p}.{k}", eps=eps, act=act, train=train)
                 k += 1
             y = conv_norm_act(y, b.expanded_channels, b.kernel, b.stride, name=f"{p}.{k}",
-                              groups=b.expanded_channels, eps=eps, act=act)
+                              groups=b.expanded_channels, eps=eps, act=act, train=train)
             k += 1
             if b.use_se:
                 y = squeeze_excitation(y, b.squeeze_channels, name=f"{p}.{k}", act=nn.relu, scale_act=nn.hard_sigmoid)
                 k += 1
-            y = conv_norm_act(y, b.out_channels, 1, name=f"{p}.{k}", eps=eps)
+            y = conv_norm_act(y, b.out_channels, 1, name=f"{p}.{k}", eps=eps, train=train)
             x = y + x if b.stride == 1 and b.input_channels == b.out_channels else y
         last = len(self.blocks) + 1
         x = conv_norm_act(x, 6 * self.blocks[-1].out_channels, 1, name=f"features.{last}", eps=eps,
-                          act=nn.hard_swish)
+                          act=nn.hard_swish, train=train)
         x = nn.hard_swish(nn.Dense(self.last_channel, name="classifier.0")(x.mean(axis=(1, 2))))
         return nn.Dense(self.num_classes, name="classifier.3")(x)
 
 
 class EfficientNet(nn.Module):
-    """torchvision's EfficientNet (B0: batch norm eps 1e-5); stochastic depth and dropout are identities at inference."""
+    """torchvision's EfficientNet (B0: batch norm eps 1e-5), without stochastic depth and dropout (identities at
+    inference, turned off in both frameworks for training)."""
 
     stages: tuple[vision.MBConvStage, ...]
     num_classes: int
 
     @nn.compact
-    def __call__(self, x):
-        x = conv_norm_act(x, self.stages[0].input_channels, 3, 2, name="features.0", act=nn.silu)
+    def __call__(self, x, train: bool = False):
+        x = conv_norm_act(x, self.stages[0].input_channels, 3, 2, name="features.0", act=nn.silu, train=train)
         for j, s in enumerate(self.stages, start=1):
             for i in range(s.num_layers):
                 inp, stride = (s.input_channels, s.stride) if i == 0 else (s.out_channels, 1)
                 expanded = vision.make_divisible(inp * s.expand_ratio, 8)
                 p, k, y = f"features.{j}.{i}.block", 0, x
                 if expanded != inp:
-                    y = conv_norm_act(y, expanded, 1, name=f"{p}.{k}", act=nn.silu)
+                    y = conv_norm_act(y, expanded, 1, name=f"{p}.{k}", act=nn.silu, train=train)
                     k += 1
-                y = conv_norm_act(y, expanded, s.kernel, stride, name=f"{p}.{k}", groups=expanded, act=nn.silu)
+                y = conv_norm_act(y, expanded, s.kernel, stride, name=f"{p}.{k}", groups=expanded, act=nn.silu,
+                                  train=train)
                 y = squeeze_excitation(y, max(1, inp // 4), name=f"{p}.{k + 1}", act=nn.silu, scale_act=nn.sigmoid)
-                y = conv_norm_act(y, s.out_channels, 1, name=f"{p}.{k + 2}")
+                y = conv_norm_act(y, s.out_channels, 1, name=f"{p}.{k + 2}", train=train)
                 x = y + x if stride == 1 and inp == s.out_channels else y
         last = len(self.stages) + 1
-        x = conv_norm_act(x, 4 * self.stages[-1].out_channels, 1, name=f"features.{last}", act=nn.silu)
+        x = conv_norm_act(x, 4 * self.stages[-1].out_channels, 1, name=f"features.{last}", act=nn.silu, train=train)
         return nn.Dense(self.num_classes, name="classifier.1")(x.mean(axis=(1, 2)))
 
 
@@ -188,7 +232,7 @@ class SmallCNN(nn.Module):
     num_classes: int
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x, train: bool = False):
         c1, c2, hidden = vision.CNN[self.variant]
         x = nn.max_pool(nn.relu(conv(x, c1, 3, name="conv1", bias=True)), (2, 2), strides=(2, 2))
         x = nn.max_pool(nn.relu(conv(x, c2, 3, name="conv2", bias=True)), (2, 2), strides=(2, 2))

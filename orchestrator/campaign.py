@@ -41,7 +41,8 @@ def new_campaign_id(benchmark: str, use_case: int) -> str:
 
 
 def git_commit() -> str:
-    """The project's commit, with '-dirty' when the work tree has changes; 'unknown' outside a git checkout."""
+    """The project's commit, with '-dirty' when the work tree has changes; "not available: ..." outside a git
+    checkout (the spelling of every unknown provenance field, bench_contract.nvml.not_available)."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10, check=True
@@ -51,11 +52,12 @@ def git_commit() -> str:
             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10, check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return "not available: not a git checkout, or git failed"
     return head + ("-dirty" if dirty else "")
 
 
-def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str, trial: int = 0) -> JobSpec:
+def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str, trial: int = 0,
+             xla_flags: str = "") -> JobSpec:
     settings = dict(cell.settings.as_dict)  # every run setting is a spec field of the same name
     if settings["data_dir"]:
         settings["data_dir"] = absolute(settings["data_dir"])  # the job may start elsewhere
@@ -77,6 +79,7 @@ def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str, trial: 
         # Shared by every cell of this model and seed, whatever the framework or batch size.
         init_weights_path=f"{campaign_dir}{os.sep}init{os.sep}{cell.benchmark}-{weights_label(cell)}-seed{cell.settings.seed}.npz",
         git_commit=commit,
+        xla_flags=xla_flags,
     )
 
 
@@ -123,7 +126,9 @@ def write_campaign(
             lines = []
             for index, cell in enumerate(mine):
                 for trial in range(script.trials):  # line index * trials + trial (render.spec_line)
-                    spec = job_spec(cell, campaign, campaign_dir, commit, trial)
+                    # The profile's XLA flags for this model; only JAX reads XLA_FLAGS.
+                    flags = profile.xla_flags.get(cell.model, "") if cell.framework == "jax" else ""
+                    spec = job_spec(cell, campaign, campaign_dir, commit, trial, flags)
                     lines.append(spec.to_line())
                     manifest["cells"].append({
                         "framework": cell.framework,

@@ -89,7 +89,7 @@ def merge(results_dir: Path, output: Path) -> Collected:
     from_scratch = index is None
     if from_scratch:
         clear_output(output)
-        index = {"version": INDEX_VERSION, "parts": {}, "files": {}, "superseded": {}}
+        index = {"version": INDEX_VERSION, "columns": SCHEMA.names, "parts": {}, "files": {}, "superseded": {}}
     files: dict[str, dict] = index["files"]  # rel path -> {"size", "mtime_ns", "part", "offset", "rows", "key", "started_at"}
     superseded: dict[str, dict] = index["superseded"]  # rel path -> {"size", "mtime_ns", "by"}: left out
     for rel in [rel for rel, info in superseded.items()

@@ -27,6 +27,8 @@ TABLE_METRICS = [
     ("compile_time", "compile", "s"),
     ("peak_device_memory_allocated", "peak device mem", "MiB"),
     ("peak_host_rss", "peak host RSS", "MiB"),
+    ("mfu", "MFU", ""),  # a value that was not available is NaN (null in Parquet) and shown as n/a
+    ("energy_per_sample", "energy", "J/sample"),
     ("test_accuracy", "test acc", ""),
 ]
 BYTES_METRICS = {"peak_device_memory_allocated", "peak_host_rss"}

@@ -46,7 +46,7 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
                           req.precisions, req.settings)
     try:
-        matrix.check_data(req.benchmark, req.settings)
+        matrix.check_data(req.benchmark, req.settings, req.use_case)
     except UsageError as exc:
         if not req.dry_run:
             raise

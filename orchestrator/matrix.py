@@ -276,8 +276,9 @@ def check_paired(frameworks: list[str], settings: RunSettings) -> None:
                          f"({settings.world_size} processes) cannot be paired")
 
 
-def check_data(benchmark: str, settings: RunSettings) -> None:
-    """Refuse a data directory that is missing or lacks the benchmark's files, before anything is written."""
+def check_data(benchmark: str, settings: RunSettings, use_case: int | None = None) -> None:
+    """Refuse a data directory that is missing or lacks the benchmark's files, before anything is written.
+    Training (any use case but inference) also needs an image folder's train/ split."""
     bench = catalog.benchmark(benchmark)
     if settings.data_source == "synthetic" or not bench.needs_data_dir:
         return
@@ -306,3 +307,10 @@ def check_data(benchmark: str, settings: RunSettings) -> None:
         problem = folder_problem(root, "val")
         if problem:
             raise UsageError(problem)
+        if use_case is not None and use_case != catalog.INFERENCE:
+            if not (root / "train").is_dir() or not (root / "val").is_dir():
+                raise UsageError(f"training on image folders needs {root}/train/<class>/<image> and "
+                                 f"{root}/val/<class>/<image> (the test split)")
+            problem = folder_problem(root, "train")
+            if problem:
+                raise UsageError(problem)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from orchestrator import PROJECT_ROOT
@@ -20,6 +20,7 @@ TIME_LIMIT = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
 JAX_RECIPES = ("cpu", "cuda12", "cuda13")
 # Signals a backend turns into a failure row that says how far it got (bench_contract.runner.STOP_SIGNALS).
 WARNING_SIGNALS = ("TERM", "USR1", "none")
+XLA_FLAGS = re.compile(r"^--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?)*$")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ class ClusterProfile:
     # `--requeue`: Slurm may put a preempted or failed-node task back in the queue (where the site allows it);
     # false renders `--no-requeue`, and `python main.py resubmit` runs such a task again.
     requeue: bool = False
+    # XLA flags per model ([xla_flags] table: vit_b_16 = "--xla_gpu_..."), added to XLA_FLAGS in that model's
+    # JAX cells (and recorded on their rows); some sites need one for a model on a GPU generation.
+    xla_flags: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for key in ("partition", "account"):
@@ -83,6 +87,14 @@ class ClusterProfile:
                 raise UsageError(
                     f"profile key 'extra_sbatch': {option!r} is not a plain sbatch option such as --qos=normal"
                 )
+        from orchestrator.catalog import MODELS
+
+        for model, flags in self.xla_flags.items():
+            if model not in MODELS:
+                raise UsageError(f"profile table 'xla_flags': unknown model {model!r}; known: {', '.join(MODELS)}")
+            if not isinstance(flags, str) or not XLA_FLAGS.match(flags):
+                raise UsageError(f"profile table 'xla_flags', model {model!r}: {flags!r} is not a list of XLA flags "
+                                 "such as \"--xla_gpu_enable_triton_gemm=false\" (--name or --name=value, spaces between)")
         for line in self.setup_lines:
             if "\n" in line:
                 raise UsageError("profile key 'setup_lines': give one shell line per list item, without newlines")
@@ -112,6 +124,9 @@ def load_profile(path: str | Path | None) -> ClusterProfile:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise UsageError(f"profile key {key!r} must be a list of strings")
             value = tuple(value)
+        elif key == "xla_flags":
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                raise UsageError("profile key 'xla_flags' must be a table of model = \"flags\" strings")
         elif key in ("gpus_per_task", "cpus_per_task", "max_array_size", "warning_seconds"):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UsageError(f"profile key {key!r} must be an integer, got {value!r}")

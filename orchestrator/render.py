@@ -19,12 +19,16 @@ from orchestrator.profile import ClusterProfile
 TEMPLATE_DIR = PROJECT_ROOT / "templates"
 
 # Per-framework environment variables, each with the reason the reader of the script sees.
+CUDA_ORDER = ("CUDA_DEVICE_ORDER", "PCI_BUS_ID",
+              "CUDA then numbers GPUs as NVML does (by PCI bus id), so the GPU details and energy read through "
+              "NVML are those of the GPU the framework uses.")
 FRAMEWORK_EXPORTS = {
     "jax": [
         ("XLA_PYTHON_CLIENT_PREALLOCATE", "false",
          "JAX would otherwise reserve most of the GPU's memory up front, and peak memory would mean nothing."),
+        CUDA_ORDER,
     ],
-    "torch": [],
+    "torch": [CUDA_ORDER],
 }
 
 

@@ -17,8 +17,8 @@ from orchestrator.collect import batch_search_rows, scaling_frame
 from orchestrator.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, display_rows, summary_rows
 
 COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
-PROVENANCE = ["framework_version", "library_versions", "python_version", "precision_policy", "data_source",
-              "xla_flags", "git_commit"]
+PROVENANCE = ["framework_version", "library_versions", "packages_sha256", "python_version", "precision_policy",
+              "data_source", "xla_flags", "environment_variables", "device_details", "git_commit"]
 
 
 @dataclass
@@ -193,12 +193,13 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
             _save(plt, fig, folder / f"compile_{d}.png", plots, f"Compile time on {device}")
 
     draw_scaling(plt, scaling_frame(summary), device_index, folder, plots)
+    draw_latency_distributions(plt, df, device_index, folder, plots)
 
-    curves = df[df["metric"].isin(["train_loss", "val_accuracy", "epoch_time"])]
+    curves = df[df["metric"].isin(["train_loss", "val_accuracy", "epoch_time", "step_time"])]
     for group, block in curves.groupby(["device_model", *KEY]):
         device, bench, case, model, batch, precision = group
         d = device_index.get(str(device), 0)
-        fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+        fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
         for fw in FRAMEWORKS:
             mine = block[block["framework"] == fw]
             if mine.empty:
@@ -213,15 +214,53 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
             times = run[run["metric"] == "epoch_time"].sort_values("epoch")["value"].cumsum()
             if len(times) == len(acc):
                 axes[2].plot(times.to_numpy(), acc["value"].to_numpy(), "o-", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
+            # Loss against the time spent in the timed steps (warm-up steps carry no time and are left out).
+            steps = run[run["metric"] == "step_time"].sort_values("step")
+            timed_loss = loss.set_index("step")["value"].reindex(steps["step"])
+            if len(steps):
+                axes[3].plot(steps["value"].cumsum().to_numpy() / 1e3, timed_loss.to_numpy(), color=COLORS[fw],
+                             label=FRAMEWORK_TITLES[fw], lw=0.8)
         axes[0].set(xlabel="step", ylabel="training loss")
         axes[1].set(xlabel="epoch", ylabel="validation accuracy")
         axes[2].set(xlabel="wall time (s, training only)", ylabel="validation accuracy")
+        axes[3].set(xlabel="time in timed steps (s)", ylabel="training loss")
         for ax in axes:
             ax.legend()
         fig.suptitle(f"Training curves: {bench} uc{case} {model} batch {batch} {precision} on {device}")
         _save(plt, fig, folder / f"curves_{_slug(d, bench, case, model, batch, precision)}.png", plots,
               f"Training curves: {bench}, use case {case}, {model}, batch {batch}, {precision} on {device}")
     return plots
+
+
+def draw_latency_distributions(plt, df, device_index: dict, folder: Path, plots: list) -> None:
+    """Box plots of every timed step (all runs and trials pooled), JAX beside PyTorch at each batch size, per
+    device model, benchmark, use case, model and precision: the percentiles in the tables, seen whole."""
+    times = df[df["metric"] == "step_time"]
+    for (device, bench, case, model, precision), block in times.groupby(
+            ["device_model", "benchmark", "use_case", "model", "precision"]):
+        batches = sorted(block["batch_size"].unique())
+        fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(batches) + 2), 4))
+        for k, fw in enumerate(FRAMEWORKS):
+            data = [block.loc[(block["framework"] == fw) & (block["batch_size"] == b), "value"].to_numpy()
+                    for b in batches]
+            positions = [i * 3 + k for i in range(len(batches))]
+            present = [(p, d) for p, d in zip(positions, data) if len(d)]
+            if not present:
+                continue
+            parts = ax.boxplot([d for _, d in present], positions=[p for p, _ in present], widths=0.8,
+                               patch_artist=True, showfliers=True, flierprops={"markersize": 2})
+            for box in parts["boxes"]:
+                box.set_facecolor(COLORS[fw])
+                box.set_alpha(0.6)
+            ax.plot([], [], "s", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])  # legend entry
+        ax.set_xticks([i * 3 + 0.5 for i in range(len(batches))], [str(b) for b in batches])
+        ax.set_yscale("log")
+        ax.set(xlabel="batch size", ylabel="step time (ms)",
+               title=f"Step-time distribution: {bench} uc{case} {model} {precision}\n{device}")
+        ax.legend(fontsize=7)
+        d = device_index.get(str(device), 0)
+        _save(plt, fig, folder / f"latency_distribution_{_slug(d, bench, case, model, precision)}.png", plots,
+              f"Step-time distribution (every timed step): {bench}, use case {case}, {model}, {precision} on {device}")
 
 
 def draw_scaling(plt, scaling, device_index: dict, folder: Path, plots: list) -> None:
@@ -255,7 +294,8 @@ def provenance_rows(df) -> tuple[list[str], list[list[str]]]:
     rows = []
     for (device, fw), block in df.groupby(["device_model", "framework"]):
         first = block.iloc[0]
-        jobs = sorted(j for j in block["slurm_array_job_id"].unique() if j) or ["(not Slurm)"]
+        jobs = sorted(j for j in block["slurm_array_job_id"].unique()
+                      if j and not j.startswith("not available")) or ["(not Slurm)"]
         row = [device, FRAMEWORK_TITLES.get(fw, fw), ", ".join(sorted(block["hostname"].unique())),
                ", ".join(jobs), ", ".join(sorted(block["campaign"].unique()))]
         for column in PROVENANCE:

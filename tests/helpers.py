@@ -52,20 +52,26 @@ def write_mnist_folder(folder: Path, train: int, test: int) -> Path:
     return folder
 
 
+def result_context(**values) -> dict:
+    """A complete result context (every context column, empty or zero) with the given values."""
+    from bench_contract.results import CONTEXT_FIELDS
+
+    ctx = {f.name: "" if f.type == "string" else 0 for f in CONTEXT_FIELDS}
+    ctx.update(schema_version=1, model_variant="full")
+    ctx.update(values)
+    return ctx
+
+
 def task_file(root: Path, framework: str, batch: int, throughput: float, device: str = "CPU X",
               accuracy: float | None = 0.97, use_case: int = 1, world_size: int | None = None,
-              campaign: str = "") -> Path:
+              campaign: str = "", step_times_ms: list[float] = ()) -> Path:
     """One task's result file as a backend writes it, with given values, for collect and report tests."""
-    from bench_contract.results import SCHEMA, ResultRows
+    from bench_contract.results import ResultRows
 
     suffix = f"-uc{use_case}-{world_size}" if world_size else ""
-    ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
-    ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
-    ctx.update(framework=framework, benchmark="digits", use_case=use_case, model="mlp", batch_size=batch,
-               precision="fp32", device_model=device, cell_id=f"{framework}-{batch}{suffix}", schema_version=1,
-               campaign=campaign, model_variant="full")
-    for name in ("metric", "value", "unit", "epoch", "step"):
-        ctx.pop(name)
+    ctx = result_context(framework=framework, benchmark="digits", use_case=use_case, model="mlp", batch_size=batch,
+                         precision="fp32", device_model=device, cell_id=f"{framework}-{batch}{suffix}",
+                         campaign=campaign)
     rows = ResultRows(ctx)
     rows.add("throughput", throughput, "samples/s")
     if accuracy is not None:
@@ -73,6 +79,8 @@ def task_file(root: Path, framework: str, batch: int, throughput: float, device:
         rows.add("train_loss", 1.0, "nats", epoch=0, step=0)
     if world_size is not None:
         rows.add("world_size", world_size, "processes")
+    for step, ms in enumerate(step_times_ms):
+        rows.add("step_time", ms, "ms", epoch=0, step=step)
     return rows.write(root / f"camp{use_case}" / "rows" / framework / f"{ctx['cell_id']}.parquet")
 
 
@@ -131,3 +139,51 @@ def metric(df, name: str) -> float:
     values = df.loc[df.metric == name, "value"]
     assert len(values) == 1, f"expected one {name} row, found {len(values)}"
     return float(values.iloc[0])
+
+
+def rows_for_test():
+    from bench_contract.results import ResultRows
+
+    return ResultRows(result_context())
+
+
+def write_text_folder(folder: Path, train: int, test: int) -> Path:
+    """The nlp format: train.tsv and test.tsv, `<label>\\t<text>` per line. Two classes whose texts share
+    filler words and differ by their topic words, some lines longer than the sequence length, mixed case and
+    punctuation, and a blank line (skipped)."""
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(3)
+    topics = {"sport": ["goal", "match", "team", "Score"], "science": ["atom", "cell", "Gene", "orbit"]}
+    filler = ["the", "a", "of", "and", "today", "news", "über", "x2"]
+
+    def lines(count: int) -> str:
+        out = []
+        for i in range(count):
+            label = list(topics)[i % 2]
+            length = int(rng.integers(3, 200))
+            words = [str(rng.choice(topics[label] if rng.random() < 0.3 else filler)) for _ in range(length)]
+            out.append(f"{label}\t{' '.join(words)}, end.")
+        return "\n".join(out[:1] + [""] + out[1:]) + "\n"
+
+    (folder / "train.tsv").write_text(lines(train), encoding="utf-8")
+    (folder / "test.tsv").write_text(lines(test), encoding="utf-8")
+    return folder
+
+
+def write_graph_file(folder: Path, nodes: int, classes: int = 3, features: int = 12) -> Path:
+    """The gnn format: graph.npz with edges (2, E), features (N, F), labels (N,) and boolean split masks;
+    edges given in one direction only, with a duplicate and a self-loop, as files in the wild have them."""
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(4)
+    labels = rng.integers(classes, size=nodes)
+    same = [(i, j) for i in range(nodes) for j in range(i + 1, nodes) if labels[i] == labels[j] and rng.random() < 0.15]
+    edges = np.array(same + [same[0], (0, 0)]).T
+    x = np.eye(classes, features)[labels] + rng.standard_normal((nodes, features))
+    order = rng.permutation(nodes)
+    masks = {name: np.zeros(nodes, bool) for name in ("train_mask", "val_mask", "test_mask")}
+    masks["test_mask"][order[: nodes // 5]] = True
+    masks["val_mask"][order[nodes // 5 : 2 * nodes // 5]] = True
+    masks["train_mask"][order[2 * nodes // 5 :]] = True
+    np.savez(folder / "graph.npz", edges=edges.astype(np.int64), features=x.astype(np.float32),
+             labels=labels.astype(np.int64), **masks)
+    return folder

@@ -27,6 +27,7 @@ class TorchInference:
             net = net.to(memory_format=torch.channels_last)
         self.parameter_count = sum(p.numel() for p in net.parameters())
         self.torch_compile = torch_compile
+        self.eager_net = net  # FLOPs are counted on the eager module: the same operations, no recompilation
         self.net = torch.compile(net) if torch_compile else net
 
     def to_device(self, x: np.ndarray):
@@ -54,6 +55,15 @@ class TorchInference:
     def forward(self, x):
         with torch.inference_mode():
             return self.net(x)
+
+    def flops_per_step(self, x):
+        from torch_backend.efficiency import counted_flops
+
+        def forward():
+            with torch.inference_mode():
+                self.eager_net(x)
+
+        return counted_flops(forward)
 
     def synchronize(self, out) -> None:
         # CUDA kernels run asynchronously: without this the clock would stop at dispatch, not completion.

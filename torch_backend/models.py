@@ -16,7 +16,8 @@ from torch import nn
 from bench_contract.models import MLP_HIDDEN
 from bench_contract.vision import NAMED_INITS
 from bench_contract.weights import ParamSpec
-from torch_backend import vision
+from torch_backend import text, vision
+from torch_backend.graph import GCN, GraphConv
 
 
 class MLP(nn.Module):
@@ -48,16 +49,30 @@ def build_cnn(sample_shape: tuple[int, ...], num_classes: int, variant: str = "f
     return vision.SmallCNN(sample_shape, num_classes, variant)
 
 
+def build_transformer(sample_shape: tuple[int, ...], num_classes: int, variant: str = "full") -> nn.Module:
+    (seq_len,) = sample_shape
+    return text.TextTransformer(seq_len, num_classes, variant)
+
+
 MODELS: dict[str, Callable[..., nn.Module]] = {
     "mlp": build_mlp,
     "cnn": build_cnn,
+    "transformer": build_transformer,
     **{name: _vision(name) for name in vision.BUILDERS},
 }
+# Models that hold the data set's graph (bench_contract.graph.Graph); their samples are node ids.
+GRAPH_MODELS: dict[str, Callable[..., nn.Module]] = {"gcn": GCN}
 
 
-def build(name: str, sample_shape: tuple[int, ...], num_classes: int, variant: str = "full") -> nn.Module:
+def build(name: str, sample_shape: tuple[int, ...], num_classes: int, variant: str = "full",
+          graph=None) -> nn.Module:
+    if name in GRAPH_MODELS:
+        if graph is None:
+            raise ValueError(f"model {name!r} needs the data set's graph")
+        return GRAPH_MODELS[name](graph, num_classes, variant)
     if name not in MODELS:
-        raise ValueError(f"the torch backend has no model {name!r}; known: {', '.join(sorted(MODELS))}")
+        known = sorted([*MODELS, *GRAPH_MODELS])
+        raise ValueError(f"the torch backend has no model {name!r}; known: {', '.join(known)}")
     return MODELS[name](sample_shape, num_classes, variant)
 
 
@@ -98,6 +113,10 @@ def _spec(name: str, leaf: str, module: nn.Module, shape: tuple[int, ...], state
         return ParamSpec(name, shape, "uniform_fan_in", fan_in)
     if isinstance(module, nn.MultiheadAttention) and leaf in ("in_proj_weight", "in_proj_bias"):
         return ParamSpec(name, shape, "uniform_fan_in", module.in_proj_weight.shape[1])
+    if isinstance(module, nn.Embedding):  # PyTorch's default: N(0, 1)
+        return ParamSpec(name, shape, "normal", std=1.0)
+    if isinstance(module, GraphConv) and leaf == "bias":  # added after aggregation; PyG starts it at zero
+        return ParamSpec(name, shape, "zeros")
     if isinstance(module, NORMS):
         ones = leaf in ("weight", "running_var")
         return ParamSpec(name, shape, "ones" if ones else "zeros")

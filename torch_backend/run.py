@@ -16,8 +16,9 @@ from bench_contract.results import ResultRows
 from bench_contract.runner import DeviceSetup, main
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from bench_contract.topology import Topology, topology_for
-from bench_contract.training import record_dp_settings, run_training, time_vectorization
-from torch_backend import compiles, models
+from bench_contract.training import record_dp_settings, refuse_batch_norm, run_training, time_vectorization
+from torch_backend import compiles, models, vision
+from torch_backend.efficiency import counted_flops, efficiency, pci_bus_id, runtime_versions
 from torch_backend.inference import TorchInference
 from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps, batch_to_device, synchronize
 
@@ -60,6 +61,11 @@ class TorchOps:
             out /= self.world_size
         return float(out.item())
 
+    def flops_per_step(self, batch):
+        # One more step, after training and evaluation, so that counting cannot disturb what was measured.
+        # Each rank counts its own shard's work.
+        return counted_flops(lambda: self.train_step(batch), self.world_size)
+
     @torch.no_grad()
     def predict(self, x: np.ndarray) -> np.ndarray:
         self.eval_model.eval()
@@ -74,7 +80,7 @@ class TorchDPOps(TorchOps):
     `backward()`, and per-sample gradients do not come from `backward()`; `DPSGDUpdate` reduces them itself."""
 
     def __init__(self, update: DPSGDUpdate) -> None:
-        super().__init__(update.model, update.optimizer, update.device)
+        super().__init__(update.model, update.optimizer, update.device, update.world_size)
         self.update = update
 
     def train_step(self, batch):
@@ -115,10 +121,12 @@ class TorchBackend:
             count=topology.world_size if topology.world_size > 1 else (torch.cuda.device_count() if use_gpu else 1),
             framework_version=torch.__version__,
             precision_policy=policy,
+            device_ids=(pci_bus_id(self.device),) if use_gpu else (),
+            runtime_versions=runtime_versions(),
         )
 
-    def param_specs(self, model, sample_shape, num_classes, variant):
-        return models.param_specs(models.build(model, sample_shape, num_classes, variant))
+    def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
+        return models.param_specs(models.build(model, sample_shape, num_classes, variant, graph))
 
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> TorchInference:
         return TorchInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
@@ -129,11 +137,15 @@ class TorchBackend:
         if spec.use_case == INFERENCE_USE_CASE:
             ops = self.inference_ops(spec, weights, data.sample_shape, data.num_classes)
             self.reset_device_memory()
-            run_inference(spec, data.x_train, ops, rows)
+            run_inference(spec, data.x_train, ops, rows, efficiency(self.device, spec.precision, 1))
             self.add_device_memory(rows)
             return
-        model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant)
+        model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant, data.graph)
         models.load_shared_weights(model, weights)
+        refuse_batch_norm(spec, any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()))
+        # Dropout and stochastic depth draw from PyTorch's own RNG, which JAX cannot follow: off for training,
+        # so both frameworks take the same steps (the Flax modules have none; framework_options records it).
+        vision.disable_random_regularisers(model)
         model.to(self.device).train()
         rows.add("parameter_count", sum(p.numel() for p in model.parameters()), "parameters")
         if spec.optimizer != "sgd":
@@ -148,11 +160,15 @@ class TorchBackend:
                                          noise_multiplier=spec.noise_multiplier, seed=spec.seed,
                                          world_size=topology.world_size))
         elif topology.world_size > 1:
-            ddp = DistributedDataParallel(model, device_ids=[self.device] if self.device.type == "cuda" else None)
+            # Buffers outside the state_dict (the GCN's graph) are constants, the same on every rank:
+            # DDP would broadcast them before every forward pass for nothing. Batch-norm statistics stay synced.
+            stateful = set(model.state_dict()) - {name for name, _ in model.named_parameters()}
+            ddp = DistributedDataParallel(model, device_ids=[self.device] if self.device.type == "cuda" else None,
+                                          broadcast_buffers=bool(stateful))
             ops = TorchOps(ddp, optimizer, self.device, topology.world_size)
         else:
             ops = TorchOps(model, optimizer, self.device)
-        run_training(spec, data, ops, rows, topology)
+        run_training(spec, data, ops, rows, topology, efficiency(self.device, spec.precision, topology.world_size))
         if private:
             time_vectorization(spec, data, TorchPerSampleOps(model, spec.clip_norm, self.device), rows)
         if topology.world_size > 1:
@@ -165,8 +181,13 @@ class TorchBackend:
 
     def add_device_memory(self, rows: ResultRows) -> None:
         if self.device.type == "cuda":
-            rows.add("peak_device_memory_allocated", torch.cuda.max_memory_allocated(self.device), "bytes")
-            rows.add("peak_device_memory_reserved", torch.cuda.max_memory_reserved(self.device), "bytes")
+            note = "torch.cuda.max_memory_*, reset before the cell's model ran"
+            rows.add("peak_device_memory_allocated", torch.cuda.max_memory_allocated(self.device), "bytes", note=note)
+            rows.add("peak_device_memory_reserved", torch.cuda.max_memory_reserved(self.device), "bytes", note=note)
+        else:
+            for metric in ("peak_device_memory_allocated", "peak_device_memory_reserved"):
+                rows.add_unavailable(metric, "bytes", "PyTorch ran on the CPU, which has no CUDA allocator "
+                                                      "statistics (host memory: peak_host_rss)")
 
 
 if __name__ == "__main__":

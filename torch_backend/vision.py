@@ -9,6 +9,7 @@ from torch import nn
 from torchvision.models.efficientnet import EfficientNet, MBConvConfig
 from torchvision.models.mobilenetv3 import InvertedResidualConfig, MobileNetV3
 from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
+from torchvision.ops import StochasticDepth
 
 from bench_contract import vision
 
@@ -71,6 +72,19 @@ class SmallCNN(nn.Module):
         x = nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)
         x = nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2)
         return self.fc2(torch.relu(self.fc1(x.flatten(1))))
+
+
+def disable_random_regularisers(model: nn.Module) -> list[str]:
+    """Set every dropout and stochastic-depth probability to 0 (MobileNetV3's and EfficientNet's classifier
+    dropout, EfficientNet's stochastic depth; torchvision's ViT has dropout 0 already). They draw from
+    PyTorch's RNG, which JAX cannot reproduce, so with them on the two frameworks could not take the same
+    steps. Returns the names of the modules changed."""
+    changed = []
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.Dropout, StochasticDepth)) and module.p > 0:
+            module.p = 0.0
+            changed.append(name)
+    return changed
 
 
 BUILDERS = {

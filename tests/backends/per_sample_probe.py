@@ -39,7 +39,7 @@ def jax_probe(weights, x, y, clip_norm, lr):
     looped = steps.per_sample_grads_loop(module, params, x, y)
     step = jax.jit(steps.dp_sgd_step(module, optax.sgd(lr), clip_norm, 0.0, seed=0))
     opt = optax.sgd(lr)
-    updated, _, _, loss = step(params, opt.init(params), np.uint32(0), x, y)
+    updated, _, _, _, loss = step(params, {}, opt.init(params), np.uint32(0), x, y)
     return torch_layout(vmapped), torch_layout(looped), torch_layout(updated), float(loss)
 
 

@@ -7,12 +7,14 @@ import pytest
 
 from helpers import metric, run_cli
 
-# (benchmark, model): every benchmark, with a model that runs both use cases.
+# (benchmark, model): every image benchmark, with a model that runs both use cases (nlp and gnn have their own
+# test of the same path, tests/integration/test_nlp_and_gnn.py, which also checks that they learn).
 BENCHMARK_MODELS = [
     ("digits", "mlp"),
     ("mnist", "mlp"),
     ("mnist", "cnn"),
     ("cifar10", "cnn"),
+    ("imagenet", "vit_b_16"),
 ]
 
 

@@ -204,3 +204,18 @@ def test_failure_rows_are_never_merged(tmp_path):
     collected = merge(tmp_path, tmp_path / "merged.parquet")
     assert collected.files == 1 and not collected.skipped
     assert set(pq.read_table(tmp_path / "merged.parquet")["cell_id"].to_pylist()) == {"jax-32"}
+
+
+def test_a_merged_dataset_of_another_result_schema_is_rebuilt(tmp_path):
+    import json
+
+    out = tmp_path / "merged.parquet"
+    task_file(tmp_path, "jax", 8, 100.0)
+    assert merge(tmp_path, out).from_scratch
+    index = json.loads((out / collect.INDEX).read_text())
+    assert index["columns"] == SCHEMA.names
+    index["columns"] = SCHEMA.names[:-1]  # as written before the last column was added
+    (out / collect.INDEX).write_text(json.dumps(index))
+    collected = merge(tmp_path, out)
+    assert collected.from_scratch and collected.rows == 3
+    assert pq.read_table(out).schema.equals(SCHEMA)

@@ -10,7 +10,7 @@ from bench_contract import data, weights
 from bench_contract.results import SCHEMA, ResultRows, write_table_atomic
 from bench_contract.spec import JobSpec, SpecError
 from bench_contract.timing import StepTimer, step_time_statistics
-from helpers import write_idx
+from helpers import result_context, write_idx
 
 
 def spec(**overrides):
@@ -129,8 +129,7 @@ def test_step_statistics():
 
 
 def context():
-    return {f.name: ("x" if f.type == "string" else 1) for f in SCHEMA if f.name not in
-            {"metric", "value", "unit", "epoch", "step"}}
+    return result_context()
 
 
 def test_result_rows_are_written_whole_with_the_schema(tmp_path):

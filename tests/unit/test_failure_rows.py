@@ -26,7 +26,7 @@ class StandInBackend:
     def prepare(self, spec):
         return runner.DeviceSetup(kind="cpu", count=1, framework_version="0", precision_policy="fp32")
 
-    def param_specs(self, model, sample_shape, num_classes, variant):
+    def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
         return [ParamSpec("w", (2, 2), "zeros")]
 
     def run(self, spec, data, weights, rows):

@@ -48,6 +48,11 @@ extra_sbatch = ["--qos=normal"]
         ('extra_sbatch = ["--qos=a b"]', "not a plain sbatch option"),
         ('extra_sbatch = "--qos=normal"', "must be a list of strings"),
         ('partition = ', "not valid TOML"),
+        ('[xla_flags]\nresnet5 = "--xla_gpu_autotune_level=0"', "unknown model 'resnet5'"),
+        ('[xla_flags]\nvit_b_16 = "--xla_a=1; rm -rf ~"', "is not a list of XLA flags"),
+        ('[xla_flags]\nvit_b_16 = "xla_a=1"', "is not a list of XLA flags"),
+        ('xla_flags = "--xla_a=1"', "must be a table"),
+        ('[xla_flags]\nmlp = 3', "must be a table"),
     ],
 )
 def test_bad_profiles_are_refused(tmp_path, text, message):
@@ -87,3 +92,24 @@ def test_preemption_settings_become_sbatch_directives(tmp_path):
 def test_bad_preemption_settings_are_refused(tmp_path, text, message):
     with pytest.raises(UsageError, match=message):
         load_profile(write(tmp_path, text))
+
+
+def test_xla_flags_per_model_reach_the_jax_specs_of_that_model_only(tmp_path):
+    import json
+
+    from helpers import run_cli
+
+    flags = "--xla_force_host_platform_device_count=1 --xla_cpu_enable_fast_math=false"
+    profile = write(tmp_path, f'partition = "debug"\n[xla_flags]\nmlp = "{flags}"\ncnn = "--xla_b=2"\n')
+    assert load_profile(profile).xla_flags == {"mlp": flags, "cnn": "--xla_b=2"}
+    proc = run_cli("--benchmark", "mnist", "--use-case", "1", "--models", "mlp", "--dry-run", "--profile", str(profile),
+                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
+    assert proc.returncode == 0, proc.stderr
+    specs = {fw: [json.loads(line) for line in next((tmp_path / "r").glob(f"*/specs/{fw}.jsonl")).read_text().splitlines()]
+             for fw in ("jax", "torch")}
+    assert specs["jax"] and all(spec["xla_flags"] == flags for spec in specs["jax"])
+    assert specs["torch"] and all(spec["xla_flags"] == "" for spec in specs["torch"])
+    scripts = {fw: (tmp_path / "s" / f"{fw}_mnist_1.sh").read_text() for fw in ("jax", "torch")}
+    # NVML and CUDA number GPUs alike in both scripts; JAX's peak memory needs preallocation off.
+    assert all("\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID\n" in text for text in scripts.values())
+    assert "\nexport XLA_PYTHON_CLIENT_PREALLOCATE=false\n" in scripts["jax"]

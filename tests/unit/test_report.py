@@ -2,7 +2,7 @@
 
 import csv
 
-from helpers import merged_results, run_cli, task_file
+from helpers import merged_results, result_context, run_cli, task_file
 
 
 def test_report_writes_every_format(tmp_path):
@@ -83,16 +83,11 @@ def test_no_scaling_plot_without_data_parallel_cells(tmp_path):
 
 
 def test_batch_search_results_get_their_own_table(tmp_path):
-    from bench_contract.results import SCHEMA, ResultRows
+    from bench_contract.results import ResultRows
 
     for framework, largest in (("jax", 1536.0), ("torch", 544.0)):
-        ctx = {f.name: "" for f in SCHEMA if f.type == "string"}
-        ctx.update({f.name: 0 for f in SCHEMA if f.type != "string"})
-        ctx.update(framework=framework, benchmark="cifar10", use_case=1, model="cnn", batch_size=512,
-                   precision="fp32", device_model="CPU X", cell_id=f"{framework}-maxbatch", schema_version=1,
-                   model_variant="full")
-        for name in ("metric", "value", "unit", "epoch", "step"):
-            ctx.pop(name)
+        ctx = result_context(framework=framework, benchmark="cifar10", use_case=1, model="cnn", batch_size=512,
+                             precision="fp32", device_model="CPU X", cell_id=f"{framework}-maxbatch")
         rows = ResultRows(ctx)
         rows.add("max_batch_size", largest, "samples")
         rows.add("min_batch_size_out_of_memory", largest + 32, "samples")
@@ -106,3 +101,16 @@ def test_batch_search_results_get_their_own_table(tmp_path):
     md = (tmp_path / "report" / "report.md").read_text()
     assert "## Largest batch that fits" in md and "| 1,536 | 1,568 | 544 | 576 |" in md
     assert "Largest batch that fits" in (tmp_path / "report" / "report.html").read_text()
+
+
+def test_timed_steps_get_a_latency_distribution_and_a_loss_against_time_curve(tmp_path):
+    for batch in (32, 64):
+        task_file(tmp_path, "jax", batch, 2000.0, step_times_ms=[1.0, 1.1, 0.9, 5.0])
+        task_file(tmp_path, "torch", batch, 1000.0, step_times_ms=[2.0, 2.2, 1.9])
+    assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
+    proc = run_cli("report", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    plots = [p.name for p in (tmp_path / "report" / "plots").iterdir()]
+    assert [p for p in plots if p.startswith("latency_distribution_")] == ["latency_distribution_0_digits_1_mlp_fp32.png"]
+    assert "Step-time distribution (every timed step): digits, use case 1, mlp, fp32 on CPU X" in (
+        tmp_path / "report" / "report.html").read_text()

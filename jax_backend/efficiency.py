@@ -1,0 +1,80 @@
+"""JAX's side of energy, MFU and provenance: FLOPs from XLA's cost analysis, a CPU matmul peak, the GPUs
+this process uses (CUDA ordinals, matched to NVML by bench_contract.nvml) and the CUDA libraries jaxlib loads."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import jax
+import jax.numpy as jnp
+
+from bench_contract.device import nvml_gpu_names
+from bench_contract.efficiency import Efficiency
+from bench_contract.energy import meter_for
+from bench_contract.flops import Flops, Peak, cpu_peak, gpu_peak
+from bench_contract.inference import DTYPE_NAMES
+from bench_contract.nvml import not_available
+
+
+def xla_flops(compiled, devices: int = 1) -> Flops:
+    """FLOPs of one call of a compiled executable on all its devices, from XLA's cost analysis.
+
+    A program sharded over several devices is analysed as the per-device program XLA partitioned it into
+    (checked: a batch-sharded step over 2 devices reports half the FLOPs), so the step's FLOPs are that
+    times the device count."""
+    analysis = compiled.cost_analysis()
+    if isinstance(analysis, list):  # older jax returned one dict per program
+        analysis = analysis[0] if analysis else {}
+    if not analysis or "flops" not in analysis or analysis["flops"] <= 0:
+        return Flops(None, "not available: XLA's cost analysis gave no FLOP count for this program")
+    method = "XLA cost analysis of the compiled step (compiled.cost_analysis())"
+    if devices > 1:
+        method += f", per-device program x {devices} devices"
+    return Flops(float(analysis["flops"]) * devices, method)
+
+
+def cuda_ordinals(devices) -> tuple[str, ...]:
+    # local_hardware_id is the CUDA ordinal among the visible GPUs; bench_contract.nvml maps it to NVML.
+    return tuple(str(d.local_hardware_id) for d in devices if d.platform == "gpu")
+
+
+def efficiency(kind: str, devices, precision: str, world_size: int) -> Efficiency:
+    ids = cuda_ordinals(devices)
+    dtype = getattr(jnp, DTYPE_NAMES[precision])
+
+    def peak() -> Peak:
+        if kind == "gpu":
+            names = nvml_gpu_names(ids)
+            return gpu_peak(names[0], precision) if names else Peak(None, "not available: NVML gave no GPU name")
+        n = 1024
+        a = jax.device_put(jnp.ones((n, n), dtype), devices[0])
+        matmul = jax.jit(lambda x: x @ x)
+        return cpu_peak("jax", precision, lambda: matmul(a), jax.block_until_ready, n=n)
+
+    # One device per process in every use case: the MFU denominator is one peak per process.
+    return Efficiency(meter_for(kind, ids, world_size), peak, devices=world_size)
+
+
+def runtime_versions() -> dict[str, str]:
+    """CUDA, cuDNN and NCCL as this jaxlib loads them; a CPU build says so."""
+    from jax._src.lib import cuda_versions  # None in a CPU-only jaxlib
+
+    if cuda_versions is None:
+        reason = not_available("CPU-only jaxlib (no CUDA plugin)")
+        return {"cuda": reason, "cudnn": reason, "nccl": reason}
+    versions = {}
+    for key, function in (("cuda", "cuda_runtime_get_version"), ("cudnn", "cudnn_get_version")):
+        try:
+            versions[key] = str(getattr(cuda_versions, function)())
+        except Exception as exc:
+            versions[key] = not_available(f"jaxlib: {exc}")
+    # jaxlib does not report NCCL; the pip wheel it loads does.
+    for wheel in ("nvidia-nccl-cu13", "nvidia-nccl-cu12"):
+        try:
+            versions["nccl"] = metadata.version(wheel)
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    else:
+        versions["nccl"] = not_available("no nvidia-nccl wheel in this environment")
+    return versions

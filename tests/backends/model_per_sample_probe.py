@@ -1,0 +1,69 @@
+"""Run inside one framework's environment: per-sample gradients of a model, by vmap and by a per-example
+loop, saved in PyTorch names and layout (vmap/<name>, loop/<name>, each with a leading batch axis).
+
+    python tests/backends/model_per_sample_probe.py {jax|torch} BENCHMARK MODEL OUT.npz BATCH
+
+Synthetic data, tiny variant, the contract's initial weights (seed 0) and the first batch of epoch 0, so
+the files the two frameworks write can be compared value by value.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from bench_contract.data import epoch_batches, load_dataset
+from bench_contract.weights import make_initial_weights
+
+
+def jax_probe(benchmark, model, data, idx):
+    import jax
+    from flax import traverse_util
+
+    from jax_backend import layout, models, steps
+
+    jax.config.update("jax_default_matmul_precision", "highest")
+    specs = models.param_specs(model, data.sample_shape, data.num_classes, "tiny", data.graph)
+    weights = make_initial_weights(specs, seed=0)
+    module, variables = models.build_with_variables(model, weights, data.sample_shape, data.num_classes, "tiny",
+                                                    data.graph)
+    x, y = data.x_train[idx], data.y_train[idx]
+
+    def torch_layout(tree):
+        out = {}
+        for key, value in traverse_util.flatten_dict({"params": tree}).items():
+            value = np.asarray(value)
+            # per sample: a dense kernel is (batch, in, out), PyTorch's weight (batch, out, in)
+            out[layout.torch_name(key)] = np.swapaxes(value, 1, 2) if key[-1] == "kernel" else value
+        return out
+
+    _, vmapped = steps.per_sample_grads(module, variables["params"], x, y)
+    looped = steps.per_sample_grads_loop(module, variables["params"], x, y)
+    return torch_layout(vmapped), torch_layout(looped)
+
+
+def torch_probe(benchmark, model, data, idx):
+    import torch
+
+    from torch_backend import models, per_sample
+
+    net = models.build(model, data.sample_shape, data.num_classes, "tiny", data.graph)
+    models.load_shared_weights(net, make_initial_weights(models.param_specs(net), seed=0))
+    x, y = torch.from_numpy(data.x_train[idx]), torch.from_numpy(data.y_train[idx]).long()
+    params = per_sample.detached_params(net)
+    vmapped, _ = per_sample.per_sample_grads(net, params, x, y)
+    looped = per_sample.per_sample_grads_loop(net, params, x, y)
+    return ({k: v.numpy() for k, v in vmapped.items()}, {k: v.numpy() for k, v in looped.items()})
+
+
+def main() -> None:
+    framework, benchmark, model, out, batch = sys.argv[1:6]
+    data = load_dataset(benchmark, "synthetic", synthetic_samples=160)
+    idx = epoch_batches(len(data.x_train), int(batch), seed=0, epoch=0)[0]
+    vmapped, looped = (jax_probe if framework == "jax" else torch_probe)(benchmark, model, data, idx)
+    np.savez(out, **{f"vmap/{k}": v for k, v in vmapped.items()}, **{f"loop/{k}": v for k, v in looped.items()})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,297 @@
+"""Energy over the timed region and GPU details through NVML, against a fake pynvml (no GPU here)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from bench_contract import device, energy
+from bench_contract.nvml import not_available
+from fake_nvml import FakeGpu, fake_pynvml
+from helpers import rows_for_test
+
+
+@pytest.fixture
+def nvml(monkeypatch):
+    """Install a fake pynvml over the given GPUs at the import boundary; returns the module."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+
+    def install(gpus, **kwargs):
+        module = fake_pynvml(gpus, **kwargs)
+        monkeypatch.setitem(sys.modules, "pynvml", module)
+        return module
+
+    return install
+
+
+def values(rows):
+    return {r["metric"]: (r["value"], r["unit"], r["note"]) for r in rows.rows}
+
+
+def test_counter_path_reads_the_counter_at_both_ends_of_the_region(nvml):
+    gpu = FakeGpu(energy_mj=[1_000_000, 1_000_000, 1_250_000])  # probe, open, close
+    nvml([gpu])
+    meter = energy.meter_for("gpu", ("0",))
+    with meter:
+        pass
+    result = meter.result()
+    assert result.joules == pytest.approx(250.0) and "counter" in result.method
+    rows = rows_for_test()
+    result.record(rows, samples=1000)
+    got = values(rows)
+    assert got["energy_timed"][:2] == (pytest.approx(250.0), "J")
+    assert got["energy_per_sample"][0] == pytest.approx(0.25)
+    assert got["samples_per_joule"][0] == pytest.approx(4.0)
+
+
+def test_counter_windows_add_up_and_paused_time_is_left_out(nvml):
+    gpu = FakeGpu(energy_mj=[0, 100_000, 150_000, 900_000, 1_000_000])  # probe; window 1; (paused); window 2
+    nvml([gpu])
+    meter = energy.meter_for("gpu", ())
+    meter.resume(); meter.resume()  # idempotent: no second reading
+    meter.pause()
+    meter.resume(); meter.pause(); meter.pause()
+    assert meter.result().joules == pytest.approx(50.0 + 100.0)
+
+
+def test_sampling_fallback_integrates_power_where_the_counter_is_not_supported(nvml):
+    gpu = FakeGpu(energy_mj=None, power_mw=250_000)  # 250 W, constant
+    nvml([gpu])
+    meter = energy.meter_for("gpu", ())
+    meter.interval_s = 0.005
+    with meter:
+        time.sleep(0.2)
+    result = meter.result()
+    assert "power sampling" in result.method, result.method
+    # Constant power, both ends sampled: the integral is power times the window, exactly.
+    assert result.joules == pytest.approx(250.0 * result.window_s, rel=1e-9)
+    assert len(meter.samples) >= energy.MIN_POWER_SAMPLES
+
+
+def test_sampling_refuses_a_region_too_short_for_enough_samples(nvml):
+    nvml([FakeGpu(energy_mj=None)])
+    meter = energy.meter_for("gpu", ())
+    meter.interval_s = 10.0
+    with meter:
+        pass
+    result = meter.result()
+    assert result.joules is None and "fewer than the 10 needed" in result.method
+
+
+def test_integrate_power_uses_trapezoids_inside_the_window():
+    ramp = [(t / 10, 100.0 * t / 10) for t in range(0, 21)]  # 0..2 s, P = 100 t
+    assert energy.integrate_power(ramp, 0.0, 1.0) == pytest.approx(50.0)  # integral of 100 t over [0, 1]
+    assert energy.integrate_power(ramp, 1.0, 2.0) == pytest.approx(150.0)
+
+
+@pytest.mark.parametrize("kind, setup, reason", [
+    ("cpu", {}, "ran on the CPU"),
+    ("gpu", {"driver_loaded": False}, "no NVIDIA driver"),
+    ("gpu", {"no_power": True}, "neither NVML's energy counter nor its power reading"),
+])
+def test_energy_not_available_is_null_with_a_reason_never_zero(nvml, kind, setup, reason):
+    nvml([FakeGpu(energy_mj=None, power_mw=None) if setup.pop("no_power", False) else FakeGpu()], **setup)
+    meter = energy.meter_for(kind, ())
+    with meter:
+        pass
+    rows = rows_for_test()
+    meter.result().record(rows, samples=10)
+    got = values(rows)
+    for metric in ("energy_timed", "energy_per_sample", "samples_per_joule"):
+        value, _, note = got[metric]
+        assert value is None and note.startswith("not available: ") and reason in note, note
+    assert all(r["value"] is None or not math.isnan(r["value"]) for r in rows.rows)
+    table = rows.table()
+    assert table.column("value").null_count == 3  # a null in Parquet, NaN in pandas: never a 0
+
+
+def test_data_parallel_energy_is_not_available(nvml):
+    nvml([FakeGpu()])
+    assert "data parallel" in energy.meter_for("gpu", ("0",), world_size=2).result().method
+
+
+TWO = [FakeGpu(name="NVIDIA A100-SXM4-80GB", uuid="GPU-aaaa", bus_id="00000000:07:00.0"),
+       FakeGpu(name="NVIDIA H100 PCIe", uuid="GPU-bbbb", bus_id="00000000:3B:00.0", mig=1, power_limit_mw=None)]
+
+
+@pytest.mark.parametrize("visible, ids, name, how", [
+    (None, ("1",), "NVIDIA H100 PCIe", "index"),
+    ("1", ("0",), "NVIDIA H100 PCIe", "index (CUDA_DEVICE_ORDER=PCI_BUS_ID"),  # CUDA's 0 is NVML's 1
+    ("GPU-bbbb,GPU-aaaa", ("1",), "NVIDIA A100-SXM4-80GB", "uuid from CUDA_VISIBLE_DEVICES"),
+    ("1,0", ("GPU-aaaa",), "NVIDIA A100-SXM4-80GB", "uuid"),  # the framework's own UUID wins
+    ("0,1", ("00000000:3b:00.0",), "NVIDIA H100 PCIe", "pci bus id"),
+])
+def test_devices_are_matched_to_nvml_through_cuda_visible_devices(nvml, monkeypatch, visible, ids, name, how):
+    nvml(TWO)
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    details = device.device_details("gpu", ids)
+    assert [g["name"] for g in details["gpus"]] == [name]
+    assert details["gpus"][0]["matched_by"].startswith(how)
+
+
+def test_gpu_details_name_memory_versions_count_mig_and_power(nvml, monkeypatch):
+    nvml(TWO, driver="550.54.15", cuda=12040)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    details = device.device_details("gpu", ())
+    a, b = details["gpus"][1], details["gpus"][0]
+    assert (b["name"], b["uuid"], b["pci_bus_id"], b["nvml_index"]) == ("NVIDIA H100 PCIe", "GPU-bbbb", "00000000:3B:00.0", 1)
+    assert a["memory_total_bytes"] == 80 * 2**30 and a["power_limit_w"] == 700.0 and a["mig_mode"] == "disabled"
+    assert b["mig_mode"] == "enabled" and b["power_limit_w"].startswith("not available: NVML")
+    assert (details["gpu_count"], details["node_gpu_count"]) == (2, 2)
+    assert (details["driver_version"], details["cuda_driver_version"]) == ("550.54.15", "12.4")
+    assert details["cpu"]["cpu_model"] == device.cpu_model() and details["cpu"]["usable_cpus"] >= 1
+    context = device.environment_context(device_kind="gpu", device_count=2, framework_version="x", libraries=[])
+    assert context["device_model"] == "NVIDIA A100-SXM4-80GB + NVIDIA H100 PCIe"
+    assert json.loads(context["device_details"]) == json.loads(json.dumps(details))
+
+
+def test_cpu_run_records_cpu_and_why_there_are_no_gpu_details(nvml):
+    nvml(TWO)
+    details = device.device_details("cpu")
+    assert details["gpus"] == not_available("the framework ran on the CPU")
+    assert details["cpu"]["logical_cpus"] >= 1
+    nvml([], driver_loaded=False)
+    assert device.device_details("gpu")["gpus"].startswith("not available: NVML could not start")
+
+
+class LoggingMeter(energy.EnergyMeter):
+    """A counter meter that logs when its window opens and closes, into the same log as the fake ops."""
+
+    def __init__(self, log):
+        super().__init__(unavailable="logging only")
+        self.log = log
+
+    def resume(self):
+        if not self._log_open():
+            self.log.append("open")
+            self._open = True
+
+    def pause(self):
+        if self._log_open():
+            self.log.append("close")
+            self._open = False
+
+    def _log_open(self):
+        return getattr(self, "_open", False)
+
+
+class FakeOps:
+    """Training and inference ops over numpy that log what they do."""
+
+    parameter_count = 1
+
+    def __init__(self, log):
+        self.log = log
+
+    def to_device(self, x, y=None):
+        return x if y is None else (x, y)
+
+    def train_step(self, batch):
+        self.log.append("step")
+        return 0.5
+
+    def forward(self, x):
+        self.log.append("step")
+        return np.zeros((len(x), 2), np.float32)
+
+    def compile(self, x):
+        return {}
+
+    def synchronize(self, out):
+        pass
+
+    def compilations(self):
+        return 0  # numpy never compiles
+
+    def loss_value(self, out):
+        return out
+
+    def to_numpy(self, out):
+        return out
+
+    def predict(self, x):
+        self.log.append("eval")
+        return np.zeros(len(x), np.int64)
+
+    def flops_per_step(self, batch):
+        from bench_contract.flops import Flops
+
+        return Flops(100.0, "fake")
+
+
+def spec(**overrides):
+    from bench_contract.spec import JobSpec
+
+    values = dict(campaign="c", cell_id="x", pair_key="x", framework="jax", benchmark="digits", use_case=1,
+                  model="mlp", batch_size=4, precision="fp32", epochs=2, warmup_steps=3, timed_steps=6)
+    return JobSpec(**{**values, **overrides})
+
+
+def windows(log):
+    """Per window, the events inside it; and the events outside any window."""
+    inside, outside, current = [], [], None
+    for event in log:
+        if event == "open":
+            current = []
+        elif event == "close":
+            inside.append(current)
+            current = None
+        elif current is not None:
+            current.append(event)
+        else:
+            outside.append(event)
+    assert current is None, "a window was left open"
+    return inside, outside
+
+
+def test_training_energy_window_holds_every_timed_step_and_no_warmup_or_evaluation():
+    from bench_contract.data import Dataset
+    from bench_contract.efficiency import Efficiency
+    from bench_contract.flops import Peak
+    from bench_contract.training import run_training
+
+    log = []
+    x, y = np.zeros((20, 3), np.float32), np.zeros(20, np.int64)
+    data = Dataset("digits", "synthetic", x, y, x[:4], y[:4], x[:4], y[:4], 2)
+    rows = rows_for_test()
+    run_training(spec(), data, FakeOps(log), rows, efficiency=Efficiency(LoggingMeter(log), lambda: Peak(1e3, "fake")))
+    inside, outside = windows(log)
+    # 5 steps per epoch, 2 epochs, 3 warm-up steps: the first epoch's window holds its last 2 steps, the second
+    # epoch's all 5; the evaluations (one per epoch, plus the test set) and the warm-up are outside.
+    assert inside == [["step"] * 2, ["step"] * 5]
+    assert outside == ["step"] * 3 + ["eval"] * 3
+    timed = [r["value"] for r in rows.rows if r["metric"] == "timed_steps"]
+    assert timed == [7.0]
+
+
+def test_inference_energy_window_holds_exactly_the_timed_passes():
+    from bench_contract.efficiency import Efficiency
+    from bench_contract.flops import Peak
+    from bench_contract.inference import run_inference
+
+    log = []
+    rows = rows_for_test()
+    run_inference(spec(use_case=5, min_duration_s=0.0), np.zeros((4, 3), np.float32), FakeOps(log), rows,
+                  efficiency=Efficiency(LoggingMeter(log), lambda: Peak(1e3, "fake")))
+    inside, outside = windows(log)
+    assert inside == [["step"] * 6]  # the timed passes, and nothing else
+    assert outside == ["step"] * (1 + 3)  # the first call after compilation, and the warm-up
+    got = values(rows)
+    assert got["flops_per_step"][0] == 100.0 and got["energy_timed"][0] is None
+
+
+def test_a_counter_that_did_not_advance_is_not_available_rather_than_zero(nvml):
+    nvml([FakeGpu(energy_mj=[5_000, 5_000, 5_000])])
+    meter = energy.meter_for("gpu", ())
+    with meter:
+        pass
+    result = meter.result()
+    assert result.joules is None and "did not advance" in result.method

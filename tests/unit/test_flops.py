@@ -1,0 +1,81 @@
+"""The GPU peak table, the CPU calibration's cache and the MFU rows (the frameworks' FLOP counts are checked in
+tests/backends/test_efficiency_and_provenance.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench_contract import flops
+from bench_contract.flops import Flops, Peak, gpu_peak, record_utilisation
+from helpers import rows_for_test
+
+T = 1e12
+
+
+@pytest.mark.parametrize("nvml_name, precision, tflops", [
+    ("NVIDIA H100 80GB HBM3", "bf16", 989.5),  # SXM5
+    ("NVIDIA H100 80GB HBM3", "fp32", 67),
+    ("NVIDIA H100 PCIe", "bf16", 756.5),
+    ("NVIDIA H100 NVL", "fp16", 835.5),
+    ("NVIDIA H200", "bf16", 989.5),
+    ("NVIDIA H200 NVL", "bf16", 835.5),
+    ("NVIDIA A100-SXM4-80GB", "bf16", 312),
+    ("NVIDIA A100-PCIE-40GB", "fp32", 19.5),
+    ("NVIDIA A100 80GB PCIe", "fp16", 312),
+    ("NVIDIA RTX A5000", "fp32", 27.8),
+    ("NVIDIA GeForce RTX 3080", "fp16", 59.5),
+    ("NVIDIA GeForce RTX 2080 Ti", "fp32", 13.4),
+    ("NVIDIA L40S", "bf16", 362.05),
+    ("Tesla V100-SXM2-32GB", "fp16", 125),
+    ("Tesla V100-PCIE-16GB", "fp32", 14),
+    ("NVIDIA A40", "fp32", 37.4),
+    ("NVIDIA L4", "bf16", 121),
+])
+def test_gpu_peaks_are_looked_up_by_nvml_name_and_precision(nvml_name, precision, tflops):
+    peak = gpu_peak(nvml_name, precision)
+    assert peak.flops == pytest.approx(tflops * T) and "datasheet" in peak.method
+
+
+@pytest.mark.parametrize("nvml_name, precision, reason", [
+    ("Tesla V100-SXM2-32GB", "bf16", "no bf16 rate"),  # Volta has no bfloat16
+    ("NVIDIA GeForce RTX 2080 Ti", "bf16", "no bf16 rate"),
+    ("NVIDIA GeForce RTX 3080 Ti", "fp32", "no peak FLOP/s for GPU"),  # not the RTX 3080's figure
+    ("NVIDIA B200", "bf16", "no peak FLOP/s for GPU"),
+])
+def test_a_gpu_or_precision_outside_the_table_is_not_available(nvml_name, precision, reason):
+    peak = gpu_peak(nvml_name, precision)
+    assert peak.flops is None and peak.method.startswith("not available: ") and reason in peak.method
+
+
+def test_the_cpu_calibration_is_measured_once_per_process_and_precision(monkeypatch):
+    monkeypatch.setattr(flops, "_calibrated", {})
+    calls = []
+    first = flops.cpu_peak("fake", "fp32", lambda: calls.append(1), lambda out: None, n=64, repeats=3)
+    assert len(calls) == 4 and first.flops > 0 and first.method.startswith("measured: fastest of 3 fake 64x64 fp32")
+    assert flops.cpu_peak("fake", "fp32", lambda: calls.append(1), lambda out: None, n=64, repeats=3) is first
+    assert len(calls) == 4
+    flops.cpu_peak("fake", "bf16", lambda: calls.append(1), lambda out: None, n=64, repeats=3)
+    assert len(calls) == 8
+
+
+def test_mfu_is_achieved_flops_over_the_peak_of_every_device():
+    rows = rows_for_test()
+    record_utilisation(rows, Flops(1e9, "counted"), Peak(1e11, "table"), times_s=[0.01, 0.03], devices=2)
+    got = {r["metric"]: r["value"] for r in rows.rows}
+    assert got["achieved_flops"] == pytest.approx(1e9 * 2 / 0.04)
+    assert got["mfu"] == pytest.approx(5e10 / 2e11)
+    assert got["peak_flops"] == 1e11
+
+
+def test_without_a_peak_mfu_is_not_available_and_achieved_flops_still_recorded():
+    rows = rows_for_test()
+    record_utilisation(rows, Flops(1e9, "counted"), Peak(None, "not available: no peak for GPU 'X'"), [0.1], 1)
+    got = {r["metric"]: r for r in rows.rows}
+    assert got["achieved_flops"]["value"] == pytest.approx(1e10)
+    assert got["mfu"]["value"] is None and got["mfu"]["note"] == "not available: no peak for GPU 'X'"
+    rows = rows_for_test()
+    record_utilisation(rows, Flops(None, "not available: nothing counted"), Peak(1.0, "table"), [0.1], 1)
+    assert all(r["value"] is None or r["metric"] == "peak_flops" for r in rows.rows)
+    assert not any(r["value"] is not None and math.isnan(r["value"]) for r in rows.rows)
