@@ -2,13 +2,19 @@
 
 `python -m <framework>_backend.run SPECS.jsonl INDEX` (or `SPEC.json`) reads the spec, lets the backend set up
 its device and precision, loads the data and the shared initial weights, runs the use case and writes the rows.
+
+A task that fails still says why: an exception (an out-of-memory error named as such) or a stop signal
+(SIGTERM from scancel, requeue, preemption or the time limit; SIGUSR1 or SIGTERM as the warning that the
+cluster profile asks Slurm for) becomes a failure row (bench_contract.failure) that records how far the task
+got, and the exit code stays non-zero.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -17,6 +23,7 @@ from bench_contract.batch_search import run_search
 from bench_contract.data import Dataset, load_dataset
 from bench_contract.inference import INFERENCE_USE_CASE, inference_dataset
 from bench_contract.device import environment_context, peak_host_rss_bytes
+from bench_contract.failure import clear_failure, exception_reason, write_failure
 from bench_contract.results import ResultRows, base_context
 from bench_contract.spec import JobSpec
 from bench_contract.topology import topology_for
@@ -52,17 +59,63 @@ class Backend(Protocol):
         """Run the spec's use case and add its measurements to `rows`."""
 
 
-def run_spec(spec: JobSpec, backend: Backend) -> ResultRows:
+# Signals that ask a task to stop: Slurm sends SIGTERM on scancel, requeue, preemption and at the time limit
+# (SIGKILL follows KillWait later), and the warning signal of the profile (`--signal=B:<sig>@<seconds>`).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by a stop signal. A BaseException, so that no `except Exception` in a
+    backend or a library swallows it on its way to main()."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+@dataclass
+class Progress:
+    """How far the task got, for the failure row: the phase, and the training steps done out of all."""
+
+    phase: str = "reading the job spec"
+    context: dict[str, Any] = field(default_factory=dict)
+    rows: ResultRows | None = None
+    steps_total: int | None = None
+
+    def steps_done(self) -> int | None:
+        # The training loop records the loss of every step with its index: the last index + 1 were done.
+        steps = [row["step"] for row in self.rows.rows if row["step"] is not None] if self.rows else []
+        return max(steps) + 1 if steps else None
+
+    def where(self) -> str:
+        done = self.steps_done()
+        if self.steps_total is not None and self.phase == "running the use case":
+            return f"at step {done or 0}/{self.steps_total}"
+        return f"while {self.phase}" + (f" (after step {done})" if done else "")
+
+
+def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None) -> ResultRows:
+    progress = progress if progress is not None else Progress()
+    progress.context = base_context(spec)
     if spec.framework != backend.framework:
         raise ValueError(f"spec is for framework {spec.framework!r}, this is the {backend.framework} backend")
     if spec.use_case not in backend.implemented_use_cases:
         raise ValueError(f"use case {spec.use_case} is not implemented in the {backend.framework} backend")
+    progress.phase = "preparing the device"
     setup = backend.prepare(spec)
+    progress.phase = "loading the data"
     if spec.use_case == INFERENCE_USE_CASE:
         data = inference_dataset(spec)
     else:
         data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples,
                             spec.model_variant)
+        progress.steps_total = len(data.x_train) // spec.batch_size * spec.epochs
+    progress.phase = "loading the initial weights"
     # Each backend derives the parameter list from its own model; the weights file is checked against it.
     specs = backend.param_specs(spec.model, data.sample_shape, data.num_classes, spec.model_variant, graph=data.graph)
     weights, sha = load_or_create(spec.init_weights_path, specs, spec.seed)
@@ -80,6 +133,7 @@ def run_spec(spec: JobSpec, backend: Backend) -> ResultRows:
     context["precision_policy"] = setup.precision_policy
     context["init_weights_sha256"] = sha
     rows = ResultRows(context)
+    progress.context, progress.rows, progress.phase = context, rows, "running the use case"
     backend.run(spec, data, weights, rows)
     rows.add("peak_host_rss", peak_host_rss_bytes(), "bytes")
     return rows
@@ -90,19 +144,52 @@ def main(backend: Backend, argv: list[str] | None = None) -> int:
     if len(argv) not in (1, 2) or (len(argv) == 2 and not argv[1].isdigit()):
         print(f"usage: python -m {backend.framework}_backend.run SPEC.json | SPECS.jsonl ARRAY_INDEX", file=sys.stderr)
         return 2
+    progress = Progress()
+    spec: JobSpec | None = None
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _raise_terminated)
     try:
         spec = JobSpec.read(argv[0], int(argv[1]) if len(argv) == 2 else None)
         # A search cell runs the backend once per try, each in a fresh process (bench_contract.batch_search).
-        rows = run_search(spec) if spec.batch_search else run_spec(spec, backend)
+        rows = run_search(spec) if spec.batch_search else run_spec(spec, backend, progress)
         if not topology_for(spec).is_writer:
             # Every rank measured the same global steps; one file per cell, written by rank 0.
             print(f"rank {topology_for(spec).rank}: done; rank 0 writes the results")
             return 0
+        progress.phase = "writing the results"
         path = rows.write(spec.results_path)
+        progress.phase = "done"
+        clear_failure(spec.results_path)
+    except Terminated as stop:
+        for signum in STOP_SIGNALS:  # a second signal (Slurm's SIGTERM after its warning) must not cut this short
+            signal.signal(signum, signal.SIG_IGN)
+        if progress.phase == "done":  # the result was published before the signal came: it stands
+            return 0
+        code = 128 + stop.signum
+        reason = f"terminated by {stop.name} {progress.where()}"
+        record_failure(spec, progress, status="terminated", reason=reason, exit_code=code, signal=stop.name)
+        print(f"error: {backend.framework} backend {reason}", file=sys.stderr)
+        return code
     except Exception as exc:
         # The log of a compute job is read later by a person: keep the traceback, end with one plain line.
         traceback.print_exc()
+        record_failure(spec, progress, status="failed", reason=f"{exception_reason(exc)} ({progress.where()})",
+                       exit_code=1, error=traceback.format_exc())
         print(f"error: {backend.framework} backend failed: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {len(rows.rows)} result rows to {path}")
     return 0
+
+
+def record_failure(spec: JobSpec | None, progress: Progress, **failure: Any) -> None:
+    """Publish the failure row where the spec's result would have gone. Without a spec there is no such
+    place, and only one rank (the writer) records the cell's failure; the log holds the rest."""
+    if spec is None or not spec.results_path or not topology_for(spec).is_writer:
+        return
+    try:
+        path = write_failure(spec.results_path, progress.context, phase=progress.phase,
+                             steps_done=progress.steps_done(), steps_total=progress.steps_total, **failure)
+    except Exception as exc:  # noqa: BLE001  the task is failing already; say so and keep the first error
+        print(f"could not write the failure row: {exc}", file=sys.stderr)
+        return
+    print(f"wrote the failure row to {path}", file=sys.stderr)

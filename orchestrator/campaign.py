@@ -103,8 +103,12 @@ def write_campaign(
     commit: str,
     executor: str,
     created_at: str,
+    previous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write specs, scripts and the manifest. Everything was validated before: this only writes."""
+    """Write specs, scripts and the manifest. Everything was validated before: this only writes.
+
+    `previous` is the manifest of the same campaign planned before (the same command run again): its job
+    ids and history are carried over, so that only the cells without a result are submitted again."""
     manifest: dict[str, Any] = {
         "campaign": campaign,
         "created_at": created_at,
@@ -157,6 +161,10 @@ def write_campaign(
             "specs_files": {fw: str(specs_path(campaign_dir, fw)) for fw in sorted({c.framework for c in script.cells})},
         }
     (campaign_dir / "logs").mkdir(parents=True, exist_ok=True)
+    if previous is not None:
+        manifest.update({key: previous[key] for key in ("created_at", "submissions", "resubmissions")
+                         if key in previous})
+        manifest["replanned_at"] = now_utc()
     save_manifest(campaign_dir, manifest)
     return manifest
 
@@ -176,3 +184,29 @@ def save_manifest(campaign_dir: Path, manifest: dict[str, Any]) -> None:
 
 def load_manifest(campaign_dir: Path) -> dict[str, Any]:
     return json.loads((campaign_dir / MANIFEST).read_text())
+
+
+def cell_layout(cells: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    return sorted((cell["framework"], cell["cell_id"], cell.get("trial", 0)) for cell in cells)
+
+
+def find_same_campaign(results_dir: Path, layout: list[tuple[str, str, int]]) -> Path | None:
+    """The newest submitted campaign under results_dir with exactly these cells and trials (a cell id is a
+    hash of every setting, trials and pairing included, so the same command planned again renders the same
+    scripts with the same array indices), or None."""
+    manifests = sorted(results_dir.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in manifests:
+        try:
+            manifest = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if manifest.get("executor") != "dry-run" and cell_layout(manifest.get("cells", [])) == layout:
+            return path.parent
+    return None
+
+
+def slurm_job_ids(manifest: dict[str, Any]) -> list[str]:
+    """Every Slurm array job of the campaign: each part of a split array, and each resubmission."""
+    # An array split to fit MaxArraySize has one job id per part; task_ids already name every task.
+    return [part["job_id"] for sub in manifest.get("submissions", {}).values()
+            for part in sub.get("arrays") or [sub] if part["job_id"].isdigit()]

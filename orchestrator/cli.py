@@ -83,6 +83,8 @@ def main(
     executor: Annotated[Executor, typer.Option(help="slurm (sbatch), submitit, or local (run the scripts here).", rich_help_panel=SUBMISSION)] = Executor.slurm,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write the scripts and the campaign, submit nothing.", rich_help_panel=SUBMISSION)] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.", rich_help_panel=SUBMISSION)] = False,
+    rerun_completed: Annotated[bool, typer.Option("--rerun-completed", "--force", help="The same command again submits only the cells without a result; this also runs the completed ones again.", rich_help_panel=SUBMISSION)] = False,
+    new_campaign: Annotated[bool, typer.Option("--new-campaign", help="The same command again plans a separate campaign instead of completing the earlier one.", rich_help_panel=SUBMISSION)] = False,
     profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML); default: built-in.", rich_help_panel=SUBMISSION)] = None,
     results_dir: Annotated[Path, typer.Option(help="Where campaigns and results go.", rich_help_panel=SUBMISSION)] = DEFAULT_RESULTS_DIR,
     scripts_dir: Annotated[Path, typer.Option(help="Where the sbatch scripts are written.", rich_help_panel=SUBMISSION)] = DEFAULT_SCRIPTS_DIR,
@@ -145,6 +147,8 @@ def main(
             results_dir=results_dir,
             scripts_dir=scripts_dir,
             command=shlex.join(["python", "main.py", *sys.argv[1:]]),
+            rerun_completed=rerun_completed,
+            new_campaign=new_campaign,
         )
         code = launch(request)
     except OrchestratorError as exc:
@@ -156,11 +160,16 @@ def main(
 def collect(
     results_dir: Annotated[Path, typer.Option(help="Folder holding the campaigns.")] = DEFAULT_RESULTS_DIR,
     output: Annotated[Optional[Path], typer.Option(help="Merged Parquet dataset, a folder of parts (default: <results-dir>/merged.parquet).")] = None,
+    failures: Annotated[Optional[Path], typer.Option(help="The cells without a result, with reasons and log ends (default: <results-dir>/failures.parquet).")] = None,
+    log_lines: Annotated[int, typer.Option(help="Lines of the end of each failed task's log to show and keep.")] = 20,
 ) -> None:
     """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model.
 
-    Incremental: only task files that are new or changed since the last collect are read."""
-    from orchestrator.collect import batch_search_table, comparison_tables, merge, scaling_table, summary_frame
+    Incremental: only task files that are new or changed since the last collect are read. Every cell without
+    a result is named with its reason, and listed apart from the measurements in failures.parquet."""
+    from orchestrator.collect import (batch_search_table, comparison_tables, merge, missing_cells, scaling_table,
+                                      summary_frame, write_failures)
+    from orchestrator.tables import format_table
 
     if not results_dir.is_dir():
         raise fail(OrchestratorError(f"results folder {results_dir} does not exist; nothing to collect"))
@@ -172,8 +181,23 @@ def collect(
         typer.echo(f"re-read {path}: it changed since the last collect; its old rows were replaced", err=True)
     for path in collected.removed:
         typer.echo(f"dropped the rows of {path}: the file is gone", err=True)
+    for older, newer in collected.superseded:
+        typer.echo(f"left out {older}: the same cell of the same campaign ran again later, in {newer}; "
+                   "the newer run is kept", err=True)
     how = "from scratch" if collected.from_scratch else f"{collected.read} new or changed"
     typer.echo(f"merged {collected.rows} rows from {collected.files} task files ({how}) into {collected.output}")
+    missing = missing_cells(results_dir, log_lines)
+    failures_path = write_failures(failures or results_dir / "failures.parquet", missing)
+    if missing:
+        typer.echo(f"\n{len(missing)} cells have no result (listed in {failures_path}):")
+        typer.echo(format_table(["campaign", "framework", "index", "cell", "state", "reason"],
+                                [[m["campaign"], m["framework"], m["array_index"], m["cell_id"], m["state"],
+                                  m["reason"]] for m in missing]))
+        for m in missing:
+            if m["log_tail"]:
+                typer.echo(f"--- {m['framework']} {m['array_index']} ({m['cell_id']}): end of {m['log']}:")
+                typer.echo("\n".join(f"  | {line}" for line in m["log_tail"].splitlines()))
+        typer.echo("submit only those again with: python main.py resubmit CAMPAIGN")
     summary = summary_frame(output)
     for device_model, table in comparison_tables(summary).items():
         typer.echo(f"\n{device_model}\n{table}")
@@ -331,9 +355,16 @@ ResultsDirOption = Annotated[Path, typer.Option(help="Folder holding the campaig
 
 
 @app.command()
-def status(campaign: CampaignArg = None, results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR) -> None:
-    """The state of every cell of a campaign: pending, running, completed, failed, timed out, cancelled, no result."""
-    from orchestrator.status import campaign_status, find_campaign, progress_bar
+def status(
+    campaign: CampaignArg = None,
+    results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
+    log_lines: Annotated[int, typer.Option(help="Lines of the end of each failed task's log to show.")] = 20,
+) -> None:
+    """The state of every cell of a campaign: pending, running, completed, failed, timed out, cancelled, no result.
+
+    A cell that ended without a result is named with its reason (Slurm's state, the task's failure row) and
+    the end of its log."""
+    from orchestrator.status import campaign_status, find_campaign, log_tail, progress_bar
     from orchestrator.tables import format_table
 
     try:
@@ -345,6 +376,43 @@ def status(campaign: CampaignArg = None, results_dir: ResultsDirOption = DEFAULT
     typer.echo(format_table(["framework", "index", "cell", "task", "state", "detail"],
                             [[c.framework, c.array_index, c.cell_id, c.task_id, c.state, c.detail] for c in cells]))
     typer.echo(progress_bar(cells))
+    for c in cells:
+        if c.ended_without_result and log_lines > 0:
+            tail = log_tail(c.log, log_lines)
+            typer.echo(f"\n--- {c.framework} {c.array_index} ({c.cell_id}): {c.state}: {c.detail}")
+            typer.echo(f"  end of {c.log}:" if tail else "  (no log)")
+            for line in tail:
+                typer.echo(f"  | {line}")
+    missing = sum(c.ended_without_result for c in cells)
+    if missing:
+        resubmit_cmd = "python main.py resubmit" + ("" if results_dir == DEFAULT_RESULTS_DIR else
+                                                    f" --results-dir {shlex.quote(str(results_dir))}")
+        typer.echo(f"\n{missing} cells ended without a result; submit only those again with: {resubmit_cmd} {folder.name}")
+
+
+@app.command()
+def resubmit(
+    campaign: CampaignArg = None,
+    results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
+    executor: Annotated[Optional[Executor], typer.Option(help="slurm, submitit or local (default: the campaign's).")] = None,
+    rerun_completed: Annotated[bool, typer.Option("--rerun-completed", "--force", help="Also run the cells that have a result again; each new result replaces the old one.")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.")] = False,
+) -> None:
+    """Submit again only the cells of a campaign that have no result (failed, timed out, cancelled, no result),
+    one array per framework with only their indices. Cells still queued or running are left alone."""
+    from orchestrator.resubmit import resubmit as run_resubmit
+    from orchestrator.status import find_campaign
+
+    try:
+        folder = find_campaign(results_dir, campaign)
+        done = run_resubmit(folder, executor=executor.value if executor else None, rerun_completed=rerun_completed,
+                            wait=wait, report=typer.echo)
+    except OrchestratorError as exc:
+        raise fail(exc) from None
+    failed = [(r.framework, i, why) for r in done for i, why in r.failed.items()]
+    for framework, index, why in failed:
+        typer.echo(f"FAILED {framework} array task {index}: {why.splitlines()[0]}", err=True)
+    raise typer.Exit(code=1 if failed else 0)
 
 
 @app.command()

@@ -11,6 +11,11 @@ A second collect reads only new files and writes them as one new part. A task fi
 and its old rows dropped; a deleted file's rows are dropped; both are reported. Only the parts that held
 such rows are rewritten, and when parts pile up they are compacted into one. Files are read and written
 in bounded batches, so memory follows the size of the merged result, not the number of task files.
+
+Each cell of a campaign is merged once. Two result files of the same campaign and cell (a copied folder, a
+file left from an older layout) are not both merged: the newest run (its `started_at`, then the file's
+mtime) is kept, the other is left out and reported, and it comes back if the kept one disappears.
+Failure rows (bench_contract.failure) live outside `rows` folders and are never merged as measurements.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from orchestrator.compare import KEY
 from orchestrator.tables import format_table
 
 INDEX = "_index.json"  # pyarrow and pandas skip names that start with "_" when they read the folder
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: each file's cell key and start time, and the files superseded by a newer run
 READ_BATCH = 512  # task files read at once: bounds the memory held by tables not yet written
 ROW_GROUP = 100_000  # rows buffered before they are written out as one row group
 MAX_PARTS = 16  # more parts than this are compacted into one (each part costs readers a file open)
@@ -43,6 +48,7 @@ class Collected:
     changed: list[Path] = field(default_factory=list)  # re-read: their size or mtime changed since the last collect
     removed: list[Path] = field(default_factory=list)  # gone since the last collect: their rows were dropped
     from_scratch: bool = True
+    superseded: list[tuple[Path, Path]] = field(default_factory=list)  # (left out, kept): the same cell twice
 
 
 def task_files(results_dir: Path, output: Path) -> dict[str, tuple[int, int]]:
@@ -83,12 +89,17 @@ def merge(results_dir: Path, output: Path) -> Collected:
     from_scratch = index is None
     if from_scratch:
         clear_output(output)
-        index = {"version": INDEX_VERSION, "columns": SCHEMA.names, "parts": {}, "files": {}}
-    files: dict[str, dict] = index["files"]  # rel path -> {"size", "mtime_ns", "part", "offset", "rows"}
+        index = {"version": INDEX_VERSION, "columns": SCHEMA.names, "parts": {}, "files": {}, "superseded": {}}
+    files: dict[str, dict] = index["files"]  # rel path -> {"size", "mtime_ns", "part", "offset", "rows", "key", "started_at"}
+    superseded: dict[str, dict] = index["superseded"]  # rel path -> {"size", "mtime_ns", "by"}: left out
+    for rel in [rel for rel, info in superseded.items()
+                if rel not in on_disk or (info["size"], info["mtime_ns"]) != on_disk[rel]
+                or info["by"] not in on_disk]:
+        del superseded[rel]  # changed, gone, or its newer run is gone: it is read (again) like a new file
     removed = [rel for rel in files if rel not in on_disk]
     changed = [rel for rel, (size, mtime) in on_disk.items()
                if rel in files and (files[rel]["size"], files[rel]["mtime_ns"]) != (size, mtime)]
-    to_read = [rel for rel in on_disk if rel not in files] + changed
+    to_read = [rel for rel in on_disk if rel not in files and rel not in superseded] + changed
     dropped = set(removed) | set(changed)
     if not from_scratch and not to_read and not dropped:  # up to date: nothing is read or written
         return Collected(files=len(files), rows=sum(info["rows"] for info in files.values()), output=output,
@@ -96,15 +107,7 @@ def merge(results_dir: Path, output: Path) -> Collected:
     output.mkdir(parents=True, exist_ok=True)
 
     # Drop the rows of removed and changed files from the parts that hold them; only those parts are rewritten.
-    for part in sorted({files[rel]["part"] for rel in dropped}):
-        keep = [rel for rel, info in files.items() if info["part"] == part and rel not in dropped]
-        if keep:
-            table = pq.read_table(output / part, schema=SCHEMA)
-            new_part = write_part(output, (table.slice(files[rel]["offset"], files[rel]["rows"]) for rel in keep))
-            place(files, keep, new_part)
-        for rel in dropped:
-            if files.get(rel, {}).get("part") == part:
-                del files[rel]
+    drop_rows(output, files, dropped)
 
     # Read the new and changed files, a batch at a time, and write them as one new part.
     skipped: list[tuple[Path, str]] = []
@@ -120,16 +123,30 @@ def merge(results_dir: Path, output: Path) -> Collected:
                 if table is None:
                     skipped.append((results_dir / rel, reason))
                     continue
-                good.append((rel, table.num_rows))
+                good.append((rel, table.num_rows, cell_key(table)))
                 yield table
 
     new_part = write_part(output, tables()) if to_read else None
     if new_part is not None:
         offset = 0
-        for rel, rows in good:
+        for rel, rows, (key, started_at) in good:
             size, mtime = on_disk[rel]
-            files[rel] = {"size": size, "mtime_ns": mtime, "part": new_part, "offset": offset, "rows": rows}
+            files[rel] = {"size": size, "mtime_ns": mtime, "part": new_part, "offset": offset, "rows": rows,
+                          "key": key, "started_at": started_at}
             offset += rows
+
+    # One run per cell of a campaign: the newest stays, the others' rows leave the merged dataset.
+    kept: dict[str, str] = {}
+    losers: list[tuple[str, str]] = []
+    for rel in sorted(files, key=lambda r: (files[r]["started_at"], files[r]["mtime_ns"], r)):
+        key = files[rel]["key"]
+        if key in kept:
+            losers.append((kept[key], rel))
+        kept[key] = rel
+    drop_rows(output, files, {loser for loser, _ in losers})
+    for loser, winner in losers:
+        size, mtime = on_disk[loser]
+        superseded[loser] = {"size": size, "mtime_ns": mtime, "by": winner}
 
     parts = sorted({info["part"] for info in files.values()})
     if len(parts) > MAX_PARTS:
@@ -158,7 +175,41 @@ def merge(results_dir: Path, output: Path) -> Collected:
         files=len(files), rows=sum(info["rows"] for info in files.values()), output=output, skipped=skipped,
         read=len(to_read), changed=[results_dir / rel for rel in changed],
         removed=[results_dir / rel for rel in removed], from_scratch=from_scratch,
+        superseded=[(results_dir / loser, results_dir / winner) for loser, winner in losers],
     )
+
+
+# Columns that tell repeated runs of one cell apart on purpose; a schema that has one keeps each of them.
+TRIAL_COLUMNS = ("trial",)
+
+
+def cell_key(table) -> tuple[str, str]:
+    """(campaign/cell_id[/trial], started_at) of a task file: which run of which cell it holds, and when that
+    run started."""
+    if table.num_rows == 0:
+        return "", ""
+    names = ["campaign", "cell_id", "started_at", *(c for c in TRIAL_COLUMNS if c in table.column_names)]
+    first = table.slice(0, 1).select(names).to_pylist()[0]
+    key = "/".join(str(first[name]) for name in names if name != "started_at")
+    return key, first["started_at"] or ""
+
+
+def drop_rows(output: Path, files: dict[str, dict], dropped: set[str]) -> None:
+    """Take the rows of `dropped` files out of the parts that hold them (rewriting only those parts) and out
+    of the index."""
+    import pyarrow.parquet as pq
+
+    from bench_contract.results import SCHEMA
+
+    for part in sorted({files[rel]["part"] for rel in dropped if rel in files}):
+        keep = [rel for rel, info in files.items() if info["part"] == part and rel not in dropped]
+        if keep:
+            table = pq.read_table(output / part, schema=SCHEMA)
+            new_part = write_part(output, (table.slice(files[rel]["offset"], files[rel]["rows"]) for rel in keep))
+            place(files, keep, new_part)
+        for rel in dropped:
+            if files.get(rel, {}).get("part") == part:
+                del files[rel]
 
 
 def read_task_file(path: Path, pa, pq, schema):
@@ -260,6 +311,46 @@ def clear_output(output: Path) -> None:
     elif output.is_dir():
         for path in [*output.glob("part-*.parquet"), *output.glob(".part-*.tmp"), output / INDEX]:
             path.unlink(missing_ok=True)
+
+
+FAILURE_COLUMNS = ["campaign", "framework", "array_index", "cell_id", "task_id", "state", "reason", "log", "log_tail"]
+
+
+def missing_cells(results_dir: Path, log_lines: int = 20) -> list[dict]:
+    """Every cell of every submitted campaign under results_dir that has no result, with its state, its
+    reason (the failure row's, Slurm's, or "no result") and the end of its log. Dry-run campaigns are not
+    counted: nothing was meant to run there. One sacct call per campaign that misses something."""
+    from orchestrator import campaign as campaigns
+    from orchestrator.status import SUCCESS, campaign_status, log_tail
+
+    missing = []
+    for path in sorted(results_dir.glob(f"*/{campaigns.MANIFEST}")):
+        try:
+            manifest = campaigns.load_manifest(path.parent)
+        except (OSError, ValueError):
+            continue
+        if manifest.get("executor") == "dry-run" or all(os.path.isfile(c["results"]) for c in manifest["cells"]):
+            continue
+        for cell in campaign_status(path.parent):
+            if cell.state != SUCCESS:
+                missing.append({"campaign": manifest["campaign"], "framework": cell.framework,
+                                "array_index": cell.array_index, "cell_id": cell.cell_id, "task_id": cell.task_id,
+                                "state": cell.state, "reason": cell.detail, "log": cell.log,
+                                "log_tail": "\n".join(log_tail(cell.log, log_lines))})
+    return missing
+
+
+def write_failures(path: Path, missing: list[dict]) -> Path:
+    """The missing cells as one small Parquet table beside the merged dataset (never inside it), rewritten
+    whole by every collect: a cell that has its result since is no longer listed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bench_contract.atomic import publish
+
+    schema = pa.schema([(name, pa.int32() if name == "array_index" else pa.string()) for name in FAILURE_COLUMNS])
+    table = pa.Table.from_pylist(missing, schema=schema)
+    return publish(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def summary_frame(output: Path):

@@ -37,6 +37,8 @@ class LaunchRequest:
     results_dir: Path
     scripts_dir: Path
     command: str
+    rerun_completed: bool = False  # the same command again: also run the cells that have a result
+    new_campaign: bool = False  # the same command again: plan a separate campaign instead
 
 
 def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
@@ -61,17 +63,23 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     if not req.dry_run:
         check_can_run(req, sorted({c.framework for c in cells}))
 
-    campaign = campaigns.new_campaign_id(req.benchmark, req.use_case)
+    same = None if req.dry_run or req.new_campaign else find_same(req, cells)
+    campaign = same.name if same else campaigns.new_campaign_id(req.benchmark, req.use_case)
     campaign_dir = (req.results_dir / campaign).resolve()
     commit = campaigns.git_commit()
     created_at = campaigns.now_utc()
     scripts = render_scripts(cells, req.profile, campaign=campaign, campaign_dir=campaign_dir,
                              command=req.command, git_commit=commit, created_at=created_at)
+    previous = campaigns.load_manifest(campaign_dir) if same else None
+    # Planned again (the same command): scripts and specs are rewritten from this run's profile, so a
+    # corrected time limit or memory applies to the cells submitted again.
     manifest = campaigns.write_campaign(
         campaign, campaign_dir, scripts, req.scripts_dir.resolve(), req.profile,
         command=req.command, commit=commit, executor="dry-run" if req.dry_run else req.executor,
-        created_at=created_at,
+        created_at=created_at, previous=previous,
     )
+    if same:
+        return resubmit_same(req, campaign_dir, report)
     for script in scripts:
         report(f"wrote {manifest['scripts'][script.framework]['path']} ({script.tasks} array tasks)")
     trials = f" x {req.settings.trials} trials" if req.settings.trials > 1 else ""
@@ -99,6 +107,26 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     else:
         tasks = sum(s.tasks for s in scripts)
         report(f"{tasks - len(failed)} of {tasks} array tasks finished; run: {collect}")
+    return 1 if failed else 0
+
+
+def find_same(req: LaunchRequest, cells: list[matrix.Cell]) -> Path | None:
+    layout = sorted((c.framework, c.cell_id, trial) for c in cells for trial in range(c.settings.trials))
+    return campaigns.find_same_campaign(req.results_dir, layout) if req.results_dir.is_dir() else None
+
+
+def resubmit_same(req: LaunchRequest, campaign_dir: Path, report: Callable[[str], None]) -> int:
+    """The same command run again: submit only the cells of its campaign that have no result."""
+    from orchestrator.resubmit import resubmit
+
+    report(f"campaign {campaign_dir.name} was planned by the same command before: submitting only the cells "
+           f"without a result{' and, as asked, the completed ones again' if req.rerun_completed else ''} "
+           "(--new-campaign plans a separate one)")
+    done = resubmit(campaign_dir, executor=req.executor, rerun_completed=req.rerun_completed, wait=req.wait,
+                    report=report)
+    failed = [(r.framework, i, why) for r in done for i, why in r.failed.items()]
+    for framework, index, why in failed:
+        report(f"FAILED {framework} array task {index}: {why.splitlines()[0]}")
     return 1 if failed else 0
 
 

@@ -18,6 +18,8 @@ from orchestrator.errors import UsageError
 SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,:@+-]+$")
 TIME_LIMIT = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
 JAX_RECIPES = ("cpu", "cuda12", "cuda13")
+# Signals a backend turns into a failure row that says how far it got (bench_contract.runner.STOP_SIGNALS).
+WARNING_SIGNALS = ("TERM", "USR1", "none")
 XLA_FLAGS = re.compile(r"^--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?)*$")
 
 
@@ -39,6 +41,13 @@ class ClusterProfile:
     extra_sbatch: tuple[str, ...] = ()  # e.g. ("--constraint=a100", "--qos=normal")
     # Most tasks per array job, when the site wants fewer than Slurm's MaxArraySize (which is always obeyed).
     max_array_size: int | None = None
+    # Slurm signals the task this many seconds before its time limit (`--signal=B:TERM@120`); the backend
+    # then writes a failure row saying at which step it stopped, and exits. "none": no warning signal.
+    warning_signal: str = "TERM"
+    warning_seconds: int = 120
+    # `--requeue`: Slurm may put a preempted or failed-node task back in the queue (where the site allows it);
+    # false renders `--no-requeue`, and `python main.py resubmit` runs such a task again.
+    requeue: bool = False
     # XLA flags per model ([xla_flags] table: vit_b_16 = "--xla_gpu_..."), added to XLA_FLAGS in that model's
     # JAX cells (and recorded on their rows); some sites need one for a model on a GPU generation.
     xla_flags: dict[str, str] = field(default_factory=dict)
@@ -64,6 +73,15 @@ class ClusterProfile:
             raise UsageError("profile key 'cpus_per_task' must be at least 1")
         if self.jax_recipe not in JAX_RECIPES:
             raise UsageError(f"profile key 'jax_recipe': {self.jax_recipe!r} is not one of {', '.join(JAX_RECIPES)}")
+        if self.warning_signal not in WARNING_SIGNALS:
+            raise UsageError(f"profile key 'warning_signal': {self.warning_signal!r} is not one of "
+                             f"{', '.join(WARNING_SIGNALS)}")
+        if not isinstance(self.warning_seconds, int) or isinstance(self.warning_seconds, bool) \
+                or not 0 < self.warning_seconds < 65536:
+            raise UsageError(f"profile key 'warning_seconds' must be a whole number of seconds from 1 to 65535, "
+                             f"got {self.warning_seconds!r}")
+        if not isinstance(self.requeue, bool):
+            raise UsageError(f"profile key 'requeue' must be true or false, got {self.requeue!r}")
         for option in self.extra_sbatch:
             if not re.match(r"^--[a-z][a-z-]*(=[A-Za-z0-9_.,:@+%=/-]+)?$", option):
                 raise UsageError(
@@ -109,9 +127,12 @@ def load_profile(path: str | Path | None) -> ClusterProfile:
         elif key == "xla_flags":
             if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
                 raise UsageError("profile key 'xla_flags' must be a table of model = \"flags\" strings")
-        elif key in ("gpus_per_task", "cpus_per_task", "max_array_size"):
+        elif key in ("gpus_per_task", "cpus_per_task", "max_array_size", "warning_seconds"):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UsageError(f"profile key {key!r} must be an integer, got {value!r}")
+        elif key == "requeue":
+            if not isinstance(value, bool):
+                raise UsageError(f"profile key 'requeue' must be true or false, got {value!r}")
         elif not isinstance(value, str):
             raise UsageError(f"profile key {key!r} must be a string, got {value!r}")
         values[key] = value

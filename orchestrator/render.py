@@ -107,8 +107,17 @@ def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_
         ("time", profile.time_limit),
         *task_layout(profile, nodes, tasks_per_node),
         ("mem", profile.mem),
+        # B: signals the batch shell only, which is the backend itself (the script ends with exec); the backend
+        # writes a failure row with the step it reached. Without it, Slurm's SIGTERM at the limit does the same
+        # with KillWait's seconds to spare.
+        ("signal", None if profile.warning_signal == "none" else f"B:{profile.warning_signal}@{profile.warning_seconds}"),
+        # A requeued task appends to its log instead of truncating it: the earlier attempt's end stays readable.
+        ("open-mode", "append"),
     ]
     directives = [f"--{key}={sbatch_value(key, value)}" for key, value in pairs if value is not None]
+    # Explicit either way: a cluster's JobRequeue default would otherwise decide, and a task requeued after a
+    # node failure waits about two minutes before it may start again. Without requeue, `resubmit` runs it.
+    directives.append("--requeue" if profile.requeue else "--no-requeue")
     return directives + list(profile.extra_sbatch)
 
 

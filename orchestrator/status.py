@@ -2,7 +2,9 @@
 finished without a result.
 
 One `sacct` call per campaign (and one `squeue` call where accounting is off), never one per cell. A result
-file is the final word for success: a cell whose task ended but left no result is reported as such.
+file is the final word for success: a cell whose task ended but left no result is reported as such, with
+the reason its failure row gives (bench_contract.failure), else Slurm's state, else "no result", and the
+end of its log.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_contract.failure import failure_path, read_failure
 from orchestrator import campaign as campaigns
 from orchestrator.errors import UsageError
 from orchestrator.submit import sacct_states
@@ -27,6 +30,8 @@ SLURM_STATE_NAMES = {
     "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
 }
 ACTIVE = ("pending", "running")
+SUCCESS = "completed"
+LOG_LINES = 20  # the end of a failed task's log that status and collect show
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,13 @@ class CellStatus:
     cell_id: str
     task_id: str
     state: str  # one of: not submitted, pending, running, completed, failed, timed out, cancelled, no result
-    detail: str  # the Slurm state or the reason, as reported
+    detail: str  # the Slurm state and the failure row's reason, as reported
+    log: str = ""  # the task's log file, where there is one
+    script: str = ""  # the key of the script and submission that run it (the framework, or "paired")
+
+    @property
+    def ended_without_result(self) -> bool:
+        return self.state not in (*ACTIVE, SUCCESS, "not submitted")
 
 
 def find_campaign(results_dir: Path, campaign: str | None) -> Path:
@@ -70,31 +81,68 @@ def squeue_states(job_ids: list[str]) -> dict[str, str]:
 def campaign_status(folder: Path) -> list[CellStatus]:
     manifest = campaigns.load_manifest(folder)
     submissions = manifest.get("submissions", {})
-    # An array split to fit MaxArraySize has one job id per part; task_ids already name every task.
-    slurm_jobs = [part["job_id"] for sub in submissions.values() for part in sub.get("arrays") or [sub]
-                  if part["job_id"].isdigit()]
+    slurm_jobs = campaigns.slurm_job_ids(manifest)
     # sacct knows finished tasks; squeue knows queued ones (and is the only source without accounting).
     states = {**sacct_states(slurm_jobs), **squeue_states(slurm_jobs)} if slurm_jobs else {}
     cells = []
     for cell in manifest["cells"]:
         framework, index = cell["framework"], cell["array_index"]
-        sub = submissions.get(cell.get("script", framework))  # a paired script runs both frameworks
+        script = cell.get("script", framework)
+        sub = submissions.get(script)  # a paired script runs both frameworks
         task_id = sub["task_ids"][index] if sub else ""
-        has_result = Path(cell["results"]).is_file()
-        if has_result:
-            state, detail = "completed", "result written"
-        elif sub is None:
+        if Path(cell["results"]).is_file():
+            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, "result written",
+                                    script=script))
+            continue
+        log = str(log_path(folder, manifest, script, index, task_id) or "")  # looked up for the rest only
+        failure = read_failure(failure_path(cell["results"])) if sub else None
+        reason = failure["failure_reason"] if failure else None
+        slurm_state = states.get(task_id)
+        if sub is None:
             state, detail = "not submitted", manifest.get("submission_error", "dry run" if manifest["executor"] == "dry-run" else "")
+        elif slurm_state is not None and SLURM_STATE_NAMES.get(slurm_state) in ACTIVE:
+            # Queued again (resubmitted or requeued): a failure row is the previous attempt's.
+            state = SLURM_STATE_NAMES[slurm_state]
+            detail = slurm_state + (f"; previous attempt: {reason}" if reason else "")
         elif str(index) in sub.get("failed", {}):
-            state, detail = "failed", sub["failed"][str(index)]
-        elif task_id in states:
-            slurm_state = states[task_id]
+            state, detail = "failed", "; ".join(filter(None, [sub["failed"][str(index)].splitlines()[0], reason]))
+        elif slurm_state is not None:
             state = SLURM_STATE_NAMES.get(slurm_state, "no result" if slurm_state == "COMPLETED" else slurm_state.lower())
-            detail = slurm_state
+            detail = slurm_state + (f": {reason}" if reason else ", but no result file" if state == "no result" else "")
+        elif failure is not None:
+            state, detail = ("failed" if failure["status"] == "failed" else "cancelled"), reason
         else:
             state, detail = "no result", "the task is not queued and wrote no result"
-        cells.append(CellStatus(framework, index, cell["cell_id"], task_id, state, detail))
+        cells.append(CellStatus(framework, index, cell["cell_id"], task_id, state, detail, log, script))
     return cells
+
+
+def log_path(folder: Path, manifest: dict, script_key: str, index: int, task_id: str) -> Path | None:
+    """The task's output file: <job name>_<task id>.out for sbatch (%A_%a) and the local executor,
+    <job name>_submitit_<index>.out for submitit; None when it is not there."""
+    script = manifest.get("scripts", {}).get(script_key)
+    if not script or not task_id:
+        return None
+    job_name = script["name"].removesuffix(".sh")
+    for name in (f"{job_name}_{task_id}.out", f"{job_name}_submitit_{index}.out"):
+        path = folder / "logs" / name
+        if path.is_file():
+            return path
+    return None
+
+
+def log_tail(path: str, lines: int = LOG_LINES) -> list[str]:
+    """The last lines of a log (read from its end, so a huge log costs no more than a small one)."""
+    if not path:
+        return []
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    return text.splitlines()[-lines:]
 
 
 def summary(cells: list[CellStatus]) -> dict[str, int]:

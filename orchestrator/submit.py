@@ -277,24 +277,23 @@ def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) ->
 
 
 def submit_submitit(framework: str, script: Path, n_tasks: int, folder: Path, profile: ClusterProfile,
-                    job_name: str, log_dir: Path, max_array: int | None = None):
-    """Submit the script's array indices as submitit arrays (one, or one per part of at most `max_array`);
-    return the Submission and submitit's jobs, in array-index order."""
+                    job_name: str, log_dir: Path, max_array: int | None = None, indices: list[int] | None = None):
+    """Submit the script's array indices (all n_tasks, or only `indices`) as submitit arrays: one, or one per
+    part of at most `max_array`. Return the Submission (task_ids in the order of the indices) and submitit's jobs."""
     require_command("sbatch")
     import submitit  # only this executor needs it
 
+    indices = list(range(n_tasks)) if indices is None else indices
     executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
-    size = max_array if max_array is not None and n_tasks > max_array else n_tasks
+    size = max_array if max_array is not None and len(indices) > max_array else len(indices)
     executor.update_parameters(**submitit_parameters(profile, job_name, size))
     jobs, arrays = [], []
-    for offset in range(0, n_tasks, size):
-        count = min(size, n_tasks - offset)
+    for offset in range(0, len(indices), size):
+        chunk = indices[offset:offset + size]
         with executor.batch():  # one sbatch call per batch; each task is told its cell's index directly
-            part = [
-                executor.submit(run_array_task, str(script), i, str(log_dir / f"{job_name}_submitit_{i}.out"))
-                for i in range(offset, offset + count)
-            ]
-        arrays.append({"job_id": re.sub(r"_\d+$", "", part[0].job_id), "offset": offset, "count": count})
+            part = [executor.submit(run_array_task, str(script), i, str(log_dir / f"{job_name}_submitit_{i}.out"))
+                    for i in chunk]
+        arrays.append({"job_id": re.sub(r"_\d+$", "", part[0].job_id), "offset": offset, "count": len(chunk)})
         jobs += part
     task_ids = [job.job_id for job in jobs]
     return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays), jobs

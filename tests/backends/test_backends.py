@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from bench_contract.device import cpu_model
+from bench_contract.failure import failure_path, read_failure
 from bench_contract.spec import JobSpec
 from helpers import REPO_ROOT, env_python, metric, write_mnist_folder
 
@@ -117,6 +118,11 @@ def test_a_failure_is_reported_and_writes_no_result(framework, tmp_path):
         f"error: {framework} backend failed: precision 'bf16' is not implemented in the {framework} backend (only fp32)"
     )
     assert not Path(spec.results_path).exists()
+    # The failure row says why, where the result would have been (never among the results).
+    row = read_failure(failure_path(spec.results_path))
+    assert row["status"] == "failed" and row["framework"] == framework
+    assert row["failure_reason"].startswith("exception: ")
+    assert "precision 'bf16' is not implemented" in row["failure_reason"]
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

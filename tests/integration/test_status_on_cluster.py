@@ -1,6 +1,7 @@
 """status and watch against the real local cluster: a campaign with one cancelled task, watched to its end."""
 
 import json
+import re
 import subprocess
 import time
 
@@ -35,8 +36,9 @@ def test_watch_a_campaign_with_a_cancelled_task(slurm_cluster, tmp_path):
 
     watched = run_cli("watch", "--interval", "1", "--results-dir", str(results), env=slurm_cluster.env, timeout=600)
     assert watched.returncode == 1
-    assert watched.stderr.strip().splitlines() == [
-        f"torch 1 ({manifest['cells'][3]['cell_id']}): cancelled: CANCELLED"
-    ]
+    # The task writes a failure row when SIGTERM reaches it after its handler is installed (bench_contract.runner).
+    (line,) = watched.stderr.strip().splitlines()
+    assert re.fullmatch(rf"torch 1 \({manifest['cells'][3]['cell_id']}\): cancelled: CANCELLED"
+                        r"(: terminated by SIGTERM (at step \d+/\d+|while [a-z ]+))?", line), line
     final = run_cli("status", "--results-dir", str(results), env=slurm_cluster.env)
     assert "3/4 ended" not in final.stdout and "4/4 ended (1 cancelled, 3 completed)" in final.stdout

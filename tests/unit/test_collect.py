@@ -160,6 +160,52 @@ def test_a_merged_file_of_the_old_single_file_layout_is_replaced(tmp_path):
     assert collected.from_scratch and collected.rows == 3
 
 
+def rerun_copy(original, folder, throughput, started_at):
+    """The same campaign's cell run again, written elsewhere (a copied folder): same key, another start time."""
+    import pyarrow as pa
+
+    table = pq.read_table(original)
+    table = table.set_column(table.schema.get_field_index("started_at"), "started_at",
+                             pa.array([started_at] * table.num_rows, pa.string()))
+    values = [throughput if m == "throughput" else v
+              for m, v in zip(table["metric"].to_pylist(), table["value"].to_pylist())]
+    table = table.set_column(table.schema.get_field_index("value"), "value", pa.array(values, pa.float64()))
+    target = folder / "rows" / "jax" / original.name
+    target.parent.mkdir(parents=True)
+    pq.write_table(table, target)
+    return target
+
+
+def test_the_same_cell_twice_is_merged_once_the_newest_kept_and_said(tmp_path):
+    older = task_file(tmp_path, "jax", 32, 1000.0, campaign="c1")
+    task_file(tmp_path, "torch", 32, 500.0, campaign="c1")
+    newer = rerun_copy(older, tmp_path / "copy", 4000.0, "2099-01-01T00:00:00+00:00")
+    out = tmp_path / "merged.parquet"
+    collected = merge(tmp_path, out)
+    assert collected.superseded == [(older, newer)]
+    throughput = summary_frame(out).query("metric == 'throughput' and framework == 'jax'")["value"].tolist()
+    assert throughput == [4000.0]
+    assert merge(tmp_path, out).read == 0  # the left-out file is not read again while nothing changes
+    newer.unlink()  # the kept run is gone: the older one comes back
+    collected = merge(tmp_path, out)
+    assert collected.removed == [newer]
+    assert summary_frame(out).query("metric == 'throughput' and framework == 'jax'")["value"].tolist() == [1000.0]
+    proc = run_cli("collect", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0 and "left out" not in proc.stderr
+
+
+def test_failure_rows_are_never_merged(tmp_path):
+    from bench_contract.failure import write_failure
+
+    result = task_file(tmp_path, "jax", 32, 1000.0, campaign="c1")
+    write_failure(result.with_name("jax-64.parquet"), {"cell_id": "jax-64", "campaign": "c1"}, status="failed",
+                  reason="out of memory: MemoryError", phase="running the use case", exit_code=1)
+    assert (tmp_path / "camp1" / "failures" / "jax" / "jax-64.parquet").is_file()
+    collected = merge(tmp_path, tmp_path / "merged.parquet")
+    assert collected.files == 1 and not collected.skipped
+    assert set(pq.read_table(tmp_path / "merged.parquet")["cell_id"].to_pylist()) == {"jax-32"}
+
+
 def test_a_merged_dataset_of_another_result_schema_is_rebuilt(tmp_path):
     import json
 

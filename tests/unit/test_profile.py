@@ -71,6 +71,29 @@ def test_profile_validates_when_built_in_code_too():
         ClusterProfile(cpus_per_task=0)
 
 
+def test_preemption_settings_become_sbatch_directives(tmp_path):
+    from orchestrator.render import sbatch_directives
+
+    default = sbatch_directives(load_profile(None), "jax_digits_1", 3, tmp_path)
+    assert "--signal=B:TERM@120" in default and "--open-mode=append" in default and "--no-requeue" in default
+    site = load_profile(write(tmp_path, 'warning_signal = "USR1"\nwarning_seconds = 300\nrequeue = true\n'))
+    directives = sbatch_directives(site, "jax_digits_1", 3, tmp_path)
+    assert "--signal=B:USR1@300" in directives and "--requeue" in directives
+    off = sbatch_directives(load_profile(write(tmp_path, 'warning_signal = "none"\n')), "j", 1, tmp_path)
+    assert not any(d.startswith("--signal") for d in off)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('warning_signal = "KILL"', "'warning_signal': 'KILL' is not one of TERM, USR1, none"),
+    ("warning_seconds = 0", "'warning_seconds' must be a whole number of seconds"),
+    ('warning_seconds = "60"', "'warning_seconds' must be an integer"),
+    ('requeue = "yes"', "'requeue' must be true or false"),
+])
+def test_bad_preemption_settings_are_refused(tmp_path, text, message):
+    with pytest.raises(UsageError, match=message):
+        load_profile(write(tmp_path, text))
+
+
 def test_xla_flags_per_model_reach_the_jax_specs_of_that_model_only(tmp_path):
     import json
 

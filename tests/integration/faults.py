@@ -1,0 +1,145 @@
+"""Shared steps of the fault tests on the real local Slurm cluster: launch a tiny JAX campaign (digits, MLP,
+use case 1), wait for states, and check that resubmit + collect end with the complete matrix, each cell once."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from helpers import REPO_ROOT, run_cli
+
+LOCAL_PROFILE = REPO_ROOT / "profiles" / "local_slurm.toml"
+
+
+class Campaign:
+    """One campaign in tmp_path, driven through the real CLI against the cluster in env."""
+
+    def __init__(self, tmp_path: Path, env: dict, profile_extra: str = "") -> None:
+        self.tmp_path, self.env = tmp_path, env
+        self.results, self.scripts = tmp_path / "results", tmp_path / "scripts"
+        self.profile = tmp_path / "profile.toml"
+        self.write_profile(profile_extra)
+
+    def write_profile(self, extra: str) -> None:
+        """The local cluster's profile, with the keys set in `extra` (TOML lines) replaced."""
+        keys = {line.split("=")[0].strip() for line in extra.splitlines() if "=" in line}
+        base = [line for line in LOCAL_PROFILE.read_text().splitlines() if line.split("=")[0].strip() not in keys]
+        self.profile.write_text("\n".join(base) + "\n" + extra)
+
+    def cli(self, *args: str, timeout: float = 900):
+        return run_cli(*args, "--results-dir", str(self.results), env=self.env, timeout=timeout)
+
+    def launch(self, *args: str, timeout: float = 900):
+        """`python main.py --benchmark digits --use-case 1 --frameworks jax ARGS` with this campaign's profile."""
+        return run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", *args,
+                       "--profile", str(self.profile), "--results-dir", str(self.results),
+                       "--scripts-dir", str(self.scripts), env=self.env, timeout=timeout)
+
+    @property
+    def folder(self) -> Path:
+        (manifest,) = self.results.glob("*/manifest.json")
+        return manifest.parent
+
+    @property
+    def manifest(self) -> dict:
+        return json.loads((self.folder / "manifest.json").read_text())
+
+    def task(self, index: int, framework: str = "jax") -> str:
+        return self.manifest["submissions"][framework]["task_ids"][index]
+
+    def result(self, index: int, framework: str = "jax") -> Path:
+        return Path(next(c["results"] for c in self.manifest["cells"]
+                         if c["framework"] == framework and c["array_index"] == index))
+
+    def failure(self, index: int, framework: str = "jax") -> dict | None:
+        from bench_contract.failure import failure_path, read_failure
+
+        return read_failure(failure_path(self.result(index, framework)))
+
+    def wait_until(self, condition, what: str, timeout_s: float = 600, poll_s: float = 0.5):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                return value
+            time.sleep(poll_s)
+        raise AssertionError(f"{what} did not happen within {timeout_s:.0f} s")
+
+    def slurm_state(self, task_id: str) -> str:
+        return subprocess.run(["squeue", "-h", "-r", "-j", task_id, "-o", "%T"], capture_output=True, text=True,
+                              env=self.env).stdout.strip()
+
+    def node_of(self, task_id: str) -> str:
+        return subprocess.run(["squeue", "-h", "-r", "-j", task_id, "-o", "%N"], capture_output=True, text=True,
+                              env=self.env).stdout.strip()
+
+    def jobs_on(self, node: str) -> list[str]:
+        return subprocess.run(["squeue", "-h", "-r", "-w", node, "-o", "%i"], capture_output=True, text=True,
+                              env=self.env).stdout.split()
+
+    def wait_running(self, index: int, framework: str = "jax", settle_s: float = 0) -> str:
+        """Wait until the cell's task runs, then settle_s more (for the backend to start and train)."""
+        task_id = self.task(index, framework)
+        self.wait_until(lambda: self.slurm_state(task_id) == "RUNNING", f"task {task_id} running")
+        time.sleep(settle_s)
+        return task_id
+
+    def wait_training(self, index: int, framework: str = "jax", settle_s: float = 3) -> str:
+        """Wait until the cell's task runs and the campaign's shared initial weights exist (written after the
+        data is loaded, just before compiling and training), then settle_s more: the task is then past its
+        imports, with its signal handler installed, and compiling or training."""
+        task_id = self.wait_running(index, framework)
+        self.wait_until(lambda: any((self.folder / "init").glob("*.npz")), "the initial weights written")
+        time.sleep(settle_s)
+        return task_id
+
+    def watch(self) -> subprocess.CompletedProcess:
+        """Until every cell has ended; exit 1 when some ended without a result."""
+        return self.cli("watch", "--interval", "1")
+
+    def status(self) -> str:
+        proc = self.cli("status")
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    def check_complete_after_resubmit(self) -> pd.DataFrame:
+        """resubmit --wait, then collect: every cell of the campaign has one run in the merged dataset, and
+        no cell is missing."""
+        resubmitted = self.cli("resubmit", "--wait")
+        assert resubmitted.returncode == 0, resubmitted.stdout + resubmitted.stderr
+        return self.check_complete()
+
+    def check_complete(self) -> pd.DataFrame:
+        collected = self.cli("collect")
+        assert collected.returncode == 0, collected.stderr
+        assert "have no result" not in collected.stdout, collected.stdout
+        assert pq.read_table(self.results / "failures.parquet").num_rows == 0
+        merged = pd.read_parquet(self.results / "merged.parquet")
+        cells = {c["cell_id"] for c in self.manifest["cells"]}
+        assert set(merged.cell_id) == cells
+        # Each cell exactly once: one run (one start, one Slurm job) per cell.
+        runs = merged.groupby("cell_id")[["started_at", "slurm_job_id"]].nunique()
+        assert (runs == 1).all().all(), runs
+        assert (merged.metric == "throughput").sum() == len(cells)
+        return merged
+
+
+def standin_env(env_dir, broken=None):
+    """A JAX environment whose `python` runs the stand-in backend; it exits 1 at once for the array indices
+    listed in the file `broken` (one per line), as a task that crashes before Python starts would."""
+    bin_dir = env_dir / "jax" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
+    python = bin_dir / "python"
+    crash = f'grep -qx "$4" {shlex.quote(str(broken))} && exit 1\n' if broken else ""
+    # Called as `python -m jax_backend.run SPECS INDEX`; the stand-in takes SPECS INDEX.
+    python.write_text(f'#!/bin/bash\n{crash}exec {shlex.quote(sys.executable)} '
+                      f'{shlex.quote(str(REPO_ROOT / "tests" / "integration" / "standin_backend.py"))} "$3" "$4"\n')
+    python.chmod(0o755)

@@ -1,0 +1,241 @@
+"""Only the cells without a result are submitted again, as one array per framework with only their indices;
+status names each missing cell with its reason and the end of its log. Slurm is faked at the command line."""
+
+import json
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from bench_contract.failure import write_failure
+from helpers import run_cli
+from orchestrator.resubmit import array_expression, blocks
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """sbatch numbering its jobs 4001, 4002, ...; sacct and squeue answering from files the test writes."""
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch_calls.txt"
+    scripts = {
+        "sbatch": f'echo "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((4000 + n))"\n',
+        "sacct": f'cat "{tmp_path}/sacct.txt" 2>/dev/null; true\n',
+        "squeue": f'cat "{tmp_path}/squeue.txt" 2>/dev/null; true\n',
+        "scontrol": 'echo "MaxArraySize            = ${FAKE_MAX_ARRAY_SIZE:-1001}"\n',
+    }
+    for name, body in scripts.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env_dir = tmp_path / "envs"
+    for framework in ("jax", "torch"):
+        (env_dir / framework / "bin").mkdir(parents=True)
+        (env_dir / framework / "bin" / "activate").write_text("")
+    profile = tmp_path / "p.toml"
+    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return env, calls, profile
+
+
+COMMAND = ("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32,64")
+
+
+def plan(tmp_path, env, profile, *extra):
+    proc = run_cli(*COMMAND, "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
+                   "--scripts-dir", str(tmp_path / "s"), *extra, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def manifest_of(tmp_path):
+    (path,) = (tmp_path / "r").glob("*/manifest.json")
+    return json.loads(path.read_text())
+
+
+def succeed(manifest, framework, index):
+    cell = next(c for c in manifest["cells"] if c["framework"] == framework and c["array_index"] == index)
+    Path(cell["results"]).parent.mkdir(parents=True, exist_ok=True)
+    Path(cell["results"]).write_bytes(b"PAR1")  # status only asks whether the result file exists
+    return cell
+
+
+def test_resubmit_sends_only_the_missing_indices_and_status_names_each_reason(tmp_path, cluster):
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile)
+    manifest = manifest_of(tmp_path)
+    for index in (0, 2):
+        succeed(manifest, "jax", index)
+    for index in (0, 1, 2):
+        succeed(manifest, "torch", index)
+    crashed = next(c for c in manifest["cells"] if c["framework"] == "jax" and c["array_index"] == 1)
+    write_failure(crashed["results"], {"cell_id": crashed["cell_id"]}, status="failed",
+                  reason="exception: FileNotFoundError: no digits file (while loading the data)",
+                  phase="loading the data", exit_code=1)
+    folder = tmp_path / "r" / manifest["campaign"]
+    (folder / "logs" / "jax_digits_1_4001_1.out").write_text("".join(f"line {i}\n" for i in range(30)))
+    (tmp_path / "sacct.txt").write_text("4001_1|FAILED\n4001_3|TIMEOUT\n4002_3|PENDING\n")
+    (tmp_path / "squeue.txt").write_text("4002_3 PENDING\n")
+
+    status = run_cli("status", "--results-dir", str(tmp_path / "r"), "--log-lines", "3", env=env)
+    assert status.returncode == 0, status.stderr
+    assert "FAILED: exception: FileNotFoundError: no digits file (while loading the data)" in status.stdout
+    assert "  | line 27\n  | line 28\n  | line 29\n" in status.stdout and "line 26" not in status.stdout
+    assert "--- jax 3 (" in status.stdout and "timed out: TIMEOUT\n  (no log)" in status.stdout
+    assert "2 cells ended without a result" in status.stdout
+
+    proc = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    jax_script = folder / "scripts" / "jax_digits_1.sh"
+    # torch 3 is still pending and every other torch cell has a result: only jax goes again.
+    assert calls.read_text().splitlines()[2:] == [f"--parsable --array=1,3 {jax_script}"]
+    after = manifest_of(tmp_path)
+    assert after["submissions"]["jax"]["task_ids"] == ["4001_0", "4003_1", "4001_2", "4003_3"]
+    assert [a["job_id"] for a in after["submissions"]["jax"]["arrays"]] == ["4001", "4003"]
+    assert after["resubmissions"][0]["indices"] == [1, 3]
+
+    (tmp_path / "sacct.txt").write_text("4001_1|FAILED\n4003_1|RUNNING\n4003_3|PENDING\n4002_3|PENDING\n")
+    (tmp_path / "squeue.txt").write_text("4003_1 RUNNING\n4003_3 PENDING\n4002_3 PENDING\n")
+    status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env)
+    assert "RUNNING; previous attempt: exception: FileNotFoundError" in status.stdout
+    again = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    assert "nothing to submit" in again.stdout and len(calls.read_text().splitlines()) == 3
+
+
+def test_the_same_command_again_completes_its_campaign(tmp_path, cluster):
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile)
+    manifest = manifest_of(tmp_path)
+    for framework in ("jax", "torch"):
+        for index in (0, 1, 3):
+            succeed(manifest, framework, index)
+    (tmp_path / "sacct.txt").write_text("4001_2|CANCELLED by 0\n4002_2|NODE_FAIL\n")
+    proc = plan(tmp_path, env, profile)
+    assert "planned by the same command before" in proc.stdout
+    assert manifest_of(tmp_path)["campaign"] == manifest["campaign"]  # still one campaign
+    folder = tmp_path / "r" / manifest["campaign"]
+    assert calls.read_text().splitlines()[2:] == [
+        f"--parsable --array=2 {folder / 'scripts' / 'jax_digits_1.sh'}",
+        f"--parsable --array=2 {folder / 'scripts' / 'torch_digits_1.sh'}",
+    ]
+    # Asked to, it runs the completed cells again too; a separate campaign is another option.
+    (tmp_path / "sacct.txt").write_text("")
+    plan(tmp_path, env, profile, "--rerun-completed")
+    assert calls.read_text().splitlines()[4].startswith("--parsable --array=0-3 ")
+    plan(tmp_path, env, profile, "--new-campaign")
+    assert len(list((tmp_path / "r").glob("*/manifest.json"))) == 2
+    assert calls.read_text().splitlines()[-1] == f"--parsable {tmp_path / 's' / 'torch_digits_1.sh'}"
+
+
+def test_a_changed_setting_is_a_new_campaign(tmp_path, cluster):
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile)
+    plan(tmp_path, env, profile, "--epochs", "3")
+    assert len(list((tmp_path / "r").glob("*/manifest.json"))) == 2
+
+
+def test_indices_beyond_max_array_size_go_in_parts_with_their_offset(tmp_path, cluster):
+    env, calls, profile = cluster
+    env["FAKE_MAX_ARRAY_SIZE"] = "2"
+    plan(tmp_path, env, profile, "--frameworks", "jax")
+    manifest = manifest_of(tmp_path)
+    succeed(manifest, "jax", 0)
+    proc = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    script = tmp_path / "r" / manifest["campaign"] / "scripts" / "jax_digits_1.sh"
+    assert calls.read_text().splitlines()[2:] == [f"--parsable --array=1 {script}",
+                                                  f"--parsable --array=0-1 {script} 2"]
+    assert manifest_of(tmp_path)["submissions"]["jax"]["task_ids"] == ["4001_0", "4003_1", "4004_0", "4004_1"]
+
+
+def test_array_expressions_and_parts():
+    assert array_expression([9, 0, 1, 2, 5, 7, 8]) == "0-2,5,7-9"
+    assert array_expression([3]) == "3"
+    assert blocks([1, 3], None) == [(0, [1, 3])]
+    assert blocks([1, 2, 5], 2) == [(0, [1]), (2, [0]), (4, [1])]
+
+
+def test_collect_names_every_missing_cell_apart_from_the_measurements(tmp_path, cluster):
+    import pyarrow.parquet as pq
+
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile, "--frameworks", "jax")
+    manifest = manifest_of(tmp_path)
+    succeed(manifest, "jax", 0)
+    Path(manifest["cells"][0]["results"]).unlink()  # collect reads results: make a real one
+    from helpers import task_file
+    real = task_file(tmp_path / "elsewhere", "jax", 8, 100.0, campaign=manifest["campaign"])
+    Path(manifest["cells"][0]["results"]).write_bytes(real.read_bytes())
+    oom = manifest["cells"][1]
+    write_failure(oom["results"], {"cell_id": oom["cell_id"]}, status="failed", reason="out of memory: MemoryError",
+                  phase="loading the data", exit_code=1)
+    folder = tmp_path / "r" / manifest["campaign"]
+    (folder / "logs" / "jax_digits_1_4001_1.out").write_text("start\nMemoryError\n")
+    (tmp_path / "sacct.txt").write_text("4001_1|FAILED\n4001_2|CANCELLED by 0\n4001_3|COMPLETED\n")
+    proc = run_cli("collect", "--results-dir", str(tmp_path / "r"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "3 cells have no result" in proc.stdout
+    failures = pq.read_table(tmp_path / "r" / "failures.parquet").to_pylist()
+    assert [(f["array_index"], f["state"], f["reason"]) for f in failures] == [
+        (1, "failed", "FAILED: out of memory: MemoryError"),
+        (2, "cancelled", "CANCELLED"),
+        (3, "no result", "COMPLETED, but no result file"),
+    ]
+    assert failures[0]["log_tail"] == "start\nMemoryError" and "  | MemoryError" in proc.stdout
+    merged = pq.read_table(tmp_path / "r" / "merged.parquet")
+    assert set(merged["cell_id"].to_pylist()) == {"jax-8"}  # only the measurement, never a failure row
+
+
+def test_the_local_executor_runs_only_the_missing_cells_again(tmp_path):
+    """A stand-in environment whose `python` writes the cell's result file, except for the cells listed in
+    broken.txt (it exits 1 for them): the campaign's local run fails there, and resubmit runs only those."""
+    env_dir = tmp_path / "envs"
+    ran = tmp_path / "ran.txt"
+    for framework in ("jax", "torch"):
+        bin_dir = env_dir / framework / "bin"
+        bin_dir.mkdir(parents=True)
+        (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
+        (bin_dir / "python").write_text(
+            "#!/bin/bash\n"
+            f'echo "{framework} $4" >> {shlex.quote(str(ran))}\n'
+            f'grep -qx "{framework} $4" {shlex.quote(str(tmp_path / "broken.txt"))} && exit 1\n'
+            'path=$(sed -n "$(( $4 + 1 ))p" "$3" | python3 -c "import json,sys; print(json.load(sys.stdin)[\'results_path\'])")\n'
+            'mkdir -p "$(dirname "$path")" && echo result > "$path"\n')
+        (bin_dir / "python").chmod(0o755)
+    (tmp_path / "broken.txt").write_text("jax 1\ntorch 0\n")
+    profile = tmp_path / "p.toml"
+    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
+    proc = run_cli(*COMMAND, "--executor", "local", "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
+                   "--scripts-dir", str(tmp_path / "s"))
+    assert proc.returncode == 1 and "FAILED jax array task 1" in proc.stdout
+    assert "2 cells ended without a result" in run_cli("status", "--results-dir", str(tmp_path / "r")).stdout
+    (tmp_path / "broken.txt").write_text("")
+    ran.write_text("")
+    proc = run_cli("resubmit", "--results-dir", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ran.read_text().splitlines() == ["jax 1", "torch 0"]
+    status = run_cli("status", "--results-dir", str(tmp_path / "r")).stdout
+    assert "8/8 ended (8 completed)" in status
+
+
+@pytest.mark.parametrize("extra, script, expected", [
+    # Each trial is its own task: only the trial without a result goes again.
+    (("--trials", "2"), "jax", "--array=3"),
+    # A paired task runs both frameworks' trials of one pair: it goes again when any of them lacks a result.
+    (("--trials", "2", "--paired"), "paired", "--array=1"),
+])
+def test_trials_and_pairs_are_resubmitted_by_their_task(tmp_path, cluster, extra, script, expected):
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile, *extra)
+    manifest = manifest_of(tmp_path)
+    missing = next(c for c in manifest["cells"] if c["framework"] == "jax" and c["batch_size"] == 16
+                   and c["trial"] == 1)
+    for cell in manifest["cells"]:
+        if cell is not missing:
+            Path(cell["results"]).parent.mkdir(parents=True, exist_ok=True)
+            Path(cell["results"]).write_bytes(b"PAR1")
+    proc = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    name = manifest["scripts"][script]["name"]
+    assert calls.read_text().splitlines()[len(manifest["submissions"]):] == [
+        f"--parsable {expected} {tmp_path / 'r' / manifest['campaign'] / 'scripts' / name}"]
