@@ -13,12 +13,12 @@ bf16 and fp16 use the dense tensor-core rate with FP32 accumulation (what framew
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from bench_contract.roofline import gpu_bandwidth, record_roofline
+from bench_contract.timing import fastest_call
 
 T = 1e12
 # (pattern on NVML's device name, {precision: dense peak FLOP/s}). First match wins, so the more specific
@@ -93,12 +93,7 @@ def cpu_peak(framework: str, precision: str, matmul: Callable[[], Any], synchron
     untimed call). Measured once per process and precision; later calls return the cached figure."""
     key = (framework, precision)
     if key not in _calibrated:
-        synchronize(matmul())
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            synchronize(matmul())
-            best = min(best, time.perf_counter() - start)
+        best = fastest_call(matmul, synchronize, repeats)
         _calibrated[key] = Peak(2 * n**3 / best, f"measured: fastest of {repeats} {framework} {n}x{n} {precision} "
                                                  f"matmuls in this process")
     return _calibrated[key]

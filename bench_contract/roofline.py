@@ -17,9 +17,10 @@ the best of a few STREAM-style scale operations (read one array, write another) 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import Any
+
+from bench_contract.timing import fastest_call
 
 G = 1e9
 # (pattern on NVML's device name, memory bandwidth in bytes/s), first match wins; vendor datasheets.
@@ -61,12 +62,7 @@ def cpu_bandwidth(framework: str, scale: Callable[[], Any], synchronize: Callabl
     """Measured: 2 x nbytes (one array read, one written) over the fastest of `repeats` calls of `scale`,
     after one untimed call. Once per process; later calls return the cached figure."""
     if framework not in _measured:
-        synchronize(scale())
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            synchronize(scale())
-            best = min(best, time.perf_counter() - start)
+        best = fastest_call(scale, synchronize, repeats)
         _measured[framework] = (2 * nbytes / best, f"measured: fastest of {repeats} {framework} scale operations "
                                                    f"on {nbytes // 2**20} MiB float32 arrays (read + write)")
     return _measured[framework]

@@ -60,6 +60,18 @@ class StepTimer:
             self.run(step)
 
 
+def fastest_call(call: Callable[[], Any], synchronize: Callable[[Any], None], repeats: int) -> float:
+    """Seconds of the fastest of `repeats` synchronised calls, after one untimed call: the calibrations'
+    estimate of what the hardware can do, the least disturbed by other work on the machine."""
+    synchronize(call())
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        synchronize(call())
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def step_time_statistics(times_s: list[float], samples_per_step: int) -> list[tuple[str, float, str]]:
     """(metric, value, unit) triples for a list of synchronised step times."""
     if not times_s:

@@ -149,6 +149,15 @@ def _environment():
     return env
 
 
+def header_values(name: str, first: Cell, profile: ClusterProfile, *, campaign: str, command: str, git_commit: str,
+                  created_at: str) -> dict:
+    """What both templates (one framework's array, or the paired one) say about the campaign and the profile."""
+    return dict(script_name=name, benchmark=first.benchmark, use_case=first.use_case,
+                use_case_title=catalog.USE_CASES[first.use_case].title, campaign=campaign, command=command,
+                git_commit=git_commit, created_at=created_at, profile_name=profile.name,
+                setup_lines=list(profile.setup_lines), project_root=PROJECT_ROOT, cpus_per_task=profile.cpus_per_task)
+
+
 def render_scripts(
     cells: list[Cell],
     profile: ClusterProfile,
@@ -180,27 +189,17 @@ def render_scripts(
             for i, c in enumerate(mine) for t in range(trials)
         ]
         text = template.render(
-            script_name=name,
+            **header_values(name, first, profile, campaign=campaign, command=command, git_commit=git_commit,
+                            created_at=created_at),
             framework=framework,
             framework_title=catalog.FRAMEWORKS[framework],
-            benchmark=first.benchmark,
-            use_case=first.use_case,
-            use_case_title=catalog.USE_CASES[first.use_case].title,
-            campaign=campaign,
-            command=command,
-            git_commit=git_commit,
-            created_at=created_at,
             cell_lines=cell_lines,
             directives=sbatch_directives(profile, name.removesuffix(".sh"), len(mine) * trials, campaign_dir / "logs",
                                          first.settings.nodes, first.settings.tasks_per_node),
             world_size=first.settings.world_size,
             launcher=SRUN if first.settings.world_size > 1 else [],
             distributed_lines=DISTRIBUTED_LINES[framework] if first.settings.world_size > 1 else [],
-            profile_name=profile.name,
-            setup_lines=list(profile.setup_lines),
             activate=profile.env_path(framework) / "bin" / "activate",
-            project_root=PROJECT_ROOT,
-            cpus_per_task=profile.cpus_per_task,
             exports=FRAMEWORK_EXPORTS[framework],
             specs_file=specs_path(campaign_dir, framework),
         )
@@ -226,23 +225,13 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, *, campaign: str, 
         for fw in PAIRED_ORDER
     ]
     text = _environment().get_template("paired.sh.j2").render(
-        script_name=name,
-        benchmark=first.benchmark,
-        use_case=first.use_case,
-        use_case_title=catalog.USE_CASES[first.use_case].title,
-        campaign=campaign,
-        command=command,
-        git_commit=git_commit,
-        created_at=created_at,
+        **header_values(name, first, profile, campaign=campaign, command=command, git_commit=git_commit,
+                        created_at=created_at),
         pair_lines=[f"{i:<5}  {a.model_label} batch {a.batch_size} {a.precision}  ({a.pair_key})"
                     for i, (a, *_) in enumerate(pairs)],
         directives=sbatch_directives(profile, name.removesuffix(".sh"), len(pairs), campaign_dir / "logs"),
         order=" ".join(catalog.FRAMEWORKS[fw] for fw in PAIRED_ORDER),
         trials=trials,
-        profile_name=profile.name,
-        setup_lines=list(profile.setup_lines),
-        project_root=PROJECT_ROOT,
-        cpus_per_task=profile.cpus_per_task,
         runs=runs,
     )
     return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials)
