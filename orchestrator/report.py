@@ -146,14 +146,21 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
              "step time (ms)", f"Step-time percentiles (p50, p95, p99): {where}"),
             ("memory", ["peak_device_memory_allocated", "peak_host_rss"], ["peak device memory", "peak host RSS"],
              2**-20, "MiB", f"Peak memory against batch size: {where}"),
+            ("energy", ["energy_per_sample"], ["energy per sample"], 1, "J/sample",
+             f"Energy per sample (NVML, over the timed steps) against batch size: {where}"),
+            ("mfu", ["mfu"], ["MFU"], 100, "MFU (%)", f"Model FLOP utilisation against batch size: {where}"),
         ]
         for prefix, metrics, labels, scale, ylabel, caption in families:
-            present = [(m, label) for m, label in zip(metrics, labels) if f"jax_{m}" in block]
+            # A metric that was not available (energy on a CPU) is NaN on every row: no plot of nothing.
+            present = [(m, label) for m, label in zip(metrics, labels)
+                       if any(f"{fw}_{m}" in block and block[f"{fw}_{m}"].notna().any() for fw in FRAMEWORKS)]
             if not present:
                 continue
             fig, ax = plt.subplots(figsize=(6, 4))
             for fw in FRAMEWORKS:
                 for (m, label), style in zip(present, ("o-", "s--", "^:")):
+                    if f"{fw}_{m}" not in block:
+                        continue
                     ax.plot(block["batch_size"], block[f"{fw}_{m}"] * scale, style, color=COLORS[fw],
                             label=f"{FRAMEWORK_TITLES[fw]} {label}")
             ax.set_xscale("log", base=2)

@@ -79,8 +79,11 @@ def task_file(root: Path, framework: str, batch: int, throughput: float, device:
         rows.add("train_loss", 1.0, "nats", epoch=0, step=0)
     if world_size is not None:
         rows.add("world_size", world_size, "processes")
-    for name, value in (metrics or {}).items():
-        rows.add(name, value, "")
+    for name, value in (metrics or {}).items():  # None: recorded as not available, as a backend does
+        if value is None:
+            rows.add_unavailable(name, "", "not measured in this test")
+        else:
+            rows.add(name, value, "")
     for step, ms in enumerate(step_times_ms):
         rows.add("step_time", ms, "ms", epoch=0, step=step)
     return rows.write(root / f"camp{use_case}" / "rows" / framework / f"{ctx['cell_id']}.parquet")

@@ -126,3 +126,19 @@ def test_the_report_links_the_profiler_traces_of_the_collected_campaigns(tmp_pat
     assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
     page = (tmp_path / "report" / "report.html").read_text()
     assert '<a href="../camp1/rows/torch/torch-32-trial0.trace/torch_trace.json">torch_trace.json</a>' in page
+
+
+def test_energy_and_mfu_are_plotted_where_they_were_measured_and_not_where_they_were_not(tmp_path):
+    for batch in (32, 64):
+        task_file(tmp_path / "gpu", "jax", batch, 2000.0, metrics={"energy_per_sample": 0.02, "mfu": 0.4})
+        task_file(tmp_path / "gpu", "torch", batch, 1000.0, metrics={"energy_per_sample": 0.03, "mfu": 0.3})
+    assert run_cli("collect", "--results-dir", str(tmp_path / "gpu")).returncode == 0
+    assert run_cli("report", "--results-dir", str(tmp_path / "gpu")).returncode == 0
+    plots = [p.name for p in (tmp_path / "gpu" / "report" / "plots").iterdir()]
+    assert any(p.startswith("energy_") for p in plots) and any(p.startswith("mfu_") for p in plots)
+    task_file(tmp_path / "cpu", "jax", 32, 2000.0, metrics={"energy_per_sample": None, "mfu": None})
+    task_file(tmp_path / "cpu", "torch", 32, 1000.0, metrics={"energy_per_sample": None, "mfu": None})
+    assert run_cli("collect", "--results-dir", str(tmp_path / "cpu")).returncode == 0
+    assert run_cli("report", "--results-dir", str(tmp_path / "cpu")).returncode == 0
+    plots = [p.name for p in (tmp_path / "cpu" / "report" / "plots").iterdir()]
+    assert not any(p.startswith(("energy_", "mfu_")) for p in plots)
