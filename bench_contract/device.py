@@ -50,7 +50,7 @@ def device_details(kind: str, device_ids: list[str] | tuple[str, ...] = ()) -> d
     details: dict[str, Any] = {"cpu": cpu_details(),
                                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "not set")}
     if kind != "gpu":
-        details["gpus"] = not_available("the framework ran on the CPU")
+        details["gpus"] = not_available(f"the framework ran on the {kind.upper()}, not on an NVIDIA GPU")
         return details
     try:
         with session() as nvml:
@@ -119,17 +119,22 @@ def recorded_environment() -> dict[str, str]:
 
 
 def environment_context(*, device_kind: str, device_count: int, framework_version: str, libraries: list[str],
-                        device_ids: tuple[str, ...] = (), runtime_versions: dict[str, str] | None = None) -> dict:
+                        device_ids: tuple[str, ...] = (), runtime_versions: dict[str, str] | None = None,
+                        model: str | None = None, unused_accelerators: tuple[str, ...] = ()) -> dict:
     """The environment columns of a result row.
 
     runtime_versions: what the framework reports of its native libraries (CUDA, cuDNN, NCCL), each a version
-    or "not available: <reason>"; they go into library_versions beside the Python packages."""
+    or "not available: <reason>"; they go into library_versions beside the Python packages.
+    model: the framework's own name for a device that is neither an NVIDIA GPU nor the CPU (a TPU's device
+    kind); unused_accelerators: what else the framework sees, recorded in device_details."""
     details = device_details(device_kind, device_ids)
+    if unused_accelerators:
+        details["unused_accelerators"] = list(unused_accelerators)
     versions = package_versions(libraries + ["numpy", "pyarrow", "nvidia-ml-py", "scikit-learn"])
     versions.update(runtime_versions or {})
     return {
         "device_kind": device_kind,
-        "device_model": device_model(device_kind, details),
+        "device_model": model or device_model(device_kind, details),
         "device_count": device_count,
         "device_details": json.dumps(details, sort_keys=True),
         "hostname": socket.gethostname(),

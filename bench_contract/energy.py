@@ -167,7 +167,7 @@ def integrate_power(samples: list[tuple[float, float]], start: float, end: float
 def meter_for(device_kind: str, device_ids: tuple[str, ...] = (), world_size: int = 1) -> EnergyMeter:
     """The meter for the devices this process runs on."""
     if device_kind != "gpu":
-        return EnergyMeter(unavailable="the framework ran on the CPU; NVML measures NVIDIA GPUs only")
+        return EnergyMeter(unavailable=f"the framework ran on the {device_kind.upper()}; NVML measures NVIDIA GPUs only")
     if world_size > 1:
         # Only rank 0 writes, and the other ranks' GPUs are not gathered: a per-sample figure would be wrong.
         return EnergyMeter(unavailable=f"data parallel over {world_size} processes: other ranks' GPU energy is not gathered")

@@ -40,6 +40,10 @@ class DeviceSetup:
     device_ids: tuple[str, ...] = ()
     # CUDA, cuDNN and NCCL versions as the framework reports them, or "not available: <reason>".
     runtime_versions: dict[str, str] | None = None
+    # The device's model as the framework names it, for what NVML and /proc/cpuinfo do not describe (a TPU).
+    model: str | None = None
+    # Accelerators the framework sees but this cell does not use (an Apple GPU beside the CPU), by name.
+    unused_accelerators: tuple[str, ...] = ()
 
 
 class Backend(Protocol):
@@ -128,6 +132,8 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None) 
             libraries=backend.libraries,
             device_ids=setup.device_ids,
             runtime_versions=setup.runtime_versions,
+            model=setup.model,
+            unused_accelerators=setup.unused_accelerators,
         )
     )
     context["precision_policy"] = setup.precision_policy

@@ -107,7 +107,9 @@ class JaxBackend:
         self.topology = topology_for(spec)
         initialize(self.topology)  # before anything asks JAX for its devices
         devices = jax.local_devices()
-        kind = "gpu" if devices[0].platform == "gpu" else "cpu"
+        # "gpu" (CUDA or ROCm), "cpu", or another platform JAX runs on (TPU; "METAL" with Apple's plugin), named
+        # as it is: a TPU is never recorded as the host's CPU.
+        kind = devices[0].platform.lower()
         if spec.device == "gpu" and kind != "gpu":
             raise RuntimeError(f"device 'gpu' was asked for, but JAX sees only {devices[0].platform} devices")
         self.device = devices[0]
@@ -115,11 +117,12 @@ class JaxBackend:
         return DeviceSetup(
             kind=kind,
             # every device of every process in a data-parallel run; a CPU process counts as one device
-            count=len(jax.devices()) if self.topology.world_size > 1 else (len(devices) if kind == "gpu" else 1),
+            count=len(jax.devices()) if self.topology.world_size > 1 else (len(devices) if kind != "cpu" else 1),
             framework_version=jax.__version__,
             precision_policy=policy,
             device_ids=cuda_ordinals([self.device]),
             runtime_versions=runtime_versions(),
+            model=None if kind in ("gpu", "cpu") else devices[0].device_kind,
         )
 
     def efficiency(self, spec: JobSpec):

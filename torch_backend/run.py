@@ -93,6 +93,13 @@ class TorchDPOps(TorchOps):
         return float(out.item())  # already the global batch's mean: the update's all_reduce carried it
 
 
+def unused_accelerators() -> tuple[str, ...]:
+    """An Apple GPU PyTorch sees through MPS: this backend runs on CUDA or the CPU, so it is recorded, not used."""
+    if torch.backends.mps.is_available():
+        return ("Apple GPU (torch.backends.mps): seen, not used; this backend runs on CUDA or the CPU",)
+    return ()
+
+
 class TorchBackend:
     framework = "torch"
     libraries = ["torch", "torchvision"]
@@ -126,6 +133,7 @@ class TorchBackend:
             precision_policy=policy,
             device_ids=(pci_bus_id(self.device),) if use_gpu else (),
             runtime_versions=runtime_versions(),
+            unused_accelerators=unused_accelerators(),
         )
 
     def param_specs(self, model, sample_shape, num_classes, variant, graph=None):

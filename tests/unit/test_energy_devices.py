@@ -156,7 +156,7 @@ def test_gpu_details_name_memory_versions_count_mig_and_power(nvml, monkeypatch)
 def test_cpu_run_records_cpu_and_why_there_are_no_gpu_details(nvml):
     nvml(TWO)
     details = device.device_details("cpu")
-    assert details["gpus"] == not_available("the framework ran on the CPU")
+    assert details["gpus"] == not_available("the framework ran on the CPU, not on an NVIDIA GPU")
     assert details["cpu"]["logical_cpus"] >= 1
     nvml([], driver_loaded=False)
     assert device.device_details("gpu")["gpus"].startswith("not available: NVML could not start")
@@ -295,3 +295,17 @@ def test_a_counter_that_did_not_advance_is_not_available_rather_than_zero(nvml):
         pass
     result = meter.result()
     assert result.joules is None and "did not advance" in result.method
+
+
+def test_a_device_the_framework_names_itself_is_recorded_as_it_names_it():
+    """A TPU (JAX's device_kind) is never recorded as the host CPU; an unused Apple GPU is noted. Not exercised
+    on such hardware here: this checks what the backends pass on is what the rows carry."""
+    from bench_contract.device import environment_context
+
+    ctx = environment_context(device_kind="tpu", device_count=4, framework_version="x", libraries=[],
+                              model="TPU v5 lite")
+    assert ctx["device_kind"] == "tpu" and ctx["device_model"] == "TPU v5 lite"
+    assert "ran on the TPU" in json.loads(ctx["device_details"])["gpus"]
+    ctx = environment_context(device_kind="cpu", device_count=1, framework_version="x", libraries=[],
+                              unused_accelerators=("Apple GPU (torch.backends.mps): seen, not used",))
+    assert json.loads(ctx["device_details"])["unused_accelerators"] == ["Apple GPU (torch.backends.mps): seen, not used"]
