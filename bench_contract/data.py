@@ -22,6 +22,8 @@ from bench_contract import vision
 
 # The split is part of the benchmark's definition, not of a run: it never follows the run's seed.
 SPLIT_SEED = 20240601
+# Real data that ships with a package (scikit-learn's digits): read without a data directory.
+PACKAGED_BENCHMARKS = ("digits",)
 
 MNIST_FILES = {
     "train_images": "train-images-idx3-ubyte",

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from bench_contract import vision
-from bench_contract.data import SYNTHETIC_SHAPES, DataError, Dataset, load_dataset
+from bench_contract.data import PACKAGED_BENCHMARKS, SYNTHETIC_SHAPES, DataError, Dataset, load_dataset
 from bench_contract.efficiency import Efficiency
 from bench_contract.flops import Flops
 from bench_contract.results import ResultRows
@@ -108,7 +108,7 @@ def inference_dataset(spec: JobSpec) -> Dataset:
 
 def real_inputs(benchmark: str, data_dir: str | None, batch_size: int,
                 shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int]:
-    if not data_dir:
+    if not data_dir and benchmark not in PACKAGED_BENCHMARKS:
         raise DataError(f"benchmark {benchmark!r} with real data needs a data directory")
     if benchmark == "imagenet":
         from bench_contract.images import ImageFolder, split_folder

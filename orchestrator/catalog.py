@@ -113,8 +113,8 @@ BENCHMARKS = {
 # What runs today: (benchmark, model) -> the use cases both backends implement for it. Everything else
 # declared above is refused at plan time. A combination is added here when both backends run it.
 IMPLEMENTED: dict[tuple[str, str], frozenset[int]] = {
-    ("digits", "mlp"): frozenset({1, 2, 3, 4}),
-    ("mnist", "mlp"): frozenset({1, 2, 3, 4}),
+    ("digits", "mlp"): frozenset({1, 2, 3, 4, INFERENCE}),
+    ("mnist", "mlp"): frozenset({1, 2, 3, 4, INFERENCE}),
     # The vision models. Those with batch norm train on one device only (see BATCH_NORM_MODELS).
     ("imagenet", "resnet50"): frozenset({1, INFERENCE}),
     ("imagenet", "vit_b_16"): frozenset({1, 2, 3, 4, INFERENCE}),
@@ -181,6 +181,12 @@ def check_variant(name: str) -> None:
 def built_models() -> list[str]:
     """Models that both backends build: those with at least one implemented (benchmark, model) entry."""
     return [name for name in MODELS if any(model == name and cases for (_, model), cases in IMPLEMENTED.items())]
+
+
+def inference_models() -> list[str]:
+    """Built models that also run inference (use case 5): what `validate` compares forward pass by forward pass."""
+    return [name for name in built_models()
+            if any(model == name and INFERENCE in cases for (_, model), cases in IMPLEMENTED.items())]
 
 
 def home_benchmark(model: str) -> Benchmark:

@@ -58,7 +58,7 @@ def check_request(req: ValidateRequest) -> None:
     if req.model not in catalog.built_models():
         raise UsageError(f"model {req.model!r} is declared but not built by the backends yet; "
                          f"validate one of: {', '.join(catalog.built_models())}")
-    if not any(model == req.model and catalog.INFERENCE in cases for (_, model), cases in catalog.IMPLEMENTED.items()):
+    if req.model not in catalog.inference_models():
         raise UsageError(f"validate compares the inference forward pass, which model {req.model!r} does not run; "
                          "its two frameworks are compared on training steps by tests/backends/test_training_models.py")
     catalog.check_precision(req.precision)

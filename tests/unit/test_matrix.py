@@ -99,8 +99,10 @@ def declared_but_not_implemented():
     """The first (benchmark, model, use case) the catalog declares but does not run yet."""
     for bench in catalog.BENCHMARKS.values():
         for model in bench.models:
-            for number in catalog.USE_CASES:
-                if number not in catalog.IMPLEMENTED.get((bench.name, model), ()):
+            for number, case in catalog.USE_CASES.items():
+                # Not a combination refused on purpose (batch norm and per-sample gradients), one not built yet.
+                reason = catalog.skip_reason(bench, case, model, "fp32") or ""
+                if "not implemented yet" in reason:
                     return bench.name, model, number
     pytest.skip("every declared combination is implemented")
 
