@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from bench_contract.efficiency import Efficiency
 from bench_contract.results import CONTEXT_NAMES, ResultRows
 from bench_contract.spec import JobSpec
 
@@ -111,10 +112,18 @@ def try_spec(spec: JobSpec, batch_size: int, folder: Path) -> JobSpec:
     # load_dataset keeps a tenth each for validation and test: size the set so training has two full batches.
     samples = math.ceil(train / 0.8) + 10
     return dataclasses.replace(
-        spec, batch_size=batch_size, batch_search=False, memory_limit_bytes=0, data_source="synthetic",
+        spec, batch_size=batch_size, batch_search=False, search_try=True, memory_limit_bytes=0, data_source="synthetic",
         synthetic_samples=samples, epochs=1, warmup_steps=1, timed_steps=1, min_duration_s=0.0, loop_batch_size=1,
         results_path=str(folder / f"try-{batch_size}.parquet"),
     )
+
+
+def try_efficiency(spec: JobSpec) -> Efficiency | None:
+    """In a try, no energy meter and no peak calibration: the calibrations' arrays would count against the
+    memory the try is probing. None outside a try (the backend builds its own)."""
+    if not spec.search_try:
+        return None
+    return Efficiency.unmeasured("a batch-search try measures whether the batch fits, nothing else")
 
 
 def limit_address_space(limit_bytes: int) -> Callable[[], None] | None:

@@ -80,6 +80,7 @@ class JobSpec:
     batch_search: bool = False
     batch_search_limit: int = 65536
     memory_limit_bytes: int = 0
+    search_try: bool = False  # one try of a search: no energy or peak calibration, whose memory is not the cell's
     # After measuring, this many more steps under the framework's profiler, traced to a file (bench_contract.tracing).
     trace_steps: int = 0
     # XLA flags for this cell from the cluster profile (per model); the JAX backend adds them to XLA_FLAGS

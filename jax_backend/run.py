@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from bench_contract.batch_search import try_efficiency
 from bench_contract.data import Dataset
 from bench_contract.inference import DTYPE_NAMES, INFERENCE_USE_CASE, precision_policy, run_inference
 from bench_contract.results import ResultRows
@@ -126,7 +127,7 @@ class JaxBackend:
         )
 
     def efficiency(self, spec: JobSpec):
-        return efficiency(self.kind, [self.device], spec.precision, self.topology.world_size)
+        return try_efficiency(spec) or efficiency(self.kind, [self.device], spec.precision, self.topology.world_size)
 
     def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
         return models.param_specs(model, sample_shape, num_classes, variant, graph)
@@ -166,7 +167,8 @@ class JaxBackend:
         rows.add("compile_time", ops.compile_time_s, "s")
         run_training(spec, data, ops, rows, topology, self.efficiency(spec), tracer=jax_trace)
         if private:
-            per_sample = JaxPerSampleOps(spec.model, module, ops.placement.local_copy(ops.params), spec.clip_norm, self.device)
+            per_sample = JaxPerSampleOps(spec.model, module, ops.placement.local_copy(ops.params), spec.clip_norm,
+                                         self.device)
             time_vectorization(spec, data, per_sample, rows)
         self.add_device_memory(rows)
 

@@ -13,6 +13,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile
 
+from bench_contract.batch_search import try_efficiency
 from bench_contract.data import Dataset
 from bench_contract.inference import DTYPE_NAMES, INFERENCE_USE_CASE, precision_policy, run_inference
 from bench_contract.results import ResultRows
@@ -148,7 +149,7 @@ class TorchBackend:
         if spec.use_case == INFERENCE_USE_CASE:
             ops = self.inference_ops(spec, weights, data.sample_shape, data.num_classes)
             self.reset_device_memory()
-            run_inference(spec, data.x_train, ops, rows, efficiency(self.device, spec.precision, 1), tracer=self.trace)
+            run_inference(spec, data.x_train, ops, rows, self.efficiency(spec, 1), tracer=self.trace)
             self.add_device_memory(rows)
             return
         model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant, data.graph)
@@ -179,13 +180,15 @@ class TorchBackend:
             ops = TorchOps(ddp, optimizer, self.device, topology.world_size)
         else:
             ops = TorchOps(model, optimizer, self.device)
-        run_training(spec, data, ops, rows, topology, efficiency(self.device, spec.precision, topology.world_size),
-                     tracer=self.trace)
+        run_training(spec, data, ops, rows, topology, self.efficiency(spec, topology.world_size), tracer=self.trace)
         if private:
             time_vectorization(spec, data, TorchPerSampleOps(model, spec.clip_norm, self.device), rows)
         if topology.world_size > 1:
             dist.destroy_process_group()
         self.add_device_memory(rows)
+
+    def efficiency(self, spec: JobSpec, world_size: int):
+        return try_efficiency(spec) or efficiency(self.device, spec.precision, world_size)
 
     @contextlib.contextmanager
     def trace(self, folder: Path):
