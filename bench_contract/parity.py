@@ -47,6 +47,7 @@ class ParitySpec:
     output_dir: str
     torch_compile: bool = False  # PyTorch options, as in the job spec: check the code path that is benchmarked
     channels_last: bool = False
+    xla_flags: str = ""  # the profile's XLA flags for this model, as in the job spec: the JAX side checks under them
 
     @property
     def use_case(self) -> int:  # a parity check is a forward pass: the inference use case's precision policies

@@ -88,7 +88,8 @@ def write_inputs(req: ValidateRequest, work: Path) -> tuple[ParitySpec, Path]:
                       num_classes=num_classes(bench.name), batch_size=req.batch_size, precision=req.precision,
                       seed=req.seed, device=req.device, weights_path=str(work / "weights.npz"),
                       input_path=str(work / "input.npy"), output_dir=str(work),
-                      torch_compile=req.torch_compile, channels_last=req.channels_last)
+                      torch_compile=req.torch_compile, channels_last=req.channels_last,
+                      xla_flags=req.profile.xla_flags.get(req.model, ""))
     np.save(spec.input_path, synthetic_inputs(req.batch_size, shape, req.seed))
     spec_path = work / "spec.json"
     spec_path.write_text(spec.to_json())

@@ -146,8 +146,10 @@ def test_a_task_that_exceeds_its_time_limit_stops_at_the_warning_signal(slurm_cl
     """Time limit 2 minutes, SIGUSR1 30 s before it (Slurm may send it up to a minute early): the long cell is
     told in time, records its step and exits; the same command with a longer limit completes the campaign."""
     run = Campaign(tmp_path, slurm_cluster.env, 'time_limit = "2"\nwarning_signal = "USR1"\nwarning_seconds = 30\n')
-    # About 31,000 steps: two to three minutes here (190 to 250 steps a second, two cores shared with others).
-    args = ("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "200")
+    # About 125,000 steps. Measured here: 190 to 250 steps a second with five other test runs on the two cores,
+    # over 700 on a quiet machine (31,000 steps ended before the warning), so the long cell needs well over
+    # two minutes even then; the short cell (batch 64) still ends within the limit.
+    args = ("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "800")
     proc = run.launch(*args)
     assert proc.returncode == 0, proc.stderr
     assert "#SBATCH --signal=B:USR1@30" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
