@@ -6,30 +6,16 @@ shared weights convert by jax_backend.layout's rules.
 
 from __future__ import annotations
 
-import math
-
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
 
 from bench_contract import text
+from jax_backend import vision
 
 
 def layer_norm(x, name: str):
     # Two-pass variance, as PyTorch computes it.
     return nn.LayerNorm(epsilon=text.LAYER_NORM_EPS, use_fast_variance=False, name=name)(x)
-
-
-def masked_self_attention(x, keep, heads: int, name: str):
-    """nn.MultiheadAttention's arithmetic: one in_proj for q, k, v (in that order), then out_proj; padding
-    keys get the lowest float, so their softmax weight is zero."""
-    n, s, d = x.shape
-    qkv = nn.Dense(3 * d, name=f"{name}.in_proj")(x)
-    q, k, v = (t.reshape(n, s, heads, d // heads) for t in jnp.split(qkv, 3, axis=-1))
-    logits = jnp.einsum("nqhd,nkhd->nhqk", q, k) / math.sqrt(d // heads)
-    logits = jnp.where(keep[:, None, None, :], logits, jnp.finfo(logits.dtype).min)
-    out = jnp.einsum("nhqk,nkhd->nqhd", jax.nn.softmax(logits, axis=-1), v).reshape(n, s, d)
-    return nn.Dense(d, name=f"{name}.out_proj")(out)
 
 
 class TextTransformer(nn.Module):
@@ -44,7 +30,7 @@ class TextTransformer(nn.Module):
         keep = tokens != text.PAD_ID
         for i in range(c.layers):
             p = f"layers.{i}"
-            x = x + masked_self_attention(layer_norm(x, f"{p}.norm1"), keep, c.heads, f"{p}.self_attn")
+            x = x + vision.self_attention(layer_norm(x, f"{p}.norm1"), c.heads, f"{p}.self_attn", keep)
             y = nn.gelu(nn.Dense(c.mlp_dim, name=f"{p}.linear1")(layer_norm(x, f"{p}.norm2")), approximate=False)
             x = x + nn.Dense(c.d_model, name=f"{p}.linear2")(y)
         # Mean over the real tokens (the class token included, so never over none).

@@ -125,12 +125,16 @@ class ResNet(nn.Module):
         return nn.Dense(self.num_classes, name="fc")(x.mean(axis=(1, 2)))
 
 
-def self_attention(x, heads: int, name: str):
-    """nn.MultiheadAttention as torchvision's ViT calls it: one in_proj for q, k, v (in that order), then out_proj."""
+def self_attention(x, heads: int, name: str, keep=None):
+    """nn.MultiheadAttention's arithmetic, as torchvision's ViT calls it: one in_proj for q, k, v (in that
+    order), then out_proj. `keep` (batch, keys), when given, masks padding: the other keys get the lowest
+    float, so their softmax weight is zero."""
     n, s, d = x.shape
     qkv = nn.Dense(3 * d, name=f"{name}.in_proj")(x)
     q, k, v = (t.reshape(n, s, heads, d // heads) for t in jnp.split(qkv, 3, axis=-1))
     logits = jnp.einsum("nqhd,nkhd->nhqk", q, k) / math.sqrt(d // heads)
+    if keep is not None:
+        logits = jnp.where(keep[:, None, None, :], logits, jnp.finfo(logits.dtype).min)
     out = jnp.einsum("nhqk,nkhd->nqhd", jax.nn.softmax(logits, axis=-1), v).reshape(n, s, d)
     return nn.Dense(d, name=f"{name}.out_proj")(out)
 
