@@ -7,8 +7,9 @@
 #
 #   eval "$(scripts/local_slurm.sh up)"   # `up` prints only `export SLURM_CONF=...` on stdout
 #
-# The cluster: nodes n1 and n2 (half of this host's CPUs and 2 fake GPUs each), partition `debug`,
-# ClusterName `localcluster`, with real accounting (slurmdbd + MariaDB) so that `sacct` works.
+# The cluster: nodes n1 and n2 (half of this host's CPUs and 2 fake GPUs each), partition `debug` (one job per
+# core) and partition `load` (the same nodes, cores shared by many jobs, for load tests), ClusterName
+# `localcluster`, with real accounting (slurmdbd + MariaDB) so that `sacct` works.
 #
 # Everything `up` writes (config, state, spool, logs, pid files, the MariaDB data) lives under one folder,
 # ${LOCAL_SLURM_DIR:-/var/tmp/jaxtorch-slurm}. The daemons use their own ports and sockets there, so a system
@@ -32,6 +33,8 @@ declare -A SLURMD_PORT=([n1]=17001 [n2]=17002)
 readonly PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server)
 readonly DB_NAME=slurm_acct_db
 readonly DB_USER=slurm
+# Jobs that may share one core in the `load` partition (load tests only; `debug` never shares a core).
+readonly LOAD_TASKS_PER_CORE=40
 # Seconds to wait for each daemon to become usable before giving up.
 readonly WAIT_SECONDS=${LOCAL_SLURM_WAIT:-90}
 
@@ -317,6 +320,9 @@ EOF
         echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=${SLURMD_PORT[$n]} CPUs=$cpus RealMemory=$mem Gres=gpu:2 State=UNKNOWN"
     done
     echo "PartitionName=debug Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP"
+    # For load tests only: the same nodes, each core shared by up to $LOAD_TASKS_PER_CORE jobs, so that a few hundred
+    # tiny array tasks run side by side and finish together, as on a large cluster. Never for timings.
+    echo "PartitionName=load Nodes=$(IFS=,; echo "${NODES[*]}") OverSubscribe=FORCE:$LOAD_TASKS_PER_CORE MaxTime=INFINITE State=UP"
 }
 
 render_gres_conf() {
@@ -513,7 +519,7 @@ do_up() {
     start_slurmctld
     start_slurmd
     wait_for_nodes
-    log "cluster up in $((SECONDS - t0))s: nodes ${NODES[*]}, partition debug; logs in $LOGS"
+    log "cluster up in $((SECONDS - t0))s: nodes ${NODES[*]}, partitions debug and load; logs in $LOGS"
     printf 'export SLURM_CONF=%s\n' "$SLURM_CONF_FILE" >&3
 }
 
