@@ -26,6 +26,8 @@ from bench_contract.device import environment_context, peak_host_rss_bytes
 from bench_contract.failure import clear_failure, exception_reason, write_failure
 from bench_contract.results import ResultRows, base_context
 from bench_contract.spec import JobSpec
+from bench_contract import stop_signals
+from bench_contract.stop_signals import STOP_SIGNALS
 from bench_contract.topology import topology_for
 from bench_contract.weights import ParamSpec, load_or_create
 
@@ -63,9 +65,6 @@ class Backend(Protocol):
         """Run the spec's use case and add its measurements to `rows`."""
 
 
-# Signals that ask a task to stop: Slurm sends SIGTERM on scancel, requeue, preemption and at the time limit
-# (SIGKILL follows KillWait later), and the warning signal of the profile (`--signal=B:<sig>@<seconds>`).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
 
 class Terminated(BaseException):
@@ -152,10 +151,13 @@ def main(backend: Backend, argv: list[str] | None = None) -> int:
         return 2
     progress = Progress()
     spec: JobSpec | None = None
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, _raise_terminated)
     try:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, _raise_terminated)
         spec = JobSpec.read(argv[0], int(argv[1]) if len(argv) == 2 else None)
+        if stop_signals.received:  # while the backend imported its framework, before these handlers were set
+            progress.phase = "starting (importing the framework)"
+            raise Terminated(stop_signals.received[0])
         # A search cell runs the backend once per try, each in a fresh process (bench_contract.batch_search).
         rows = run_search(spec) if spec.batch_search else run_spec(spec, backend, progress)
         if not topology_for(spec).is_writer:

@@ -8,6 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+from bench_contract import stop_signals
+
+# Before the framework's import, which takes seconds: a stop signal in that time is remembered, not fatal, and
+# the cell still gets its failure row (bench_contract.stop_signals).
+stop_signals.catch_early()
+
 import jax
 import jax.numpy as jnp
 import numpy as np

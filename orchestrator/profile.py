@@ -18,7 +18,7 @@ from orchestrator.errors import UsageError
 SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,:@+-]+$")
 TIME_LIMIT = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
 JAX_RECIPES = ("cpu", "cuda12", "cuda13")
-# Signals a backend turns into a failure row that says how far it got (bench_contract.runner.STOP_SIGNALS).
+# Signals a backend turns into a failure row that says how far it got (bench_contract.stop_signals.STOP_SIGNALS).
 WARNING_SIGNALS = ("TERM", "USR1", "none")
 XLA_FLAGS = re.compile(r"^--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?)*$")
 

@@ -9,6 +9,7 @@ end of its log.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -107,6 +108,7 @@ def campaign_status(folder: Path) -> list[CellStatus]:
         elif str(index) in sub.get("failed", {}):
             state, detail = "failed", "; ".join(filter(None, [sub["failed"][str(index)].splitlines()[0], reason]))
         elif slurm_state is not None:
+            reason = reason or slurm_memory_kill(log)
             state = SLURM_STATE_NAMES.get(slurm_state, "no result" if slurm_state == "COMPLETED" else slurm_state.lower())
             detail = slurm_state + (f": {reason}" if reason else ", but no result file" if state == "no result" else "")
         elif failure is not None:
@@ -115,6 +117,26 @@ def campaign_status(folder: Path) -> list[CellStatus]:
             state, detail = "no result", "the task is not queued and wrote no result"
         cells.append(CellStatus(framework, index, cell["cell_id"], task_id, state, detail, log, script))
     return cells
+
+
+# What slurmstepd writes into a task's log when Slurm kills it for its memory: over its request, found by
+# polling (JobAcctGatherParams=OverMemoryKill), or by the cgroup's out-of-memory handler (task/cgroup). Either
+# way the task gets SIGKILL and cannot write a failure row, so these lines are the only witness.
+MEMORY_KILL = re.compile(r"slurmstepd.*?: error: (?:StepId=\S+ exceeded memory limit \((\d+) > (\d+)\)"
+                         r"|Detected \d+ oom-kill event)")
+
+
+def slurm_memory_kill(log: str) -> str | None:
+    """The failure reason for a task that Slurm killed for its memory, from the end of its log; else None."""
+    for line in reversed(log_tail(log)):
+        match = MEMORY_KILL.search(line)
+        if match and match.group(1):
+            used, limit = (int(g) / 2**20 for g in match.groups())
+            return (f"out of memory: Slurm killed the task, {used:.0f} MiB used against the {limit:.0f} MiB it "
+                    "asked for (the profile's mem)")
+        if match:
+            return "out of memory: Slurm's cgroup out-of-memory handler killed the task"
+    return None
 
 
 def log_path(folder: Path, manifest: dict, script_key: str, index: int, task_id: str) -> Path | None:

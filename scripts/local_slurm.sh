@@ -35,6 +35,7 @@ readonly DB_NAME=slurm_acct_db
 readonly DB_USER=slurm
 # Jobs that may share one core in the `load` partition (load tests only; `debug` never shares a core).
 readonly LOAD_TASKS_PER_CORE=40
+readonly LOAD_TASK_MEMORY_MB=200   # a stand-in task of tests/integration/test_load.py peaks at about 110 MB
 # Seconds to wait for each daemon to become usable before giving up.
 readonly WAIT_SECONDS=${LOCAL_SLURM_WAIT:-90}
 
@@ -293,7 +294,9 @@ MpiDefault=none
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+# Memory is a consumable resource, so that a job's --mem (the profile's mem) is its limit; each partition gives
+# jobs that ask for none a default share (DefMemPerCPU below).
+SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
 # Both nodes are this one machine: trust the node lines below instead of what slurmd detects.
 SlurmdParameters=config_overrides
@@ -310,6 +313,10 @@ AccountingStoragePort=$SLURMDBD_PORT
 # For slurmdbd connections Slurm takes the munge socket from here, not from AuthInfo.
 AccountingStoragePass=$MUNGE_SOCKET
 JobAcctGatherType=jobacct_gather/linux
+# There is no task/cgroup here, so memory is enforced by polling: every second each step's memory is summed, and
+# a step over its limit is killed (slurmstepd says so in the job's log; sacct shows FAILED).
+JobAcctGatherParams=OverMemoryKill
+JobAcctGatherFrequency=task=1
 JobCompType=jobcomp/none
 EOF
     # The two nodes share this machine's cores, so each gets its half: with more CPUs declared than exist,
@@ -319,10 +326,12 @@ EOF
     for n in "${NODES[@]}"; do
         echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=${SLURMD_PORT[$n]} CPUs=$cpus RealMemory=$mem Gres=gpu:2 State=UNKNOWN"
     done
-    echo "PartitionName=debug Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP"
-    # For load tests only: the same nodes, each core shared by up to $LOAD_TASKS_PER_CORE jobs, so that a few hundred
-    # tiny array tasks run side by side and finish together, as on a large cluster. Never for timings.
-    echo "PartitionName=load Nodes=$(IFS=,; echo "${NODES[*]}") OverSubscribe=FORCE:$LOAD_TASKS_PER_CORE MaxTime=INFINITE State=UP"
+    echo "PartitionName=debug Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP DefMemPerCPU=$((mem / cpus))"
+    # A job that asks for no memory gets the node's memory per core in debug, and $LOAD_TASK_MEMORY_MB MB in load.
+    # The load partition is for load tests only: the same nodes, each core shared by up to $LOAD_TASKS_PER_CORE jobs
+    # (memory allowing), so that a few hundred tiny array tasks run side by side and finish together, as on a
+    # large cluster. Never for timings.
+    echo "PartitionName=load Nodes=$(IFS=,; echo "${NODES[*]}") OverSubscribe=FORCE:$LOAD_TASKS_PER_CORE MaxTime=INFINITE State=UP DefMemPerCPU=$LOAD_TASK_MEMORY_MB"
 }
 
 render_gres_conf() {

@@ -6,6 +6,12 @@ import contextlib
 import sys
 from pathlib import Path
 
+from bench_contract import stop_signals
+
+# Before the framework's import, which takes seconds: a stop signal in that time is remembered, not fatal, and
+# the cell still gets its failure row (bench_contract.stop_signals).
+stop_signals.catch_early()
+
 import numpy as np
 import torch
 import torch.distributed as dist

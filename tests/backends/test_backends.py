@@ -2,7 +2,9 @@
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -123,6 +125,35 @@ def test_a_failure_is_reported_and_writes_no_result(framework, tmp_path):
     assert row["status"] == "failed" and row["framework"] == framework
     assert row["failure_reason"].startswith("exception: ")
     assert "precision 'bf16' is not implemented" in row["failure_reason"]
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler for signum (the SigCgt mask in /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(mask & (1 << (signum - 1)))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_stop_signal_while_the_framework_imports_still_leaves_a_failure_row(framework, tmp_path):
+    spec = make_spec(framework, tmp_path)
+    path = tmp_path / f"{framework}.json"
+    path.write_text(spec.to_json())
+    proc = subprocess.Popen([str(env_python(framework)), "-m", f"{framework}_backend.run", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    # The first handler is set just before the framework's import, which takes a second or more: signal then.
+    deadline = time.monotonic() + 60
+    while not catches(proc.pid, signal.SIGTERM):
+        assert proc.poll() is None and time.monotonic() < deadline, "the backend never caught SIGTERM"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    row = read_failure(failure_path(spec.results_path))
+    assert (row["status"], row["signal"]) == ("terminated", "SIGTERM")
+    assert row["failure_reason"] == "terminated by SIGTERM while starting (importing the framework)"
+    assert not Path(spec.results_path).exists()
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

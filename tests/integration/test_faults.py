@@ -201,9 +201,8 @@ def test_a_node_set_down_while_its_task_runs(slurm_cluster, tmp_path):
     run.check_complete_after_resubmit()
 
 
-# Memory is not enforced by this cluster: TaskPlugin=task/none and no JobAcctGatherParams=OverMemoryKill, so a
-# profile's `mem` only guides scheduling here. The limit is the shell's own instead, set by the profile's
-# setup_lines: `ulimit -v` (KiB of address space). JAX's CPU process maps about 2 GB here before it computes,
+# Two ways to run out of memory. Here the framework meets the limit and says so: the shell's own limit, set by
+# the profile's setup_lines, `ulimit -v` (KiB of address space). JAX's CPU process maps about 2 GB here before it computes,
 # so 2.4 GB lets the batch-256 cell train and leaves the batch-65,536 cell short of memory (measured: the small
 # cell runs at 2.2 GB, the large one fails at 2.5 GB).
 ADDRESS_SPACE_KIB = 2_400_000
@@ -225,6 +224,35 @@ def test_a_task_that_runs_out_of_memory(slurm_cluster, tmp_path):
     assert "1 cells have no result" in collected.stdout and failure["failure_reason"] in collected.stdout
     # The user lifts the limit and runs the same command again: only the cell that ran out goes again.
     run.write_profile("")
+    again = run.launch(*args, "--wait")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [r["indices"] for r in run.manifest["resubmissions"]] == [[1]]
+    run.check_complete()
+
+
+# The other way: Slurm kills the task for using more than the profile's `mem` asked for. The local cluster
+# enforces memory by polling every second (JobAcctGatherParams=OverMemoryKill; there is no task/cgroup here) and
+# sends SIGKILL, so no failure row: the reason comes from slurmstepd's lines in the log. Measured here with no
+# limit (sacct MaxRSS): the batch-256 cell peaks at about 630 MiB, the batch-65,536 cell at about 1,290 MiB.
+SLURM_MEM = "950M"
+
+
+def test_a_task_that_slurm_kills_for_exceeding_its_memory(slurm_cluster, tmp_path):
+    run = Campaign(tmp_path, slurm_cluster.env, f'mem = "{SLURM_MEM}"\n')
+    args = ("--benchmark", "mnist", "--models", "mlp", "--synthetic", "--synthetic-samples", "82000",
+            "--batch-sizes", "256,65536", "--epochs", "2", "--warmup-steps", "1")
+    assert run.launch(*args).returncode == 0
+    assert run.watch().returncode == 1
+    assert run.result(0).is_file()  # the small cell fits and finished
+    assert run.failure(1) is None  # SIGKILL: the task could not write one
+    status = run.status()
+    reason = r"out of memory: Slurm killed the task, \d+ MiB used against the 950 MiB it asked for \(the profile's mem\)"
+    assert re.search(rf"jax +1 +\S+ +\S+ +failed +FAILED: {reason}", status), status
+    collected = run.cli("collect")
+    assert "1 cells have no result" in collected.stdout and re.search(reason, collected.stdout), collected.stdout
+    assert "exceeded memory limit" in collected.stdout  # the end of the log, kept
+    # The user asks for more memory and runs the same command again: only the killed cell goes again.
+    run.write_profile('mem = "2G"\n')
     again = run.launch(*args, "--wait")
     assert again.returncode == 0, again.stdout + again.stderr
     assert [r["indices"] for r in run.manifest["resubmissions"]] == [[1]]

@@ -69,3 +69,23 @@ def test_no_campaign_is_a_clear_error(tmp_path):
     assert proc.returncode == 2 and "no campaign in" in proc.stderr
     proc = run_cli("status", "nope", "--results-dir", str(tmp_path))
     assert proc.returncode == 2 and "no campaign 'nope'" in proc.stderr
+
+
+def test_a_task_slurm_killed_for_its_memory_is_reported_as_out_of_memory(tmp_path):
+    from orchestrator.status import slurm_memory_kill
+
+    # slurmstepd's own lines (Slurm 22.05): the polling kill (OverMemoryKill), as seen on the local cluster,
+    # and the cgroup handler's.
+    polled = tmp_path / "polled.out"
+    polled.write_text("step 3\nslurmstepd-n1: error: StepId=7353.batch exceeded memory limit "
+                      "(310718464 > 209715200), being killed\nslurmstepd-n1: error: Exceeded job memory limit\n"
+                      "slurmstepd-n1: error: *** JOB 7353 ON n1 CANCELLED AT 2026-11-22T05:13:25 ***\n")
+    assert slurm_memory_kill(str(polled)) == ("out of memory: Slurm killed the task, 296 MiB used against the "
+                                              "200 MiB it asked for (the profile's mem)")
+    cgroup = tmp_path / "cgroup.out"
+    cgroup.write_text("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=12.batch. Some of your "
+                      "processes may have been killed by the cgroup out-of-memory handler.\n")
+    assert "cgroup out-of-memory handler" in slurm_memory_kill(str(cgroup))
+    plain = tmp_path / "plain.out"
+    plain.write_text("Traceback: the memory limit of this model was exceeded\n")  # not Slurm's words
+    assert slurm_memory_kill(str(plain)) is None and slurm_memory_kill("") is None
