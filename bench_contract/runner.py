@@ -156,7 +156,7 @@ def main(backend: Backend, argv: list[str] | None = None) -> int:
             signal.signal(signum, _raise_terminated)
         spec = JobSpec.read(argv[0], int(argv[1]) if len(argv) == 2 else None)
         if stop_signals.received:  # while the backend imported its framework, before these handlers were set
-            progress.phase = "starting (importing the framework)"
+            progress.phase = "importing the framework"
             raise Terminated(stop_signals.received[0])
         # A search cell runs the backend once per try, each in a fresh process (bench_contract.batch_search).
         rows = run_search(spec) if spec.batch_search else run_spec(spec, backend, progress)

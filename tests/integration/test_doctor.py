@@ -11,5 +11,5 @@ def test_doctor_passes_on_the_local_cluster(slurm_cluster):
         name: "ok" for name in ("jax environment", "jax devices", "torch environment", "torch devices",
                                 "Slurm commands", "Slurm controller", "profile partition", "Slurm accounting",
                                 "digits data")}
-    assert rows["Slurm controller"][1] == "partitions: debug"
+    assert rows["Slurm controller"][1] == "partitions: debug, load"
     assert rows["jax environment"][1].startswith("jax 0.10.2")
