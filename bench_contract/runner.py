@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from bench_contract import stop_signals
 from bench_contract.batch_search import run_search
 from bench_contract.data import Dataset, load_dataset
 from bench_contract.inference import INFERENCE_USE_CASE, inference_dataset
@@ -26,7 +27,6 @@ from bench_contract.device import environment_context, peak_host_rss_bytes
 from bench_contract.failure import clear_failure, exception_reason, write_failure
 from bench_contract.results import ResultRows, base_context
 from bench_contract.spec import JobSpec
-from bench_contract import stop_signals
 from bench_contract.stop_signals import STOP_SIGNALS
 from bench_contract.topology import topology_for
 from bench_contract.weights import ParamSpec, load_or_create
@@ -63,8 +63,6 @@ class Backend(Protocol):
 
     def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
         """Run the spec's use case and add its measurements to `rows`."""
-
-
 
 
 class Terminated(BaseException):
