@@ -116,6 +116,15 @@ class Campaign:
         assert resubmitted.returncode == 0, resubmitted.stdout + resubmitted.stderr
         return self.check_complete()
 
+    def check_complete_after_same_command(self, args: tuple[str, ...], resubmitted: list[int]) -> pd.DataFrame:
+        """The same `launch` command again, waiting: it submits only the cells `resubmitted` (array indices), and
+        collect then has every cell once. Returns the merged results."""
+        again = self.launch(*args, "--wait")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "planned by the same command before" in again.stdout
+        assert [r["indices"] for r in self.manifest["resubmissions"]] == [resubmitted]
+        return self.check_complete()
+
     def check_complete(self) -> pd.DataFrame:
         collected = self.cli("collect")
         assert collected.returncode == 0, collected.stderr

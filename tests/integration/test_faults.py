@@ -164,12 +164,8 @@ def test_a_task_that_exceeds_its_time_limit_stops_at_the_warning_signal(slurm_cl
     assert re.search(rf"jax +0 +\S+ +\S+ +failed +FAILED: {failure['failure_reason']}", run.status())
     # The user gives the cell more time and runs the same command again: only the stopped cell goes again.
     run.write_profile('time_limit = "15"\n')
-    again = run.launch(*args, "--wait")
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert "planned by the same command before" in again.stdout
+    run.check_complete_after_same_command(args, resubmitted=[0])
     assert "#SBATCH --time=15" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
-    assert [r["indices"] for r in run.manifest["resubmissions"]] == [[0]]
-    run.check_complete()
 
 
 def test_a_node_set_down_while_its_task_runs(slurm_cluster, tmp_path):
@@ -206,13 +202,14 @@ def test_a_node_set_down_while_its_task_runs(slurm_cluster, tmp_path):
 # so 2.4 GB lets the batch-256 cell train and leaves the batch-65,536 cell short of memory (measured: the small
 # cell runs at 2.2 GB, the large one fails at 2.5 GB).
 ADDRESS_SPACE_KIB = 2_400_000
+# Both out-of-memory tests: two MNIST MLP cells, batch 256 (fits under either limit) and 65,536 (does not).
+MEMORY_CELLS = ("--benchmark", "mnist", "--models", "mlp", "--synthetic", "--synthetic-samples", "82000",
+                "--batch-sizes", "256,65536", "--epochs", "2", "--warmup-steps", "1")
 
 
 def test_a_task_that_runs_out_of_memory(slurm_cluster, tmp_path):
     run = Campaign(tmp_path, slurm_cluster.env, f'setup_lines = ["ulimit -v {ADDRESS_SPACE_KIB}"]\n')
-    args = ("--benchmark", "mnist", "--models", "mlp", "--synthetic", "--synthetic-samples", "82000",
-            "--batch-sizes", "256,65536", "--epochs", "2", "--warmup-steps", "1")
-    proc = run.launch(*args)
+    proc = run.launch(*MEMORY_CELLS)
     assert proc.returncode == 0, proc.stderr
     assert run.watch().returncode == 1
     assert run.result(0).is_file()  # the small cell fits and finished
@@ -224,10 +221,7 @@ def test_a_task_that_runs_out_of_memory(slurm_cluster, tmp_path):
     assert "1 cells have no result" in collected.stdout and failure["failure_reason"] in collected.stdout
     # The user lifts the limit and runs the same command again: only the cell that ran out goes again.
     run.write_profile("")
-    again = run.launch(*args, "--wait")
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert [r["indices"] for r in run.manifest["resubmissions"]] == [[1]]
-    run.check_complete()
+    run.check_complete_after_same_command(MEMORY_CELLS, resubmitted=[1])
 
 
 # The other way: Slurm kills the task for using more than the profile's `mem` asked for. The local cluster
@@ -239,9 +233,7 @@ SLURM_MEM = "950M"
 
 def test_a_task_that_slurm_kills_for_exceeding_its_memory(slurm_cluster, tmp_path):
     run = Campaign(tmp_path, slurm_cluster.env, f'mem = "{SLURM_MEM}"\n')
-    args = ("--benchmark", "mnist", "--models", "mlp", "--synthetic", "--synthetic-samples", "82000",
-            "--batch-sizes", "256,65536", "--epochs", "2", "--warmup-steps", "1")
-    assert run.launch(*args).returncode == 0
+    assert run.launch(*MEMORY_CELLS).returncode == 0
     assert run.watch().returncode == 1
     assert run.result(0).is_file()  # the small cell fits and finished
     assert run.failure(1) is None  # SIGKILL: the task could not write one
@@ -253,7 +245,4 @@ def test_a_task_that_slurm_kills_for_exceeding_its_memory(slurm_cluster, tmp_pat
     assert "exceeded memory limit" in collected.stdout  # the end of the log, kept
     # The user asks for more memory and runs the same command again: only the killed cell goes again.
     run.write_profile('mem = "2G"\n')
-    again = run.launch(*args, "--wait")
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert [r["indices"] for r in run.manifest["resubmissions"]] == [[1]]
-    run.check_complete()
+    run.check_complete_after_same_command(MEMORY_CELLS, resubmitted=[1])
