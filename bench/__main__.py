@@ -8,7 +8,7 @@ import platform
 import sys
 
 from bench import collecting, harness_overhead, planning, startup, submission
-from bench_contract.device import cpu_model
+from bench_contract.measure.device import cpu_model
 
 SUITES = {"startup": startup, "planning": planning, "submission": submission, "collecting": collecting,
           "overhead": harness_overhead}

@@ -74,7 +74,7 @@ def median(values):
 
 
 def measure(repeats: int) -> list[Result]:
-    from orchestrator.collect import merge
+    from orchestrator.results.collect import merge
 
     work = Path(tempfile.mkdtemp(prefix="bench-collect-"))
     try:

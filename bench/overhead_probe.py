@@ -65,10 +65,10 @@ def bare_loop(framework: str, ops, x, steps: int, warmup: int) -> list[float]:
 def main(argv: list[str]) -> int:
     framework, model, variant, benchmark = argv[:4]
     batch, timed_steps, warmup, repeats = (int(a) for a in argv[4:8])
-    from bench_contract.inference import INFERENCE_USE_CASE, inference_dataset, run_inference
+    from bench_contract.models.weights import make_initial_weights
     from bench_contract.results import CONTEXT_NAMES, ResultRows
-    from bench_contract.spec import JobSpec
-    from bench_contract.weights import make_initial_weights
+    from bench_contract.run.inference import inference_dataset, run_inference
+    from bench_contract.spec import INFERENCE_USE_CASE, JobSpec
 
     spec = JobSpec(campaign="bench", cell_id=f"overhead-{framework}", pair_key="overhead", framework=framework,
                    benchmark=benchmark, use_case=INFERENCE_USE_CASE, model=model, batch_size=batch,

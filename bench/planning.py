@@ -18,10 +18,10 @@ SAMPLES = 100_000  # synthetic samples: the training split must hold the largest
 
 def plan(results: Path, scripts: Path, batches: int, dry_run: bool = True, profile=None, executor="slurm",
          report=lambda line: None):
-    """The default command's own flow (orchestrator.launch), called in this process."""
-    from orchestrator import matrix
-    from orchestrator.launch import LaunchRequest, launch
-    from orchestrator.profile import ClusterProfile
+    """The default command's own flow (orchestrator.run.launch), called in this process."""
+    from orchestrator.plan import matrix
+    from orchestrator.plan.profile import ClusterProfile
+    from orchestrator.run.launch import LaunchRequest, launch
 
     settings = matrix.RunSettings(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=5,
                                   data_source="synthetic", data_dir=None, synthetic_samples=SAMPLES, device="auto")

@@ -42,8 +42,8 @@ def cancel(job_ids: list[str]) -> None:
 
 
 def measure(repeats: int) -> list[Result]:
-    from orchestrator import submit
-    from orchestrator.profile import load_profile
+    from orchestrator.plan.profile import load_profile
+    from orchestrator.run import submit
 
     reason = cluster_unavailable()
     if reason:

@@ -6,7 +6,6 @@ A tidy (long) table keeps the schema fixed while metrics are added: a new metric
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -16,11 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench_contract import SCHEMA_VERSION
 from bench_contract.atomic import publish
-from bench_contract.nvml import not_available
-from bench_contract.spec import PAIRED_ORDER, JobSpec
-from bench_contract.vision import RANDOM_REGULARISERS
 
 # Columns that are the same on every row of one task, in output order.
 CONTEXT_FIELDS: list[pa.Field] = [
@@ -129,39 +124,6 @@ def write_table_atomic(table: pa.Table, path: str | os.PathLike[str]) -> Path:
     return publish(path, lambda tmp: pq.write_table(table, tmp))
 
 
-def framework_options(spec: JobSpec) -> str:
-    """How the framework executed the model, as JSON: PyTorch eager or torch.compile, memory format; JAX jit."""
-    if spec.framework == "torch":
-        options = {"mode": "torch.compile" if spec.torch_compile else "eager",
-                   "memory_format": "channels_last" if spec.channels_last else "contiguous"}
-    else:
-        options = {"mode": "jit, compiled ahead of time"}
-    if spec.model in RANDOM_REGULARISERS:
-        options["random_regularisers"] = f"off in both frameworks (published: {RANDOM_REGULARISERS[spec.model]})"
-    if spec.trace_steps:
-        options["trace_steps"] = f"{spec.trace_steps} steps traced by the profiler after the measurement"
-    return json.dumps(options, sort_keys=True)
-
-
-def base_context(spec: JobSpec) -> dict[str, Any]:
-    """The identity columns that come straight from the spec; the backend adds the environment ones."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "campaign": spec.campaign,
-        "cell_id": spec.cell_id,
-        "pair_key": spec.pair_key,
-        "framework": spec.framework,
-        "benchmark": spec.benchmark,
-        "use_case": spec.use_case,
-        "model": spec.model,
-        "model_variant": spec.model_variant,
-        "framework_options": framework_options(spec),
-        "batch_size": spec.batch_size,
-        "precision": spec.precision,
-        "data_source": spec.data_source,
-        "epochs": spec.epochs,
-        "seed": spec.seed,
-        "git_commit": spec.git_commit,
-        "trial": spec.trial,
-        "pair_order": ",".join(PAIRED_ORDER) if spec.paired else "",
-    }
+def not_available(reason: str) -> str:
+    """The one spelling of a value that could not be measured or read, used in every text field."""
+    return f"not available: {reason}"

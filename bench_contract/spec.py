@@ -17,9 +17,10 @@ from typing import Any
 
 from bench_contract import SCHEMA_VERSION
 from bench_contract.atomic import publish
-from bench_contract.vision import VARIANTS
 
 DEVICES = ("auto", "cpu", "gpu")
+VARIANTS = ("full", "tiny")  # the published network, or the same layer types smaller for CPU tests
+INFERENCE_USE_CASE = 5
 DATA_SOURCES = ("real", "synthetic")
 DATA_PARALLEL_USE_CASES = (2, 4)  # several processes, one per device, each on its shard of the global batch
 PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed, noised
@@ -62,7 +63,7 @@ class JobSpec:
     # Data parallelism (use cases 2 and 4): one process per device, nodes * tasks_per_node processes.
     nodes: int = 1
     tasks_per_node: int = 1
-    model_variant: str = "full"  # "full", or "tiny" for CPU tests (bench_contract.vision)
+    model_variant: str = "full"  # "full", or "tiny" for CPU tests (bench_contract.models.vision)
     # Use cases that repeat one step (inference, the per-sample vectorisation timing) time at least
     # timed_steps steps and keep going until the timed steps add up to at least min_duration_s seconds.
     timed_steps: int = 50
@@ -75,13 +76,13 @@ class JobSpec:
     # PyTorch options (inference): torch.compile instead of eager, channels_last memory format for CNNs
     torch_compile: bool = False
     channels_last: bool = False
-    # The largest batch that fits (bench_contract.batch_search): from batch_size, doubling then bisecting up to
+    # The largest batch that fits (bench_contract.run.batch_search): from batch_size, doubling then bisecting up to
     # batch_search_limit, each try a fresh process, whose address space is capped at memory_limit_bytes (0: no cap).
     batch_search: bool = False
     batch_search_limit: int = 65536
     memory_limit_bytes: int = 0
     search_try: bool = False  # one try of a search: no energy or peak calibration, whose memory is not the cell's
-    # After measuring, this many more steps under the framework's profiler, traced to a file (bench_contract.tracing).
+    # After measuring, this many more steps under the framework's profiler, traced to a file (bench_contract.measure.tracing).
     trace_steps: int = 0
     # XLA flags for this cell from the cluster profile (per model); the JAX backend adds them to XLA_FLAGS
     # before JAX starts, and the rows record the XLA_FLAGS that resulted.

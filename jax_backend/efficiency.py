@@ -1,5 +1,5 @@
 """JAX's side of energy, MFU and provenance: FLOPs from XLA's cost analysis, a CPU matmul peak, the GPUs
-this process uses (CUDA ordinals, matched to NVML by bench_contract.nvml) and the CUDA libraries jaxlib loads."""
+this process uses (CUDA ordinals, matched to NVML by bench_contract.measure.nvml) and the CUDA libraries jaxlib loads."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from importlib import metadata
 import jax
 import jax.numpy as jnp
 
-from bench_contract.device import nvml_gpu_names
-from bench_contract.efficiency import Efficiency
-from bench_contract.energy import meter_for
-from bench_contract.flops import Flops, Peak, cpu_peak, gpu_peak
-from bench_contract.inference import DTYPE_NAMES
-from bench_contract.nvml import not_available
-from bench_contract.roofline import COPY_BYTES, cpu_bandwidth
+from bench_contract.measure.device import nvml_gpu_names
+from bench_contract.measure.efficiency import Efficiency
+from bench_contract.measure.energy import meter_for
+from bench_contract.measure.flops import Flops, Peak, cpu_peak, gpu_peak
+from bench_contract.measure.roofline import COPY_BYTES, cpu_bandwidth
+from bench_contract.results import not_available
+from bench_contract.run.precision import DTYPE_NAMES
 
 
 def xla_flops(compiled, devices: int = 1) -> Flops:
@@ -42,7 +42,7 @@ def xla_flops(compiled, devices: int = 1) -> Flops:
 
 
 def cuda_ordinals(devices) -> tuple[str, ...]:
-    # local_hardware_id is the CUDA ordinal among the visible GPUs; bench_contract.nvml maps it to NVML.
+    # local_hardware_id is the CUDA ordinal among the visible GPUs; bench_contract.measure.nvml maps it to NVML.
     return tuple(str(d.local_hardware_id) for d in devices if d.platform == "gpu")
 
 

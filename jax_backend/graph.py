@@ -11,7 +11,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bench_contract.graph import GCN_HIDDEN, Graph
+from bench_contract.data.graph import GCN_HIDDEN, Graph
 
 
 class GraphConv(nn.Module):

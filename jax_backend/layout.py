@@ -20,8 +20,8 @@ import jax
 import numpy as np
 from flax import traverse_util
 
-from bench_contract.vision import NAMED_INITS
-from bench_contract.weights import ParamSpec
+from bench_contract.models.vision import NAMED_INITS
+from bench_contract.models.weights import ParamSpec
 
 LEAVES = {
     ("params", "kernel"): "weight",

@@ -8,8 +8,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
-from bench_contract.models import MLP_HIDDEN
-from bench_contract.weights import ParamSpec
+from bench_contract.models.mlp import MLP_HIDDEN
+from bench_contract.models.weights import ParamSpec
 from jax_backend import layout, text, vision
 from jax_backend.graph import gcn
 
@@ -34,7 +34,7 @@ MODULES: dict[str, Callable[[int, str], nn.Module]] = {
     "transformer": text.transformer,
     **vision.BUILDERS,
 }
-# Models that hold the data set's graph (bench_contract.graph.Graph); their samples are node ids.
+# Models that hold the data set's graph (bench_contract.data.graph.Graph); their samples are node ids.
 GRAPH_MODULES: dict[str, Callable[..., nn.Module]] = {"gcn": gcn}
 # Models whose inputs are integer ids (tokens, nodes), not float features.
 INTEGER_INPUTS = ("transformer", *GRAPH_MODULES)

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from bench_contract.topology import Topology
+from bench_contract.run.topology import Topology
 
 
 def initialize(topology: Topology) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bench_contract.parity import main
+from bench_contract.run.parity import main
 from jax_backend.run import JaxBackend
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Per-sample gradients on this process's own device, vectorised and as a naive per-example loop.
 
-Only for timing the vectorisation (`bench_contract.training.time_vectorization`): both compute the sum of
+Only for timing the vectorisation (`bench_contract.run.training.time_vectorization`): both compute the sum of
 the clipped per-example gradients, nothing more, so the ratio of their times is the speed-up of `vmap`.
 """
 

@@ -8,10 +8,10 @@ import sys
 import time
 from pathlib import Path
 
-from bench_contract import stop_signals
+from bench_contract.run import stop_signals
 
 # Before the framework's import, which takes seconds: a stop signal in that time is remembered, not fatal, and
-# the cell still gets its failure row (bench_contract.stop_signals).
+# the cell still gets its failure row (bench_contract.run.stop_signals).
 stop_signals.catch_early()
 
 import jax
@@ -19,21 +19,22 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bench_contract.batch_search import try_efficiency
-from bench_contract.data import Dataset
-from bench_contract.inference import DTYPE_NAMES, INFERENCE_USE_CASE, precision_policy, run_inference
+from bench_contract.data.datasets import Dataset
 from bench_contract.results import ResultRows
-from bench_contract.runner import DeviceSetup, main
-from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
-from bench_contract.topology import topology_for
-from bench_contract.training import record_dp_settings, refuse_batch_norm, run_training, time_vectorization
+from bench_contract.run.batch_search import try_efficiency
+from bench_contract.run.inference import run_inference
+from bench_contract.run.precision import DTYPE_NAMES, precision_policy
+from bench_contract.run.runner import DeviceSetup, main
+from bench_contract.run.topology import topology_for
+from bench_contract.run.training import record_dp_settings, refuse_batch_norm, run_training, time_vectorization
+from bench_contract.spec import INFERENCE_USE_CASE, PER_SAMPLE_USE_CASES, JobSpec
 from jax_backend import compiles, models, steps
 from jax_backend.efficiency import cuda_ordinals, efficiency, runtime_versions, xla_flops
 from jax_backend.inference import JaxInference
 from jax_backend.parallel import Placement, initialize
 from jax_backend.per_sample import JaxPerSampleOps
 
-# The words recorded for each precision policy live in bench_contract.inference.PRECISION_POLICIES, one
+# The words recorded for each precision policy live in bench_contract.run.inference.PRECISION_POLICIES, one
 # table for both backends, so rows compare like with like.
 
 

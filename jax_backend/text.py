@@ -9,7 +9,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
-from bench_contract import text
+from bench_contract.data import text
 from jax_backend import vision
 
 

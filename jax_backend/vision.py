@@ -1,4 +1,4 @@
-"""The vision models in Flax (linen), layer for layer the torchvision networks, built from bench_contract.vision.
+"""The vision models in Flax (linen), layer for layer the torchvision networks, built from bench_contract.models.vision.
 
 Inputs are channel-last (N, H, W, C), XLA's preferred layout; the backend transposes the contract's
 channel-first batches before they reach the device. Every layer is named by its torchvision state_dict
@@ -20,7 +20,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bench_contract import vision
+from bench_contract.models import vision
 
 
 def conv(x, features: int, kernel: int, stride: int = 1, *, name: str, groups: int = 1, bias: bool = False,

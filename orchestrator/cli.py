@@ -14,8 +14,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR, catalog
+from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.plan import catalog
 
 MATRIX = "Matrix (each axis: a comma-separated list, or repeat the option)"
 TRAINING = "Training and data"
@@ -96,9 +97,9 @@ def main(
         typer.echo(ctx.get_help())
         typer.echo("\nerror: give --benchmark and --use-case, or a command such as `collect`", err=True)
         raise typer.Exit(code=2)
-    from orchestrator import matrix
-    from orchestrator.launch import LaunchRequest, launch
-    from orchestrator.profile import load_profile
+    from orchestrator.plan import matrix
+    from orchestrator.plan.profile import load_profile
+    from orchestrator.run.launch import LaunchRequest, launch
 
     try:
         bench = catalog.benchmark(benchmark)
@@ -167,8 +168,15 @@ def collect(
 
     Incremental: only task files that are new or changed since the last collect are read. Every cell without
     a result is named with its reason, and listed apart from the measurements in failures.parquet."""
-    from orchestrator.collect import (batch_search_table, comparison_tables, merge, missing_cells, scaling_table,
-                                      summary_frame, write_failures)
+    from orchestrator.results.collect import (
+        batch_search_table,
+        comparison_tables,
+        merge,
+        missing_cells,
+        scaling_table,
+        summary_frame,
+        write_failures,
+    )
     from orchestrator.tables import format_table
 
     if not results_dir.is_dir():
@@ -249,9 +257,9 @@ def validate(
     """Run one batch through the model in both frameworks from the same weights and compare the logits.
 
     Prints both parameter counts, the max abs and max relative error, and PASS (exit 0) or FAIL (exit 1)."""
-    from orchestrator.profile import load_profile
-    from orchestrator.validate import ValidateRequest, summary, validate_on_slurm
-    from orchestrator.validate import validate as run_validate
+    from orchestrator.plan.profile import load_profile
+    from orchestrator.run.validate import ValidateRequest, summary, validate_on_slurm
+    from orchestrator.run.validate import validate as run_validate
 
     try:
         req = ValidateRequest(model=model, batch_size=batch_size, precision=precision, variant=variant, seed=seed,
@@ -278,9 +286,9 @@ def envs(
     profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML): where environments live, JAX CPU or CUDA recipe.")] = None,
 ) -> None:
     """Create each framework's own environment from its pinned requirements (reused while they are unchanged)."""
-    from orchestrator.envs import ensure_env
-    from orchestrator.matrix import parse_list
-    from orchestrator.profile import load_profile
+    from orchestrator.plan.matrix import parse_list
+    from orchestrator.plan.profile import load_profile
+    from orchestrator.run.envs import ensure_env
 
     try:
         chosen = parse_list(framework) or list(catalog.FRAMEWORKS)
@@ -301,7 +309,7 @@ def report(
     wandb_project: Annotated[Optional[str], typer.Option(help="Also export the results to this W&B project (W&B's own settings apply, e.g. WANDB_MODE=offline).")] = None,
 ) -> None:
     """Write the comparison as Markdown, LaTeX and CSV tables, plots, and one self-contained HTML page."""
-    from orchestrator.report import write_report
+    from orchestrator.results.report import write_report
 
     merged = merged or results_dir / "merged.parquet"
     if not merged.exists():
@@ -317,8 +325,8 @@ def report(
     if wandb_project:
         import pandas as pd
 
-        from orchestrator.compare import comparison_frame
-        from orchestrator.export_wandb import export
+        from orchestrator.results.compare import comparison_frame
+        from orchestrator.results.export_wandb import export
 
         df = pd.read_parquet(merged)
         try:
@@ -335,8 +343,8 @@ def doctor(
     data_dir: Annotated[Optional[Path], typer.Option(help="Its data directory, where it needs one.")] = None,
 ) -> None:
     """Check the setup: environments import their framework, devices, Slurm commands and accounting, data."""
-    from orchestrator.doctor import run_checks
-    from orchestrator.profile import load_profile
+    from orchestrator.plan.profile import load_profile
+    from orchestrator.run.doctor import run_checks
     from orchestrator.tables import format_table
 
     try:
@@ -364,7 +372,7 @@ def status(
 
     A cell that ended without a result is named with its reason (Slurm's state, the task's failure row) and
     the end of its log."""
-    from orchestrator.status import campaign_status, find_campaign, log_tail, progress_bar
+    from orchestrator.run.status import campaign_status, find_campaign, log_tail, progress_bar
     from orchestrator.tables import format_table
 
     try:
@@ -400,8 +408,8 @@ def resubmit(
 ) -> None:
     """Submit again only the cells of a campaign that have no result (failed, timed out, cancelled, no result),
     one array per framework with only their indices. Cells still queued or running are left alone."""
-    from orchestrator.resubmit import resubmit as run_resubmit
-    from orchestrator.status import find_campaign
+    from orchestrator.run.resubmit import resubmit as run_resubmit
+    from orchestrator.run.status import find_campaign
 
     try:
         folder = find_campaign(results_dir, campaign)
@@ -424,7 +432,7 @@ def watch(
     """Show live progress until every cell of the campaign has ended; exit 1 if any ended without a result."""
     import time
 
-    from orchestrator.status import campaign_status, find_campaign, is_active, progress_bar
+    from orchestrator.run.status import campaign_status, find_campaign, is_active, progress_bar
 
     if interval <= 0:
         raise fail(OrchestratorError("--interval must be positive"))

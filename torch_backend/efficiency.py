@@ -11,13 +11,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
-from bench_contract.device import nvml_gpu_names
-from bench_contract.efficiency import Efficiency
-from bench_contract.energy import meter_for
-from bench_contract.flops import Flops, Peak, cpu_peak, gpu_peak
-from bench_contract.inference import DTYPE_NAMES
-from bench_contract.nvml import not_available
-from bench_contract.roofline import COPY_BYTES, cpu_bandwidth
+from bench_contract.measure.device import nvml_gpu_names
+from bench_contract.measure.efficiency import Efficiency
+from bench_contract.measure.energy import meter_for
+from bench_contract.measure.flops import Flops, Peak, cpu_peak, gpu_peak
+from bench_contract.measure.roofline import COPY_BYTES, cpu_bandwidth
+from bench_contract.results import not_available
+from bench_contract.run.precision import DTYPE_NAMES
 
 METHOD = "torch.utils.flop_counter.FlopCounterMode over one step (counts matmuls and convolutions)"
 

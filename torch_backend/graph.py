@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bench_contract.graph import GCN_HIDDEN, Graph
+from bench_contract.data.graph import GCN_HIDDEN, Graph
 
 
 class GraphConv(nn.Module):

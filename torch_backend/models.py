@@ -13,9 +13,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from bench_contract.models import MLP_HIDDEN
-from bench_contract.vision import NAMED_INITS
-from bench_contract.weights import ParamSpec
+from bench_contract.models.mlp import MLP_HIDDEN
+from bench_contract.models.vision import NAMED_INITS
+from bench_contract.models.weights import ParamSpec
 from torch_backend import text, vision
 from torch_backend.graph import GCN, GraphConv
 
@@ -60,7 +60,7 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "transformer": build_transformer,
     **{name: _vision(name) for name in vision.BUILDERS},
 }
-# Models that hold the data set's graph (bench_contract.graph.Graph); their samples are node ids.
+# Models that hold the data set's graph (bench_contract.data.graph.Graph); their samples are node ids.
 GRAPH_MODELS: dict[str, Callable[..., nn.Module]] = {"gcn": GCN}
 
 

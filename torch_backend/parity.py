@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bench_contract.parity import main
+from bench_contract.run.parity import main
 from torch_backend.run import TorchBackend
 
 if __name__ == "__main__":

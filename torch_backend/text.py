@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench_contract import text
+from bench_contract.data import text
 
 
 class EncoderLayer(nn.Module):

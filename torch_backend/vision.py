@@ -1,5 +1,5 @@
 """The vision models in PyTorch: torchvision's builders for the full networks, torchvision's classes fed from
-bench_contract.vision for the tiny ones, and the small CNN (MNIST, CIFAR-10)."""
+bench_contract.models.vision for the tiny ones, and the small CNN (MNIST, CIFAR-10)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from torchvision.models.mobilenetv3 import InvertedResidualConfig, MobileNetV3
 from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
 from torchvision.ops import StochasticDepth
 
-from bench_contract import vision
+from bench_contract.models import vision
 
 
 def resnet50(num_classes: int, variant: str) -> nn.Module:

@@ -14,8 +14,8 @@ import sys
 
 import numpy as np
 
-from bench_contract.data import synthetic_dataset
-from bench_contract.weights import load_or_create
+from bench_contract.data.datasets import synthetic_dataset
+from bench_contract.models.weights import load_or_create
 
 MODEL, VARIANT = "resnet18", "tiny"
 # A batch of 2 leaves 2 x 4 x 4 = 32 values per channel in the last stage: there PyTorch's unbiased running

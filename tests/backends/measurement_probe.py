@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from bench_contract.timing import StepTimer
+from bench_contract.measure.timing import StepTimer
 
 
 def sync_probe() -> dict:

@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from bench_contract.data import epoch_batches, load_dataset
-from bench_contract.weights import make_initial_weights
+from bench_contract.data.datasets import epoch_batches, load_dataset
+from bench_contract.models.weights import make_initial_weights
 
 
 def jax_probe(benchmark, model, data, idx):

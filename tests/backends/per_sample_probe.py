@@ -12,9 +12,9 @@ import sys
 
 import numpy as np
 
-from bench_contract.data import epoch_batches, load_digits
-from bench_contract.models import param_specs
-from bench_contract.weights import make_initial_weights
+from bench_contract.data.datasets import epoch_batches, load_digits
+from bench_contract.models.mlp import param_specs
+from bench_contract.models.weights import make_initial_weights
 
 
 def jax_probe(weights, x, y, clip_norm, lr):

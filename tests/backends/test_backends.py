@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from bench_contract.device import cpu_model
-from bench_contract.failure import failure_path, read_failure
-from bench_contract.spec import JobSpec
 from helpers import REPO_ROOT, env_python, metric, write_mnist_folder
+
+from bench_contract.measure.device import cpu_model
+from bench_contract.run.failure import failure_path, read_failure
+from bench_contract.spec import JobSpec
 
 FRAMEWORKS = ("jax", "torch")
 

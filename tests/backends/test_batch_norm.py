@@ -7,7 +7,6 @@ import subprocess
 
 import numpy as np
 import pytest
-
 from helpers import REPO_ROOT, env_python
 
 FRAMEWORKS = ("jax", "torch")  # jax first: it writes the shared weights file, torch checks it

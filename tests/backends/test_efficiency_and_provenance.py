@@ -7,10 +7,10 @@ import math
 
 import pandas as pd
 import pytest
-
-from bench_contract.models import MLP_HIDDEN
 from helpers import metric
 from test_backends import FRAMEWORKS, make_spec, run_backend
+
+from bench_contract.models.mlp import MLP_HIDDEN
 
 BATCH = 1024
 INPUTS = 28 * 28
@@ -114,7 +114,7 @@ def unfilled(value, path="") -> list[str]:
 
 def test_every_collected_row_has_its_provenance_filled_or_not_available(training_run, tmp_path):
     from bench_contract.results import CONTEXT_FIELDS
-    from orchestrator.collect import merge
+    from orchestrator.results.collect import merge
 
     campaign, _ = training_run
     merged = pd.read_parquet(merge(campaign, tmp_path / "merged.parquet").output)

@@ -7,9 +7,9 @@ import subprocess
 
 import pandas as pd
 import pytest
+from helpers import REPO_ROOT, env_python, metric
 
 from bench_contract.spec import JobSpec
-from helpers import REPO_ROOT, env_python, metric
 
 
 def probe(framework: str, *args: str) -> dict:

@@ -11,7 +11,6 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
-
 from helpers import REPO_ROOT, env_python
 from test_backends import FRAMEWORKS, make_spec, metric, run_backend
 

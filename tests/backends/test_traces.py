@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from bench_contract.tracing import load_trace_events, trace_files, trace_folder
 from helpers import metric
 from test_backends import FRAMEWORKS, make_spec, run_backend
+
+from bench_contract.measure.tracing import load_trace_events, trace_files, trace_folder
 
 CELLS = {
     "training": dict(use_case=1, epochs=1, warmup_steps=2),

@@ -2,7 +2,7 @@
 and the same batches, plain (use case 1) and as DP-SGD without noise (use case 3, models without batch
 norm). Synthetic data, tiny variants, a few steps: enough to show that the two sides take the same steps.
 The vision models train in batch norm's training mode and without dropout or stochastic depth in both
-(bench_contract.vision.RANDOM_REGULARISERS); tests/backends/test_batch_norm.py checks the running statistics."""
+(bench_contract.models.vision.RANDOM_REGULARISERS); tests/backends/test_batch_norm.py checks the running statistics."""
 
 import json
 import os
@@ -11,10 +11,10 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
-
-from bench_contract.vision import RANDOM_REGULARISERS
 from helpers import REPO_ROOT, env_python, metric, write_graph_file, write_image_folder, write_text_folder
 from test_backends import FRAMEWORKS, make_spec, run_backend
+
+from bench_contract.models.vision import RANDOM_REGULARISERS
 
 # (benchmark, model, variant, use cases, relative tolerance of the loss curves). Convolutions sum in a
 # different order in XLA and oneDNN, so a few steps of SGD drift apart a little more than the MLP's matmuls.

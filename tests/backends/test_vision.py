@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from bench_contract.inference import num_classes, sample_shape, synthetic_inputs
-from bench_contract.models import param_specs
-from bench_contract.parity import ParitySpec
-from bench_contract.spec import JobSpec
 from helpers import REPO_ROOT, env_python, metric, run_cli, write_image_folder
-from orchestrator import catalog
-from orchestrator.validate import read_result
+
+from bench_contract.models.mlp import param_specs
+from bench_contract.run.inference import num_classes, sample_shape, synthetic_inputs
+from bench_contract.run.parity import ParitySpec
+from bench_contract.spec import JobSpec
+from orchestrator.plan import catalog
+from orchestrator.run.validate import read_result
 
 MODELS = catalog.inference_models()  # what `validate` compares; the training-only models have their own tests
 FRAMEWORKS = ("torch", "jax")  # PyTorch first, as `validate` does; either order makes the same weights file
@@ -174,7 +174,7 @@ def test_jax_inference_compile_time_is_recorded_apart_and_pytorch_eager_claims_n
 
 def test_both_environments_read_an_image_folder_to_the_same_pixels_and_run_inference_on_it(tmp_path):
     root = write_image_folder(tmp_path / "imagenet", classes=2, per_class=2)
-    decode = ("import sys, numpy as np; from bench_contract.images import ImageFolder, split_folder; "
+    decode = ("import sys, numpy as np; from bench_contract.data.images import ImageFolder, split_folder; "
               "x, y = ImageFolder.scan(split_folder(sys.argv[1], 'val')).batch(range(4), 64); np.save(sys.argv[2], x)")
     pixels = {}
     for framework in FRAMEWORKS:

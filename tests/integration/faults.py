@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
-
 from helpers import REPO_ROOT, run_cli
 
 LOCAL_PROFILE = REPO_ROOT / "profiles" / "local_slurm.toml"
@@ -59,7 +58,7 @@ class Campaign:
                          if c["framework"] == framework and c["array_index"] == index))
 
     def failure(self, index: int, framework: str = "jax") -> dict | None:
-        from bench_contract.failure import failure_path, read_failure
+        from bench_contract.run.failure import failure_path, read_failure
 
         return read_failure(failure_path(self.result(index, framework)))
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 import time
 
-from bench_contract import runner
-from bench_contract.weights import ParamSpec
+from bench_contract.models.weights import ParamSpec
+from bench_contract.run import runner
 
 
 class StandInBackend:

@@ -11,7 +11,6 @@ import json
 import shlex
 
 import pytest
-
 from helpers import REPO_ROOT, run_cli
 
 

@@ -2,7 +2,6 @@
 is a fresh process whose address space is capped (like `ulimit -v`), and out-of-memory tries are data."""
 
 import pandas as pd
-
 from helpers import REPO_ROOT, metric, run_cli
 
 CAP = "4G"  # each framework starts in well under this; the CIFAR-10 CNN's batches then run out of it

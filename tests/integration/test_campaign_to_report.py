@@ -3,7 +3,6 @@
 import json
 
 import pandas as pd
-
 from helpers import REPO_ROOT, run_cli
 
 

@@ -12,7 +12,6 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-
 from helpers import REPO_ROOT, metric, run_cli
 from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
 

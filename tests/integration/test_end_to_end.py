@@ -9,9 +9,9 @@ import re
 
 import pandas as pd
 import pytest
-
-from bench_contract.device import cpu_model
 from helpers import REPO_ROOT, missing_envs, run_cli
+
+from bench_contract.measure.device import cpu_model
 
 ACCURACY_FLOOR = 0.95
 MAX_ACCURACY_GAP = 0.015

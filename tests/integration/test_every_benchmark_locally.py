@@ -4,7 +4,6 @@ backend tests check that the two frameworks take the same steps, this checks the
 
 import pandas as pd
 import pytest
-
 from helpers import metric, run_cli
 
 # (benchmark, model): every image benchmark, with a model that runs both use cases (nlp and gnn have their own

@@ -15,7 +15,6 @@ import time
 
 import pandas as pd
 import pytest
-
 from faults import Campaign
 from helpers import REPO_ROOT, write_mnist_folder
 

@@ -4,9 +4,9 @@ one fresh process per cell, then collect."""
 import json
 
 import pandas as pd
-
-from bench_contract.device import cpu_model
 from helpers import REPO_ROOT, run_cli
+
+from bench_contract.measure.device import cpu_model
 
 # For inference, one step is one forward pass of one batch: the step times are the latency per batch.
 METRICS = ["step_time_p50", "step_time_p95", "step_time_p99", "step_time_mean", "step_time_std", "throughput",

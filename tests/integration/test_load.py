@@ -16,7 +16,6 @@ import time
 from datetime import datetime
 
 import pandas as pd
-
 from faults import Campaign, standin_env
 
 TASKS = 300

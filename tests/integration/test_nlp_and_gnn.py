@@ -9,7 +9,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from helpers import run_cli
 from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
 

@@ -5,7 +5,6 @@ interval from them."""
 import json
 
 import pandas as pd
-
 from helpers import REPO_ROOT, run_cli
 
 

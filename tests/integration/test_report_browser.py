@@ -6,7 +6,6 @@ import subprocess
 from html.parser import HTMLParser
 
 import pytest
-
 from helpers import merged_results, run_cli
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

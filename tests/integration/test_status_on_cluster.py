@@ -36,7 +36,7 @@ def test_watch_a_campaign_with_a_cancelled_task(slurm_cluster, tmp_path):
 
     watched = run_cli("watch", "--interval", "1", "--results-dir", str(results), env=slurm_cluster.env, timeout=600)
     assert watched.returncode == 1
-    # The task writes a failure row when SIGTERM reaches it after its handler is installed (bench_contract.runner).
+    # The task writes a failure row when SIGTERM reaches it after its handler is installed (bench_contract.run.runner).
     (line,) = watched.stderr.strip().splitlines()
     assert re.fullmatch(rf"torch 1 \({manifest['cells'][3]['cell_id']}\): cancelled: CANCELLED"
                         r"(: terminated by SIGTERM (at step \d+/\d+|while [a-z ]+))?", line), line

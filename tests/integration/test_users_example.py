@@ -7,7 +7,6 @@ CIFAR-10's python batches in the real file format (random pixels: the point here
 import json
 
 import pandas as pd
-
 from helpers import REPO_ROOT, metric, run_cli, write_cifar10_folder
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from bench_contract.batch_search import Attempt, classify, search
-from orchestrator import matrix
+from bench_contract.run.batch_search import Attempt, classify, search
 from orchestrator.errors import UsageError
+from orchestrator.plan import matrix
 
 
 def fits_up_to(largest):

@@ -3,10 +3,8 @@
 import ast
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
 from helpers import REPO_ROOT
 
 
@@ -32,7 +30,7 @@ def test_layers_import_only_what_they_may(package, forbidden):
 
 
 def test_every_orchestrator_module_imports_without_any_framework(tmp_path):
-    modules = [f"orchestrator.{p.stem}" for p in (REPO_ROOT / "orchestrator").glob("*.py") if p.stem != "__init__"]
+    modules = [".".join(p.relative_to(REPO_ROOT).with_suffix("").parts) for p in (REPO_ROOT / "orchestrator").rglob("*.py")]
     code = (
         "import sys\n"
         f"for m in {modules!r}: __import__(m)\n"
@@ -40,6 +38,77 @@ def test_every_orchestrator_module_imports_without_any_framework(tmp_path):
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT)
+
+
+# The wings of each package, lowest first: a module may import its own wing, a lower one and the package's
+# root modules, never a higher wing. "cli" sits above every wing of the orchestrator: it only calls them.
+WINGS = {
+    "bench_contract": ["models", "data", "measure", "run"],
+    "orchestrator": ["plan", "run", "results", "cli"],
+}
+
+
+def wing_of(package: str, module: str) -> str | None:
+    """The wing a dotted module name (or a file's path parts) belongs to; None for the package's root modules."""
+    parts = module.split(".")
+    if parts[0] != package or len(parts) < 2:
+        return None
+    return parts[1] if parts[1] in WINGS[package] else None
+
+
+def wing_imports(package: str) -> list[tuple[str, str, str]]:
+    """(importing file, its wing, imported module) for every import of another module of the package."""
+    found = []
+    for path in (REPO_ROOT / package).rglob("*.py"):
+        own = wing_of(package, ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from pkg.wing import module` names the wing in the module path; `from pkg import wing` in a name
+                targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            found += [(str(path.relative_to(REPO_ROOT)), own, t) for t in targets if t.split(".")[0] == package]
+    return found
+
+
+def wing_violations(package: str, imports: list[tuple[str, str | None, str]]) -> list[str]:
+    order = WINGS[package]
+    rank = {wing: i for i, wing in enumerate(order)}
+    bad = []
+    for path, own, target in imports:
+        theirs = wing_of(package, target)
+        if theirs is None:
+            continue
+        if own is None or rank[theirs] > rank[own]:
+            bad.append(f"{path} ({own or 'root'}) imports {target} ({theirs})")
+    return bad
+
+
+@pytest.mark.parametrize("package", sorted(WINGS))
+def test_wings_import_only_their_own_or_lower_wings(package):
+    assert wing_violations(package, wing_imports(package)) == []
+
+
+def test_every_module_sits_in_a_wing_or_the_root_on_purpose():
+    """A new folder is a new wing: it must be placed in the order above before it can hold code."""
+    for package, order in WINGS.items():
+        folders = {p.parent.name for p in (REPO_ROOT / package).rglob("*.py") if p.parent != REPO_ROOT / package}
+        assert folders <= set(order), f"{package} has folders outside its wing order: {folders - set(order)}"
+
+
+def test_the_wing_check_sees_an_upward_import():
+    """The check can fail: a measurement module importing the run wing, or a root module importing any wing."""
+    upward = [("bench_contract/measure/timing.py", "measure", "bench_contract.run.runner"),
+              ("bench_contract/spec.py", None, "bench_contract.models.vision"),
+              ("orchestrator/plan/render.py", "plan", "orchestrator.run"),
+              ("orchestrator/run/status.py", "run", "orchestrator.results.collect")]
+    assert len(wing_violations("bench_contract", upward[:2])) == 2
+    assert len(wing_violations("orchestrator", upward[2:])) == 2
+    downward = [("bench_contract/run/runner.py", "run", "bench_contract.measure.timing"),
+                ("orchestrator/results/collect.py", "results", "orchestrator.run.status")]
+    assert wing_violations("bench_contract", downward[:1]) == wing_violations("orchestrator", downward[1:]) == []
 
 
 def test_main_stays_a_few_lines():

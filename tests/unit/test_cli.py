@@ -4,7 +4,6 @@ import json
 import subprocess
 
 import pytest
-
 from helpers import doctor_rows, run_cli
 
 

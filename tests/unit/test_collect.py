@@ -3,11 +3,11 @@
 import os
 
 import pyarrow.parquet as pq
-
-from bench_contract.results import SCHEMA, ResultRows
 from helpers import run_cli, task_file
-from orchestrator import collect
-from orchestrator.collect import comparison_tables, merge, summary_frame
+
+from bench_contract.results import SCHEMA
+from orchestrator.results import collect
+from orchestrator.results.collect import comparison_tables, merge, summary_frame
 
 
 def test_merge_and_compare(tmp_path):
@@ -53,7 +53,7 @@ def parallel_task_file(root, framework, use_case, world, throughput):
 
 
 def test_scaling_efficiency_compares_with_the_one_process_cell(tmp_path):
-    from orchestrator.collect import scaling_table
+    from orchestrator.results.collect import scaling_table
 
     parallel_task_file(tmp_path, "jax", 1, 1, 1000.0)
     parallel_task_file(tmp_path, "jax", 2, 2, 1500.0)  # 750 per device: 75% of one process
@@ -67,7 +67,7 @@ def test_scaling_efficiency_compares_with_the_one_process_cell(tmp_path):
 
 
 def test_no_scaling_table_without_data_parallel_cells(tmp_path):
-    from orchestrator.collect import scaling_table
+    from orchestrator.results.collect import scaling_table
 
     task_file(tmp_path, "jax", 32, 2000.0)
     merge(tmp_path, tmp_path / "merged.parquet")
@@ -195,7 +195,7 @@ def test_the_same_cell_twice_is_merged_once_the_newest_kept_and_said(tmp_path):
 
 
 def test_failure_rows_are_never_merged(tmp_path):
-    from bench_contract.failure import write_failure
+    from bench_contract.run.failure import write_failure
 
     result = task_file(tmp_path, "jax", 32, 1000.0, campaign="c1")
     write_failure(result.with_name("jax-64.parquet"), {"cell_id": "jax-64", "campaign": "c1"}, status="failed",

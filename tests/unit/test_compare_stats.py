@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from orchestrator.compare import bootstrap_ratio_ci, comparison_frame, display_rows
+from orchestrator.results.compare import bootstrap_ratio_ci, comparison_frame, display_rows
 
 
 def test_no_spread_gives_the_exact_ratio():

@@ -5,12 +5,13 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from helpers import result_context, write_idx
 
-from bench_contract import data, weights
+from bench_contract.data import datasets as data
+from bench_contract.measure.timing import StepTimer, step_time_statistics
+from bench_contract.models import weights
 from bench_contract.results import SCHEMA, ResultRows, write_table_atomic
 from bench_contract.spec import JobSpec, SpecError
-from bench_contract.timing import StepTimer, step_time_statistics
-from helpers import result_context, write_idx
 
 
 def spec(**overrides):

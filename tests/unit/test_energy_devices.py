@@ -9,11 +9,11 @@ import time
 
 import numpy as np
 import pytest
-
-from bench_contract import device, energy
-from bench_contract.nvml import not_available
 from fake_nvml import FakeGpu, fake_pynvml
 from helpers import rows_for_test
+
+from bench_contract.measure import device, energy
+from bench_contract.results import not_available
 
 
 @pytest.fixture
@@ -222,7 +222,7 @@ class FakeOps:
         return np.zeros(len(x), np.int64)
 
     def flops_per_step(self, batch):
-        from bench_contract.flops import Flops
+        from bench_contract.measure.flops import Flops
 
         return Flops(100.0, "fake")
 
@@ -253,10 +253,10 @@ def windows(log):
 
 
 def test_training_energy_window_holds_every_timed_step_and_no_warmup_or_evaluation():
-    from bench_contract.data import Dataset
-    from bench_contract.efficiency import Efficiency
-    from bench_contract.flops import Peak
-    from bench_contract.training import run_training
+    from bench_contract.data.datasets import Dataset
+    from bench_contract.measure.efficiency import Efficiency
+    from bench_contract.measure.flops import Peak
+    from bench_contract.run.training import run_training
 
     log = []
     x, y = np.zeros((20, 3), np.float32), np.zeros(20, np.int64)
@@ -273,9 +273,9 @@ def test_training_energy_window_holds_every_timed_step_and_no_warmup_or_evaluati
 
 
 def test_inference_energy_window_holds_exactly_the_timed_passes():
-    from bench_contract.efficiency import Efficiency
-    from bench_contract.flops import Peak
-    from bench_contract.inference import run_inference
+    from bench_contract.measure.efficiency import Efficiency
+    from bench_contract.measure.flops import Peak
+    from bench_contract.run.inference import run_inference
 
     log = []
     rows = rows_for_test()
@@ -300,7 +300,7 @@ def test_a_counter_that_did_not_advance_is_not_available_rather_than_zero(nvml):
 def test_a_device_the_framework_names_itself_is_recorded_as_it_names_it():
     """A TPU (JAX's device_kind) is never recorded as the host CPU; an unused Apple GPU is noted. Not exercised
     on such hardware here: this checks what the backends pass on is what the rows carry."""
-    from bench_contract.device import environment_context
+    from bench_contract.measure.device import environment_context
 
     ctx = environment_context(device_kind="tpu", device_count=4, framework_version="x", libraries=[],
                               model="TPU v5 lite")

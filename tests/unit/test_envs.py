@@ -1,7 +1,7 @@
 """`main.py envs`: an environment is built from its requirements and reused while they are unchanged."""
 
-from orchestrator import envs
-from orchestrator.profile import ClusterProfile
+from orchestrator.plan.profile import ClusterProfile
+from orchestrator.run import envs
 
 
 def test_built_once_then_reused_then_rebuilt_when_requirements_change(tmp_path, monkeypatch):

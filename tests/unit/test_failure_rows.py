@@ -7,10 +7,10 @@ import signal
 import numpy as np
 import pytest
 
-from bench_contract import runner
-from bench_contract.failure import exception_reason, failure_path, read_failure
+from bench_contract.models.weights import ParamSpec
+from bench_contract.run import runner
+from bench_contract.run.failure import exception_reason, failure_path, read_failure
 from bench_contract.spec import JobSpec
-from bench_contract.weights import ParamSpec
 
 
 class StandInBackend:
@@ -51,7 +51,7 @@ def test_the_failure_row_lives_apart_from_the_results(tmp_path):
 
 
 def digits_steps(batch_size=32, epochs=2):
-    from bench_contract.data import load_dataset
+    from bench_contract.data.datasets import load_dataset
 
     return len(load_dataset("digits", "real", None, 2048).x_train) // batch_size * epochs
 

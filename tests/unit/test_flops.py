@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from bench_contract import flops
-from bench_contract.flops import Flops, Peak, gpu_peak, record_utilisation
 from helpers import rows_for_test
+
+from bench_contract.measure import flops
+from bench_contract.measure.flops import Flops, Peak, gpu_peak, record_utilisation
 
 T = 1e12
 

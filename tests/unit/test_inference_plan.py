@@ -4,15 +4,16 @@ import json
 
 import numpy as np
 import pytest
-
-from bench_contract import parity, weights
-from bench_contract.inference import sample_shape, synthetic_inputs
-from bench_contract.spec import JobSpec, SpecError
 from helpers import run_cli
-from orchestrator import catalog, matrix
-from orchestrator.campaign import job_spec
-from orchestrator.errors import UsageError
 from test_matrix import settings
+
+from bench_contract.models import weights
+from bench_contract.run import parity
+from bench_contract.run.inference import sample_shape, synthetic_inputs
+from bench_contract.spec import JobSpec, SpecError
+from orchestrator.errors import UsageError
+from orchestrator.plan import catalog, matrix
+from orchestrator.plan.campaign import job_spec
 
 
 def test_inference_defaults_to_batch_sizes_1_8_32_128():
@@ -153,7 +154,7 @@ def test_pytorch_options_are_refused_where_they_are_not_implemented_or_mean_noth
 
 
 def test_rows_record_how_each_framework_executed_the_model():
-    from bench_contract.results import framework_options
+    from bench_contract.run.runner import framework_options
 
     base = dict(campaign="c", cell_id="x", pair_key="p", benchmark="imagenet", use_case=5, model="resnet50",
                 batch_size=1, precision="fp32")

@@ -1,7 +1,7 @@
 import pytest
 
-from orchestrator import catalog, matrix
 from orchestrator.errors import UsageError
+from orchestrator.plan import catalog, matrix
 
 
 def settings(**overrides):

@@ -8,7 +8,6 @@ import subprocess
 import time
 
 import pytest
-
 from helpers import run_cli
 
 

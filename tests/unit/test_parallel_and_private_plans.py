@@ -5,13 +5,13 @@ import os
 
 import numpy as np
 import pytest
-
-from bench_contract.spec import JobSpec, SpecError
-from bench_contract.topology import Topology, topology_for
 from helpers import run_cli
-from orchestrator import matrix, render
+
+from bench_contract.run.topology import Topology, topology_for
+from bench_contract.spec import JobSpec, SpecError
 from orchestrator.errors import UsageError
-from orchestrator.profile import ClusterProfile
+from orchestrator.plan import matrix, render
+from orchestrator.plan.profile import ClusterProfile
 
 
 def settings(**overrides):

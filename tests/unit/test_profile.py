@@ -2,7 +2,7 @@ import pytest
 
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
-from orchestrator.profile import ClusterProfile, load_profile
+from orchestrator.plan.profile import ClusterProfile, load_profile
 
 
 def write(tmp_path, text):
@@ -72,7 +72,7 @@ def test_profile_validates_when_built_in_code_too():
 
 
 def test_preemption_settings_become_sbatch_directives(tmp_path):
-    from orchestrator.render import sbatch_directives
+    from orchestrator.plan.render import sbatch_directives
 
     default = sbatch_directives(load_profile(None), "jax_digits_1", 3, tmp_path)
     assert "--signal=B:TERM@120" in default and "--open-mode=append" in default and "--no-requeue" in default

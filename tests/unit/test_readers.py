@@ -4,12 +4,12 @@ import pickle
 
 import numpy as np
 import pytest
-
-from bench_contract import data
 from helpers import write_cifar10_folder, write_image_folder
-from orchestrator import matrix
-from orchestrator.errors import UsageError
 from test_matrix import settings
+
+from bench_contract.data import datasets as data
+from orchestrator.errors import UsageError
+from orchestrator.plan import matrix
 
 
 def test_cifar10_python_batches_are_read_channel_first_and_standardised_per_channel(tmp_path):
@@ -55,7 +55,7 @@ def test_a_cifar10_batch_that_would_run_code_is_refused(tmp_path):
 
 
 def test_an_image_folder_is_scanned_in_a_stable_order_and_preprocessed_like_torchvision_eval(tmp_path):
-    from bench_contract.images import MEAN, STD, ImageFolder, split_folder
+    from bench_contract.data.images import MEAN, STD, ImageFolder, split_folder
 
     root = write_image_folder(tmp_path / "imagenet", classes=3, per_class=2)
     folder = ImageFolder.scan(split_folder(root, "val"))
@@ -75,7 +75,7 @@ def test_an_image_folder_is_scanned_in_a_stable_order_and_preprocessed_like_torc
 
 
 def test_an_image_folder_that_cannot_be_read_is_a_clear_error(tmp_path):
-    from bench_contract.images import ImageFolder
+    from bench_contract.data.images import ImageFolder
 
     with pytest.raises(data.DataError, match="has no class subfolders"):
         ImageFolder.scan(tmp_path)

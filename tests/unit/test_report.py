@@ -25,8 +25,8 @@ def test_report_writes_every_format(tmp_path):
 
 
 def test_the_confidence_interval_appears_with_two_runs_per_side(tmp_path):
-    from orchestrator.collect import merge, summary_frame
-    from orchestrator.compare import comparison_frame
+    from orchestrator.results.collect import merge, summary_frame
+    from orchestrator.results.compare import comparison_frame
 
     for campaign in ("a", "b"):  # the same cells run in two campaigns: two runs per side
         task_file(tmp_path / campaign, "jax", 32, 2000.0 if campaign == "a" else 2200.0, campaign=campaign)
@@ -62,7 +62,7 @@ def test_export_to_wandb_offline(tmp_path):
 
 
 def test_data_parallel_cells_get_a_scaling_efficiency_plot(tmp_path):
-    from orchestrator.collect import merge, scaling_frame, summary_frame
+    from orchestrator.results.collect import merge, scaling_frame, summary_frame
 
     for framework, single, pair in (("jax", 1000.0, 1500.0), ("torch", 800.0, 1600.0)):
         task_file(tmp_path, framework, 32, single, use_case=1, world_size=1)

@@ -7,10 +7,10 @@ import shlex
 from pathlib import Path
 
 import pytest
-
-from bench_contract.failure import write_failure
 from helpers import run_cli
-from orchestrator.resubmit import array_expression, blocks
+
+from bench_contract.run.failure import write_failure
+from orchestrator.run.resubmit import array_expression, blocks
 
 
 @pytest.fixture

@@ -3,10 +3,10 @@
 import math
 
 import pytest
-
-from bench_contract.flops import Flops, Peak, gpu_peak, record_utilisation
-from bench_contract.roofline import gpu_bandwidth, record_roofline
 from helpers import merged_results, rows_for_test, run_cli, task_file
+
+from bench_contract.measure.flops import Flops, Peak, gpu_peak, record_utilisation
+from bench_contract.measure.roofline import gpu_bandwidth, record_roofline
 
 
 def values(rows):

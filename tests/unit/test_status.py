@@ -72,7 +72,7 @@ def test_no_campaign_is_a_clear_error(tmp_path):
 
 
 def test_a_task_slurm_killed_for_its_memory_is_reported_as_out_of_memory(tmp_path):
-    from orchestrator.status import slurm_memory_kill
+    from orchestrator.run.status import slurm_memory_kill
 
     # slurmstepd's own lines (Slurm 22.05): the polling kill (OverMemoryKill), as seen on the local cluster,
     # and the cgroup handler's.

@@ -3,9 +3,10 @@ synthetic sets. Both frameworks call these, so what is checked here is what both
 
 import numpy as np
 import pytest
-
-from bench_contract import data, graph, text
 from helpers import write_graph_file, write_text_folder
+
+from bench_contract.data import datasets as data
+from bench_contract.data import graph, text
 
 
 def test_text_lines_become_class_token_words_and_padding(tmp_path):

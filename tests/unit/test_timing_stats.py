@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from bench_contract.timing import CV_THRESHOLD, StepTimer, step_time_statistics
+from bench_contract.measure.timing import CV_THRESHOLD, StepTimer, step_time_statistics
 
 
 def stats(times_s, samples=1):

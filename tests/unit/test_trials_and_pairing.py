@@ -8,8 +8,9 @@ import stat
 import subprocess
 from pathlib import Path
 
-from bench_contract.spec import JobSpec
 from helpers import run_cli
+
+from bench_contract.spec import JobSpec
 
 
 def logging_env(env_dir: Path, framework: str, log: Path) -> None:
@@ -108,7 +109,6 @@ def test_pairing_needs_both_frameworks_and_one_process_per_cell(tmp_path):
 def test_collect_still_merges_result_files_written_before_trials_and_pairing(tmp_path):
     import pandas as pd
     import pyarrow.parquet as pq
-
     from helpers import task_file
 
     old = task_file(tmp_path, "jax", 32, 2000.0)
@@ -124,7 +124,6 @@ def test_collect_still_merges_result_files_written_before_trials_and_pairing(tmp
 
 def test_a_merged_dataset_from_before_the_new_columns_is_rebuilt_from_the_task_files(tmp_path):
     import pandas as pd
-
     from helpers import task_file
 
     task_file(tmp_path, "jax", 32, 2000.0)

@@ -3,13 +3,13 @@
 
 import numpy as np
 import pytest
-
-from bench_contract import data
-from bench_contract.vision import INPUT_SHAPES, NUM_CLASSES
 from helpers import write_image_folder
-from orchestrator import catalog, matrix
-from orchestrator.errors import UsageError
 from test_matrix import settings
+
+from bench_contract.data import datasets as data
+from bench_contract.models.vision import INPUT_SHAPES, NUM_CLASSES
+from orchestrator.errors import UsageError
+from orchestrator.plan import catalog, matrix
 
 VISION = [("cifar10", "resnet18"), ("imagenet", "resnet50"), ("imagenet", "mobilenet_v3_small"),
           ("imagenet", "efficientnet_b0"), ("imagenet", "vit_b_16")]
@@ -56,7 +56,7 @@ def test_synthetic_imagenet_takes_the_variants_input_size_and_class_count(varian
 
 
 def test_image_folders_train_on_train_and_test_on_val_decoding_lazily(tmp_path):
-    from bench_contract.images import ImageFolder
+    from bench_contract.data.images import ImageFolder
 
     root = write_image_folder(tmp_path / "imagenet", classes=3, per_class=10, split="train")
     write_image_folder(root, classes=3, per_class=2, split="val")

@@ -1,0 +1,308 @@
+"""Datasets as numpy arrays, and the batch order both frameworks follow.
+
+Both backends call the same loader and the same `epoch_batches`, so they see identical samples in an
+identical order. Images are kept channel-first (N, C, H, W), PyTorch's convention; a backend that wants
+channel-last transposes them itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import pickle
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench_contract.models import vision
+
+# The split is part of the benchmark's definition, not of a run: it never follows the run's seed.
+SPLIT_SEED = 20240601
+# Real data that ships with a package (scikit-learn's digits): read without a data directory.
+PACKAGED_BENCHMARKS = ("digits",)
+
+MNIST_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+MNIST_VALIDATION_SIZE = 5000
+
+
+class DataError(ValueError):
+    """Data that is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    source: str  # "real" or "synthetic"
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+    # gnn: the bench_contract.data.graph.Graph the model holds (x are its node ids); None for every other benchmark.
+    graph: Any = None
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+
+def epoch_batches(num_samples: int, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """Index arrays of the training batches of one epoch; the last partial batch is dropped.
+
+    Dropping it keeps every timed step the same shape, so no framework recompiles mid-epoch.
+    """
+    if batch_size > num_samples:
+        raise DataError(f"batch size {batch_size} is larger than the {num_samples} training samples")
+    order = np.random.default_rng([seed, epoch]).permutation(num_samples)
+    full = num_samples // batch_size
+    return [order[i * batch_size : (i + 1) * batch_size] for i in range(full)]
+
+
+def load_dataset(benchmark: str, source: str, data_dir: str | None = None, synthetic_samples: int = 2048,
+                 variant: str = "full") -> Dataset:
+    """The benchmark's splits; `variant` (the model's size) fixes the image size where the benchmark has several
+    (imagenet: 224x224 full, 64x64 tiny)."""
+    if source == "synthetic":
+        return synthetic_dataset(benchmark, synthetic_samples, variant)
+    from bench_contract.data.graph import load_graph
+    from bench_contract.data.text import load_text
+
+    loaders = {"digits": load_digits, "mnist": lambda: load_mnist(data_dir), "cifar10": lambda: load_cifar10(data_dir),
+               "imagenet": lambda: load_image_folders(data_dir, vision.input_shape("imagenet", variant)[-1]),
+               "nlp": lambda: load_text(data_dir), "gnn": lambda: load_graph(data_dir)}
+    if benchmark not in loaders:
+        raise DataError(f"no reader for benchmark {benchmark!r}; known: {', '.join(sorted(loaders))}")
+    return loaders[benchmark]()
+
+
+def _split(name: str, x: np.ndarray, y: np.ndarray, val: int, test: int, num_classes: int, source: str) -> Dataset:
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(x))
+    test_idx, val_idx, train_idx = order[:test], order[test : test + val], order[test + val :]
+    return Dataset(name, source, x[train_idx], y[train_idx], x[val_idx], y[val_idx], x[test_idx], y[test_idx], num_classes)
+
+
+def standardized(data: Dataset, axis: int | tuple[int, ...] | None) -> Dataset:
+    """Centre and scale every split with statistics of the training split only (per feature if axis=0,
+    per channel if axis=(0, 2, 3), over everything if None)."""
+    mean = data.x_train.mean(axis=axis, keepdims=axis is not None)
+    std = data.x_train.std(axis=axis, keepdims=axis is not None)
+    std = np.where(std > 0, std, 1.0)  # a feature that never varies (digits' corner pixels) stays 0
+
+    def scale(x: np.ndarray) -> np.ndarray:
+        return ((x - mean) / std).astype(np.float32)
+
+    return dataclasses.replace(data, x_train=scale(data.x_train), x_val=scale(data.x_val), x_test=scale(data.x_test))
+
+
+def load_digits() -> Dataset:
+    """scikit-learn's 8x8 digits: 1,797 real images that ship with the package, standardised per pixel."""
+    from sklearn.datasets import load_digits as sk_load_digits
+
+    bunch = sk_load_digits()
+    x = bunch.data.astype(np.float32)
+    y = bunch.target.astype(np.int32)
+    return standardized(_split("digits", x, y, val=180, test=360, num_classes=10, source="real"), axis=0)
+
+
+def _find(data_dir: Path, stem: str) -> Path:
+    for candidate in (data_dir / stem, data_dir / f"{stem}.gz"):
+        if candidate.is_file():
+            return candidate
+    raise DataError(f"MNIST file {stem}[.gz] not found in {data_dir}")
+
+
+def missing_mnist_files(data_dir: str | os.PathLike[str]) -> list[str]:
+    """The standard MNIST files that are absent from data_dir (each may also be gzipped)."""
+    data_dir = Path(data_dir)
+    return [
+        stem for stem in MNIST_FILES.values()
+        if not (data_dir / stem).is_file() and not (data_dir / f"{stem}.gz").is_file()
+    ]
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read one IDX file (the format MNIST ships in), gzipped or not."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 4:
+        raise DataError(f"{path} is too short to be an IDX file")
+    zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
+    if zero != 0 or dtype_code != 0x08:
+        raise DataError(f"{path} is not an unsigned-byte IDX file")
+    shape = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
+    body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if body.size != int(np.prod(shape)):
+        raise DataError(f"{path} holds {body.size} values, its header promises {int(np.prod(shape))}")
+    return body.reshape(shape)
+
+
+def load_mnist(data_dir: str | None) -> Dataset:
+    """MNIST from its standard IDX files, standardised; the last 5,000 training images are the validation split."""
+    if not data_dir:
+        raise DataError("MNIST needs --data-dir pointing at the folder with train-images-idx3-ubyte[.gz] and its siblings")
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise DataError(f"data directory {root} does not exist")
+    arrays = {key: read_idx(_find(root, stem)) for key, stem in MNIST_FILES.items()}
+    x_train = arrays["train_images"].astype(np.float32)[:, None, :, :]
+    x_test = arrays["test_images"].astype(np.float32)[:, None, :, :]
+    y_train = arrays["train_labels"].astype(np.int32)
+    y_test = arrays["test_labels"].astype(np.int32)
+    if len(x_train) != len(y_train) or len(x_test) != len(y_test):
+        raise DataError(f"MNIST images and labels in {root} have different counts")
+    v = MNIST_VALIDATION_SIZE
+    data = Dataset("mnist", "real", x_train[:-v], y_train[:-v], x_train[-v:], y_train[-v:], x_test, y_test, 10)
+    return standardized(data, axis=None)
+
+
+CIFAR10_TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
+CIFAR10_TEST_BATCH = "test_batch"
+CIFAR10_VALIDATION_SIZE = 5000
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """Unpickles CIFAR-10's batches (dicts of bytes, lists and numpy arrays) and nothing else: a pickle can
+    name any callable, and a data folder is not code the user meant to run."""
+
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+        ("numpy", "ndarray"), ("numpy", "dtype"),
+        ("_codecs", "encode"),  # how Python 3 writes bytes at protocol 2, for batches re-saved from Python 3
+    }
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self.ALLOWED:
+            raise DataError(f"a CIFAR-10 batch may hold only arrays, lists and bytes, not {module}.{name}")
+        return super().find_class(module, name)
+
+
+def cifar10_folder(data_dir: str | os.PathLike[str]) -> Path:
+    """The folder holding the batches: data_dir itself, or the cifar-10-batches-py folder the archive unpacks to."""
+    root = Path(data_dir)
+    nested = root / "cifar-10-batches-py"
+    return nested if nested.is_dir() and not (root / CIFAR10_TEST_BATCH).is_file() else root
+
+
+def missing_cifar10_files(data_dir: str | os.PathLike[str]) -> list[str]:
+    folder = cifar10_folder(data_dir)
+    return [name for name in (*CIFAR10_TRAIN_BATCHES, CIFAR10_TEST_BATCH) if not (folder / name).is_file()]
+
+
+def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One CIFAR-10 python batch: images (N, 3, 32, 32) uint8, channel-first as stored, and labels."""
+    try:
+        with open(path, "rb") as f:
+            batch = _ArraysOnly(f, encoding="bytes").load()
+    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+        raise DataError(f"{path} is not a CIFAR-10 python batch: {exc}") from None
+    if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:
+        raise DataError(f"{path} is not a CIFAR-10 python batch (no data and labels entries)")
+    data = np.asarray(batch[b"data"], dtype=np.uint8)
+    labels = np.asarray(batch[b"labels"], dtype=np.int32)
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or len(data) != len(labels):
+        raise DataError(f"{path} holds data of shape {data.shape} and {len(labels)} labels; "
+                        "CIFAR-10 rows are 3072 bytes (3x32x32), one label each")
+    return data.reshape(-1, 3, 32, 32), labels
+
+
+def load_cifar10(data_dir: str | None) -> Dataset:
+    """CIFAR-10 from its standard python batches, standardised per channel with training statistics; the
+    last 5,000 training images are the validation split."""
+    if not data_dir:
+        raise DataError("CIFAR-10 needs --data-dir pointing at the folder with data_batch_1..5 and test_batch")
+    if not Path(data_dir).is_dir():
+        raise DataError(f"data directory {data_dir} does not exist")
+    missing = missing_cifar10_files(data_dir)
+    if missing:
+        raise DataError(f"data directory {data_dir} lacks the CIFAR-10 files {', '.join(missing)}")
+    folder = cifar10_folder(data_dir)
+    parts = [read_cifar_batch(folder / name) for name in CIFAR10_TRAIN_BATCHES]
+    x_train = np.concatenate([x for x, _ in parts]).astype(np.float32) / 255.0
+    y_train = np.concatenate([y for _, y in parts])
+    x_test, y_test = read_cifar_batch(folder / CIFAR10_TEST_BATCH)
+    v = CIFAR10_VALIDATION_SIZE if len(x_train) > 2 * CIFAR10_VALIDATION_SIZE else max(1, len(x_train) // 10)
+    data = Dataset("cifar10", "real", x_train[:-v], y_train[:-v], x_train[-v:], y_train[-v:],
+                   x_test.astype(np.float32) / 255.0, y_test, 10)
+    return standardized(data, axis=(0, 2, 3))
+
+
+SYNTHETIC_SHAPES = {"digits": (64,), "mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
+# Benchmarks whose synthetic images take the model variant's input size (bench_contract.models.vision.INPUT_SHAPES).
+SYNTHETIC_VARIANT_SIZED = ("imagenet",)
+# ImageNet's teacher sees the image averaged over an 8x8 grid of blocks: a teacher on every pixel of a 224x224
+# image would be a 150,528 x 1,000 matrix (600 MB).
+TEACHER_GRID = 8
+
+
+def synthetic_dataset(benchmark: str, samples: int, variant: str = "full") -> Dataset:
+    """Random inputs labelled by a fixed random linear teacher: learnable, so accuracy still means something.
+    Text and graphs have their own generators (bench_contract.data.text, bench_contract.data.graph)."""
+    from bench_contract.data.graph import synthetic_graph
+    from bench_contract.data.text import synthetic_text
+
+    if benchmark == "nlp":
+        return synthetic_text(samples)
+    if benchmark == "gnn":
+        return synthetic_graph(samples)
+    if benchmark in SYNTHETIC_VARIANT_SIZED:
+        shape, classes = vision.input_shape(benchmark, variant), vision.NUM_CLASSES[benchmark]
+    elif benchmark in SYNTHETIC_SHAPES:
+        shape, classes = SYNTHETIC_SHAPES[benchmark], 10
+    else:
+        known = ", ".join((*SYNTHETIC_SHAPES, *SYNTHETIC_VARIANT_SIZED, "nlp", "gnn"))
+        raise DataError(f"no synthetic data shape for benchmark {benchmark!r}; known: {known}")
+    rng = np.random.default_rng(SPLIT_SEED)
+    x = rng.standard_normal((samples, *shape), dtype=np.float32)
+    features = x.reshape(samples, -1)
+    if benchmark in SYNTHETIC_VARIANT_SIZED:
+        c, h, w = shape
+        g = TEACHER_GRID
+        features = x.reshape(samples, c, g, h // g, g, w // g).mean(axis=(3, 5)).reshape(samples, -1)
+    teacher = rng.standard_normal((features.shape[1], classes), dtype=np.float32)
+    y = np.argmax(features @ teacher, axis=1).astype(np.int32)
+    tenth = max(1, samples // 10)
+    return _split(benchmark, x, y, val=tenth, test=tenth, num_classes=classes, source="synthetic")
+
+
+IMAGE_FOLDER_VALIDATION_SIZE = 5000
+
+
+def load_image_folders(data_dir: str | None, size: int) -> Dataset:
+    """ImageNet-style folders for training: train/<class>/<image> is split into training and validation
+    (5,000 images, or a tenth of a smaller folder, chosen with the split seed), val/<class>/<image> is the
+    test split (ImageNet's own validation set is the customary test set). Images are decoded lazily, batch
+    by batch, with the evaluation transform at `size` (bench_contract.data.images): the same pixels in both
+    frameworks, and no random augmentation, which would draw from an RNG."""
+    from bench_contract.data.images import ImageFolder, LazyImages
+
+    if not data_dir:
+        raise DataError("image folders need --data-dir pointing at a folder with train/<class>/ and val/<class>/")
+    root = Path(data_dir)
+    for split in ("train", "val"):
+        if not (root / split).is_dir():
+            raise DataError(f"training on image folders needs {root / split}/<class>/<image>; it does not exist")
+    train, test = ImageFolder.scan(root / "train"), ImageFolder.scan(root / "val")
+    if train.classes != test.classes:
+        raise DataError(f"{root}/train and {root}/val have different class folders "
+                        f"({len(train.classes)} and {len(test.classes)}); they must be the same")
+    v = IMAGE_FOLDER_VALIDATION_SIZE if len(train) > 2 * IMAGE_FOLDER_VALIDATION_SIZE else max(1, len(train) // 10)
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(train))
+    val_idx, train_idx = np.sort(order[:v]), np.sort(order[v:])
+    everything = np.arange(len(test))
+    return Dataset("imagenet", "real", LazyImages(train, train_idx, size), train.labels[train_idx],
+                   LazyImages(train, val_idx, size), train.labels[val_idx], LazyImages(test, everything, size),
+                   test.labels, len(train.classes))

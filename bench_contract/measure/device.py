@@ -1,0 +1,157 @@
+"""What hardware and software a task ran on: GPUs through NVML, else the CPU, plus Slurm ids and provenance.
+
+Every text field is filled: a value that cannot be read says so as "not available: <reason>"
+(`results.not_available`), never an empty string, so a reader can tell "unknown" from "none".
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import socket
+from importlib import metadata
+from typing import Any
+
+from bench_contract.measure.nvml import NvmlUnavailable, gpu_details, resolve, session
+from bench_contract.results import not_available
+
+
+def nvml_gpu_names(device_ids: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Names of the GPUs this process uses (all it may see when device_ids is empty); empty without NVML."""
+    try:
+        with session() as nvml:
+            return [d["name"] for d in gpu_details(nvml, resolve(nvml, list(device_ids)))["gpus"]]
+    except NvmlUnavailable:
+        return []
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def cpu_details() -> dict[str, Any]:
+    # os.cpu_count() is the machine's; the affinity mask is what Slurm (or taskset) gave this process.
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu_model": cpu_model(), "logical_cpus": os.cpu_count(), "usable_cpus": usable}
+
+
+def device_details(kind: str, device_ids: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The GPUs the framework uses, read through NVML (name, memory, driver and CUDA versions, MIG mode, power
+    limit), and the CPU; on a CPU run, or where NVML fails, the GPU part says why it is not available."""
+    details: dict[str, Any] = {"cpu": cpu_details(),
+                               "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "not set")}
+    if kind != "gpu":
+        details["gpus"] = not_available(f"the framework ran on the {kind.upper()}, not on an NVIDIA GPU")
+        return details
+    try:
+        with session() as nvml:
+            details.update(gpu_details(nvml, resolve(nvml, list(device_ids))))
+    except NvmlUnavailable as exc:
+        details["gpus"] = not_available(str(exc))
+    except Exception as exc:  # an NVMLError while reading one device: recorded, the run goes on
+        details["gpus"] = not_available(f"NVML: {exc}")
+    return details
+
+
+def device_model(kind: str, details: dict[str, Any]) -> str:
+    """The model name for the device kind the framework actually runs on ("gpu" or "cpu")."""
+    if kind == "gpu":
+        if isinstance(details.get("gpus"), list) and details["gpus"]:
+            # A job sees one model in practice; several distinct ones are recorded together, not hidden.
+            return " + ".join(sorted({gpu["name"] for gpu in details["gpus"]}))
+        return "unknown GPU (NVML unavailable)"
+    return details["cpu"]["cpu_model"]
+
+
+def slurm_ids() -> dict[str, str]:
+    env = os.environ
+    outside = not_available("not run under Slurm")
+    ids = {
+        "slurm_job_id": env.get("SLURM_JOB_ID", outside),
+        "slurm_array_job_id": env.get("SLURM_ARRAY_JOB_ID", outside),
+        "slurm_array_task_id": env.get("SLURM_ARRAY_TASK_ID", outside),
+        "slurm_nodelist": env.get("SLURM_JOB_NODELIST", outside),
+    }
+    if "SLURM_JOB_ID" in env and "SLURM_ARRAY_JOB_ID" not in env:
+        for key in ("slurm_array_job_id", "slurm_array_task_id"):
+            ids[key] = not_available("the Slurm job is not an array job")
+    return ids
+
+
+def package_versions(names: list[str]) -> dict[str, str]:
+    """Installed versions of the named distributions; an absent one says so."""
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = not_available("not installed in this environment")
+    return versions
+
+
+def installed_packages_sha256() -> str:
+    """sha256 of the environment's installed distributions as sorted `name==version` lines: two environments
+    with the same hash have the same packages."""
+    lines = sorted({f"{(d.metadata['Name'] or '').lower()}=={d.version}" for d in metadata.distributions()})
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+# Environment variables that change what a framework does, recorded as they were in the process.
+RECORDED_VARIABLES = ("XLA_FLAGS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                      "TF_CPP_MIN_LOG_LEVEL", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_CUDNN_V8_API_ENABLED",
+                      "CUBLAS_WORKSPACE_CONFIG", "JAX_PLATFORMS", "JAX_ENABLE_X64")
+RECORDED_PREFIXES = ("XLA_PYTHON_CLIENT_", "NCCL_")
+
+
+def recorded_environment() -> dict[str, str]:
+    env = os.environ
+    return {name: env[name] for name in sorted(env)
+            if name in RECORDED_VARIABLES or name.startswith(RECORDED_PREFIXES)}
+
+
+def environment_context(*, device_kind: str, device_count: int, framework_version: str, libraries: list[str],
+                        device_ids: tuple[str, ...] = (), runtime_versions: dict[str, str] | None = None,
+                        model: str | None = None, unused_accelerators: tuple[str, ...] = ()) -> dict:
+    """The environment columns of a result row.
+
+    runtime_versions: what the framework reports of its native libraries (CUDA, cuDNN, NCCL), each a version
+    or "not available: <reason>"; they go into library_versions beside the Python packages.
+    model: the framework's own name for a device that is neither an NVIDIA GPU nor the CPU (a TPU's device
+    kind); unused_accelerators: what else the framework sees, recorded in device_details."""
+    details = device_details(device_kind, device_ids)
+    if unused_accelerators:
+        details["unused_accelerators"] = list(unused_accelerators)
+    versions = package_versions(libraries + ["numpy", "pyarrow", "nvidia-ml-py", "scikit-learn"])
+    versions.update(runtime_versions or {})
+    return {
+        "device_kind": device_kind,
+        "device_model": model or device_model(device_kind, details),
+        "device_count": device_count,
+        "device_details": json.dumps(details, sort_keys=True),
+        "hostname": socket.gethostname(),
+        **slurm_ids(),
+        "framework_version": framework_version,
+        "library_versions": json.dumps(versions, sort_keys=True),
+        "packages_sha256": installed_packages_sha256(),
+        "python_version": platform.python_version(),
+        "xla_flags": os.environ.get("XLA_FLAGS", "not set"),
+        "environment_variables": json.dumps(recorded_environment(), sort_keys=True),
+        "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def peak_host_rss_bytes() -> int:
+    """Peak resident set size of this process (Linux reports ru_maxrss in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

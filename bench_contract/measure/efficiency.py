@@ -1,0 +1,29 @@
+"""What a cell's timed region is measured with besides the clock: GPU energy (NVML) and FLOPs against the peak.
+
+The backend builds one `Efficiency` for its devices; run_training and run_inference open its energy meter
+around the timed steps and, when they are done, record energy and utilisation with the FLOPs per step the
+backend's ops report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench_contract.measure.energy import EnergyMeter
+from bench_contract.measure.flops import Flops, Peak, record_utilisation
+
+
+@dataclass
+class Efficiency:
+    meter: EnergyMeter
+    peak: Callable[[], Peak]  # the peak FLOP/s of one device at the cell's precision; called after the timed steps
+    devices: int = 1  # devices the global step runs on (the MFU denominator is devices x peak)
+
+    @classmethod
+    def unmeasured(cls, reason: str) -> "Efficiency":
+        return cls(EnergyMeter(unavailable=reason), lambda: Peak(None, f"not available: {reason}"))
+
+    def record(self, rows, flops: Flops, times_s: list[float], samples_per_step: int) -> None:
+        self.meter.result().record(rows, samples_per_step * len(times_s))
+        record_utilisation(rows, flops, self.peak(), times_s, self.devices)

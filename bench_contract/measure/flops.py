@@ -1,0 +1,131 @@
+"""Model FLOPs utilisation: FLOPs per step, achieved FLOP/s, the device's peak, and their ratio.
+
+FLOPs per step come from the framework (JAX: XLA's cost analysis of the compiled step; PyTorch:
+torch.utils.flop_counter.FlopCounterMode over one step), each recorded with its method. The peak is the
+vendor's dense (not sparse) figure for the GPU model and precision, looked up by NVML's device name, or on a
+CPU a measured one: the best of a few square matmuls in the framework's own environment and threads, at the
+cell's precision, measured once per process.
+
+fp32 runs with TF32 off (both backends), so its GPU peak is the plain FP32 rate, not the TF32 tensor-core one;
+bf16 and fp16 use the dense tensor-core rate with FP32 accumulation (what frameworks use).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench_contract.measure.roofline import gpu_bandwidth, record_roofline
+from bench_contract.measure.timing import fastest_call
+
+T = 1e12
+# (pattern on NVML's device name, {precision: dense peak FLOP/s}). First match wins, so the more specific
+# names come first. A precision missing from a GPU's entry has no tensor-core (or any) support there.
+PEAK_FLOPS: list[tuple[str, dict[str, float]]] = [
+    # NVIDIA H100 datasheet (nvidia.com/en-us/data-center/h100): FP32 67 / 51 / 60 TF; BF16/FP16 tensor
+    # 1,979 / 1,513 / 1,671 TF with sparsity, halved here for dense.
+    (r"H100.*NVL", {"fp32": 60 * T, "bf16": 835.5 * T, "fp16": 835.5 * T}),
+    (r"H100.*PCIe", {"fp32": 51 * T, "bf16": 756.5 * T, "fp16": 756.5 * T}),
+    (r"H100", {"fp32": 67 * T, "bf16": 989.5 * T, "fp16": 989.5 * T}),  # SXM5: "NVIDIA H100 80GB HBM3"
+    # NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): SXM FP32 67 TF, BF16 1,979 TF sparse;
+    # NVL FP32 60 TF, BF16 1,671 TF sparse.
+    (r"H200.*NVL", {"fp32": 60 * T, "bf16": 835.5 * T, "fp16": 835.5 * T}),
+    (r"H200", {"fp32": 67 * T, "bf16": 989.5 * T, "fp16": 989.5 * T}),
+    # NVIDIA A100 datasheet (nvidia.com/en-us/data-center/a100): SXM and PCIe alike, FP32 19.5 TF,
+    # BF16/FP16 tensor 312 TF dense (624 sparse).
+    (r"A100", {"fp32": 19.5 * T, "bf16": 312 * T, "fp16": 312 * T}),
+    # NVIDIA L40S datasheet: FP32 91.6 TF; BF16/FP16 tensor 362.05 TF dense (733 sparse).
+    (r"L40S", {"fp32": 91.6 * T, "bf16": 362.05 * T, "fp16": 362.05 * T}),
+    # NVIDIA A40 datasheet: FP32 37.4 TF; BF16/FP16 tensor 149.7 TF dense (299.4 sparse).
+    (r"\bA40\b", {"fp32": 37.4 * T, "bf16": 149.7 * T, "fp16": 149.7 * T}),
+    # NVIDIA L4 datasheet: FP32 30.3 TF; BF16/FP16 tensor 121 TF dense (242 sparse).
+    (r"\bL4\b", {"fp32": 30.3 * T, "bf16": 121 * T, "fp16": 121 * T}),
+    # NVIDIA A10 datasheet: FP32 31.2 TF; BF16/FP16 tensor 125 TF dense (250 sparse).
+    (r"\bA10\b", {"fp32": 31.2 * T, "bf16": 125 * T, "fp16": 125 * T}),
+    # NVIDIA RTX A5000 datasheet: FP32 27.8 TF; tensor 222.2 TF with sparsity, so 111.1 dense.
+    (r"RTX A5000", {"fp32": 27.8 * T, "bf16": 111.1 * T, "fp16": 111.1 * T}),
+    # NVIDIA Ampere GA102 whitepaper (RTX 3080): FP32 29.8 TF; FP16 tensor with FP32 accumulate 59.5 TF dense
+    # (GeForce runs FP32 accumulation at half the FP16-accumulate rate); BF16 the same.
+    (r"RTX 3080$", {"fp32": 29.8 * T, "bf16": 59.5 * T, "fp16": 59.5 * T}),
+    # NVIDIA Ada whitepaper (RTX 4090): FP32 82.6 TF; FP16 tensor with FP32 accumulate 165.2 TF dense.
+    (r"RTX 4090$", {"fp32": 82.6 * T, "bf16": 165.2 * T, "fp16": 165.2 * T}),
+    # NVIDIA Turing whitepaper (RTX 2080 Ti reference): FP32 13.4 TF; FP16 tensor with FP32 accumulate
+    # 53.8 TF. Turing has no bfloat16.
+    (r"RTX 2080 Ti$", {"fp32": 13.4 * T, "fp16": 53.8 * T}),
+    # NVIDIA V100 datasheet: SXM2 FP32 15.7 TF, tensor 125 TF; PCIe FP32 14 TF, tensor 112 TF. No bfloat16.
+    (r"V100.*PCIE", {"fp32": 14 * T, "fp16": 112 * T}),
+    (r"V100", {"fp32": 15.7 * T, "fp16": 125 * T}),
+    # NVIDIA T4 datasheet: FP32 8.1 TF; FP16 mixed-precision tensor 65 TF. No bfloat16.
+    (r"\bT4\b", {"fp32": 8.1 * T, "fp16": 65 * T}),
+]
+
+
+@dataclass(frozen=True)
+class Peak:
+    flops: float | None  # FLOP/s of one device, or None
+    method: str  # where the figure comes from, or "not available: <reason>"
+    bandwidth: float | None = None  # memory bandwidth of one device in bytes/s (bench_contract.measure.roofline)
+    bandwidth_method: str = "not available: no bandwidth was looked up or measured"
+
+
+def gpu_peak(name: str, precision: str) -> Peak:
+    for pattern, peaks in PEAK_FLOPS:
+        if re.search(pattern, name, flags=re.IGNORECASE):
+            if precision not in peaks:
+                return Peak(None, f"not available: {name} has no {precision} rate in the peak table (no hardware support)",
+                            *gpu_bandwidth(name))
+            return Peak(peaks[precision], f"vendor datasheet, dense {precision}, for {name!r} (pattern {pattern!r})",
+                        *gpu_bandwidth(name))
+    return Peak(None, f"not available: no peak FLOP/s for GPU {name!r} in bench_contract.measure.flops.PEAK_FLOPS",
+                *gpu_bandwidth(name))
+
+
+CALIBRATION_N = 1024  # 2 GFLOP per matmul: long enough to time, short enough for every cell
+CALIBRATION_REPEATS = 5
+_calibrated: dict[tuple[str, str], Peak] = {}
+
+
+def cpu_peak(framework: str, precision: str, matmul: Callable[[], Any], synchronize: Callable[[Any], None],
+             n: int = CALIBRATION_N, repeats: int = CALIBRATION_REPEATS) -> Peak:
+    """The CPU's peak as measured: 2 n^3 / the fastest of `repeats` calls of an n x n matmul (after one
+    untimed call). Measured once per process and precision; later calls return the cached figure."""
+    key = (framework, precision)
+    if key not in _calibrated:
+        best = fastest_call(matmul, synchronize, repeats)
+        _calibrated[key] = Peak(2 * n**3 / best, f"measured: fastest of {repeats} {framework} {n}x{n} {precision} "
+                                                 f"matmuls in this process")
+    return _calibrated[key]
+
+
+@dataclass(frozen=True)
+class Flops:
+    per_step: float | None
+    method: str  # e.g. "XLA cost analysis of the compiled step", or "not available: <reason>"
+    bytes_per_step: float | None = None  # bytes moved to and from memory (bench_contract.measure.roofline)
+    bytes_method: str = "not available: the backend did not count bytes"
+
+
+def record_utilisation(rows, flops: Flops, peak: Peak, times_s: list[float], devices: int) -> None:
+    """flops_per_step, achieved_flops (FLOP/s over the timed steps), peak_flops and mfu (achieved over the
+    peak of every device the step ran on)."""
+    reason = lambda method: method.removeprefix("not available: ")  # noqa: E731
+    if flops.per_step is None:
+        for metric, unit in (("flops_per_step", "FLOP"), ("achieved_flops", "FLOP/s"), ("mfu", "fraction")):
+            rows.add_unavailable(metric, unit, reason(flops.method))
+    else:
+        achieved = flops.per_step * len(times_s) / sum(times_s)
+        rows.add("flops_per_step", flops.per_step, "FLOP", note=flops.method)
+        rows.add("achieved_flops", achieved, "FLOP/s", note=flops.method)
+        if peak.flops is None:
+            rows.add_unavailable("mfu", "fraction", reason(peak.method))
+        else:
+            rows.add("mfu", achieved / (peak.flops * devices), "fraction",
+                     note=f"achieved / ({devices} x peak); peak {peak.method}")
+    if peak.flops is None:
+        rows.add_unavailable("peak_flops", "FLOP/s", reason(peak.method))
+    else:
+        rows.add("peak_flops", peak.flops, "FLOP/s", note=peak.method)
+    record_roofline(rows, flops.per_step, flops.bytes_per_step, flops.bytes_method, peak.flops, peak.bandwidth,
+                    peak.bandwidth_method)

@@ -1,0 +1,242 @@
+"""The part of a backend's entry point that is the same for every framework.
+
+`python -m <framework>_backend.run SPECS.jsonl INDEX` (or `SPEC.json`) reads the spec, lets the backend set up
+its device and precision, loads the data and the shared initial weights, runs the use case and writes the rows.
+
+A task that fails still says why: an exception (an out-of-memory error named as such) or a stop signal
+(SIGTERM from scancel, requeue, preemption or the time limit; SIGUSR1 or SIGTERM as the warning that the
+cluster profile asks Slurm for) becomes a failure row (bench_contract.run.failure) that records how far the task
+got, and the exit code stays non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from bench_contract import SCHEMA_VERSION
+from bench_contract.data.datasets import Dataset, load_dataset
+from bench_contract.measure.device import environment_context, peak_host_rss_bytes
+from bench_contract.models.vision import RANDOM_REGULARISERS
+from bench_contract.models.weights import ParamSpec, load_or_create
+from bench_contract.results import ResultRows
+from bench_contract.run import stop_signals
+from bench_contract.run.batch_search import run_search
+from bench_contract.run.failure import clear_failure, exception_reason, write_failure
+from bench_contract.run.inference import inference_dataset
+from bench_contract.run.stop_signals import STOP_SIGNALS
+from bench_contract.run.topology import topology_for
+from bench_contract.spec import INFERENCE_USE_CASE, PAIRED_ORDER, JobSpec
+
+
+@dataclass(frozen=True)
+class DeviceSetup:
+    kind: str  # "gpu" or "cpu": what the framework really runs on
+    count: int
+    framework_version: str
+    precision_policy: str
+    # The GPUs this process uses as the framework names them (UUID, PCI bus id or CUDA ordinal), for NVML.
+    device_ids: tuple[str, ...] = ()
+    # CUDA, cuDNN and NCCL versions as the framework reports them, or "not available: <reason>".
+    runtime_versions: dict[str, str] | None = None
+    # The device's model as the framework names it, for what NVML and /proc/cpuinfo do not describe (a TPU).
+    model: str | None = None
+    # Accelerators the framework sees but this cell does not use (an Apple GPU beside the CPU), by name.
+    unused_accelerators: tuple[str, ...] = ()
+
+
+class Backend(Protocol):
+    framework: str
+    libraries: list[str]
+    implemented_use_cases: tuple[int, ...]
+
+    def prepare(self, spec: JobSpec) -> DeviceSetup:
+        """Choose the device and fix the precision policy before any computation."""
+
+    def param_specs(self, model: str, sample_shape: tuple[int, ...], num_classes: int, variant: str,
+                    graph: Any = None) -> list[ParamSpec]:
+        """The shared-weights parameter list (PyTorch names and layout) of the model this backend builds
+        (graph: the data set's bench_contract.data.graph.Graph, for the models that hold one)."""
+
+    def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
+        """Run the spec's use case and add its measurements to `rows`."""
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by a stop signal. A BaseException, so that no `except Exception` in a
+    backend or a library swallows it on its way to main()."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+@dataclass
+class Progress:
+    """How far the task got, for the failure row: the phase, and the training steps done out of all."""
+
+    phase: str = "reading the job spec"
+    context: dict[str, Any] = field(default_factory=dict)
+    rows: ResultRows | None = None
+    steps_total: int | None = None
+
+    def steps_done(self) -> int | None:
+        # The training loop records the loss of every step with its index: the last index + 1 were done.
+        steps = [row["step"] for row in self.rows.rows if row["step"] is not None] if self.rows else []
+        return max(steps) + 1 if steps else None
+
+    def where(self) -> str:
+        done = self.steps_done()
+        if self.steps_total is not None and self.phase == "running the use case":
+            return f"at step {done or 0}/{self.steps_total}"
+        return f"while {self.phase}" + (f" (after step {done})" if done else "")
+
+
+def framework_options(spec: JobSpec) -> str:
+    """How the framework executed the model, as JSON: PyTorch eager or torch.compile, memory format; JAX jit."""
+    if spec.framework == "torch":
+        options = {"mode": "torch.compile" if spec.torch_compile else "eager",
+                   "memory_format": "channels_last" if spec.channels_last else "contiguous"}
+    else:
+        options = {"mode": "jit, compiled ahead of time"}
+    if spec.model in RANDOM_REGULARISERS:
+        options["random_regularisers"] = f"off in both frameworks (published: {RANDOM_REGULARISERS[spec.model]})"
+    if spec.trace_steps:
+        options["trace_steps"] = f"{spec.trace_steps} steps traced by the profiler after the measurement"
+    return json.dumps(options, sort_keys=True)
+
+
+def base_context(spec: JobSpec) -> dict[str, Any]:
+    """The identity columns that come straight from the spec; the backend adds the environment ones."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "campaign": spec.campaign,
+        "cell_id": spec.cell_id,
+        "pair_key": spec.pair_key,
+        "framework": spec.framework,
+        "benchmark": spec.benchmark,
+        "use_case": spec.use_case,
+        "model": spec.model,
+        "model_variant": spec.model_variant,
+        "framework_options": framework_options(spec),
+        "batch_size": spec.batch_size,
+        "precision": spec.precision,
+        "data_source": spec.data_source,
+        "epochs": spec.epochs,
+        "seed": spec.seed,
+        "git_commit": spec.git_commit,
+        "trial": spec.trial,
+        "pair_order": ",".join(PAIRED_ORDER) if spec.paired else "",
+    }
+
+
+def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None) -> ResultRows:
+    progress = progress if progress is not None else Progress()
+    progress.context = base_context(spec)
+    if spec.framework != backend.framework:
+        raise ValueError(f"spec is for framework {spec.framework!r}, this is the {backend.framework} backend")
+    if spec.use_case not in backend.implemented_use_cases:
+        raise ValueError(f"use case {spec.use_case} is not implemented in the {backend.framework} backend")
+    progress.phase = "preparing the device"
+    setup = backend.prepare(spec)
+    progress.phase = "loading the data"
+    if spec.use_case == INFERENCE_USE_CASE:
+        data = inference_dataset(spec)
+    else:
+        data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples,
+                            spec.model_variant)
+        progress.steps_total = len(data.x_train) // spec.batch_size * spec.epochs
+    progress.phase = "loading the initial weights"
+    # Each backend derives the parameter list from its own model; the weights file is checked against it.
+    specs = backend.param_specs(spec.model, data.sample_shape, data.num_classes, spec.model_variant, graph=data.graph)
+    weights, sha = load_or_create(spec.init_weights_path, specs, spec.seed)
+    context: dict[str, Any] = base_context(spec)
+    context.update(
+        environment_context(
+            device_kind=setup.kind,
+            device_count=setup.count,
+            framework_version=setup.framework_version,
+            libraries=backend.libraries,
+            device_ids=setup.device_ids,
+            runtime_versions=setup.runtime_versions,
+            model=setup.model,
+            unused_accelerators=setup.unused_accelerators,
+        )
+    )
+    context["precision_policy"] = setup.precision_policy
+    context["init_weights_sha256"] = sha
+    rows = ResultRows(context)
+    progress.context, progress.rows, progress.phase = context, rows, "running the use case"
+    backend.run(spec, data, weights, rows)
+    rows.add("peak_host_rss", peak_host_rss_bytes(), "bytes")
+    return rows
+
+
+def main(backend: Backend, argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) not in (1, 2) or (len(argv) == 2 and not argv[1].isdigit()):
+        print(f"usage: python -m {backend.framework}_backend.run SPEC.json | SPECS.jsonl ARRAY_INDEX", file=sys.stderr)
+        return 2
+    progress = Progress()
+    spec: JobSpec | None = None
+    try:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, _raise_terminated)
+        spec = JobSpec.read(argv[0], int(argv[1]) if len(argv) == 2 else None)
+        if stop_signals.received:  # while the backend imported its framework, before these handlers were set
+            progress.phase = "importing the framework"
+            raise Terminated(stop_signals.received[0])
+        # A search cell runs the backend once per try, each in a fresh process (bench_contract.run.batch_search).
+        rows = run_search(spec) if spec.batch_search else run_spec(spec, backend, progress)
+        if not topology_for(spec).is_writer:
+            # Every rank measured the same global steps; one file per cell, written by rank 0.
+            print(f"rank {topology_for(spec).rank}: done; rank 0 writes the results")
+            return 0
+        progress.phase = "writing the results"
+        path = rows.write(spec.results_path)
+        progress.phase = "done"
+        clear_failure(spec.results_path)
+    except Terminated as stop:
+        for signum in STOP_SIGNALS:  # a second signal (Slurm's SIGTERM after its warning) must not cut this short
+            signal.signal(signum, signal.SIG_IGN)
+        if progress.phase == "done":  # the result was published before the signal came: it stands
+            return 0
+        code = 128 + stop.signum
+        reason = f"terminated by {stop.name} {progress.where()}"
+        record_failure(spec, progress, status="terminated", reason=reason, exit_code=code, signal=stop.name)
+        print(f"error: {backend.framework} backend {reason}", file=sys.stderr)
+        return code
+    except Exception as exc:
+        # The log of a compute job is read later by a person: keep the traceback, end with one plain line.
+        traceback.print_exc()
+        record_failure(spec, progress, status="failed", reason=f"{exception_reason(exc)} ({progress.where()})",
+                       exit_code=1, error=traceback.format_exc())
+        print(f"error: {backend.framework} backend failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(rows.rows)} result rows to {path}")
+    return 0
+
+
+def record_failure(spec: JobSpec | None, progress: Progress, **failure: Any) -> None:
+    """Publish the failure row where the spec's result would have gone. Without a spec there is no such
+    place, and only one rank (the writer) records the cell's failure; the log holds the rest."""
+    if spec is None or not spec.results_path or not topology_for(spec).is_writer:
+        return
+    try:
+        path = write_failure(spec.results_path, progress.context, phase=progress.phase,
+                             steps_done=progress.steps_done(), steps_total=progress.steps_total, **failure)
+    except Exception as exc:  # noqa: BLE001  the task is failing already; say so and keep the first error
+        print(f"could not write the failure row: {exc}", file=sys.stderr)
+        return
+    print(f"wrote the failure row to {path}", file=sys.stderr)

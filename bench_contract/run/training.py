@@ -1,0 +1,183 @@
+"""The training loop both backends run, written once so that they cannot drift apart.
+
+A backend supplies the framework operations (`TrainingOps`); this module owns the epochs, the batch
+order, what is timed and what is recorded. The timed region of a step is the framework's update on a
+batch already on the device, up to the device finishing it; moving the batch to the device is outside it.
+
+The same loop serves every training use case: the step is a plain update (1, 2) or a DP-SGD update (3, 4),
+and in the data-parallel use cases (2, 4) each rank takes its shard of the same global batch.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+import numpy as np
+
+from bench_contract.data.datasets import Dataset, epoch_batches
+from bench_contract.measure.efficiency import Efficiency
+from bench_contract.measure.flops import Flops
+from bench_contract.measure.timing import StepTimer, record_repeat_settings, step_time_statistics
+from bench_contract.measure.tracing import Tracer, record_trace
+from bench_contract.results import ResultRows
+from bench_contract.run.topology import Topology
+from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
+
+EVAL_CHUNK = 1024
+
+
+class TrainingOps(Protocol):
+    def to_device(self, x: np.ndarray, y: np.ndarray) -> Any:
+        """Return the batch on the device, transfer finished (with several ranks: this rank's shard)."""
+
+    def train_step(self, batch: Any) -> Any:
+        """Apply one update; return a handle to the loss (still on the device)."""
+
+    def synchronize(self, out: Any) -> None:
+        """Block until the device has finished the work that produced `out`."""
+
+    def compilations(self) -> int:
+        """How many compilations the framework has done so far in this process (0 if it never compiles)."""
+
+    def loss_value(self, out: Any) -> float:
+        """The loss of the whole global batch (with several ranks, every rank must call this: it may reduce)."""
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Class predictions for a chunk of inputs, as a numpy array."""
+
+    def flops_per_step(self, batch: Any) -> Flops:
+        """FLOPs of one step on the global batch, and how they were counted. Called once, after training
+        and evaluation, so that counting cannot disturb the timed steps or the model they train."""
+
+
+def refuse_batch_norm(spec: JobSpec, has_batch_norm: bool) -> None:
+    """Refuse the training use cases that batch norm makes ill-defined or incomparable (the orchestrator's
+    catalog refuses them at plan time already; this guards a spec written by hand)."""
+    if has_batch_norm and spec.use_case in PER_SAMPLE_USE_CASES:
+        raise ValueError(f"{spec.model} has batch norm, which mixes the examples of a batch, so its per-sample "
+                         "gradients (use cases 3 and 4) are undefined")
+    if has_batch_norm and spec.world_size > 1:
+        raise ValueError(f"{spec.model} has batch norm, whose statistics PyTorch's DistributedDataParallel takes "
+                         "per rank and a sharded JAX step over the global batch (SyncBatchNorm, which would align "
+                         "them, runs on GPUs only), so data-parallel training of it is not comparable")
+
+
+def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray) -> float:
+    correct = 0
+    for start in range(0, len(x), EVAL_CHUNK):
+        pred = ops.predict(x[start : start + EVAL_CHUNK])
+        correct += int(np.sum(pred == y[start : start + EVAL_CHUNK]))
+    return correct / len(x)
+
+
+def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRows,
+                 topology: Topology = Topology(), efficiency: Efficiency | None = None,
+                 tracer: Tracer | None = None) -> None:
+    """Train for spec.epochs; record per-step loss, per-epoch validation accuracy, timings and test accuracy,
+    energy over the timed steps and FLOP utilisation.
+
+    With several ranks, only the writer (rank 0) evaluates: every rank holds the same parameters.
+    The energy window runs from the first timed step to the last, paused for each epoch's evaluation; the
+    batch transfers and loss reads between steps fall inside it (energy_window_time records its length).
+    """
+    efficiency = efficiency or Efficiency.unmeasured("the backend gave no energy meter or peak")
+    batches_per_epoch = len(data.x_train) // spec.batch_size
+    if spec.warmup_steps >= batches_per_epoch * spec.epochs:
+        raise ValueError(
+            f"{spec.warmup_steps} warm-up steps leave no step to time in {spec.epochs} epoch(s) of "
+            f"{batches_per_epoch} steps; train longer or lower warmup_steps"
+        )
+    timer = StepTimer(ops.synchronize, spec.warmup_steps, ops.compilations)
+    step = 0
+    train_start = time.perf_counter()
+    for epoch in range(spec.epochs):
+        epoch_start = time.perf_counter()
+        losses = []
+        for idx in epoch_batches(len(data.x_train), spec.batch_size, spec.seed, epoch):
+            idx = topology.shard(idx)
+            batch = ops.to_device(data.x_train[idx], data.y_train[idx])
+            if step >= spec.warmup_steps:
+                efficiency.meter.resume()  # no-op while open: the window opens at the first timed step
+            timed_before = len(timer.times_s)
+            out = timer.run(lambda: ops.train_step(batch))
+            if len(timer.times_s) > timed_before:  # every timed step, for latency distributions and loss vs time
+                rows.add("step_time", timer.times_s[-1] * 1e3, "ms", epoch=epoch, step=step)
+            loss = ops.loss_value(out)
+            if not np.isfinite(loss):
+                raise FloatingPointError(f"training diverged: loss is {loss} at step {step} (epoch {epoch})")
+            rows.add("train_loss", loss, "nats", epoch=epoch, step=step)
+            losses.append(loss)
+            step += 1
+        efficiency.meter.pause()
+        rows.add("epoch_time", time.perf_counter() - epoch_start, "s", epoch=epoch)
+        rows.add("train_loss_epoch_mean", float(np.mean(losses)), "nats", epoch=epoch)
+        if topology.is_writer:
+            rows.add("val_accuracy", accuracy(ops, data.x_val, data.y_val), "fraction", epoch=epoch)
+    rows.add("train_time_total", time.perf_counter() - train_start, "s")
+    rows.add("warmup_steps", spec.warmup_steps, "steps")
+    rows.add("recompilations_timed", timer.recompilations, "compilations")
+    # batch_size is the global batch: throughput counts the samples of all ranks together.
+    for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
+        rows.add(metric, value, unit)
+        if metric == "throughput":
+            # Per device, so that a data-parallel cell compares with the one-device cell (scaling efficiency).
+            rows.add("throughput_per_device", value / topology.world_size, unit)
+    rows.add("world_size", topology.world_size, "processes")
+    if topology.is_writer:
+        rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test), "fraction")
+    efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)
+    record_trace(spec, rows, lambda: ops.train_step(batch), ops.synchronize, tracer)  # after all measuring
+
+
+class PerSampleOps(Protocol):
+    """The per-sample gradient part of a DP-SGD step on one device, vectorised and as a naive loop.
+
+    Both return the sum of the clipped per-example gradients (no noise, no update, no communication), so
+    that the two timings measure exactly the vectorisation.
+    """
+
+    def local_batch(self, x: np.ndarray, y: np.ndarray) -> Any:
+        """The batch on this process's own device, transfer finished."""
+
+    def clipped_sum_vectorized(self, batch: Any) -> Any: ...
+
+    def clipped_sum_loop(self, batch: Any) -> Any: ...
+
+    def synchronize(self, out: Any) -> None: ...
+
+    def compilations(self) -> int: ...
+
+
+VECTORIZATION_WARMUP = 2
+
+
+def record_dp_settings(spec: JobSpec, rows: ResultRows) -> None:
+    rows.add("clip_norm", spec.clip_norm, "L2 norm")
+    rows.add("noise_multiplier", spec.noise_multiplier, "sigma")
+
+
+def time_vectorization(spec: JobSpec, data: Dataset, ops: PerSampleOps, rows: ResultRows) -> None:
+    """Time per-sample gradients vectorised and as a per-example loop, on the same small batch.
+
+    The loop is slow by nature, so it runs at spec.loop_batch_size rather than the training batch.
+    """
+    size = spec.loop_batch_size
+    if size > len(data.x_train):
+        raise ValueError(f"loop_batch_size {size} is larger than the {len(data.x_train)} training samples")
+    idx = epoch_batches(len(data.x_train), size, spec.seed, 0)[0]
+    batch = ops.local_batch(data.x_train[idx], data.y_train[idx])
+    rows.add("loop_batch_size", size, "samples")
+    medians = {}
+    for name, fn in (("vectorized", ops.clipped_sum_vectorized), ("loop", ops.clipped_sum_loop)):
+        timer = StepTimer(ops.synchronize, VECTORIZATION_WARMUP, ops.compilations)
+        # The same stopping rule as inference: at least timed_steps repeats, at least min_duration_s seconds.
+        timer.measure(lambda: fn(batch), spec.timed_steps, spec.min_duration_s)
+        medians[name] = float(np.median(timer.times_s)) * 1e3
+        rows.add(f"per_sample_grads_{name}_time_p50", medians[name], "ms")
+        stats = dict((metric, value) for metric, value, _ in step_time_statistics(timer.times_s, size))
+        rows.add(f"per_sample_grads_{name}_time_cv", stats["step_time_cv"], "ratio")
+        rows.add(f"per_sample_grads_{name}_timed_steps", stats["timed_steps"], "steps")
+        rows.add(f"per_sample_grads_{name}_recompilations_timed", timer.recompilations, "compilations")
+    record_repeat_settings(spec, rows)
+    rows.add("vectorization_speedup", medians["loop"] / medians["vectorized"], "x")

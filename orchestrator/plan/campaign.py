@@ -1,0 +1,212 @@
+"""A campaign: one request's cells, specs, scripts and job ids, recorded in results/<campaign>/manifest.json.
+
+Layout of a campaign folder:
+    manifest.json            what was planned, rendered and submitted, with the job ids
+    specs/<framework>.jsonl  the job specs, one JSON object per line: line i+1 for array task i
+    scripts/<name>.sh        the exact script that was submitted (slurm_scripts/ holds the latest copy)
+    init/                    the shared initial weights, written by the first task that needs them
+    rows/<framework>/<cell_id>.parquet   one result file per task
+    logs/                    the tasks' output
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench_contract.spec import JobSpec, write_text_atomic
+from orchestrator import PROJECT_ROOT
+from orchestrator.plan.matrix import Cell
+from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.render import PAIRED, RenderedScript, specs_path
+
+MANIFEST = "manifest.json"
+
+
+def now_utc() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_campaign_id(benchmark: str, use_case: int) -> str:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{benchmark}-uc{use_case}-{stamp}-{secrets.token_hex(2)}"
+
+
+def git_commit() -> str:
+    """The project's commit, with '-dirty' when the work tree has changes; "not available: ..." outside a git
+    checkout (the spelling of every unknown provenance field, bench_contract.results.not_available)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "not available: not a git checkout, or git failed"
+    return head + ("-dirty" if dirty else "")
+
+
+def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str, trial: int = 0,
+             xla_flags: str = "") -> JobSpec:
+    settings = dict(cell.settings.as_dict)  # every run setting is a spec field of the same name
+    if settings["data_dir"]:
+        settings["data_dir"] = absolute(settings["data_dir"])  # the job may start elsewhere
+    # Paths by string formatting, not pathlib: this runs once per cell, and the names hold no separators.
+    return JobSpec(
+        campaign=campaign,
+        cell_id=cell.cell_id,
+        pair_key=cell.pair_key,
+        framework=cell.framework,
+        benchmark=cell.benchmark,
+        use_case=cell.use_case,
+        model=cell.model,
+        batch_size=cell.batch_size,
+        precision=cell.precision,
+        **settings,
+        trial=trial,
+        # The trial is in the name, so that trials of one cell never overwrite each other.
+        results_path=f"{campaign_dir}{os.sep}rows{os.sep}{cell.framework}{os.sep}{cell.cell_id}-trial{trial}.parquet",
+        # Shared by every cell of this model and seed, whatever the framework or batch size.
+        init_weights_path=f"{campaign_dir}{os.sep}init{os.sep}{cell.benchmark}-{weights_label(cell)}-seed{cell.settings.seed}.npz",
+        git_commit=commit,
+        xla_flags=xla_flags,
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def absolute(path: str) -> str:
+    """Resolved once per request, not once per cell: every cell of a request shares its data folder."""
+    return str(Path(path).resolve())
+def weights_label(cell: Cell) -> str:
+    variant = cell.settings.model_variant
+    return cell.model if variant == "full" else f"{cell.model}-{variant}"
+
+
+def write_campaign(
+    campaign: str,
+    campaign_dir: Path,
+    scripts: list[RenderedScript],
+    scripts_dir: Path,
+    profile: ClusterProfile,
+    *,
+    command: str,
+    commit: str,
+    executor: str,
+    created_at: str,
+    previous: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write specs, scripts and the manifest. Everything was validated before: this only writes.
+
+    `previous` is the manifest of the same campaign planned before (the same command run again): its job
+    ids and history are carried over, so that only the cells without a result are submitted again."""
+    manifest: dict[str, Any] = {
+        "campaign": campaign,
+        "created_at": created_at,
+        "command": command,
+        "git_commit": commit,
+        "executor": executor,
+        "profile": asdict(profile),
+        "scripts": {},
+        "cells": [],
+        "submissions": {},
+    }
+    for script in scripts:
+        for framework in sorted({c.framework for c in script.cells}):  # a paired script runs two frameworks
+            mine = [c for c in script.cells if c.framework == framework]
+            lines = []
+            for index, cell in enumerate(mine):
+                for trial in range(script.trials):  # line index * trials + trial (render.spec_line)
+                    # The profile's XLA flags for this model; only JAX reads XLA_FLAGS.
+                    flags = profile.xla_flags.get(cell.model, "") if cell.framework == "jax" else ""
+                    spec = job_spec(cell, campaign, campaign_dir, commit, trial, flags)
+                    lines.append(spec.to_line())
+                    manifest["cells"].append({
+                        "framework": cell.framework,
+                        "script": script.framework,  # the key of the script and submission that run it
+                        "array_index": script.task_index(index, trial),
+                        "trial": trial,
+                        "cell_id": cell.cell_id,
+                        "pair_key": cell.pair_key,
+                        "model": cell.model,
+                        "batch_size": cell.batch_size,
+                        "precision": cell.precision,
+                        "results": spec.results_path,
+                    })
+            # One file per framework, not one per cell: on a network file system each file costs a round trip.
+            write_text_atomic(specs_path(campaign_dir, framework), "\n".join(lines) + "\n")
+        copy = campaign_dir / "scripts" / script.name
+        write_text_atomic(copy, script.text)
+        copy.chmod(0o755)
+        latest = scripts_dir / script.name
+        write_text_atomic(latest, script.text)
+        latest.chmod(0o755)
+        manifest["scripts"][script.framework] = {
+            **({} if script.framework == PAIRED else {"specs": str(specs_path(campaign_dir, script.framework))}),
+            "name": script.name,
+            "path": str(latest),
+            "campaign_copy": str(copy),
+            "sha256": hashlib.sha256(script.text.encode()).hexdigest(),
+            "array_tasks": script.tasks,
+            "trials": script.trials,
+            "specs_files": {fw: str(specs_path(campaign_dir, fw)) for fw in sorted({c.framework for c in script.cells})},
+        }
+    (campaign_dir / "logs").mkdir(parents=True, exist_ok=True)
+    if previous is not None:
+        manifest.update({key: previous[key] for key in ("created_at", "submissions", "resubmissions")
+                         if key in previous})
+        manifest["replanned_at"] = now_utc()
+    save_manifest(campaign_dir, manifest)
+    return manifest
+
+
+def manifest_text(manifest: dict[str, Any]) -> str:
+    """Indented JSON, except that each cell takes one line: readable, and fast for 10,000 cells (json's
+    indenting encoder is pure Python; the compact one is not)."""
+    head = json.dumps({k: v for k, v in manifest.items() if k != "cells"}, indent=2, sort_keys=True)
+    encode = json.JSONEncoder(sort_keys=True).encode
+    cells = ",\n".join("    " + encode(cell) for cell in manifest.get("cells", []))
+    return head.removesuffix("\n}") + (',\n  "cells": [\n' + cells + "\n  ]\n}\n" if cells else ',\n  "cells": []\n}\n')
+
+
+def save_manifest(campaign_dir: Path, manifest: dict[str, Any]) -> None:
+    write_text_atomic(campaign_dir / MANIFEST, manifest_text(manifest))
+
+
+def load_manifest(campaign_dir: Path) -> dict[str, Any]:
+    return json.loads((campaign_dir / MANIFEST).read_text())
+
+
+def cell_layout(cells: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    return sorted((cell["framework"], cell["cell_id"], cell.get("trial", 0)) for cell in cells)
+
+
+def find_same_campaign(results_dir: Path, layout: list[tuple[str, str, int]]) -> Path | None:
+    """The newest submitted campaign under results_dir with exactly these cells and trials (a cell id is a
+    hash of every setting, trials and pairing included, so the same command planned again renders the same
+    scripts with the same array indices), or None."""
+    manifests = sorted(results_dir.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in manifests:
+        try:
+            manifest = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if manifest.get("executor") != "dry-run" and cell_layout(manifest.get("cells", [])) == layout:
+            return path.parent
+    return None
+
+
+def slurm_job_ids(manifest: dict[str, Any]) -> list[str]:
+    """Every Slurm array job of the campaign: each part of a split array, and each resubmission."""
+    # An array split to fit MaxArraySize has one job id per part; task_ids already name every task.
+    return [part["job_id"] for sub in manifest.get("submissions", {}).values()
+            for part in sub.get("arrays") or [sub] if part["job_id"].isdigit()]

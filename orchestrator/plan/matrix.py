@@ -1,0 +1,324 @@
+"""Expand the axes of a request into frozen cells with stable ids, and validate every cell.
+
+A cell is one framework running one configuration. Its id is readable (framework, benchmark, use case,
+model, batch size, precision) plus a short hash of everything that changes the result, so that a re-run
+of the same cell is recognised and a changed setting is not mistaken for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from functools import cached_property
+
+from bench_contract.spec import PAIRED_ORDER
+from orchestrator.errors import UsageError
+from orchestrator.plan import catalog
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Settings shared by every cell of one request."""
+
+    epochs: int
+    learning_rate: float
+    optimizer: str
+    seed: int
+    warmup_steps: int
+    data_source: str  # "real" or "synthetic"
+    data_dir: str | None
+    synthetic_samples: int
+    device: str
+    # DP-SGD (use cases 3 and 4)
+    clip_norm: float = 1.0
+    noise_multiplier: float = 1.0
+    loop_batch_size: int = 8
+    # data parallelism (use cases 2 and 4): one process per device
+    nodes: int = 1
+    tasks_per_node: int = 1
+    # model size and inference options (use case 5)
+    model_variant: str = "full"
+    timed_steps: int = 50  # at least this many timed repeats of one step (inference, vectorisation timing)
+    torch_compile: bool = False
+    channels_last: bool = False
+    # ... and at least this many seconds of timed steps
+    min_duration_s: float = 1.0
+    # each cell runs as `trials` independent trials, each in a fresh process
+    trials: int = 1
+    # one job per JAX/PyTorch cell pair, the two alternating on one node (trials interleaved A B A B)
+    paired: bool = False
+    # the largest batch that fits (--find-max-batch), instead of measuring at given batch sizes
+    batch_search: bool = False
+    batch_search_limit: int = 65536
+    memory_limit_bytes: int = 0
+    # after measuring, this many steps under the framework's profiler, traced to a file next to the results
+    trace_steps: int = 0
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.tasks_per_node
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise UsageError(f"--epochs must be at least 1, got {self.epochs}")
+        if not self.learning_rate > 0:
+            raise UsageError(f"--learning-rate must be positive, got {self.learning_rate}")
+        if self.warmup_steps < 0:
+            raise UsageError(f"--warmup-steps cannot be negative, got {self.warmup_steps}")
+        if self.synthetic_samples < 10:
+            raise UsageError(f"--synthetic-samples must be at least 10, got {self.synthetic_samples}")
+        if not self.clip_norm > 0:
+            raise UsageError(f"--clip-norm must be positive, got {self.clip_norm}")
+        if not self.noise_multiplier >= 0:
+            raise UsageError(f"--noise-multiplier cannot be negative, got {self.noise_multiplier}")
+        for option, value in (("--loop-batch-size", self.loop_batch_size), ("--nodes", self.nodes),
+                              ("--tasks-per-node", self.tasks_per_node)):
+            if value < 1:
+                raise UsageError(f"{option} must be at least 1, got {value}")
+        if self.timed_steps < 1:
+            raise UsageError(f"--min-iterations (--timed-steps) must be at least 1, got {self.timed_steps}")
+        if not self.min_duration_s >= 0:
+            raise UsageError(f"--min-duration cannot be negative, got {self.min_duration_s}")
+        if self.trials < 1:
+            raise UsageError(f"--trials must be at least 1, got {self.trials}")
+        if self.trace_steps < 0:
+            raise UsageError(f"--trace-steps cannot be negative, got {self.trace_steps}")
+        if self.trace_steps and self.world_size > 1:
+            raise UsageError("--trace-steps traces one process; it does not combine with --nodes or --tasks-per-node")
+        if self.trace_steps and self.batch_search:
+            raise UsageError("--trace-steps and --find-max-batch do not combine: a search records no steps to trace")
+        if self.batch_search_limit < 1:
+            raise UsageError(f"--max-batch-limit must be at least 1, got {self.batch_search_limit}")
+        catalog.check_optimizer(self.optimizer)
+        catalog.check_variant(self.model_variant)
+        if self.device not in catalog.DEVICES:
+            raise UsageError(f"unknown device {self.device!r}; choose from: {', '.join(catalog.DEVICES)}")
+
+    @cached_property
+    def as_dict(self) -> dict:
+        # Shared by every cell of a request: computed once, not once per cell (10,000 cells plan in well under 1 s).
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Cell:
+    framework: str
+    benchmark: str
+    use_case: int
+    model: str
+    batch_size: int
+    precision: str
+    settings: RunSettings
+
+    def _digest(self, with_framework: bool) -> str:
+        # The same JSON as asdict(self) would give, so ids stay stable, without asdict's deep copies.
+        fields = {"benchmark": self.benchmark, "use_case": self.use_case, "model": self.model,
+                  "batch_size": self.batch_size, "precision": self.precision, "settings": self.settings.as_dict}
+        if with_framework:
+            fields["framework"] = self.framework
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
+
+    @property
+    def model_label(self) -> str:
+        """The model name, with the variant when it is not the full network (resnet50.tiny)."""
+        variant = self.settings.model_variant
+        return self.model if variant == "full" else f"{self.model}.{variant}"
+
+    # Cached: the id is read several times per cell (script header, spec, manifest). cached_property writes
+    # the instance's __dict__ directly, so it works on a frozen dataclass and leaves equality and hashing alone.
+    @cached_property
+    def pair_key(self) -> str:
+        """Shared by the JAX cell and the PyTorch cell that are compared with each other."""
+        batch = "maxbatch" if self.settings.batch_search else f"bs{self.batch_size}"
+        return f"{self.benchmark}-uc{self.use_case}-{self.model_label}-{batch}-{self.precision}-{self._digest(False)}"
+
+    @cached_property
+    def cell_id(self) -> str:
+        return f"{self.framework}-{self.pair_key}"
+
+
+def parse_list(values: list[str] | None) -> list[str]:
+    """Options that take a comma-separated list or repeat: ["a,b", "c"] -> ["a", "b", "c"], order kept, no repeats."""
+    items: list[str] = []
+    for value in values or []:
+        for item in value.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            if item not in items:
+                items.append(item)
+    return items
+
+
+def parse_batch_sizes(values: list[str] | None) -> list[int]:
+    sizes = []
+    for item in parse_list(values):
+        try:
+            size = int(item)
+        except ValueError:
+            raise UsageError(f"batch size {item!r} is not a whole number; give positive integers such as 32,64") from None
+        if size < 1:
+            raise UsageError(f"batch size {size} must be a positive integer")
+        sizes.append(size)
+    return sizes
+
+
+MEMORY_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_memory_size(text: str) -> int:
+    """'6G' -> bytes: a number with a K, M, G or T suffix (powers of 1024, as Slurm's --mem)."""
+    value, unit = text.strip()[:-1], text.strip()[-1:].upper()
+    try:
+        size = float(value) * MEMORY_UNITS[unit]
+    except (KeyError, ValueError):
+        raise UsageError(f"memory size {text!r} is not a number with a K, M, G or T suffix, such as 6G") from None
+    if size < 2**20:
+        raise UsageError(f"memory size {text!r} is below 1M: no framework starts in that")
+    return int(size)
+
+
+def train_split_size(bench: catalog.Benchmark, settings: RunSettings) -> int | None:
+    if settings.data_source == "synthetic":
+        tenth = max(1, settings.synthetic_samples // 10)
+        return settings.synthetic_samples - 2 * tenth
+    return bench.train_samples
+
+
+def expand(
+    benchmark: str,
+    use_case: int,
+    frameworks: list[str],
+    models: list[str],
+    batch_sizes: list[int],
+    precisions: list[str],
+    settings: RunSettings,
+) -> list[Cell]:
+    """The product of the axes (defaults from the registry where an axis is empty), every cell validated."""
+    bench = catalog.benchmark(benchmark)
+    case = catalog.use_case(use_case)
+    frameworks = frameworks or list(catalog.FRAMEWORKS)
+    models = models or list(bench.default_models)
+    default_batches = [1] if settings.batch_search else list(case.default_batch_sizes or bench.default_batch_sizes)
+    batch_sizes = batch_sizes or default_batches
+    precisions = precisions or ["fp32"]
+    for name in frameworks:
+        catalog.check_framework(name)
+    for name in models:
+        if name not in catalog.MODELS:
+            raise UsageError(f"unknown model {name!r}; benchmark {benchmark!r} has: {', '.join(bench.models)}")
+    for name in precisions:
+        catalog.check_precision(name)
+    for model in models:
+        for precision in precisions:
+            reason = catalog.skip_reason(bench, case, model, precision)
+            if reason:
+                raise UsageError(f"cannot plan {benchmark} use case {use_case} with {model}/{precision}: {reason}")
+    world = settings.world_size
+    if world > 1 and use_case not in catalog.DATA_PARALLEL_USE_CASES:
+        raise UsageError(
+            f"use case {use_case} ({case.title}) runs one process; --nodes and --tasks-per-node above 1 are for "
+            f"use cases {' and '.join(map(str, catalog.DATA_PARALLEL_USE_CASES))}"
+        )
+    uneven = [size for size in batch_sizes if size % world]
+    if uneven:
+        raise UsageError(
+            f"batch size {uneven[0]} does not split evenly over {world} processes "
+            f"({settings.nodes} node(s) x {settings.tasks_per_node} task(s)); give multiples of {world}"
+        )
+    check_torch_options(case, models, settings)
+    check_paired(frameworks, settings)
+    if settings.batch_search:
+        check_batch_search(case, batch_sizes, settings)
+        batch_sizes = batch_sizes[:1]
+    limit = train_split_size(bench, settings) if case.trains and not settings.batch_search else None
+    if limit is not None and max(batch_sizes) > limit:
+        raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
+    return [
+        Cell(framework, benchmark, use_case, model, batch_size, precision, settings)
+        for framework in frameworks
+        for model in models
+        for batch_size in batch_sizes
+        for precision in precisions
+    ]
+
+
+def check_batch_search(case: catalog.UseCase, batch_sizes: list[int], settings: RunSettings) -> None:
+    """A search starts from one batch size (the first of --batch-sizes, or 1) on one device."""
+    if case.number in catalog.DATA_PARALLEL_USE_CASES:
+        raise UsageError(f"--find-max-batch searches on one device; use case {case.number} runs several processes "
+                         "(use 1, 3 or 5)")
+    if len(batch_sizes) > 1:
+        raise UsageError("--find-max-batch starts from one batch size; give at most one --batch-sizes value")
+    if settings.world_size > 1:
+        raise UsageError("--find-max-batch searches on one device; it does not combine with --nodes or --tasks-per-node")
+    if batch_sizes[0] > settings.batch_search_limit:
+        raise UsageError(f"the starting batch size {batch_sizes[0]} is above --max-batch-limit {settings.batch_search_limit}")
+
+
+def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunSettings) -> None:
+    """torch.compile and channels_last are implemented for inference, and channels_last only means something for
+    convolutional networks."""
+    chosen = [flag for flag, on in (("--torch-compile", settings.torch_compile),
+                                    ("--channels-last", settings.channels_last)) if on]
+    if chosen and case.number != catalog.INFERENCE:
+        raise UsageError(f"{' and '.join(chosen)} are implemented for the inference use case "
+                         f"({catalog.INFERENCE}) only, not for use case {case.number}")
+    if settings.channels_last:
+        flat = [m for m in models if m not in catalog.CONVOLUTIONAL]
+        if flat:
+            raise UsageError(f"--channels-last is for convolutional networks; {', '.join(flat)} "
+                             f"{'is' if len(flat) == 1 else 'are'} not one (they are: {', '.join(catalog.CONVOLUTIONAL)})")
+
+
+def check_paired(frameworks: list[str], settings: RunSettings) -> None:
+    """A paired job runs one JAX and one PyTorch process at a time on one node."""
+    if not settings.paired:
+        return
+    if sorted(frameworks) != sorted(PAIRED_ORDER):
+        raise UsageError(f"--paired runs JAX and PyTorch alternately in one job; it needs both frameworks "
+                         f"({', '.join(PAIRED_ORDER)}), not only {', '.join(frameworks)}")
+    if settings.world_size > 1:
+        raise UsageError("--paired runs one process per framework at a time; a data-parallel cell "
+                         f"({settings.world_size} processes) cannot be paired")
+
+
+def check_data(benchmark: str, settings: RunSettings, use_case: int | None = None) -> None:
+    """Refuse a data directory that is missing or lacks the benchmark's files, before anything is written.
+    Training (any use case but inference) also needs an image folder's train/ split."""
+    bench = catalog.benchmark(benchmark)
+    if settings.data_source == "synthetic" or not bench.needs_data_dir:
+        return
+    if not settings.data_dir:
+        raise UsageError(f"benchmark {benchmark!r} reads real data: give --data-dir, or ask for --synthetic data")
+    from pathlib import Path
+
+    root = Path(settings.data_dir)
+    if not root.is_dir():
+        raise UsageError(f"data directory {root} does not exist")
+    if benchmark == "mnist":
+        from bench_contract.data.datasets import missing_mnist_files
+
+        missing = missing_mnist_files(root)
+        if missing:
+            raise UsageError(f"data directory {root} lacks the MNIST files {', '.join(missing)} (each may be .gz)")
+    if benchmark == "cifar10":
+        from bench_contract.data.datasets import missing_cifar10_files
+
+        missing = missing_cifar10_files(root)
+        if missing:
+            raise UsageError(f"data directory {root} lacks the CIFAR-10 python batches {', '.join(missing)}")
+    if benchmark == "imagenet":
+        from bench_contract.data.images import folder_problem
+
+        problem = folder_problem(root, "val")
+        if problem:
+            raise UsageError(problem)
+        if use_case is not None and use_case != catalog.INFERENCE:
+            if not (root / "train").is_dir() or not (root / "val").is_dir():
+                raise UsageError(f"training on image folders needs {root}/train/<class>/<image> and "
+                                 f"{root}/val/<class>/<image> (the test split)")
+            problem = folder_problem(root, "train")
+            if problem:
+                raise UsageError(problem)

@@ -1,0 +1,140 @@
+"""The cluster profile: where and how jobs run on one site. A TOML file, with a built-in default.
+
+Every key is checked: an unknown key or a bad value is refused with the key's name and what is expected,
+because a typo in a profile otherwise surfaces hours later on a compute node.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from orchestrator import PROJECT_ROOT
+from orchestrator.errors import UsageError
+
+# Values that go into #SBATCH lines, which sbatch reads itself: only a plain character set is accepted.
+SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,:@+-]+$")
+TIME_LIMIT = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
+JAX_RECIPES = ("cpu", "cuda12", "cuda13")
+# Signals a backend turns into a failure row that says how far it got (bench_contract.run.stop_signals.STOP_SIGNALS).
+WARNING_SIGNALS = ("TERM", "USR1", "none")
+XLA_FLAGS = re.compile(r"^--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?)*$")
+
+
+@dataclass(frozen=True)
+class ClusterProfile:
+    name: str = "default"
+    partition: str | None = None  # None: the cluster's default partition
+    account: str | None = None
+    time_limit: str = "00:30:00"
+    gpus_per_task: int = 1
+    cpus_per_task: int = 2
+    mem: str | None = None  # e.g. "16G"; None: the partition's default
+    env_dir: str = ".envs"  # where the framework environments live; relative to the project root
+    jax_recipe: str = "cpu"  # which JAX build the JAX environment gets: cpu, cuda12 or cuda13
+    python: str = "python3"  # the interpreter that creates the environments
+    # Free-form shell lines run before the environment is activated (module load ..., conda ...).
+    # They are the one deliberate exception to quoting: they are the site's own shell, written by the user.
+    setup_lines: tuple[str, ...] = ()
+    extra_sbatch: tuple[str, ...] = ()  # e.g. ("--constraint=a100", "--qos=normal")
+    # Most tasks per array job, when the site wants fewer than Slurm's MaxArraySize (which is always obeyed).
+    max_array_size: int | None = None
+    # Slurm signals the task this many seconds before its time limit (`--signal=B:TERM@120`); the backend
+    # then writes a failure row saying at which step it stopped, and exits. "none": no warning signal.
+    warning_signal: str = "TERM"
+    warning_seconds: int = 120
+    # `--requeue`: Slurm may put a preempted or failed-node task back in the queue (where the site allows it);
+    # false renders `--no-requeue`, and `python main.py resubmit` runs such a task again.
+    requeue: bool = False
+    # XLA flags per model ([xla_flags] table: vit_b_16 = "--xla_gpu_..."), added to XLA_FLAGS in that model's
+    # JAX cells (and recorded on their rows); some sites need one for a model on a GPU generation.
+    xla_flags: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for key in ("partition", "account"):
+            value = getattr(self, key)
+            if value is not None and not SLURM_NAME.match(value):
+                raise UsageError(f"profile key {key!r}: {value!r} may only hold letters, digits and _.,:@+-")
+        if not TIME_LIMIT.match(self.time_limit):
+            raise UsageError(f"profile key 'time_limit': {self.time_limit!r} is not a Slurm time such as 00:30:00 or 1-00:00:00")
+        if self.mem is not None and not re.match(r"^\d+[KMGT]?$", self.mem):
+            raise UsageError(f"profile key 'mem': {self.mem!r} is not a Slurm memory size such as 16G")
+        for key in ("gpus_per_task", "cpus_per_task"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise UsageError(f"profile key {key!r} must be a non-negative integer, got {value!r}")
+        if self.max_array_size is not None and (
+                not isinstance(self.max_array_size, int) or isinstance(self.max_array_size, bool)
+                or self.max_array_size < 1):
+            raise UsageError(f"profile key 'max_array_size' must be a positive integer, got {self.max_array_size!r}")
+        if self.cpus_per_task < 1:
+            raise UsageError("profile key 'cpus_per_task' must be at least 1")
+        if self.jax_recipe not in JAX_RECIPES:
+            raise UsageError(f"profile key 'jax_recipe': {self.jax_recipe!r} is not one of {', '.join(JAX_RECIPES)}")
+        if self.warning_signal not in WARNING_SIGNALS:
+            raise UsageError(f"profile key 'warning_signal': {self.warning_signal!r} is not one of "
+                             f"{', '.join(WARNING_SIGNALS)}")
+        if not isinstance(self.warning_seconds, int) or isinstance(self.warning_seconds, bool) \
+                or not 0 < self.warning_seconds < 65536:
+            raise UsageError(f"profile key 'warning_seconds' must be a whole number of seconds from 1 to 65535, "
+                             f"got {self.warning_seconds!r}")
+        if not isinstance(self.requeue, bool):
+            raise UsageError(f"profile key 'requeue' must be true or false, got {self.requeue!r}")
+        for option in self.extra_sbatch:
+            if not re.match(r"^--[a-z][a-z-]*(=[A-Za-z0-9_.,:@+%=/-]+)?$", option):
+                raise UsageError(
+                    f"profile key 'extra_sbatch': {option!r} is not a plain sbatch option such as --qos=normal"
+                )
+        from orchestrator.plan.catalog import MODELS
+
+        for model, flags in self.xla_flags.items():
+            if model not in MODELS:
+                raise UsageError(f"profile table 'xla_flags': unknown model {model!r}; known: {', '.join(MODELS)}")
+            if not isinstance(flags, str) or not XLA_FLAGS.match(flags):
+                raise UsageError(f"profile table 'xla_flags', model {model!r}: {flags!r} is not a list of XLA flags "
+                                 "such as \"--xla_gpu_enable_triton_gemm=false\" (--name or --name=value, spaces between)")
+        for line in self.setup_lines:
+            if "\n" in line:
+                raise UsageError("profile key 'setup_lines': give one shell line per list item, without newlines")
+
+    def env_path(self, framework: str) -> Path:
+        base = Path(self.env_dir).expanduser()
+        return (base if base.is_absolute() else PROJECT_ROOT / base) / framework
+
+
+def load_profile(path: str | Path | None) -> ClusterProfile:
+    if path is None:
+        return ClusterProfile()
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"cluster profile {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"cluster profile {path} is not valid TOML: {exc}") from None
+    known = {f.name: f for f in fields(ClusterProfile)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise UsageError(f"cluster profile {path} has unknown keys {', '.join(unknown)}; known keys: {', '.join(known)}")
+    values = {}
+    for key, value in data.items():
+        if key in ("setup_lines", "extra_sbatch"):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise UsageError(f"profile key {key!r} must be a list of strings")
+            value = tuple(value)
+        elif key == "xla_flags":
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                raise UsageError("profile key 'xla_flags' must be a table of model = \"flags\" strings")
+        elif key in ("gpus_per_task", "cpus_per_task", "max_array_size", "warning_seconds"):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise UsageError(f"profile key {key!r} must be an integer, got {value!r}")
+        elif key == "requeue":
+            if not isinstance(value, bool):
+                raise UsageError(f"profile key 'requeue' must be true or false, got {value!r}")
+        elif not isinstance(value, str):
+            raise UsageError(f"profile key {key!r} must be a string, got {value!r}")
+        values[key] = value
+    values.setdefault("name", path.stem)
+    return ClusterProfile(**values)

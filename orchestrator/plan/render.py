@@ -1,0 +1,238 @@
+"""Cells + cluster profile -> one sbatch array script per framework, from the Jinja template.
+
+All logic lives here: every #SBATCH directive is computed in Python, and every value the template puts on
+a shell line goes through the `q` filter (shlex.quote). StrictUndefined makes a missing variable an error.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_contract.spec import PAIRED_ORDER
+from orchestrator import PROJECT_ROOT
+from orchestrator.errors import UsageError
+from orchestrator.plan import catalog
+from orchestrator.plan.matrix import Cell
+from orchestrator.plan.profile import ClusterProfile
+
+TEMPLATE_DIR = PROJECT_ROOT / "templates"
+
+# Per-framework environment variables, each with the reason the reader of the script sees.
+CUDA_ORDER = ("CUDA_DEVICE_ORDER", "PCI_BUS_ID",
+              "CUDA then numbers GPUs as NVML does (by PCI bus id), so the GPU details and energy read through "
+              "NVML are those of the GPU the framework uses.")
+FRAMEWORK_EXPORTS = {
+    "jax": [
+        ("XLA_PYTHON_CLIENT_PREALLOCATE", "false",
+         "JAX would otherwise reserve most of the GPU's memory up front, and peak memory would mean nothing."),
+        CUDA_ORDER,
+    ],
+    "torch": [CUDA_ORDER],
+}
+
+
+PAIRED = "paired"  # the key of the one paired script, where an unpaired campaign has one per framework
+
+
+@dataclass(frozen=True)
+class RenderedScript:
+    framework: str  # the framework whose cells it runs, or PAIRED for the script that runs both
+    name: str  # e.g. jax_mnist_1.sh
+    text: str
+    cells: list[Cell]
+    trials: int = 1
+
+    @property
+    def tasks(self) -> int:
+        """Array tasks: one per cell and trial, or one per cell pair (whose task runs every trial of both)."""
+        if self.framework == PAIRED:
+            return len(self.cells) // len(PAIRED_ORDER)
+        return len(self.cells) * self.trials
+
+    def task_index(self, cell_index: int, trial: int) -> int:
+        """The array task that runs trial `trial` of the script's `cell_index`-th cell of its framework."""
+        return cell_index if self.framework == PAIRED else spec_line(cell_index, trial, self.trials)
+
+
+def spec_line(cell_index: int, trial: int, trials: int) -> int:
+    """Line (from 0) of a framework's specs file that holds trial `trial` of its `cell_index`-th cell."""
+    return cell_index * trials + trial
+
+
+def specs_path(campaign_dir: Path, framework: str) -> Path:
+    """The framework's specs file: one job spec per line, line i+1 for array index i."""
+    return campaign_dir / "specs" / f"{framework}.jsonl"
+
+
+def script_name(framework: str, benchmark: str, use_case: int) -> str:
+    return f"{framework}_{benchmark}_{use_case}.sh"
+
+
+# A data-parallel cell: srun starts one process per device in the allocation, each reads its rank from
+# SLURM_PROCID. PyTorch's rendezvous is the first node of the allocation, on a port that differs per job.
+SRUN = ["srun", "--kill-on-bad-exit=1"]
+DISTRIBUTED_LINES = {
+    "jax": [
+        "# jax.distributed.initialize() finds the coordinator, the process count and this rank in Slurm's variables.",
+    ],
+    "torch": [
+        "# torch.distributed's rendezvous: the first node of the allocation, a port that differs per job.",
+        'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        'export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"',
+    ],
+}
+
+
+def task_layout(profile: ClusterProfile, nodes: int, tasks_per_node: int) -> list[tuple[str, str | None]]:
+    """Nodes, tasks and GPUs of one cell: one task per device; --gres counts the GPUs of a whole node."""
+    gpus_per_node = profile.gpus_per_task * tasks_per_node
+    tasks = [("nodes", str(nodes))]
+    tasks += [("ntasks-per-node", str(tasks_per_node))] if nodes * tasks_per_node > 1 else [("ntasks", "1")]
+    return tasks + [
+        ("cpus-per-task", str(profile.cpus_per_task)),
+        ("gres", f"gpu:{gpus_per_node}" if gpus_per_node else None),
+    ]
+
+
+def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_dir: Path,
+                      nodes: int = 1, tasks_per_node: int = 1) -> list[str]:
+    """Every #SBATCH line, in order; options the profile leaves unset are left out."""
+    pairs = [
+        ("job-name", job_name),
+        ("array", f"0-{n_tasks - 1}"),
+        ("output", str(log_dir / f"{job_name}_%A_%a.out")),
+        ("partition", profile.partition),
+        ("account", profile.account),
+        ("time", profile.time_limit),
+        *task_layout(profile, nodes, tasks_per_node),
+        ("mem", profile.mem),
+        # B: signals the batch shell only, which is the backend itself (the script ends with exec); the backend
+        # writes a failure row with the step it reached. Without it, Slurm's SIGTERM at the limit does the same
+        # with KillWait's seconds to spare.
+        ("signal", None if profile.warning_signal == "none" else f"B:{profile.warning_signal}@{profile.warning_seconds}"),
+        # A requeued task appends to its log instead of truncating it: the earlier attempt's end stays readable.
+        ("open-mode", "append"),
+    ]
+    directives = [f"--{key}={sbatch_value(key, value)}" for key, value in pairs if value is not None]
+    # Explicit either way: a cluster's JobRequeue default would otherwise decide, and a task requeued after a
+    # node failure waits about two minutes before it may start again. Without requeue, `resubmit` runs it.
+    directives.append("--requeue" if profile.requeue else "--no-requeue")
+    return directives + list(profile.extra_sbatch)
+
+
+def sbatch_value(key: str, value: str) -> str:
+    """A value as sbatch reads it in an #SBATCH line: no shell runs there, but a line break or quote would
+    cut the directive short, so those are refused and a value with spaces is put in double quotes."""
+    if any(c in value for c in '"\\') or any(ord(c) < 32 for c in value):
+        raise UsageError(
+            f"#SBATCH --{key} cannot hold double quotes, backslashes or control characters (got {value!r}); "
+            "choose a folder name without them"
+        )
+    return f'"{value}"' if " " in value else value
+
+
+def _environment():
+    import jinja2  # only the commands that render need it
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["q"] = lambda value: shlex.quote(str(value))
+    # Text inside a "# ..." comment must stay on its line, whatever the user typed.
+    env.filters["comment"] = lambda value: str(value).replace("\r", "\\r").replace("\n", "\\n")
+    return env
+
+
+def header_values(name: str, first: Cell, profile: ClusterProfile, *, campaign: str, command: str, git_commit: str,
+                  created_at: str) -> dict:
+    """What both templates (one framework's array, or the paired one) say about the campaign and the profile."""
+    return dict(script_name=name, benchmark=first.benchmark, use_case=first.use_case,
+                use_case_title=catalog.USE_CASES[first.use_case].title, campaign=campaign, command=command,
+                git_commit=git_commit, created_at=created_at, profile_name=profile.name,
+                setup_lines=list(profile.setup_lines), project_root=PROJECT_ROOT, cpus_per_task=profile.cpus_per_task)
+
+
+def render_scripts(
+    cells: list[Cell],
+    profile: ClusterProfile,
+    *,
+    campaign: str,
+    campaign_dir: Path,
+    command: str,
+    git_commit: str,
+    created_at: str,
+) -> list[RenderedScript]:
+    """One script per framework; array index i runs line i+1 of specs/<fw>.jsonl (with several trials, trial
+    t of the framework's c-th cell is line c*trials+t+1). With --paired, one script instead: array index i runs
+    every trial of the i-th JAX/PyTorch cell pair."""
+    if cells and cells[0].settings.paired:
+        return [render_paired(cells, profile, campaign=campaign, campaign_dir=campaign_dir, command=command,
+                              git_commit=git_commit, created_at=created_at)]
+    template = _environment().get_template("sbatch.sh.j2")
+    scripts = []
+    for framework in catalog.FRAMEWORKS:
+        mine = [c for c in cells if c.framework == framework]
+        if not mine:
+            continue
+        first = mine[0]
+        trials = first.settings.trials
+        name = script_name(framework, first.benchmark, first.use_case)
+        cell_lines = [
+            f"{spec_line(i, t, trials):<5}  {c.model_label} batch {c.batch_size} {c.precision}"
+            + (f" trial {t}" if trials > 1 else "") + f"  ({c.cell_id})"
+            for i, c in enumerate(mine) for t in range(trials)
+        ]
+        text = template.render(
+            **header_values(name, first, profile, campaign=campaign, command=command, git_commit=git_commit,
+                            created_at=created_at),
+            framework=framework,
+            framework_title=catalog.FRAMEWORKS[framework],
+            cell_lines=cell_lines,
+            directives=sbatch_directives(profile, name.removesuffix(".sh"), len(mine) * trials, campaign_dir / "logs",
+                                         first.settings.nodes, first.settings.tasks_per_node),
+            world_size=first.settings.world_size,
+            launcher=SRUN if first.settings.world_size > 1 else [],
+            distributed_lines=DISTRIBUTED_LINES[framework] if first.settings.world_size > 1 else [],
+            activate=profile.env_path(framework) / "bin" / "activate",
+            exports=FRAMEWORK_EXPORTS[framework],
+            specs_file=specs_path(campaign_dir, framework),
+        )
+        scripts.append(RenderedScript(framework, name, text, mine, trials))
+    return scripts
+
+
+def render_paired(cells: list[Cell], profile: ClusterProfile, *, campaign: str, campaign_dir: Path, command: str,
+                  git_commit: str, created_at: str) -> RenderedScript:
+    """One array script, one task per JAX/PyTorch cell pair: on its node, trial after trial, JAX then PyTorch,
+    each in its own environment and its own process."""
+    by_framework = {fw: [c for c in cells if c.framework == fw] for fw in PAIRED_ORDER}
+    pairs = list(zip(*by_framework.values()))
+    if any(len(mine) != len(pairs) for mine in by_framework.values()) or any(
+            len({c.pair_key for c in pair}) != 1 for pair in pairs):
+        raise UsageError("--paired needs the same cells in both frameworks, one JAX cell per PyTorch cell")
+    first = pairs[0][0]
+    trials = first.settings.trials
+    name = script_name(PAIRED, first.benchmark, first.use_case)
+    runs = [
+        {"framework": fw, "title": catalog.FRAMEWORKS[fw], "activate": profile.env_path(fw) / "bin" / "activate",
+         "exports": FRAMEWORK_EXPORTS[fw], "specs_file": specs_path(campaign_dir, fw)}
+        for fw in PAIRED_ORDER
+    ]
+    text = _environment().get_template("paired.sh.j2").render(
+        **header_values(name, first, profile, campaign=campaign, command=command, git_commit=git_commit,
+                        created_at=created_at),
+        pair_lines=[f"{i:<5}  {a.model_label} batch {a.batch_size} {a.precision}  ({a.pair_key})"
+                    for i, (a, *_) in enumerate(pairs)],
+        directives=sbatch_directives(profile, name.removesuffix(".sh"), len(pairs), campaign_dir / "logs"),
+        order=" ".join(catalog.FRAMEWORKS[fw] for fw in PAIRED_ORDER),
+        trials=trials,
+        runs=runs,
+    )
+    return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials)

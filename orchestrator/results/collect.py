@@ -1,0 +1,485 @@
+"""Merge every task's Parquet file under results/ into one dataset, and compare JAX with PyTorch.
+
+Each task wrote its own file atomically; collect only reads them. A file that cannot be read, or that
+does not follow the result schema, is reported by path and reason and left out; the rest are merged.
+
+Collecting is incremental, because campaigns grow to thousands of task files and re-reading all of them
+on every run grows with the square of the campaign. The merged dataset is a folder of Parquet parts
+(`merged.parquet/part-*.parquet`; pandas and pyarrow read the folder as one table) with an index
+(`_index.json`) of every merged task file: its size and mtime, and which rows of which part hold its rows.
+A second collect reads only new files and writes them as one new part. A task file that changed is re-read
+and its old rows dropped; a deleted file's rows are dropped; both are reported. Only the parts that held
+such rows are rewritten, and when parts pile up they are compacted into one. Files are read and written
+in bounded batches, so memory follows the size of the merged result, not the number of task files.
+
+Each cell of a campaign is merged once. Two result files of the same campaign and cell (a copied folder, a
+file left from an older layout) are not both merged: the newest run (its `started_at`, then the file's
+mtime) is kept, the other is left out and reported, and it comes back if the kept one disappears.
+Failure rows (bench_contract.run.failure) live outside `rows` folders and are never merged as measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.results.compare import KEY
+from orchestrator.tables import format_table
+
+INDEX = "_index.json"  # pyarrow and pandas skip names that start with "_" when they read the folder
+INDEX_VERSION = 2  # 2: each file's cell key and start time, and the files superseded by a newer run
+READ_BATCH = 512  # task files read at once: bounds the memory held by tables not yet written
+ROW_GROUP = 100_000  # rows buffered before they are written out as one row group
+MAX_PARTS = 16  # more parts than this are compacted into one (each part costs readers a file open)
+
+
+@dataclass
+class Collected:
+    files: int  # task files whose rows are in the merged dataset
+    rows: int
+    output: Path
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+    read: int = 0  # task files read this time (new or changed)
+    changed: list[Path] = field(default_factory=list)  # re-read: their size or mtime changed since the last collect
+    removed: list[Path] = field(default_factory=list)  # gone since the last collect: their rows were dropped
+    from_scratch: bool = True
+    superseded: list[tuple[Path, Path]] = field(default_factory=list)  # (left out, kept): the same cell twice
+
+
+def task_files(results_dir: Path, output: Path) -> dict[str, tuple[int, int]]:
+    """Per-task result files, relative path -> (size, mtime in ns): every *.parquet in a `rows` folder under
+    results_dir, except hidden (temporary) files and anything inside the merged output."""
+    found: dict[str, tuple[int, int]] = {}
+    skip = os.path.realpath(output)
+
+    def walk(folder: str, rel: str, in_rows: bool) -> None:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = os.path.join(rel, entry.name) if rel else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if os.path.realpath(entry.path) != skip:
+                    walk(entry.path, path, in_rows or entry.name == "rows")
+            elif in_rows and entry.name.endswith(".parquet") and entry.is_file():
+                stat = entry.stat()
+                found[path] = (stat.st_size, stat.st_mtime_ns)
+
+    walk(str(results_dir), "", False)
+    return dict(sorted(found.items()))
+
+
+def merge(results_dir: Path, output: Path) -> Collected:
+    """Bring the merged dataset `output` up to date with the task files under results_dir."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bench_contract.results import SCHEMA
+
+    on_disk = task_files(results_dir, output)
+    index = load_index(output)
+    from_scratch = index is None
+    if from_scratch:
+        clear_output(output)
+        index = {"version": INDEX_VERSION, "columns": SCHEMA.names, "parts": {}, "files": {}, "superseded": {}}
+    files: dict[str, dict] = index["files"]  # rel path -> {"size", "mtime_ns", "part", "offset", "rows", "key", "started_at"}
+    superseded: dict[str, dict] = index["superseded"]  # rel path -> {"size", "mtime_ns", "by"}: left out
+    for rel in [rel for rel, info in superseded.items()
+                if rel not in on_disk or (info["size"], info["mtime_ns"]) != on_disk[rel]
+                or info["by"] not in on_disk]:
+        del superseded[rel]  # changed, gone, or its newer run is gone: it is read (again) like a new file
+    removed = [rel for rel in files if rel not in on_disk]
+    changed = [rel for rel, (size, mtime) in on_disk.items()
+               if rel in files and (files[rel]["size"], files[rel]["mtime_ns"]) != (size, mtime)]
+    to_read = [rel for rel in on_disk if rel not in files and rel not in superseded] + changed
+    dropped = set(removed) | set(changed)
+    if not from_scratch and not to_read and not dropped:  # up to date: nothing is read or written
+        return Collected(files=len(files), rows=sum(info["rows"] for info in files.values()), output=output,
+                         from_scratch=False)
+    output.mkdir(parents=True, exist_ok=True)
+
+    # Drop the rows of removed and changed files from the parts that hold them; only those parts are rewritten.
+    drop_rows(output, files, dropped)
+
+    # Read the new and changed files, a batch at a time, and write them as one new part.
+    skipped: list[tuple[Path, str]] = []
+    good: list[tuple[str, int]] = []
+
+    def tables() -> Iterator:
+        for start in range(0, len(to_read), READ_BATCH):
+            batch = to_read[start:start + READ_BATCH]
+            # One thread: parsing a small file is mostly Python-side work under the GIL, and threads measured
+            # slower here (2 cores shared with other users).
+            results = [read_task_file(results_dir / rel, pa, pq, SCHEMA) for rel in batch]
+            for rel, (table, reason) in zip(batch, results):
+                if table is None:
+                    skipped.append((results_dir / rel, reason))
+                    continue
+                good.append((rel, table.num_rows, cell_key(table)))
+                yield table
+
+    new_part = write_part(output, tables()) if to_read else None
+    if new_part is not None:
+        offset = 0
+        for rel, rows, (key, started_at) in good:
+            size, mtime = on_disk[rel]
+            files[rel] = {"size": size, "mtime_ns": mtime, "part": new_part, "offset": offset, "rows": rows,
+                          "key": key, "started_at": started_at}
+            offset += rows
+
+    # One run per cell of a campaign: the newest stays, the others' rows leave the merged dataset.
+    kept: dict[str, str] = {}
+    losers: list[tuple[str, str]] = []
+    for rel in sorted(files, key=lambda r: (files[r]["started_at"], files[r]["mtime_ns"], r)):
+        key = files[rel]["key"]
+        if key in kept:
+            losers.append((kept[key], rel))
+        kept[key] = rel
+    drop_rows(output, files, {loser for loser, _ in losers})
+    for loser, winner in losers:
+        size, mtime = on_disk[loser]
+        superseded[loser] = {"size": size, "mtime_ns": mtime, "by": winner}
+
+    parts = sorted({info["part"] for info in files.values()})
+    if len(parts) > MAX_PARTS:
+        order = list(files)
+        whole = write_part(output, (pq.read_table(output / part, schema=SCHEMA) for part in parts))
+        offset = 0
+        for part in parts:  # parts were written whole and in this order: offsets shift by the parts before
+            for rel in order:
+                if files[rel]["part"] == part:
+                    files[rel]["offset"] += offset
+            offset += pq.ParquetFile(output / part).metadata.num_rows
+        for rel in order:
+            files[rel]["part"] = whole
+        parts = [whole]
+    if not parts:  # nothing merged: an empty part keeps the folder readable as a table with the schema
+        parts = [write_part(output, iter([SCHEMA.empty_table()]), empty_ok=True)]
+    index["parts"] = {part: (output / part).stat().st_size for part in parts}
+    index["files"] = files
+    index["columns"] = SCHEMA.names
+    # The index changes in one rename; only then do the parts it no longer names go.
+    save_index(output, index)
+    for part in output.glob("part-*.parquet"):
+        if part.name not in index["parts"]:
+            part.unlink()
+    return Collected(
+        files=len(files), rows=sum(info["rows"] for info in files.values()), output=output, skipped=skipped,
+        read=len(to_read), changed=[results_dir / rel for rel in changed],
+        removed=[results_dir / rel for rel in removed], from_scratch=from_scratch,
+        superseded=[(results_dir / loser, results_dir / winner) for loser, winner in losers],
+    )
+
+
+# Columns that tell repeated runs of one cell apart on purpose; a schema that has one keeps each of them.
+TRIAL_COLUMNS = ("trial",)
+
+
+def cell_key(table) -> tuple[str, str]:
+    """(campaign/cell_id[/trial], started_at) of a task file: which run of which cell it holds, and when that
+    run started."""
+    if table.num_rows == 0:
+        return "", ""
+    names = ["campaign", "cell_id", "started_at", *(c for c in TRIAL_COLUMNS if c in table.column_names)]
+    first = table.slice(0, 1).select(names).to_pylist()[0]
+    key = "/".join(str(first[name]) for name in names if name != "started_at")
+    return key, first["started_at"] or ""
+
+
+def drop_rows(output: Path, files: dict[str, dict], dropped: set[str]) -> None:
+    """Take the rows of `dropped` files out of the parts that hold them (rewriting only those parts) and out
+    of the index."""
+    import pyarrow.parquet as pq
+
+    from bench_contract.results import SCHEMA
+
+    for part in sorted({files[rel]["part"] for rel in dropped if rel in files}):
+        keep = [rel for rel, info in files.items() if info["part"] == part and rel not in dropped]
+        if keep:
+            table = pq.read_table(output / part, schema=SCHEMA)
+            new_part = write_part(output, (table.slice(files[rel]["offset"], files[rel]["rows"]) for rel in keep))
+            place(files, keep, new_part)
+        for rel in dropped:
+            if files.get(rel, {}).get("part") == part:
+                del files[rel]
+
+
+def read_task_file(path: Path, pa, pq, schema):
+    """(table in the result schema, None), or (None, why it cannot be merged)."""
+    try:
+        # One read of the bytes, then parsing from memory: fewer system calls on a network file system.
+        table = pq.ParquetFile(pa.BufferReader(path.read_bytes())).read(use_threads=False)
+    except Exception as exc:  # pyarrow raises several types for a truncated or foreign file
+        return None, f"unreadable: {exc}"
+    if table.schema.equals(schema):
+        return table, None
+    from bench_contract.results import ADDED_COLUMN_DEFAULTS
+
+    for name, default in ADDED_COLUMN_DEFAULTS.items():  # a file written before the column existed
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array([default] * table.num_rows, schema.field(name).type))
+    missing = [name for name in schema.names if name not in table.column_names]
+    if missing:
+        return None, f"not a result file of this schema (missing {', '.join(missing[:5])})"
+    try:
+        return table.select(schema.names).cast(schema), None
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        return None, f"columns of the wrong type: {exc}"
+
+
+def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
+    """Write the tables, in order, as one new part (atomically); None when there were no rows to write."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bench_contract.results import SCHEMA
+
+    name = f"part-{secrets.token_hex(6)}.parquet"
+    tmp = output / f".{name}.tmp"
+    rows, buffer, buffered = 0, [], 0
+    try:
+        with pq.ParquetWriter(tmp, SCHEMA) as writer:
+            for table in tables:
+                buffer.append(table)
+                buffered += table.num_rows
+                if buffered >= ROW_GROUP:
+                    writer.write_table(pa.concat_tables(buffer).combine_chunks())
+                    rows, buffer, buffered = rows + buffered, [], 0
+            if buffer or empty_ok:
+                writer.write_table(pa.concat_tables(buffer).combine_chunks() if buffer else SCHEMA.empty_table())
+                rows += buffered
+        if rows == 0 and not empty_ok:
+            return None
+        os.replace(tmp, output / name)
+        return name
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def place(files: dict[str, dict], order: list[str], part: str | None) -> None:
+    """Record that `order`'s rows now lie in `part`, one file after another."""
+    offset = 0
+    for rel in order:
+        files[rel]["part"], files[rel]["offset"] = part, offset
+        offset += files[rel]["rows"]
+
+
+def load_index(output: Path) -> dict | None:
+    """The index of a merged dataset, or None when it must be rebuilt: absent, from another version, or not
+    matching the parts on disk (a collect that was interrupted, or a folder someone changed)."""
+    try:
+        index = json.loads((output / INDEX).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(index, dict) or index.get("version") != INDEX_VERSION:
+        return None
+    from bench_contract.results import SCHEMA
+
+    if index.get("columns") != SCHEMA.names:  # parts written with other columns (or before this was kept)
+        return None
+    for part, size in index.get("parts", {}).items():
+        try:
+            if (output / part).stat().st_size != size:
+                return None
+        except OSError:
+            return None
+    # Parts that the index does not name are left over from an interrupted run; readers would count them.
+    for stray in output.glob("part-*.parquet"):
+        if stray.name not in index["parts"]:
+            stray.unlink()
+    return index
+
+
+def save_index(output: Path, index: dict) -> None:
+    tmp = output / f".{INDEX}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(index, separators=(",", ":")))
+    os.replace(tmp, output / INDEX)
+
+
+def clear_output(output: Path) -> None:
+    """Make room for a merge from scratch, removing only what collect itself wrote there."""
+    if output.is_file():  # a single-file merged output (the layout before parts)
+        output.unlink()
+    elif output.is_dir():
+        for path in [*output.glob("part-*.parquet"), *output.glob(".part-*.tmp"), output / INDEX]:
+            path.unlink(missing_ok=True)
+
+
+FAILURE_COLUMNS = ["campaign", "framework", "array_index", "cell_id", "task_id", "state", "reason", "log", "log_tail"]
+
+
+def missing_cells(results_dir: Path, log_lines: int = 20) -> list[dict]:
+    """Every cell of every submitted campaign under results_dir that has no result, with its state, its
+    reason (the failure row's, Slurm's, or "no result") and the end of its log. Dry-run campaigns are not
+    counted: nothing was meant to run there. One sacct call per campaign that misses something."""
+    from orchestrator.plan import campaign as campaigns
+    from orchestrator.run.status import SUCCESS, campaign_status, log_tail
+
+    missing = []
+    for path in sorted(results_dir.glob(f"*/{campaigns.MANIFEST}")):
+        try:
+            manifest = campaigns.load_manifest(path.parent)
+        except (OSError, ValueError):
+            continue
+        if manifest.get("executor") == "dry-run" or all(os.path.isfile(c["results"]) for c in manifest["cells"]):
+            continue
+        for cell in campaign_status(path.parent):
+            if cell.state != SUCCESS:
+                missing.append({"campaign": manifest["campaign"], "framework": cell.framework,
+                                "array_index": cell.array_index, "cell_id": cell.cell_id, "task_id": cell.task_id,
+                                "state": cell.state, "reason": cell.detail, "log": cell.log,
+                                "log_tail": "\n".join(log_tail(cell.log, log_lines))})
+    return missing
+
+
+def write_failures(path: Path, missing: list[dict]) -> Path:
+    """The missing cells as one small Parquet table beside the merged dataset (never inside it), rewritten
+    whole by every collect: a cell that has its result since is no longer listed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bench_contract.atomic import publish
+
+    schema = pa.schema([(name, pa.int32() if name == "array_index" else pa.string()) for name in FAILURE_COLUMNS])
+    table = pa.Table.from_pylist(missing, schema=schema)
+    return publish(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def summary_frame(output: Path):
+    """The summary rows (one value per run, not per step or epoch) with the columns a comparison needs, read
+    from the merged dataset: a small part of it, since the per-step curves are most of the rows."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    columns = ["device_model", *KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order",
+               "metric", "value", "unit", "epoch", "step"]
+    summary = ds.field("step").is_null() & ds.field("epoch").is_null()
+    return pq.read_table(output, columns=columns, filters=summary).to_pandas()
+
+
+def comparison_tables(df) -> dict[str, str]:
+    """One text table per device model: JAX and PyTorch throughput side by side, the speed-up, test accuracy."""
+    from orchestrator.results.compare import comparison_frame, display_rows
+
+    frame = comparison_frame(df)
+    if frame.empty:
+        return {}
+    return {
+        str(device): format_table(*display_rows(frame, device, only=("throughput", "test_accuracy")))
+        for device in frame["device_model"].unique()
+    }
+
+
+def _fmt(value, pattern: str) -> str:
+    return "n/a" if value is None else pattern.format(value)
+
+
+# A data-parallel cell is compared with the one-process cell that takes the same update on the same global batch.
+ONE_PROCESS_USE_CASE = {2: 1, 4: 3}
+
+
+def scaling_frame(df):
+    """Strong scaling of every data-parallel cell: throughput per device against one process, same global batch.
+
+    efficiency = throughput(N processes) / (N * throughput(1 process)). The one-process cell is looked up in
+    everything collected (use case 1 for 2, 3 for 4, or the same use case run as one process), on the same
+    device model, framework, benchmark, model, batch size and precision. Without one, efficiency is NaN.
+    One row per data-parallel cell; empty when there is none.
+    """
+    import pandas as pd
+
+    columns = ["device_model", "framework", *KEY, "world_size", "throughput_per_device", "one_process_throughput",
+               "efficiency"]
+    if df.empty or "world_size" not in set(df["metric"]):
+        return pd.DataFrame(columns=columns)
+    cells = df[df["metric"].isin(["throughput", "world_size"])].pivot_table(
+        index=["device_model", "framework", *KEY, "cell_id"], columns="metric", values="value", aggfunc="median"
+    ).reset_index()
+    if "throughput" not in cells:
+        return pd.DataFrame(columns=columns)
+    cells["world_size"] = cells.get("world_size", 1).fillna(1)  # rows from before world_size was recorded
+    single = cells[cells["world_size"] == 1]
+    rows = []
+    for _, cell in cells[cells["world_size"] > 1].iterrows():
+        same = (
+            (single["device_model"] == cell["device_model"]) & (single["framework"] == cell["framework"])
+            & (single["benchmark"] == cell["benchmark"]) & (single["model"] == cell["model"])
+            & (single["batch_size"] == cell["batch_size"]) & (single["precision"] == cell["precision"])
+            & single["use_case"].isin([cell["use_case"], ONE_PROCESS_USE_CASE.get(cell["use_case"])])
+        )
+        base = single.loc[same, "throughput"].median() if same.any() else float("nan")
+        world = int(cell["world_size"])
+        rows.append({**{c: cell[c] for c in ["device_model", "framework", *KEY]}, "world_size": world,
+                     "throughput_per_device": cell["throughput"] / world, "one_process_throughput": base,
+                     "efficiency": cell["throughput"] / (world * base)})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def scaling_table(df) -> str | None:
+    """The scaling frame as text for the terminal, or None when no data-parallel cell was collected."""
+    frame = scaling_frame(df)
+    if frame.empty:
+        return None
+
+    def number(value, pattern):
+        return _fmt(None if value != value else value, pattern)  # NaN (no one-process cell) reads "n/a"
+
+    rows = [[r.device_model, r.framework, r.benchmark, r.use_case, r.model, r.batch_size, r.world_size,
+             number(r.throughput_per_device, "{:,.0f}"), number(r.one_process_throughput, "{:,.0f}"),
+             number(r.efficiency, "{:.0%}")] for r in frame.itertuples()]
+    headers = ["device model", "framework", "benchmark", "use case", "model", "batch", "processes",
+               "samples/s per device", "one process samples/s", "scaling efficiency"]
+    return format_table(headers, rows)
+
+
+SEARCH_METRICS = ["max_batch_size", "min_batch_size_out_of_memory", "out_of_memory_attempts", "memory_limit"]
+
+
+def batch_search_frame(df):
+    """One row per searched (device model, benchmark, use case, model, precision, memory cap) with each framework's
+    largest batch that fits and the smallest that did not; empty when no search cell was collected."""
+    import pandas as pd
+
+    rows = df[df["metric"].isin(SEARCH_METRICS)]
+    if rows.empty or "max_batch_size" not in set(rows["metric"]):
+        return pd.DataFrame()
+    cells = rows.pivot_table(index=["device_model", "benchmark", "use_case", "model", "precision", "framework",
+                                    "cell_id"], columns="metric", values="value", aggfunc="median").reset_index()
+    cells["memory_limit"] = cells.get("memory_limit", 0).fillna(0)
+    index = ["device_model", "benchmark", "use_case", "model", "precision", "memory_limit"]
+    values = [m for m in SEARCH_METRICS if m in cells and m != "memory_limit"]
+    wide = cells.pivot_table(index=index, columns="framework", values=values, aggfunc="median")
+    wide.columns = [f"{framework}_{metric}" for metric, framework in wide.columns]
+    return wide.reset_index()
+
+
+def batch_search_rows(df) -> tuple[list[str], list[list[str]]]:
+    """Header and formatted rows of the largest-batch table (no rows when no search cell was collected)."""
+    frame = batch_search_frame(df)
+    headers = ["device model", "benchmark", "use case", "model", "precision", "memory cap", "JAX fits",
+               "JAX out of memory at", "PyTorch fits", "PyTorch out of memory at"]
+
+    def size(row, column):
+        value = getattr(row, column, float("nan"))
+        return "n/a" if value != value else f"{value:,.0f}"
+
+    rows = []
+    for r in frame.itertuples():
+        cap = "none" if not r.memory_limit else f"{r.memory_limit / 2**30:.3g} GiB"
+        rows.append([r.device_model, r.benchmark, str(r.use_case), r.model, r.precision, cap,
+                     size(r, "jax_max_batch_size"), size(r, "jax_min_batch_size_out_of_memory"),
+                     size(r, "torch_max_batch_size"), size(r, "torch_min_batch_size_out_of_memory")])
+    return headers, rows
+
+
+def batch_search_table(df) -> str | None:
+    """The largest batch that fits, JAX beside PyTorch, as text; None when no search cell was collected."""
+    headers, rows = batch_search_rows(df)
+    return format_table(headers, rows) if rows else None

@@ -1,0 +1,218 @@
+"""JAX against PyTorch, cell by cell: the one comparison that collect prints and report writes.
+
+Input is the merged tidy table. A cell's summary value is the median over its runs (campaigns and trials).
+A run is one trial of a cell in one campaign (`--trials N` gives N runs). A speed-up gets a bootstrap 95%
+confidence interval only where each framework has at least two independent runs of the cell; with one run
+each, the interval is left empty rather than invented. Where every run of both sides came from paired jobs,
+the runs are resampled as pairs (one trial of one paired job). A cell whose step times or trials spread more
+than CV_THRESHOLD is flagged (`spread_too_wide`) in every table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench_contract.measure.timing import CV_THRESHOLD
+
+KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
+FRAMEWORKS = ("jax", "torch")
+FRAMEWORK_TITLES = {"jax": "JAX", "torch": "PyTorch"}
+
+# Summary metrics shown in tables, in order, with a short column title and a unit for the header.
+TABLE_METRICS = [
+    ("throughput", "throughput", "samples/s"),
+    ("step_time_p50", "p50", "ms"),
+    ("step_time_p95", "p95", "ms"),
+    ("step_time_p99", "p99", "ms"),
+    ("compile_time", "compile", "s"),
+    ("peak_device_memory_allocated", "peak device mem", "MiB"),
+    ("peak_host_rss", "peak host RSS", "MiB"),
+    ("mfu", "MFU", ""),  # a value that was not available is NaN (null in Parquet) and shown as n/a
+    ("arithmetic_intensity", "intensity", "FLOP/byte"),
+    ("compute_bound", "bound", ""),  # 1 compute-bound, 0 memory-bound (bench_contract.measure.roofline)
+    ("energy_per_sample", "energy", "J/sample"),
+    ("test_accuracy", "test acc", ""),
+]
+BYTES_METRICS = {"peak_device_memory_allocated", "peak_host_rss"}
+BOOTSTRAP_SAMPLES = 2000
+
+
+def summary_rows(df):
+    """Rows that are one value per run (not per step or epoch)."""
+    return df[df["step"].isna() & df["epoch"].isna()]
+
+
+def run_values(df, metric: str):
+    """metric value per (device_model, key, framework, run), where a run is one trial of one cell_id in one
+    campaign: trials of a cell are independent runs, each in its own process."""
+    rows = summary_rows(df)
+    rows = rows[rows["metric"] == metric]
+    run = [c for c in ("campaign", "cell_id", "trial", "pair_order") if c in rows]
+    return rows.groupby(["device_model", *KEY, "framework", *run], dropna=False)["value"].median()
+
+
+def spread_note(step_cvs: np.ndarray, throughputs: np.ndarray) -> str:
+    """Why a framework's numbers for a cell are too spread to trust, or "" when they are not.
+
+    Two spreads are checked against CV_THRESHOLD: within a run (the median over runs of the step times'
+    coefficient of variation) and between runs (the CV of the runs' throughputs, with at least two runs)."""
+    notes = []
+    if len(step_cvs) and np.median(step_cvs) > CV_THRESHOLD:
+        notes.append(f"steps {np.median(step_cvs):.0%}")
+    if len(throughputs) >= 2:
+        between = np.std(throughputs, ddof=1) / np.mean(throughputs)
+        if between > CV_THRESHOLD:
+            notes.append(f"trials {between:.0%}")
+    return " ".join(notes)
+
+
+def paired_bootstrap_ratio_ci(numerator: np.ndarray, denominator: np.ndarray,
+                              seed: int = 0) -> tuple[float, float] | None:
+    """95% CI of mean(numerator)/mean(denominator) where numerator[i] and denominator[i] ran as one pair (the
+    same trial of one paired job, on one node, one after the other): pairs are resampled together, so drift
+    that falls on both sides of a pair cancels instead of widening the interval."""
+    if len(numerator) < 2 or len(numerator) != len(denominator):
+        return None
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(numerator), size=(BOOTSTRAP_SAMPLES, len(numerator)))
+    low, high = np.percentile(numerator[picks].mean(axis=1) / denominator[picks].mean(axis=1), [2.5, 97.5])
+    return float(low), float(high)
+
+
+def pairs_of(jax, torch) -> tuple[np.ndarray, np.ndarray] | None:
+    """The two sides' runs matched pair by pair, when every run of both came from paired jobs; else None.
+
+    A pair is one trial of one campaign: a paired job runs exactly one JAX and one PyTorch run per trial."""
+    if not len(jax) or "pair_order" not in jax.index.names or "pair_order" not in torch.index.names:
+        return None
+    keyed = []
+    for side in (jax, torch):
+        frame = side.reset_index()
+        if (frame["pair_order"] == "").any() or frame.duplicated(["campaign", "trial"]).any():
+            return None
+        keyed.append(frame.set_index(["campaign", "trial"])["value"])
+    if set(keyed[0].index) != set(keyed[1].index):
+        return None
+    order = sorted(keyed[0].index)
+    return keyed[0].loc[order].to_numpy(dtype=float), keyed[1].loc[order].to_numpy(dtype=float)
+
+
+def bootstrap_ratio_ci(numerator: np.ndarray, denominator: np.ndarray, seed: int = 0) -> tuple[float, float] | None:
+    """95% CI of mean(numerator)/mean(denominator), resampling runs of each side independently."""
+    if len(numerator) < 2 or len(denominator) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    num = rng.choice(numerator, size=(BOOTSTRAP_SAMPLES, len(numerator))).mean(axis=1)
+    den = rng.choice(denominator, size=(BOOTSTRAP_SAMPLES, len(denominator))).mean(axis=1)
+    low, high = np.percentile(num / den, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def comparison_frame(df):
+    """One row per device model and cell key; per framework the median of each table metric; the speed-up."""
+    import pandas as pd
+
+    if df.empty:
+        return pd.DataFrame()
+    if "model_variant" in df:
+        # A tiny variant is a different network: it is labelled as such, never merged with the full one.
+        df = df.assign(model=[m if v in ("full", "", None) else f"{m} ({v})" for m, v in zip(df["model"], df["model_variant"])])
+    rows = summary_rows(df)
+    present = [m for m, _, _ in TABLE_METRICS if m in set(rows["metric"])]
+    medians = (
+        rows[rows["metric"].isin(present)]
+        .groupby(["device_model", *KEY, "framework", "metric"], dropna=False)["value"].median()
+        .unstack(["metric", "framework"])
+    )
+    out = pd.DataFrame(index=medians.index)
+    for metric in present:
+        for framework in FRAMEWORKS:
+            column = medians.get((metric, framework))
+            out[f"{framework}_{metric}"] = column if column is not None else np.nan
+    throughput = run_values(df, "throughput")
+    speedups, lows, highs, runs = [], [], [], []
+    for index in out.index:
+        jax = _runs(throughput, index, "jax")
+        torch = _runs(throughput, index, "torch")
+        speedups.append(jax.mean() / torch.mean() if len(jax) and len(torch) else np.nan)
+        pairs = pairs_of(_run_series(throughput, index, "jax"), _run_series(throughput, index, "torch"))
+        ci = paired_bootstrap_ratio_ci(*pairs) if pairs else bootstrap_ratio_ci(jax, torch)
+        lows.append(ci[0] if ci else np.nan)
+        highs.append(ci[1] if ci else np.nan)
+        runs.append(f"{len(jax)}/{len(torch)}" + (" paired" if pairs else ""))
+    out["speedup"] = speedups
+    out["speedup_ci_low"] = lows
+    out["speedup_ci_high"] = highs
+    out["runs_jax_torch"] = runs
+    step_cv = run_values(df, "step_time_cv")
+    out["spread_too_wide"] = [
+        "; ".join(f"{FRAMEWORK_TITLES[fw]} {note}" for fw in FRAMEWORKS
+                  if (note := spread_note(_runs(step_cv, index, fw), _runs(throughput, index, fw))))
+        for index in out.index
+    ]
+    return out.reset_index()
+
+
+def _run_series(series, index, framework):
+    """The runs of one framework for one comparison row, indexed by what identifies a run."""
+    key = tuple(index) + (framework,)
+    try:
+        return series.loc[key]
+    except KeyError:
+        return series.iloc[:0]
+
+
+def _runs(series, index, framework) -> np.ndarray:
+    key = tuple(index) + (framework,)
+    try:
+        return series.loc[key].to_numpy(dtype=float)
+    except KeyError:
+        return np.array([], dtype=float)
+
+
+def format_speedup(row) -> str:
+    if np.isnan(row["speedup"]):
+        return "n/a"
+    if np.isnan(row["speedup_ci_low"]):
+        return f"{row['speedup']:.2f}x"
+    return f"{row['speedup']:.2f}x [{row['speedup_ci_low']:.2f}, {row['speedup_ci_high']:.2f}]"
+
+
+def format_value(metric: str, value) -> str:
+    if value is None or np.isnan(value):
+        return "n/a"
+    if metric in BYTES_METRICS:
+        return f"{value / 2**20:,.0f}"
+    if metric == "throughput":
+        return f"{value:,.0f}"
+    if metric == "test_accuracy":
+        return f"{value:.3f}"
+    if metric == "compute_bound":  # a median over runs: 0.5 when the runs disagree
+        return "compute" if value > 0.5 else "memory" if value < 0.5 else "mixed"
+    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def display_rows(frame, device_model: str, only: tuple[str, ...] | None = None) -> tuple[list[str], list[list[str]]]:
+    """Header and formatted rows of one device model's comparison table (all metrics present, or `only`)."""
+    block = frame[frame["device_model"] == device_model]
+    metrics = [(m, title, unit) for m, title, unit in TABLE_METRICS
+               if f"jax_{m}" in frame.columns and (only is None or m in only)]
+    headers = ["benchmark", "use case", "model", "batch", "precision"]
+    for metric, title, unit in metrics:
+        for framework in FRAMEWORKS:
+            headers.append(f"{FRAMEWORK_TITLES[framework]} {title}" + (f" ({unit})" if unit else ""))
+        if metric == "throughput":
+            headers.append("speed-up JAX/PyTorch [95% CI]")
+    headers.append("runs JAX/PyTorch")
+    headers.append(f"spread too wide (CV > {CV_THRESHOLD:.0%})")
+    rows = []
+    for _, row in block.iterrows():
+        cells = [row["benchmark"], str(row["use_case"]), row["model"], str(row["batch_size"]), row["precision"]]
+        for metric, _, _ in metrics:
+            cells += [format_value(metric, row[f"{fw}_{metric}"]) for fw in FRAMEWORKS]
+            if metric == "throughput":
+                cells.append(format_speedup(row))
+        cells.append(row["runs_jax_torch"])
+        cells.append(row["spread_too_wide"] or "no")
+        rows.append(cells)
+    return headers, rows

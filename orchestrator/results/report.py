@@ -1,0 +1,390 @@
+"""`main.py report`: the comparison as Markdown, LaTeX and CSV tables, matplotlib plots, and one HTML page.
+
+Everything is drawn from the merged dataset that `collect` wrote; nothing is measured here. The HTML page
+embeds its plots, so it is one file that can be mailed or archived.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench_contract.atomic import publish
+from orchestrator import PROJECT_ROOT
+from orchestrator.results.collect import batch_search_rows, scaling_frame
+from orchestrator.results.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, display_rows, summary_rows
+
+COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
+PROVENANCE = ["framework_version", "library_versions", "packages_sha256", "python_version", "precision_policy",
+              "data_source", "xla_flags", "environment_variables", "device_details", "git_commit"]
+
+
+@dataclass
+class Report:
+    folder: Path
+    tables: dict[str, Path] = field(default_factory=dict)  # format -> path
+    plots: list[tuple[str, Path]] = field(default_factory=list)  # (title, path)
+    html: Path | None = None
+
+
+def write_report(merged: Path, folder: Path) -> Report:
+    import pandas as pd
+
+    df = pd.read_parquet(merged)
+    if df.empty:
+        from orchestrator.errors import OrchestratorError
+
+        raise OrchestratorError(f"{merged} holds no rows; run `python main.py collect` after the jobs finish")
+    folder.mkdir(parents=True, exist_ok=True)
+    frame = comparison_frame(df)
+    report = Report(folder)
+    report.tables = write_tables(frame, folder, extra_tables(df))
+    report.plots = draw_plots(df, frame, folder / "plots")
+    report.html = write_html(df, frame, report, folder / "report.html", merged)
+    return report
+
+
+# --- tables -------------------------------------------------------------------------------------------
+
+def devices(frame) -> list[str]:
+    return sorted(str(d) for d in frame["device_model"].unique())
+
+
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    def line(cells):
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(headers), line(["---"] * len(headers)), *(line(r) for r in rows)])
+
+
+LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(LATEX_SPECIAL.get(c, c) for c in str(text))
+
+
+def latex_table(caption: str, headers: list[str], rows: list[list[str]]) -> str:
+    lines = [
+        r"\begin{table}[ht]", r"\centering\small", f"\\caption{{{latex_escape(caption)}}}",
+        r"\begin{tabular}{" + "l" * 5 + "r" * (len(headers) - 5) + "}", r"\hline",
+        " & ".join(latex_escape(h) for h in headers) + r" \\", r"\hline",
+        *(" & ".join(latex_escape(c) for c in row) + r" \\" for row in rows),
+        r"\hline", r"\end{tabular}", r"\end{table}",
+    ]
+    return "\n".join(lines)
+
+
+def extra_tables(df) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of the tables beside the comparison: today the largest batch that fits."""
+    headers, rows = batch_search_rows(summary_rows(df))
+    return [("Largest batch that fits", headers, rows)] if rows else []
+
+
+def write_tables(frame, folder: Path, extras: list[tuple[str, list[str], list[list[str]]]] = ()) -> dict[str, Path]:
+    md, tex = ["# JAX vs PyTorch", ""], []
+    for device in devices(frame):
+        headers, rows = display_rows(frame, device)
+        md += [f"## {device}", "", markdown_table(headers, rows), ""]
+        tex.append(latex_table(f"JAX vs PyTorch on {device}", headers, rows))
+    for title, headers, rows in extras:
+        md += [f"## {title}", "", markdown_table(headers, rows), ""]
+        tex.append(latex_table(title, headers, rows))
+    paths = {
+        "markdown": publish(folder / "report.md", lambda tmp: tmp.write_text("\n".join(md))),
+        "latex": publish(folder / "report.tex", lambda tmp: tmp.write_text("\n\n".join(tex) + "\n")),
+        "csv": publish(folder / "report.csv", lambda tmp: frame.to_csv(tmp, index=False)),
+    }
+    return paths
+
+
+# --- plots --------------------------------------------------------------------------------------------
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on a login node
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(plt, fig, path: Path, plots: list, title: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    publish(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
+    plots.append((title, path))
+
+
+def _slug(*parts) -> str:
+    return "_".join(str(p).replace(" ", "-").replace("/", "-") for p in parts)
+
+
+def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
+    import numpy as np
+
+    plt = _figure()
+    plots: list[tuple[str, Path]] = []
+    summary = summary_rows(df)
+    device_index = {device: i for i, device in enumerate(devices(frame))}
+    group_cols = ["device_model", "benchmark", "use_case", "model", "precision"]
+
+    for group, block in frame.groupby(group_cols):
+        device, bench, case, model, precision = group
+        d = device_index[str(device)]
+        block = block.sort_values("batch_size")
+        slug = _slug(d, bench, case, model, precision)
+        where = f"{bench}, use case {case}, {model}, {precision} on {device}"
+        # (file prefix, metrics, labels, scale, y label, caption): one line per framework and metric
+        families = [
+            ("throughput", ["throughput"], ["throughput"], 1, "samples/s", f"Throughput against batch size: {where}"),
+            ("latency", ["step_time_p50", "step_time_p95", "step_time_p99"], ["p50", "p95", "p99"], 1,
+             "step time (ms)", f"Step-time percentiles (p50, p95, p99): {where}"),
+            ("memory", ["peak_device_memory_allocated", "peak_host_rss"], ["peak device memory", "peak host RSS"],
+             2**-20, "MiB", f"Peak memory against batch size: {where}"),
+            ("energy", ["energy_per_sample"], ["energy per sample"], 1, "J/sample",
+             f"Energy per sample (NVML, over the timed steps) against batch size: {where}"),
+            ("mfu", ["mfu"], ["MFU"], 100, "MFU (%)", f"Model FLOP utilisation against batch size: {where}"),
+        ]
+        for prefix, metrics, labels, scale, ylabel, caption in families:
+            # A metric that was not available (energy on a CPU) is NaN on every row: no plot of nothing.
+            present = [(m, label) for m, label in zip(metrics, labels)
+                       if any(f"{fw}_{m}" in block and block[f"{fw}_{m}"].notna().any() for fw in FRAMEWORKS)]
+            if not present:
+                continue
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for fw in FRAMEWORKS:
+                for (m, label), style in zip(present, ("o-", "s--", "^:")):
+                    if f"{fw}_{m}" not in block:
+                        continue
+                    ax.plot(block["batch_size"], block[f"{fw}_{m}"] * scale, style, color=COLORS[fw],
+                            label=f"{FRAMEWORK_TITLES[fw]} {label}")
+            ax.set_xscale("log", base=2)
+            ax.set(xlabel="batch size", ylabel=ylabel, title=f"{bench} uc{case} {model} {precision}\n{device}")
+            ax.legend(fontsize=7)
+            _save(plt, fig, folder / f"{prefix}_{slug}.png", plots, caption)
+
+    for device, block in frame.groupby("device_model"):
+        d = device_index[str(device)]
+        cells = block.assign(label=block["benchmark"] + "/" + block["model"] + " uc" + block["use_case"].astype(str))
+        grid = cells.pivot_table(index="label", columns="batch_size", values="speedup")
+        if grid.notna().any().any():
+            fig, ax = plt.subplots(figsize=(1.2 * len(grid.columns) + 3, 0.6 * len(grid) + 2))
+            image = ax.imshow(grid.to_numpy(), cmap="coolwarm", vmin=0, vmax=2, aspect="auto")
+            ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+            ax.set_yticks(range(len(grid.index)), list(grid.index))
+            for (i, j), value in np.ndenumerate(grid.to_numpy()):
+                if value == value:  # not NaN
+                    ax.text(j, i, f"{value:.2f}", ha="center", va="center")
+            ax.set(xlabel="batch size", title=f"Speed-up JAX/PyTorch (>1: JAX faster)\n{device}")
+            fig.colorbar(image, ax=ax)
+            _save(plt, fig, folder / f"speedup_{d}.png", plots, f"Speed-up heat map on {device}")
+
+        compile_cols = [f"{fw}_compile_time" for fw in FRAMEWORKS if f"{fw}_compile_time" in block]
+        if compile_cols and block[compile_cols].notna().any().any():
+            fig, ax = plt.subplots(figsize=(7, 4))
+            labels = [f"{r.benchmark}/{r.model} b{r.batch_size}" for r in block.itertuples()]
+            width = 0.4
+            for k, fw in enumerate(FRAMEWORKS):
+                column = f"{fw}_compile_time"
+                if column in block:
+                    ax.bar([i + k * width for i in range(len(block))], block[column].fillna(0), width,
+                           color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
+            ax.set_xticks([i + width / 2 for i in range(len(block))], labels, rotation=30, ha="right", fontsize=7)
+            ax.set(ylabel="compile time (s)", title=f"Compile time, apart from the timed steps\n{device}")
+            ax.legend()
+            _save(plt, fig, folder / f"compile_{d}.png", plots, f"Compile time on {device}")
+
+    draw_scaling(plt, scaling_frame(summary), device_index, folder, plots)
+    draw_latency_distributions(plt, df, device_index, folder, plots)
+    draw_rooflines(plt, summary, device_index, folder, plots)
+
+    curves = df[df["metric"].isin(["train_loss", "val_accuracy", "epoch_time", "step_time"])]
+    for group, block in curves.groupby(["device_model", *KEY]):
+        device, bench, case, model, batch, precision = group
+        d = device_index.get(str(device), 0)
+        fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
+        for fw in FRAMEWORKS:
+            mine = block[block["framework"] == fw]
+            if mine.empty:
+                continue
+            run = mine[mine["cell_id"] == mine["cell_id"].iloc[0]]
+            run = run[run["campaign"] == run["campaign"].iloc[0]]  # one run per framework, not a blend
+            run = run[run["trial"] == run["trial"].iloc[0]]  # ... nor a blend of its trials
+            loss = run[run["metric"] == "train_loss"].sort_values("step")
+            axes[0].plot(loss["step"], loss["value"], color=COLORS[fw], label=FRAMEWORK_TITLES[fw], lw=0.8)
+            acc = run[run["metric"] == "val_accuracy"].sort_values("epoch")
+            axes[1].plot(acc["epoch"] + 1, acc["value"], "o-", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
+            times = run[run["metric"] == "epoch_time"].sort_values("epoch")["value"].cumsum()
+            if len(times) == len(acc):
+                axes[2].plot(times.to_numpy(), acc["value"].to_numpy(), "o-", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
+            # Loss against the time spent in the timed steps (warm-up steps carry no time and are left out).
+            steps = run[run["metric"] == "step_time"].sort_values("step")
+            timed_loss = loss.set_index("step")["value"].reindex(steps["step"])
+            if len(steps):
+                axes[3].plot(steps["value"].cumsum().to_numpy() / 1e3, timed_loss.to_numpy(), color=COLORS[fw],
+                             label=FRAMEWORK_TITLES[fw], lw=0.8)
+        axes[0].set(xlabel="step", ylabel="training loss")
+        axes[1].set(xlabel="epoch", ylabel="validation accuracy")
+        axes[2].set(xlabel="wall time (s, training only)", ylabel="validation accuracy")
+        axes[3].set(xlabel="time in timed steps (s)", ylabel="training loss")
+        for ax in axes:
+            ax.legend()
+        fig.suptitle(f"Training curves: {bench} uc{case} {model} batch {batch} {precision} on {device}")
+        _save(plt, fig, folder / f"curves_{_slug(d, bench, case, model, batch, precision)}.png", plots,
+              f"Training curves: {bench}, use case {case}, {model}, batch {batch}, {precision} on {device}")
+    return plots
+
+
+def draw_latency_distributions(plt, df, device_index: dict, folder: Path, plots: list) -> None:
+    """Box plots of every timed step (all runs and trials pooled), JAX beside PyTorch at each batch size, per
+    device model, benchmark, use case, model and precision: the percentiles in the tables, seen whole."""
+    times = df[df["metric"] == "step_time"]
+    for (device, bench, case, model, precision), block in times.groupby(
+            ["device_model", "benchmark", "use_case", "model", "precision"]):
+        batches = sorted(block["batch_size"].unique())
+        fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(batches) + 2), 4))
+        for k, fw in enumerate(FRAMEWORKS):
+            data = [block.loc[(block["framework"] == fw) & (block["batch_size"] == b), "value"].to_numpy()
+                    for b in batches]
+            positions = [i * 3 + k for i in range(len(batches))]
+            present = [(p, d) for p, d in zip(positions, data) if len(d)]
+            if not present:
+                continue
+            parts = ax.boxplot([d for _, d in present], positions=[p for p, _ in present], widths=0.8,
+                               patch_artist=True, showfliers=True, flierprops={"markersize": 2})
+            for box in parts["boxes"]:
+                box.set_facecolor(COLORS[fw])
+                box.set_alpha(0.6)
+            ax.plot([], [], "s", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])  # legend entry
+        ax.set_xticks([i * 3 + 0.5 for i in range(len(batches))], [str(b) for b in batches])
+        ax.set_yscale("log")
+        ax.set(xlabel="batch size", ylabel="step time (ms)",
+               title=f"Step-time distribution: {bench} uc{case} {model} {precision}\n{device}")
+        ax.legend(fontsize=7)
+        d = device_index.get(str(device), 0)
+        _save(plt, fig, folder / f"latency_distribution_{_slug(d, bench, case, model, precision)}.png", plots,
+              f"Step-time distribution (every timed step): {bench}, use case {case}, {model}, {precision} on {device}")
+
+
+ROOFLINE_METRICS = ["arithmetic_intensity", "achieved_flops", "peak_flops", "peak_bandwidth"]
+
+
+def draw_rooflines(plt, summary, device_index: dict, folder: Path, plots: list) -> None:
+    """One roofline per device model: every cell of both frameworks at its arithmetic intensity and achieved
+    FLOP/s, under the roof min(peak FLOP/s, bandwidth x intensity). The roof takes the highest peak and
+    bandwidth recorded for the device (GPUs: the datasheet; CPUs: each framework's own calibration, so the
+    highest is the closest to the hardware)."""
+    import numpy as np
+
+    rows = summary[summary["metric"].isin(ROOFLINE_METRICS) & summary["value"].notna()]
+    if rows.empty:
+        return
+    cells = rows.pivot_table(index=["device_model", "framework", *KEY], columns="metric", values="value",
+                             aggfunc="median").reset_index()
+    if not set(ROOFLINE_METRICS) <= set(cells.columns):
+        return
+    for device, block in cells.groupby("device_model"):
+        points = block.dropna(subset=["arithmetic_intensity", "achieved_flops"])
+        peak, bandwidth = block["peak_flops"].max(), block["peak_bandwidth"].max()
+        if points.empty or not peak == peak or not bandwidth == bandwidth:  # NaN: no roof to draw
+            continue
+        ridge = peak / bandwidth
+        low = min(points["arithmetic_intensity"].min(), ridge) / 4
+        high = max(points["arithmetic_intensity"].max(), ridge) * 4
+        x = np.geomspace(low, high, 200)
+        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        ax.plot(x, np.minimum(peak, bandwidth * x), color="black", lw=1.2,
+                label=f"roof: {peak / 1e9:,.0f} GFLOP/s, {bandwidth / 1e9:,.1f} GB/s")
+        ax.axvline(ridge, color="grey", ls=":", lw=0.8)
+        for fw in FRAMEWORKS:
+            mine = points[points["framework"] == fw]
+            ax.scatter(mine["arithmetic_intensity"], mine["achieved_flops"], color=COLORS[fw], s=18,
+                       label=FRAMEWORK_TITLES[fw])
+            for r in mine.itertuples():
+                ax.annotate(f"{r.model} b{r.batch_size} uc{r.use_case}", (r.arithmetic_intensity, r.achieved_flops),
+                            fontsize=5, alpha=0.7, xytext=(3, 2), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="achieved FLOP/s",
+               title=f"Roofline (left of the dotted ridge: memory-bound)\n{device}")
+        ax.legend(fontsize=7)
+        _save(plt, fig, folder / f"roofline_{device_index.get(str(device), 0)}.png", plots, f"Roofline on {device}")
+
+
+def draw_scaling(plt, scaling, device_index: dict, folder: Path, plots: list) -> None:
+    """Scaling efficiency against the number of processes, one line per framework and cell, per device model.
+    The ideal is 100%: N processes each as fast as one alone on the same global batch."""
+    scaling = scaling[scaling["efficiency"].notna()]
+    for device, block in scaling.groupby("device_model"):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for (fw, bench, case, model, batch, precision), line in block.groupby(["framework", *KEY]):
+            line = line.sort_values("world_size")
+            ax.plot([1, *line["world_size"]], [100, *(line["efficiency"] * 100)], "o-", color=COLORS[fw],
+                    label=f"{FRAMEWORK_TITLES[fw]} {bench}/{model} uc{case} b{batch} {precision}")
+        ax.axhline(100, color="grey", lw=0.8, ls=":")
+        ax.set(xlabel="processes (one device each)", ylabel="scaling efficiency (%)", ylim=(0, None),
+               title=f"Data-parallel scaling efficiency\n{device}")
+        ax.legend(fontsize=7)
+        _save(plt, fig, folder / f"scaling_{device_index.get(str(device), 0)}.png", plots,
+              f"Data-parallel scaling efficiency on {device}")
+
+
+# --- HTML ---------------------------------------------------------------------------------------------
+
+def html_table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def provenance_rows(df) -> tuple[list[str], list[list[str]]]:
+    headers = ["device model", "framework", "hosts", "Slurm jobs", "campaigns", *PROVENANCE]
+    rows = []
+    for (device, fw), block in df.groupby(["device_model", "framework"]):
+        first = block.iloc[0]
+        jobs = sorted(j for j in block["slurm_array_job_id"].unique()
+                      if j and not j.startswith("not available")) or ["(not Slurm)"]
+        row = [device, FRAMEWORK_TITLES.get(fw, fw), ", ".join(sorted(block["hostname"].unique())),
+               ", ".join(jobs), ", ".join(sorted(block["campaign"].unique()))]
+        for column in PROVENANCE:
+            values = sorted(str(v) for v in block[column].unique())
+            row.append(values[0] if len(values) == 1 else " | ".join(values))
+        rows.append(row)
+    return headers, rows
+
+
+def trace_links(df, results_dir: Path, page_dir: Path) -> list[dict]:
+    """Every profiler trace of the collected campaigns (bench_contract.measure.tracing writes them beside the result
+    files, in <campaign>/rows/<framework>/<cell>-trial<t>.trace/), as links relative to the page."""
+    import os
+
+    from bench_contract.measure.tracing import trace_files
+
+    links = []
+    for campaign in sorted(df["campaign"].unique()):
+        for folder in sorted((results_dir / campaign / "rows").glob("*/*.trace")):
+            for file in trace_files(folder):
+                links.append({"cell": folder.name.removesuffix(".trace"), "file": file.name,
+                              "href": os.path.relpath(file, page_dir)})
+    return links
+
+
+def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROJECT_ROOT / "templates")),
+                             undefined=jinja2.StrictUndefined, autoescape=True)
+    tables = [{"device": device, "html": html_table(*display_rows(frame, device))} for device in devices(frame)]
+    tables += [{"device": title, "html": html_table(headers, rows)} for title, headers, rows in extra_tables(df)]
+    plots = [{"title": title, "data": base64.b64encode(p.read_bytes()).decode()} for title, p in report.plots]
+    provenance = html_table(*provenance_rows(df))
+    page = env.get_template("report.html.j2").render(
+        merged=str(merged), rows=len(df), tables=tables, plots=plots, provenance=provenance,
+        campaigns=sorted(df["campaign"].unique()), traces=trace_links(df, merged.parent, path.parent),
+    )
+    return publish(path, lambda tmp: tmp.write_text(page))

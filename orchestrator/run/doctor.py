@@ -1,0 +1,124 @@
+"""`main.py doctor`: is this setup ready to run a campaign? Each check says what it found and how to fix it.
+
+Framework checks run inside each framework's own environment (a subprocess), so the orchestrator still
+never imports jax or torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator import PROJECT_ROOT
+from orchestrator.errors import UsageError
+from orchestrator.plan import catalog
+from orchestrator.plan.profile import ClusterProfile
+
+# Printed as JSON by each environment's python: framework version, devices it sees, NVML's GPU names.
+PROBES = {
+    "jax": "import json, jax; from bench_contract.measure.device import nvml_gpu_names; "
+           "print(json.dumps({'version': jax.__version__, "
+           "'devices': [f'{d.platform}:{d.device_kind}' for d in jax.devices()], 'nvml': nvml_gpu_names()}))",
+    "torch": "import json, torch; from bench_contract.measure.device import nvml_gpu_names; "
+             "n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
+             "print(json.dumps({'version': torch.__version__, "
+             "'devices': [f'cuda:{torch.cuda.get_device_name(i)}' for i in range(n)] or ['cpu'], "
+             "'nvml': nvml_gpu_names()}))",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def check_environment(framework: str, profile: ClusterProfile) -> list[Check]:
+    python = profile.env_path(framework) / "bin" / "python"
+    if not python.exists():
+        return [Check(f"{framework} environment", False, f"{python} is missing; create it with: python main.py envs")]
+    proc = subprocess.run([str(python), "-c", PROBES[framework]], capture_output=True, text=True, timeout=300,
+                          cwd=PROJECT_ROOT, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return [Check(f"{framework} environment", False, f"{python} cannot import {framework}: {last}")]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    gpus = ", ".join(found["nvml"]) or "none (no NVIDIA driver: jobs run on the CPU)"
+    return [
+        Check(f"{framework} environment", True, f"{framework} {found['version']} in {python.parent.parent}"),
+        Check(f"{framework} devices", True, f"{', '.join(found['devices'])}; NVML GPUs: {gpus}"),
+    ]
+
+
+def slurm_partitions() -> list[str] | None:
+    """Partitions `sinfo` knows (the default one is marked '*' by sinfo, stripped here); None without sinfo."""
+    sinfo = shutil.which("sinfo")
+    if sinfo is None:
+        return None
+    proc = subprocess.run([sinfo, "-h", "-o", "%P"], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        return None
+    return [p.strip().rstrip("*") for p in proc.stdout.split() if p.strip()]
+
+
+def check_partition(profile: ClusterProfile) -> None:
+    """Refuse a partition Slurm does not know, where sinfo can tell (before anything is written)."""
+    if profile.partition is None:
+        return
+    known = slurm_partitions()
+    if known is not None and profile.partition not in known:
+        raise UsageError(f"partition {profile.partition!r} is unknown to sinfo; known partitions: {', '.join(known)}")
+
+
+def check_slurm(profile: ClusterProfile) -> list[Check]:
+    checks = []
+    missing = [c for c in ("sbatch", "squeue", "sacct", "sinfo", "scancel") if shutil.which(c) is None]
+    if missing:
+        checks.append(Check("Slurm commands", False,
+                            f"{', '.join(missing)} not on PATH: only --executor local or --dry-run will work here"))
+        return checks
+    checks.append(Check("Slurm commands", True, "sbatch, squeue, sacct, sinfo and scancel are on PATH"))
+    partitions = slurm_partitions()
+    if partitions is None:
+        checks.append(Check("Slurm controller", False, "sinfo cannot reach the controller (is SLURM_CONF right?)"))
+        return checks
+    checks.append(Check("Slurm controller", True, f"partitions: {', '.join(partitions)}"))
+    try:
+        check_partition(profile)
+        checks.append(Check("profile partition", True, profile.partition or "the cluster's default"))
+    except UsageError as exc:
+        checks.append(Check("profile partition", False, str(exc)))
+    proc = subprocess.run(["sacct", "-n", "-X", "-S", "now", "-o", "JobID"], capture_output=True, text=True, timeout=60)
+    accounting = proc.returncode == 0 and "accounting storage is disabled" not in proc.stderr.lower()
+    checks.append(Check("Slurm accounting", accounting,
+                        "sacct answers: status reports final states" if accounting else
+                        "sacct does not answer: status falls back to squeue and the result files"))
+    return checks
+
+
+def check_data(benchmark: str, data_dir: Path | None) -> Check:
+    from orchestrator.plan import matrix
+
+    settings = matrix.RunSettings(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=0,
+                                  data_source="real", data_dir=str(data_dir) if data_dir else None,
+                                  synthetic_samples=2048, device="auto")
+    try:
+        matrix.check_data(benchmark, settings)
+    except UsageError as exc:
+        return Check(f"{benchmark} data", False, str(exc))
+    where = str(data_dir) if catalog.BENCHMARKS[benchmark].needs_data_dir else "ships with its package"
+    return Check(f"{benchmark} data", True, where)
+
+
+def run_checks(profile: ClusterProfile, data: list[tuple[str, Path | None]]) -> list[Check]:
+    checks = []
+    for framework in catalog.FRAMEWORKS:
+        checks += check_environment(framework, profile)
+    checks += check_slurm(profile)
+    checks += [check_data(benchmark, folder) for benchmark, folder in data]
+    return checks

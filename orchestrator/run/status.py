@@ -1,0 +1,185 @@
+"""Where every cell of a campaign stands: pending, running, completed, failed, timed out, cancelled, or
+finished without a result.
+
+One `sacct` call per campaign (and one `squeue` call where accounting is off), never one per cell. A result
+file is the final word for success: a cell whose task ended but left no result is reported as such, with
+the reason its failure row gives (bench_contract.run.failure), else Slurm's state, else "no result", and the
+end of its log.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_contract.run.failure import failure_path, read_failure
+from orchestrator.errors import UsageError
+from orchestrator.plan import campaign as campaigns
+from orchestrator.run.submit import sacct_states
+
+# Slurm's job states, grouped into what a user of a campaign needs to know.
+SLURM_STATE_NAMES = {
+    "PENDING": "pending", "CONFIGURING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending",
+    "RESV_DEL_HOLD": "pending", "SUSPENDED": "pending",
+    "RUNNING": "running", "COMPLETING": "running", "STAGE_OUT": "running", "SIGNALING": "running",
+    "RESIZING": "running",
+    "FAILED": "failed", "BOOT_FAIL": "failed", "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed",
+    "DEADLINE": "timed out", "TIMEOUT": "timed out",
+    "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
+}
+ACTIVE = ("pending", "running")
+SUCCESS = "completed"
+LOG_LINES = 20  # the end of a failed task's log that status and collect show
+
+
+@dataclass(frozen=True)
+class CellStatus:
+    framework: str
+    array_index: int
+    cell_id: str
+    task_id: str
+    state: str  # one of: not submitted, pending, running, completed, failed, timed out, cancelled, no result
+    detail: str  # the Slurm state and the failure row's reason, as reported
+    log: str = ""  # the task's log file, where there is one
+    script: str = ""  # the key of the script and submission that run it (the framework, or "paired")
+
+    @property
+    def ended_without_result(self) -> bool:
+        return self.state not in (*ACTIVE, SUCCESS, "not submitted")
+
+
+def find_campaign(results_dir: Path, campaign: str | None) -> Path:
+    """The campaign folder named, or the newest one under results_dir."""
+    if campaign:
+        folder = Path(campaign) if Path(campaign).is_dir() else results_dir / campaign
+        if not (folder / campaigns.MANIFEST).is_file():
+            raise UsageError(f"no campaign {campaign!r} in {results_dir} (no {campaigns.MANIFEST} there)")
+        return folder
+    manifests = sorted(results_dir.glob(f"*/{campaigns.MANIFEST}"), key=lambda p: p.stat().st_mtime)
+    if not manifests:
+        raise UsageError(f"no campaign in {results_dir}; give --results-dir or a campaign id")
+    return manifests[-1].parent
+
+
+def squeue_states(job_ids: list[str]) -> dict[str, str]:
+    """Array task id -> Slurm state for the tasks still queued or running (pending ranges are expanded)."""
+    squeue = shutil.which("squeue")
+    if squeue is None or not job_ids:
+        return {}
+    proc = subprocess.run([squeue, "-h", "-r", "-j", ",".join(job_ids), "-o", "%i %T"],
+                          capture_output=True, text=True, timeout=60)
+    states = {}
+    for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+        parts = line.split()
+        if len(parts) == 2:
+            states[parts[0]] = parts[1]
+    return states
+
+
+def campaign_status(folder: Path) -> list[CellStatus]:
+    manifest = campaigns.load_manifest(folder)
+    submissions = manifest.get("submissions", {})
+    slurm_jobs = campaigns.slurm_job_ids(manifest)
+    # sacct knows finished tasks; squeue knows queued ones (and is the only source without accounting).
+    states = {**sacct_states(slurm_jobs), **squeue_states(slurm_jobs)} if slurm_jobs else {}
+    cells = []
+    for cell in manifest["cells"]:
+        framework, index = cell["framework"], cell["array_index"]
+        script = cell.get("script", framework)
+        sub = submissions.get(script)  # a paired script runs both frameworks
+        task_id = sub["task_ids"][index] if sub else ""
+        if Path(cell["results"]).is_file():
+            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, "result written",
+                                    script=script))
+            continue
+        log = str(log_path(folder, manifest, script, index, task_id) or "")  # looked up for the rest only
+        failure = read_failure(failure_path(cell["results"])) if sub else None
+        reason = failure["failure_reason"] if failure else None
+        slurm_state = states.get(task_id)
+        if sub is None:
+            state, detail = "not submitted", manifest.get("submission_error", "dry run" if manifest["executor"] == "dry-run" else "")
+        elif slurm_state is not None and SLURM_STATE_NAMES.get(slurm_state) in ACTIVE:
+            # Queued again (resubmitted or requeued): a failure row is the previous attempt's.
+            state = SLURM_STATE_NAMES[slurm_state]
+            detail = slurm_state + (f"; previous attempt: {reason}" if reason else "")
+        elif str(index) in sub.get("failed", {}):
+            state, detail = "failed", "; ".join(filter(None, [sub["failed"][str(index)].splitlines()[0], reason]))
+        elif slurm_state is not None:
+            reason = reason or slurm_memory_kill(log)
+            state = SLURM_STATE_NAMES.get(slurm_state, "no result" if slurm_state == "COMPLETED" else slurm_state.lower())
+            detail = slurm_state + (f": {reason}" if reason else ", but no result file" if state == "no result" else "")
+        elif failure is not None:
+            state, detail = ("failed" if failure["status"] == "failed" else "cancelled"), reason
+        else:
+            state, detail = "no result", "the task is not queued and wrote no result"
+        cells.append(CellStatus(framework, index, cell["cell_id"], task_id, state, detail, log, script))
+    return cells
+
+
+# What slurmstepd writes into a task's log when Slurm kills it for its memory: over its request, found by
+# polling (JobAcctGatherParams=OverMemoryKill), or by the cgroup's out-of-memory handler (task/cgroup). Either
+# way the task gets SIGKILL and cannot write a failure row, so these lines are the only witness.
+MEMORY_KILL = re.compile(r"slurmstepd.*?: error: (?:StepId=\S+ exceeded memory limit \((\d+) > (\d+)\)"
+                         r"|Detected \d+ oom-kill event)")
+
+
+def slurm_memory_kill(log: str) -> str | None:
+    """The failure reason for a task that Slurm killed for its memory, from the end of its log; else None."""
+    for line in reversed(log_tail(log)):
+        match = MEMORY_KILL.search(line)
+        if match and match.group(1):
+            used, limit = (int(g) / 2**20 for g in match.groups())
+            return (f"out of memory: Slurm killed the task, {used:.0f} MiB used against the {limit:.0f} MiB it "
+                    "asked for (the profile's mem)")
+        if match:
+            return "out of memory: Slurm's cgroup out-of-memory handler killed the task"
+    return None
+
+
+def log_path(folder: Path, manifest: dict, script_key: str, index: int, task_id: str) -> Path | None:
+    """The task's output file: <job name>_<task id>.out for sbatch (%A_%a) and the local executor,
+    <job name>_submitit_<index>.out for submitit; None when it is not there."""
+    script = manifest.get("scripts", {}).get(script_key)
+    if not script or not task_id:
+        return None
+    job_name = script["name"].removesuffix(".sh")
+    for name in (f"{job_name}_{task_id}.out", f"{job_name}_submitit_{index}.out"):
+        path = folder / "logs" / name
+        if path.is_file():
+            return path
+    return None
+
+
+def log_tail(path: str, lines: int = LOG_LINES) -> list[str]:
+    """The last lines of a log (read from its end, so a huge log costs no more than a small one)."""
+    if not path:
+        return []
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    return text.splitlines()[-lines:]
+
+
+def summary(cells: list[CellStatus]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for cell in cells:
+        counts[cell.state] = counts.get(cell.state, 0) + 1
+    return counts
+
+
+def progress_bar(cells: list[CellStatus], width: int = 30) -> str:
+    done = sum(1 for c in cells if c.state not in ACTIVE)
+    filled = round(width * done / len(cells)) if cells else width
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(summary(cells).items()))
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{len(cells)} ended ({counts})"
+
+
+def is_active(cells: list[CellStatus]) -> bool:
+    return any(c.state in ACTIVE for c in cells)

@@ -1,0 +1,308 @@
+"""Executors: hand the rendered array scripts to Slurm (sbatch or submitit), or run them here (local).
+
+All three run the same script, so what a person reads in slurm_scripts/ is what runs. Slurm is called
+once per script (one array job per framework), never once per cell.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.plan.profile import ClusterProfile
+
+
+@dataclass
+class Submission:
+    """What one framework's script became: an array job id, and one task id per array index.
+
+    An array larger than the cluster allows goes in several parts (`arrays`), each its own Slurm array job;
+    `job_id` is then the first part's, and task_ids name each cell's task in whichever part holds it.
+    """
+
+    framework: str
+    job_id: str
+    task_ids: list[str]
+    failed: dict[int, str] = field(default_factory=dict)  # array index -> reason, where known
+    arrays: list[dict] = field(default_factory=list)  # [{"job_id", "offset", "count"}], one per sbatch call
+
+    @property
+    def job_ids(self) -> list[str]:
+        return [a["job_id"] for a in self.arrays] or [self.job_id]
+
+
+def require_command(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise UsageError(
+            f"'{name}' is not on PATH, so jobs cannot go to Slurm here; use --executor local to run on this "
+            "machine, or --dry-run to only write the scripts"
+        )
+    return path
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"(no log at {path})"
+
+
+# --- sbatch -----------------------------------------------------------------------------------------
+
+def cluster_max_array_size() -> int | None:
+    """The cluster's MaxArraySize (array indices run from 0 to MaxArraySize-1); None when scontrol cannot say."""
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return None
+    try:
+        proc = subprocess.run([scontrol, "show", "config"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return None
+    found = re.search(r"^MaxArraySize\s*=\s*(\d+)", proc.stdout, re.MULTILINE)
+    return int(found.group(1)) if proc.returncode == 0 and found else None
+
+
+def array_limit(profile: ClusterProfile) -> int | None:
+    """Most tasks one array job may hold here: the cluster's MaxArraySize, or the profile's cap if smaller."""
+    limits = [n for n in (cluster_max_array_size(), profile.max_array_size) if n is not None]
+    return min(limits) if limits else None
+
+
+def sbatch(script: Path, *args: str, options: tuple[str, ...] = ()) -> str:
+    """One sbatch call; returns the job id. A refusal becomes one sentence with sbatch's own words."""
+    sbatch = require_command("sbatch")
+    proc = subprocess.run([sbatch, "--parsable", *options, str(script), *args],
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        said = "; ".join(line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip())
+        raise OrchestratorError(f"sbatch refused {script}: {said}")
+    job_id = proc.stdout.strip().split(";")[0]  # --parsable prints "jobid" or "jobid;cluster"
+    if not job_id.isdigit():
+        raise OrchestratorError(f"sbatch printed {proc.stdout.strip()!r} for {script}, not a job id")
+    return job_id
+
+
+def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | None = None) -> Submission:
+    """One sbatch call for the whole array, or one per part of at most `max_array` tasks.
+
+    A part is `sbatch --array=0-K script OFFSET`: its task i runs cell OFFSET+i (the script adds them).
+    """
+    if max_array is None or n_tasks <= max_array:
+        job_id = sbatch(script)
+        return Submission(framework, job_id, [f"{job_id}_{i}" for i in range(n_tasks)],
+                          arrays=[{"job_id": job_id, "offset": 0, "count": n_tasks}])
+    arrays, task_ids = [], []
+    for offset in range(0, n_tasks, max_array):
+        count = min(max_array, n_tasks - offset)
+        try:
+            job_id = sbatch(script, str(offset), options=(f"--array=0-{count - 1}",))
+        except OrchestratorError as exc:
+            done = ", ".join(a["job_id"] for a in arrays)
+            raise OrchestratorError(f"{exc} (part {len(arrays) + 1} of {-(-n_tasks // max_array)}; "
+                                    f"parts already submitted: {done})") from None
+        arrays.append({"job_id": job_id, "offset": offset, "count": count})
+        task_ids += [f"{job_id}_{i}" for i in range(count)]
+    return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays)
+
+
+# Waiting polls squeue after 1 s, then 1.5x longer each time, never more than 30 s apart: quick for short
+# campaigns, and about two polls a minute for long ones, so the controller is not hammered.
+POLL_FIRST_S, POLL_BACKOFF, POLL_MAX_S = 1.0, 1.5, 30.0
+
+
+def polls_within(seconds: float) -> int:
+    """How many polls the back-off makes in the first `seconds` of a wait."""
+    polls, elapsed, delay = 1, 0.0, POLL_FIRST_S
+    while elapsed + delay <= seconds:
+        elapsed += delay
+        polls += 1
+        delay = min(delay * POLL_BACKOFF, POLL_MAX_S)
+    return polls
+
+
+def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None,
+                   report: Callable[[str], None] = print) -> None:
+    """Poll squeue once per round for all jobs of the campaign, backing off, until none is queued or running.
+
+    Then ask sacct (when accounting is there) for the final state of every array task, and mark failures.
+    """
+    squeue = require_command("squeue")
+    job_ids = [job_id for s in submissions for job_id in s.job_ids]
+    ids = ",".join(job_ids)
+    delay, start, errors = POLL_FIRST_S, time.monotonic(), 0
+    while True:
+        proc = subprocess.run([squeue, "-h", "-j", ids, "-o", "%i %T"], capture_output=True, text=True, timeout=60)
+        if proc.returncode == 0 and not proc.stdout.strip():
+            break
+        if proc.returncode != 0:
+            # Slurm forgets finished jobs after MinJobAge; squeue then calls their ids invalid: they are done.
+            if "Invalid job id" in proc.stderr:
+                break
+            errors += 1
+            if errors >= 5:
+                raise OrchestratorError(f"squeue failed {errors} times in a row: {proc.stderr.strip()}")
+        else:
+            errors = 0
+        if timeout_s is not None and time.monotonic() - start > timeout_s:
+            raise OrchestratorError(f"jobs {ids} still queued or running after {timeout_s:.0f} s")
+        time.sleep(delay)
+        delay = min(delay * POLL_BACKOFF, POLL_MAX_S)
+    states = final_sacct_states(job_ids)
+    for sub in submissions:
+        for index, task_id in enumerate(sub.task_ids):
+            state = states.get(task_id)
+            if state is not None and state != "COMPLETED":
+                sub.failed[index] = state
+    if not states:
+        report("sacct gave no states (accounting may be off); check the results folder for each task's rows")
+
+
+# States sacct may still show for a task that squeue no longer lists: accounting lags the controller.
+UNSETTLED = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "REQUEUED"}
+
+
+def final_sacct_states(job_ids: list[str], settle_s: float = 60.0) -> dict[str, str]:
+    """sacct's states once none of them is still pending or running (or after settle_s, as they then are)."""
+    deadline, delay = time.monotonic() + settle_s, 0.5
+    while True:
+        states = sacct_states(job_ids)
+        if not UNSETTLED & set(states.values()) or time.monotonic() > deadline:
+            return states
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+def sacct_states(job_ids: list[str]) -> dict[str, str]:
+    """Final state of every array task ("123_4" -> "COMPLETED"); empty when sacct is absent or has no record."""
+    sacct = shutil.which("sacct")
+    if sacct is None:
+        return {}
+    proc = subprocess.run(
+        [sacct, "-j", ",".join(job_ids), "-X", "-n", "-P", "-o", "JobID,State"],
+        capture_output=True, text=True, timeout=60,
+    )
+    if proc.returncode != 0:
+        return {}
+    states = {}
+    for line in proc.stdout.splitlines():
+        if "|" in line:
+            job, state = line.split("|", 1)
+            states[job.strip()] = state.split()[0] if state.strip() else "UNKNOWN"  # "CANCELLED by 0" -> CANCELLED
+    return states
+
+
+# --- local ------------------------------------------------------------------------------------------
+
+def run_array_task(script: str, index: int, log: str | None = None) -> None:
+    """Run array task `index` of a rendered script with bash, as Slurm would; raise if it fails.
+
+    Used by the local executor, and by submitit on the node (where it runs inside a real Slurm task).
+    """
+    env = dict(os.environ)
+    env["SLURM_ARRAY_TASK_ID"] = str(index)
+    # The orchestrator's own virtualenv must not leak into the framework's environment.
+    env.pop("VIRTUAL_ENV", None)
+    env.pop("PYTHONHOME", None)
+    if log is None:
+        proc = subprocess.run(["bash", script], env=env)
+    else:
+        with open(log, "w") as out:
+            proc = subprocess.run(["bash", script], env=env, stdout=out, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        where = f"; its log {log} ends with:\n{log_tail(Path(log))}" if log else ""
+        raise OrchestratorError(f"array task {index} of {script} exited with code {proc.returncode}{where}")
+
+
+def run_local(framework: str, script: Path, n_tasks: int, log_dir: Path, job_name: str,
+              report: Callable[[str], None] = print) -> Submission:
+    """Run every array index of the script here, one after another; a failed task does not stop the rest."""
+    sub = Submission(framework, "local", [f"local_{i}" for i in range(n_tasks)])
+    for index in range(n_tasks):
+        log = log_dir / f"{job_name}_local_{index}.out"
+        report(f"{framework}: running array task {index + 1} of {n_tasks} here (log {log})")
+        try:
+            run_array_task(str(script), index, str(log))
+        except OrchestratorError as exc:
+            sub.failed[index] = str(exc)
+            report(str(exc))
+    return sub
+
+
+# --- submitit ---------------------------------------------------------------------------------------
+
+def slurm_minutes(time_limit: str) -> int:
+    """Minutes in a Slurm time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (rounded up)."""
+    days, dash, clock = time_limit.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if dash:  # after "D-" the fields are hours, then minutes, then seconds
+        h, m, s = (parts + [0, 0])[:3]
+    elif len(parts) == 3:
+        h, m, s = parts
+    else:  # without days: minutes, then seconds
+        h, m, s = 0, parts[0], (parts[1] if len(parts) > 1 else 0)
+    return max(1, (int(days or 0) * 24 + h) * 60 + m + (1 if s else 0))
+
+
+def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) -> dict:
+    extra = {}
+    for option in profile.extra_sbatch:
+        key, _, value = option.removeprefix("--").partition("=")
+        extra[key.replace("-", "_")] = value or True
+    if profile.account:
+        extra["account"] = profile.account
+    params = {
+        "name": job_name,
+        "timeout_min": slurm_minutes(profile.time_limit),
+        "slurm_cpus_per_task": profile.cpus_per_task,
+        "slurm_ntasks_per_node": 1,
+        "slurm_setup": list(profile.setup_lines),
+        "slurm_array_parallelism": n_tasks,
+        "slurm_additional_parameters": extra,
+    }
+    if profile.partition:
+        params["slurm_partition"] = profile.partition
+    if profile.gpus_per_task:
+        params["slurm_gres"] = f"gpu:{profile.gpus_per_task}"
+    if profile.mem:
+        params["slurm_mem"] = profile.mem
+    return params
+
+
+def submit_submitit(framework: str, script: Path, n_tasks: int, folder: Path, profile: ClusterProfile,
+                    job_name: str, log_dir: Path, max_array: int | None = None, indices: list[int] | None = None):
+    """Submit the script's array indices (all n_tasks, or only `indices`) as submitit arrays: one, or one per
+    part of at most `max_array`. Return the Submission (task_ids in the order of the indices) and submitit's jobs."""
+    require_command("sbatch")
+    import submitit  # only this executor needs it
+
+    indices = list(range(n_tasks)) if indices is None else indices
+    executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
+    size = max_array if max_array is not None and len(indices) > max_array else len(indices)
+    executor.update_parameters(**submitit_parameters(profile, job_name, size))
+    jobs, arrays = [], []
+    for offset in range(0, len(indices), size):
+        chunk = indices[offset:offset + size]
+        with executor.batch():  # one sbatch call per batch; each task is told its cell's index directly
+            part = [executor.submit(run_array_task, str(script), i, str(log_dir / f"{job_name}_submitit_{i}.out"))
+                    for i in chunk]
+        arrays.append({"job_id": re.sub(r"_\d+$", "", part[0].job_id), "offset": offset, "count": len(chunk)})
+        jobs += part
+    task_ids = [job.job_id for job in jobs]
+    return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays), jobs
+
+
+def wait_for_submitit(sub: Submission, jobs) -> None:
+    for index, job in enumerate(jobs):
+        try:
+            job.result()
+        except Exception as exc:  # submitit raises FailedJobError and friends, with the task's stderr
+            sub.failed[index] = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+
