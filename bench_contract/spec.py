@@ -21,6 +21,9 @@ from bench_contract.atomic import publish
 DEVICES = ("auto", "cpu", "gpu")
 VARIANTS = ("full", "tiny")  # the published network, or the same layer types smaller for CPU tests
 INFERENCE_USE_CASE = 5
+OPTIMIZERS = ("sgd",)  # what both backends implement; the orchestrator's catalog offers the same list
+# DP-SGD's clipping factor is min(1, C / (||g|| + CLIP_EPSILON)) (Opacus' formula), the same in both backends
+CLIP_EPSILON = 1e-6
 DATA_SOURCES = ("real", "synthetic")
 DATA_PARALLEL_USE_CASES = (2, 4)  # several processes, one per device, each on its shard of the global batch
 PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed, noised

@@ -16,6 +16,7 @@ from bench_contract.measure.flops import Flops, Peak, cpu_peak, gpu_peak
 from bench_contract.measure.roofline import COPY_BYTES, cpu_bandwidth
 from bench_contract.results import not_available
 from bench_contract.run.precision import DTYPE_NAMES
+from jax_backend.sync import synchronize
 
 
 def xla_flops(compiled, devices: int = 1) -> Flops:
@@ -57,10 +58,10 @@ def efficiency(kind: str, devices, precision: str, world_size: int) -> Efficienc
         n = 1024
         a = jax.device_put(jnp.ones((n, n), dtype), devices[0])
         matmul = jax.jit(lambda x: x @ x)
-        compute = cpu_peak("jax", precision, lambda: matmul(a), jax.block_until_ready, n=n)
+        compute = cpu_peak("jax", precision, lambda: matmul(a), synchronize, n=n)
         big = jax.device_put(jnp.ones(COPY_BYTES // 4, jnp.float32), devices[0])
         scale = jax.jit(lambda x: x * 1.5)
-        bandwidth = cpu_bandwidth("jax", lambda: scale(big), jax.block_until_ready)
+        bandwidth = cpu_bandwidth("jax", lambda: scale(big), synchronize)
         return replace(compute, bandwidth=bandwidth[0], bandwidth_method=bandwidth[1])
 
     # One device per process in every use case: the MFU denominator is one peak per process.

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jax_backend import compiles, models
+from jax_backend.sync import synchronize
 
 
 class JaxInference:
@@ -21,13 +22,13 @@ class JaxInference:
         self.parameter_count = sum(int(np.prod(p.shape)) for p in jax.tree_util.tree_leaves(variables["params"]))
         # bf16: every variable (parameters and batch-norm statistics) is cast, as PyTorch's module.to(dtype) does.
         variables = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), variables)
-        self.variables = jax.block_until_ready(jax.device_put(variables, device))
+        self.variables = synchronize(jax.device_put(variables, device))
         self.jitted = jax.jit(net.apply)
         self.compiled = None
 
     def to_device(self, x: np.ndarray):
         x = jnp.asarray(models.to_model_layout(self.model, x), self.dtype)
-        return jax.block_until_ready(jax.device_put(x, self.device))
+        return synchronize(jax.device_put(x, self.device))
 
     def compile(self, x) -> dict[str, float]:
         start = time.perf_counter()
@@ -47,7 +48,7 @@ class JaxInference:
 
     def synchronize(self, out) -> None:
         # JAX dispatches asynchronously: the forward pass is done only when its output is ready.
-        jax.block_until_ready(out)
+        synchronize(out)
 
     def compilations(self) -> int:
         return compiles.count()

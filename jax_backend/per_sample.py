@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from jax_backend import compiles, models, steps
+from jax_backend.sync import synchronize
 
 
 class JaxPerSampleOps:
@@ -24,7 +25,7 @@ class JaxPerSampleOps:
 
     def local_batch(self, x: np.ndarray, y: np.ndarray):
         x = models.to_model_layout(self.model, x)
-        return jax.block_until_ready((jax.device_put(x, self.device), jax.device_put(y, self.device)))
+        return synchronize((jax.device_put(x, self.device), jax.device_put(y, self.device)))
 
     def clipped_sum_vectorized(self, batch):
         return self.vectorized(self.params, *batch)
@@ -37,7 +38,7 @@ class JaxPerSampleOps:
         return total
 
     def synchronize(self, out) -> None:
-        jax.block_until_ready(out)
+        synchronize(out)
 
     def compilations(self) -> int:
         return compiles.count()

@@ -21,20 +21,19 @@ import optax
 
 from bench_contract.data.datasets import Dataset
 from bench_contract.results import ResultRows
-from bench_contract.run.batch_search import try_efficiency
-from bench_contract.run.inference import run_inference
 from bench_contract.run.precision import DTYPE_NAMES, precision_policy
 from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.topology import topology_for
-from bench_contract.run.training import record_dp_settings, refuse_batch_norm, run_training, time_vectorization
-from bench_contract.spec import INFERENCE_USE_CASE, PER_SAMPLE_USE_CASES, JobSpec
+from bench_contract.run.training import refuse_batch_norm
+from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from jax_backend import compiles, models, steps
 from jax_backend.efficiency import cuda_ordinals, efficiency, runtime_versions, xla_flops
 from jax_backend.inference import JaxInference
 from jax_backend.parallel import Placement, initialize
 from jax_backend.per_sample import JaxPerSampleOps
+from jax_backend.sync import synchronize
 
-# The words recorded for each precision policy live in bench_contract.run.inference.PRECISION_POLICIES, one
+# The words recorded for each precision policy live in bench_contract.run.precision.PRECISION_POLICIES, one
 # table for both backends, so rows compare like with like.
 
 
@@ -65,7 +64,7 @@ class JaxOps:
     def to_device(self, x: np.ndarray, y: np.ndarray):
         # The layout change (channel-last for convolutions) is a host-side copy, outside the timed step.
         x = models.to_model_layout(self.model, x)
-        return jax.block_until_ready((self.placement.batch(x), self.placement.batch(y)))
+        return synchronize((self.placement.batch(x), self.placement.batch(y)))
 
     def train_step(self, batch):
         self.params, self.batch_stats, self.opt_state, self.step, loss = self.step_fn(
@@ -74,7 +73,7 @@ class JaxOps:
 
     def synchronize(self, out) -> None:
         # JAX dispatches asynchronously: the step is done only when its outputs are ready.
-        jax.block_until_ready((out, self.params))
+        synchronize((out, self.params))
 
     def compilations(self) -> int:
         return compiles.count()
@@ -100,7 +99,6 @@ def jax_trace(folder: Path):
 class JaxBackend:
     framework = "jax"
     libraries = ["jax", "jaxlib", "flax", "optax"]
-    implemented_use_cases = (1, 2, 3, 4, INFERENCE_USE_CASE)
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         policy = precision_policy("jax", spec.precision, spec.use_case)
@@ -134,7 +132,7 @@ class JaxBackend:
         )
 
     def efficiency(self, spec: JobSpec):
-        return try_efficiency(spec) or efficiency(self.kind, [self.device], spec.precision, self.topology.world_size)
+        return efficiency(self.kind, [self.device], spec.precision, self.topology.world_size)
 
     def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
         return models.param_specs(model, sample_shape, num_classes, variant, graph)
@@ -143,12 +141,7 @@ class JaxBackend:
         return JaxInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
                             dtype=getattr(jnp, DTYPE_NAMES[spec.precision]))
 
-    def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
-        if spec.use_case == INFERENCE_USE_CASE:
-            ops = self.inference_ops(spec, weights, data.sample_shape, data.num_classes)
-            run_inference(spec, data.x_train, ops, rows, self.efficiency(spec), tracer=jax_trace)
-            self.add_device_memory(rows)
-            return
+    def training_ops(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> JaxOps:
         module, variables = models.build_with_variables(spec.model, weights, data.sample_shape, data.num_classes,
                                                         spec.model_variant, data.graph)
         unknown = set(variables) - {"params", "batch_stats"}
@@ -156,28 +149,31 @@ class JaxBackend:
             raise ValueError(f"training {spec.model} (it has {', '.join(sorted(unknown))}) is not implemented "
                              "in the jax backend")
         rows.add("parameter_count", sum(p.size for p in jax.tree_util.tree_leaves(variables["params"])), "parameters")
-        if spec.optimizer != "sgd":
-            raise ValueError(f"optimizer {spec.optimizer!r} is not implemented in the jax backend (only sgd)")
         optimizer = optax.sgd(spec.learning_rate)
-        private = spec.use_case in PER_SAMPLE_USE_CASES
         refuse_batch_norm(spec, "batch_stats" in variables)
-        if private:
+        if spec.use_case in PER_SAMPLE_USE_CASES:
             step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed)
-            record_dp_settings(spec, rows)
         else:
             step_fn = steps.plain_step(module, optimizer)
-        topology = self.topology
-        local = spec.batch_size // topology.world_size
+        local = spec.batch_size // self.topology.world_size
         sample = (data.x_train[:local], data.y_train[:local])
-        ops = JaxOps(spec.model, module, variables, optimizer, step_fn, sample, Placement(topology))
+        ops = JaxOps(spec.model, module, variables, optimizer, step_fn, sample, Placement(self.topology))
         rows.add("lowering_time", ops.lowering_time_s, "s")
         rows.add("compile_time", ops.compile_time_s, "s")
-        run_training(spec, data, ops, rows, topology, self.efficiency(spec), tracer=jax_trace)
-        if private:
-            per_sample = JaxPerSampleOps(spec.model, module, ops.placement.local_copy(ops.params), spec.clip_norm,
-                                         self.device)
-            time_vectorization(spec, data, per_sample, rows)
-        self.add_device_memory(rows)
+        return ops
+
+    def per_sample_ops(self, spec: JobSpec, ops: JaxOps) -> JaxPerSampleOps:
+        return JaxPerSampleOps(spec.model, ops.module, ops.placement.local_copy(ops.params), spec.clip_norm,
+                               self.device)
+
+    def trace(self, folder: Path):
+        return jax_trace(folder)
+
+    def reset_device_memory(self) -> None:
+        """Nothing to do: JAX cannot reset its peak statistics, which is why each cell has its own process."""
+
+    def finish(self) -> None:
+        """Nothing to release: jax.distributed shuts down with the process."""
 
     def add_device_memory(self, rows: ResultRows) -> None:
         # This process ran one cell only, so the peak belongs to it: JAX cannot reset its peak statistics.

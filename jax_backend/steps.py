@@ -17,8 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-# Clipping factor min(1, C / (norm + EPS)), Opacus' formula; the PyTorch backend uses the same constant.
-CLIP_EPS = 1e-6
+from bench_contract.spec import CLIP_EPSILON
 
 
 def example_loss(module):
@@ -36,23 +35,16 @@ def per_sample_grads(module, params, x, y):
     return jax.vmap(jax.value_and_grad(example_loss(module)), in_axes=(None, 0, 0))(params, x, y)
 
 
-def per_sample_grads_loop(module, params, x, y):
-    """The same gradients one example at a time: the reference the vectorised version is checked against."""
-    one = jax.jit(jax.grad(example_loss(module)))
-    grads = [one(params, x[i], y[i]) for i in range(x.shape[0])]
-    return jax.tree.map(lambda *g: jnp.stack(g), *grads)
-
-
 def clip_factors(grads, clip_norm: float):
     """Per-example min(1, C / (||g_i|| + eps)), the norm taken over all parameters together."""
     squares = sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in jax.tree.leaves(grads))
-    return jnp.minimum(1.0, clip_norm / (jnp.sqrt(squares) + CLIP_EPS))
+    return jnp.minimum(1.0, clip_norm / (jnp.sqrt(squares) + CLIP_EPSILON))
 
 
 def clip_one(grad, clip_norm: float):
     """One example's gradient (no batch axis) scaled to norm at most C, as in the naive per-example loop."""
     norm = jnp.sqrt(sum(jnp.sum(g**2) for g in jax.tree.leaves(grad)))
-    factor = jnp.minimum(1.0, clip_norm / (norm + CLIP_EPS))
+    factor = jnp.minimum(1.0, clip_norm / (norm + CLIP_EPSILON))
     return jax.tree.map(lambda g: g * factor, grad)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from torch_backend import compiles, models
+from torch_backend.sync import synchronize
 
 
 class TorchInference:
@@ -66,9 +67,7 @@ class TorchInference:
         return counted_flops(forward)
 
     def synchronize(self, out) -> None:
-        # CUDA kernels run asynchronously: without this the clock would stop at dispatch, not completion.
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        synchronize(self.device)
 
     def compilations(self) -> int:
         return compiles.count()

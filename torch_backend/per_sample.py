@@ -14,12 +14,11 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, grad, grad_and_value, vmap
+from torch.func import functional_call, grad_and_value, vmap
 
+from bench_contract.spec import CLIP_EPSILON
 from torch_backend import compiles
-
-# Clipping factor min(1, C / (norm + EPS)), Opacus' formula; the JAX backend uses the same constant.
-CLIP_EPS = 1e-6
+from torch_backend.sync import batch_to_device, synchronize
 
 
 def example_loss(model: nn.Module):
@@ -37,17 +36,10 @@ def per_sample_grads(model: nn.Module, params: dict, x: torch.Tensor, y: torch.T
     return vmap(grad_and_value(example_loss(model)), in_dims=(None, 0, 0))(params, x, y)
 
 
-def per_sample_grads_loop(model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor) -> dict:
-    """The same gradients one example at a time: the reference the vectorised version is checked against."""
-    one = grad(example_loss(model))
-    grads = [one(params, x[i], y[i]) for i in range(x.shape[0])]
-    return {name: torch.stack([g[name] for g in grads]) for name in params}
-
-
 def clip_factors(grads: dict, clip_norm: float) -> torch.Tensor:
     """Per-example min(1, C / (||g_i|| + eps)), the norm taken over all parameters together."""
     squares = sum(g.flatten(1).pow(2).sum(1) for g in grads.values())
-    return (clip_norm / (squares.sqrt() + CLIP_EPS)).clamp(max=1.0)
+    return (clip_norm / (squares.sqrt() + CLIP_EPSILON)).clamp(max=1.0)
 
 
 def clipped_sum(grads: dict, clip_norm: float) -> dict:
@@ -58,25 +50,12 @@ def clipped_sum(grads: dict, clip_norm: float) -> dict:
 def clip_one(grad_one: dict, clip_norm: float) -> dict:
     """One example's gradient (no batch axis) scaled to norm at most C, as in the naive per-example loop."""
     norm = torch.sqrt(sum(g.pow(2).sum() for g in grad_one.values()))
-    factor = (clip_norm / (norm + CLIP_EPS)).clamp(max=1.0)
+    factor = (clip_norm / (norm + CLIP_EPSILON)).clamp(max=1.0)
     return {name: g * factor for name, g in grad_one.items()}
 
 
 def detached_params(model: nn.Module) -> dict:
     return {name: p.detach() for name, p in model.named_parameters()}
-
-
-def batch_to_device(x: np.ndarray, y: np.ndarray, device: torch.device):
-    """A batch as tensors on `device` (labels as int64, what cross_entropy takes), transfer finished."""
-    batch = (torch.from_numpy(x).to(device), torch.from_numpy(y).long().to(device))
-    synchronize(device)
-    return batch
-
-
-def synchronize(device: torch.device) -> None:
-    # CUDA kernels run asynchronously: without this a clock would stop at dispatch, not completion.
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class DPSGDUpdate:
@@ -86,13 +65,12 @@ class DPSGDUpdate:
                  clip_norm: float, noise_multiplier: float, seed: int, world_size: int) -> None:
         self.model, self.optimizer, self.device = model, optimizer, device
         self.clip_norm, self.noise_multiplier, self.world_size = clip_norm, noise_multiplier, world_size
-        self.example_loss = example_loss(model)
         # Seeded alike on every rank: the same noise everywhere keeps the replicas identical.
         self.generator = torch.Generator(device=device).manual_seed(seed)
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         params = detached_params(self.model)
-        grads, losses = vmap(grad_and_value(self.example_loss), in_dims=(None, 0, 0))(params, x, y)
+        grads, losses = per_sample_grads(self.model, params, x, y)
         summed = clipped_sum(grads, self.clip_norm)
         loss = losses.mean()
         if self.world_size > 1:
@@ -119,14 +97,13 @@ class TorchPerSampleOps:
     def __init__(self, model: nn.Module, clip_norm: float, device: torch.device) -> None:
         self.model, self.clip_norm, self.device = model, clip_norm, device
         self.params = detached_params(model)
-        self.loss = example_loss(model)
 
     def local_batch(self, x: np.ndarray, y: np.ndarray):
         return batch_to_device(x, y, self.device)
 
     def clipped_sum_vectorized(self, batch):
         x, y = batch
-        grads = vmap(grad(self.loss), in_dims=(None, 0, 0))(self.params, x, y)
+        grads, _ = per_sample_grads(self.model, self.params, x, y)
         return clipped_sum(grads, self.clip_norm)
 
     def clipped_sum_loop(self, batch):

@@ -21,19 +21,18 @@ from torch.profiler import ProfilerActivity, profile
 
 from bench_contract.data.datasets import Dataset
 from bench_contract.results import ResultRows
-from bench_contract.run.batch_search import try_efficiency
-from bench_contract.run.inference import run_inference
 from bench_contract.run.precision import DTYPE_NAMES, precision_policy
 from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.topology import Topology, topology_for
-from bench_contract.run.training import record_dp_settings, refuse_batch_norm, run_training, time_vectorization
-from bench_contract.spec import INFERENCE_USE_CASE, PER_SAMPLE_USE_CASES, JobSpec
+from bench_contract.run.training import refuse_batch_norm
+from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from torch_backend import compiles, models, vision
 from torch_backend.efficiency import counted_flops, efficiency, pci_bus_id, runtime_versions
 from torch_backend.inference import TorchInference
-from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps, batch_to_device, synchronize
+from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps
+from torch_backend.sync import batch_to_device, synchronize
 
-# The words recorded for each precision policy live in bench_contract.run.inference.PRECISION_POLICIES, one
+# The words recorded for each precision policy live in bench_contract.run.precision.PRECISION_POLICIES, one
 # table for both backends, so rows compare like with like.
 
 
@@ -111,7 +110,6 @@ def unused_accelerators() -> tuple[str, ...]:
 class TorchBackend:
     framework = "torch"
     libraries = ["torch", "torchvision"]
-    implemented_use_cases = (1, 2, 3, 4, INFERENCE_USE_CASE)
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
@@ -152,13 +150,8 @@ class TorchBackend:
                               torch_compile=spec.torch_compile, channels_last=spec.channels_last,
                               dtype=getattr(torch, DTYPE_NAMES[spec.precision]))
 
-    def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
-        if spec.use_case == INFERENCE_USE_CASE:
-            ops = self.inference_ops(spec, weights, data.sample_shape, data.num_classes)
-            self.reset_device_memory()
-            run_inference(spec, data.x_train, ops, rows, self.efficiency(spec, 1), tracer=self.trace)
-            self.add_device_memory(rows)
-            return
+    def training_ops(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray],
+                     rows: ResultRows) -> TorchOps:
         model = models.build(spec.model, data.sample_shape, data.num_classes, spec.model_variant, data.graph)
         models.load_shared_weights(model, weights)
         refuse_batch_norm(spec, any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()))
@@ -167,35 +160,30 @@ class TorchBackend:
         vision.disable_random_regularisers(model)
         model.to(self.device).train()
         rows.add("parameter_count", sum(p.numel() for p in model.parameters()), "parameters")
-        if spec.optimizer != "sgd":
-            raise ValueError(f"optimizer {spec.optimizer!r} is not implemented in the torch backend (only sgd)")
         optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate)
-        self.reset_device_memory()
-        topology = self.topology
-        private = spec.use_case in PER_SAMPLE_USE_CASES
-        if private:
-            record_dp_settings(spec, rows)
-            ops = TorchDPOps(DPSGDUpdate(model, optimizer, self.device, clip_norm=spec.clip_norm,
-                                         noise_multiplier=spec.noise_multiplier, seed=spec.seed,
-                                         world_size=topology.world_size))
-        elif topology.world_size > 1:
+        world_size = self.topology.world_size
+        if spec.use_case in PER_SAMPLE_USE_CASES:
+            return TorchDPOps(DPSGDUpdate(model, optimizer, self.device, clip_norm=spec.clip_norm,
+                                          noise_multiplier=spec.noise_multiplier, seed=spec.seed,
+                                          world_size=world_size))
+        if world_size > 1:
             # Buffers outside the state_dict (the GCN's graph) are constants, the same on every rank:
             # DDP would broadcast them before every forward pass for nothing. Batch-norm statistics stay synced.
             stateful = set(model.state_dict()) - {name for name, _ in model.named_parameters()}
             ddp = DistributedDataParallel(model, device_ids=[self.device] if self.device.type == "cuda" else None,
                                           broadcast_buffers=bool(stateful))
-            ops = TorchOps(ddp, optimizer, self.device, topology.world_size)
-        else:
-            ops = TorchOps(model, optimizer, self.device)
-        run_training(spec, data, ops, rows, topology, self.efficiency(spec, topology.world_size), tracer=self.trace)
-        if private:
-            time_vectorization(spec, data, TorchPerSampleOps(model, spec.clip_norm, self.device), rows)
-        if topology.world_size > 1:
-            dist.destroy_process_group()
-        self.add_device_memory(rows)
+            return TorchOps(ddp, optimizer, self.device, world_size)
+        return TorchOps(model, optimizer, self.device)
 
-    def efficiency(self, spec: JobSpec, world_size: int):
-        return try_efficiency(spec) or efficiency(self.device, spec.precision, world_size)
+    def per_sample_ops(self, spec: JobSpec, ops: TorchOps) -> TorchPerSampleOps:
+        return TorchPerSampleOps(ops.eval_model, spec.clip_norm, self.device)
+
+    def efficiency(self, spec: JobSpec):
+        return efficiency(self.device, spec.precision, self.topology.world_size)
+
+    def finish(self) -> None:
+        if self.topology.world_size > 1:
+            dist.destroy_process_group()
 
     @contextlib.contextmanager
     def trace(self, folder: Path):

@@ -12,8 +12,6 @@ writes the XPlane file TensorBoard's profile plugin reads.
 
 from __future__ import annotations
 
-import gzip
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -60,15 +58,3 @@ def record_trace(spec: JobSpec, rows: ResultRows, step: Callable[[], Any], synch
 def trace_files(folder: Path) -> list[Path]:
     """The Chrome-format trace files under a trace folder (JAX nests them under plugins/profile/<run>/)."""
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
-
-
-def load_trace_events(path: Path) -> list[dict]:
-    """The events of a Chrome-format trace (what Perfetto's JSON importer reads): a list, or traceEvents."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        data = json.load(f)
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    if not isinstance(events, list):
-        raise ValueError(f"{path} holds no list of trace events")
-    return events
-

@@ -15,7 +15,10 @@ import json
 import signal
 import sys
 import traceback
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -23,16 +26,18 @@ import numpy as np
 from bench_contract import SCHEMA_VERSION
 from bench_contract.data.datasets import Dataset, load_dataset
 from bench_contract.measure.device import environment_context, peak_host_rss_bytes
+from bench_contract.measure.efficiency import Efficiency
 from bench_contract.models.vision import RANDOM_REGULARISERS
 from bench_contract.models.weights import ParamSpec, load_or_create
 from bench_contract.results import ResultRows
 from bench_contract.run import stop_signals
-from bench_contract.run.batch_search import run_search
+from bench_contract.run.batch_search import run_search, try_efficiency
 from bench_contract.run.failure import clear_failure, exception_reason, write_failure
-from bench_contract.run.inference import inference_dataset
+from bench_contract.run.inference import InferenceOps, inference_dataset, run_inference
 from bench_contract.run.stop_signals import STOP_SIGNALS
 from bench_contract.run.topology import topology_for
-from bench_contract.spec import INFERENCE_USE_CASE, PAIRED_ORDER, JobSpec
+from bench_contract.run.training import PerSampleOps, TrainingOps, record_dp_settings, run_training, time_vectorization
+from bench_contract.spec import INFERENCE_USE_CASE, OPTIMIZERS, PAIRED_ORDER, PER_SAMPLE_USE_CASES, JobSpec
 
 
 @dataclass(frozen=True)
@@ -52,9 +57,10 @@ class DeviceSetup:
 
 
 class Backend(Protocol):
+    """A framework's operations. The flow (spec, device, data, weights, use case, rows) is this module's."""
+
     framework: str
     libraries: list[str]
-    implemented_use_cases: tuple[int, ...]
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         """Choose the device and fix the precision policy before any computation."""
@@ -64,8 +70,80 @@ class Backend(Protocol):
         """The shared-weights parameter list (PyTorch names and layout) of the model this backend builds
         (graph: the data set's bench_contract.data.graph.Graph, for the models that hold one)."""
 
-    def run(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray], rows: ResultRows) -> None:
-        """Run the spec's use case and add its measurements to `rows`."""
+    def efficiency(self, spec: JobSpec) -> Efficiency:
+        """The energy meter and the peak FLOP/s and bandwidth of the devices `prepare` chose."""
+
+    def inference_ops(self, spec: JobSpec, weights: dict[str, np.ndarray], sample_shape: tuple[int, ...],
+                      num_classes: int) -> InferenceOps:
+        """The model's forward pass on the device, from the shared weights."""
+
+    def training_ops(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray],
+                     rows: ResultRows) -> TrainingOps:
+        """The model built from the shared weights, with the spec's optimizer and step (plain or DP-SGD,
+        data-parallel where the spec says so); records the parameter count and any compile time."""
+
+    def per_sample_ops(self, spec: JobSpec, ops: TrainingOps) -> PerSampleOps:
+        """Per-sample gradients of the trained model, vectorised and as a loop, for timing the vectorisation."""
+
+    def trace(self, folder: Path) -> AbstractContextManager[None]:
+        """The framework's own profiler, writing its trace into `folder`."""
+
+    def reset_device_memory(self) -> None:
+        """Start the peak device memory count here, where the framework allows it."""
+
+    def add_device_memory(self, rows: ResultRows) -> None:
+        """Record the peak device memory of this cell (or why it is not available)."""
+
+    def finish(self) -> None:
+        """Release what `prepare` set up across processes (a process group)."""
+
+
+UseCase = Callable[[JobSpec, Backend, Dataset, dict[str, np.ndarray], ResultRows], None]
+
+
+def run_use_case(spec: JobSpec, backend: Backend, data: Dataset, weights: dict[str, np.ndarray],
+                 rows: ResultRows) -> None:
+    """The spec's use case, with the backend's operations: inference (5) or training (1 to 4)."""
+    if spec.use_case == INFERENCE_USE_CASE:
+        run_inference_case(spec, backend, data, weights, rows)
+    else:
+        run_training_case(spec, backend, data, weights, rows)
+    backend.add_device_memory(rows)
+
+
+def run_inference_case(spec: JobSpec, backend: Backend, data: Dataset, weights: dict[str, np.ndarray],
+                       rows: ResultRows) -> None:
+    ops = backend.inference_ops(spec, weights, data.sample_shape, data.num_classes)
+    efficiency = measurement_efficiency(spec, backend)
+    backend.reset_device_memory()
+    run_inference(spec, data.x_train, ops, rows, efficiency, tracer=backend.trace)
+
+
+def run_training_case(spec: JobSpec, backend: Backend, data: Dataset, weights: dict[str, np.ndarray],
+                      rows: ResultRows) -> None:
+    refuse_unknown_optimizer(spec, backend.framework)
+    ops = backend.training_ops(spec, data, weights, rows)
+    private = spec.use_case in PER_SAMPLE_USE_CASES
+    if private:
+        record_dp_settings(spec, rows)
+    efficiency = measurement_efficiency(spec, backend)
+    backend.reset_device_memory()
+    run_training(spec, data, ops, rows, topology_for(spec), efficiency, tracer=backend.trace)
+    if private:
+        time_vectorization(spec, data, backend.per_sample_ops(spec, ops), rows)
+    backend.finish()
+
+
+def refuse_unknown_optimizer(spec: JobSpec, framework: str) -> None:
+    """A spec written by hand may name an optimizer the orchestrator would refuse at plan time."""
+    if spec.optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer {spec.optimizer!r} is not implemented in the {framework} backend "
+                         f"(only {', '.join(OPTIMIZERS)})")
+
+
+def measurement_efficiency(spec: JobSpec, backend: Backend) -> Efficiency:
+    # A batch-search try measures only whether the batch fits: no meter, no calibration arrays in its memory.
+    return try_efficiency(spec) or backend.efficiency(spec)
 
 
 class Terminated(BaseException):
@@ -141,13 +219,12 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
     }
 
 
-def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None) -> ResultRows:
+def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
+             use_case: UseCase = run_use_case) -> ResultRows:
     progress = progress if progress is not None else Progress()
     progress.context = base_context(spec)
     if spec.framework != backend.framework:
         raise ValueError(f"spec is for framework {spec.framework!r}, this is the {backend.framework} backend")
-    if spec.use_case not in backend.implemented_use_cases:
-        raise ValueError(f"use case {spec.use_case} is not implemented in the {backend.framework} backend")
     progress.phase = "preparing the device"
     setup = backend.prepare(spec)
     progress.phase = "loading the data"
@@ -178,12 +255,13 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None) 
     context["init_weights_sha256"] = sha
     rows = ResultRows(context)
     progress.context, progress.rows, progress.phase = context, rows, "running the use case"
-    backend.run(spec, data, weights, rows)
+    use_case(spec, backend, data, weights, rows)
     rows.add("peak_host_rss", peak_host_rss_bytes(), "bytes")
     return rows
 
 
-def main(backend: Backend, argv: list[str] | None = None) -> int:
+def main(backend: Backend, argv: list[str] | None = None, use_case: UseCase = run_use_case) -> int:
+    """The entry point of a backend process; `use_case` is replaced only by the tests' stand-in backends."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (1, 2) or (len(argv) == 2 and not argv[1].isdigit()):
         print(f"usage: python -m {backend.framework}_backend.run SPEC.json | SPECS.jsonl ARRAY_INDEX", file=sys.stderr)
@@ -198,7 +276,7 @@ def main(backend: Backend, argv: list[str] | None = None) -> int:
             progress.phase = "importing the framework"
             raise Terminated(stop_signals.received[0])
         # A search cell runs the backend once per try, each in a fresh process (bench_contract.run.batch_search).
-        rows = run_search(spec) if spec.batch_search else run_spec(spec, backend, progress)
+        rows = run_search(spec) if spec.batch_search else run_spec(spec, backend, progress, use_case)
         if not topology_for(spec).is_writer:
             # Every rank measured the same global steps; one file per cell, written by rank 0.
             print(f"rank {topology_for(spec).rank}: done; rank 0 writes the results")

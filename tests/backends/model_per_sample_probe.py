@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from per_sample_reference import jax_per_sample_grads_loop, torch_per_sample_grads_loop
 
 from bench_contract.data.datasets import epoch_batches, load_dataset
 from bench_contract.models.weights import make_initial_weights
@@ -39,7 +40,7 @@ def jax_probe(benchmark, model, data, idx):
         return out
 
     _, vmapped = steps.per_sample_grads(module, variables["params"], x, y)
-    looped = steps.per_sample_grads_loop(module, variables["params"], x, y)
+    looped = jax_per_sample_grads_loop(module, variables["params"], x, y)
     return torch_layout(vmapped), torch_layout(looped)
 
 
@@ -53,7 +54,7 @@ def torch_probe(benchmark, model, data, idx):
     x, y = torch.from_numpy(data.x_train[idx]), torch.from_numpy(data.y_train[idx]).long()
     params = per_sample.detached_params(net)
     vmapped, _ = per_sample.per_sample_grads(net, params, x, y)
-    looped = per_sample.per_sample_grads_loop(net, params, x, y)
+    looped = torch_per_sample_grads_loop(net, params, x, y)
     return ({k: v.numpy() for k, v in vmapped.items()}, {k: v.numpy() for k, v in looped.items()})
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from per_sample_reference import jax_per_sample_grads_loop, torch_per_sample_grads_loop
 
 from bench_contract.data.datasets import epoch_batches, load_digits
 from bench_contract.models.mlp import param_specs
@@ -36,7 +37,7 @@ def jax_probe(weights, x, y, clip_norm, lr):
         return out
 
     _, vmapped = steps.per_sample_grads(module, params, x, y)
-    looped = steps.per_sample_grads_loop(module, params, x, y)
+    looped = jax_per_sample_grads_loop(module, params, x, y)
     step = jax.jit(steps.dp_sgd_step(module, optax.sgd(lr), clip_norm, 0.0, seed=0))
     opt = optax.sgd(lr)
     updated, _, _, _, loss = step(params, {}, opt.init(params), np.uint32(0), x, y)
@@ -54,7 +55,7 @@ def torch_probe(weights, x, y, clip_norm, lr):
     xt, yt = torch.from_numpy(x), torch.from_numpy(y).long()
     params = per_sample.detached_params(model)
     vmapped, _ = per_sample.per_sample_grads(model, params, xt, yt)
-    looped = per_sample.per_sample_grads_loop(model, params, xt, yt)
+    looped = torch_per_sample_grads_loop(model, params, xt, yt)
     update = per_sample.DPSGDUpdate(model, torch.optim.SGD(model.parameters(), lr=lr), torch.device("cpu"),
                                     clip_norm=clip_norm, noise_multiplier=0.0, seed=0, world_size=1)
     loss = float(update(xt, yt))

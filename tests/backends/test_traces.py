@@ -1,6 +1,7 @@
 """Profiler traces on demand: extra steps under each framework's profiler after the measurement, written
 beside the results in Chrome's trace format (what Perfetto opens), and parsed back here."""
 
+import gzip
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from helpers import metric
 from test_backends import FRAMEWORKS, make_spec, run_backend
 
-from bench_contract.measure.tracing import load_trace_events, trace_files, trace_folder
+from bench_contract.measure.tracing import trace_files, trace_folder
 
 CELLS = {
     "training": dict(use_case=1, epochs=1, warmup_steps=2),
@@ -41,3 +42,15 @@ def test_an_untraced_cell_writes_no_trace(tmp_path):
     assert run_backend("jax", spec, tmp_path).returncode == 0
     assert not trace_folder(spec).exists()
     assert "trace_steps" not in set(pd.read_parquet(spec.results_path).metric)
+
+
+def load_trace_events(path: Path) -> list[dict]:
+    """The events of a Chrome-format trace (what Perfetto's JSON importer reads): a list, or traceEvents."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        data = json.load(f)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        raise ValueError(f"{path} holds no list of trace events")
+    return events
+

@@ -16,7 +16,6 @@ from bench_contract.run import runner
 class StandInBackend:
     framework = "jax"
     libraries = ["numpy", "pyarrow"]
-    implemented_use_cases = (1,)
 
     def prepare(self, spec):
         return runner.DeviceSetup(kind="cpu", count=1, framework_version="stand-in", precision_policy="fp32")
@@ -24,11 +23,12 @@ class StandInBackend:
     def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
         return [ParamSpec("w", (4, 4), "zeros")]
 
-    def run(self, spec, data, weights, rows):
+    def use_case(self, spec, backend, data, weights, rows):
+        """Stands in for the contract's use-case flow (runner.run_use_case)."""
         start = time.perf_counter()
         rows.add("train_loss", 1.0, "nats", epoch=0, step=0)
         rows.add("throughput", spec.batch_size / max(time.perf_counter() - start, 1e-9), "samples/s")
 
 
 if __name__ == "__main__":
-    sys.exit(runner.main(StandInBackend()))
+    sys.exit(runner.main(backend := StandInBackend(), use_case=backend.use_case))

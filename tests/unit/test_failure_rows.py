@@ -18,8 +18,6 @@ class StandInBackend:
 
     framework = "jax"
     libraries = ["numpy"]
-    implemented_use_cases = (1,)
-
     def __init__(self, body):
         self.body = body
 
@@ -29,8 +27,13 @@ class StandInBackend:
     def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
         return [ParamSpec("w", (2, 2), "zeros")]
 
-    def run(self, spec, data, weights, rows):
+    def use_case(self, spec, backend, data, weights, rows):
+        """Stands in for the contract's use-case flow (runner.run_use_case)."""
         self.body(rows)
+
+
+def run_stand_in(backend, argv):
+    return runner.main(backend, argv, use_case=backend.use_case)
 
 
 def spec_file(tmp_path, **overrides):
@@ -70,7 +73,7 @@ def test_an_exception_writes_a_failure_row_and_exits_1(tmp_path, capsys):
     def crash():
         raise ValueError("the data went away")
 
-    code = runner.main(StandInBackend(train_steps(3, crash)), [str(path)])
+    code = run_stand_in(StandInBackend(train_steps(3, crash)), [str(path)])
     assert code == 1
     assert not os.path.exists(spec.results_path)
     row = read_failure(failure_path(spec.results_path))
@@ -88,7 +91,7 @@ def test_out_of_memory_is_named_as_such(tmp_path):
     def allocate():
         np.ones(1 << 62, dtype=np.uint8)  # numpy raises MemoryError (_ArrayMemoryError) for 4 EiB
 
-    assert runner.main(StandInBackend(train_steps(1, allocate)), [str(path)]) == 1
+    assert run_stand_in(StandInBackend(train_steps(1, allocate)), [str(path)]) == 1
     assert read_failure(failure_path(spec.results_path))["failure_reason"].startswith("out of memory: ")
 
 
@@ -111,7 +114,7 @@ def test_a_stop_signal_records_how_far_the_task_got(tmp_path, capsys, signum):
     path, spec = spec_file(tmp_path)
     previous = {s: signal.getsignal(s) for s in runner.STOP_SIGNALS}
     try:
-        code = runner.main(StandInBackend(train_steps(7, lambda: os.kill(os.getpid(), signum))), [str(path)])
+        code = run_stand_in(StandInBackend(train_steps(7, lambda: os.kill(os.getpid(), signum))), [str(path)])
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -130,12 +133,12 @@ def test_a_later_success_removes_the_failure_row(tmp_path):
     def crash():
         raise RuntimeError("first attempt")
 
-    assert runner.main(StandInBackend(train_steps(1, crash)), [str(path)]) == 1
+    assert run_stand_in(StandInBackend(train_steps(1, crash)), [str(path)]) == 1
     assert failure_path(spec.results_path).exists()
-    assert runner.main(StandInBackend(train_steps(2, lambda: None)), [str(path)]) == 0
+    assert run_stand_in(StandInBackend(train_steps(2, lambda: None)), [str(path)]) == 0
     assert os.path.exists(spec.results_path) and not failure_path(spec.results_path).exists()
 
 
 def test_a_failure_before_the_spec_is_read_writes_nothing(tmp_path):
-    assert runner.main(StandInBackend(train_steps(1, lambda: None)), [str(tmp_path / "nope.json")]) == 1
+    assert run_stand_in(StandInBackend(train_steps(1, lambda: None)), [str(tmp_path / "nope.json")]) == 1
     assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,19 @@
+"""The one way this backend waits for the device. CUDA kernels run asynchronously: without a synchronize a
+clock would stop at dispatch, not completion. On the CPU, PyTorch's operations finish before they return."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def batch_to_device(x: np.ndarray, y: np.ndarray, device: torch.device):
+    """A batch as tensors on `device` (labels as int64, what cross_entropy takes), transfer finished."""
+    batch = (torch.from_numpy(x).to(device), torch.from_numpy(y).long().to(device))
+    synchronize(device)
+    return batch
