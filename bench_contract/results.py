@@ -57,11 +57,13 @@ CONTEXT_FIELDS: list[pa.Field] = [
     # the paired job ran the two frameworks within each trial ("jax,torch"), empty when the run was not paired.
     pa.field("trial", pa.int32()),
     pa.field("pair_order", pa.string()),
+    # JobSpec.measured_settings(): JSON of every setting that can change what is measured (spec.MEASURED_SETTINGS)
+    pa.field("settings", pa.string()),
 ]
 
 # Columns added after result files were first written, with the value an older file is read with, so
 # that collect keeps merging those files (they ran once, unpaired).
-ADDED_COLUMN_DEFAULTS: dict[str, Any] = {"trial": 0, "pair_order": ""}
+ADDED_COLUMN_DEFAULTS: dict[str, Any] = {"trial": 0, "pair_order": "", "settings": ""}
 
 MEASUREMENT_FIELDS: list[pa.Field] = [
     pa.field("metric", pa.string()),

@@ -31,6 +31,25 @@ PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed,
 PAIRED_ORDER = ("jax", "torch")
 
 
+# Every JobSpec field, in one of three classes (tests/unit/test_comparison_settings.py fails on a new field until
+# it is placed here). A comparison pools runs, as trials of one cell, only where the key and the measured
+# settings agree; bookkeeping differs between runs of the same thing.
+COMPARISON_KEY = ("benchmark", "use_case", "model", "batch_size", "precision")  # columns of their own
+MEASURED_SETTINGS = (
+    "device", "data_source", "epochs", "optimizer", "learning_rate", "seed", "warmup_steps", "synthetic_samples",
+    "clip_norm", "noise_multiplier", "loop_batch_size", "nodes", "tasks_per_node", "model_variant", "timed_steps",
+    "min_duration_s", "torch_compile", "channels_last", "batch_search", "batch_search_limit", "memory_limit_bytes",
+    "xla_flags",
+)
+BOOKKEEPING = (
+    "campaign", "cell_id", "pair_key", "framework",  # which cell and side: the comparison puts the sides together
+    "trial", "trials", "paired",  # repeats of the same settings; pairing is resampled as such by the comparison
+    "search_try", "trace_steps",  # a try is internal to a search; traced steps run after the measurement
+    "data_dir",  # where the same data set lies on this cluster; data_source says real or synthetic
+    "results_path", "init_weights_path", "git_commit", "schema_version", "extra",
+)
+
+
 class SpecError(ValueError):
     """A job spec that cannot be run as written."""
 
@@ -153,6 +172,10 @@ class JobSpec:
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
+
+    def measured_settings(self) -> str:
+        """The settings that can change what is measured, as sorted JSON: equal for the runs a comparison pools."""
+        return json.dumps({name: getattr(self, name) for name in MEASURED_SETTINGS}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "JobSpec":

@@ -216,6 +216,7 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         "git_commit": spec.git_commit,
         "trial": spec.trial,
         "pair_order": ",".join(PAIRED_ORDER) if spec.paired else "",
+        "settings": spec.measured_settings(),
     }
 
 
