@@ -1,13 +1,17 @@
 """The command line: plan and submit (the default command), collect, list, envs.
 
-Errors from the domain arrive as OrchestratorError and leave as one sentence on stderr with an exit code
-(2 for usage errors); users never see a traceback for bad input.
+Each command turns its options into one call of the module that owns the work, which reports through the
+callbacks it is given (results to stdout, progress and warnings to stderr). Errors from the domain arrive as
+OrchestratorError and leave as one sentence on stderr with an exit code (2 for usage errors); users never see
+a traceback for bad input.
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,7 +19,7 @@ from typing import Annotated, Optional
 import typer
 
 from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR
-from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.errors import OrchestratorError
 from orchestrator.plan import catalog
 
 MATRIX = "Matrix (each axis: a comma-separated list, or repeat the option)"
@@ -36,15 +40,27 @@ app = typer.Typer(
 )
 
 
-class Executor(str, Enum):
-    slurm = "slurm"
-    submitit = "submitit"
-    local = "local"
+Executor = Enum("Executor", {name: name for name in catalog.EXECUTORS}, type=str)  # the choices of --executor
 
 
-def fail(exc: OrchestratorError) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(code=exc.exit_code)
+@contextmanager
+def domain_errors() -> Iterator[None]:
+    """An OrchestratorError leaves as one sentence on stderr and its exit code, never as a traceback."""
+    try:
+        yield
+    except OrchestratorError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=exc.exit_code) from None
+
+
+def warn(line: str) -> None:
+    """Progress and warnings go to stderr; results to stdout."""
+    typer.echo(line, err=True)
+
+
+def command_line() -> str:
+    """The command as typed, recorded with what it planned."""
+    return shlex.join(["python", "main.py", *sys.argv[1:]])
 
 
 @app.callback(invoke_without_command=True)
@@ -91,69 +107,17 @@ def main(
     scripts_dir: Annotated[Path, typer.Option(help="Where the sbatch scripts are written.", rich_help_panel=SUBMISSION)] = DEFAULT_SCRIPTS_DIR,
 ) -> None:
     """Plan a campaign from the benchmark matrix, render one sbatch array script per framework, and submit it."""
+    options = {name: value for name, value in locals().items() if name != "ctx"}  # every option, by its name
     if ctx.invoked_subcommand is not None:
         return
     if benchmark is None or use_case is None:
         typer.echo(ctx.get_help())
         typer.echo("\nerror: give --benchmark and --use-case, or a command such as `collect`", err=True)
         raise typer.Exit(code=2)
-    from orchestrator.plan import matrix
-    from orchestrator.plan.profile import load_profile
-    from orchestrator.run.launch import LaunchRequest, launch
+    from orchestrator.run.launch import LaunchOptions, launch
 
-    try:
-        bench = catalog.benchmark(benchmark)
-        settings = matrix.RunSettings(
-            epochs=epochs if epochs is not None else bench.default_epochs,
-            learning_rate=learning_rate,
-            optimizer=optimizer,
-            seed=seed,
-            warmup_steps=warmup_steps,
-            # A batch search runs on synthetic data: memory depends on the shapes, not on the values.
-            data_source="synthetic" if synthetic or find_max_batch else "real",
-            data_dir=str(data_dir) if data_dir else None,
-            synthetic_samples=synthetic_samples,
-            device=device,
-            clip_norm=clip_norm,
-            noise_multiplier=noise_multiplier,
-            loop_batch_size=loop_batch_size,
-            nodes=nodes,
-            tasks_per_node=tasks_per_node,
-            model_variant=variant,
-            timed_steps=timed_steps,
-            min_duration_s=min_duration,
-            trials=trials,
-            paired=paired,
-            torch_compile=torch_compile,
-            channels_last=channels_last,
-            batch_search=find_max_batch,
-            batch_search_limit=max_batch_limit,
-            memory_limit_bytes=matrix.parse_memory_size(memory_limit) if memory_limit else 0,
-            trace_steps=trace_steps,
-        )
-        if memory_limit and not find_max_batch:
-            raise UsageError("--memory-limit caps the tries of --find-max-batch; give --find-max-batch too")
-        request = LaunchRequest(
-            benchmark=benchmark,
-            use_case=use_case,
-            frameworks=matrix.parse_list(frameworks),
-            models=matrix.parse_list(models),
-            batch_sizes=matrix.parse_batch_sizes(batch_sizes),
-            precisions=matrix.parse_list(precision),
-            settings=settings,
-            profile=load_profile(profile),
-            executor=executor.value,
-            dry_run=dry_run,
-            wait=wait,
-            results_dir=results_dir,
-            scripts_dir=scripts_dir,
-            command=shlex.join(["python", "main.py", *sys.argv[1:]]),
-            rerun_completed=rerun_completed,
-            new_campaign=new_campaign,
-        )
-        code = launch(request)
-    except OrchestratorError as exc:
-        raise fail(exc) from None
+    with domain_errors():
+        code = launch(LaunchOptions(**{**options, "executor": executor.value}).request(command_line()))
     raise typer.Exit(code=code)
 
 
@@ -168,53 +132,10 @@ def collect(
 
     Incremental: only task files that are new or changed since the last collect are read. Every cell without
     a result is named with its reason, and listed apart from the measurements in failures.parquet."""
-    from orchestrator.results.collect import (
-        batch_search_table,
-        comparison_tables,
-        merge,
-        missing_cells,
-        scaling_table,
-        summary_frame,
-        write_failures,
-    )
-    from orchestrator.tables import format_table
+    from orchestrator.results.collect import collect_and_report
 
-    if not results_dir.is_dir():
-        raise fail(OrchestratorError(f"results folder {results_dir} does not exist; nothing to collect"))
-    output = output or results_dir / "merged.parquet"
-    collected = merge(results_dir, output)
-    for path, reason in collected.skipped:
-        typer.echo(f"skipped {path}: {reason}", err=True)
-    for path in collected.changed:
-        typer.echo(f"re-read {path}: it changed since the last collect; its old rows were replaced", err=True)
-    for path in collected.removed:
-        typer.echo(f"dropped the rows of {path}: the file is gone", err=True)
-    for older, newer in collected.superseded:
-        typer.echo(f"left out {older}: the same cell of the same campaign ran again later, in {newer}; "
-                   "the newer run is kept", err=True)
-    how = "from scratch" if collected.from_scratch else f"{collected.read} new or changed"
-    typer.echo(f"merged {collected.rows} rows from {collected.files} task files ({how}) into {collected.output}")
-    missing = missing_cells(results_dir, log_lines)
-    failures_path = write_failures(failures or results_dir / "failures.parquet", missing)
-    if missing:
-        typer.echo(f"\n{len(missing)} cells have no result (listed in {failures_path}):")
-        typer.echo(format_table(["campaign", "framework", "index", "cell", "state", "reason"],
-                                [[m["campaign"], m["framework"], m["array_index"], m["cell_id"], m["state"],
-                                  m["reason"]] for m in missing]))
-        for m in missing:
-            if m["log_tail"]:
-                typer.echo(f"--- {m['framework']} {m['array_index']} ({m['cell_id']}): end of {m['log']}:")
-                typer.echo("\n".join(f"  | {line}" for line in m["log_tail"].splitlines()))
-        typer.echo("submit only those again with: python main.py resubmit CAMPAIGN")
-    summary = summary_frame(output)
-    for device_model, table in comparison_tables(summary).items():
-        typer.echo(f"\n{device_model}\n{table}")
-    scaling = scaling_table(summary)
-    if scaling:
-        typer.echo(f"\nData-parallel scaling (same global batch as one process):\n{scaling}")
-    searched = batch_search_table(summary)
-    if searched:
-        typer.echo(f"\nLargest batch that fits (each try a fresh process):\n{searched}")
+    with domain_errors():
+        collect_and_report(results_dir, output, failures, log_lines, report=typer.echo, warn=warn)
 
 
 @app.command("list")
@@ -258,23 +179,14 @@ def validate(
 
     Prints both parameter counts, the max abs and max relative error, and PASS (exit 0) or FAIL (exit 1)."""
     from orchestrator.plan.profile import load_profile
-    from orchestrator.run.validate import ValidateRequest, summary, validate_on_slurm
-    from orchestrator.run.validate import validate as run_validate
+    from orchestrator.run.validate import ValidateRequest, summary, validate_with
 
-    try:
+    with domain_errors():
         req = ValidateRequest(model=model, batch_size=batch_size, precision=precision, variant=variant, seed=seed,
                               device=device, profile=load_profile(profile), torch_compile=torch_compile,
                               channels_last=channels_last)
-        say = lambda line: typer.echo(line, err=True)  # noqa: E731  progress on stderr, the verdict on stdout
-        if executor == "local":
-            result = run_validate(req, report=say)
-        elif executor == "slurm":
-            command = shlex.join(["python", "main.py", *sys.argv[1:]])
-            result = validate_on_slurm(req, results_dir, command, report=say)
-        else:
-            raise UsageError(f"unknown executor {executor!r} for validate; choose from: local, slurm")
-    except OrchestratorError as exc:
-        raise fail(exc) from None
+        # Progress on stderr, the verdict on stdout.
+        result = validate_with(executor, req, results_dir, command_line(), report=warn)
     for line in summary(req, result):
         typer.echo(line)
     raise typer.Exit(code=0 if result.passed else 1)
@@ -287,18 +199,10 @@ def envs(
 ) -> None:
     """Create each framework's own environment from its pinned requirements (reused while they are unchanged)."""
     from orchestrator.plan.matrix import parse_list
-    from orchestrator.plan.profile import load_profile
-    from orchestrator.run.envs import ensure_env
+    from orchestrator.run.envs import ensure_envs
 
-    try:
-        chosen = parse_list(framework) or list(catalog.FRAMEWORKS)
-        for name in chosen:
-            catalog.check_framework(name)
-        loaded = load_profile(profile)
-        for name in chosen:
-            ensure_env(name, loaded, report=typer.echo)
-    except OrchestratorError as exc:
-        raise fail(exc) from None
+    with domain_errors():
+        ensure_envs(parse_list(framework), profile, report=typer.echo)
 
 
 @app.command()
@@ -309,31 +213,10 @@ def report(
     wandb_project: Annotated[Optional[str], typer.Option(help="Also export the results to this W&B project (W&B's own settings apply, e.g. WANDB_MODE=offline).")] = None,
 ) -> None:
     """Write the comparison as Markdown, LaTeX and CSV tables, plots, and one self-contained HTML page."""
-    from orchestrator.results.report import write_report
+    from orchestrator.results.report import report_and_export
 
-    merged = merged or results_dir / "merged.parquet"
-    if not merged.exists():
-        raise fail(OrchestratorError(f"{merged} does not exist; run `python main.py collect` first"))
-    try:
-        written = write_report(merged, output_dir or results_dir / "report")
-    except OrchestratorError as exc:
-        raise fail(exc) from None
-    for kind, path in written.tables.items():
-        typer.echo(f"{kind}: {path}")
-    typer.echo(f"{len(written.plots)} plots in {written.folder / 'plots'}")
-    typer.echo(f"html: {written.html}")
-    if wandb_project:
-        import pandas as pd
-
-        from orchestrator.results.compare import comparison_frame
-        from orchestrator.results.export_wandb import export
-
-        df = pd.read_parquet(merged)
-        try:
-            run_dir = export(df, comparison_frame(df), wandb_project, written.folder)  # W&B adds its own wandb/
-        except OrchestratorError as exc:
-            raise fail(exc) from None
-        typer.echo(f"W&B run written to {run_dir}")
+    with domain_errors():
+        report_and_export(results_dir, merged, output_dir, wandb_project, report=typer.echo)
 
 
 @app.command()
@@ -343,19 +226,11 @@ def doctor(
     data_dir: Annotated[Optional[Path], typer.Option(help="Its data directory, where it needs one.")] = None,
 ) -> None:
     """Check the setup: environments import their framework, devices, Slurm commands and accounting, data."""
-    from orchestrator.plan.profile import load_profile
-    from orchestrator.run.doctor import run_checks
-    from orchestrator.tables import format_table
+    from orchestrator.run.doctor import check_setup
 
-    try:
-        catalog.benchmark(benchmark)
-        checks = run_checks(load_profile(profile), [(benchmark, data_dir)])
-    except OrchestratorError as exc:
-        raise fail(exc) from None
-    typer.echo(format_table(["check", "", "detail"], [[c.name, "ok" if c.ok else "FAIL", c.detail] for c in checks]))
-    failed = [c for c in checks if not c.ok]
-    typer.echo(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
-    raise typer.Exit(code=1 if failed else 0)
+    with domain_errors():
+        code = check_setup(profile, benchmark, data_dir, report=typer.echo)
+    raise typer.Exit(code=code)
 
 
 CampaignArg = Annotated[Optional[str], typer.Argument(help="Campaign id or folder (default: the newest).")]
@@ -372,30 +247,10 @@ def status(
 
     A cell that ended without a result is named with its reason (Slurm's state, the task's failure row) and
     the end of its log."""
-    from orchestrator.run.status import campaign_status, find_campaign, log_tail, progress_bar
-    from orchestrator.tables import format_table
+    from orchestrator.run.status import show_status
 
-    try:
-        folder = find_campaign(results_dir, campaign)
-    except OrchestratorError as exc:
-        raise fail(exc) from None
-    cells = campaign_status(folder)
-    typer.echo(f"campaign {folder.name}")
-    typer.echo(format_table(["framework", "index", "cell", "task", "state", "detail"],
-                            [[c.framework, c.array_index, c.cell_id, c.task_id, c.state, c.detail] for c in cells]))
-    typer.echo(progress_bar(cells))
-    for c in cells:
-        if c.ended_without_result and log_lines > 0:
-            tail = log_tail(c.log, log_lines)
-            typer.echo(f"\n--- {c.framework} {c.array_index} ({c.cell_id}): {c.state}: {c.detail}")
-            typer.echo(f"  end of {c.log}:" if tail else "  (no log)")
-            for line in tail:
-                typer.echo(f"  | {line}")
-    missing = sum(c.ended_without_result for c in cells)
-    if missing:
-        resubmit_cmd = "python main.py resubmit" + ("" if results_dir == DEFAULT_RESULTS_DIR else
-                                                    f" --results-dir {shlex.quote(str(results_dir))}")
-        typer.echo(f"\n{missing} cells ended without a result; submit only those again with: {resubmit_cmd} {folder.name}")
+    with domain_errors():
+        show_status(results_dir, campaign, log_lines, report=typer.echo)
 
 
 @app.command()
@@ -408,19 +263,14 @@ def resubmit(
 ) -> None:
     """Submit again only the cells of a campaign that have no result (failed, timed out, cancelled, no result),
     one array per framework with only their indices. Cells still queued or running are left alone."""
-    from orchestrator.run.resubmit import resubmit as run_resubmit
+    from orchestrator.run.resubmit import resubmit_and_report
     from orchestrator.run.status import find_campaign
 
-    try:
+    with domain_errors():
         folder = find_campaign(results_dir, campaign)
-        done = run_resubmit(folder, executor=executor.value if executor else None, rerun_completed=rerun_completed,
-                            wait=wait, report=typer.echo)
-    except OrchestratorError as exc:
-        raise fail(exc) from None
-    failed = [(r.framework, i, why) for r in done for i, why in r.failed.items()]
-    for framework, index, why in failed:
-        typer.echo(f"FAILED {framework} array task {index}: {why.splitlines()[0]}", err=True)
-    raise typer.Exit(code=1 if failed else 0)
+        code = resubmit_and_report(folder, executor=executor.value if executor else None,
+                                   rerun_completed=rerun_completed, wait=wait, report=typer.echo, warn=warn)
+    raise typer.Exit(code=code)
 
 
 @app.command()
@@ -430,29 +280,11 @@ def watch(
     interval: Annotated[float, typer.Option(help="Seconds between the first polls; it backs off to a minute.")] = 5.0,
 ) -> None:
     """Show live progress until every cell of the campaign has ended; exit 1 if any ended without a result."""
-    import time
+    from orchestrator.run.status import watch_campaign
 
-    from orchestrator.run.status import campaign_status, find_campaign, is_active, progress_bar
-
-    if interval <= 0:
-        raise fail(OrchestratorError("--interval must be positive"))
-    try:
-        folder = find_campaign(results_dir, campaign)
-    except OrchestratorError as exc:
-        raise fail(exc) from None
-    typer.echo(f"campaign {folder.name}")
-    delay = interval
-    while True:
-        cells = campaign_status(folder)  # one sacct (and squeue) call per poll for the whole campaign
-        typer.echo(progress_bar(cells))
-        if not is_active(cells):
-            break
-        time.sleep(delay)
-        delay = min(delay * 1.5, 60.0)
-    unfinished = [c for c in cells if c.state != "completed"]
-    for c in unfinished:
-        typer.echo(f"{c.framework} {c.array_index} ({c.cell_id}): {c.state}: {c.detail}", err=True)
-    raise typer.Exit(code=1 if unfinished else 0)
+    with domain_errors():
+        code = watch_campaign(results_dir, campaign, interval, report=typer.echo, warn=warn)
+    raise typer.Exit(code=code)
 
 
 def run() -> None:

@@ -87,6 +87,8 @@ def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str, trial: 
 def absolute(path: str) -> str:
     """Resolved once per request, not once per cell: every cell of a request shares its data folder."""
     return str(Path(path).resolve())
+
+
 def weights_label(cell: Cell) -> str:
     variant = cell.settings.model_variant
     return cell.model if variant == "full" else f"{cell.model}-{variant}"
@@ -122,44 +124,8 @@ def write_campaign(
     }
     for script in scripts:
         for framework in sorted({c.framework for c in script.cells}):  # a paired script runs two frameworks
-            mine = [c for c in script.cells if c.framework == framework]
-            lines = []
-            for index, cell in enumerate(mine):
-                for trial in range(script.trials):  # line index * trials + trial (render.spec_line)
-                    # The profile's XLA flags for this model; only JAX reads XLA_FLAGS.
-                    flags = profile.xla_flags.get(cell.model, "") if cell.framework == "jax" else ""
-                    spec = job_spec(cell, campaign, campaign_dir, commit, trial, flags)
-                    lines.append(spec.to_line())
-                    manifest["cells"].append({
-                        "framework": cell.framework,
-                        "script": script.framework,  # the key of the script and submission that run it
-                        "array_index": script.task_index(index, trial),
-                        "trial": trial,
-                        "cell_id": cell.cell_id,
-                        "pair_key": cell.pair_key,
-                        "model": cell.model,
-                        "batch_size": cell.batch_size,
-                        "precision": cell.precision,
-                        "results": spec.results_path,
-                    })
-            # One file per framework, not one per cell: on a network file system each file costs a round trip.
-            write_text_atomic(specs_path(campaign_dir, framework), "\n".join(lines) + "\n")
-        copy = campaign_dir / "scripts" / script.name
-        write_text_atomic(copy, script.text)
-        copy.chmod(0o755)
-        latest = scripts_dir / script.name
-        write_text_atomic(latest, script.text)
-        latest.chmod(0o755)
-        manifest["scripts"][script.framework] = {
-            **({} if script.framework == PAIRED else {"specs": str(specs_path(campaign_dir, script.framework))}),
-            "name": script.name,
-            "path": str(latest),
-            "campaign_copy": str(copy),
-            "sha256": hashlib.sha256(script.text.encode()).hexdigest(),
-            "array_tasks": script.tasks,
-            "trials": script.trials,
-            "specs_files": {fw: str(specs_path(campaign_dir, fw)) for fw in sorted({c.framework for c in script.cells})},
-        }
+            manifest["cells"] += write_specs(script, framework, campaign, campaign_dir, commit, profile)
+        manifest["scripts"][script.framework] = write_script(script, campaign_dir, scripts_dir)
     (campaign_dir / "logs").mkdir(parents=True, exist_ok=True)
     if previous is not None:
         manifest.update({key: previous[key] for key in ("created_at", "submissions", "resubmissions")
@@ -167,6 +133,54 @@ def write_campaign(
         manifest["replanned_at"] = now_utc()
     save_manifest(campaign_dir, manifest)
     return manifest
+
+
+def write_specs(script: RenderedScript, framework: str, campaign: str, campaign_dir: Path, commit: str,
+                profile: ClusterProfile) -> list[dict[str, Any]]:
+    """Write the framework's specs file and return the manifest's entries of its cells, in the same order. The
+    cell at `index` of this framework, trial `trial`, is line index * trials + trial (render.spec_line)."""
+    cells, lines = [], []
+    for index, cell in enumerate(c for c in script.cells if c.framework == framework):
+        for trial in range(script.trials):
+            # The profile's XLA flags for this model; only JAX reads XLA_FLAGS.
+            flags = profile.xla_flags.get(cell.model, "") if cell.framework == "jax" else ""
+            spec = job_spec(cell, campaign, campaign_dir, commit, trial, flags)
+            lines.append(spec.to_line())
+            cells.append({
+                "framework": cell.framework,
+                "script": script.framework,  # the key of the script and submission that run it
+                "array_index": script.task_index(index, trial),
+                "trial": trial,
+                "cell_id": cell.cell_id,
+                "pair_key": cell.pair_key,
+                "model": cell.model,
+                "batch_size": cell.batch_size,
+                "precision": cell.precision,
+                "results": spec.results_path,
+            })
+    # One file per framework, not one per cell: on a network file system each file costs a round trip.
+    write_text_atomic(specs_path(campaign_dir, framework), "\n".join(lines) + "\n")
+    return cells
+
+
+def write_script(script: RenderedScript, campaign_dir: Path, scripts_dir: Path) -> dict[str, Any]:
+    """Write the script into the campaign and, as the latest copy, into scripts_dir; return its manifest entry."""
+    copy = campaign_dir / "scripts" / script.name
+    latest = scripts_dir / script.name
+    for path in (copy, latest):
+        write_text_atomic(path, script.text)
+        path.chmod(0o755)
+    frameworks = sorted({c.framework for c in script.cells})
+    return {
+        **({} if script.framework == PAIRED else {"specs": str(specs_path(campaign_dir, script.framework))}),
+        "name": script.name,
+        "path": str(latest),
+        "campaign_copy": str(copy),
+        "sha256": hashlib.sha256(script.text.encode()).hexdigest(),
+        "array_tasks": script.tasks,
+        "trials": script.trials,
+        "specs_files": {fw: str(specs_path(campaign_dir, fw)) for fw in frameworks},
+    }
 
 
 def manifest_text(manifest: dict[str, Any]) -> str:

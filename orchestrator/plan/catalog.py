@@ -144,6 +144,7 @@ CONVOLUTIONAL = ("cnn", "resnet18", "resnet50", "mobilenet_v3_small", "efficient
 
 OPTIMIZERS = ("sgd",)
 EXECUTORS = ("slurm", "submitit", "local")
+SLURM_EXECUTORS = ("slurm", "submitit")  # the executors that hand arrays to Slurm (and so obey its MaxArraySize)
 DEVICES = ("auto", "cpu", "gpu")
 
 

@@ -94,6 +94,8 @@ class RunSettings:
         catalog.check_variant(self.model_variant)
         if self.device not in catalog.DEVICES:
             raise UsageError(f"unknown device {self.device!r}; choose from: {', '.join(catalog.DEVICES)}")
+        if self.memory_limit_bytes and not self.batch_search:
+            raise UsageError("--memory-limit caps the tries of --find-max-batch; give --find-max-batch too")
 
     @cached_property
     def as_dict(self) -> dict:
@@ -136,6 +138,12 @@ class Cell:
     @cached_property
     def cell_id(self) -> str:
         return f"{self.framework}-{self.pair_key}"
+
+
+def data_source(synthetic: bool, batch_search: bool) -> str:
+    """The data a request runs on, "synthetic" or "real". A batch search runs on synthetic data: memory depends on
+    the shapes, not on the values."""
+    return "synthetic" if synthetic or batch_search else "real"
 
 
 def parse_list(values: list[str] | None) -> list[str]:

@@ -23,13 +23,17 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.errors import OrchestratorError
 from orchestrator.results.compare import KEY
+from orchestrator.run.submit import LOG_LINES, log_tail
 from orchestrator.tables import format_table
 
+MERGED = "merged.parquet"  # the merged dataset's default place in the results folder
+FAILURES = "failures.parquet"  # ... and the cells without a result
 INDEX = "_index.json"  # pyarrow and pandas skip names that start with "_" when they read the folder
 INDEX_VERSION = 2  # 2: each file's cell key and start time, and the files superseded by a newer run
 READ_BATCH = 512  # task files read at once: bounds the memory held by tables not yet written
@@ -78,39 +82,64 @@ def task_files(results_dir: Path, output: Path) -> dict[str, tuple[int, int]]:
 
 def merge(results_dir: Path, output: Path) -> Collected:
     """Bring the merged dataset `output` up to date with the task files under results_dir."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from bench_contract.results import SCHEMA
-
     on_disk = task_files(results_dir, output)
     index = load_index(output)
     from_scratch = index is None
     if from_scratch:
         clear_output(output)
-        index = {"version": INDEX_VERSION, "columns": SCHEMA.names, "parts": {}, "files": {}, "superseded": {}}
+        index = new_index()
     files: dict[str, dict] = index["files"]  # rel path -> {"size", "mtime_ns", "part", "offset", "rows", "key", "started_at"}
+    removed, changed, to_read = changes(index, on_disk)
+    if not from_scratch and not to_read and not removed and not changed:  # up to date: nothing is read or written
+        return Collected(files=len(files), rows=sum(info["rows"] for info in files.values()), output=output,
+                         from_scratch=False)
+    output.mkdir(parents=True, exist_ok=True)
+    # Drop the rows of removed and changed files from the parts that hold them; only those parts are rewritten.
+    drop_rows(output, files, set(removed) | set(changed))
+    skipped = read_new_files(results_dir, output, to_read, on_disk, files)
+    losers = keep_newest_runs(output, files, on_disk, index["superseded"])
+    save_merged(output, index, compact(output, files))
+    return Collected(
+        files=len(files), rows=sum(info["rows"] for info in files.values()), output=output, skipped=skipped,
+        read=len(to_read), changed=[results_dir / rel for rel in changed],
+        removed=[results_dir / rel for rel in removed], from_scratch=from_scratch,
+        superseded=[(results_dir / loser, results_dir / winner) for loser, winner in losers],
+    )
+
+
+def new_index() -> dict:
+    from bench_contract.results import SCHEMA
+
+    return {"version": INDEX_VERSION, "columns": SCHEMA.names, "parts": {}, "files": {}, "superseded": {}}
+
+
+def changes(index: dict, on_disk: dict[str, tuple[int, int]]) -> tuple[list[str], list[str], list[str]]:
+    """(removed, changed, to read) relative paths of task files since the index was written. A file left out as
+    superseded is read again like a new one when it changed or went, or when its newer run went."""
+    files: dict[str, dict] = index["files"]
     superseded: dict[str, dict] = index["superseded"]  # rel path -> {"size", "mtime_ns", "by"}: left out
     for rel in [rel for rel, info in superseded.items()
                 if rel not in on_disk or (info["size"], info["mtime_ns"]) != on_disk[rel]
                 or info["by"] not in on_disk]:
-        del superseded[rel]  # changed, gone, or its newer run is gone: it is read (again) like a new file
+        del superseded[rel]
     removed = [rel for rel in files if rel not in on_disk]
     changed = [rel for rel, (size, mtime) in on_disk.items()
                if rel in files and (files[rel]["size"], files[rel]["mtime_ns"]) != (size, mtime)]
     to_read = [rel for rel in on_disk if rel not in files and rel not in superseded] + changed
-    dropped = set(removed) | set(changed)
-    if not from_scratch and not to_read and not dropped:  # up to date: nothing is read or written
-        return Collected(files=len(files), rows=sum(info["rows"] for info in files.values()), output=output,
-                         from_scratch=False)
-    output.mkdir(parents=True, exist_ok=True)
+    return removed, changed, to_read
 
-    # Drop the rows of removed and changed files from the parts that hold them; only those parts are rewritten.
-    drop_rows(output, files, dropped)
 
-    # Read the new and changed files, a batch at a time, and write them as one new part.
+def read_new_files(results_dir: Path, output: Path, to_read: list[str], on_disk: dict[str, tuple[int, int]],
+                   files: dict[str, dict]) -> list[tuple[Path, str]]:
+    """Read the new and changed files, a batch at a time, write them as one new part and index them there.
+    Returns the files that could not be merged, with the reason."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bench_contract.results import SCHEMA
+
     skipped: list[tuple[Path, str]] = []
-    good: list[tuple[str, int]] = []
+    good: list[tuple[str, int, tuple[str, str]]] = []
 
     def tables() -> Iterator:
         for start in range(0, len(to_read), READ_BATCH):
@@ -133,8 +162,13 @@ def merge(results_dir: Path, output: Path) -> Collected:
             files[rel] = {"size": size, "mtime_ns": mtime, "part": new_part, "offset": offset, "rows": rows,
                           "key": key, "started_at": started_at}
             offset += rows
+    return skipped
 
-    # One run per cell of a campaign: the newest stays, the others' rows leave the merged dataset.
+
+def keep_newest_runs(output: Path, files: dict[str, dict], on_disk: dict[str, tuple[int, int]],
+                     superseded: dict[str, dict]) -> list[tuple[str, str]]:
+    """One run per cell of a campaign: the newest stays, the others' rows leave the merged dataset and are
+    recorded as superseded. Returns (left out, kept) pairs."""
     kept: dict[str, str] = {}
     losers: list[tuple[str, str]] = []
     for rel in sorted(files, key=lambda r: (files[r]["started_at"], files[r]["mtime_ns"], r)):
@@ -146,6 +180,15 @@ def merge(results_dir: Path, output: Path) -> Collected:
     for loser, winner in losers:
         size, mtime = on_disk[loser]
         superseded[loser] = {"size": size, "mtime_ns": mtime, "by": winner}
+    return losers
+
+
+def compact(output: Path, files: dict[str, dict]) -> list[str]:
+    """The parts that hold the indexed files: compacted into one when there are more than MAX_PARTS, and one
+    empty part when nothing is merged (the folder stays readable as a table with the schema)."""
+    import pyarrow.parquet as pq
+
+    from bench_contract.results import SCHEMA
 
     parts = sorted({info["part"] for info in files.values()})
     if len(parts) > MAX_PARTS:
@@ -160,22 +203,21 @@ def merge(results_dir: Path, output: Path) -> Collected:
         for rel in order:
             files[rel]["part"] = whole
         parts = [whole]
-    if not parts:  # nothing merged: an empty part keeps the folder readable as a table with the schema
+    if not parts:
         parts = [write_part(output, iter([SCHEMA.empty_table()]), empty_ok=True)]
+    return parts
+
+
+def save_merged(output: Path, index: dict, parts: list[str]) -> None:
+    """Save the index naming these parts (it changes in one rename); only then do the parts it no longer names go."""
+    from bench_contract.results import SCHEMA
+
     index["parts"] = {part: (output / part).stat().st_size for part in parts}
-    index["files"] = files
     index["columns"] = SCHEMA.names
-    # The index changes in one rename; only then do the parts it no longer names go.
     save_index(output, index)
     for part in output.glob("part-*.parquet"):
         if part.name not in index["parts"]:
             part.unlink()
-    return Collected(
-        files=len(files), rows=sum(info["rows"] for info in files.values()), output=output, skipped=skipped,
-        read=len(to_read), changed=[results_dir / rel for rel in changed],
-        removed=[results_dir / rel for rel in removed], from_scratch=from_scratch,
-        superseded=[(results_dir / loser, results_dir / winner) for loser, winner in losers],
-    )
 
 
 # Columns that tell repeated runs of one cell apart on purpose; a schema that has one keeps each of them.
@@ -312,15 +354,77 @@ def clear_output(output: Path) -> None:
             path.unlink(missing_ok=True)
 
 
+def collect_and_report(results_dir: Path, output: Path | None = None, failures: Path | None = None,
+                       log_lines: int = LOG_LINES, report: Callable[[str], None] = print,
+                       warn: Callable[[str], None] = print) -> None:
+    """The collect command: merge every task file into `output` (default <results_dir>/merged.parquet), warn of
+    the files left out or replaced, list the cells without a result (and write them to `failures`, default
+    <results_dir>/failures.parquet), then report JAX against PyTorch."""
+    if not results_dir.is_dir():
+        raise OrchestratorError(f"results folder {results_dir} does not exist; nothing to collect")
+    output = output or results_dir / MERGED
+    collected = merge(results_dir, output)
+    for line in merge_notes(collected):
+        warn(line)
+    how = "from scratch" if collected.from_scratch else f"{collected.read} new or changed"
+    report(f"merged {collected.rows} rows from {collected.files} task files ({how}) into {collected.output}")
+    missing = missing_cells(results_dir, log_lines)
+    failures_path = write_failures(failures or results_dir / FAILURES, missing)
+    for line in missing_lines(missing, failures_path):
+        report(line)
+    for line in summary_lines(summary_frame(output)):
+        report(line)
+
+
+def merge_notes(collected: Collected) -> list[str]:
+    """What a merge left out or replaced, one line each."""
+    return [
+        *(f"skipped {path}: {reason}" for path, reason in collected.skipped),
+        *(f"re-read {path}: it changed since the last collect; its old rows were replaced"
+          for path in collected.changed),
+        *(f"dropped the rows of {path}: the file is gone" for path in collected.removed),
+        *(f"left out {older}: the same cell of the same campaign ran again later, in {newer}; the newer run is kept"
+          for older, newer in collected.superseded),
+    ]
+
+
+def missing_lines(missing: list[dict], failures_path: Path) -> list[str]:
+    """The cells without a result as a table, then the end of each one's log; none when nothing is missing."""
+    if not missing:
+        return []
+    lines = [f"\n{len(missing)} cells have no result (listed in {failures_path}):",
+             format_table(["campaign", "framework", "index", "cell", "state", "reason"],
+                          [[m["campaign"], m["framework"], m["array_index"], m["cell_id"], m["state"], m["reason"]]
+                           for m in missing])]
+    for m in missing:
+        if m["log_tail"]:
+            lines.append(f"--- {m['framework']} {m['array_index']} ({m['cell_id']}): end of {m['log']}:")
+            lines.append("\n".join(f"  | {line}" for line in m["log_tail"].splitlines()))
+    lines.append("submit only those again with: python main.py resubmit CAMPAIGN")
+    return lines
+
+
+def summary_lines(summary) -> list[str]:
+    """JAX against PyTorch per device model, then data-parallel scaling and the largest batches, where collected."""
+    lines = [f"\n{device_model}\n{table}" for device_model, table in comparison_tables(summary).items()]
+    scaling = scaling_table(summary)
+    if scaling:
+        lines.append(f"\nData-parallel scaling (same global batch as one process):\n{scaling}")
+    searched = batch_search_table(summary)
+    if searched:
+        lines.append(f"\nLargest batch that fits (each try a fresh process):\n{searched}")
+    return lines
+
+
 FAILURE_COLUMNS = ["campaign", "framework", "array_index", "cell_id", "task_id", "state", "reason", "log", "log_tail"]
 
 
-def missing_cells(results_dir: Path, log_lines: int = 20) -> list[dict]:
+def missing_cells(results_dir: Path, log_lines: int = LOG_LINES) -> list[dict]:
     """Every cell of every submitted campaign under results_dir that has no result, with its state, its
     reason (the failure row's, Slurm's, or "no result") and the end of its log. Dry-run campaigns are not
     counted: nothing was meant to run there. One sacct call per campaign that misses something."""
     from orchestrator.plan import campaign as campaigns
-    from orchestrator.run.status import SUCCESS, campaign_status, log_tail
+    from orchestrator.run.status import SUCCESS, campaign_status
 
     missing = []
     for path in sorted(results_dir.glob(f"*/{campaigns.MANIFEST}")):

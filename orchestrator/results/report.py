@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench_contract.atomic import publish
 from orchestrator import PROJECT_ROOT
-from orchestrator.results.collect import batch_search_rows, scaling_frame
+from orchestrator.errors import OrchestratorError
+from orchestrator.results.collect import MERGED, batch_search_rows, scaling_frame
 from orchestrator.results.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, display_rows, summary_rows
 
 COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
@@ -34,8 +36,6 @@ def write_report(merged: Path, folder: Path) -> Report:
 
     df = pd.read_parquet(merged)
     if df.empty:
-        from orchestrator.errors import OrchestratorError
-
         raise OrchestratorError(f"{merged} holds no rows; run `python main.py collect` after the jobs finish")
     folder.mkdir(parents=True, exist_ok=True)
     frame = comparison_frame(df)
@@ -44,6 +44,28 @@ def write_report(merged: Path, folder: Path) -> Report:
     report.plots = draw_plots(df, frame, folder / "plots")
     report.html = write_html(df, frame, report, folder / "report.html", merged)
     return report
+
+
+def report_and_export(results_dir: Path, merged: Path | None = None, output_dir: Path | None = None,
+                      wandb_project: str | None = None, report: Callable[[str], None] = print) -> None:
+    """The report command: write the report of `merged` (default <results_dir>/merged.parquet) into `output_dir`
+    (default <results_dir>/report), say where each part went, and export to W&B where a project is named."""
+    merged = merged or results_dir / MERGED
+    if not merged.exists():
+        raise OrchestratorError(f"{merged} does not exist; run `python main.py collect` first")
+    written = write_report(merged, output_dir or results_dir / "report")
+    for kind, path in written.tables.items():
+        report(f"{kind}: {path}")
+    report(f"{len(written.plots)} plots in {written.folder / 'plots'}")
+    report(f"html: {written.html}")
+    if wandb_project:
+        import pandas as pd
+
+        from orchestrator.results.export_wandb import export
+
+        df = pd.read_parquet(merged)
+        run_dir = export(df, comparison_frame(df), wandb_project, written.folder)  # W&B adds its own wandb/
+        report(f"W&B run written to {run_dir}")
 
 
 # --- tables -------------------------------------------------------------------------------------------
@@ -125,32 +147,46 @@ def _slug(*parts) -> str:
 
 
 def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
-    import numpy as np
-
     plt = _figure()
     plots: list[tuple[str, Path]] = []
     summary = summary_rows(df)
     device_index = {device: i for i, device in enumerate(devices(frame))}
-    group_cols = ["device_model", "benchmark", "use_case", "model", "precision"]
-
-    for group, block in frame.groupby(group_cols):
-        device, bench, case, model, precision = group
+    draw_metric_lines(plt, frame, device_index, folder, plots)
+    for device, block in frame.groupby("device_model"):
         d = device_index[str(device)]
+        draw_speedup(plt, block, device, folder / f"speedup_{d}.png", plots)
+        draw_compile_times(plt, block, device, folder / f"compile_{d}.png", plots)
+    draw_scaling(plt, scaling_frame(summary), device_index, folder, plots)
+    draw_latency_distributions(plt, df, device_index, folder, plots)
+    draw_rooflines(plt, summary, device_index, folder, plots)
+    draw_training_curves(plt, df, device_index, folder, plots)
+    return plots
+
+
+def metric_families(where: str) -> list[tuple[str, list[str], list[str], float, str, str]]:
+    """(file prefix, metrics, labels, scale, y label, caption) of each plot against batch size: one line per
+    framework and metric."""
+    return [
+        ("throughput", ["throughput"], ["throughput"], 1, "samples/s", f"Throughput against batch size: {where}"),
+        ("latency", ["step_time_p50", "step_time_p95", "step_time_p99"], ["p50", "p95", "p99"], 1,
+         "step time (ms)", f"Step-time percentiles (p50, p95, p99): {where}"),
+        ("memory", ["peak_device_memory_allocated", "peak_host_rss"], ["peak device memory", "peak host RSS"],
+         2**-20, "MiB", f"Peak memory against batch size: {where}"),
+        ("energy", ["energy_per_sample"], ["energy per sample"], 1, "J/sample",
+         f"Energy per sample (NVML, over the timed steps) against batch size: {where}"),
+        ("mfu", ["mfu"], ["MFU"], 100, "MFU (%)", f"Model FLOP utilisation against batch size: {where}"),
+    ]
+
+
+def draw_metric_lines(plt, frame, device_index: dict, folder: Path, plots: list) -> None:
+    """Each metric family against batch size, JAX beside PyTorch, per device model, benchmark, use case, model
+    and precision."""
+    for group, block in frame.groupby(["device_model", "benchmark", "use_case", "model", "precision"]):
+        device, bench, case, model, precision = group
         block = block.sort_values("batch_size")
-        slug = _slug(d, bench, case, model, precision)
+        slug = _slug(device_index[str(device)], bench, case, model, precision)
         where = f"{bench}, use case {case}, {model}, {precision} on {device}"
-        # (file prefix, metrics, labels, scale, y label, caption): one line per framework and metric
-        families = [
-            ("throughput", ["throughput"], ["throughput"], 1, "samples/s", f"Throughput against batch size: {where}"),
-            ("latency", ["step_time_p50", "step_time_p95", "step_time_p99"], ["p50", "p95", "p99"], 1,
-             "step time (ms)", f"Step-time percentiles (p50, p95, p99): {where}"),
-            ("memory", ["peak_device_memory_allocated", "peak_host_rss"], ["peak device memory", "peak host RSS"],
-             2**-20, "MiB", f"Peak memory against batch size: {where}"),
-            ("energy", ["energy_per_sample"], ["energy per sample"], 1, "J/sample",
-             f"Energy per sample (NVML, over the timed steps) against batch size: {where}"),
-            ("mfu", ["mfu"], ["MFU"], 100, "MFU (%)", f"Model FLOP utilisation against batch size: {where}"),
-        ]
-        for prefix, metrics, labels, scale, ylabel, caption in families:
+        for prefix, metrics, labels, scale, ylabel, caption in metric_families(where):
             # A metric that was not available (energy on a CPU) is NaN on every row: no plot of nothing.
             present = [(m, label) for m, label in zip(metrics, labels)
                        if any(f"{fw}_{m}" in block and block[f"{fw}_{m}"].notna().any() for fw in FRAMEWORKS)]
@@ -168,41 +204,48 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
             ax.legend(fontsize=7)
             _save(plt, fig, folder / f"{prefix}_{slug}.png", plots, caption)
 
-    for device, block in frame.groupby("device_model"):
-        d = device_index[str(device)]
-        cells = block.assign(label=block["benchmark"] + "/" + block["model"] + " uc" + block["use_case"].astype(str))
-        grid = cells.pivot_table(index="label", columns="batch_size", values="speedup")
-        if grid.notna().any().any():
-            fig, ax = plt.subplots(figsize=(1.2 * len(grid.columns) + 3, 0.6 * len(grid) + 2))
-            image = ax.imshow(grid.to_numpy(), cmap="coolwarm", vmin=0, vmax=2, aspect="auto")
-            ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
-            ax.set_yticks(range(len(grid.index)), list(grid.index))
-            for (i, j), value in np.ndenumerate(grid.to_numpy()):
-                if value == value:  # not NaN
-                    ax.text(j, i, f"{value:.2f}", ha="center", va="center")
-            ax.set(xlabel="batch size", title=f"Speed-up JAX/PyTorch (>1: JAX faster)\n{device}")
-            fig.colorbar(image, ax=ax)
-            _save(plt, fig, folder / f"speedup_{d}.png", plots, f"Speed-up heat map on {device}")
 
-        compile_cols = [f"{fw}_compile_time" for fw in FRAMEWORKS if f"{fw}_compile_time" in block]
-        if compile_cols and block[compile_cols].notna().any().any():
-            fig, ax = plt.subplots(figsize=(7, 4))
-            labels = [f"{r.benchmark}/{r.model} b{r.batch_size}" for r in block.itertuples()]
-            width = 0.4
-            for k, fw in enumerate(FRAMEWORKS):
-                column = f"{fw}_compile_time"
-                if column in block:
-                    ax.bar([i + k * width for i in range(len(block))], block[column].fillna(0), width,
-                           color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
-            ax.set_xticks([i + width / 2 for i in range(len(block))], labels, rotation=30, ha="right", fontsize=7)
-            ax.set(ylabel="compile time (s)", title=f"Compile time, apart from the timed steps\n{device}")
-            ax.legend()
-            _save(plt, fig, folder / f"compile_{d}.png", plots, f"Compile time on {device}")
+def draw_speedup(plt, block, device, path: Path, plots: list) -> None:
+    """A heat map of the speed-up of every cell of one device model: benchmark/model/use case against batch size."""
+    import numpy as np
 
-    draw_scaling(plt, scaling_frame(summary), device_index, folder, plots)
-    draw_latency_distributions(plt, df, device_index, folder, plots)
-    draw_rooflines(plt, summary, device_index, folder, plots)
+    cells = block.assign(label=block["benchmark"] + "/" + block["model"] + " uc" + block["use_case"].astype(str))
+    grid = cells.pivot_table(index="label", columns="batch_size", values="speedup")
+    if not grid.notna().any().any():
+        return
+    fig, ax = plt.subplots(figsize=(1.2 * len(grid.columns) + 3, 0.6 * len(grid) + 2))
+    image = ax.imshow(grid.to_numpy(), cmap="coolwarm", vmin=0, vmax=2, aspect="auto")
+    ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+    ax.set_yticks(range(len(grid.index)), list(grid.index))
+    for (i, j), value in np.ndenumerate(grid.to_numpy()):
+        if value == value:  # not NaN
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center")
+    ax.set(xlabel="batch size", title=f"Speed-up JAX/PyTorch (>1: JAX faster)\n{device}")
+    fig.colorbar(image, ax=ax)
+    _save(plt, fig, path, plots, f"Speed-up heat map on {device}")
 
+
+def draw_compile_times(plt, block, device, path: Path, plots: list) -> None:
+    """Bars of each framework's compile time per cell of one device model, where any was recorded."""
+    compile_cols = [f"{fw}_compile_time" for fw in FRAMEWORKS if f"{fw}_compile_time" in block]
+    if not compile_cols or not block[compile_cols].notna().any().any():
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    labels = [f"{r.benchmark}/{r.model} b{r.batch_size}" for r in block.itertuples()]
+    width = 0.4
+    for k, fw in enumerate(FRAMEWORKS):
+        column = f"{fw}_compile_time"
+        if column in block:
+            ax.bar([i + k * width for i in range(len(block))], block[column].fillna(0), width,
+                   color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
+    ax.set_xticks([i + width / 2 for i in range(len(block))], labels, rotation=30, ha="right", fontsize=7)
+    ax.set(ylabel="compile time (s)", title=f"Compile time, apart from the timed steps\n{device}")
+    ax.legend()
+    _save(plt, fig, path, plots, f"Compile time on {device}")
+
+
+def draw_training_curves(plt, df, device_index: dict, folder: Path, plots: list) -> None:
+    """Loss and accuracy against steps, epochs and time, JAX beside PyTorch, per device model and cell key."""
     curves = df[df["metric"].isin(["train_loss", "val_accuracy", "epoch_time", "step_time"])]
     for group, block in curves.groupby(["device_model", *KEY]):
         device, bench, case, model, batch, precision = group
@@ -210,24 +253,8 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
         fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
         for fw in FRAMEWORKS:
             mine = block[block["framework"] == fw]
-            if mine.empty:
-                continue
-            run = mine[mine["cell_id"] == mine["cell_id"].iloc[0]]
-            run = run[run["campaign"] == run["campaign"].iloc[0]]  # one run per framework, not a blend
-            run = run[run["trial"] == run["trial"].iloc[0]]  # ... nor a blend of its trials
-            loss = run[run["metric"] == "train_loss"].sort_values("step")
-            axes[0].plot(loss["step"], loss["value"], color=COLORS[fw], label=FRAMEWORK_TITLES[fw], lw=0.8)
-            acc = run[run["metric"] == "val_accuracy"].sort_values("epoch")
-            axes[1].plot(acc["epoch"] + 1, acc["value"], "o-", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
-            times = run[run["metric"] == "epoch_time"].sort_values("epoch")["value"].cumsum()
-            if len(times) == len(acc):
-                axes[2].plot(times.to_numpy(), acc["value"].to_numpy(), "o-", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
-            # Loss against the time spent in the timed steps (warm-up steps carry no time and are left out).
-            steps = run[run["metric"] == "step_time"].sort_values("step")
-            timed_loss = loss.set_index("step")["value"].reindex(steps["step"])
-            if len(steps):
-                axes[3].plot(steps["value"].cumsum().to_numpy() / 1e3, timed_loss.to_numpy(), color=COLORS[fw],
-                             label=FRAMEWORK_TITLES[fw], lw=0.8)
+            if not mine.empty:
+                plot_run_curves(axes, one_run(mine), fw)
         axes[0].set(xlabel="step", ylabel="training loss")
         axes[1].set(xlabel="epoch", ylabel="validation accuracy")
         axes[2].set(xlabel="wall time (s, training only)", ylabel="validation accuracy")
@@ -237,7 +264,31 @@ def draw_plots(df, frame, folder: Path) -> list[tuple[str, Path]]:
         fig.suptitle(f"Training curves: {bench} uc{case} {model} batch {batch} {precision} on {device}")
         _save(plt, fig, folder / f"curves_{_slug(d, bench, case, model, batch, precision)}.png", plots,
               f"Training curves: {bench}, use case {case}, {model}, batch {batch}, {precision} on {device}")
-    return plots
+
+
+def one_run(rows):
+    """The rows of one run of a framework's cell: the first cell, campaign and trial, not a blend of them."""
+    run = rows[rows["cell_id"] == rows["cell_id"].iloc[0]]
+    run = run[run["campaign"] == run["campaign"].iloc[0]]
+    return run[run["trial"] == run["trial"].iloc[0]]
+
+
+def plot_run_curves(axes, run, fw: str) -> None:
+    """One run's loss against steps, accuracy against epochs and wall time, and loss against timed-step time."""
+    title = FRAMEWORK_TITLES[fw]
+    loss = run[run["metric"] == "train_loss"].sort_values("step")
+    axes[0].plot(loss["step"], loss["value"], color=COLORS[fw], label=title, lw=0.8)
+    acc = run[run["metric"] == "val_accuracy"].sort_values("epoch")
+    axes[1].plot(acc["epoch"] + 1, acc["value"], "o-", color=COLORS[fw], label=title)
+    times = run[run["metric"] == "epoch_time"].sort_values("epoch")["value"].cumsum()
+    if len(times) == len(acc):
+        axes[2].plot(times.to_numpy(), acc["value"].to_numpy(), "o-", color=COLORS[fw], label=title)
+    # Loss against the time spent in the timed steps (warm-up steps carry no time and are left out).
+    steps = run[run["metric"] == "step_time"].sort_values("step")
+    timed_loss = loss.set_index("step")["value"].reindex(steps["step"])
+    if len(steps):
+        axes[3].plot(steps["value"].cumsum().to_numpy() / 1e3, timed_loss.to_numpy(), color=COLORS[fw],
+                     label=title, lw=0.8)
 
 
 def draw_latency_distributions(plt, df, device_index: dict, folder: Path, plots: list) -> None:

@@ -10,13 +10,15 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
-from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.profile import ClusterProfile, load_profile
+from orchestrator.tables import format_table
 
 # Printed as JSON by each environment's python: framework version, devices it sees, NVML's GPU names.
 PROBES = {
@@ -122,3 +124,15 @@ def run_checks(profile: ClusterProfile, data: list[tuple[str, Path | None]]) -> 
     checks += check_slurm(profile)
     checks += [check_data(benchmark, folder) for benchmark, folder in data]
     return checks
+
+
+def check_setup(profile: Path | None, benchmark: str, data_dir: Path | None,
+                report: Callable[[str], None] = print) -> int:
+    """The doctor command: run every check for the profile (a TOML path, or the built-in one) and the benchmark's
+    data, and report them as a table. Returns the exit code: 1 if any check failed."""
+    catalog.benchmark(benchmark)
+    checks = run_checks(load_profile(profile), [(benchmark, data_dir)])
+    report(format_table(["check", "", "detail"], [[c.name, "ok" if c.ok else "FAIL", c.detail] for c in checks]))
+    failed = [c for c in checks if not c.ok]
+    report(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
+    return 1 if failed else 0

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError
-from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan import catalog
+from orchestrator.plan.profile import ClusterProfile, load_profile
 
 STAMP = ".requirements.sha256"
 
@@ -32,6 +33,17 @@ def fingerprint(requirements: Path) -> str:
 def is_current(env: Path, requirements: Path) -> bool:
     stamp = env / STAMP
     return stamp.is_file() and stamp.read_text().strip() == fingerprint(requirements)
+
+
+def ensure_envs(frameworks: list[str], profile: Path | None, report: Callable[[str], None] = print) -> None:
+    """The envs command: each framework's environment (default: every framework's) from the profile (a TOML
+    path, or the built-in one); every name is checked before anything is built."""
+    chosen = frameworks or list(catalog.FRAMEWORKS)
+    for name in chosen:
+        catalog.check_framework(name)
+    loaded = load_profile(profile)
+    for name in chosen:
+        ensure_env(name, loaded, report=report)
 
 
 def ensure_env(framework: str, profile: ClusterProfile, report: Callable[[str], None] = print) -> Path:

@@ -6,19 +6,18 @@ bad input leaves no half-written campaign behind.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, matrix
-from orchestrator.plan.profile import ClusterProfile
-from orchestrator.plan.render import render_scripts
+from orchestrator.plan.profile import ClusterProfile, load_profile
+from orchestrator.plan.render import RenderedScript, render_scripts
 from orchestrator.run import submit
 from orchestrator.run.doctor import check_partition
+from orchestrator.run.status import follow_up
 from orchestrator.tables import format_table
 
 
@@ -42,10 +41,131 @@ class LaunchRequest:
     new_campaign: bool = False  # the same command again: plan a separate campaign instead
 
 
+@dataclass(frozen=True)
+class LaunchOptions:
+    """The default command's options as typed (None where not given); `request` applies the defaults and the rules
+    that tie options together, and checks what can be checked before the matrix is expanded."""
+
+    benchmark: str
+    use_case: int
+    frameworks: list[str] | None
+    models: list[str] | None
+    batch_sizes: list[str] | None
+    precision: list[str] | None
+    variant: str
+    torch_compile: bool
+    channels_last: bool
+    find_max_batch: bool
+    max_batch_limit: int
+    memory_limit: str | None
+    trace_steps: int
+    epochs: int | None
+    learning_rate: float
+    optimizer: str
+    seed: int
+    warmup_steps: int
+    timed_steps: int
+    min_duration: float
+    trials: int
+    paired: bool
+    data_dir: Path | None
+    synthetic: bool
+    synthetic_samples: int
+    device: str
+    clip_norm: float
+    noise_multiplier: float
+    loop_batch_size: int
+    nodes: int
+    tasks_per_node: int
+    executor: str
+    dry_run: bool
+    wait: bool
+    rerun_completed: bool
+    new_campaign: bool
+    profile: Path | None
+    results_dir: Path
+    scripts_dir: Path
+
+    def request(self, command: str) -> LaunchRequest:
+        settings = self.settings(catalog.benchmark(self.benchmark))
+        return LaunchRequest(
+            benchmark=self.benchmark,
+            use_case=self.use_case,
+            frameworks=matrix.parse_list(self.frameworks),
+            models=matrix.parse_list(self.models),
+            batch_sizes=matrix.parse_batch_sizes(self.batch_sizes),
+            precisions=matrix.parse_list(self.precision),
+            settings=settings,
+            profile=load_profile(self.profile),
+            executor=self.executor,
+            dry_run=self.dry_run,
+            wait=self.wait,
+            results_dir=self.results_dir,
+            scripts_dir=self.scripts_dir,
+            command=command,
+            rerun_completed=self.rerun_completed,
+            new_campaign=self.new_campaign,
+        )
+
+    def settings(self, bench: catalog.Benchmark) -> matrix.RunSettings:
+        return matrix.RunSettings(
+            epochs=self.epochs if self.epochs is not None else bench.default_epochs,
+            learning_rate=self.learning_rate,
+            optimizer=self.optimizer,
+            seed=self.seed,
+            warmup_steps=self.warmup_steps,
+            data_source=matrix.data_source(self.synthetic, self.find_max_batch),
+            data_dir=str(self.data_dir) if self.data_dir else None,
+            synthetic_samples=self.synthetic_samples,
+            device=self.device,
+            clip_norm=self.clip_norm,
+            noise_multiplier=self.noise_multiplier,
+            loop_batch_size=self.loop_batch_size,
+            nodes=self.nodes,
+            tasks_per_node=self.tasks_per_node,
+            model_variant=self.variant,
+            timed_steps=self.timed_steps,
+            min_duration_s=self.min_duration,
+            trials=self.trials,
+            paired=self.paired,
+            torch_compile=self.torch_compile,
+            channels_last=self.channels_last,
+            batch_search=self.find_max_batch,
+            batch_search_limit=self.max_batch_limit,
+            memory_limit_bytes=matrix.parse_memory_size(self.memory_limit) if self.memory_limit else 0,
+            trace_steps=self.trace_steps,
+        )
+
+
 def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     """Plan, render and (unless dry-run) submit one campaign. Returns the exit code."""
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
                           req.precisions, req.settings)
+    check_request(req, cells, report)
+    same = None if req.dry_run or req.new_campaign else find_same(req, cells)
+    campaign_dir, scripts, manifest = write_planned(req, cells, same)
+    if same:
+        return resubmit_same(req, campaign_dir, report)
+    for script in scripts:
+        report(f"wrote {manifest['scripts'][script.framework]['path']} ({script.tasks} array tasks)")
+    trials = f" x {req.settings.trials} trials" if req.settings.trials > 1 else ""
+    report(f"campaign {campaign_dir.name}: {len(cells)} cells{trials}, manifest {campaign_dir / campaigns.MANIFEST}")
+    if req.dry_run:
+        report(cell_table(manifest, {}))
+        report("dry run: nothing was submitted")
+        return 0
+    try:
+        submissions = submit_all(req, scripts, manifest, campaign_dir, report)
+    except OrchestratorError as exc:
+        # The manifest keeps what was submitted before the failure, and says why the rest was not.
+        manifest["submission_error"] = str(exc)
+        campaigns.save_manifest(campaign_dir, manifest)
+        raise
+    return report_submitted(req, scripts, manifest, submissions, report)
+
+
+def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None]) -> None:
+    """Everything that can be checked before a campaign is written: the data, the partition, the executor."""
     try:
         matrix.check_data(req.benchmark, req.settings, req.use_case)
     except UsageError as exc:
@@ -64,7 +184,11 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     if not req.dry_run:
         check_can_run(req, sorted({c.framework for c in cells}))
 
-    same = None if req.dry_run or req.new_campaign else find_same(req, cells)
+
+def write_planned(req: LaunchRequest, cells: list[matrix.Cell],
+                  same: Path | None) -> tuple[Path, list[RenderedScript], dict]:
+    """Render the scripts and write the campaign (the one planned before by the same command, or a new one).
+    Returns the campaign folder, the scripts and the manifest."""
     campaign = same.name if same else campaigns.new_campaign_id(req.benchmark, req.use_case)
     campaign_dir = (req.results_dir / campaign).resolve()
     commit = campaigns.git_commit()
@@ -79,30 +203,17 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
         command=req.command, commit=commit, executor="dry-run" if req.dry_run else req.executor,
         created_at=created_at, previous=previous,
     )
-    if same:
-        return resubmit_same(req, campaign_dir, report)
-    for script in scripts:
-        report(f"wrote {manifest['scripts'][script.framework]['path']} ({script.tasks} array tasks)")
-    trials = f" x {req.settings.trials} trials" if req.settings.trials > 1 else ""
-    report(f"campaign {campaign}: {len(cells)} cells{trials}, manifest {campaign_dir / campaigns.MANIFEST}")
-    if req.dry_run:
-        report(cell_table(manifest, {}))
-        report("dry run: nothing was submitted")
-        return 0
+    return campaign_dir, scripts, manifest
 
-    try:
-        submissions = submit_all(req, scripts, manifest, campaign_dir, report)
-    except OrchestratorError as exc:
-        # The manifest keeps what was submitted before the failure, and says why the rest was not.
-        manifest["submission_error"] = str(exc)
-        campaigns.save_manifest(campaign_dir, manifest)
-        raise
+
+def report_submitted(req: LaunchRequest, scripts, manifest: dict, submissions: list[submit.Submission],
+                     report: Callable[[str], None]) -> int:
+    """The cells with their jobs, each failed task, and what to do next. Returns the exit code."""
     report(cell_table(manifest, {s.framework: s for s in submissions}))
-    failed = [(s.framework, i, why) for s in submissions for i, why in s.failed.items()]
-    for framework, index, why in failed:
-        report(f"FAILED {framework} array task {index}: {why}")
-    collect = "python main.py collect" + ("" if req.results_dir.resolve() == DEFAULT_RESULTS_DIR.resolve()
-                                          else f" --results-dir {shlex.quote(str(req.results_dir))}")
+    failed = submit.failure_lines(submissions)
+    for line in failed:
+        report(line)
+    collect = follow_up("collect", req.results_dir)
     if req.executor == "slurm" and not req.wait:
         report(f"submitted; follow with squeue, then run: {collect}")
     else:
@@ -118,22 +229,18 @@ def find_same(req: LaunchRequest, cells: list[matrix.Cell]) -> Path | None:
 
 def resubmit_same(req: LaunchRequest, campaign_dir: Path, report: Callable[[str], None]) -> int:
     """The same command run again: submit only the cells of its campaign that have no result."""
-    from orchestrator.run.resubmit import resubmit
+    from orchestrator.run.resubmit import resubmit_and_report
 
     report(f"campaign {campaign_dir.name} was planned by the same command before: submitting only the cells "
            f"without a result{' and, as asked, the completed ones again' if req.rerun_completed else ''} "
            "(--new-campaign plans a separate one)")
-    done = resubmit(campaign_dir, executor=req.executor, rerun_completed=req.rerun_completed, wait=req.wait,
-                    report=report)
-    failed = [(r.framework, i, why) for r in done for i, why in r.failed.items()]
-    for framework, index, why in failed:
-        report(f"FAILED {framework} array task {index}: {why.splitlines()[0]}")
-    return 1 if failed else 0
+    return resubmit_and_report(campaign_dir, executor=req.executor, rerun_completed=req.rerun_completed,
+                               wait=req.wait, report=report, warn=report)
 
 
 def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
     """What submission needs, checked before anything is written: Slurm's commands and the environments."""
-    if req.executor in ("slurm", "submitit"):
+    if req.executor in catalog.SLURM_EXECUTORS:
         submit.require_command("sbatch")
     for framework in frameworks:
         activate = req.profile.env_path(framework) / "bin" / "activate"
@@ -149,7 +256,7 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
     submissions = []
     log_dir = campaign_dir / "logs"
     pending_submitit = []
-    max_array = submit.array_limit(req.profile) if req.executor in ("slurm", "submitit") else None
+    max_array = submit.executor_array_limit(req.executor, req.profile)
     for script in scripts:
         info = manifest["scripts"][script.framework]
         job_name = script.name.removesuffix(".sh")

@@ -15,11 +15,10 @@ from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
+from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.run import submit
 from orchestrator.run.status import ACTIVE, SUCCESS, campaign_status
-
-EXECUTORS = ("slurm", "submitit", "local")
 
 
 @dataclass
@@ -77,77 +76,127 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
     """Submit the tasks of the campaign in `folder` whose cells have no result (or `todo`): one array per script,
     that is per framework, or one for the paired script. `Resubmission.framework` is that script's key."""
     manifest = campaigns.load_manifest(folder)
-    executor = executor or (manifest["executor"] if manifest["executor"] in EXECUTORS else "slurm")
-    if executor not in EXECUTORS:
-        raise UsageError(f"unknown executor {executor!r}; choose from: {', '.join(EXECUTORS)}")
+    executor = executor or (manifest["executor"] if manifest["executor"] in catalog.EXECUTORS else "slurm")
+    if executor not in catalog.EXECUTORS:
+        raise UsageError(f"unknown executor {executor!r}; choose from: {', '.join(catalog.EXECUTORS)}")
     todo = cells_to_run(folder, rerun_completed) if todo is None else todo
     if not todo:
         report(f"campaign {folder.name}: every cell has a result or is still queued; nothing to submit")
         return []
-    profile = profile_of(manifest)
-    max_array = submit.array_limit(profile) if executor in ("slurm", "submitit") else None
-    done = []
-    for key, indices in todo.items():
-        info = manifest["scripts"][key]
+    run = Rerun(folder, manifest, executor, rerun_completed, wait, report)
+    done = [run.resubmit_script(key, indices) for key, indices in todo.items()]
+    if executor == "slurm" and wait:
+        run.wait_for_slurm(done)
+    if executor == "local" or wait:
+        run.record_failures(done)
+    return done
+
+
+def resubmit_and_report(folder: Path, *, executor: str | None, rerun_completed: bool, wait: bool,
+                        report: Callable[[str], None] = print, warn: Callable[[str], None] = print) -> int:
+    """Resubmit (above), then warn of each array task that failed. Returns the exit code: 1 if any failed."""
+    done = resubmit(folder, executor=executor, rerun_completed=rerun_completed, wait=wait, report=report)
+    failed = submit.failure_lines(done, first_line_only=True)
+    for line in failed:
+        warn(line)
+    return 1 if failed else 0
+
+
+@dataclass
+class Rerun:
+    """One resubmission of a campaign's tasks, script after script, with the manifest updated as it goes."""
+
+    folder: Path
+    manifest: dict
+    executor: str
+    rerun_completed: bool
+    wait: bool
+    report: Callable[[str], None]
+    profile: ClusterProfile = field(init=False)
+    max_array: int | None = field(init=False)  # the most tasks one array job may hold here, where Slurm has a cap
+
+    def __post_init__(self) -> None:
+        self.profile = profile_of(self.manifest)
+        self.max_array = submit.executor_array_limit(self.executor, self.profile)
+
+    def resubmit_script(self, key: str, indices: list[int]) -> Resubmission:
+        """Submit (or run) the script's tasks at these array indices, and record them before anything is waited for."""
+        info = self.manifest["scripts"][key]
         script, job_name = Path(info["campaign_copy"]), info["name"].removesuffix(".sh")
         n = info["array_tasks"]
-        sub = manifest["submissions"].setdefault(key, {"job_id": "", "task_ids": [""] * n})
+        sub = self.manifest["submissions"].setdefault(key, {"job_id": "", "task_ids": [""] * n})
         if "arrays" not in sub and sub["job_id"]:
             sub["arrays"] = [{"job_id": sub["job_id"], "offset": 0, "count": n}]
+        task_ids, jobs = self.submit_tasks(key, script, job_name, n, indices, sub)
+        job_ids = self.record_tasks(key, indices, task_ids, sub)
+        how = "run here" if self.executor == "local" else f"submitted as job {', '.join(job_ids)}"
+        self.report(f"{key}: {len(indices)} of {n} array tasks (indices {array_expression(indices)}) {how}")
+        result = Resubmission(key, indices, job_ids)
+        if self.executor == "local":
+            self.run_here(result, script, job_name)
+        elif self.executor == "submitit" and self.wait:
+            waited = submit.Submission(key, job_ids[0], [task_ids[i] for i in indices])
+            submit.wait_for_submitit(waited, jobs)
+            result.failed = {indices[k]: why for k, why in waited.failed.items()}
+        return result
+
+    def submit_tasks(self, key: str, script: Path, job_name: str, n: int, indices: list[int],
+                     sub: dict) -> tuple[dict[int, str], list]:
+        """Array index -> new task id, and submitit's jobs (none for the other executors)."""
         task_ids: dict[int, str] = {}
         jobs = []
-        if executor == "slurm":
-            for offset, local in blocks(indices, max_array):
+        if self.executor == "slurm":
+            for offset, local in blocks(indices, self.max_array):
                 job_id = submit.sbatch(script, *([str(offset)] if offset else []),
                                        options=(f"--array={array_expression(local)}",))
                 sub.setdefault("arrays", []).append({"job_id": job_id, "offset": offset, "indices": local})
                 task_ids.update({offset + i: f"{job_id}_{i}" for i in local})
-        elif executor == "submitit":
-            part, jobs = submit.submit_submitit(key, script, n, folder / "submitit" / key, profile,
-                                                job_name, folder / "logs", max_array, indices=indices)
+        elif self.executor == "submitit":
+            part, jobs = submit.submit_submitit(key, script, n, self.folder / "submitit" / key, self.profile,
+                                                job_name, self.folder / "logs", self.max_array, indices=indices)
             sub.setdefault("arrays", []).extend(part.arrays)
             task_ids.update(zip(indices, part.task_ids))
         else:
             task_ids.update({i: f"local_{i}" for i in indices})
+        return task_ids, jobs
+
+    def record_tasks(self, key: str, indices: list[int], task_ids: dict[int, str], sub: dict) -> list[str]:
+        """Write the new task ids into the manifest and save it; returns the job ids."""
         for i, task_id in task_ids.items():
             sub["task_ids"][i] = task_id
             sub.get("failed", {}).pop(str(i), None)
         if not sub["job_id"]:
             sub["job_id"] = next(iter(task_ids.values())).split("_")[0]
         job_ids = sorted({t.rsplit("_", 1)[0] for t in task_ids.values()})
-        manifest.setdefault("resubmissions", []).append({
-            "script": key, "indices": indices, "job_ids": job_ids, "executor": executor,
-            "rerun_completed": rerun_completed, "submitted_at": campaigns.now_utc()})
-        manifest.pop("submission_error", None)
+        self.manifest.setdefault("resubmissions", []).append({
+            "script": key, "indices": indices, "job_ids": job_ids, "executor": self.executor,
+            "rerun_completed": self.rerun_completed, "submitted_at": campaigns.now_utc()})
+        self.manifest.pop("submission_error", None)
         # Recorded before anything runs or is waited for: a later failure does not lose these job ids.
-        campaigns.save_manifest(folder, manifest)
-        how = "run here" if executor == "local" else f"submitted as job {', '.join(job_ids)}"
-        report(f"{key}: {len(indices)} of {n} array tasks (indices {array_expression(indices)}) {how}")
-        result = Resubmission(key, indices, job_ids)
-        if executor == "local":
-            for i in indices:
-                log = folder / "logs" / f"{job_name}_local_{i}.out"
-                try:
-                    submit.run_array_task(str(script), i, str(log))
-                except OrchestratorError as exc:
-                    result.failed[i] = str(exc)
-                    report(str(exc).splitlines()[0])
-        elif executor == "submitit" and wait:
-            waited = submit.Submission(key, job_ids[0], [task_ids[i] for i in indices])
-            submit.wait_for_submitit(waited, jobs)
-            result.failed = {indices[k]: why for k, why in waited.failed.items()}
-        done.append(result)
-    if executor == "slurm" and wait:
-        report("waiting for the jobs to finish (polling squeue with back-off)")
-        waited = [submit.Submission(r.framework, r.job_ids[0], [manifest["submissions"][r.framework]["task_ids"][i]
-                                                                  for i in r.indices],
+        campaigns.save_manifest(self.folder, self.manifest)
+        return job_ids
+
+    def run_here(self, result: Resubmission, script: Path, job_name: str) -> None:
+        """The local executor: run each task here, one after another; a failed task does not stop the rest."""
+        for i in result.indices:
+            log = self.folder / "logs" / f"{job_name}_local_{i}.out"
+            try:
+                submit.run_array_task(str(script), i, str(log))
+            except OrchestratorError as exc:
+                result.failed[i] = str(exc)
+                self.report(str(exc).splitlines()[0])
+
+    def wait_for_slurm(self, done: list[Resubmission]) -> None:
+        self.report("waiting for the jobs to finish (polling squeue with back-off)")
+        task_ids = {r.framework: self.manifest["submissions"][r.framework]["task_ids"] for r in done}
+        waited = [submit.Submission(r.framework, r.job_ids[0], [task_ids[r.framework][i] for i in r.indices],
                                     arrays=[{"job_id": j} for j in r.job_ids]) for r in done]
-        submit.wait_for_slurm(waited, report=report)
+        submit.wait_for_slurm(waited, report=self.report)
         for r, w in zip(done, waited):
             r.failed = {r.indices[k]: why for k, why in w.failed.items()}
-    if executor == "local" or wait:
+
+    def record_failures(self, done: list[Resubmission]) -> None:
         for r in done:
-            failed = manifest["submissions"][r.framework].setdefault("failed", {})
+            failed = self.manifest["submissions"][r.framework].setdefault("failed", {})
             failed.update({str(i): why for i, why in r.failed.items()})
-        campaigns.save_manifest(folder, manifest)
-    return done
+        campaigns.save_manifest(self.folder, self.manifest)

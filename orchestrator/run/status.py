@@ -10,15 +10,19 @@ end of its log.
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench_contract.run.failure import failure_path, read_failure
-from orchestrator.errors import UsageError
+from orchestrator import DEFAULT_RESULTS_DIR
+from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
-from orchestrator.run.submit import sacct_states
+from orchestrator.run.submit import POLL_BACKOFF, Backoff, log_tail, sacct_states
+from orchestrator.tables import format_table
 
 # Slurm's job states, grouped into what a user of a campaign needs to know.
 SLURM_STATE_NAMES = {
@@ -32,7 +36,6 @@ SLURM_STATE_NAMES = {
 }
 ACTIVE = ("pending", "running")
 SUCCESS = "completed"
-LOG_LINES = 20  # the end of a failed task's log that status and collect show
 
 
 @dataclass(frozen=True)
@@ -153,20 +156,6 @@ def log_path(folder: Path, manifest: dict, script_key: str, index: int, task_id:
     return None
 
 
-def log_tail(path: str, lines: int = LOG_LINES) -> list[str]:
-    """The last lines of a log (read from its end, so a huge log costs no more than a small one)."""
-    if not path:
-        return []
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return []
-    return text.splitlines()[-lines:]
-
-
 def summary(cells: list[CellStatus]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for cell in cells:
@@ -183,3 +172,62 @@ def progress_bar(cells: list[CellStatus], width: int = 30) -> str:
 
 def is_active(cells: list[CellStatus]) -> bool:
     return any(c.state in ACTIVE for c in cells)
+
+
+def follow_up(command: str, results_dir: Path) -> str:
+    """The command line of a follow-up command (`collect`, `resubmit`), with --results-dir unless it is the default."""
+    if results_dir.resolve() == DEFAULT_RESULTS_DIR.resolve():
+        return f"python main.py {command}"
+    return f"python main.py {command} --results-dir {shlex.quote(str(results_dir))}"
+
+
+# --- the status and watch commands -----------------------------------------------------------------------
+
+def show_status(results_dir: Path, campaign: str | None, log_lines: int,
+                report: Callable[[str], None] = print) -> None:
+    """Report every cell of the campaign (the newest when none is named), then the end of the log of each cell
+    that ended without a result, and how to submit those again."""
+    folder = find_campaign(results_dir, campaign)
+    cells = campaign_status(folder)
+    report(f"campaign {folder.name}")
+    report(format_table(["framework", "index", "cell", "task", "state", "detail"],
+                        [[c.framework, c.array_index, c.cell_id, c.task_id, c.state, c.detail] for c in cells]))
+    report(progress_bar(cells))
+    for c in cells:
+        if c.ended_without_result and log_lines > 0:
+            for line in ended_lines(c, log_lines):
+                report(line)
+    missing = sum(c.ended_without_result for c in cells)
+    if missing:
+        report(f"\n{missing} cells ended without a result; submit only those again with: "
+               f"{follow_up('resubmit', results_dir)} {folder.name}")
+
+
+def ended_lines(cell: CellStatus, log_lines: int) -> list[str]:
+    """A cell that ended without a result: its state and reason, then the end of its log."""
+    tail = log_tail(cell.log, log_lines)
+    return [f"\n--- {cell.framework} {cell.array_index} ({cell.cell_id}): {cell.state}: {cell.detail}",
+            f"  end of {cell.log}:" if tail else "  (no log)", *(f"  | {line}" for line in tail)]
+
+
+# Watching polls every `interval` seconds at first, backing off like waiting for Slurm, to a minute apart.
+WATCH_MAX_S = 60.0
+
+
+def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
+                   report: Callable[[str], None] = print, warn: Callable[[str], None] = print) -> int:
+    """Report the campaign's progress until none of its cells is active (one sacct, and squeue, call per poll for
+    the whole campaign), then warn of each cell that did not complete. Returns the exit code: 1 if any did not."""
+    if interval <= 0:
+        raise OrchestratorError("--interval must be positive")
+    folder = find_campaign(results_dir, campaign)
+    report(f"campaign {folder.name}")
+    for _ in Backoff(interval, POLL_BACKOFF, WATCH_MAX_S).rounds():
+        cells = campaign_status(folder)
+        report(progress_bar(cells))
+        if not is_active(cells):
+            break
+    unfinished = [c for c in cells if c.state != SUCCESS]
+    for c in unfinished:
+        warn(f"{c.framework} {c.array_index} ({c.cell_id}): {c.state}: {c.detail}")
+    return 1 if unfinished else 0

@@ -11,11 +11,12 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
 
 
@@ -38,6 +39,12 @@ class Submission:
         return [a["job_id"] for a in self.arrays] or [self.job_id]
 
 
+def failure_lines(submissions, first_line_only: bool = False) -> list[str]:
+    """One line per array task that failed, for each Submission (or Resubmission): its script key, index and why."""
+    return [f"FAILED {sub.framework} array task {index}: {why.splitlines()[0] if first_line_only else why}"
+            for sub in submissions for index, why in sub.failed.items()]
+
+
 def require_command(name: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -48,11 +55,26 @@ def require_command(name: str) -> str:
     return path
 
 
-def log_tail(path: Path, lines: int = 15) -> str:
+LOG_LINES = 20  # the end of a failed task's log that status and collect show
+
+
+def log_tail(path: str | Path, lines: int = LOG_LINES) -> list[str]:
+    """The last lines of a log (read from its end, so a huge log costs no more than a small one); [] without one."""
+    if not path:
+        return []
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode(errors="replace")
     except OSError:
-        return f"(no log at {path})"
+        return []
+    return text.splitlines()[-lines:]
+
+
+def log_end(path: str | Path, lines: int = 15) -> str:
+    """The end of a log as text for an error message, or a note that there is no log."""
+    return "\n".join(log_tail(path, lines)) if os.path.isfile(path) else f"(no log at {path})"
 
 
 # --- sbatch -----------------------------------------------------------------------------------------
@@ -74,6 +96,11 @@ def array_limit(profile: ClusterProfile) -> int | None:
     """Most tasks one array job may hold here: the cluster's MaxArraySize, or the profile's cap if smaller."""
     limits = [n for n in (cluster_max_array_size(), profile.max_array_size) if n is not None]
     return min(limits) if limits else None
+
+
+def executor_array_limit(executor: str, profile: ClusterProfile) -> int | None:
+    """The array limit where the executor submits to Slurm; None (no limit) for the local executor."""
+    return array_limit(profile) if executor in catalog.SLURM_EXECUTORS else None
 
 
 def sbatch(script: Path, *args: str, options: tuple[str, ...] = ()) -> str:
@@ -113,19 +140,52 @@ def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | N
     return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays)
 
 
+# --- polling -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Backoff:
+    """The one back-off of every polling loop: the first poll at once, the next after `first` seconds, each
+    later wait `factor` times longer, never more than `most` seconds."""
+
+    first: float
+    factor: float
+    most: float
+
+    def delays(self) -> Iterator[float]:
+        delay = self.first
+        while True:
+            yield delay
+            delay = min(delay * self.factor, self.most)
+
+    def rounds(self) -> Iterator[int]:
+        """Round numbers 0, 1, 2, ... for a polling loop, sleeping the back-off's delay before each but the first;
+        the loop breaks (or returns) when its poll says it is done."""
+        for round_number, delay in enumerate(self.delays()):
+            yield round_number
+            time.sleep(delay)
+
+    def polls_within(self, seconds: float) -> int:
+        """How many polls the back-off makes in the first `seconds` of a wait."""
+        polls, elapsed = 1, 0.0
+        for delay in self.delays():
+            if elapsed + delay > seconds:
+                break
+            elapsed += delay
+            polls += 1
+        return polls
+
+
 # Waiting polls squeue after 1 s, then 1.5x longer each time, never more than 30 s apart: quick for short
 # campaigns, and about two polls a minute for long ones, so the controller is not hammered.
 POLL_FIRST_S, POLL_BACKOFF, POLL_MAX_S = 1.0, 1.5, 30.0
+SQUEUE_POLLS = Backoff(POLL_FIRST_S, POLL_BACKOFF, POLL_MAX_S)
+# sacct, once squeue has let go of the jobs: quicker at first, since accounting lags the controller by seconds.
+SACCT_POLLS = Backoff(0.5, 2.0, 5.0)
 
 
 def polls_within(seconds: float) -> int:
-    """How many polls the back-off makes in the first `seconds` of a wait."""
-    polls, elapsed, delay = 1, 0.0, POLL_FIRST_S
-    while elapsed + delay <= seconds:
-        elapsed += delay
-        polls += 1
-        delay = min(delay * POLL_BACKOFF, POLL_MAX_S)
-    return polls
+    """How many polls waiting for Slurm makes in the first `seconds` of a wait."""
+    return SQUEUE_POLLS.polls_within(seconds)
 
 
 def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None,
@@ -134,27 +194,8 @@ def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None
 
     Then ask sacct (when accounting is there) for the final state of every array task, and mark failures.
     """
-    squeue = require_command("squeue")
     job_ids = [job_id for s in submissions for job_id in s.job_ids]
-    ids = ",".join(job_ids)
-    delay, start, errors = POLL_FIRST_S, time.monotonic(), 0
-    while True:
-        proc = subprocess.run([squeue, "-h", "-j", ids, "-o", "%i %T"], capture_output=True, text=True, timeout=60)
-        if proc.returncode == 0 and not proc.stdout.strip():
-            break
-        if proc.returncode != 0:
-            # Slurm forgets finished jobs after MinJobAge; squeue then calls their ids invalid: they are done.
-            if "Invalid job id" in proc.stderr:
-                break
-            errors += 1
-            if errors >= 5:
-                raise OrchestratorError(f"squeue failed {errors} times in a row: {proc.stderr.strip()}")
-        else:
-            errors = 0
-        if timeout_s is not None and time.monotonic() - start > timeout_s:
-            raise OrchestratorError(f"jobs {ids} still queued or running after {timeout_s:.0f} s")
-        time.sleep(delay)
-        delay = min(delay * POLL_BACKOFF, POLL_MAX_S)
+    wait_for_squeue(job_ids, timeout_s)
     states = final_sacct_states(job_ids)
     for sub in submissions:
         for index, task_id in enumerate(sub.task_ids):
@@ -165,19 +206,40 @@ def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None
         report("sacct gave no states (accounting may be off); check the results folder for each task's rows")
 
 
+def wait_for_squeue(job_ids: list[str], timeout_s: float | None = None) -> None:
+    """Return once squeue lists none of the jobs; raise after 5 failed squeue calls in a row, or after timeout_s."""
+    squeue = require_command("squeue")
+    ids = ",".join(job_ids)
+    start, errors = time.monotonic(), 0
+    for _ in SQUEUE_POLLS.rounds():
+        proc = subprocess.run([squeue, "-h", "-j", ids, "-o", "%i %T"], capture_output=True, text=True, timeout=60)
+        if proc.returncode == 0 and not proc.stdout.strip():
+            return
+        if proc.returncode != 0:
+            # Slurm forgets finished jobs after MinJobAge; squeue then calls their ids invalid: they are done.
+            if "Invalid job id" in proc.stderr:
+                return
+            errors += 1
+            if errors >= 5:
+                raise OrchestratorError(f"squeue failed {errors} times in a row: {proc.stderr.strip()}")
+        else:
+            errors = 0
+        if timeout_s is not None and time.monotonic() - start > timeout_s:
+            raise OrchestratorError(f"jobs {ids} still queued or running after {timeout_s:.0f} s")
+
+
 # States sacct may still show for a task that squeue no longer lists: accounting lags the controller.
 UNSETTLED = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "REQUEUED"}
 
 
 def final_sacct_states(job_ids: list[str], settle_s: float = 60.0) -> dict[str, str]:
     """sacct's states once none of them is still pending or running (or after settle_s, as they then are)."""
-    deadline, delay = time.monotonic() + settle_s, 0.5
-    while True:
+    deadline = time.monotonic() + settle_s
+    for _ in SACCT_POLLS.rounds():
         states = sacct_states(job_ids)
         if not UNSETTLED & set(states.values()) or time.monotonic() > deadline:
-            return states
-        time.sleep(delay)
-        delay = min(delay * 2, 5.0)
+            break
+    return states
 
 
 def sacct_states(job_ids: list[str]) -> dict[str, str]:
@@ -217,7 +279,7 @@ def run_array_task(script: str, index: int, log: str | None = None) -> None:
         with open(log, "w") as out:
             proc = subprocess.run(["bash", script], env=env, stdout=out, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        where = f"; its log {log} ends with:\n{log_tail(Path(log))}" if log else ""
+        where = f"; its log {log} ends with:\n{log_end(log)}" if log else ""
         raise OrchestratorError(f"array task {index} of {script} exited with code {proc.returncode}{where}")
 
 

@@ -147,6 +147,16 @@ def summary(req: ValidateRequest, result: ValidateResult) -> list[str]:
     return lines
 
 
+def validate_with(executor: str, req: ValidateRequest, results_dir: Path, command: str,
+                  report: Callable[[str], None] = print) -> ValidateResult:
+    """The validate command's executor: local (run here) or slurm (one job on the profile's partition)."""
+    if executor == "local":
+        return validate(req, report=report)
+    if executor == "slurm":
+        return validate_on_slurm(req, results_dir, command, report=report)
+    raise UsageError(f"unknown executor {executor!r} for validate; choose from: local, slurm")
+
+
 # --- the same check as one job on the cluster ----------------------------------------------------------
 
 def render_script(req: ValidateRequest, spec_path: Path, work: Path, command: str) -> str:
