@@ -64,11 +64,18 @@ def test_same_architecture(both):
 
 
 def test_jax_compile_time_is_measured_apart_from_the_steps(both):
-    """With no warm-up at all, the first timed step must not contain the compilation."""
+    """With no warm-up at all, the first timed step must not contain the compilation.
+
+    Step 0 is where a lazy compilation would land; a percentile over 78 steps would hide it, so step 0 is read
+    by itself. Compiling inside it would take about compile_time (the same program), and its first call's own
+    one-off costs are a small part of that (37 ms against 265 ms here); no compilation is counted in any
+    timed step either."""
     df = both["jax"]
     compile_s = metric(df, "compile_time")
     assert compile_s > 0
-    assert metric(df, "step_time_p99") / 1e3 < compile_s
+    first_step_s = df[(df.metric == "step_time") & (df.step == 0)]["value"].item() / 1e3
+    assert first_step_s < compile_s / 2, (first_step_s, compile_s)
+    assert metric(df, "recompilations_timed") == 0
     assert metric(df, "timed_steps") == 2 * (1257 // 32)
 
 
