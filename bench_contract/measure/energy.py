@@ -3,8 +3,8 @@
 The first choice is the GPU's own energy counter (`nvmlDeviceGetTotalEnergyConsumption`, millijoules since the
 driver loaded, Volta and later), read when the region opens and when it closes. Where the counter is not
 supported (NVMLError_NotSupported), a thread samples `nvmlDeviceGetPowerUsage` (milliwatts) while the region
-is open and integrates power over time (trapezoids); fewer than MIN_POWER_SAMPLES samples is refused, because
-energy from two power samples is a guess. Where neither works (a CPU run, no NVIDIA driver), the result is
+is open and integrates power over time (trapezoids); fewer than MIN_POWER_SAMPLES samples strictly inside the
+windows is refused, because energy from the samples at a window's two ends is a guess. Where neither works (a CPU run, no NVIDIA driver), the result is
 "not available" with the reason, never 0.
 
 A region may be opened and closed several times (`resume`/`pause`): training pauses it for the per-epoch
@@ -147,11 +147,14 @@ class EnergyMeter:
                     f"({self.window_s:.3f} s), too short for its resolution; time more steps"))
             return EnergyResult(self.counter_mj / 1000.0, self.window_s,
                                 f"NVML total-energy counter, start and end of the timed region, {gpus}")
-        inside = [s for s in self.samples if any(a <= s[0] <= b for a, b in self.windows)]
+        # The two ends of every window are sampled for the integral, but they say nothing about the power in
+        # between: only samples strictly inside a window count towards the minimum.
+        inside = [s for s in self.samples if any(a < s[0] < b for a, b in self.windows)]
         if len(inside) < MIN_POWER_SAMPLES:
             return EnergyResult(None, self.window_s, (
-                f"not available: the timed region ({self.window_s:.3f} s) gave {len(inside)} power samples, "
-                f"fewer than the {MIN_POWER_SAMPLES} needed (the energy counter is not supported on this GPU)"))
+                f"not available: the timed region ({self.window_s:.3f} s) gave {len(inside)} power samples "
+                f"inside its windows, fewer than the {MIN_POWER_SAMPLES} needed (the energy counter is not "
+                "supported on this GPU)"))
         joules = sum(integrate_power(self.samples, a, b) for a, b in self.windows)
         return EnergyResult(joules, self.window_s,
                             f"NVML power sampling every {self.interval_s * 1000:.0f} ms, trapezoids, "

@@ -84,6 +84,19 @@ def test_sampling_refuses_a_region_too_short_for_enough_samples(nvml):
     assert result.joules is None and "fewer than the 10 needed" in result.method
 
 
+def test_sampling_counts_only_the_samples_inside_the_windows_not_their_ends(nvml):
+    """Six short windows hold twelve samples, all taken at their ends, none in between: no energy from them."""
+    nvml([FakeGpu(energy_mj=None)])
+    meter = energy.meter_for("gpu", ())
+    meter.interval_s = 10.0  # the sampler never fires inside these windows
+    for _ in range(6):
+        with meter:
+            pass
+    assert len(meter.samples) == 12 >= energy.MIN_POWER_SAMPLES
+    result = meter.result()
+    assert result.joules is None and "gave 0 power samples inside its windows" in result.method, result.method
+
+
 def test_integrate_power_uses_trapezoids_inside_the_window():
     ramp = [(t / 10, 100.0 * t / 10) for t in range(0, 21)]  # 0..2 s, P = 100 t
     assert energy.integrate_power(ramp, 0.0, 1.0) == pytest.approx(50.0)  # integral of 100 t over [0, 1]
