@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench_contract.spec import DATA_PARALLEL_USE_CASES  # noqa: F401  (one process per device, under srun)
+from bench_contract.spec import INFERENCE_USE_CASE, OPTIMIZERS, VARIANTS  # one definition, the contract's
 from orchestrator.errors import UsageError
 
 FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
@@ -29,10 +30,10 @@ USE_CASES = {
     4: UseCase(4, "per-sample gradients (a DP-SGD step) on several GPUs and nodes"),
     5: UseCase(5, "inference (forward pass, eval mode) on one GPU", default_batch_sizes=(1, 8, 32, 128), trains=False),
 }
-INFERENCE = 5
+INFERENCE = INFERENCE_USE_CASE
 
 # Sizes of one architecture (bench_contract.models.vision): "tiny" has fewer blocks and smaller inputs, for CPU tests.
-MODEL_VARIANTS = ("full", "tiny")
+MODEL_VARIANTS = VARIANTS
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,6 @@ BATCH_NORM_REFUSALS[4] = BATCH_NORM_REFUSALS[3]
 # Models whose activations are images (N, C, H, W) all the way: PyTorch's channels_last applies to them.
 CONVOLUTIONAL = ("cnn", "resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0")
 
-OPTIMIZERS = ("sgd",)
 EXECUTORS = ("slurm", "submitit", "local")
 SLURM_EXECUTORS = ("slurm", "submitit")  # the executors that hand arrays to Slurm (and so obey its MaxArraySize)
 DEVICES = ("auto", "cpu", "gpu")

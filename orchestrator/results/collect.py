@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError
-from orchestrator.results.compare import KEY
+from orchestrator.results.compare import KEY, ROW_KEY
 from orchestrator.run.submit import LOG_LINES, log_tail
 from orchestrator.tables import format_table
 
@@ -462,10 +462,12 @@ def summary_frame(output: Path):
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    columns = ["device_model", *KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order",
-               "metric", "value", "unit", "epoch", "step"]
+    wanted = [*ROW_KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order",
+              "metric", "value", "unit", "epoch", "step"]
+    # A dataset merged before a column existed lacks it; the comparison reads it as empty (with_row_key).
+    present = set(ds.dataset(output, format="parquet").schema.names)
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
-    return pq.read_table(output, columns=columns, filters=summary).to_pandas()
+    return pq.read_table(output, columns=[c for c in wanted if c in present], filters=summary).to_pandas()
 
 
 def comparison_tables(df) -> dict[str, str]:

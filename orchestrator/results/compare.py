@@ -15,6 +15,17 @@ import numpy as np
 from bench_contract.measure.timing import CV_THRESHOLD
 
 KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
+# One comparison row: the same device (kind and model), the same cell key, and the same measured settings (a
+# row's `settings`, bench_contract.spec.MEASURED_SETTINGS): runs that differ in any of them are never pooled,
+# and a JAX run is compared only with PyTorch runs on the same kind and model of device.
+ROW_KEY = ["device_kind", "device_model", *KEY, "settings"]
+# How a differing setting is named in a row, so a reader sees why one cell has several rows.
+SETTING_WORDS = {
+    "torch_compile": {True: "torch.compile", False: "eager"},
+    "channels_last": {True: "channels_last", False: "contiguous"},
+    "data_source": {"real": "real data", "synthetic": "synthetic"},
+    "batch_search": {True: "largest batch", False: "fixed batch"},
+}
 FRAMEWORKS = ("jax", "torch")
 FRAMEWORK_TITLES = {"jax": "JAX", "torch": "PyTorch"}
 
@@ -45,10 +56,41 @@ def summary_rows(df):
 def run_values(df, metric: str):
     """metric value per (device_model, key, framework, run), where a run is one trial of one cell_id in one
     campaign: trials of a cell are independent runs, each in its own process."""
-    rows = summary_rows(df)
+    rows = summary_rows(with_row_key(df))
     rows = rows[rows["metric"] == metric]
     run = [c for c in ("campaign", "cell_id", "trial", "pair_order") if c in rows]
-    return rows.groupby(["device_model", *KEY, "framework", *run], dropna=False)["value"].median()
+    return rows.groupby([*ROW_KEY, "framework", *run], dropna=False)["value"].median()
+
+
+def with_row_key(df):
+    """The frame with every ROW_KEY column (a table from before a column existed reads it as empty)."""
+    missing = {c: "" for c in ROW_KEY if c not in df}
+    return df.assign(**missing) if missing else df
+
+
+def setting_label(name: str, value) -> str:
+    if name in SETTING_WORDS and value in SETTING_WORDS[name]:
+        return SETTING_WORDS[name][value]
+    if name == "nodes":
+        return f"{value} node" + ("s" if value != 1 else "")
+    if name == "tasks_per_node":
+        return f"{value} per node"
+    return f"{name} {value}"
+
+
+def differing_settings(frame):
+    """Per comparison row, the settings in which it differs from the other rows of its device and cell key,
+    in words ("torch.compile", "2 nodes", "synthetic"); "" where the cell has one row."""
+    import json
+
+    labels = {}
+    for _, block in frame.groupby(["device_kind", "device_model", *KEY], dropna=False):
+        parsed = {s: json.loads(s) if s else {} for s in block["settings"].unique()}
+        names = sorted({n for a in parsed.values() for b in parsed.values() for n in a.keys() | b.keys()
+                        if a.get(n) != b.get(n)})
+        for index, settings in zip(block.index, block["settings"]):
+            labels[index] = ", ".join(setting_label(n, parsed[settings].get(n)) for n in names)
+    return [labels[i] for i in frame.index]
 
 
 def spread_note(step_cvs: np.ndarray, throughputs: np.ndarray) -> str:
@@ -117,11 +159,12 @@ def comparison_frame(df):
     if "model_variant" in df:
         # A tiny variant is a different network: it is labelled as such, never merged with the full one.
         df = df.assign(model=[m if v in ("full", "", None) else f"{m} ({v})" for m, v in zip(df["model"], df["model_variant"])])
+    df = with_row_key(df)
     rows = summary_rows(df)
     present = [m for m, _, _ in TABLE_METRICS if m in set(rows["metric"])]
     medians = (
         rows[rows["metric"].isin(present)]
-        .groupby(["device_model", *KEY, "framework", "metric"], dropna=False)["value"].median()
+        .groupby([*ROW_KEY, "framework", "metric"], dropna=False)["value"].median()
         .unstack(["metric", "framework"])
     )
     out = pd.DataFrame(index=medians.index)
@@ -150,7 +193,9 @@ def comparison_frame(df):
                   if (note := spread_note(_runs(step_cv, index, fw), _runs(throughput, index, fw))))
         for index in out.index
     ]
-    return out.reset_index()
+    out = out.reset_index()
+    out["differs_in"] = differing_settings(out)
+    return out
 
 
 def _run_series(series, index, framework):
@@ -197,7 +242,9 @@ def display_rows(frame, device_model: str, only: tuple[str, ...] | None = None) 
     block = frame[frame["device_model"] == device_model]
     metrics = [(m, title, unit) for m, title, unit in TABLE_METRICS
                if f"jax_{m}" in frame.columns and (only is None or m in only)]
-    headers = ["benchmark", "use case", "model", "batch", "precision"]
+    # A cell measured under several settings has a row for each; the column says which (shown only then).
+    differs = "differs_in" in block and bool(block["differs_in"].astype(bool).any())
+    headers = ["benchmark", "use case", "model", "batch", "precision"] + (["settings"] if differs else [])
     for metric, title, unit in metrics:
         for framework in FRAMEWORKS:
             headers.append(f"{FRAMEWORK_TITLES[framework]} {title}" + (f" ({unit})" if unit else ""))
@@ -208,6 +255,7 @@ def display_rows(frame, device_model: str, only: tuple[str, ...] | None = None) 
     rows = []
     for _, row in block.iterrows():
         cells = [row["benchmark"], str(row["use_case"]), row["model"], str(row["batch_size"]), row["precision"]]
+        cells += [row["differs_in"] or "-"] if differs else []
         for metric, _, _ in metrics:
             cells += [format_value(metric, row[f"{fw}_{metric}"]) for fw in FRAMEWORKS]
             if metric == "throughput":
