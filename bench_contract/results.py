@@ -129,3 +129,25 @@ def write_table_atomic(table: pa.Table, path: str | os.PathLike[str]) -> Path:
 def not_available(reason: str) -> str:
     """The one spelling of a value that could not be measured or read, used in every text field."""
     return f"not available: {reason}"
+
+
+def unreadable_reason(path: str | os.PathLike[str]) -> str | None:
+    """Why a result file cannot count as a result (missing, empty, truncated, not Parquet, no rows, a schema
+    from elsewhere), or None when it is whole. Reads only the footer and the schema, not the rows."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return "no file"
+    if size == 0:
+        return "an empty file"
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except Exception as exc:  # noqa: BLE001  pyarrow raises several kinds for a damaged file
+        return f"not a whole Parquet file ({type(exc).__name__}: {exc})"
+    if meta.num_rows == 0:
+        return "a Parquet file with no rows"
+    missing = sorted({"cell_id", "metric", "value"} - set(meta.schema.names))
+    if missing:
+        return f"not a result file (no {', '.join(missing)} column)"
+    return None
