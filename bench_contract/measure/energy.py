@@ -2,19 +2,22 @@
 
 The first choice is the GPU's own energy counter (`nvmlDeviceGetTotalEnergyConsumption`, millijoules since the
 driver loaded, Volta and later), read when the region opens and when it closes. Where the counter is not
-supported (NVMLError_NotSupported), a thread samples `nvmlDeviceGetPowerUsage` (milliwatts) while the region
-is open and integrates power over time (trapezoids); fewer than MIN_POWER_SAMPLES samples strictly inside the
-windows is refused, because energy from the samples at a window's two ends is a guess. Where neither works (a CPU run, no NVIDIA driver), the result is
-"not available" with the reason, never 0.
+supported (NVMLError_NotSupported), a thread samples `nvmlDeviceGetPowerUsage` (milliwatts) from the first
+window's opening until the result is read, every window's two ends are sampled too, and power is integrated
+over each window (trapezoids); fewer than MIN_POWER_SAMPLES samples strictly inside the windows is refused,
+because energy from the samples at a window's two ends is a guess. Where neither works (a CPU run, no NVIDIA
+driver), the result is "not available" with the reason, never 0.
 
-A region may be opened and closed several times (`resume`/`pause`): training pauses it for the per-epoch
-evaluation. The energy and the wall time of all its windows are summed.
+A region may be opened and closed many times (`resume`/`pause`): training opens a window for each timed step,
+so that the host's work between steps (the next batch, the loss read, the rows) stays out of it. The energy and
+the wall time of all its windows are summed.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,8 +38,8 @@ class EnergyResult:
         """Add energy_timed, energy_window_time, energy_per_sample and samples_per_joule to the rows."""
         if self.joules is None:
             reason = self.method.removeprefix("not available: ")
-            for metric, unit in (("energy_timed", "J"), ("energy_per_sample", "J/sample"),
-                                 ("samples_per_joule", "samples/J")):
+            for metric, unit in (("energy_timed", "J"), ("energy_window_time", "s"),
+                                 ("energy_per_sample", "J/sample"), ("samples_per_joule", "samples/J")):
                 rows.add_unavailable(metric, unit, reason)
             return
         rows.add("energy_timed", self.joules, "J", note=self.method)
@@ -102,9 +105,13 @@ class EnergyMeter:
             return
         self._open_at = self.clock()
         self.samples.append((self._open_at, self._read_power_w()))  # both ends of a window are sampled
-        self._stop.clear()
-        self._sampler = threading.Thread(target=self._sample, name="power-sampler", daemon=True)
-        self._sampler.start()
+        if self._sampler is None:
+            # One sampler for all the windows, running until result(): a window as short as one training step
+            # still gets the samples that fall inside it, where a sampler started per window would fire only
+            # after it had closed. Samples between windows are neither counted nor integrated.
+            self._stop.clear()
+            self._sampler = threading.Thread(target=self._sample, name="power-sampler", daemon=True)
+            self._sampler.start()
 
     def pause(self) -> None:
         """Close the open window (no-op if none is open)."""
@@ -114,8 +121,6 @@ class EnergyMeter:
             closed_at = self.clock()
             self.counter_mj += self._read_counter_mj() - self._counter_at_open
         else:
-            self._stop.set()
-            self._sampler.join()
             closed_at = self.clock()
             self.samples.append((closed_at, self._read_power_w()))
         self.windows.append((self._open_at, closed_at))
@@ -133,8 +138,15 @@ class EnergyMeter:
     def __exit__(self, *exc) -> None:
         self.pause()
 
+    def _stop_sampling(self) -> None:
+        if self._sampler is not None:
+            self._stop.set()
+            self._sampler.join()
+            self._sampler = None
+
     def result(self) -> EnergyResult:
         self.pause()
+        self._stop_sampling()
         if self.unavailable is not None:
             return EnergyResult(None, self.window_s, f"not available: {self.unavailable}")
         if not self.windows:
@@ -146,19 +158,24 @@ class EnergyMeter:
                     f"not available: NVML's energy counter did not advance over the timed region "
                     f"({self.window_s:.3f} s), too short for its resolution; time more steps"))
             return EnergyResult(self.counter_mj / 1000.0, self.window_s,
-                                f"NVML total-energy counter, start and end of the timed region, {gpus}")
+                                f"NVML total-energy counter, read at both ends of each of {len(self.windows)} "
+                                f"window(s), {gpus}")
         # The two ends of every window are sampled for the integral, but they say nothing about the power in
         # between: only samples strictly inside a window count towards the minimum.
-        inside = [s for s in self.samples if any(a < s[0] < b for a, b in self.windows)]
-        if len(inside) < MIN_POWER_SAMPLES:
+        samples = sorted(self.samples)  # the sampler's and the windows' ends, appended by two threads
+        times = [t for t, _ in samples]
+        inside = sum(max(0, bisect_left(times, b) - bisect_right(times, a)) for a, b in self.windows)
+        if inside < MIN_POWER_SAMPLES:
             return EnergyResult(None, self.window_s, (
-                f"not available: the timed region ({self.window_s:.3f} s) gave {len(inside)} power samples "
+                f"not available: the timed region ({self.window_s:.3f} s) gave {inside} power samples "
                 f"inside its windows, fewer than the {MIN_POWER_SAMPLES} needed (the energy counter is not "
                 "supported on this GPU)"))
-        joules = sum(integrate_power(self.samples, a, b) for a, b in self.windows)
+        joules = sum(integrate_power(samples[bisect_left(times, a):bisect_right(times, b)], a, b)
+                     for a, b in self.windows)
         return EnergyResult(joules, self.window_s,
                             f"NVML power sampling every {self.interval_s * 1000:.0f} ms, trapezoids, "
-                            f"{len(inside)} samples, {gpus} (no energy counter on this GPU)")
+                            f"{inside} samples inside {len(self.windows)} window(s), {gpus} "
+                            "(no energy counter on this GPU)")
 
 
 def integrate_power(samples: list[tuple[float, float]], start: float, end: float) -> float:

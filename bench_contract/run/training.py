@@ -78,8 +78,9 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     energy over the timed steps and FLOP utilisation.
 
     With several ranks, only the writer (rank 0) evaluates: every rank holds the same parameters.
-    The energy window runs from the first timed step to the last, paused for each epoch's evaluation; the
-    batch transfers and loss reads between steps fall inside it (energy_window_time records its length).
+    Energy is measured over the timed steps only: a window opens just before each timed step and closes when
+    the device has finished it, so the host's work between steps (the next batch and its transfer, the loss
+    read, the rows) and the evaluations stay out (energy_window_time records the windows' total length).
     """
     efficiency = efficiency or Efficiency.unmeasured("the backend gave no energy meter or peak")
     batches_per_epoch = len(data.x_train) // spec.batch_size
@@ -98,9 +99,10 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             idx = topology.shard(idx)
             batch = ops.to_device(data.x_train[idx], data.y_train[idx])
             if step >= spec.warmup_steps:
-                efficiency.meter.resume()  # no-op while open: the window opens at the first timed step
+                efficiency.meter.resume()
             timed_before = len(timer.times_s)
             out = timer.run(lambda: ops.train_step(batch))
+            efficiency.meter.pause()  # no-op after a warm-up step, which opened no window
             if len(timer.times_s) > timed_before:  # every timed step, for latency distributions and loss vs time
                 rows.add("step_time", timer.times_s[-1] * 1e3, "ms", epoch=epoch, step=step)
             loss = ops.loss_value(out)
@@ -109,7 +111,6 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             rows.add("train_loss", loss, "nats", epoch=epoch, step=step)
             losses.append(loss)
             step += 1
-        efficiency.meter.pause()
         rows.add("epoch_time", time.perf_counter() - epoch_start, "s", epoch=epoch)
         rows.add("train_loss_epoch_mean", float(np.mean(losses)), "nats", epoch=epoch)
         if topology.is_writer:

@@ -97,6 +97,21 @@ def test_sampling_counts_only_the_samples_inside_the_windows_not_their_ends(nvml
     assert result.joules is None and "gave 0 power samples inside its windows" in result.method, result.method
 
 
+def test_sampling_runs_across_windows_shorter_than_its_interval(nvml):
+    """Training opens a window per timed step, often shorter than the 20 ms between power samples: one sampler
+    runs across all of them, so the samples that fall inside the windows are there to count and integrate."""
+    nvml([FakeGpu(energy_mj=None, power_mw=250_000)])
+    meter = energy.meter_for("gpu", ())
+    meter.interval_s = 0.005
+    for _ in range(100):
+        with meter:
+            time.sleep(0.002)
+        time.sleep(0.002)  # the host's work between two steps
+    result = meter.result()
+    assert result.joules == pytest.approx(250.0 * result.window_s, rel=1e-9), result.method
+    assert "inside 100 window(s)" in result.method
+
+
 def test_integrate_power_uses_trapezoids_inside_the_window():
     ramp = [(t / 10, 100.0 * t / 10) for t in range(0, 21)]  # 0..2 s, P = 100 t
     assert energy.integrate_power(ramp, 0.0, 1.0) == pytest.approx(50.0)  # integral of 100 t over [0, 1]
@@ -116,12 +131,12 @@ def test_energy_not_available_is_null_with_a_reason_never_zero(nvml, kind, setup
     rows = rows_for_test()
     meter.result().record(rows, samples=10)
     got = values(rows)
-    for metric in ("energy_timed", "energy_per_sample", "samples_per_joule"):
+    for metric in ("energy_timed", "energy_window_time", "energy_per_sample", "samples_per_joule"):
         value, _, note = got[metric]
         assert value is None and note.startswith("not available: ") and reason in note, note
     assert all(r["value"] is None or not math.isnan(r["value"]) for r in rows.rows)
     table = rows.table()
-    assert table.column("value").null_count == 3  # a null in Parquet, NaN in pandas: never a 0
+    assert table.column("value").null_count == 4  # a null in Parquet, NaN in pandas: never a 0
 
 
 def test_data_parallel_energy_is_not_available(nvml):
@@ -201,14 +216,17 @@ class FakeOps:
 
     parameter_count = 1
 
-    def __init__(self, log):
-        self.log = log
+    def __init__(self, log, host_s=0.0, step_s=0.0):
+        self.log, self.host_s, self.step_s = log, host_s, step_s
 
     def to_device(self, x, y=None):
+        self.log.append("to_device")
+        time.sleep(self.host_s)  # host-side data work: reading, stacking, the transfer
         return x if y is None else (x, y)
 
     def train_step(self, batch):
         self.log.append("step")
+        time.sleep(self.step_s)
         return 0.5
 
     def forward(self, x):
@@ -225,6 +243,7 @@ class FakeOps:
         return 0  # numpy never compiles
 
     def loss_value(self, out):
+        self.log.append("loss")
         return out
 
     def to_numpy(self, out):
@@ -265,24 +284,58 @@ def windows(log):
     return inside, outside
 
 
-def test_training_energy_window_holds_every_timed_step_and_no_warmup_or_evaluation():
+def tiny_training_data():
     from bench_contract.data.datasets import Dataset
+
+    x, y = np.zeros((20, 3), np.float32), np.zeros(20, np.int64)
+    return Dataset("digits", "synthetic", x, y, x[:4], y[:4], x[:4], y[:4], 2)
+
+
+def test_training_energy_windows_hold_the_timed_steps_and_no_host_work_warmup_or_evaluation():
     from bench_contract.measure.efficiency import Efficiency
     from bench_contract.measure.flops import Peak
     from bench_contract.run.training import run_training
 
     log = []
-    x, y = np.zeros((20, 3), np.float32), np.zeros(20, np.int64)
-    data = Dataset("digits", "synthetic", x, y, x[:4], y[:4], x[:4], y[:4], 2)
     rows = rows_for_test()
-    run_training(spec(), data, FakeOps(log), rows, efficiency=Efficiency(LoggingMeter(log), lambda: Peak(1e3, "fake")))
+    run_training(spec(), tiny_training_data(), FakeOps(log), rows,
+                 efficiency=Efficiency(LoggingMeter(log), lambda: Peak(1e3, "fake")))
     inside, outside = windows(log)
-    # 5 steps per epoch, 2 epochs, 3 warm-up steps: the first epoch's window holds its last 2 steps, the second
-    # epoch's all 5; the evaluations (one per epoch, plus the test set) and the warm-up are outside.
-    assert inside == [["step"] * 2, ["step"] * 5]
-    assert outside == ["step"] * 3 + ["eval"] * 3
+    # 5 steps per epoch, 2 epochs, 3 warm-up steps: one window per timed step, holding that step alone. The
+    # batches' preparation and transfer, the loss reads, the warm-up and the evaluations (one per epoch, plus
+    # the test set) are outside.
+    assert inside == [["step"]] * 7
+    assert sorted(set(outside)) == ["eval", "loss", "step", "to_device"]
+    assert (outside.count("to_device"), outside.count("loss"), outside.count("step"), outside.count("eval")) == \
+        (10, 10, 3, 3)
     timed = [r["value"] for r in rows.rows if r["metric"] == "timed_steps"]
     assert timed == [7.0]
+
+
+def test_training_energy_window_time_is_the_timed_steps_not_the_host_work_between_them(nvml):
+    """With a real meter (fake NVML counter): 20 ms of host work before every 2 ms step must not be in the window."""
+    from bench_contract.measure.efficiency import Efficiency
+    from bench_contract.measure.flops import Peak
+    from bench_contract.run.training import run_training
+
+    nvml([FakeGpu(energy_mj=[1000 * i for i in range(100)])])  # every read 1 J later
+    rows = rows_for_test()
+    run_training(spec(), tiny_training_data(), FakeOps([], host_s=0.02, step_s=0.002), rows,
+                 efficiency=Efficiency(energy.meter_for("gpu", ()), lambda: Peak(1e3, "fake")))
+    got = values(rows)
+    window, timed = got["energy_window_time"][0], got["timed_duration"][0]
+    assert timed <= window < 1.5 * timed, (window, timed)  # the host's 10 x 20 ms would make it 10 times longer
+    assert "each of 7 window(s)" in got["energy_timed"][2]
+    assert got["energy_timed"][0] == pytest.approx(7.0)  # one joule between the two reads of each window
+
+
+def test_training_on_the_cpu_records_energy_window_time_as_not_available():
+    from bench_contract.run.training import run_training
+
+    rows = rows_for_test()
+    run_training(spec(), tiny_training_data(), FakeOps([]), rows)
+    value, unit, note = values(rows)["energy_window_time"]
+    assert value is None and unit == "s" and note == "not available: the backend gave no energy meter or peak"
 
 
 def test_inference_energy_window_holds_exactly_the_timed_passes():
@@ -296,7 +349,7 @@ def test_inference_energy_window_holds_exactly_the_timed_passes():
                   efficiency=Efficiency(LoggingMeter(log), lambda: Peak(1e3, "fake")))
     inside, outside = windows(log)
     assert inside == [["step"] * 6]  # the timed passes, and nothing else
-    assert outside == ["step"] * (1 + 3)  # the first call after compilation, and the warm-up
+    assert outside == ["to_device"] + ["step"] * (1 + 3)  # the batch, the first call after compilation, the warm-up
     got = values(rows)
     assert got["flops_per_step"][0] == 100.0 and got["energy_timed"][0] is None
 
