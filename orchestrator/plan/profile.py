@@ -29,7 +29,8 @@ class ClusterProfile:
     partition: str | None = None  # None: the cluster's default partition
     account: str | None = None
     time_limit: str = "00:30:00"
-    gpus_per_task: int = 1
+    # The built-in default runs on CPUs; a GPU site names its GPUs and its JAX build together (jax_recipe).
+    gpus_per_task: int = 0
     cpus_per_task: int = 2
     mem: str | None = None  # e.g. "16G"; None: the partition's default
     env_dir: str = ".envs"  # where the framework environments live; relative to the project root
@@ -73,6 +74,11 @@ class ClusterProfile:
             raise UsageError("profile key 'cpus_per_task' must be at least 1")
         if self.jax_recipe not in JAX_RECIPES:
             raise UsageError(f"profile key 'jax_recipe': {self.jax_recipe!r} is not one of {', '.join(JAX_RECIPES)}")
+        if self.gpus_per_task and self.jax_recipe == "cpu":
+            raise UsageError(f"profile asks Slurm for {self.gpus_per_task} GPU per task (gpus_per_task) but "
+                             "jax_recipe = 'cpu' builds the CPU-only JAX, which would run on the CPU beside PyTorch on "
+                             "the GPU: set jax_recipe = 'cuda12' or 'cuda13' for GPU nodes, or gpus_per_task = 0 to "
+                             "run both frameworks on CPUs")
         if self.warning_signal not in WARNING_SIGNALS:
             raise UsageError(f"profile key 'warning_signal': {self.warning_signal!r} is not one of "
                              f"{', '.join(WARNING_SIGNALS)}")

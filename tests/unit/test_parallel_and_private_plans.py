@@ -94,7 +94,7 @@ def test_topology_comes_from_slurm_and_must_match_the_spec():
 
 
 def test_directives_follow_the_layout_of_the_cell(tmp_path):
-    profile = ClusterProfile(gpus_per_task=1, cpus_per_task=4)
+    profile = ClusterProfile(gpus_per_task=1, cpus_per_task=4, jax_recipe="cuda12")
     one = render.sbatch_directives(profile, "j", 2, tmp_path)
     assert "--nodes=1" in one and "--ntasks=1" in one and "--gres=gpu:1" in one
     many = render.sbatch_directives(profile, "j", 2, tmp_path, nodes=2, tasks_per_node=4)

@@ -113,3 +113,12 @@ def test_xla_flags_per_model_reach_the_jax_specs_of_that_model_only(tmp_path):
     # NVML and CUDA number GPUs alike in both scripts; JAX's peak memory needs preallocation off.
     assert all("\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID\n" in text for text in scripts.values())
     assert "\nexport XLA_PYTHON_CLIENT_PREALLOCATE=false\n" in scripts["jax"]
+
+
+def test_gpus_with_the_cpu_jax_build_are_refused_with_the_fix(tmp_path):
+    """GPUs per task with the CPU-only JAX would run JAX on the CPU beside PyTorch on the GPU, silently."""
+    with pytest.raises(UsageError, match="jax_recipe = 'cpu' builds the CPU-only JAX.*set jax_recipe = 'cuda12'"):
+        load_profile(write(tmp_path, 'gpus_per_task = 1\njax_recipe = "cpu"\n'))
+    assert load_profile(write(tmp_path, 'gpus_per_task = 1\njax_recipe = "cuda12"\n')).gpus_per_task == 1
+    default = load_profile(None)
+    assert (default.gpus_per_task, default.jax_recipe) == (0, "cpu")  # the built-in default agrees with itself

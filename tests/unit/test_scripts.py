@@ -176,7 +176,7 @@ def test_submitit_gets_the_profile_resources():
     from orchestrator.plan.profile import ClusterProfile
     from orchestrator.run.submit import submitit_parameters
 
-    params = submitit_parameters(ClusterProfile(partition="gpu", account="a1", gpus_per_task=2, cpus_per_task=4,
+    params = submitit_parameters(ClusterProfile(partition="gpu", account="a1", gpus_per_task=2, jax_recipe="cuda12", cpus_per_task=4,
                                                 setup_lines=("module load cuda",), extra_sbatch=("--qos=high",)),
                                  "jax_digits_1", 3)
     assert params["slurm_partition"] == "gpu" and params["slurm_gres"] == "gpu:2"
