@@ -224,12 +224,13 @@ def doctor(
     profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML) to check.")] = None,
     benchmark: Annotated[str, typer.Option(help="Benchmark whose data to check.")] = "digits",
     data_dir: Annotated[Optional[Path], typer.Option(help="Its data directory, where it needs one.")] = None,
+    on_node: Annotated[bool, typer.Option("--on-node", help="Check the frameworks' devices in a short job (srun) on the profile's partition, with its GPUs.")] = False,
 ) -> None:
     """Check the setup: environments import their framework, devices, Slurm commands and accounting, data."""
     from orchestrator.run.doctor import check_setup
 
     with domain_errors():
-        code = check_setup(profile, benchmark, data_dir, report=typer.echo)
+        code = check_setup(profile, benchmark, data_dir, report=typer.echo, on_node=on_node)
     raise typer.Exit(code=code)
 
 

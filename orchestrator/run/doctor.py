@@ -36,25 +36,76 @@ PROBES = {
 @dataclass(frozen=True)
 class Check:
     name: str
-    ok: bool
+    ok: bool | None  # None: the check could not run here, and says why (never a pass)
     detail: str
 
+    @property
+    def word(self) -> str:
+        return {True: "ok", False: "FAIL", None: "not run"}[self.ok]
 
-def check_environment(framework: str, profile: ClusterProfile) -> list[Check]:
+
+FRAMEWORK_NAMES = {"jax": "JAX", "torch": "PyTorch"}
+# Why a framework that sees no GPU on a node with one does not, in words that say what to change.
+NO_GPU_CAUSES = {"jax": "its environment has the CPU build of JAX; set jax_recipe = 'cuda12' or 'cuda13' in the "
+                        "profile and run `python main.py envs` again",
+                 "torch": "its PyTorch build has no CUDA (or does not match the driver); check the torch wheel in "
+                          "torch_backend/requirements.txt"}
+
+
+def check_environment(framework: str, profile: ClusterProfile, on_node: bool = False) -> list[Check]:
+    """The environment imports its framework, and the framework sees the devices the profile asks for: here,
+    or (on_node) in a short job on the profile's partition, with the profile's GPUs."""
+    where = "on a compute node" if on_node else "here"
     python = profile.env_path(framework) / "bin" / "python"
     if not python.exists():
         return [Check(f"{framework} environment", False, f"{python} is missing; create it with: python main.py envs")]
-    proc = subprocess.run([str(python), "-c", PROBES[framework]], capture_output=True, text=True, timeout=300,
-                          cwd=PROJECT_ROOT, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    command = [str(python), "-c", PROBES[framework]]
+    if on_node:
+        command = [*srun_prefix(profile), *command]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
+                              env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [Check(f"{framework} environment", None, f"could not run the check {where}: {exc}")]
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return [Check(f"{framework} environment", False, f"{python} cannot import {framework}: {last}")]
+        return [Check(f"{framework} environment", False, f"{python} cannot import {framework} {where}: {last}")]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    gpus = ", ".join(found["nvml"]) or "none (no NVIDIA driver: jobs run on the CPU)"
     return [
         Check(f"{framework} environment", True, f"{framework} {found['version']} in {python.parent.parent}"),
-        Check(f"{framework} devices", True, f"{', '.join(found['devices'])}; NVML GPUs: {gpus}"),
+        device_check(framework, found, profile.gpus_per_task, on_node),
     ]
+
+
+def device_check(framework: str, found: dict, gpus_per_task: int, on_node: bool) -> Check:
+    """Does the framework see what the profile asks for? A GPU on the node that the framework cannot see fails
+    with its cause; on a machine without GPUs (a login node), a GPU profile cannot be checked here."""
+    name, seen = f"{framework} devices", ", ".join(found["devices"])
+    gpus = found["nvml"]
+    uses_gpu = any(not d.lower().startswith("cpu") for d in found["devices"])
+    if not gpus_per_task:
+        return Check(name, True, f"{seen}; the profile asks for no GPU (gpus_per_task = 0): both run on CPUs")
+    if uses_gpu:
+        return Check(name, True, f"{seen}; NVML GPUs: {', '.join(gpus) or 'none'}")
+    if gpus:
+        return Check(name, False, f"{FRAMEWORK_NAMES[framework]} sees no GPU on a node with {len(gpus)} GPU(s) "
+                                  f"({', '.join(gpus)}): {NO_GPU_CAUSES[framework]}")
+    if on_node:
+        return Check(name, False, f"{FRAMEWORK_NAMES[framework]} sees only {seen} on a node of the profile's "
+                                  f"partition, which asks for {gpus_per_task} GPU per task: NVML finds no GPU there")
+    return Check(name, None, f"{seen}: no GPU on this machine (a login node?); run `python main.py doctor "
+                             "--on-node` to check on a compute node")
+
+
+def srun_prefix(profile: ClusterProfile) -> list[str]:
+    """A short one-task job step on the profile's partition with its GPUs: the devices a task would see."""
+    options = ["srun", "--nodes=1", "--ntasks=1", f"--cpus-per-task={profile.cpus_per_task}", "--time=10",
+               "--job-name=jaxtorch-doctor"]
+    options += [f"--partition={profile.partition}"] if profile.partition else []
+    options += [f"--account={profile.account}"] if profile.account else []
+    options += [f"--gres=gpu:{profile.gpus_per_task}"] if profile.gpus_per_task else []
+    options += [f"--mem={profile.mem}"] if profile.mem else []
+    return options
 
 
 def slurm_partitions() -> list[str] | None:
@@ -117,22 +168,23 @@ def check_data(benchmark: str, data_dir: Path | None) -> Check:
     return Check(f"{benchmark} data", True, where)
 
 
-def run_checks(profile: ClusterProfile, data: list[tuple[str, Path | None]]) -> list[Check]:
+def run_checks(profile: ClusterProfile, data: list[tuple[str, Path | None]], on_node: bool = False) -> list[Check]:
     checks = []
     for framework in catalog.FRAMEWORKS:
-        checks += check_environment(framework, profile)
+        checks += check_environment(framework, profile, on_node)
     checks += check_slurm(profile)
     checks += [check_data(benchmark, folder) for benchmark, folder in data]
     return checks
 
 
 def check_setup(profile: Path | None, benchmark: str, data_dir: Path | None,
-                report: Callable[[str], None] = print) -> int:
+                report: Callable[[str], None] = print, on_node: bool = False) -> int:
     """The doctor command: run every check for the profile (a TOML path, or the built-in one) and the benchmark's
     data, and report them as a table. Returns the exit code: 1 if any check failed."""
     catalog.benchmark(benchmark)
-    checks = run_checks(load_profile(profile), [(benchmark, data_dir)])
-    report(format_table(["check", "", "detail"], [[c.name, "ok" if c.ok else "FAIL", c.detail] for c in checks]))
-    failed = [c for c in checks if not c.ok]
-    report(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
-    return 1 if failed else 0
+    checks = run_checks(load_profile(profile), [(benchmark, data_dir)], on_node)
+    report(format_table(["check", "", "detail"], [[c.name, c.word, c.detail] for c in checks]))
+    passed = [c for c in checks if c.ok]
+    not_run = [c for c in checks if c.ok is None]
+    report(f"{len(passed)} of {len(checks)} checks passed" + (f"; {len(not_run)} could not run here" if not_run else ""))
+    return 1 if any(c.ok is False for c in checks) else 0

@@ -114,3 +114,18 @@ def test_doctor_reports_each_check_and_fails_on_a_missing_environment(tmp_path):
     rows = doctor_rows(proc.stdout)
     assert rows["jax environment"][0] == "FAIL" and "create it with: python main.py envs" in rows["jax environment"][1]
     assert rows["mnist data"][0] == "FAIL" and "lacks the MNIST files" in rows["mnist data"][1]
+
+
+def test_the_device_check_fails_where_a_framework_cannot_see_the_nodes_gpu():
+    """doctor's device check used to pass whatever the framework saw."""
+    from orchestrator.run.doctor import device_check
+
+    cpu_jax = {"devices": ["cpu:cpu"], "nvml": ["NVIDIA H100 80GB HBM3"]}
+    failed = device_check("jax", cpu_jax, gpus_per_task=1, on_node=True)
+    assert failed.ok is False and "JAX sees no GPU on a node with 1 GPU(s)" in failed.detail
+    assert "CPU build of JAX; set jax_recipe" in failed.detail
+    login = device_check("torch", {"devices": ["cpu"], "nvml": []}, gpus_per_task=1, on_node=False)
+    assert login.ok is None and "--on-node" in login.detail  # cannot be checked here: says so, never passes
+    assert device_check("torch", {"devices": ["cpu"], "nvml": []}, gpus_per_task=1, on_node=True).ok is False
+    assert device_check("jax", {"devices": ["gpu:H100"], "nvml": ["H100"]}, gpus_per_task=1, on_node=True).ok
+    assert device_check("jax", {"devices": ["cpu:cpu"], "nvml": []}, gpus_per_task=0, on_node=False).ok
