@@ -29,9 +29,11 @@ import pyarrow.parquet as pq
 
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.results import CONTEXT_NAMES, ResultRows
+from bench_contract.run.failure import failure_path, read_failure
 from bench_contract.spec import JobSpec
 
-# What each framework (and the host allocator) prints when an allocation fails: the try ran out of memory.
+# What each framework (and the host allocator) says when an allocation fails: the try ran out of memory. Looked
+# for in the error that ended the try only (fatal_error), never in its whole log.
 OUT_OF_MEMORY_SIGNS = (
     "RESOURCE_EXHAUSTED",  # XLA, on GPU and CPU
     "out of memory",  # CUDA ("CUDA out of memory"), XLA ("Out of memory allocating ...")
@@ -96,14 +98,28 @@ def search(fits: Callable[[int], Attempt], start: int, limit: int) -> tuple[int,
     return good, attempts
 
 
-def classify(returncode: int, stderr: str) -> str | None:
-    """"out of memory: ..." when a failed try ran out of memory, None when it failed for another reason."""
+def classify(returncode: int, fatal: str) -> str | None:
+    """"out of memory: ..." when a failed try ran out of memory, None when it failed for another reason.
+
+    `fatal` is the error that ended the try (fatal_error), not its whole log: XLA on a GPU prints warnings
+    such as "Allocator (GPU_0_bfc) ran out of memory trying to allocate ..." and goes on, so such a line in a
+    try that then failed for another reason says nothing about the limit."""
     if returncode == KILLED:
         return "out of memory: killed by SIGKILL (the out-of-memory killer)"
-    for line in reversed(stderr.splitlines()):
+    for line in reversed(fatal.splitlines()):
         if any(sign in line for sign in OUT_OF_MEMORY_SIGNS):
-            return f"out of memory: {line.strip()[:300]}"
+            return f"out of memory: {line.strip().removeprefix('out of memory: ')[:300]}"
     return None
+
+
+def fatal_error(failure: dict | None, stderr: str) -> str:
+    """The error that ended a failed try: the reason in the failure row its runner wrote (every exception gets
+    one, an out-of-memory error named as such: bench_contract.run.failure), or, when the process died without
+    writing one (killed, or aborted in native code: "terminate called after throwing ... std::bad_alloc"), the
+    last TAIL_LINES lines of its stderr, where such a death is reported."""
+    if failure is not None:
+        return failure["failure_reason"]
+    return "\n".join(stderr.splitlines()[-TAIL_LINES:])
 
 
 def try_spec(spec: JobSpec, batch_size: int, folder: Path) -> JobSpec:
@@ -149,7 +165,7 @@ def backend_try(spec: JobSpec, folder: Path) -> Callable[[int], Attempt]:
                               env=os.environ.copy())
         if proc.returncode == 0:
             return Attempt(batch_size, True, "fits")
-        reason = classify(proc.returncode, proc.stderr)
+        reason = classify(proc.returncode, fatal_error(read_failure(failure_path(one.results_path)), proc.stderr))
         if reason is None:
             tail = "\n".join(proc.stderr.splitlines()[-TAIL_LINES:])
             raise SearchError(f"the try at batch size {batch_size} failed for a reason other than memory "
