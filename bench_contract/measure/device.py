@@ -28,6 +28,25 @@ def nvml_gpu_names(device_ids: list[str] | tuple[str, ...] = ()) -> list[str]:
         return []
 
 
+def gpus_on_node() -> int:
+    """How many GPUs this task was given, as NVML or the scheduler (CUDA_VISIBLE_DEVICES) says: a framework
+    that runs on the CPU on such a node measures the wrong device."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    given = 0 if visible in ("", "-1", "NoDevFiles") else len([v for v in visible.split(",") if v.strip()])
+    return max(len(nvml_gpu_names()), given)
+
+
+def refuse_cpu_beside_gpu(framework_title: str, device: str, kind: str, cause: str) -> None:
+    """`--device auto` on a node with GPUs, and a framework that sees none: a failure, not a CPU measurement
+    (the other framework would run on the GPU). `--device cpu` stays possible on purpose."""
+    if device != "auto" or kind != "cpu":
+        return
+    gpus = gpus_on_node()
+    if gpus:
+        raise RuntimeError(f"{framework_title} sees no GPU on a node with {gpus} GPU{'s' if gpus > 1 else ''}: "
+                           f"{cause} (or run with --device cpu to measure the CPU on purpose)")
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
