@@ -122,6 +122,7 @@ def run_inference_case(spec: JobSpec, backend: Backend, data: Dataset, weights: 
 def run_training_case(spec: JobSpec, backend: Backend, data: Dataset, weights: dict[str, np.ndarray],
                       rows: ResultRows) -> None:
     refuse_unknown_optimizer(spec, backend.framework)
+    refuse_inference_options(spec)
     ops = backend.training_ops(spec, data, weights, rows)
     private = spec.use_case in PER_SAMPLE_USE_CASES
     if private:
@@ -139,6 +140,16 @@ def refuse_unknown_optimizer(spec: JobSpec, framework: str) -> None:
     if spec.optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer {spec.optimizer!r} is not implemented in the {framework} backend "
                          f"(only {', '.join(OPTIMIZERS)})")
+
+
+def refuse_inference_options(spec: JobSpec) -> None:
+    """torch.compile and channels_last are built for inference only: a training spec written by hand with them
+    would be recorded as such (framework_options) and run eager and contiguous. The orchestrator refuses them
+    at plan time already."""
+    chosen = [name for name, on in (("torch_compile", spec.torch_compile), ("channels_last", spec.channels_last)) if on]
+    if chosen:
+        raise ValueError(f"{' and '.join(chosen)} {'is' if len(chosen) == 1 else 'are'} implemented for inference "
+                         f"(use case {INFERENCE_USE_CASE}) only, not for training (use case {spec.use_case})")
 
 
 def measurement_efficiency(spec: JobSpec, backend: Backend) -> Efficiency:

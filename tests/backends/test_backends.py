@@ -134,6 +134,18 @@ def test_a_failure_is_reported_and_writes_no_result(framework, tmp_path):
     assert "precision 'bf16' is not implemented" in row["failure_reason"]
 
 
+def test_a_training_spec_with_torch_compile_is_refused_rather_than_run_eager(tmp_path):
+    """torch.compile is built for inference only; a hand-written training spec asking for it would be recorded as
+    compiled (framework_options) and run eager."""
+    spec = make_spec("torch", tmp_path, torch_compile=True)
+    proc = run_backend("torch", spec, tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: torch backend failed: torch_compile is implemented for inference (use case 5) only, "
+        "not for training (use case 1)")
+    assert not Path(spec.results_path).exists()
+
+
 def catches(pid: int, signum: int) -> bool:
     """Whether the process has a handler for signum (the SigCgt mask in /proc)."""
     status = Path(f"/proc/{pid}/status").read_text()
