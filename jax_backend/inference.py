@@ -54,7 +54,8 @@ class JaxInference:
         return compiles.count()
 
     def to_numpy(self, out) -> np.ndarray:
-        return np.asarray(out, dtype=np.float32)
+        # Copied to the host in the forward pass's dtype, then cast there (the precision policy's words).
+        return np.asarray(out).astype(np.float32)
 
 
 

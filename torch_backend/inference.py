@@ -73,4 +73,5 @@ class TorchInference:
         return compiles.count()
 
     def to_numpy(self, out) -> np.ndarray:
-        return out.detach().float().cpu().numpy()
+        # Copied to the host in the forward pass's dtype, then cast there (the precision policy's words).
+        return out.detach().cpu().float().numpy()

@@ -14,7 +14,8 @@ from helpers import REPO_ROOT, env_python, metric, write_mnist_folder
 
 from bench_contract.measure.device import cpu_model
 from bench_contract.run.failure import failure_path, read_failure
-from bench_contract.spec import JobSpec
+from bench_contract.run.precision import DTYPE_NAMES, precision_policy
+from bench_contract.spec import INFERENCE_USE_CASE, JobSpec
 
 FRAMEWORKS = ("jax", "torch")
 
@@ -116,6 +117,44 @@ def test_fp32_means_tf32_off_in_both_frameworks(framework, check, tmp_path):
     code = f"from bench_contract.spec import JobSpec; SPEC = JobSpec.read({str(spec_path)!r}); {check}"
     subprocess.run([str(env_python(framework)), "-c", code], check=True, cwd=REPO_ROOT,
                    env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+
+
+INFERENCE_DTYPES = {
+    "jax": "import jax, jax.numpy as jnp; from jax_backend.inference import JaxInference as Ops; "
+           "device, dtype_of, name = jax.devices()[0], lambda n: getattr(jnp, n), lambda out: out.dtype.name",
+    "torch": "import torch; from torch_backend.inference import TorchInference as Ops; "
+             "device, dtype_of, name = torch.device('cpu'), lambda n: getattr(torch, n), "
+             "lambda out: str(out.dtype).removeprefix('torch.')",
+}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_half_precision_policy_says_where_the_logits_become_float32(framework):
+    """The timed forward pass returns the policy's dtype; to_numpy, outside the timed steps, casts to float32 on
+    the host. The recorded words must say so (they once said the logits came back as float32)."""
+    code = INFERENCE_DTYPES[framework] + """
+import json, numpy as np
+from bench_contract.models.mlp import param_specs
+from bench_contract.models.weights import make_initial_weights
+from bench_contract.run.precision import DTYPE_NAMES
+weights = make_initial_weights(param_specs("mlp", (64,), 10), seed=0)
+seen = {}
+for precision in ("bf16", "fp16"):
+    ops = Ops("mlp", "full", weights, (64,), 10, device, dtype=dtype_of(DTYPE_NAMES[precision]))
+    x = ops.to_device(np.ones((4, 64), np.float32))
+    ops.compile(x)
+    out = ops.forward(x)
+    seen[precision] = [name(out), ops.to_numpy(out).dtype.name]
+print(json.dumps(seen))
+"""
+    proc = subprocess.run([str(env_python(framework)), "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    for precision, (forward_dtype, host_dtype) in seen.items():
+        assert forward_dtype == DTYPE_NAMES[precision] and host_dtype == "float32"
+        words = precision_policy(framework, precision, INFERENCE_USE_CASE)
+        assert words.endswith("logits cast to float32 on the host, outside the timed step"), words
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
