@@ -62,6 +62,26 @@ def run_values(df, metric: str):
     return rows.groupby([*ROW_KEY, "framework", *run], dropna=False)["value"].median()
 
 
+def with_shared_peak(df):
+    """Every run's MFU against one peak per device kind, device model and precision, the same for both
+    frameworks: the highest `peak_flops` any run recorded there (a GPU's datasheet figure; on a CPU, the best
+    of the frameworks' own matmul calibrations). Each backend divides by its own peak, and two calibrations on
+    one CPU differ (69 against 88 GFLOP/s here), which would make the MFU of the two sides incomparable."""
+    run = [c for c in ("campaign", "cell_id", "trial") if c in df]
+    device = ["device_kind", "device_model", "precision"]
+    is_summary = df["step"].isna() & df["epoch"].isna()
+    peaks = df[is_summary & (df["metric"] == "peak_flops") & df["value"].notna()]
+    if peaks.empty or not (df["metric"] == "mfu").any():
+        return df
+    shared = peaks.groupby(device, dropna=False)["value"].max().rename("shared_peak")
+    own = peaks.drop_duplicates([*device, *run]).set_index([*device, *run])["value"].rename("own_peak")
+    mfu = is_summary & (df["metric"] == "mfu")
+    scale = (df.loc[mfu, [*device, *run]].join(own, on=[*device, *run]).join(shared, on=device))
+    df = df.copy()
+    df.loc[mfu, "value"] = df.loc[mfu, "value"].to_numpy() * (scale["own_peak"] / scale["shared_peak"]).to_numpy()
+    return df
+
+
 def with_row_key(df):
     """The frame with every ROW_KEY column (a table from before a column existed reads it as empty)."""
     missing = {c: "" for c in ROW_KEY if c not in df}
@@ -159,7 +179,7 @@ def comparison_frame(df):
     if "model_variant" in df:
         # A tiny variant is a different network: it is labelled as such, never merged with the full one.
         df = df.assign(model=[m if v in ("full", "", None) else f"{m} ({v})" for m, v in zip(df["model"], df["model_variant"])])
-    df = with_row_key(df)
+    df = with_shared_peak(with_row_key(df))
     rows = summary_rows(df)
     present = [m for m, _, _ in TABLE_METRICS if m in set(rows["metric"])]
     medians = (

@@ -65,3 +65,20 @@ def test_collect_prints_the_two_rows_with_the_differing_setting(tmp_path):
     assert len(lines) == 2
     assert any("torch.compile" in line and "4.00x" in line for line in lines)
     assert any("eager" in line and "2.00x" in line for line in lines)
+
+
+def test_mfu_of_both_frameworks_divides_by_one_peak_per_device_and_precision():
+    """Each backend divides by its own CPU calibration (here 69 and 88 GFLOP/s): the comparison divides both
+    by the device's one peak, the highest recorded, so equal achieved FLOP/s give equal MFU."""
+    from orchestrator.results.compare import with_shared_peak
+
+    def run(framework, peak, achieved):
+        base = dict(device_kind="cpu", device_model="CPU X", precision="fp32", campaign="a",
+                    cell_id=f"{framework}-c", trial=0, framework=framework, step=float("nan"), epoch=float("nan"))
+        return [base | dict(metric="peak_flops", value=peak), base | dict(metric="achieved_flops", value=achieved),
+                base | dict(metric="mfu", value=achieved / peak)]
+
+    frame = with_shared_peak(pd.DataFrame(run("jax", 69e9, 50e9) + run("torch", 88e9, 50e9)))
+    mfu = frame[frame.metric == "mfu"].set_index("framework")["value"]
+    assert mfu["jax"] == pytest.approx(mfu["torch"]) == pytest.approx(50 / 88)
+    assert (mfu <= 1).all()
