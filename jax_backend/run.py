@@ -122,8 +122,7 @@ class JaxBackend:
         self.kind = kind
         return DeviceSetup(
             kind=kind,
-            # every device of every process in a data-parallel run; a CPU process counts as one device
-            count=len(jax.devices()) if self.topology.world_size > 1 else (len(devices) if kind != "cpu" else 1),
+            count=len(devices),  # seen; it computes on one (under Slurm, jax.distributed gives each process one)
             framework_version=jax.__version__,
             precision_policy=policy,
             device_ids=cuda_ordinals([self.device]),

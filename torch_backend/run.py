@@ -134,7 +134,7 @@ class TorchBackend:
         torch.manual_seed(spec.seed)
         return DeviceSetup(
             kind="gpu" if use_gpu else "cpu",
-            count=topology.world_size if topology.world_size > 1 else (torch.cuda.device_count() if use_gpu else 1),
+            count=torch.cuda.device_count() if use_gpu else 1,  # seen; it computes on self.device alone
             framework_version=torch.__version__,
             precision_policy=policy,
             device_ids=(pci_bus_id(self.device),) if use_gpu else (),

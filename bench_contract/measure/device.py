@@ -140,14 +140,19 @@ def recorded_environment() -> dict[str, str]:
 
 def environment_context(*, device_kind: str, device_count: int, framework_version: str, libraries: list[str],
                         device_ids: tuple[str, ...] = (), runtime_versions: dict[str, str] | None = None,
-                        model: str | None = None, unused_accelerators: tuple[str, ...] = ()) -> dict:
+                        model: str | None = None, unused_accelerators: tuple[str, ...] = (),
+                        devices_seen: int | None = None) -> dict:
     """The environment columns of a result row.
 
     runtime_versions: what the framework reports of its native libraries (CUDA, cuDNN, NCCL), each a version
     or "not available: <reason>"; they go into library_versions beside the Python packages.
     model: the framework's own name for a device that is neither an NVIDIA GPU nor the CPU (a TPU's device
-    kind); unused_accelerators: what else the framework sees, recorded in device_details."""
+    kind); unused_accelerators: what else the framework sees, recorded in device_details.
+    device_count: the devices the cell computes on; devices_seen: those of its kind the framework sees in this
+    process (a process uses one), recorded in device_details."""
     details = device_details(device_kind, device_ids)
+    if devices_seen is not None:
+        details["devices_seen"] = devices_seen
     if unused_accelerators:
         details["unused_accelerators"] = list(unused_accelerators)
     versions = package_versions(libraries + ["numpy", "pyarrow", "nvidia-ml-py", "scikit-learn"])

@@ -43,6 +43,8 @@ from bench_contract.spec import INFERENCE_USE_CASE, OPTIMIZERS, PAIRED_ORDER, PE
 @dataclass(frozen=True)
 class DeviceSetup:
     kind: str  # "gpu" or "cpu": what the framework really runs on
+    # Devices of that kind the framework sees in this process, recorded in device_details as devices_seen. The
+    # process computes on one of them: device_count is the topology's (Topology.device_count).
     count: int
     framework_version: str
     precision_policy: str
@@ -254,7 +256,8 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
     context.update(
         environment_context(
             device_kind=setup.kind,
-            device_count=setup.count,
+            device_count=topology_for(spec).device_count,
+            devices_seen=setup.count,
             framework_version=setup.framework_version,
             libraries=backend.libraries,
             device_ids=setup.device_ids,

@@ -23,6 +23,12 @@ class Topology:
     local_rank: int = 0
 
     @property
+    def device_count(self) -> int:
+        """The devices the cell computes on: one per process in every use case (a process picks one device,
+        however many it sees), so the world size."""
+        return self.world_size
+
+    @property
     def is_writer(self) -> bool:
         """Rank 0 alone writes the result file: every rank holds the same parameters and global loss."""
         return self.rank == 0

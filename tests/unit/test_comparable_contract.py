@@ -1,11 +1,16 @@
 """Comparable by construction (#14): what a row says about a run is what the run did. The backends here are
 stand-ins: the contract's own decisions are under test."""
 
+import json
 import re
+import sys
 
 import pytest
+from fake_nvml import fake_pynvml
 
+from bench_contract.models.weights import ParamSpec
 from bench_contract.run import runner
+from bench_contract.run.topology import Topology, topology_for
 from bench_contract.spec import JobSpec
 
 
@@ -37,3 +42,38 @@ def test_a_training_spec_with_inference_only_options_is_refused_not_run_eager(op
     with pytest.raises(ValueError, match=re.escape(named)) as refused:
         runner.run_use_case(spec, UntrainableBackend(), None, {}, None)
     assert f"not for training (use case {use_case})" in str(refused.value)
+
+
+class EightGpuBackend:
+    """Sees eight GPUs, as a process on a node with eight does when nothing hides the others; like every backend,
+    it computes on one of them."""
+
+    framework = "torch"
+    libraries = ["numpy"]
+
+    def prepare(self, spec):
+        return runner.DeviceSetup(kind="gpu", count=8, framework_version="0", precision_policy="fp32")
+
+    def param_specs(self, model, sample_shape, num_classes, variant, graph=None):
+        return [ParamSpec("w", (2, 2), "zeros")]
+
+
+@pytest.mark.parametrize("layout, slurm, used", [
+    ({}, {}, 1),  # one process, one device, whatever it sees
+    ({"use_case": 2, "nodes": 2, "tasks_per_node": 2}, {"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}, 4),
+])
+def test_device_count_is_the_devices_the_cell_computes_on_not_the_ones_a_process_sees(
+        tmp_path, monkeypatch, layout, slurm, used):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([], driver_loaded=False))
+    for name, value in slurm.items():
+        monkeypatch.setenv(name, value)
+    spec = job(init_weights_path=str(tmp_path / "init.npz"), **layout)
+    rows = runner.run_spec(spec, EightGpuBackend(), use_case=lambda *args: None)
+    assert rows.context["device_count"] == used
+    assert topology_for(spec).device_count == used
+    assert json.loads(rows.context["device_details"])["devices_seen"] == 8
+
+
+def test_a_process_uses_one_device_so_a_cell_uses_one_per_process():
+    assert Topology().device_count == 1
+    assert Topology(rank=3, world_size=8, local_rank=1).device_count == 8
