@@ -1,14 +1,18 @@
 """Submit again only the cells of a campaign that have no successful result: one array per framework.
 
-A cell is run again when it ended without a result file (failed, timed out, cancelled, no result) or was
-never submitted. Cells with a result, and cells still pending or running, are left alone; with
-rerun_completed the completed ones run again too, and each new result replaces the old one when it is
-written. Slurm gets only the missing indices (`sbatch --array=3,7-9 SCRIPT`), so a task keeps its array
-index, its spec line and its result path, and the campaign's manifest records every job id.
+A cell is run again when it ended without a readable result file (failed, timed out, cancelled, no result,
+or a bad result: empty, truncated or foreign, which is first moved aside as `<name>.bad-<UTC time>`, never
+deleted) or was never submitted. Cells with a result, and cells whose latest task is still pending or running,
+are left alone; with rerun_completed the completed ones run again too, and each new result replaces the old
+one when it is written. When squeue or sacct cannot be read, nothing is submitted: a cell that may still be
+queued is never taken for a finished one. Slurm gets only the missing indices (`sbatch --array=3,7-9 SCRIPT`),
+so a task keeps its array index, its spec line and its result path, and the campaign's manifest records every
+job id.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +22,7 @@ from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.run import submit
-from orchestrator.run.status import ACTIVE, SUCCESS, campaign_status
+from orchestrator.run.status import ACTIVE, SUCCESS, CellStatus, campaign_status, unknown_note
 
 
 @dataclass
@@ -29,15 +33,49 @@ class Resubmission:
     failed: dict[int, str] = field(default_factory=dict)  # array index -> why, once waited for
 
 
-def cells_to_run(folder: Path, rerun_completed: bool = False) -> dict[str, list[int]]:
-    """Script key (the framework, or "paired") -> the array indices to submit again, in order. Each trial is
-    its own task; a paired task runs both frameworks' cells, so it goes again when either lacks a result."""
+def chosen_cells(folder: Path, rerun_completed: bool = False) -> list[CellStatus]:
+    """The cells to run again. Refuses (OrchestratorError, nothing submitted) when the queue cannot be read."""
+    cells = campaign_status(folder)
+    note = unknown_note(cells)
+    if note:
+        raise OrchestratorError(f"campaign {folder.name}: nothing was submitted, since {note}; run it again once "
+                                "the queue can be read")
     leave = ACTIVE + (() if rerun_completed else (SUCCESS,))
+    return [cell for cell in cells if cell.state not in leave]
+
+
+def by_script(cells: list[CellStatus]) -> dict[str, list[int]]:
+    """Script key (the framework, or "paired") -> the array indices of these cells, in order. Each trial is its
+    own task; a paired task runs both frameworks' cells, so it goes again when either lacks a result."""
     todo: dict[str, set[int]] = {}
-    for cell in campaign_status(folder):
-        if cell.state not in leave:
-            todo.setdefault(cell.script or cell.framework, set()).add(cell.array_index)
+    for cell in cells:
+        todo.setdefault(cell.script or cell.framework, set()).add(cell.array_index)
     return {script: sorted(indices) for script, indices in todo.items()}
+
+
+def cells_to_run(folder: Path, rerun_completed: bool = False) -> dict[str, list[int]]:
+    """Script key -> the array indices to submit again, in order (chosen_cells, by_script)."""
+    return by_script(chosen_cells(folder, rerun_completed))
+
+
+def move_aside(cells: list[CellStatus], report: Callable[[str], None] = print) -> list[Path]:
+    """Rename each bad result file (empty, truncated, foreign) to `<name>.bad-<UTC time>` beside it, so that the
+    cell runs again and the file stays for a look; returns the new paths."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    moved = []
+    for cell in cells:
+        if not cell.bad_result:
+            continue
+        path = Path(cell.results)
+        target, n = path.with_name(f"{path.name}.bad-{stamp}"), 1
+        while target.exists():
+            n += 1
+            target = path.with_name(f"{path.name}.bad-{stamp}-{n}")
+        path.rename(target)
+        report(f"{cell.framework} {cell.array_index} ({cell.cell_id}): its result file is {cell.bad_result}; "
+               f"moved aside to {target.name}")
+        moved.append(target)
+    return moved
 
 
 def array_expression(indices: list[int]) -> str:
@@ -79,7 +117,10 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
     executor = executor or (manifest["executor"] if manifest["executor"] in catalog.EXECUTORS else "slurm")
     if executor not in catalog.EXECUTORS:
         raise UsageError(f"unknown executor {executor!r}; choose from: {', '.join(catalog.EXECUTORS)}")
-    todo = cells_to_run(folder, rerun_completed) if todo is None else todo
+    if todo is None:
+        chosen = chosen_cells(folder, rerun_completed)
+        todo = by_script(chosen)
+        move_aside(chosen, report)
     if not todo:
         report(f"campaign {folder.name}: every cell has a result or is still queued; nothing to submit")
         return []

@@ -1,27 +1,30 @@
 """Where every cell of a campaign stands: pending, running, completed, failed, timed out, cancelled, or
 finished without a result.
 
-One `sacct` call per campaign (and one `squeue` call where accounting is off), never one per cell. A result
-file is the final word for success: a cell whose task ended but left no result is reported as such, with
-the reason its failure row gives (bench_contract.run.failure), else Slurm's state, else "no result", and the
-end of its log.
+One `sacct` and one `squeue` call per campaign, never one per cell. The queue is read first: a cell whose
+latest task is queued or running is pending or running, even where an earlier run left a result. Otherwise
+a readable result file is the final word for success (bench_contract.results.unreadable_reason: an empty,
+truncated or foreign file is a "bad result", not a success). A cell whose task ended but left no result is
+reported as such, with the reason its failure row gives (bench_contract.run.failure), else Slurm's state,
+else "no result", and the end of its log. When squeue or sacct cannot be read, a submitted cell that could
+still be queued is "unknown", never "not queued".
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
-import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_contract.results import unreadable_reason
 from bench_contract.run.failure import failure_path, read_failure
 from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
-from orchestrator.run.submit import POLL_BACKOFF, Backoff, log_tail, sacct_states
+from orchestrator.run.submit import POLL_BACKOFF, Backoff, QueueUnreadable, log_tail, read_sacct, read_squeue
 from orchestrator.tables import format_table
 
 # Slurm's job states, grouped into what a user of a campaign needs to know.
@@ -36,6 +39,9 @@ SLURM_STATE_NAMES = {
 }
 ACTIVE = ("pending", "running")
 SUCCESS = "completed"
+UNKNOWN = "unknown"  # submitted, and the queue could not be read: it may still be queued or running
+UNSETTLED = (*ACTIVE, UNKNOWN)
+NO_FILE = "no file"  # unreadable_reason's word for a result that was never written
 
 
 @dataclass(frozen=True)
@@ -44,14 +50,16 @@ class CellStatus:
     array_index: int
     cell_id: str
     task_id: str
-    state: str  # one of: not submitted, pending, running, completed, failed, timed out, cancelled, no result
+    state: str  # one of: not submitted, pending, running, completed, failed, timed out, cancelled, no result, unknown
     detail: str  # the Slurm state and the failure row's reason, as reported
     log: str = ""  # the task's log file, where there is one
     script: str = ""  # the key of the script and submission that run it (the framework, or "paired")
+    bad_result: str = ""  # why the result file there cannot count (empty, truncated, foreign), where one is there
+    results: str = ""  # the cell's result path
 
     @property
     def ended_without_result(self) -> bool:
-        return self.state not in (*ACTIVE, SUCCESS, "not submitted")
+        return self.state not in (*UNSETTLED, SUCCESS, "not submitted")
 
 
 def find_campaign(results_dir: Path, campaign: str | None) -> Path:
@@ -68,46 +76,82 @@ def find_campaign(results_dir: Path, campaign: str | None) -> Path:
 
 
 def squeue_states(job_ids: list[str]) -> dict[str, str]:
-    """Array task id -> Slurm state for the tasks still queued or running (pending ranges are expanded)."""
-    squeue = shutil.which("squeue")
-    if squeue is None or not job_ids:
-        return {}
-    proc = subprocess.run([squeue, "-h", "-r", "-j", ",".join(job_ids), "-o", "%i %T"],
-                          capture_output=True, text=True, timeout=60)
-    states = {}
-    for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
-        parts = line.split()
-        if len(parts) == 2:
-            states[parts[0]] = parts[1]
-    return states
+    """Array task id -> Slurm state for the tasks still queued or running; raises QueueUnreadable (submit.read_squeue)."""
+    return read_squeue(job_ids)
+
+
+def queue_states(job_ids: list[str]) -> tuple[dict[str, str], str]:
+    """(array task id -> Slurm state, "") from one sacct and one squeue call, squeue's word last; or ({}, why)
+    when either cannot be read, so that no cell is taken for "not queued" on a failed call."""
+    if not job_ids:
+        return {}, ""
+    try:
+        # sacct knows finished tasks; squeue knows queued ones (and is the only source without accounting).
+        return {**read_sacct(job_ids), **squeue_states(job_ids)}, ""
+    except QueueUnreadable as exc:
+        return {}, str(exc)
+
+
+# A result file's verdict, kept while the file is unchanged: watch asks every poll, and a footer read is not free.
+_VERDICTS: dict[str, tuple[tuple[int, int, int], str | None]] = {}
+
+
+def result_problem(path: str) -> str | None:
+    """None when the cell's result file is there and readable, NO_FILE when there is none, else why it cannot count."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return NO_FILE
+    key = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    known = _VERDICTS.get(path)
+    if known is None or known[0] != key:
+        known = _VERDICTS[path] = (key, unreadable_reason(path))
+    return known[1]
+
+
+def reran_jobs(manifest: dict) -> set[str]:
+    """The job ids of resubmissions that ran completed cells again (--rerun-completed)."""
+    return {job for r in manifest.get("resubmissions", []) if r.get("rerun_completed") for job in r.get("job_ids", [])}
 
 
 def campaign_status(folder: Path) -> list[CellStatus]:
     manifest = campaigns.load_manifest(folder)
     submissions = manifest.get("submissions", {})
-    slurm_jobs = campaigns.slurm_job_ids(manifest)
-    # sacct knows finished tasks; squeue knows queued ones (and is the only source without accounting).
-    states = {**sacct_states(slurm_jobs), **squeue_states(slurm_jobs)} if slurm_jobs else {}
+    states, unreadable = queue_states(campaigns.slurm_job_ids(manifest))
+    reran = reran_jobs(manifest) if unreadable else set()
     cells = []
     for cell in manifest["cells"]:
         framework, index = cell["framework"], cell["array_index"]
         script = cell.get("script", framework)
         sub = submissions.get(script)  # a paired script runs both frameworks
         task_id = sub["task_ids"][index] if sub else ""
-        if Path(cell["results"]).is_file():
-            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, "result written",
-                                    script=script))
+        problem = result_problem(cell["results"])
+        bad = problem if problem not in (None, NO_FILE) else ""
+        slurm_state = states.get(task_id)
+        active = SLURM_STATE_NAMES.get(slurm_state or "") in ACTIVE
+        found = dict(script=script, bad_result=bad, results=cell["results"])
+        if unreadable and task_id and not task_id.startswith("local_") and (
+                problem is not None or task_id.rsplit("_", 1)[0] in reran):
+            # No result, or a result that a queued run of --rerun-completed may replace: it may still be queued.
+            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, UNKNOWN, unreadable, **found))
+            continue
+        if problem is None and not active:
+            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, "result written", **found))
             continue
         log = str(log_path(folder, manifest, script, index, task_id) or "")  # looked up for the rest only
         failure = read_failure(failure_path(cell["results"])) if sub else None
         reason = failure["failure_reason"] if failure else None
-        slurm_state = states.get(task_id)
         if sub is None:
             state, detail = "not submitted", manifest.get("submission_error", "dry run" if manifest["executor"] == "dry-run" else "")
-        elif slurm_state is not None and SLURM_STATE_NAMES.get(slurm_state) in ACTIVE:
-            # Queued again (resubmitted or requeued): a failure row is the previous attempt's.
+        elif active:
+            # Queued again (resubmitted, rerun or requeued): a failure row or a result is the previous attempt's.
             state = SLURM_STATE_NAMES[slurm_state]
-            detail = slurm_state + (f"; previous attempt: {reason}" if reason else "")
+            detail = "; ".join(filter(None, [slurm_state, reason and f"previous attempt: {reason}",
+                                             problem is None and "a result of an earlier run is there",
+                                             bad and f"bad result of an earlier run: {bad}"]))
+        elif bad:
+            # Empty, truncated or foreign: it is not a result. resubmit moves it aside and runs the cell again.
+            state, detail = "failed", f"bad result: {bad}" + (f" ({slurm_state})" if slurm_state else "")
         elif str(index) in sub.get("failed", {}):
             state, detail = "failed", "; ".join(filter(None, [sub["failed"][str(index)].splitlines()[0], reason]))
         elif slurm_state is not None:
@@ -118,7 +162,7 @@ def campaign_status(folder: Path) -> list[CellStatus]:
             state, detail = ("failed" if failure["status"] == "failed" else "cancelled"), reason
         else:
             state, detail = "no result", "the task is not queued and wrote no result"
-        cells.append(CellStatus(framework, index, cell["cell_id"], task_id, state, detail, log, script))
+        cells.append(CellStatus(framework, index, cell["cell_id"], task_id, state, detail, log, **found))
     return cells
 
 
@@ -164,14 +208,24 @@ def summary(cells: list[CellStatus]) -> dict[str, int]:
 
 
 def progress_bar(cells: list[CellStatus], width: int = 30) -> str:
-    done = sum(1 for c in cells if c.state not in ACTIVE)
+    done = sum(1 for c in cells if c.state not in UNSETTLED)
     filled = round(width * done / len(cells)) if cells else width
     counts = ", ".join(f"{n} {state}" for state, n in sorted(summary(cells).items()))
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{len(cells)} ended ({counts})"
 
 
 def is_active(cells: list[CellStatus]) -> bool:
-    return any(c.state in ACTIVE for c in cells)
+    """Whether any cell is still queued or running, or may be (unknown)."""
+    return any(c.state in UNSETTLED for c in cells)
+
+
+def unknown_note(cells: list[CellStatus]) -> str | None:
+    """One sentence for the cells whose state is unknown, naming the failed command; None when there are none."""
+    unknown = [c for c in cells if c.state == UNKNOWN]
+    if not unknown:
+        return None
+    return (f"{len(unknown)} cells may still be queued or running, and the queue could not be read "
+            f"({unknown[0].detail})")
 
 
 def follow_up(command: str, results_dir: Path) -> str:
@@ -197,6 +251,9 @@ def show_status(results_dir: Path, campaign: str | None, log_lines: int,
         if c.ended_without_result and log_lines > 0:
             for line in ended_lines(c, log_lines):
                 report(line)
+    note = unknown_note(cells)
+    if note:
+        report(f"\n{note}; their state is unknown, and resubmit submits nothing until it can be read.")
     missing = sum(c.ended_without_result for c in cells)
     if missing:
         report(f"\n{missing} cells ended without a result; submit only those again with: "
@@ -212,6 +269,8 @@ def ended_lines(cell: CellStatus, log_lines: int) -> list[str]:
 
 # Watching polls every `interval` seconds at first, backing off like waiting for Slurm, to a minute apart.
 WATCH_MAX_S = 60.0
+# Polls in a row that could not read the queue before watch gives up (the state of those cells stays unknown).
+WATCH_UNREADABLE_POLLS = 5
 
 
 def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
@@ -222,9 +281,14 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
         raise OrchestratorError("--interval must be positive")
     folder = find_campaign(results_dir, campaign)
     report(f"campaign {folder.name}")
+    unreadable = 0
     for _ in Backoff(interval, POLL_BACKOFF, WATCH_MAX_S).rounds():
         cells = campaign_status(folder)
         report(progress_bar(cells))
+        note = unknown_note(cells)
+        unreadable = unreadable + 1 if note else 0
+        if unreadable >= WATCH_UNREADABLE_POLLS:
+            raise OrchestratorError(f"campaign {folder.name}: {note} in {unreadable} polls in a row; watch stops here")
         if not is_active(cells):
             break
     unfinished = [c for c in cells if c.state != SUCCESS]

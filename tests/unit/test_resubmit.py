@@ -4,6 +4,7 @@ status names each missing cell with its reason and the end of its log. Slurm is 
 import json
 import os
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,9 @@ def cluster(tmp_path):
     scripts = {
         "sbatch": f'echo "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((4000 + n))"\n',
         "sacct": f'cat "{tmp_path}/sacct.txt" 2>/dev/null; true\n',
-        "squeue": f'cat "{tmp_path}/squeue.txt" 2>/dev/null; true\n',
+        # squeue fails (its words from squeue.fail on stderr, exit 1) while that file is there.
+        "squeue": f'[ -f "{tmp_path}/squeue.fail" ] && {{ cat "{tmp_path}/squeue.fail" >&2; exit 1; }}\n'
+                  f'cat "{tmp_path}/squeue.txt" 2>/dev/null; true\n',
         "scontrol": 'echo "MaxArraySize            = ${FAKE_MAX_ARRAY_SIZE:-1001}"\n',
     }
     for name, body in scripts.items():
@@ -53,10 +56,18 @@ def manifest_of(tmp_path):
     return json.loads(path.read_text())
 
 
+def write_result(path, cell_id="c"):
+    """A whole result file: the smallest Parquet table that bench_contract.results.unreadable_reason accepts."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"cell_id": [cell_id], "metric": ["throughput"], "value": [1.0]}), path)
+
+
 def succeed(manifest, framework, index):
     cell = next(c for c in manifest["cells"] if c["framework"] == framework and c["array_index"] == index)
-    Path(cell["results"]).parent.mkdir(parents=True, exist_ok=True)
-    Path(cell["results"]).write_bytes(b"PAR1")  # status only asks whether the result file exists
+    write_result(cell["results"], cell["cell_id"])
     return cell
 
 
@@ -200,7 +211,10 @@ def test_the_local_executor_runs_only_the_missing_cells_again(tmp_path):
             f'echo "{framework} $4" >> {shlex.quote(str(ran))}\n'
             f'grep -qx "{framework} $4" {shlex.quote(str(tmp_path / "broken.txt"))} && exit 1\n'
             'path=$(sed -n "$(( $4 + 1 ))p" "$3" | python3 -c "import json,sys; print(json.load(sys.stdin)[\'results_path\'])")\n'
-            'mkdir -p "$(dirname "$path")" && echo result > "$path"\n')
+            'mkdir -p "$(dirname "$path")"\n'
+            f'{shlex.quote(sys.executable)} -c "import sys, pyarrow as pa, pyarrow.parquet as pq; '
+            'pq.write_table(pa.table({\'cell_id\': [\'c\'], \'metric\': [\'m\'], \'value\': [1.0]}), sys.argv[1])" '
+            '"$path"\n')
         (bin_dir / "python").chmod(0o755)
     (tmp_path / "broken.txt").write_text("jax 1\ntorch 0\n")
     profile = tmp_path / "p.toml"
@@ -232,10 +246,149 @@ def test_trials_and_pairs_are_resubmitted_by_their_task(tmp_path, cluster, extra
                    and c["trial"] == 1)
     for cell in manifest["cells"]:
         if cell is not missing:
-            Path(cell["results"]).parent.mkdir(parents=True, exist_ok=True)
-            Path(cell["results"]).write_bytes(b"PAR1")
+            write_result(cell["results"], cell["cell_id"])
     proc = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
     assert proc.returncode == 0, proc.stderr
     name = manifest["scripts"][script]["name"]
     assert calls.read_text().splitlines()[len(manifest["submissions"]):] == [
         f"--parsable {expected} {tmp_path / 'r' / manifest['campaign'] / 'scripts' / name}"]
+
+
+# --- #22 "Nothing lost, nothing run twice" ----------------------------------------------------------------
+
+def real_result(manifest, cell):
+    """The cell's result file as a backend writes it (every column), so that collect merges it."""
+    from helpers import task_file
+
+    made = task_file(Path(cell["results"]).parent / "made", cell["framework"], cell["batch_size"], 100.0,
+                     campaign=manifest["campaign"])
+    Path(cell["results"]).parent.mkdir(parents=True, exist_ok=True)
+    made.replace(cell["results"])
+
+
+def sbatch_lines(calls):
+    return calls.read_text().splitlines()[2:]  # after the campaign's own two
+
+
+@pytest.mark.parametrize("again", ["resubmit", "the same command"])
+def test_a_bad_result_is_moved_aside_and_its_cell_runs_again(tmp_path, cluster, again):
+    """#22 item 1: an empty or truncated result file is no result. resubmit (and the same command again) moves it
+    aside, never deleting it, and runs its cell again; collect then has every cell once."""
+    import pyarrow.parquet as pq
+
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile)
+    manifest = manifest_of(tmp_path)
+    for cell in manifest["cells"]:
+        real_result(manifest, cell)
+    cell_of = {(c["framework"], c["array_index"]): c for c in manifest["cells"]}
+    empty, truncated = Path(cell_of["jax", 1]["results"]), Path(cell_of["torch", 2]["results"])
+    empty.write_bytes(b"")
+    whole = truncated.read_bytes()
+    truncated.write_bytes(whole[: len(whole) - 100])
+    (tmp_path / "sacct.txt").write_text("".join(f"{j}_{i}|COMPLETED\n" for j in (4001, 4002) for i in range(4)))
+
+    status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env)
+    assert "bad result: an empty file (COMPLETED)" in status.stdout
+    assert "bad result: not a whole Parquet file" in status.stdout and "2 cells ended without a result" in status.stdout
+
+    proc = (run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env) if again == "resubmit"
+            else plan(tmp_path, env, profile))
+    assert proc.returncode == 0, proc.stderr
+    folder = tmp_path / "r" / manifest["campaign"]
+    assert sbatch_lines(calls) == [f"--parsable --array=1 {folder / 'scripts' / 'jax_digits_1.sh'}",
+                                   f"--parsable --array=2 {folder / 'scripts' / 'torch_digits_1.sh'}"]
+    assert not empty.exists() and not truncated.exists()
+    (aside_empty,) = empty.parent.glob(f"{empty.name}.bad-*")
+    (aside_truncated,) = truncated.parent.glob(f"{truncated.name}.bad-*")
+    assert aside_empty.read_bytes() == b"" and aside_truncated.read_bytes() == whole[: len(whole) - 100]
+    assert f"moved aside to {aside_empty.name}" in proc.stdout
+
+    # The two tasks run again and publish their results.
+    real_result(manifest, cell_of["jax", 1])
+    real_result(manifest, cell_of["torch", 2])
+    (tmp_path / "sacct.txt").write_text("4003_1|COMPLETED\n4004_2|COMPLETED\n")
+    assert "8/8 ended (8 completed)" in run_cli("status", "--results-dir", str(tmp_path / "r"), env=env).stdout
+    collected = run_cli("collect", "--results-dir", str(tmp_path / "r"), env=env)
+    assert collected.returncode == 0, collected.stderr
+    merged = pq.read_table(tmp_path / "r" / "merged.parquet").to_pandas()
+    throughput = merged[merged.metric == "throughput"]
+    assert sorted(throughput.cell_id) == sorted(f"{f}-{b}" for f in ("jax", "torch") for b in (8, 16, 32, 64))
+
+
+SQUEUE_DOWN = "slurm_load_jobs error: Socket timed out on send/recv operation"
+
+
+@pytest.mark.parametrize("broken", ["squeue", "sacct"])
+def test_nothing_is_submitted_while_the_queue_cannot_be_read(tmp_path, cluster, broken):
+    """#22 item 2: a failed squeue (or sacct) call is never "not queued": resubmit, and the same command again,
+    submit nothing, exit non-zero and name the failed command in one sentence."""
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile)
+    manifest = manifest_of(tmp_path)
+    succeed(manifest, "jax", 0)
+    (tmp_path / "squeue.txt").write_text("".join(f"{j}_{i} PENDING\n" for j in (4001, 4002) for i in range(4)))
+    if broken == "squeue":
+        (tmp_path / "squeue.fail").write_text(SQUEUE_DOWN + "\n")
+        said = f"squeue failed: exit status 1: {SQUEUE_DOWN}"
+    else:
+        env = {**env, "PATH": f"{tmp_path / 'failbin'}:{env['PATH']}"}
+        (tmp_path / "failbin").mkdir()
+        (tmp_path / "failbin" / "sacct").write_text("#!/bin/bash\necho 'sacct: error: slurmdbd: Connection refused' >&2\n"
+                                                   "exit 1\n")
+        (tmp_path / "failbin" / "sacct").chmod(0o755)
+        said = "sacct failed: exit status 1: sacct: error: slurmdbd: Connection refused"
+
+    status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env)
+    assert status.returncode == 0 and f"unknown    {said}" in status.stdout
+    assert "ended without a result" not in status.stdout
+    for proc in (run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env),
+                 run_cli("resubmit", "--rerun-completed", "--results-dir", str(tmp_path / "r"), env=env),
+                 run_cli(*COMMAND, "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
+                         "--scripts-dir", str(tmp_path / "s"), env=env)):
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        (sentence,) = proc.stderr.strip().splitlines()
+        assert sentence == (f"error: campaign {manifest['campaign']}: nothing was submitted, since 7 cells may still be "
+                            f"queued or running, and the queue could not be read ({said}); run it again once the "
+                            "queue can be read")
+    assert sbatch_lines(calls) == [] and "resubmissions" not in manifest_of(tmp_path)
+
+    # Read again, the queue says they are pending: still nothing to submit. Once they have ended, only they go.
+    (tmp_path / "squeue.fail").unlink(missing_ok=True)
+    (tmp_path / "failbin" / "sacct").unlink(missing_ok=True)
+    assert "nothing to submit" in run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env).stdout
+    (tmp_path / "squeue.txt").write_text("")
+    (tmp_path / "sacct.txt").write_text("".join(f"{j}_[{0 if j == 4002 else 1}-3]|CANCELLED by 0\n"
+                                                for j in (4001, 4002)))
+    proc = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split()[1] for line in sbatch_lines(calls)] == ["--array=1-3", "--array=0-3"]
+
+
+def test_a_second_rerun_of_the_completed_cells_submits_nothing_while_the_first_is_queued(tmp_path, cluster):
+    """#22 item 3: a cell whose latest task is queued is queued, whatever result an earlier run left."""
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile)
+    manifest = manifest_of(tmp_path)
+    for framework in ("jax", "torch"):
+        for index in range(4):
+            succeed(manifest, framework, index)
+    proc = run_cli("resubmit", "--rerun-completed", "--results-dir", str(tmp_path / "r"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split()[1] for line in sbatch_lines(calls)] == ["--array=0-3", "--array=0-3"]
+    (tmp_path / "squeue.txt").write_text("".join(f"{j}_{i} PENDING\n" for j in (4003, 4004) for i in range(4)))
+
+    status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env).stdout
+    assert "0/8 ended (8 pending)" in status and "PENDING; a result of an earlier run is there" in status
+    again = run_cli("resubmit", "--rerun-completed", "--results-dir", str(tmp_path / "r"), env=env)
+    assert again.returncode == 0 and "nothing to submit" in again.stdout
+    same = plan(tmp_path, env, profile, "--rerun-completed")
+    assert "nothing to submit" in same.stdout
+    assert len(sbatch_lines(calls)) == 2
+
+    # With the queue unreadable, a result does not say whether its rerun is still queued: nothing goes.
+    (tmp_path / "squeue.fail").write_text(SQUEUE_DOWN + "\n")
+    status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env).stdout
+    assert "8 cells may still be queued or running" in status
+    assert run_cli("resubmit", "--rerun-completed", "--results-dir", str(tmp_path / "r"), env=env).returncode == 1
+    assert len(sbatch_lines(calls)) == 2

@@ -6,6 +6,16 @@ import os
 from helpers import run_cli
 
 
+def write_result(path, cell_id="c"):
+    """A whole result file: the smallest Parquet table that bench_contract.results.unreadable_reason accepts."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"cell_id": [cell_id], "metric": ["throughput"], "value": [1.0]}), path)
+    return path
+
+
 def campaign(tmp_path, with_results=()):
     folder = tmp_path / "results" / "camp-1"
     cells = []
@@ -13,8 +23,7 @@ def campaign(tmp_path, with_results=()):
         for index in range(3):
             result = folder / "rows" / framework / f"{framework}-{index}.parquet"
             if (framework, index) in with_results:
-                result.parent.mkdir(parents=True, exist_ok=True)
-                result.write_bytes(b"x")
+                write_result(result, f"{framework}-{index}")
             cells.append({"framework": framework, "array_index": index, "cell_id": f"{framework}-{index}",
                           "results": str(result)})
     manifest = {"campaign": "camp-1", "executor": "slurm", "cells": cells, "submissions": {
@@ -89,3 +98,146 @@ def test_a_task_slurm_killed_for_its_memory_is_reported_as_out_of_memory(tmp_pat
     plain = tmp_path / "plain.out"
     plain.write_text("Traceback: the memory limit of this model was exceeded\n")  # not Slurm's words
     assert slurm_memory_kill(str(plain)) is None and slurm_memory_kill("") is None
+
+
+def states_of(stdout):
+    """cell id -> (state, detail) from status's table."""
+    rows = {}
+    for line in stdout.splitlines():
+        if line.startswith(("jax ", "torch ")):
+            words = line.split(None, 4)
+            state, _, detail = words[4].partition("  ")
+            rows[words[2]] = (state.strip(), detail.strip())
+    return rows
+
+
+def test_an_empty_or_truncated_result_is_a_bad_result_never_a_completion(tmp_path):
+    """#22 item 1: a result counts only when it reads (bench_contract.results.unreadable_reason)."""
+    folder = campaign(tmp_path, with_results={("jax", 0), ("jax", 1), ("jax", 2), ("torch", 0)})
+    rows = folder / "rows" / "jax"
+    (rows / "jax-0.parquet").write_bytes(b"")  # empty
+    whole = (rows / "jax-1.parquet").read_bytes()
+    (rows / "jax-1.parquet").write_bytes(whole[: len(whole) // 2])  # truncated
+    env, _ = fake_slurm(tmp_path, sacct_lines=["70_0|COMPLETED", "70_1|COMPLETED", "70_2|COMPLETED",
+                                               "71_0|COMPLETED", "71_1|COMPLETED", "71_2|COMPLETED"],
+                        squeue_lines=[])
+    proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    states = states_of(proc.stdout)
+    assert states["jax-0"] == ("failed", "bad result: an empty file (COMPLETED)")
+    assert states["jax-1"][0] == "failed" and states["jax-1"][1].startswith("bad result: not a whole Parquet file")
+    assert states["jax-2"] == ("completed", "result written") and states["torch-0"][0] == "completed"
+    assert "4 cells ended without a result" in proc.stdout  # jax 0, jax 1, torch 1, torch 2
+
+
+def failing(name, tmp_path, body):
+    """Replace the fake `name` in tmp_path/bin with a script of `body`."""
+    (tmp_path / "bin" / name).write_text(f"#!/bin/bash\n{body}\n")
+    (tmp_path / "bin" / name).chmod(0o755)
+
+
+def test_a_failed_squeue_or_sacct_is_unknown_never_not_queued(tmp_path):
+    """#22 item 2: squeue failing (exit status, missing command) or sacct failing leaves the cells that may still be
+    queued unknown, with the failed command and its words; a cell with a result stays completed."""
+    campaign(tmp_path, with_results={("jax", 0)})
+    env, _ = fake_slurm(tmp_path, sacct_lines=["70_1|PENDING"], squeue_lines=["70_1 PENDING"])
+    failing("squeue", tmp_path, 'echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1')
+    proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    states = states_of(proc.stdout)
+    assert states.pop("jax-0") == ("completed", "result written")
+    assert set(states.values()) == {
+        ("unknown", "squeue failed: exit status 1: slurm_load_jobs error: Unable to contact slurm controller")}
+    assert "ended without a result" not in proc.stdout and "0/6 ended" not in proc.stdout
+    assert "5 cells may still be queued or running, and the queue could not be read" in proc.stdout
+
+    (tmp_path / "bin" / "squeue").unlink()  # no squeue at all: PATH is the fake folder only
+    proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env={**env, "PATH": str(tmp_path / "bin")})
+    assert set(states_of(proc.stdout).values()) == {("completed", "result written"),
+                                                    ("unknown", "squeue failed: 'squeue' is not on PATH")}
+
+    failing("squeue", tmp_path, "true")
+    failing("sacct", tmp_path, 'echo "sacct: error: Problem talking to the database: Connection refused" >&2; exit 1')
+    proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
+    assert "sacct failed: exit status 1: sacct: error: Problem talking to the database" in proc.stdout
+    assert "ended without a result" not in proc.stdout
+
+    # Without accounting, squeue alone says what is queued: that is no failure.
+    failing("sacct", tmp_path, 'echo "sacct: error: Slurm accounting storage is disabled" >&2; exit 1')
+    proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
+    assert "unknown" not in proc.stdout and "5 cells ended without a result" in proc.stdout
+
+
+def test_a_timed_out_squeue_is_unknown(tmp_path, monkeypatch):
+    from orchestrator.run import submit
+    from orchestrator.run.status import campaign_status
+
+    folder = campaign(tmp_path)
+    env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
+    failing("squeue", tmp_path, "sleep 5")
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.setattr(submit, "QUERY_TIMEOUT_S", 0.3)
+    cells = campaign_status(folder)
+    assert {(c.state, c.detail) for c in cells} == {("unknown", "squeue failed: no answer within 0 s")}
+
+
+def test_sacct_range_records_and_a_forgotten_job(tmp_path):
+    """sacct lists tasks that have not started as one record, 71_[0-2%1]; one cancelled while pending keeps such a
+    record (70_[1-2]). squeue refuses the id of a job the controller has forgotten when it is the only one asked
+    about: that is its answer that nothing is queued, not a failure."""
+    campaign(tmp_path, with_results={("jax", 0)})
+    env, _ = fake_slurm(tmp_path, sacct_lines=["70_0|COMPLETED", "70_[1-2]|CANCELLED by 0", "71_[0-2%1]|PENDING"],
+                        squeue_lines=[])
+    proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
+    states = {cell: state for cell, (state, _) in states_of(proc.stdout).items()}
+    assert states == {"jax-0": "completed", "jax-1": "cancelled", "jax-2": "cancelled", "torch-0": "pending",
+                      "torch-1": "pending", "torch-2": "pending"}
+
+    manifest = json.loads((tmp_path / "results" / "camp-1" / "manifest.json").read_text())
+    manifest["cells"] = manifest["cells"][:3]
+    del manifest["submissions"]["torch"]
+    (tmp_path / "results" / "camp-1" / "manifest.json").write_text(json.dumps(manifest))
+    failing("sacct", tmp_path, "true")
+    failing("squeue", tmp_path, 'echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1')
+    proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
+    assert "unknown" not in proc.stdout and "2 cells ended without a result" in proc.stdout
+
+    from orchestrator.run.submit import task_ids_of
+
+    assert task_ids_of("2001_[0-1,5]") == ["2001_0", "2001_1", "2001_5"]
+    assert task_ids_of("2001_[0-4:2%1]") == ["2001_0", "2001_2", "2001_4"]
+    assert task_ids_of("2001_3") == ["2001_3"] and task_ids_of("2001") == ["2001"]
+
+
+def test_a_queued_rerun_of_a_completed_cell_is_queued_and_watch_waits_for_it(tmp_path):
+    """#22 item 3: the queue is read before the result file; a cell whose latest task is queued is queued."""
+    every = {(f, i) for f in ("jax", "torch") for i in range(3)}
+    campaign(tmp_path, with_results=every)
+    env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
+    polls = tmp_path / "polls"
+    # The rerun of torch 2 is pending for the first two polls, then it has ended.
+    failing("squeue", tmp_path, f'echo x >> "{polls}"; [ "$(wc -l < "{polls}")" -le 2 ] && echo "71_2 PENDING"; true')
+    proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
+    assert states_of(proc.stdout)["torch-2"] == ("pending", "PENDING; a result of an earlier run is there")
+    assert "5/6 ended" in proc.stdout
+    proc = run_cli("watch", "--interval", "0.1", "--results-dir", str(tmp_path / "results"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "5/6 ended" in proc.stdout and "6/6 ended (6 completed)" in proc.stdout
+
+
+def test_watch_gives_up_when_the_queue_cannot_be_read_again_and_again(tmp_path, monkeypatch):
+    from orchestrator.errors import OrchestratorError
+    from orchestrator.run import status
+
+    campaign(tmp_path)
+    env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
+    failing("squeue", tmp_path, "exit 1")
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.setattr(status, "WATCH_MAX_S", 0.01)
+    lines = []
+    try:
+        status.watch_campaign(tmp_path / "results", None, 0.01, report=lines.append)
+        raise AssertionError("watch did not stop")
+    except OrchestratorError as exc:
+        assert "squeue failed: exit status 1" in str(exc) and "5 polls in a row" in str(exc)
+    assert len(lines) == 1 + status.WATCH_UNREADABLE_POLLS
