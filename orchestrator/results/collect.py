@@ -1,7 +1,9 @@
 """Merge every task's Parquet file under results/ into one dataset, and compare JAX with PyTorch.
 
-Each task wrote its own file atomically; collect only reads them. A file that cannot be read, or that
-does not follow the result schema, is reported by path and reason and left out; the rest are merged.
+Each task wrote its own file atomically; collect only reads them. A result counts only when it reads whole
+(bench_contract.results.unreadable_reason): a file that is empty, truncated, without rows or of another
+schema is left out and reported by path and reason, its cell listed among the cells without a result, and
+the output ends by counting such files and pointing to resubmit. The rest are merged.
 
 Collecting is incremental, because campaigns grow to thousands of task files and re-reading all of them
 on every run grows with the square of the campaign. The merged dataset is a folder of Parquet parts
@@ -11,6 +13,13 @@ A second collect reads only new files and writes them as one new part. A task fi
 and its old rows dropped; a deleted file's rows are dropped; both are reported. Only the parts that held
 such rows are rewritten, and when parts pile up they are compacted into one. Files are read and written
 in bounded batches, so memory follows the size of the merged result, not the number of task files.
+
+Readers never see a half-collected dataset, and two collects never write at once. `merged.parquet` is a
+symbolic link to one complete generation, a hidden sibling folder (`.merged.parquet.gen-*`). A collect holds
+the lock `.merged.parquet.lock` (orchestrator.lock; a second collect waits for it), builds the next generation
+in a fresh folder (hard links to the parts it keeps, new parts for the rest), and switches the link with one
+rename. The previous generation stays until the next switch, so a reader that resolved it can finish; a
+collect killed mid-way leaves only an unpublished folder, removed by the next collect.
 
 Each cell of a campaign is merged once. Two result files of the same campaign and cell (a copied folder, a
 file left from an older layout) are not both merged: the newest run (its `started_at`, then the file's
@@ -23,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +49,7 @@ INDEX_VERSION = 2  # 2: each file's cell key and start time, and the files super
 READ_BATCH = 512  # task files read at once: bounds the memory held by tables not yet written
 ROW_GROUP = 100_000  # rows buffered before they are written out as one row group
 MAX_PARTS = 16  # more parts than this are compacted into one (each part costs readers a file open)
+LOCK_WAIT_S = 600.0  # a collect waits this long for another collect into the same dataset, then refuses
 
 
 @dataclass
@@ -52,6 +63,7 @@ class Collected:
     removed: list[Path] = field(default_factory=list)  # gone since the last collect: their rows were dropped
     from_scratch: bool = True
     superseded: list[tuple[Path, Path]] = field(default_factory=list)  # (left out, kept): the same cell twice
+    generation: Path | None = None  # the folder that holds this collect's complete dataset (output links to it)
 
 
 def task_files(results_dir: Path, output: Path) -> dict[str, tuple[int, int]]:
@@ -81,30 +93,127 @@ def task_files(results_dir: Path, output: Path) -> dict[str, tuple[int, int]]:
 
 
 def merge(results_dir: Path, output: Path) -> Collected:
-    """Bring the merged dataset `output` up to date with the task files under results_dir."""
+    """Bring the merged dataset `output` up to date with the task files under results_dir: one collect at a
+    time (the others wait for the lock beside the dataset), and readers see the old or the new dataset whole."""
+    from orchestrator.lock import exclusive
+
+    with exclusive(lock_path(output), f"collect into {output}", LOCK_WAIT_S):
+        return merge_generation(results_dir, output)
+
+
+def merge_generation(results_dir: Path, output: Path) -> Collected:
+    """The merge itself, with the lock held: the next generation is built apart, then published in one rename."""
+    adopt_folder_layout(output)
+    current = current_generation(output)
     on_disk = task_files(results_dir, output)
-    index = load_index(output)
+    index = load_index(current) if current is not None else None
     from_scratch = index is None
     if from_scratch:
-        clear_output(output)
         index = new_index()
     files: dict[str, dict] = index["files"]  # rel path -> {"size", "mtime_ns", "part", "offset", "rows", "key", "started_at"}
     removed, changed, to_read = changes(index, on_disk)
     if not from_scratch and not to_read and not removed and not changed:  # up to date: nothing is read or written
         return Collected(files=len(files), rows=sum(info["rows"] for info in files.values()), output=output,
-                         from_scratch=False)
-    output.mkdir(parents=True, exist_ok=True)
+                         from_scratch=False, generation=current)
+    gen = new_generation(output, current if not from_scratch else None, index["parts"])
     # Drop the rows of removed and changed files from the parts that hold them; only those parts are rewritten.
-    drop_rows(output, files, set(removed) | set(changed))
-    skipped = read_new_files(results_dir, output, to_read, on_disk, files)
-    losers = keep_newest_runs(output, files, on_disk, index["superseded"])
-    save_merged(output, index, compact(output, files))
+    drop_rows(gen, files, set(removed) | set(changed))
+    skipped = read_new_files(results_dir, gen, to_read, on_disk, files)
+    losers = keep_newest_runs(gen, files, on_disk, index["superseded"])
+    save_merged(gen, index, compact(gen, files))
+    publish_generation(output, gen)
+    remove_old_generations(output, keep={gen.name, *([current.name] if current is not None else [])})
     return Collected(
         files=len(files), rows=sum(info["rows"] for info in files.values()), output=output, skipped=skipped,
         read=len(to_read), changed=[results_dir / rel for rel in changed],
         removed=[results_dir / rel for rel in removed], from_scratch=from_scratch,
-        superseded=[(results_dir / loser, results_dir / winner) for loser, winner in losers],
+        superseded=[(results_dir / loser, results_dir / winner) for loser, winner in losers], generation=gen,
     )
+
+
+def lock_path(output: Path) -> Path:
+    return output.parent / f".{output.name}.lock"
+
+
+def generation_prefix(output: Path) -> str:
+    return f".{output.name}.gen-"
+
+
+def current_generation(output: Path) -> Path | None:
+    """The generation folder `output` links to, or None when there is none yet (or the link is broken)."""
+    if not output.is_symlink():
+        return None
+    folder = output.parent / os.readlink(output)
+    return folder if folder.is_dir() else None
+
+
+def new_generation(output: Path, current: Path | None, parts: dict[str, int]) -> Path:
+    """A fresh, unpublished generation folder beside `output`, holding hard links to the current generation's
+    parts (a copy where the file system has no hard links). Parts are never changed in place."""
+    gen = output.parent / f"{generation_prefix(output)}{secrets.token_hex(6)}"
+    gen.mkdir(parents=True)
+    for part in parts if current is not None else {}:
+        try:
+            os.link(current / part, gen / part)
+        except OSError:
+            shutil.copy2(current / part, gen / part)
+    return gen
+
+
+def publish_generation(output: Path, gen: Path) -> None:
+    """Point `output` at `gen` with one rename of a symbolic link: a reader sees the old or the new one."""
+    link = output.parent / f".{output.name}.link-{secrets.token_hex(6)}"
+    os.symlink(gen.name, link)  # relative: the results folder can be moved or copied whole
+    try:
+        os.replace(link, output)  # also replaces a merged.parquet file of the single-file layout
+    finally:
+        link.unlink(missing_ok=True)
+
+
+def remove_old_generations(output: Path, keep: set[str]) -> None:
+    """Remove the generations other than `keep` (the new one and the one readers may still be reading), with
+    what collects left unpublished; only the files collect writes there are removed."""
+    for folder in output.parent.glob(f"{generation_prefix(output)}*"):
+        if folder.name not in keep and folder.is_dir() and not folder.is_symlink():
+            clear_output(folder)
+            try:
+                folder.rmdir()
+            except OSError:
+                pass  # something else was put there: left alone
+    for link in output.parent.glob(f".{output.name}.link-*"):
+        link.unlink(missing_ok=True)
+
+
+def remove_merged(output: Path) -> None:
+    """Remove a merged dataset whole (its link and its generations; not a collect's lock), so that the next
+    collect starts from scratch; for tools and benchmarks, since rmtree refuses a symbolic link."""
+    if output.is_symlink() or output.is_file():
+        output.unlink()
+    elif output.is_dir():
+        shutil.rmtree(output)
+    for path in output.parent.glob(f".{output.name}.*"):
+        if path == lock_path(output):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def adopt_folder_layout(output: Path) -> None:
+    """A merged dataset written before generations (a plain folder of parts) becomes the first generation, so
+    that its parts are kept; an empty folder goes. A folder that collect did not write is refused."""
+    if output.is_symlink() or not output.is_dir():
+        return
+    if not any(output.iterdir()):
+        output.rmdir()
+        return
+    if not (output / INDEX).exists() and not any(output.glob("part-*.parquet")):
+        raise OrchestratorError(f"{output} is a folder that collect did not write; move it away or give "
+                                "another --output")
+    gen = output.parent / f"{generation_prefix(output)}{secrets.token_hex(6)}"
+    os.rename(output, gen)
+    publish_generation(output, gen)
 
 
 def new_index() -> dict:
@@ -209,7 +318,8 @@ def compact(output: Path, files: dict[str, dict]) -> list[str]:
 
 
 def save_merged(output: Path, index: dict, parts: list[str]) -> None:
-    """Save the index naming these parts (it changes in one rename); only then do the parts it no longer names go."""
+    """Save the index naming these parts in the unpublished generation `output`, and remove the parts it no
+    longer names (links to parts that other generations still hold)."""
     from bench_contract.results import SCHEMA
 
     index["parts"] = {part: (output / part).stat().st_size for part in parts}
@@ -254,12 +364,17 @@ def drop_rows(output: Path, files: dict[str, dict], dropped: set[str]) -> None:
 
 
 def read_task_file(path: Path, pa, pq, schema):
-    """(table in the result schema, None), or (None, why it cannot be merged)."""
+    """(table in the result schema, None), or (None, why it cannot be merged). A result counts only when it
+    reads whole and has rows (bench_contract.results.unreadable_reason names what is wrong otherwise)."""
+    from bench_contract.results import unreadable_reason
+
     try:
         # One read of the bytes, then parsing from memory: fewer system calls on a network file system.
         table = pq.ParquetFile(pa.BufferReader(path.read_bytes())).read(use_threads=False)
     except Exception as exc:  # pyarrow raises several types for a truncated or foreign file
-        return None, f"unreadable: {exc}"
+        return None, unreadable_reason(path) or f"unreadable: {exc}"
+    if table.num_rows == 0:
+        return None, unreadable_reason(path) or "unreadable: no rows"
     if table.schema.equals(schema):
         return table, None
     from bench_contract.results import ADDED_COLUMN_DEFAULTS
@@ -346,12 +461,10 @@ def save_index(output: Path, index: dict) -> None:
 
 
 def clear_output(output: Path) -> None:
-    """Make room for a merge from scratch, removing only what collect itself wrote there."""
-    if output.is_file():  # a single-file merged output (the layout before parts)
-        output.unlink()
-    elif output.is_dir():
-        for path in [*output.glob("part-*.parquet"), *output.glob(".part-*.tmp"), output / INDEX]:
-            path.unlink(missing_ok=True)
+    """Empty a generation folder of what collect itself wrote there (parts, index, temporary files)."""
+    for path in [*output.glob("part-*.parquet"), *output.glob(".part-*.tmp"), *output.glob(f".{INDEX}.tmp-*"),
+                 output / INDEX]:
+        path.unlink(missing_ok=True)
 
 
 def collect_and_report(results_dir: Path, output: Path | None = None, failures: Path | None = None,
@@ -368,12 +481,31 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
         warn(line)
     how = "from scratch" if collected.from_scratch else f"{collected.read} new or changed"
     report(f"merged {collected.rows} rows from {collected.files} task files ({how}) into {collected.output}")
-    missing = missing_cells(results_dir, log_lines)
+    missing = missing_cells(results_dir, log_lines, dict(collected.skipped))
     failures_path = write_failures(failures or results_dir / FAILURES, missing)
     for line in missing_lines(missing, failures_path):
         report(line)
-    for line in summary_lines(summary_frame(output)):
+    for line in summary_lines(summary_frame(collected.generation or output)):  # the generation just merged
         report(line)
+    for line in unreadable_lines(collected.skipped, missing):  # last, where it cannot be missed
+        report(line)
+
+
+def unreadable_lines(skipped: list[tuple[Path, str]], missing: list[dict]) -> list[str]:
+    """Every result file that does not count (unreadable, empty, truncated, foreign), with its reason and its
+    cell, and what to do about it; none when every result file was merged."""
+    if not skipped:
+        return []
+    cells = {m["results"]: m for m in missing if m.get("results")}
+    lines = [f"\n{len(skipped)} result files are unreadable and were not merged; their cells have no result:"]
+    for path, reason in skipped:
+        cell = cells.get(os.path.realpath(path))
+        where = f" (cell {cell['cell_id']}, {cell['framework']} index {cell['array_index']} of {cell['campaign']})" \
+            if cell else ""
+        lines.append(f"  {path}: {reason}{where}")
+    lines.append(f"{len(skipped)} result files are unreadable: run `python main.py resubmit` to run their cells "
+                 "again")
+    return lines
 
 
 def merge_notes(collected: Collected) -> list[str]:
@@ -419,27 +551,37 @@ def summary_lines(summary) -> list[str]:
 FAILURE_COLUMNS = ["campaign", "framework", "array_index", "cell_id", "task_id", "state", "reason", "log", "log_tail"]
 
 
-def missing_cells(results_dir: Path, log_lines: int = LOG_LINES) -> list[dict]:
+def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dict[Path, str] | None = None) -> list[dict]:
     """Every cell of every submitted campaign under results_dir that has no result, with its state, its
-    reason (the failure row's, Slurm's, or "no result") and the end of its log. Dry-run campaigns are not
-    counted: nothing was meant to run there. One sacct call per campaign that misses something."""
+    reason (the failure row's, Slurm's, or "no result") and the end of its log. A result file that does not
+    count (`unreadable`: path -> why, from the merge) leaves its cell without a result, and says why. Dry-run
+    campaigns are not counted: nothing was meant to run there. One sacct call per campaign that misses something."""
     from orchestrator.plan import campaign as campaigns
     from orchestrator.run.status import SUCCESS, campaign_status
 
+    bad = {os.path.realpath(path): reason for path, reason in (unreadable or {}).items()}
     missing = []
     for path in sorted(results_dir.glob(f"*/{campaigns.MANIFEST}")):
         try:
             manifest = campaigns.load_manifest(path.parent)
         except (OSError, ValueError):
             continue
-        if manifest.get("executor") == "dry-run" or all(os.path.isfile(c["results"]) for c in manifest["cells"]):
+        if manifest.get("executor") == "dry-run" or all(
+                os.path.isfile(c["results"]) and os.path.realpath(c["results"]) not in bad for c in manifest["cells"]):
             continue
+        results = {(c["framework"], c["array_index"], c["cell_id"]): os.path.realpath(c["results"])
+                   for c in manifest["cells"]}
         for cell in campaign_status(path.parent):
-            if cell.state != SUCCESS:
+            result = results.get((cell.framework, cell.array_index, cell.cell_id), "")
+            state, reason = cell.state, cell.detail
+            if result in bad:
+                state = "unreadable result" if state == SUCCESS else state
+                reason = f"result file {result} does not count: {bad[result]}"
+            if state != SUCCESS:
                 missing.append({"campaign": manifest["campaign"], "framework": cell.framework,
                                 "array_index": cell.array_index, "cell_id": cell.cell_id, "task_id": cell.task_id,
-                                "state": cell.state, "reason": cell.detail, "log": cell.log,
-                                "log_tail": "\n".join(log_tail(cell.log, log_lines))})
+                                "state": state, "reason": reason, "log": cell.log,
+                                "log_tail": "\n".join(log_tail(cell.log, log_lines)), "results": result})
     return missing
 
 

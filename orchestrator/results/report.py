@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +33,7 @@ class Report:
 
 
 def write_report(merged: Path, folder: Path) -> Report:
-    import pandas as pd
-
-    df = pd.read_parquet(merged)
+    df = read_merged(merged)
     if df.empty:
         raise OrchestratorError(f"{merged} holds no rows; run `python main.py collect` after the jobs finish")
     folder.mkdir(parents=True, exist_ok=True)
@@ -59,13 +58,19 @@ def report_and_export(results_dir: Path, merged: Path | None = None, output_dir:
     report(f"{len(written.plots)} plots in {written.folder / 'plots'}")
     report(f"html: {written.html}")
     if wandb_project:
-        import pandas as pd
-
         from orchestrator.results.export_wandb import export
 
-        df = pd.read_parquet(merged)
+        df = read_merged(merged)
         run_dir = export(df, comparison_frame(df), wandb_project, written.folder)  # W&B adds its own wandb/
         report(f"W&B run written to {run_dir}")
+
+
+def read_merged(merged: Path):
+    """The merged dataset as one DataFrame, read from the one generation `merged` links to when reading starts
+    (collect switches the link when it publishes the next one, and keeps this one until the switch after)."""
+    import pandas as pd
+
+    return pd.read_parquet(os.path.realpath(merged))
 
 
 # --- tables -------------------------------------------------------------------------------------------

@@ -219,3 +219,41 @@ def test_a_merged_dataset_of_another_result_schema_is_rebuilt(tmp_path):
     collected = merge(tmp_path, out)
     assert collected.from_scratch and collected.rows == 3
     assert pq.read_table(out).schema.equals(SCHEMA)
+
+
+def campaign_of(root, *results):
+    """A campaign manifest under root/camp1 whose cells are these result files (run with the local executor)."""
+    import json
+
+    cells = [{"framework": path.parent.name, "array_index": i, "cell_id": path.stem, "results": str(path)}
+             for i, path in enumerate(results)]
+    manifest = {"campaign": "camp1", "executor": "local", "cells": cells,
+                "submissions": {fw: {"job_id": "local", "task_ids": [f"local_{i}" for i in range(len(cells))]}
+                                for fw in ("jax", "torch")}}
+    (root / "camp1" / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_result_counts_only_when_readable_and_collect_says_which_do_not(tmp_path):
+    good = task_file(tmp_path, "jax", 32, 2000.0, campaign="camp1")
+    truncated = task_file(tmp_path, "torch", 32, 1000.0, campaign="camp1")
+    truncated.write_bytes(truncated.read_bytes()[:100])
+    empty = task_file(tmp_path, "torch", 64, 1000.0, campaign="camp1")
+    empty.write_bytes(b"")
+    no_rows = task_file(tmp_path, "jax", 64, 1000.0, campaign="camp1")
+    pq.write_table(SCHEMA.empty_table(), no_rows)
+    campaign_of(tmp_path, good, truncated, empty, no_rows)
+    proc = run_cli("collect", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "merged 3 rows from 1 task files" in proc.stdout
+    assert "3 cells have no result" in proc.stdout  # each bad file among the missing cells, with its reason
+    table = {line.split()[3]: line for line in proc.stdout.splitlines() if line.startswith("camp1 ")}
+    assert set(table) == {"torch-32", "torch-64", "jax-64"}
+    assert f"result file {truncated} does not count: not a whole Parquet file" in table["torch-32"]
+    assert "an empty file" in table["torch-64"] and "a Parquet file with no rows" in table["jax-64"]
+    # ... and last, where it cannot be missed, what to do.
+    assert proc.stdout.rstrip().splitlines()[-1] == \
+        "3 result files are unreadable: run `python main.py resubmit` to run their cells again"
+    assert f"  {empty}: an empty file (cell torch-64, torch index 2 of camp1)" in proc.stdout
+    failures = pq.read_table(tmp_path / "failures.parquet").to_pylist()
+    assert sorted(f["cell_id"] for f in failures) == ["jax-64", "torch-32", "torch-64"]
+    assert set(pq.read_table(tmp_path / "merged.parquet")["cell_id"].to_pylist()) == {"jax-32"}

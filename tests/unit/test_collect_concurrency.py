@@ -1,0 +1,126 @@
+"""collect (#22): two collects at once lose nothing and merge nothing twice, and a collect killed mid-way
+leaves readers the previous complete dataset, never a half-collected one."""
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+from helpers import REPO_ROOT, task_file
+
+from orchestrator.results.collect import merge, remove_merged
+
+# A real `python main.py collect` process, with one step slowed down or cut short so that the two processes
+# meet at the point where they used to collide: after the new parts are written, before the index names them.
+DRIVER = """
+import os, signal, sys, time
+sys.path.insert(0, {root!r})
+from orchestrator.results import collect
+real = collect.{step}
+def step(*args):
+    {action}
+    return real(*args)
+collect.{step} = step
+sys.argv = ["main.py", "collect", "--results-dir", {results!r}]
+from orchestrator.cli import run
+run()
+"""
+
+
+def collect_process(results, step, action):
+    code = DRIVER.format(root=str(REPO_ROOT), results=str(results), step=step, action=action)
+    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def task_files(root, framework, batches):
+    for batch in batches:
+        task_file(root, framework, batch, float(batch))
+
+
+def rows(path):
+    """The dataset as a user reads it, one tuple per row, sorted."""
+    df = pd.read_parquet(path)
+    return sorted(zip(df.cell_id, df.metric, df.value))
+
+
+def from_scratch(root):
+    return rows(merge(root, root.parent / "scratch" / "merged.parquet").output)
+
+
+def test_two_collects_at_once_lose_nothing_and_count_nothing_twice(tmp_path):
+    root = tmp_path / "results"
+    task_files(root, "jax", range(1, 41))
+    merge(root, root / "merged.parquet")
+    task_files(root, "torch", range(1, 41))  # new files for both collects to read
+    # Each waits 2 s after writing its new part: started together, both have written before either saves.
+    procs = [collect_process(root, "save_merged", "time.sleep(2)") for _ in range(2)]
+    outs = [proc.communicate(timeout=300) for proc in procs]
+    expected = from_scratch(root)
+    assert len(expected) == 80 * 3 and len(set(expected)) == len(expected)
+    for proc, (out, err) in zip(procs, outs):
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err
+        assert f"merged {len(expected)} rows from 80 task files" in out
+    assert rows(root / "merged.parquet") == expected
+    assert any("waiting for collect into" in err for _, err in outs)  # the second one said why it waited
+
+
+def test_a_collect_killed_mid_way_leaves_readers_the_previous_dataset(tmp_path):
+    root = tmp_path / "results"
+    out = root / "merged.parquet"
+    task_files(root, "jax", range(1, 21))
+    merge(root, out)
+    before = rows(out)
+    changed = task_file(root, "jax", 1, 111.0)  # a cell run again: its part is rewritten without its old rows
+    os.utime(changed, ns=(1, 1))
+    task_files(root, "torch", range(1, 21))
+    # Killed (SIGKILL: no clean-up, its lock left behind) when its new parts are written, before they are indexed.
+    proc = collect_process(root, "save_index", "os.kill(os.getpid(), signal.SIGKILL)")
+    proc.communicate(timeout=300)
+    assert proc.returncode == -9
+    seen = rows(out)
+    assert seen == before and len(set(seen)) == len(seen)  # no duplicates, nothing half-collected
+    import pyarrow.dataset as ds
+
+    assert ds.dataset(out, format="parquet").count_rows() == len(before)
+    collected = merge(root, out)  # the next collect takes over the dead one's lock and completes
+    assert collected.rows == 40 * 3 and rows(out) == from_scratch(root)
+    assert len(list(root.glob(".merged.parquet.gen-*"))) <= 2  # the unpublished folder went; one previous kept
+
+
+def test_a_collect_that_waited_too_long_refuses_in_one_sentence(tmp_path, monkeypatch):
+    import json
+
+    import pytest
+
+    from orchestrator.errors import OrchestratorError
+    from orchestrator.results import collect
+
+    root = tmp_path / "results"
+    task_files(root, "jax", [1])
+    lock = root / ".merged.parquet.lock"  # held by a live process on this host: this one
+    lock.write_text(json.dumps({"host": os.uname().nodename, "pid": os.getpid(), "since": "now",
+                                "doing": "collect into elsewhere", "token": "t"}))
+    monkeypatch.setattr(collect, "LOCK_WAIT_S", 0.2)
+    with pytest.raises(OrchestratorError, match=f"collect into elsewhere .* holds {lock}"):
+        merge(root, root / "merged.parquet")
+    assert not (root / "merged.parquet").exists()
+
+
+def test_a_merged_folder_of_the_layout_before_generations_is_kept_and_read_incrementally(tmp_path):
+    import shutil
+
+    root = tmp_path / "results"
+    out = root / "merged.parquet"
+    task_files(root, "jax", [1, 2])
+    merge(root, out)
+    plain = root / "plain"  # the dataset as collect wrote it before: a plain folder of parts with its index
+    shutil.copytree(out, plain)
+    remove_merged(out)
+    assert not [p for p in root.iterdir() if p.name.startswith((".merged", "merged"))]  # link and generations
+    plain.rename(out)
+    task_files(root, "torch", [1])
+    collected = merge(root, out)
+    assert not collected.from_scratch and collected.read == 1
+    assert out.is_symlink() and rows(out) == from_scratch(root)
