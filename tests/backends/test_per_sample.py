@@ -2,7 +2,9 @@
 
 - `vmap` gives the same per-sample gradients as a per-example loop, in each framework;
 - JAX and PyTorch give the same per-sample gradients and the same DP-SGD update for the same weights and batch;
-- a DP-SGD run on digits learns, with sigma 0 both loss curves coincide, and the vectorisation is timed.
+- a DP-SGD run on digits learns, with sigma 0 both loss curves coincide, and the vectorisation is timed;
+- the two functions that vectorisation timing runs (clipped sums, vectorised and as a loop) equal a per-example
+  reference in each framework, and agree between the frameworks.
 """
 
 import os
@@ -13,6 +15,8 @@ import pandas as pd
 import pytest
 from helpers import REPO_ROOT, env_python
 from test_backends import FRAMEWORKS, make_spec, metric, run_backend
+
+from bench_contract.spec import CLIP_EPSILON
 
 CLIP_NORM = 0.5  # small enough that most examples of the probe batch are really clipped
 LEARNING_RATE = 0.1
@@ -138,3 +142,54 @@ def test_mnist_dp_sgd_runs_the_same_in_both(tmp_path):
         curves[framework] = losses(df)
     assert len(curves["jax"]) == 256 // 32
     np.testing.assert_allclose(curves["jax"], curves["torch"], rtol=1e-4)
+
+
+# The two functions vectorization_speedup times (each backend's per_sample_ops), on every model the per-sample
+# use cases train whose probe is cheap here: the MLP and the CNN (dense and convolutional layouts).
+TIMED_MODELS = [("digits", "mlp"), ("mnist", "cnn")]
+
+
+@pytest.fixture(scope="module")
+def clipped_sums(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("clipped")
+    out = {}
+    for benchmark, model in TIMED_MODELS:
+        for framework in FRAMEWORKS:
+            path = tmp / f"{framework}-{model}.npz"
+            subprocess.run([str(env_python(framework)), str(REPO_ROOT / "tests" / "backends" / "clipped_sum_probe.py"),
+                            framework, benchmark, model, str(path), str(PROBE_BATCH), str(CLIP_NORM)],
+                           check=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+            with np.load(path) as f:
+                out[framework, model] = {k: f[k] for k in f.files}
+    return out
+
+
+def clipped_sum_reference(per_example: dict, clip_norm: float) -> tuple[dict, np.ndarray]:
+    """Each example's gradient scaled to norm at most C (the norm over all parameters together), then summed:
+    written here in numpy, apart from both backends; and the per-example norms."""
+    norms = np.sqrt(sum((g.reshape(len(g), -1).astype(np.float64) ** 2).sum(1) for g in per_example.values()))
+    factors = np.minimum(1.0, clip_norm / (norms + CLIP_EPSILON))
+    return {name: np.tensordot(factors, g.astype(np.float64), axes=1) for name, g in per_example.items()}, norms
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("benchmark, model", TIMED_MODELS)
+def test_the_timed_vectorized_and_loop_clipped_sums_equal_a_per_example_reference(clipped_sums, framework,
+                                                                                   benchmark, model):
+    probe = clipped_sums[framework, model]
+    reference, norms = clipped_sum_reference(group(probe, "per_example"), CLIP_NORM)
+    # The probe batch exercises the clipping: some examples are scaled down, and their factors differ.
+    assert (norms > CLIP_NORM).any() and len(set(np.round(norms, 6))) == PROBE_BATCH
+    vectorized, loop = group(probe, "vectorized"), group(probe, "loop")
+    assert vectorized.keys() == loop.keys() == reference.keys()
+    for name, expected in reference.items():
+        np.testing.assert_allclose(vectorized[name], expected, rtol=1e-5, atol=1e-7, err_msg=f"vectorized {name}")
+        np.testing.assert_allclose(loop[name], expected, rtol=1e-5, atol=1e-7, err_msg=f"loop {name}")
+
+
+@pytest.mark.parametrize("benchmark, model", TIMED_MODELS)
+def test_jax_and_pytorch_agree_on_the_timed_clipped_sums(clipped_sums, benchmark, model):
+    jax_probe, torch_probe = clipped_sums["jax", model], clipped_sums["torch", model]
+    assert jax_probe.keys() == torch_probe.keys()
+    for key in (k for k in torch_probe if not k.startswith("per_example/")):
+        np.testing.assert_allclose(jax_probe[key], torch_probe[key], rtol=1e-4, atol=1e-6, err_msg=key)
