@@ -53,8 +53,8 @@ def test_two_collects_at_once_lose_nothing_and_count_nothing_twice(tmp_path):
     task_files(root, "jax", range(1, 41))
     merge(root, root / "merged.parquet")
     task_files(root, "torch", range(1, 41))  # new files for both collects to read
-    # Each waits 2 s after writing its new part: started together, both have written before either saves.
-    procs = [collect_process(root, "save_merged", "time.sleep(2)") for _ in range(2)]
+    # Each waits 3 s after writing its new part: started together, both have written before either saves.
+    procs = [collect_process(root, "save_merged", "time.sleep(3)") for _ in range(2)]
     outs = [proc.communicate(timeout=300) for proc in procs]
     expected = from_scratch(root)
     assert len(expected) == 80 * 3 and len(set(expected)) == len(expected)
