@@ -99,6 +99,8 @@ def jax_trace(folder: Path):
 class JaxBackend:
     framework = "jax"
     libraries = ["jax", "jaxlib", "flax", "optax"]
+    no_gpu_cause = ("its environment has the CPU build of JAX; set jax_recipe = 'cuda12' or 'cuda13' in the "
+                    "cluster profile and run `python main.py envs` again")
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         policy = precision_policy("jax", spec.precision, spec.use_case)

@@ -110,6 +110,7 @@ def unused_accelerators() -> tuple[str, ...]:
 class TorchBackend:
     framework = "torch"
     libraries = ["torch", "torchvision"]
+    no_gpu_cause = "its PyTorch build has no CUDA, or not one this node's driver runs (torch.cuda.is_available() is False)"
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")

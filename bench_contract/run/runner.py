@@ -25,7 +25,7 @@ import numpy as np
 
 from bench_contract import SCHEMA_VERSION
 from bench_contract.data.datasets import Dataset, load_dataset
-from bench_contract.measure.device import environment_context, peak_host_rss_bytes
+from bench_contract.measure.device import environment_context, peak_host_rss_bytes, refuse_cpu_beside_gpu
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.models.vision import RANDOM_REGULARISERS
 from bench_contract.models.weights import ParamSpec, load_or_create
@@ -63,6 +63,7 @@ class Backend(Protocol):
 
     framework: str
     libraries: list[str]
+    no_gpu_cause: str  # why this framework would see no GPU on a node with one, and what to change
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         """Choose the device and fix the precision policy before any computation."""
@@ -99,6 +100,8 @@ class Backend(Protocol):
     def finish(self) -> None:
         """Release what `prepare` set up across processes (a process group)."""
 
+
+FRAMEWORK_TITLES = {"jax": "JAX", "torch": "PyTorch"}  # in the sentences a task writes
 
 UseCase = Callable[[JobSpec, Backend, Dataset, dict[str, np.ndarray], ResultRows], None]
 
@@ -241,6 +244,8 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
         raise ValueError(f"spec is for framework {spec.framework!r}, this is the {backend.framework} backend")
     progress.phase = "preparing the device"
     setup = backend.prepare(spec)
+    refuse_cpu_beside_gpu(FRAMEWORK_TITLES.get(backend.framework, backend.framework), spec.device, setup.kind,
+                          getattr(backend, "no_gpu_cause", "it does not find the GPU"))
     progress.phase = "loading the data"
     if spec.use_case == INFERENCE_USE_CASE:
         data = inference_dataset(spec)

@@ -239,3 +239,19 @@ def test_mnist_idx_files_are_read_the_same_by_both(tmp_path):
         assert metric(df, "timed_steps") == 320 // 64 - 1
     losses = [frames[fw][frames[fw].metric == "train_loss"].sort_values("step")["value"].to_numpy() for fw in FRAMEWORKS]
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-3)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_gpu_node_where_the_framework_sees_no_gpu_is_a_failure_not_a_cpu_run(tmp_path, monkeypatch, framework):
+    """--device auto with a GPU given to the task (CUDA_VISIBLE_DEVICES) and a framework that sees none used to
+    measure the CPU silently, beside the other framework on the GPU. Now it is a failure row with the cause."""
+    from bench_contract.run.failure import failure_path, read_failure
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    spec = make_spec(framework, tmp_path, device="auto", epochs=1)
+    proc = run_backend(framework, spec, tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    title = {"jax": "JAX", "torch": "PyTorch"}[framework]
+    reason = read_failure(failure_path(spec.results_path))["failure_reason"]
+    assert f"{title} sees no GPU on a node with 1 GPU" in reason and "--device cpu" in reason, reason
+    assert not Path(spec.results_path).exists()
