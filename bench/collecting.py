@@ -28,7 +28,7 @@ def task_table(index: int, rows: int):
 
     context = {f.name: "bench" for f in SCHEMA if f.type == "string"}
     context.update({f.name: 0 for f in SCHEMA if f.type != "string"})
-    for name in ("metric", "value", "unit", "epoch", "step"):
+    for name in ("metric", "value", "unit", "epoch", "step", "note"):  # per row, not context
         context.pop(name)
     framework = ("jax", "torch")[index % 2]
     context.update(framework=framework, benchmark="mnist", use_case=1, model="mlp", batch_size=index // 2 + 1,
@@ -57,14 +57,18 @@ def make_task_files(root: Path, count: int, rows: int, start: int = 0) -> None:
 
 def collect_process(results: Path) -> tuple[float, float]:
     """Wall time and peak memory (MB) of `main.py collect` on `results`, as its own process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), "collect", "--results-dir", str(results)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO_ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)  # the rusage of this child alone
-    elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"main.py collect failed: {proc.stderr.read().decode().strip()}")
+    # stderr goes to a file, not a pipe: nobody reads a pipe during wait4, and collect's warnings would fill it
+    # (64 KB) and block collect for ever.
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), "collect", "--results-dir", str(results)],
+                                stdout=subprocess.DEVNULL, stderr=err, cwd=REPO_ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)  # the rusage of this child alone
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"main.py collect failed: {err.read().decode(errors='replace').strip()[-2000:]}")
     return elapsed, usage.ru_maxrss / 1024
 
 

@@ -41,6 +41,23 @@ def cancel(job_ids: list[str]) -> None:
         subprocess.run(["scancel", *job_ids[start:start + 500]], capture_output=True, timeout=120)
 
 
+LEAVE_WAIT_S = 180.0  # MinJobAge (30 s on the local cluster) plus the controller's purge interval, with margin
+
+
+def wait_until_gone(job_ids: list[str], most_s: float = LEAVE_WAIT_S) -> float | None:
+    """Wait until the controller has let go of the cancelled jobs (squeue -t all lists none of them), so that the
+    next run finds MaxJobCount free again; returns the seconds waited, None if they were still there at the end."""
+    start = time.perf_counter()
+    while True:
+        proc = subprocess.run(["squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i"],
+                              capture_output=True, text=True, timeout=120)
+        if (proc.returncode == 0 and not proc.stdout.strip()) or "Invalid job id" in proc.stderr:
+            return time.perf_counter() - start
+        if time.perf_counter() - start > most_s:
+            return None
+        time.sleep(5)
+
+
 def measure(repeats: int) -> list[Result]:
     from orchestrator.plan.profile import load_profile
     from orchestrator.run import submit
@@ -84,6 +101,7 @@ def measure(repeats: int) -> list[Result]:
     finally:
         cancel(submitted)
         shutil.rmtree(work, ignore_errors=True)
+    gone_s = wait_until_gone(submitted) if submitted else 0.0
     ratio = per_cell_s / arrays_s
     per_cell_note = (f"{per_cell_calls} calls timed, extrapolated to {cells}" if extrapolated
                      else f"{cells} real sbatch calls, measured once")
@@ -94,6 +112,9 @@ def measure(repeats: int) -> list[Result]:
         Result("speed-up of arrays over one sbatch per cell", f"{ratio:.0f}x", f">= {RATIO_TARGET:.0f}x",
                "met" if ratio >= RATIO_TARGET else f"missed ({ratio:.1f}x)", "ratio of the two rows above, same run"),
         *polling,
+        Result("cancelled jobs gone from the controller", "not within" if gone_s is None else seconds(gone_s),
+               f"<= {LEAVE_WAIT_S:.0f} s", "missed" if gone_s is None else "met",
+               f"{len(submitted)} held jobs cancelled; waited for, so that the next run finds MaxJobCount free"),
     ]
 
 

@@ -318,6 +318,10 @@ JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherParams=OverMemoryKill
 JobAcctGatherFrequency=task=1
 JobCompType=jobcomp/none
+# Finished and cancelled jobs leave the controller after 30 s, not Slurm's 300: make bench submits (held) and
+# cancels thousands of array tasks, and with 300 s a second run within five minutes found MaxJobCount full.
+# sacct keeps every job's final state, so nothing needs these records after that.
+MinJobAge=30
 EOF
     # The two nodes share this machine's cores, so each gets its half: with more CPUs declared than exist,
     # Slurm would start more tasks than there are cores, and every timing taken there would be of contention.

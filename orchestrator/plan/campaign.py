@@ -128,7 +128,7 @@ def write_campaign(
         manifest["scripts"][script.framework] = write_script(script, campaign_dir, scripts_dir)
     (campaign_dir / "logs").mkdir(parents=True, exist_ok=True)
     if previous is not None:
-        manifest.update({key: previous[key] for key in ("created_at", "submissions", "resubmissions")
+        manifest.update({key: previous[key] for key in ("created_at", "submissions", "resubmissions", "arrays")
                          if key in previous})
         manifest["replanned_at"] = now_utc()
     save_manifest(campaign_dir, manifest)
@@ -190,6 +190,39 @@ def manifest_text(manifest: dict[str, Any]) -> str:
     encode = json.JSONEncoder(sort_keys=True).encode
     cells = ",\n".join("    " + encode(cell) for cell in manifest.get("cells", []))
     return head.removesuffix("\n}") + (',\n  "cells": [\n' + cells + "\n  ]\n}\n" if cells else ',\n  "cells": []\n}\n')
+
+
+def record_array(manifest: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """One sbatch call's outcome, recorded in the manifest's "arrays": {"script", "offset", "count", "job_name",
+    "state": "submitted" (with "job_id"), "refused" or "unknown" (with "reason"), "at"}. A submitted array also
+    goes into "submissions" at once: its job id and the ids of its tasks. Returns the recorded entry."""
+    entry = {**entry, "at": now_utc()}
+    manifest.setdefault("arrays", []).append(entry)
+    if entry["state"] == "submitted":
+        add_submitted(manifest, entry)
+    return entry
+
+
+def settle_array(manifest: dict[str, Any], entry: dict[str, Any], job_id: str | None) -> None:
+    """An array whose submission was unknown, as Slurm has it now: found (submitted, with its job id) or not."""
+    entry.update(state="submitted" if job_id else "not found", reconciled_at=now_utc())
+    if job_id:
+        entry["job_id"] = job_id
+        add_submitted(manifest, entry)
+
+
+def add_submitted(manifest: dict[str, Any], entry: dict[str, Any]) -> None:
+    """Put a submitted array (a whole script, or one part of it) into the script's submission: every part's
+    job id, offset and size in "arrays", each task's id at its array index ("" where nothing was submitted)."""
+    key, job_id, offset, count = entry["script"], entry["job_id"], entry["offset"], entry["count"]
+    n = manifest["scripts"][key]["array_tasks"]
+    sub = manifest["submissions"].setdefault(key, {"job_id": job_id, "task_ids": [], "submitted_at": entry["at"]})
+    parts = [a for a in sub.setdefault("arrays", []) if a["offset"] != offset]
+    sub["arrays"] = sorted(parts + [{"job_id": job_id, "offset": offset, "count": count}], key=lambda a: a["offset"])
+    sub["job_id"] = sub["arrays"][0]["job_id"]
+    ids = sub["task_ids"] + [""] * (n - len(sub["task_ids"]))
+    ids[offset:offset + count] = [f"{job_id}_{i}" for i in range(count)]
+    sub["task_ids"] = ids
 
 
 def save_manifest(campaign_dir: Path, manifest: dict[str, Any]) -> None:

@@ -7,10 +7,12 @@ bad input leaves no half-written campaign behind.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.lock import exclusive
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, matrix
 from orchestrator.plan.profile import ClusterProfile, load_profile
@@ -137,14 +139,29 @@ class LaunchOptions:
         )
 
 
+LAUNCH_LOCK = ".launch.lock"  # in the results folder: one default command at a time plans and submits there
+
+
 def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
-    """Plan, render and (unless dry-run) submit one campaign. Returns the exit code."""
+    """Plan, render and (unless dry-run) submit one campaign. Returns the exit code.
+
+    Planning and submission hold the results folder's lock: the same command started twice at once refuses
+    the second time, naming the first, instead of submitting everything twice."""
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
                           req.precisions, req.settings)
     check_request(req, cells, report)
+    held = nullcontext() if req.dry_run else exclusive(req.results_dir / LAUNCH_LOCK, f"`{req.command}`")
+    with held:
+        return plan_and_submit(req, cells, report)
+
+
+def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None]) -> int:
     same = None if req.dry_run or req.new_campaign else find_same(req, cells)
+    if not same and not req.dry_run and req.executor in catalog.SLURM_EXECUTORS:
+        submit.check_submit_limits(req.profile, campaign_tasks(req, cells))
     campaign_dir, scripts, manifest = write_planned(req, cells, same)
     if same:
+        reconcile_unknown(campaign_dir, manifest, report)
         return resubmit_same(req, campaign_dir, report)
     for script in scripts:
         report(f"wrote {manifest['scripts'][script.framework]['path']} ({script.tasks} array tasks)")
@@ -156,12 +173,59 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
         return 0
     try:
         submissions = submit_all(req, scripts, manifest, campaign_dir, report)
-    except OrchestratorError as exc:
+    except (OrchestratorError, OSError) as exc:
         # The manifest keeps what was submitted before the failure, and says why the rest was not.
-        manifest["submission_error"] = str(exc)
-        campaigns.save_manifest(campaign_dir, manifest)
-        raise
+        error = exc if isinstance(exc, OrchestratorError) else OrchestratorError(
+            f"{exc} after submitting {submitted_ids(manifest)}; their ids are in {campaign_dir / campaigns.MANIFEST}")
+        manifest["submission_error"] = str(error)
+        try:
+            campaigns.save_manifest(campaign_dir, manifest)
+        except OSError:
+            pass  # the error names every job id already; a manifest that cannot be written said so
+        raise error from None
     return report_submitted(req, scripts, manifest, submissions, report)
+
+
+def campaign_tasks(req: LaunchRequest, cells: list[matrix.Cell]) -> int:
+    """Array tasks the campaign submits: one per cell and trial, or per pair of cells when paired."""
+    tasks = len(cells) * req.settings.trials
+    return tasks // 2 if req.settings.paired and len({c.framework for c in cells}) == 2 else tasks
+
+
+def submitted_ids(manifest: dict) -> str:
+    ids = [a["job_id"] for a in manifest.get("arrays", []) if a.get("state") == "submitted"]
+    return f"job{'s' if len(ids) != 1 else ''} {', '.join(ids)}" if ids else "no job"
+
+
+def reconcile_unknown(campaign_dir: Path, manifest: dict, report: Callable[[str], None]) -> None:
+    """Arrays whose sbatch gave no answer: look them up in Slurm by their job names (one sacct or squeue call) and record what
+    was found, before anything is submitted again."""
+    settled = submit.reconcile(manifest)
+    if not settled:
+        return
+    campaigns.save_manifest(campaign_dir, manifest)
+    for entry in settled:
+        what = f"found as job {entry['job_id']}" if entry.get("job_id") else "not in squeue: it was never accepted"
+        report(f"{entry['script']}: the array at offset {entry['offset']} whose submission was unknown is {what}")
+
+
+def recorder(campaign_dir: Path, manifest: dict) -> Callable[[dict], None]:
+    """Records each sbatch call's outcome in the manifest as soon as sbatch returns. Should the manifest not be
+    written, the error names the job id, so that a submitted array is never lost."""
+    def record(entry: dict) -> None:
+        entry = campaigns.record_array(manifest, entry)
+        try:
+            campaigns.save_manifest(campaign_dir, manifest)
+        except OSError as exc:
+            if entry["state"] == "submitted":
+                raise OrchestratorError(
+                    f"job {entry['job_id']} ({entry['script']}, array tasks {entry['offset']} to "
+                    f"{entry['offset'] + entry['count'] - 1}) was submitted, but {campaign_dir / campaigns.MANIFEST} "
+                    f"could not be written ({exc}): keep this id, or cancel it with `scancel {entry['job_id']}` "
+                    "before running the same command again") from None
+            raise OrchestratorError(f"{entry['reason']}; and {campaign_dir / campaigns.MANIFEST} could not be "
+                                    f"written ({exc})") from None
+    return record
 
 
 def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None]) -> None:
@@ -262,7 +326,8 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
         job_name = script.name.removesuffix(".sh")
         n = script.tasks
         if req.executor == "slurm":
-            sub = submit.submit_sbatch(script.framework, Path(info["path"]), n, max_array)
+            sub = submit.submit_sbatch(script.framework, Path(info["path"]), n, max_array,
+                                       campaign=campaign_dir.name, record=recorder(campaign_dir, manifest))
         elif req.executor == "local":
             sub = submit.run_local(script.framework, Path(info["campaign_copy"]), n, log_dir, job_name, report)
         else:
@@ -271,12 +336,13 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
                                                job_name, log_dir, max_array)
             pending_submitit.append((sub, jobs))
         submissions.append(sub)
-        # Recorded at once, so a failure to submit the next script does not lose this job id.
-        manifest["submissions"][script.framework] = {"job_id": sub.job_id, "task_ids": sub.task_ids,
-                                                     "submitted_at": campaigns.now_utc()}
-        if len(sub.arrays) > 1:  # split to fit MaxArraySize: every part's job id, offset and size
-            manifest["submissions"][script.framework]["arrays"] = sub.arrays
-        campaigns.save_manifest(campaign_dir, manifest)
+        if req.executor != "slurm":  # sbatch's arrays were recorded as each was submitted
+            # Recorded at once, so a failure to submit the next script does not lose this job id.
+            manifest["submissions"][script.framework] = {"job_id": sub.job_id, "task_ids": sub.task_ids,
+                                                         "submitted_at": campaigns.now_utc()}
+            if len(sub.arrays) > 1:  # split to fit MaxArraySize: every part's job id, offset and size
+                manifest["submissions"][script.framework]["arrays"] = sub.arrays
+            campaigns.save_manifest(campaign_dir, manifest)
         if len(sub.arrays) > 1:
             report(f"{script.framework}: {n} tasks exceed the {max_array} an array may hold here; submitted as "
                    f"{len(sub.arrays)} array jobs {', '.join(sub.job_ids)}")

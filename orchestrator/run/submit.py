@@ -6,16 +6,20 @@ once per script (one array job per framework), never once per cell.
 
 from __future__ import annotations
 
+import datetime as dt
+import getpass
 import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
 
@@ -81,15 +85,8 @@ def log_end(path: str | Path, lines: int = 15) -> str:
 
 def cluster_max_array_size() -> int | None:
     """The cluster's MaxArraySize (array indices run from 0 to MaxArraySize-1); None when scontrol cannot say."""
-    scontrol = shutil.which("scontrol")
-    if scontrol is None:
-        return None
-    try:
-        proc = subprocess.run([scontrol, "show", "config"], capture_output=True, text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        return None
-    found = re.search(r"^MaxArraySize\s*=\s*(\d+)", proc.stdout, re.MULTILINE)
-    return int(found.group(1)) if proc.returncode == 0 and found else None
+    found = cluster_config().get("MaxArraySize", "")
+    return int(found) if found.isdigit() else None
 
 
 def array_limit(profile: ClusterProfile) -> int | None:
@@ -103,41 +100,241 @@ def executor_array_limit(executor: str, profile: ClusterProfile) -> int | None:
     return array_limit(profile) if executor in catalog.SLURM_EXECUTORS else None
 
 
-def sbatch(script: Path, *args: str, options: tuple[str, ...] = ()) -> str:
-    """One sbatch call; returns the job id. A refusal becomes one sentence with sbatch's own words."""
-    sbatch = require_command("sbatch")
-    proc = subprocess.run([sbatch, "--parsable", *options, str(script), *args],
-                          capture_output=True, text=True, timeout=120)
+SBATCH_TIMEOUT_S = float(os.environ.get("ORCHESTRATOR_SBATCH_TIMEOUT_S", 120))  # then the array's fate is unknown
+SBATCH_SLOW_S = float(os.environ.get("ORCHESTRATOR_SBATCH_SLOW_S", 10))  # then a line on stderr says sbatch waits
+
+# sbatch's words for a full controller or a spent submit limit, and what each means.
+LIMITS = {
+    "MaxJobCount": "the controller already holds as many jobs as its MaxJobCount allows",
+    "QOSMaxSubmitJobPerUserLimit": "your QOS's MaxSubmitJobsPerUser is reached",
+    "AssocMaxSubmitJobLimit": "your association's MaxSubmitJobs is reached",
+    "AssocGrpSubmitJobsLimit": "your account's GrpSubmitJobs is reached",
+    "QOSGrpSubmitJobsLimit": "your QOS's GrpSubmitJobs is reached",
+    "MaxSubmitJobs": "a MaxSubmitJobs limit is reached",
+    "Slurm temporarily unable to accept job": "the controller is too busy to accept jobs now",
+    "job submit limit": "a limit on how many jobs you may submit is reached",
+}
+
+
+class SubmissionUnknown(OrchestratorError):
+    """sbatch gave no answer in time (or an answer that names no job): the array may or may not exist."""
+
+
+class SbatchRefused(OrchestratorError):
+    """sbatch said no: nothing was submitted by this call."""
+
+    def __init__(self, script: Path, said: str, where: str = ""):
+        super().__init__(sbatch_refusal(script, said, where))
+        self.script, self.said = script, said
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def array_job_name(campaign: str, key: str, offset: int) -> str:
+    """The job name of one array job: its script key, campaign and first cell (the offset of its part). It finds
+    the array again in Slurm (sacct --name, or squeue --name) when sbatch's answer was lost."""
+    return f"{key}:{campaign}:{offset}"
+
+
+def sbatch_refusal(script: Path, said: str, where: str = "") -> str:
+    """sbatch's refusal as one sentence (`where`: which part, and the parts already submitted), with what to do
+    when it is a limit."""
+    meaning = next((why for word, why in LIMITS.items() if word in said), None)
+    where = f" ({where})" if where else ""
+    if meaning is None:
+        return f"sbatch refused {script}: {said}{where}"
+    return (f"sbatch refused {script}: {said}{where}: {meaning}; run the same command again once jobs have left "
+            "the queue (squeue --me), it submits only what is missing, or plan fewer cells")
+
+
+def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: str | None = None,
+           warn: Callable[[str], None] = say) -> str:
+    """One sbatch call; returns the job id. A refusal becomes one sentence with sbatch's own words; no answer
+    within SBATCH_TIMEOUT_S raises SubmissionUnknown. After SBATCH_SLOW_S without an answer, `warn` says why.
+    `job_name` replaces the script's --job-name (through SBATCH_JOB_NAME, which outranks #SBATCH lines)."""
+    command = [require_command("sbatch"), "--parsable", *options, str(script), *args]
+    env = {**os.environ, "SBATCH_JOB_NAME": job_name} if job_name else None
+    try:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL, env=env)
+    except OSError as exc:
+        raise OrchestratorError(f"sbatch could not be started for {script}: {exc}") from None
+    try:
+        out, err = proc.communicate(timeout=min(SBATCH_SLOW_S, SBATCH_TIMEOUT_S))
+    except subprocess.TimeoutExpired:
+        warn(f"sbatch has not answered for {SBATCH_SLOW_S:.0f} s: the controller is busy or full (`sdiag` and "
+             f"`squeue | wc -l` say which); waiting up to {SBATCH_TIMEOUT_S:.0f} s")
+        try:
+            out, err = proc.communicate(timeout=max(0.0, SBATCH_TIMEOUT_S - SBATCH_SLOW_S))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            try:
+                proc.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass  # a child of sbatch's still holds its output; nothing more is read from it
+            raise SubmissionUnknown(
+                f"sbatch did not answer within {SBATCH_TIMEOUT_S:.0f} s for {script}, so whether Slurm accepted it is "
+                "unknown: the controller is busy; run the same command again later, it first looks the array up "
+                "in Slurm by its job name and submits only what is missing") from None
     if proc.returncode != 0:
-        said = "; ".join(line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip())
-        raise OrchestratorError(f"sbatch refused {script}: {said}")
-    job_id = proc.stdout.strip().split(";")[0]  # --parsable prints "jobid" or "jobid;cluster"
+        said = "; ".join(line.strip() for line in (err or out).splitlines() if line.strip())
+        raise SbatchRefused(script, said)
+    job_id = out.strip().split(";")[0]  # --parsable prints "jobid" or "jobid;cluster"
     if not job_id.isdigit():
-        raise OrchestratorError(f"sbatch printed {proc.stdout.strip()!r} for {script}, not a job id")
+        raise SubmissionUnknown(f"sbatch printed {out.strip()!r} for {script}, not a job id, so whether Slurm "
+                                "accepted it is unknown; run the same command again: it looks the array up first")
     return job_id
 
 
-def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | None = None) -> Submission:
+def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | None = None,
+                  campaign: str | None = None, record: Callable[[dict], None] | None = None) -> Submission:
     """One sbatch call for the whole array, or one per part of at most `max_array` tasks.
 
-    A part is `sbatch --array=0-K script OFFSET`: its task i runs cell OFFSET+i (the script adds them).
+    A part is `sbatch --array=0-K script OFFSET`: its task i runs cell OFFSET+i (the script adds them). With a
+    `campaign`, each array job is named <framework>:<campaign>:<offset>, and `record` is called with
+    each part's outcome (submitted with its job id, refused, or unknown) as soon as sbatch returns, before
+    anything else can fail.
     """
-    if max_array is None or n_tasks <= max_array:
-        job_id = sbatch(script)
-        return Submission(framework, job_id, [f"{job_id}_{i}" for i in range(n_tasks)],
-                          arrays=[{"job_id": job_id, "offset": 0, "count": n_tasks}])
+    whole = max_array is None or n_tasks <= max_array
+    parts = [(0, n_tasks)] if whole else [(o, min(max_array, n_tasks - o)) for o in range(0, n_tasks, max_array)]
     arrays, task_ids = [], []
-    for offset in range(0, n_tasks, max_array):
-        count = min(max_array, n_tasks - offset)
+    for number, (offset, count) in enumerate(parts, 1):
+        options: tuple[str, ...] = () if whole else (f"--array=0-{count - 1}",)
+        args = () if whole else (str(offset),)
+        entry = {"script": framework, "offset": offset, "count": count}
+        if campaign:
+            entry["job_name"] = array_job_name(campaign, framework, offset)
         try:
-            job_id = sbatch(script, str(offset), options=(f"--array=0-{count - 1}",))
+            job_id = sbatch(script, *args, options=options, job_name=entry.get("job_name"))
         except OrchestratorError as exc:
-            done = ", ".join(a["job_id"] for a in arrays)
-            raise OrchestratorError(f"{exc} (part {len(arrays) + 1} of {-(-n_tasks // max_array)}; "
-                                    f"parts already submitted: {done})") from None
+            if record:
+                record({**entry, "state": "unknown" if isinstance(exc, SubmissionUnknown) else "refused",
+                        "reason": str(exc)})
+            if whole:
+                raise
+            where = f"part {number} of {len(parts)}; parts already submitted: " + (
+                ", ".join(a["job_id"] for a in arrays) or "none")
+            if isinstance(exc, SbatchRefused):
+                raise SbatchRefused(exc.script, exc.said, where) from None
+            raise type(exc)(f"{exc} ({where})") from None
+        if record:
+            record({**entry, "state": "submitted", "job_id": job_id})
         arrays.append({"job_id": job_id, "offset": offset, "count": count})
         task_ids += [f"{job_id}_{i}" for i in range(count)]
     return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays)
+
+
+def reconcile(manifest: dict, user: str | None = None) -> list[dict]:
+    """Look up the campaign's arrays whose submission is unknown in Slurm by their job names, in one sacct call
+    (or, without accounting, one squeue call), and record what was found: submitted, with the job id, or "not
+    found" (never accepted). Returns the entries it settled; none when Slurm could not be asked."""
+    unknown = [a for a in manifest.get("arrays", []) if a.get("state") == "unknown" and a.get("job_name")]
+    if not unknown:
+        return []
+    who = user or os.environ.get("USER") or getpass.getuser()
+    names = ",".join(a["job_name"] for a in unknown)
+    # sacct reads -S in the local time zone: from the day before the first unknown call, whatever the zone.
+    since = (dt.date.fromisoformat(min(a["at"] for a in unknown)[:10]) - dt.timedelta(days=1)).isoformat()
+    asked = (("sacct", ["-X", "-n", "-P", "-u", who, "-S", since, f"--name={names}", "-o", "JobID,JobName"], "|"),
+             ("squeue", ["-h", "-t", "all", "-u", who, f"--name={names}", "-o", "%F|%j"], "|"))
+    found = None
+    for tool, args, _ in asked:
+        path = shutil.which(tool)
+        if path is None:
+            continue
+        try:
+            proc = subprocess.run([path, *args], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            continue
+        if proc.returncode == 0:
+            found = {}
+            for line in proc.stdout.splitlines():
+                job, _, name = line.strip().partition("|")
+                job_id = job.split("_")[0]
+                if job_id.isdigit():
+                    found.setdefault(name.strip(), job_id)
+            break
+    if found is None:
+        return []
+    for entry in unknown:
+        campaigns.settle_array(manifest, entry, found.get(entry["job_name"]))
+    return unknown
+
+
+# --- limits -----------------------------------------------------------------------------------------
+
+def cluster_config() -> dict[str, str]:
+    """`scontrol show config` as {name: value}; {} when scontrol is absent, slow or refuses."""
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return {}
+    try:
+        proc = subprocess.run([scontrol, "show", "config"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return {}
+    if proc.returncode != 0:
+        return {}
+    pairs = (line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    return {name.strip(): value.strip() for name, value in pairs}
+
+
+def sacctmgr_rows(*args: str) -> list[list[str]]:
+    """`sacctmgr -n -P show ARGS` as rows of fields; [] when sacctmgr is absent, slow or refuses."""
+    sacctmgr = shutil.which("sacctmgr")
+    if sacctmgr is None:
+        return []
+    try:
+        proc = subprocess.run([sacctmgr, "-n", "-P", "show", *args], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return []
+    return [line.split("|") for line in proc.stdout.splitlines() if line.strip()] if proc.returncode == 0 else []
+
+
+def profile_qos(profile: ClusterProfile) -> str | None:
+    """The QOS the profile's extra sbatch options ask for (--qos=NAME), if any."""
+    for option in profile.extra_sbatch:
+        if option.startswith("--qos="):
+            return option.split("=", 1)[1]
+    return None
+
+
+def submit_limits(profile: ClusterProfile, user: str | None = None) -> list[tuple[str, int]]:
+    """The limits on how many jobs (each array task counts as one) may be queued, where they can be read:
+    the controller's MaxJobCount, the user's association's MaxSubmitJobs and GrpSubmitJobs, and the QOS's
+    MaxSubmitJobsPerUser and GrpSubmitJobs (the profile's --qos, else the association's default QOS)."""
+    limits = []
+    max_jobs = cluster_config().get("MaxJobCount", "")
+    if max_jobs.isdigit():
+        limits.append(("the controller's MaxJobCount", int(max_jobs)))
+    who = user or os.environ.get("USER") or getpass.getuser()
+    where = [f"user={who}"] + ([f"account={profile.account}"] if profile.account else [])
+    qos = profile_qos(profile)
+    for account, max_submit, grp_submit, default_qos in (
+            row[:4] for row in sacctmgr_rows("assoc", "where", *where, "format=Account,MaxSubmit,GrpSubmit,DefaultQOS")
+            if len(row) >= 4):
+        for value, name in ((max_submit, "MaxSubmitJobs"), (grp_submit, "GrpSubmitJobs")):
+            if value.isdigit():
+                limits.append((f"{name} of your association with account {account}", int(value)))
+        qos = qos or default_qos or None
+    qos = qos or "normal"
+    for row in sacctmgr_rows("qos", "where", f"name={qos}", "format=Name,MaxSubmitPU,GrpSubmit"):
+        if len(row) >= 3:
+            for value, name in ((row[1], "MaxSubmitJobsPerUser"), (row[2], "GrpSubmitJobs")):
+                if value.isdigit():
+                    limits.append((f"{name} of QOS {row[0]}", int(value)))
+    return limits
+
+
+def check_submit_limits(profile: ClusterProfile, tasks: int) -> None:
+    """Refuse, before anything is written, a campaign with more array tasks than a known limit lets be queued."""
+    over = [(name, limit) for name, limit in submit_limits(profile) if tasks > limit]
+    if over:
+        name, limit = min(over, key=lambda item: item[1])
+        raise UsageError(
+            f"the campaign has {tasks} array tasks and Slurm counts each as a job, but {name} is {limit}: plan at "
+            f"most {limit} (fewer models, batch sizes, precisions or trials per command), or ask for a higher limit")
 
 
 # --- polling -----------------------------------------------------------------------------------------

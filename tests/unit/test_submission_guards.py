@@ -1,0 +1,173 @@
+"""Issue #22, submission: nothing lost, nothing run twice. sbatch, squeue, sacct, scontrol and sacctmgr are faked
+on PATH, so these run without Slurm."""
+
+import json
+import os
+import shlex
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import REPO_ROOT, run_cli
+
+ARGS = ("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32")
+
+
+def write_tool(bin_dir: Path, name: str, body: str) -> None:
+    tool = bin_dir / name
+    tool.write_text("#!/bin/bash\n" + body)
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """Fake Slurm commands in tmp_path/bin (sbatch records each call with its job name and answers 4001, 4002...),
+    framework environments that exist, and a profile. Returns (env, run) where run(*extra) is the CLI call."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch_calls.txt"
+    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((4000 + n))"\n')
+    write_tool(bin_dir, "scontrol", 'echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 10000"\n')
+    write_tool(bin_dir, "sacctmgr", "exit 0\n")  # no association or QOS limits
+    write_tool(bin_dir, "squeue", "exit 0\n")
+    write_tool(bin_dir, "sacct", "exit 0\n")
+    env_dir = tmp_path / "envs"
+    for framework in ("jax", "torch"):
+        activate = env_dir / framework / "bin" / "activate"
+        activate.parent.mkdir(parents=True)
+        activate.write_text("")
+    profile = tmp_path / "p.toml"
+    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env.pop("SLURM_CONF", None)
+
+    def run(*extra, timeout=60):
+        return run_cli(*ARGS, "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
+                       "--scripts-dir", str(tmp_path / "s"), *extra, env=env, timeout=timeout)
+
+    return env, run
+
+
+def calls(tmp_path) -> list[str]:
+    path = tmp_path / "sbatch_calls.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def manifest(tmp_path) -> dict:
+    return json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
+
+
+def no_traceback(proc) -> None:
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_busy_controller_is_named_and_the_array_recorded_as_unknown(tmp_path, cluster):
+    env, run = cluster
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
+               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\nexec sleep 30\n')
+    env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
+    proc = run(timeout=25)
+    no_traceback(proc)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("sbatch has not answered for 0 s: the controller is busy or full"), lines
+    assert lines[-1].startswith("error: sbatch did not answer within 2 s for ") and "unknown" in lines[-1]
+    assert len(lines) == 2, lines
+    record = manifest(tmp_path)
+    [array] = record["arrays"]
+    assert array["state"] == "unknown" and array["script"] == "jax" and array["offset"] == 0
+    assert array["job_name"] == f"jax:{record['campaign']}:0"
+    assert calls(tmp_path)[0].split()[0] == array["job_name"]  # sbatch got that job name
+    assert "did not answer" in record["submission_error"]
+
+
+def test_the_same_command_again_finds_the_unknown_array_in_slurm_before_submitting(tmp_path, cluster):
+    env, run = cluster
+    bin_dir = Path(env["PATH"].split(":")[0])
+    write_tool(bin_dir, "sbatch", "exec sleep 30\n")
+    env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
+    assert run(timeout=25).returncode == 1
+    name = manifest(tmp_path)["arrays"][0]["job_name"]
+    # Slurm did accept it, as job 4100: sacct finds it by its name; squeue and sacct say its tasks are pending.
+    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
+    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    write_tool(bin_dir, "squeue", 'case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    proc = run()
+    no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert "the array at offset 0 whose submission was unknown is found as job 4100" in proc.stdout
+    assert [line.split()[-1].endswith("torch_digits_1.sh") for line in calls(tmp_path)] == [True]  # jax not again
+    record = manifest(tmp_path)
+    assert record["arrays"][0]["state"] == "submitted" and record["arrays"][0]["job_id"] == "4100"
+    assert record["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
+
+
+def test_a_manifest_that_cannot_be_written_after_sbatch_names_the_job_id(tmp_path, cluster):
+    env, run = cluster
+    # sbatch accepts the array, and then the manifest cannot be replaced (a folder now stands in its place).
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
+               f'm=$(ls -d {shlex.quote(str(tmp_path / "r"))}/*/manifest.json)\nrm -f "$m"\nmkdir "$m"\necho 4001\n')
+    proc = run()
+    no_traceback(proc)
+    assert proc.returncode == 1
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: job 4001 (jax, array tasks 0 to 2) was submitted, but ") and "scancel 4001" in line
+
+
+def test_a_limit_is_one_sentence_that_says_what_to_do_and_the_manifest_says_refused(tmp_path, cluster):
+    env, run = cluster
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
+               "echo 'sbatch: error: AssocMaxSubmitJobLimit' >&2\n"
+               "echo 'sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
+               "(job submit limit, user'\"'\"'s size and/or time limits)' >&2\nexit 1\n")
+    proc = run()
+    no_traceback(proc)
+    assert proc.returncode == 1
+    [line] = proc.stderr.strip().splitlines()
+    assert "AssocMaxSubmitJobLimit" in line and "your association's MaxSubmitJobs is reached" in line
+    assert "run the same command again once jobs have left the queue" in line
+    [array] = manifest(tmp_path)["arrays"]
+    assert array["state"] == "refused" and "AssocMaxSubmitJobLimit" in array["reason"]
+
+
+def test_the_same_command_twice_at_once_submits_once_and_the_second_names_the_first(tmp_path, cluster):
+    env, run = cluster
+    started = tmp_path / "sbatch_started"
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
+               f'touch "{started}"\necho "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\nsleep 4\n'
+               f'n=$(wc -l < "{tmp_path / "sbatch_calls.txt"}")\necho "$((4000 + n))"\n')
+    first = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--profile", str(tmp_path / "p.toml"),
+                              "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s")],
+                             env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    second = run()
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    no_traceback(second)
+    assert second.returncode == 1
+    [line] = second.stderr.strip().splitlines()
+    assert line.startswith("error: `") and f"(pid {first.pid} on " in line and ".launch.lock" in line
+    assert len(calls(tmp_path)) == 2  # jax and torch, once each
+    assert len(list((tmp_path / "r").glob("*/manifest.json"))) == 1
+
+
+def test_a_campaign_over_a_known_submit_limit_is_refused_at_plan_time_with_the_numbers(tmp_path, cluster):
+    env, run = cluster
+    bin_dir = Path(env["PATH"].split(":")[0])
+    write_tool(bin_dir, "sacctmgr", 'case "$*" in *assoc*) echo "acct|||normal";; *qos*) echo "normal|4|";; esac\n')
+    proc = run()
+    no_traceback(proc)
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert "the campaign has 6 array tasks" in line and "MaxSubmitJobsPerUser of QOS normal is 4" in line
+    assert calls(tmp_path) == [] and not list((tmp_path / "r").glob("*/manifest.json"))
+    write_tool(bin_dir, "sacctmgr", "exit 0\n")
+    write_tool(bin_dir, "scontrol", 'echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 5"\n')
+    proc = run()
+    assert proc.returncode == 2 and "the controller's MaxJobCount is 5" in proc.stderr
