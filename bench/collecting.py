@@ -33,6 +33,7 @@ def task_table(index: int, rows: int):
     framework = ("jax", "torch")[index % 2]
     context.update(framework=framework, benchmark="mnist", use_case=1, model="mlp", batch_size=index // 2 + 1,
                    precision="fp32", device_model="bench CPU", cell_id=f"{framework}-{index}", schema_version=1)
+    context["settings"] = "{}"  # JSON of the measured settings (JobSpec.measured_settings); the same for every cell
     result = ResultRows(context)
     result.add("throughput", 1000.0 + index, "samples/s")
     result.add("test_accuracy", 0.9, "fraction")
@@ -72,6 +73,22 @@ def collect_process(results: Path) -> tuple[float, float]:
     return elapsed, usage.ru_maxrss / 1024
 
 
+def forget_merged(results: Path) -> None:
+    """Remove the merged dataset, so that the next collect starts from scratch: `merged.parquet` is a link to a
+    hidden generation folder (rmtree refuses a link, and ignoring that made every later collect incremental)."""
+    merged = results / "merged.parquet"
+    if merged.is_symlink() or merged.is_file():
+        merged.unlink()
+    else:
+        shutil.rmtree(merged, ignore_errors=True)
+    for generation in results.glob(".merged.parquet*"):
+        if generation.is_dir() and not generation.is_symlink():
+            shutil.rmtree(generation, ignore_errors=True)
+        else:
+            generation.unlink(missing_ok=True)
+    assert not merged.exists() and not merged.is_symlink()
+
+
 def median(values):
     values = sorted(values)
     return values[len(values) // 2]
@@ -86,7 +103,7 @@ def measure(repeats: int) -> list[Result]:
         make_task_files(big, FILES, ROWS_PER_FILE)
         scratch = []
         for _ in range(repeats):
-            shutil.rmtree(big / "merged.parquet", ignore_errors=True)
+            forget_merged(big)
             scratch.append(collect_process(big))
         scratch_s, scratch_mb = median([s for s, _ in scratch]), median([m for _, m in scratch])
 
