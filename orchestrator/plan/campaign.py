@@ -217,6 +217,13 @@ def add_submitted(manifest: dict[str, Any], entry: dict[str, Any]) -> None:
     key, job_id, offset, count = entry["script"], entry["job_id"], entry["offset"], entry["count"]
     n = manifest["scripts"][key]["array_tasks"]
     sub = manifest["submissions"].setdefault(key, {"job_id": job_id, "task_ids": [], "submitted_at": entry["at"]})
+    if "indices" in entry:  # a resubmission: some indices of a part, beside the arrays submitted before
+        sub.setdefault("arrays", []).append({"job_id": job_id, "offset": offset, "indices": entry["indices"]})
+        ids = sub["task_ids"] + [""] * (n - len(sub["task_ids"]))
+        for i in entry["indices"]:
+            ids[offset + i] = f"{job_id}_{i}"
+        sub["task_ids"] = ids
+        return
     parts = [a for a in sub.setdefault("arrays", []) if a["offset"] != offset]
     sub["arrays"] = sorted(parts + [{"job_id": job_id, "offset": offset, "count": count}], key=lambda a: a["offset"])
     sub["job_id"] = sub["arrays"][0]["job_id"]

@@ -402,7 +402,6 @@ def provenance_rows(df) -> tuple[list[str], list[list[str]]]:
     headers = ["device model", "framework", "hosts", "Slurm jobs", "campaigns", *PROVENANCE]
     rows = []
     for (device, fw), block in df.groupby(["device_model", "framework"]):
-        first = block.iloc[0]
         jobs = sorted(j for j in block["slurm_array_job_id"].unique()
                       if j and not j.startswith("not available")) or ["(not Slurm)"]
         row = [device, FRAMEWORK_TITLES.get(fw, fw), ", ".join(sorted(block["hostname"].unique())),

@@ -161,8 +161,7 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
         submit.check_submit_limits(req.profile, campaign_tasks(req, cells))
     campaign_dir, scripts, manifest = write_planned(req, cells, same)
     if same:
-        reconcile_unknown(campaign_dir, manifest, report)
-        return resubmit_same(req, campaign_dir, report)
+        return resubmit_same(req, campaign_dir, report)  # which first reconciles arrays whose fate is unknown
     for script in scripts:
         report(f"wrote {manifest['scripts'][script.framework]['path']} ({script.tasks} array tasks)")
     trials = f" x {req.settings.trials} trials" if req.settings.trials > 1 else ""
@@ -195,18 +194,6 @@ def campaign_tasks(req: LaunchRequest, cells: list[matrix.Cell]) -> int:
 def submitted_ids(manifest: dict) -> str:
     ids = [a["job_id"] for a in manifest.get("arrays", []) if a.get("state") == "submitted"]
     return f"job{'s' if len(ids) != 1 else ''} {', '.join(ids)}" if ids else "no job"
-
-
-def reconcile_unknown(campaign_dir: Path, manifest: dict, report: Callable[[str], None]) -> None:
-    """Arrays whose sbatch gave no answer: look them up in Slurm by their job names (one sacct or squeue call) and record what
-    was found, before anything is submitted again."""
-    settled = submit.reconcile(manifest)
-    if not settled:
-        return
-    campaigns.save_manifest(campaign_dir, manifest)
-    for entry in settled:
-        what = f"found as job {entry['job_id']}" if entry.get("job_id") else "not in squeue: it was never accepted"
-        report(f"{entry['script']}: the array at offset {entry['offset']} whose submission was unknown is {what}")
 
 
 def recorder(campaign_dir: Path, manifest: dict) -> Callable[[dict], None]:

@@ -114,6 +114,7 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
     """Submit the tasks of the campaign in `folder` whose cells have no result (or `todo`): one array per script,
     that is per framework, or one for the paired script. `Resubmission.framework` is that script's key."""
     manifest = campaigns.load_manifest(folder)
+    reconcile_unknown(folder, manifest, report)
     executor = executor or (manifest["executor"] if manifest["executor"] in catalog.EXECUTORS else "slurm")
     if executor not in catalog.EXECUTORS:
         raise UsageError(f"unknown executor {executor!r}; choose from: {', '.join(catalog.EXECUTORS)}")
@@ -131,6 +132,18 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
     if executor == "local" or wait:
         run.record_failures(done)
     return done
+
+
+def reconcile_unknown(folder: Path, manifest: dict, report: Callable[[str], None]) -> None:
+    """Arrays whose sbatch gave no answer: look them up in Slurm by their job names (one sacct or squeue call) and
+    record what was found, before anything is submitted again."""
+    settled = submit.reconcile(manifest)
+    if not settled:
+        return
+    campaigns.save_manifest(folder, manifest)
+    for entry in settled:
+        what = f"found as job {entry['job_id']}" if entry.get("job_id") else "not in Slurm: it was never accepted"
+        report(f"{entry['script']}: the array at offset {entry['offset']} whose submission was unknown is {what}")
 
 
 def resubmit_and_report(folder: Path, *, executor: str | None, rerun_completed: bool, wait: bool,
@@ -187,10 +200,9 @@ class Rerun:
         task_ids: dict[int, str] = {}
         jobs = []
         if self.executor == "slurm":
+            attempt = len(self.manifest.get("resubmissions", [])) + 1
             for offset, local in blocks(indices, self.max_array):
-                job_id = submit.sbatch(script, *([str(offset)] if offset else []),
-                                       options=(f"--array={array_expression(local)}",))
-                sub.setdefault("arrays", []).append({"job_id": job_id, "offset": offset, "indices": local})
+                job_id = self.sbatch_recorded(key, script, offset, local, attempt)
                 task_ids.update({offset + i: f"{job_id}_{i}" for i in local})
         elif self.executor == "submitit":
             part, jobs = submit.submit_submitit(key, script, n, self.folder / "submitit" / key, self.profile,
@@ -200,6 +212,23 @@ class Rerun:
         else:
             task_ids.update({i: f"local_{i}" for i in indices})
         return task_ids, jobs
+
+    def sbatch_recorded(self, key: str, script: Path, offset: int, local: list[int], attempt: int) -> str:
+        """One sbatch of some indices of a part, named so that Slurm can find it again, its outcome (submitted,
+        refused or unknown) in the manifest as soon as sbatch returns."""
+        entry = {"script": key, "offset": offset, "count": len(local), "indices": local,
+                 "job_name": f"{submit.array_job_name(self.folder.name, key, offset)}:rerun{attempt}"}
+        try:
+            job_id = submit.sbatch(script, *([str(offset)] if offset else []),
+                                   options=(f"--array={array_expression(local)}",), job_name=entry["job_name"])
+        except OrchestratorError as exc:
+            state = "unknown" if isinstance(exc, submit.SubmissionUnknown) else "refused"
+            campaigns.record_array(self.manifest, {**entry, "state": state, "reason": str(exc)})
+            campaigns.save_manifest(self.folder, self.manifest)
+            raise
+        campaigns.record_array(self.manifest, {**entry, "state": "submitted", "job_id": job_id})
+        campaigns.save_manifest(self.folder, self.manifest)
+        return job_id
 
     def record_tasks(self, key: str, indices: list[int], task_ids: dict[int, str], sub: dict) -> list[str]:
         """Write the new task ids into the manifest and save it; returns the job ids."""

@@ -171,3 +171,32 @@ def test_a_campaign_over_a_known_submit_limit_is_refused_at_plan_time_with_the_n
     write_tool(bin_dir, "scontrol", 'echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 5"\n')
     proc = run()
     assert proc.returncode == 2 and "the controller's MaxJobCount is 5" in proc.stderr
+
+
+def test_a_resubmission_whose_sbatch_gave_no_answer_is_found_again_before_the_next(tmp_path, cluster):
+    """`resubmit` names its arrays too and records an unknown outcome at once; the next resubmit looks the
+    array up in Slurm by that name and submits nothing for the cells it holds."""
+    env, run = cluster
+    bin_dir = Path(env["PATH"].split(":")[0])
+    assert run().returncode == 0  # jobs 4001 (jax) and 4002 (torch); nothing queued, no result: all to rerun
+    write_tool(bin_dir, "sbatch", "exec sleep 30\n")
+    env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
+    resubmit = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env, timeout=30)
+    no_traceback(resubmit)
+    assert resubmit.returncode == 1
+    [unknown] = [a for a in manifest(tmp_path)["arrays"] if a["state"] == "unknown"]
+    name = unknown["job_name"]
+    assert name.endswith(":rerun1") and unknown["indices"] == [0, 1, 2]
+    # Slurm had accepted it as job 4300, whose tasks are pending.
+    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4400\n')
+    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4300_[0-2]|{name}";; '
+                                 '*4300*) echo "4300_[0-2]|PENDING";; esac\n')
+    write_tool(bin_dir, "squeue", 'case "$*" in *4300*) printf "4300_0 PENDING\\n4300_1 PENDING\\n4300_2 PENDING\\n";; esac\n')
+    before = len(calls(tmp_path))
+    again = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env, timeout=30)
+    no_traceback(again)
+    assert again.returncode == 0, again.stderr
+    assert "whose submission was unknown is found as job 4300" in again.stdout
+    submitted = calls(tmp_path)[before:]
+    assert all(line.split()[-1].endswith("torch_digits_1.sh") for line in submitted) and submitted  # jax not again
+    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4300_0", "4300_1", "4300_2"]
