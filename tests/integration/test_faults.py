@@ -86,9 +86,10 @@ def kill_while_publishing(path):
     as its temporary file is there: a task killed while it writes its result."""
     writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(path)],
                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
-    tmp = path.with_name(f".{path.name}.tmp-{writer.pid}")
     deadline = time.monotonic() + 120
-    while not (tmp.exists() and tmp.stat().st_size > 0):
+    # bench_contract.atomic.temporary_name: .<name>.tmp-<host>-<pid>-<random>
+    while not (tmp := next(iter(path.parent.glob(f".{path.name}.tmp-*-{writer.pid}-*")), None)) \
+            or not tmp.stat().st_size > 0:
         assert writer.poll() is None and time.monotonic() < deadline, "the writer ended before it was killed"
         time.sleep(0.01)
     writer.send_signal(signal.SIGKILL)
