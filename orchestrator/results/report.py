@@ -241,8 +241,14 @@ def draw_compile_times(plt, block, device, path: Path, plots: list) -> None:
     for k, fw in enumerate(FRAMEWORKS):
         column = f"{fw}_compile_time"
         if column in block:
-            ax.bar([i + k * width for i in range(len(block))], block[column].fillna(0), width,
-                   color=COLORS[fw], label=FRAMEWORK_TITLES[fw])
+            # A compile time that was not measured is no bar and says n/a: never a bar of 0 s.
+            at = [i + k * width for i in range(len(block))]
+            known = block[column].notna().to_numpy()
+            ax.bar([x for x, ok in zip(at, known) if ok], block[column][known], width, color=COLORS[fw],
+                   label=FRAMEWORK_TITLES[fw])
+            for x, ok in zip(at, known):
+                if not ok:
+                    ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7, color=COLORS[fw])
     ax.set_xticks([i + width / 2 for i in range(len(block))], labels, rotation=30, ha="right", fontsize=7)
     ax.set(ylabel="compile time (s)", title=f"Compile time, apart from the timed steps\n{device}")
     ax.legend()

@@ -142,3 +142,24 @@ def test_energy_and_mfu_are_plotted_where_they_were_measured_and_not_where_they_
     assert run_cli("report", "--results-dir", str(tmp_path / "cpu")).returncode == 0
     plots = [p.name for p in (tmp_path / "cpu" / "report" / "plots").iterdir()]
     assert not any(p.startswith(("energy_", "mfu_")) for p in plots)
+
+
+def test_a_compile_time_that_was_not_measured_is_no_bar(tmp_path, monkeypatch):
+    """The compile-time plot drew a missing value as a bar of 0 s; now it draws nothing there and says n/a."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from orchestrator.results import report
+
+    drawn = {}
+    monkeypatch.setattr(report, "_save", lambda plt, fig, path, plots, title: drawn.setdefault("fig", fig))
+    block = pd.DataFrame({"benchmark": ["digits", "digits"], "model": ["mlp", "mlp"], "batch_size": [32, 64],
+                          "jax_compile_time": [0.5, 0.7], "torch_compile_time": [float("nan"), 0.2]})
+    report.draw_compile_times(plt, block, "CPU X", tmp_path / "c.png", [])
+    ax = drawn["fig"].axes[0]
+    heights = sorted(round(bar.get_height(), 3) for bar in ax.patches)
+    assert heights == [0.2, 0.5, 0.7]  # three measured values, no bar of 0 for the missing one
+    assert [t.get_text() for t in ax.texts] == ["n/a"]
