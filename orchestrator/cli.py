@@ -244,10 +244,11 @@ def status(
     results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
     log_lines: Annotated[int, typer.Option(help="Lines of the end of each failed task's log to show.")] = 20,
 ) -> None:
-    """The state of every cell of a campaign: pending, running, completed, failed, timed out, cancelled, no result.
+    """The state of every cell of a campaign: pending, running, completed, failed, timed out, cancelled, no result,
+    or unknown (squeue or sacct failed).
 
-    A cell that ended without a result is named with its reason (Slurm's state, the task's failure row) and
-    the end of its log."""
+    A cell that ended without a readable result is named with its reason (Slurm's state, the task's failure
+    row, a bad result file) and the end of its log."""
     from orchestrator.run.status import show_status
 
     with domain_errors():
@@ -263,7 +264,8 @@ def resubmit(
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.")] = False,
 ) -> None:
     """Submit again only the cells of a campaign that have no result (failed, timed out, cancelled, no result),
-    one array per framework with only their indices. Cells still queued or running are left alone."""
+    one array per framework with only their indices. Cells still queued or running are left alone; a bad
+    result file is moved aside first; nothing is submitted while the queue cannot be read."""
     from orchestrator.run.resubmit import resubmit_and_report
     from orchestrator.run.status import find_campaign
 
