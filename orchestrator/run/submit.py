@@ -237,27 +237,23 @@ def reconcile(manifest: dict, user: str | None = None) -> list[dict]:
     names = ",".join(a["job_name"] for a in unknown)
     # sacct reads -S in the local time zone: from the day before the first unknown call, whatever the zone.
     since = (dt.date.fromisoformat(min(a["at"] for a in unknown)[:10]) - dt.timedelta(days=1)).isoformat()
-    asked = (("sacct", ["-X", "-n", "-P", "-u", who, "-S", since, f"--name={names}", "-o", "JobID,JobName"], "|"),
-             ("squeue", ["-h", "-t", "all", "-u", who, f"--name={names}", "-o", "%F|%j"], "|"))
-    found = None
-    for tool, args, _ in asked:
-        path = shutil.which(tool)
-        if path is None:
-            continue
+    asked = (("sacct", ["-X", "-n", "-P", "-u", who, "-S", since, f"--name={names}", "-o", "JobID,JobName"]),
+             ("squeue", ["-h", "-t", "all", "-u", who, f"--name={names}", "-o", "%F|%j"]))
+    for tool, args in asked:
         try:
-            proc = subprocess.run([path, *args], capture_output=True, text=True, timeout=60)
-        except subprocess.TimeoutExpired:
+            proc = query(tool, args)
+        except QueueUnreadable:
             continue
         if proc.returncode == 0:
-            found = {}
-            for line in proc.stdout.splitlines():
-                job, _, name = line.strip().partition("|")
-                job_id = job.split("_")[0]
-                if job_id.isdigit():
-                    found.setdefault(name.strip(), job_id)
             break
-    if found is None:
-        return []
+    else:
+        return []  # neither could answer: the arrays stay unknown
+    found: dict[str, str] = {}
+    for line in proc.stdout.splitlines():
+        job, _, name = line.strip().partition("|")
+        job_id = job.split("_")[0]
+        if job_id.isdigit():
+            found.setdefault(name.strip(), job_id)
     for entry in unknown:
         campaigns.settle_array(manifest, entry, found.get(entry["job_name"]))
     return unknown
@@ -404,21 +400,26 @@ def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None
 
 
 def wait_for_squeue(job_ids: list[str], timeout_s: float | None = None) -> None:
-    """Return once squeue lists none of the jobs; raise after 5 failed squeue calls in a row, or after timeout_s."""
-    squeue = require_command("squeue")
+    """Return once squeue lists none of the jobs; raise after 5 failed squeue calls in a row (a non-zero exit or
+    no answer in time), or after timeout_s."""
+    require_command("squeue")
     ids = ",".join(job_ids)
     start, errors = time.monotonic(), 0
     for _ in SQUEUE_POLLS.rounds():
-        proc = subprocess.run([squeue, "-h", "-j", ids, "-o", "%i %T"], capture_output=True, text=True, timeout=60)
-        if proc.returncode == 0 and not proc.stdout.strip():
+        try:
+            proc = query("squeue", ["-h", "-j", ids, "-o", "%i %T"])
+            said = proc.stderr.strip() if proc.returncode != 0 else None
+        except QueueUnreadable as exc:
+            proc, said = None, exc.reason
+        if said is None and not proc.stdout.strip():
             return
-        if proc.returncode != 0:
+        if said is not None:
             # Slurm forgets finished jobs after MinJobAge; squeue then calls their ids invalid: they are done.
-            if "Invalid job id" in proc.stderr:
+            if "Invalid job id" in said:
                 return
             errors += 1
             if errors >= 5:
-                raise OrchestratorError(f"squeue failed {errors} times in a row: {proc.stderr.strip()}")
+                raise OrchestratorError(f"squeue failed {errors} times in a row: {said}")
         else:
             errors = 0
         if timeout_s is not None and time.monotonic() - start > timeout_s:
