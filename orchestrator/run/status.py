@@ -75,11 +75,6 @@ def find_campaign(results_dir: Path, campaign: str | None) -> Path:
     return manifests[-1].parent
 
 
-def squeue_states(job_ids: list[str]) -> dict[str, str]:
-    """Array task id -> Slurm state for the tasks still queued or running; raises QueueUnreadable (submit.read_squeue)."""
-    return read_squeue(job_ids)
-
-
 def queue_states(job_ids: list[str]) -> tuple[dict[str, str], str]:
     """(array task id -> Slurm state, "") from one sacct and one squeue call, squeue's word last; or ({}, why)
     when either cannot be read, so that no cell is taken for "not queued" on a failed call."""
@@ -87,7 +82,7 @@ def queue_states(job_ids: list[str]) -> tuple[dict[str, str], str]:
         return {}, ""
     try:
         # sacct knows finished tasks; squeue knows queued ones (and is the only source without accounting).
-        return {**read_sacct(job_ids), **squeue_states(job_ids)}, ""
+        return {**read_sacct(job_ids), **read_squeue(job_ids)}, ""
     except QueueUnreadable as exc:
         return {}, str(exc)
 
