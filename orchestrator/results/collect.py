@@ -139,6 +139,10 @@ def generation_prefix(output: Path) -> str:
     return f".{output.name}.gen-"
 
 
+def fresh_generation_name(output: Path) -> Path:
+    return output.parent / f"{generation_prefix(output)}{secrets.token_hex(6)}"
+
+
 def current_generation(output: Path) -> Path | None:
     """The generation folder `output` links to, or None when there is none yet (or the link is broken)."""
     if not output.is_symlink():
@@ -150,7 +154,7 @@ def current_generation(output: Path) -> Path | None:
 def new_generation(output: Path, current: Path | None, parts: dict[str, int]) -> Path:
     """A fresh, unpublished generation folder beside `output`, holding hard links to the current generation's
     parts (a copy where the file system has no hard links). Parts are never changed in place."""
-    gen = output.parent / f"{generation_prefix(output)}{secrets.token_hex(6)}"
+    gen = fresh_generation_name(output)
     gen.mkdir(parents=True)
     for part in parts if current is not None else {}:
         try:
@@ -211,7 +215,7 @@ def adopt_folder_layout(output: Path) -> None:
     if not (output / INDEX).exists() and not any(output.glob("part-*.parquet")):
         raise OrchestratorError(f"{output} is a folder that collect did not write; move it away or give "
                                 "another --output")
-    gen = output.parent / f"{generation_prefix(output)}{secrets.token_hex(6)}"
+    gen = fresh_generation_name(output)
     os.rename(output, gen)
     publish_generation(output, gen)
 
