@@ -18,9 +18,9 @@ from pathlib import Path
 
 from bench.overhead_probe import MARKER
 from bench.timing import REPO_ROOT, Result
+from bench_contract.spec import FRAMEWORK_TITLES as FRAMEWORKS
 
 TARGET_PERCENT = 2.0
-FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
 # A model that runs in seconds on a 2-core CPU in both frameworks: the MLP at batch 128 on MNIST-shaped inputs.
 MODEL, VARIANT, BENCHMARK, BATCH_SIZE = "mlp", "full", "mnist", 128
 TIMED_STEPS, WARMUP_STEPS = 100, 5

@@ -18,6 +18,7 @@ from typing import Any
 from bench_contract import SCHEMA_VERSION
 from bench_contract.atomic import publish
 
+FRAMEWORK_TITLES = {"jax": "JAX", "torch": "PyTorch"}  # the frameworks, as every table and sentence names them
 DEVICES = ("auto", "cpu", "gpu")
 VARIANTS = ("full", "tiny")  # the published network, or the same layer types smaller for CPU tests
 INFERENCE_USE_CASE = 5

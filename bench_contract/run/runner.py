@@ -37,7 +37,14 @@ from bench_contract.run.inference import InferenceOps, inference_dataset, run_in
 from bench_contract.run.stop_signals import STOP_SIGNALS
 from bench_contract.run.topology import topology_for
 from bench_contract.run.training import PerSampleOps, TrainingOps, record_dp_settings, run_training, time_vectorization
-from bench_contract.spec import INFERENCE_USE_CASE, OPTIMIZERS, PAIRED_ORDER, PER_SAMPLE_USE_CASES, JobSpec
+from bench_contract.spec import (
+    FRAMEWORK_TITLES,
+    INFERENCE_USE_CASE,
+    OPTIMIZERS,
+    PAIRED_ORDER,
+    PER_SAMPLE_USE_CASES,
+    JobSpec,
+)
 
 
 @dataclass(frozen=True)
@@ -100,8 +107,6 @@ class Backend(Protocol):
     def finish(self) -> None:
         """Release what `prepare` set up across processes (a process group)."""
 
-
-FRAMEWORK_TITLES = {"jax": "JAX", "torch": "PyTorch"}  # in the sentences a task writes
 
 UseCase = Callable[[JobSpec, Backend, Dataset, dict[str, np.ndarray], ResultRows], None]
 

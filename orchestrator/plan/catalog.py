@@ -8,11 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench_contract.spec import DATA_PARALLEL_USE_CASES  # noqa: F401  (one process per device, under srun)
-from bench_contract.spec import INFERENCE_USE_CASE, OPTIMIZERS, VARIANTS  # one definition, the contract's
+from bench_contract.spec import (  # one definition, the contract's
+    DATA_PARALLEL_USE_CASES,  # noqa: F401  (one process per device, under srun)
+    FRAMEWORK_TITLES,
+    INFERENCE_USE_CASE,
+    OPTIMIZERS,
+    VARIANTS,
+)
 from orchestrator.errors import UsageError
 
-FRAMEWORKS = {"jax": "JAX", "torch": "PyTorch"}
+FRAMEWORKS = FRAMEWORK_TITLES
 
 
 @dataclass(frozen=True)

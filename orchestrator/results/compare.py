@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench_contract.measure.timing import CV_THRESHOLD
+from bench_contract.spec import FRAMEWORK_TITLES
 
 KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
 # One comparison row: the same device (kind and model), the same cell key, and the same measured settings (a
@@ -27,7 +28,6 @@ SETTING_WORDS = {
     "batch_search": {True: "largest batch", False: "fixed batch"},
 }
 FRAMEWORKS = ("jax", "torch")
-FRAMEWORK_TITLES = {"jax": "JAX", "torch": "PyTorch"}
 
 # Summary metrics shown in tables, in order, with a short column title and a unit for the header.
 TABLE_METRICS = [

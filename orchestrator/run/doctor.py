@@ -44,7 +44,6 @@ class Check:
         return {True: "ok", False: "FAIL", None: "not run"}[self.ok]
 
 
-FRAMEWORK_NAMES = {"jax": "JAX", "torch": "PyTorch"}
 # Why a framework that sees no GPU on a node with one does not, in words that say what to change.
 NO_GPU_CAUSES = {"jax": "its environment has the CPU build of JAX; set jax_recipe = 'cuda12' or 'cuda13' in the "
                         "profile and run `python main.py envs` again",
@@ -88,10 +87,10 @@ def device_check(framework: str, found: dict, gpus_per_task: int, on_node: bool)
     if uses_gpu:
         return Check(name, True, f"{seen}; NVML GPUs: {', '.join(gpus) or 'none'}")
     if gpus:
-        return Check(name, False, f"{FRAMEWORK_NAMES[framework]} sees no GPU on a node with {len(gpus)} GPU(s) "
+        return Check(name, False, f"{catalog.FRAMEWORKS[framework]} sees no GPU on a node with {len(gpus)} GPU(s) "
                                   f"({', '.join(gpus)}): {NO_GPU_CAUSES[framework]}")
     if on_node:
-        return Check(name, False, f"{FRAMEWORK_NAMES[framework]} sees only {seen} on a node of the profile's "
+        return Check(name, False, f"{catalog.FRAMEWORKS[framework]} sees only {seen} on a node of the profile's "
                                   f"partition, which asks for {gpus_per_task} GPU per task: NVML finds no GPU there")
     return Check(name, None, f"{seen}: no GPU on this machine (a login node?); run `python main.py doctor "
                              "--on-node` to check on a compute node")
