@@ -115,7 +115,8 @@ def load_digits() -> Dataset:
     return standardized(_split("digits", x, y, val=180, test=360, num_classes=10, source="real"), axis=0)
 
 
-def _find(data_dir: Path, stem: str) -> Path:
+def mnist_file(data_dir: Path, stem: str) -> Path:
+    """The MNIST file `stem` in data_dir, as shipped (gzipped) or unpacked."""
     for candidate in (data_dir / stem, data_dir / f"{stem}.gz"):
         if candidate.is_file():
             return candidate
@@ -155,7 +156,7 @@ def load_mnist(data_dir: str | None) -> Dataset:
     root = Path(data_dir)
     if not root.is_dir():
         raise DataError(f"data directory {root} does not exist")
-    arrays = {key: read_idx(_find(root, stem)) for key, stem in MNIST_FILES.items()}
+    arrays = {key: read_idx(mnist_file(root, stem)) for key, stem in MNIST_FILES.items()}
     x_train = arrays["train_images"].astype(np.float32)[:, None, :, :]
     x_test = arrays["test_images"].astype(np.float32)[:, None, :, :]
     y_train = arrays["train_labels"].astype(np.int32)
