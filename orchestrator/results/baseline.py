@@ -1,0 +1,243 @@
+"""Baselines: the summary of some campaigns kept under a name, and later campaigns compared against it, ReFrame-style.
+
+A baseline holds, per comparison row (device kind and model, benchmark, use case, model, batch size, precision,
+settings) and framework: the median throughput over its runs, a 95% bootstrap interval of that median, the number
+of runs, and the versions the runs used (framework, libraries, CUDA, driver, XLA_FLAGS). It is a JSON file in
+`<results-dir>/baselines/NAME.json`, small enough to keep in git or copy between clusters.
+
+A cell is flagged when its throughput changed by more than the tolerance and, where both sides have several runs,
+the two intervals do not overlap: a change inside the noise of either side is not a regression, and a change
+smaller than the tolerance is not worth a red line even when it is real. A flagged cell names the versions that
+changed between the baseline and the campaign, which is where a regression usually comes from.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench_contract.atomic import publish
+from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.results.compare import ROW_KEY, differing_settings, run_values, with_row_key
+
+FOLDER = "baselines"
+METRIC = "throughput"  # higher is better; the one figure every use case records per run
+VERSION_COLUMNS = ["framework_version", "library_versions", "xla_flags", "device_details"]
+BOOTSTRAP_SAMPLES = 2000
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    key: dict  # the comparison row's key and the framework
+    baseline: dict | None  # the baseline's entry; None for a cell the baseline does not hold
+    median: float | None  # this campaign's median; None for a cell it does not hold
+    interval: tuple[float, float] | None
+    runs: int
+    change: float | None  # median / baseline median - 1
+    flag: str  # "regression", "improvement", "within tolerance", "within noise", "new", "missing"
+    changed_versions: list[str]
+
+
+def path_of(results_dir: Path, name: str) -> Path:
+    if not NAME.fullmatch(name):
+        raise UsageError(f"baseline name {name!r} may hold only letters, digits, '.', '_' and '-'")
+    return results_dir / FOLDER / f"{name}.json"
+
+
+def median_interval(values: np.ndarray, seed: int = 0) -> tuple[float, float] | None:
+    """95% percentile bootstrap interval of the median; None for a single run (no spread to resample)."""
+    if len(values) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    medians = np.median(rng.choice(values, size=(BOOTSTRAP_SAMPLES, len(values)), replace=True), axis=1)
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def versions_of(rows) -> dict[str, str]:
+    """The versions a group of runs used, flattened (the most common value of each, should runs differ)."""
+    found: dict[str, list[str]] = {}
+    for _, row in rows.iterrows():
+        entries = {"framework": row.get("framework_version"), "XLA_FLAGS": row.get("xla_flags")}
+        entries.update(json_field(row.get("library_versions")))
+        details = json_field(row.get("device_details"))
+        entries.update({k: details.get(k) for k in ("driver_version", "cuda_driver_version") if k in details})
+        for name, value in entries.items():
+            if value not in (None, ""):
+                found.setdefault(name, []).append(str(value))
+    return {name: max(set(values), key=values.count) for name, values in sorted(found.items())}
+
+
+def json_field(text) -> dict:
+    try:
+        value = json.loads(text) if isinstance(text, str) and text else {}
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def summarize(df) -> list[dict]:
+    """One entry per comparison row and framework: median throughput, its interval, runs and versions."""
+    df = with_row_key(df)
+    throughput = run_values(df, METRIC)
+    if throughput.empty:
+        return []
+    key_columns = [*ROW_KEY, "framework"]
+    entries = []
+    for key, runs in throughput.groupby(level=list(range(len(key_columns))), dropna=False):
+        values = runs.dropna().to_numpy(dtype=float)
+        if not len(values):
+            continue
+        key = dict(zip(key_columns, (plain(k) for k in key)))
+        rows = df[np.logical_and.reduce([df[c].astype(str) == str(v) for c, v in key.items()])]
+        interval = median_interval(values)
+        entries.append({"key": key, "median": float(np.median(values)), "interval": interval, "runs": len(values),
+                        "campaigns": sorted(set(rows["campaign"].dropna().astype(str))),
+                        "versions": versions_of(rows.drop_duplicates("cell_id" if "cell_id" in rows else None))})
+    return entries
+
+
+def plain(value):
+    """A key value JSON can hold and compare: numpy integers become ints, NaN (a missing column) becomes ""."""
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, float) and np.isnan(value):
+        return ""
+    return value
+
+
+def read_rows(merged: Path, campaigns: tuple[str, ...] = ()):
+    """The summary rows of the merged dataset, with the version columns, of the given campaigns (all if none)."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    if not merged.exists():
+        raise UsageError(f"{merged} does not exist: run `python main.py collect` first")
+    present = set(ds.dataset(merged, format="parquet").schema.names)
+    wanted = [*ROW_KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order", "metric",
+              "value", "epoch", "step", *VERSION_COLUMNS]
+    summary = ds.field("step").is_null() & ds.field("epoch").is_null()
+    df = pq.read_table(merged, columns=[c for c in wanted if c in present], filters=summary).to_pandas()
+    if campaigns:
+        unknown = sorted(set(campaigns) - set(df["campaign"].astype(str)))
+        if unknown:
+            raise UsageError(f"no results of campaign {', '.join(unknown)} in {merged}")
+        df = df[df["campaign"].isin(campaigns)]
+    return df
+
+
+def save(results_dir: Path, merged: Path, name: str, campaigns: tuple[str, ...] = ()) -> tuple[Path, int]:
+    """Write the baseline NAME from the merged results; return its path and how many entries it holds."""
+    path = path_of(results_dir, name)
+    entries = summarize(read_rows(merged, campaigns))
+    if not entries:
+        raise OrchestratorError(f"no throughput in {merged}{' for ' + ', '.join(campaigns) if campaigns else ''}: "
+                                "nothing to keep as a baseline")
+    document = {"name": name, "metric": METRIC, "campaigns": sorted({c for e in entries for c in e["campaigns"]}),
+                "entries": entries}
+    publish(path, lambda tmp: tmp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n"))
+    return path, len(entries)
+
+
+def load(results_dir: Path, name: str) -> dict:
+    path = path_of(results_dir, name)
+    if not path.is_file():
+        saved = sorted(p.stem for p in (results_dir / FOLDER).glob("*.json"))
+        raise UsageError(f"no baseline {name!r} in {results_dir / FOLDER} "
+                         f"({'there are: ' + ', '.join(saved) if saved else 'save one with `baseline save NAME`'})")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise OrchestratorError(f"baseline {path} is not valid JSON ({exc}); save it again") from None
+
+
+def judge(baseline: dict, current: list[dict], tolerance: float) -> list[Verdict]:
+    """Each cell of the baseline and of the campaign, with its flag (see the module's docstring)."""
+    before = {frozen(e["key"]): e for e in baseline["entries"]}
+    now = {frozen(e["key"]): e for e in current}
+    verdicts = []
+    for key in sorted(before.keys() | now.keys(), key=str):
+        old, new = before.get(key), now.get(key)
+        if new is None:
+            verdicts.append(Verdict(dict(key), old, None, None, 0, None, "missing", []))
+            continue
+        if old is None:
+            verdicts.append(Verdict(dict(key), None, new["median"], tuple_or_none(new["interval"]), new["runs"],
+                                    None, "new", []))
+            continue
+        change = new["median"] / old["median"] - 1.0
+        flag = flag_of(change, tuple_or_none(old["interval"]), tuple_or_none(new["interval"]), tolerance)
+        changed = changed_versions(old["versions"], new["versions"]) if flag in ("regression", "improvement") else []
+        verdicts.append(Verdict(dict(key), old, new["median"], tuple_or_none(new["interval"]), new["runs"], change,
+                                flag, changed))
+    return verdicts
+
+
+def flag_of(change: float, old: tuple[float, float] | None, new: tuple[float, float] | None,
+            tolerance: float) -> str:
+    if abs(change) <= tolerance:
+        return "within tolerance"
+    if old is not None and new is not None and old[0] <= new[1] and new[0] <= old[1]:
+        return "within noise"  # the intervals overlap: the runs cannot tell the two apart
+    return "regression" if change < 0 else "improvement"
+
+
+def changed_versions(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    return [f"{name} {old.get(name, 'absent')} -> {new.get(name, 'absent')}"
+            for name in sorted(old.keys() | new.keys()) if old.get(name) != new.get(name)]
+
+
+def frozen(key: dict) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in key.items()))
+
+
+def tuple_or_none(interval) -> tuple[float, float] | None:
+    return tuple(interval) if interval else None
+
+
+def parse_tolerance(text: str) -> float:
+    """'5%' or '0.05' -> 0.05."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 10:
+        raise UsageError(f"--tolerance {text!r} is not a fraction or a percentage such as 5%")
+    return value
+
+
+FLAG_WORDS = {"regression": "REGRESSION", "improvement": "improvement"}
+
+
+def verdict_table(verdicts: list[Verdict]) -> str:
+    """One line per cell and framework: baseline and current median, the change, the flag and what changed."""
+    import pandas as pd
+
+    from orchestrator.tables import format_table
+
+    headers = ["device", "cell", "framework", "baseline", "now", "change", "flag", "versions changed"]
+    # Two rows of one cell measured under different settings say how they differ ("torch.compile", "2 nodes").
+    differs = differing_settings(pd.DataFrame([v.key for v in verdicts])) if verdicts else []
+    rows = []
+    for v, differ in zip(verdicts, differs):
+        k = v.key
+        cell = f"{k['benchmark']} uc{k['use_case']} {k['model']} b{k['batch_size']} {k['precision']}"
+        if differ:
+            cell += f" ({differ})"
+        rows.append([k["device_model"], cell, k["framework"], figure(v.baseline and v.baseline["median"]),
+                     figure(v.median), f"{v.change:+.1%}" if v.change is not None else "",
+                     FLAG_WORDS.get(v.flag, v.flag), "; ".join(v.changed_versions)])
+    return format_table(headers, rows)
+
+
+def figure(value: float | None) -> str:
+    return "" if value is None else f"{value:,.1f}/s"
+
+
+def regressions(verdicts: list[Verdict]) -> list[Verdict]:
+    return [v for v in verdicts if v.flag == "regression"]

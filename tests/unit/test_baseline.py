@@ -1,0 +1,103 @@
+"""Baselines (issue 17): a baseline from one campaign; a copy of that campaign whose result files the test rewrites
+with slower steps is flagged as a regression, with the versions that changed; the unchanged copy is not flagged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import result_context
+
+from orchestrator.errors import UsageError
+from orchestrator.results import baseline
+from orchestrator.results.collect import merge
+
+THROUGHPUTS = {"jax": (1000.0, 1010.0, 990.0), "torch": (800.0, 805.0, 795.0)}
+
+
+def campaign(root: Path, name: str, slower: float = 1.0, versions: dict | None = None,
+             throughputs: dict = THROUGHPUTS) -> None:
+    """Three trials per framework of one cell, as the backends write them; `slower` stretches every step."""
+    from bench_contract.results import ResultRows
+
+    for framework, values in throughputs.items():
+        for trial, throughput in enumerate(values):
+            ctx = result_context(framework=framework, benchmark="digits", use_case=1, model="mlp", batch_size=32,
+                                 precision="fp32", device_kind="cpu", device_model="CPU X", campaign=name,
+                                 cell_id=f"{framework}-32-t{trial}", trial=trial,
+                                 framework_version=(versions or {}).get(framework, "1.0"),
+                                 library_versions=json.dumps({"numpy": "2.4.6"}), xla_flags="not set")
+            rows = ResultRows(ctx)
+            rows.add("throughput", throughput / slower, "samples/s")
+            rows.add("step_time_p50", 32 / throughput * 1000 * slower, "ms")
+            rows.write(root / name / "rows" / framework / f"{ctx['cell_id']}.parquet")
+
+
+@pytest.fixture
+def results(tmp_path):
+    campaign(tmp_path, "base")
+    campaign(tmp_path, "same")
+    campaign(tmp_path, "slow", slower=1.2, versions={"jax": "1.1"})
+    merge(tmp_path, tmp_path / "merged.parquet")
+    return tmp_path
+
+
+def flags(verdicts) -> dict[str, str]:
+    return {v.key["framework"]: v.flag for v in verdicts}
+
+
+def test_a_slowed_campaign_is_flagged_and_the_unchanged_one_is_not(results):
+    path, entries = baseline.save(results, results / "merged.parquet", "release-1", ("base",))
+    assert path == results / "baselines" / "release-1.json" and entries == 2
+    saved = baseline.load(results, "release-1")
+    for name, expected in (("same", {"jax": "within tolerance", "torch": "within tolerance"}),
+                           ("slow", {"jax": "regression", "torch": "regression"})):
+        current = baseline.summarize(baseline.read_rows(results / "merged.parquet", (name,)))
+        verdicts = baseline.judge(saved, current, tolerance=0.05)
+        assert flags(verdicts) == expected, name
+    slow = {v.key["framework"]: v for v in verdicts}
+    assert slow["jax"].change == pytest.approx(1 / 1.2 - 1)
+    assert slow["jax"].changed_versions == ["framework 1.0 -> 1.1"]
+    assert slow["torch"].changed_versions == []
+    table = baseline.verdict_table(verdicts)
+    assert "REGRESSION" in table and "framework 1.0 -> 1.1" in table and "-16.7%" in table
+
+
+def test_a_change_inside_either_sides_noise_or_the_tolerance_is_not_flagged(tmp_path):
+    campaign(tmp_path, "base")
+    campaign(tmp_path, "noisy", throughputs={"jax": (700.0, 1300.0, 1000.0), "torch": (840.0, 845.0, 835.0)})
+    merge(tmp_path, tmp_path / "merged.parquet")
+    baseline.save(tmp_path, tmp_path / "merged.parquet", "b", ("base",))
+    current = baseline.summarize(baseline.read_rows(tmp_path / "merged.parquet", ("noisy",)))
+    verdicts = baseline.judge(baseline.load(tmp_path, "b"), current, tolerance=0.02)
+    # JAX's median is the same but its runs spread widely; PyTorch is 5% faster, outside both tight intervals
+    assert flags(verdicts) == {"jax": "within tolerance", "torch": "improvement"}
+    assert flags(baseline.judge(baseline.load(tmp_path, "b"), current, tolerance=0.10))["torch"] == "within tolerance"
+
+
+def test_the_intervals_decide_when_the_change_passes_the_tolerance():
+    assert baseline.flag_of(-0.2, (900.0, 1100.0), (700.0, 950.0), 0.05) == "within noise"
+    assert baseline.flag_of(-0.2, (990.0, 1010.0), (790.0, 810.0), 0.05) == "regression"
+    assert baseline.flag_of(-0.2, None, (790.0, 810.0), 0.05) == "regression"  # one run: the tolerance alone
+
+
+def test_cells_only_on_one_side_are_named(results):
+    baseline.save(results, results / "merged.parquet", "b", ("base",))
+    saved = baseline.load(results, "b")
+    saved["entries"] = saved["entries"][:1]
+    current = baseline.summarize(baseline.read_rows(results / "merged.parquet", ("same",)))
+    assert sorted(v.flag for v in baseline.judge(saved, current, 0.05)) == ["new", "within tolerance"]
+    assert [v.flag for v in baseline.judge(baseline.load(results, "b"), current[:1], 0.05)].count("missing") == 1
+
+
+def test_bad_names_tolerances_and_campaigns_are_one_sentence(results):
+    with pytest.raises(UsageError, match="may hold only letters"):
+        baseline.save(results, results / "merged.parquet", "../x")
+    with pytest.raises(UsageError, match=r"no baseline 'nope' in .*save one with"):
+        baseline.load(results, "nope")
+    with pytest.raises(UsageError, match="no results of campaign ghost"):
+        baseline.read_rows(results / "merged.parquet", ("ghost",))
+    with pytest.raises(UsageError, match="is not a fraction or a percentage"):
+        baseline.parse_tolerance("five")
+    assert baseline.parse_tolerance("5%") == pytest.approx(0.05) == baseline.parse_tolerance("0.05")
