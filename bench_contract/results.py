@@ -40,6 +40,14 @@ CONTEXT_FIELDS: list[pa.Field] = [
     pa.field("device_model", pa.string()),
     pa.field("device_count", pa.int32()),
     pa.field("device_details", pa.string()),  # JSON: GPUs through NVML (or why not), CPU model and cores
+    # The CPUs the task was bound to, decided once for both frameworks (bench_contract.run.cpu_binding): how many,
+    # which ("0-3,8", or "not available: <reason>") and why; and the intra-op threads the framework computed
+    # with (torch.get_num_threads(); for XLA, the CPU count its pool is sized from) and where that number comes from.
+    pa.field("bound_cpus", pa.int32()),
+    pa.field("bound_cpu_list", pa.string()),
+    pa.field("cpu_binding", pa.string()),
+    pa.field("intra_op_threads", pa.int32()),
+    pa.field("intra_op_threads_source", pa.string()),
     pa.field("hostname", pa.string()),
     pa.field("slurm_job_id", pa.string()),
     pa.field("slurm_array_job_id", pa.string()),
@@ -61,9 +69,20 @@ CONTEXT_FIELDS: list[pa.Field] = [
     pa.field("settings", pa.string()),
 ]
 
+
+def not_available(reason: str) -> str:
+    """The one spelling of a value that could not be measured or read, used in every text field."""
+    return f"not available: {reason}"
+
+
 # Columns added after result files were first written, with the value an older file is read with, so
-# that collect keeps merging those files (they ran once, unpaired).
-ADDED_COLUMN_DEFAULTS: dict[str, Any] = {"trial": 0, "pair_order": "", "settings": ""}
+# that collect keeps merging those files (they ran once, unpaired, and recorded no CPU binding).
+_NOT_RECORDED = not_available("written before the CPU binding was recorded")
+ADDED_COLUMN_DEFAULTS: dict[str, Any] = {
+    "trial": 0, "pair_order": "", "settings": "",
+    "bound_cpus": None, "bound_cpu_list": _NOT_RECORDED, "cpu_binding": _NOT_RECORDED,
+    "intra_op_threads": None, "intra_op_threads_source": _NOT_RECORDED,
+}
 
 MEASUREMENT_FIELDS: list[pa.Field] = [
     pa.field("metric", pa.string()),
@@ -124,11 +143,6 @@ class ResultRows:
 def write_table_atomic(table: pa.Table, path: str | os.PathLike[str]) -> Path:
     """Write to a temporary name in the same folder, then rename: readers see all of the file or none."""
     return publish(path, lambda tmp: pq.write_table(table, tmp))
-
-
-def not_available(reason: str) -> str:
-    """The one spelling of a value that could not be measured or read, used in every text field."""
-    return f"not available: {reason}"
 
 
 def unreadable_reason(path: str | os.PathLike[str]) -> str | None:

@@ -8,11 +8,14 @@ import sys
 import time
 from pathlib import Path
 
-from bench_contract.run import stop_signals
+from bench_contract.run import cpu_binding, stop_signals
 
 # Before the framework's import, which takes seconds: a stop signal in that time is remembered, not fatal, and
 # the cell still gets its failure row (bench_contract.run.stop_signals).
 stop_signals.catch_early()
+# Before the framework's import too, so that every thread it starts inherits the task's CPUs (XLA sizes its
+# pools from them); the same decision in both backends (bench_contract.run.cpu_binding).
+cpu_binding.bind_task_cpus()
 
 import jax
 import jax.numpy as jnp
@@ -96,6 +99,10 @@ def jax_trace(folder: Path):
         yield
 
 
+INTRA_OP_THREADS_SOURCE = ("XLA's CPU client: one intra-op thread per CPU of the process's affinity mask when "
+                           "the client starts (XLA ignores OMP_NUM_THREADS)")
+
+
 class JaxBackend:
     framework = "jax"
     libraries = ["jax", "jaxlib", "flax", "optax"]
@@ -130,6 +137,10 @@ class JaxBackend:
             device_ids=cuda_ordinals([self.device]),
             runtime_versions=runtime_versions(),
             model=None if kind in ("gpu", "cpu") else devices[0].device_kind,
+            # XLA has no thread setting to read back: its CPU client, started by local_devices() above, sized
+            # its intra-op pool from the affinity mask, which is what this records (cpu_binding's docstring).
+            intra_op_threads=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+            threads_source=INTRA_OP_THREADS_SOURCE,
         )
 
     def efficiency(self, spec: JobSpec):

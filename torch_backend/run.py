@@ -6,11 +6,14 @@ import contextlib
 import sys
 from pathlib import Path
 
-from bench_contract.run import stop_signals
+from bench_contract.run import cpu_binding, stop_signals
 
 # Before the framework's import, which takes seconds: a stop signal in that time is remembered, not fatal, and
 # the cell still gets its failure row (bench_contract.run.stop_signals).
 stop_signals.catch_early()
+# Before the framework's import too, so that every thread it starts inherits the task's CPUs (XLA sizes its
+# pools from them); the same decision in both backends (bench_contract.run.cpu_binding).
+cpu_binding.bind_task_cpus()
 
 import numpy as np
 import torch
@@ -133,6 +136,9 @@ class TorchBackend:
             # MASTER_ADDR and MASTER_PORT come from the rendered script (the first node of the allocation).
             dist.init_process_group("nccl" if use_gpu else "gloo", rank=topology.rank, world_size=topology.world_size)
         torch.manual_seed(spec.seed)
+        threads = cpu_binding.current().count
+        if threads:  # as many intra-op threads as bound CPUs, whatever OMP_NUM_THREADS said at import
+            torch.set_num_threads(threads)
         return DeviceSetup(
             kind="gpu" if use_gpu else "cpu",
             count=torch.cuda.device_count() if use_gpu else 1,  # seen; it computes on self.device alone
@@ -141,6 +147,9 @@ class TorchBackend:
             device_ids=(pci_bus_id(self.device),) if use_gpu else (),
             runtime_versions=runtime_versions(),
             unused_accelerators=unused_accelerators(),
+            intra_op_threads=torch.get_num_threads(),
+            threads_source=("torch.get_num_threads(), after torch.set_num_threads(bound CPUs)" if threads else
+                            "torch.get_num_threads(), PyTorch's default: the CPUs could not be bound"),
         )
 
     def param_specs(self, model, sample_shape, num_classes, variant, graph=None):

@@ -29,8 +29,8 @@ from bench_contract.measure.device import environment_context, peak_host_rss_byt
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.models.vision import RANDOM_REGULARISERS
 from bench_contract.models.weights import ParamSpec, load_or_create
-from bench_contract.results import ResultRows
-from bench_contract.run import stop_signals
+from bench_contract.results import ResultRows, not_available
+from bench_contract.run import cpu_binding, stop_signals
 from bench_contract.run.batch_search import run_search, try_efficiency
 from bench_contract.run.failure import clear_failure, exception_reason, write_failure
 from bench_contract.run.inference import InferenceOps, inference_dataset, run_inference
@@ -63,6 +63,10 @@ class DeviceSetup:
     model: str | None = None
     # Accelerators the framework sees but this cell does not use (an Apple GPU beside the CPU), by name.
     unused_accelerators: tuple[str, ...] = ()
+    # The intra-op threads the framework computes with on the CPU, and how that number is set or derived
+    # (bench_contract.run.cpu_binding bound the process first); None and "" where the backend does not say.
+    intra_op_threads: int | None = None
+    threads_source: str = ""
 
 
 class Backend(Protocol):
@@ -241,6 +245,17 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
     }
 
 
+def binding_context(binding: cpu_binding.Binding, setup: DeviceSetup) -> dict[str, Any]:
+    """The CPU binding columns: the CPUs both frameworks of a cell are bound to, and the framework's threads."""
+    return {
+        "bound_cpus": binding.count or None,
+        "bound_cpu_list": binding.cpu_list() if binding.cpus else not_available(binding.reason),
+        "cpu_binding": binding.reason,
+        "intra_op_threads": setup.intra_op_threads,
+        "intra_op_threads_source": setup.threads_source or not_available("the backend does not report its threads"),
+    }
+
+
 def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
              use_case: UseCase = run_use_case) -> ResultRows:
     progress = progress if progress is not None else Progress()
@@ -248,6 +263,7 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
     if spec.framework != backend.framework:
         raise ValueError(f"spec is for framework {spec.framework!r}, this is the {backend.framework} backend")
     progress.phase = "preparing the device"
+    binding = cpu_binding.current()  # a bad CPU count in the environment fails here, with a failure row
     setup = backend.prepare(spec)
     refuse_cpu_beside_gpu(FRAMEWORK_TITLES.get(backend.framework, backend.framework), spec.device, setup.kind,
                           getattr(backend, "no_gpu_cause", "it does not find the GPU"))
@@ -276,6 +292,7 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
             unused_accelerators=setup.unused_accelerators,
         )
     )
+    context.update(binding_context(binding, setup))
     context["precision_policy"] = setup.precision_policy
     context["init_weights_sha256"] = sha
     rows = ResultRows(context)
