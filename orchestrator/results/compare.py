@@ -19,7 +19,11 @@ KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
 # One comparison row: the same device (kind and model), the same cell key, and the same measured settings (a
 # row's `settings`, bench_contract.spec.MEASURED_SETTINGS): runs that differ in any of them are never pooled,
 # and a JAX run is compared only with PyTorch runs on the same kind and model of device.
-ROW_KEY = ["device_kind", "device_model", *KEY, "settings"]
+# On a CPU, the CPUs a run was bound to and its framework's intra-op threads (bench_contract.run.cpu_binding) are
+# settings too: a JAX run on 2 CPUs is never paired or pooled with a PyTorch run on 4. Elsewhere they are left
+# out of the key ("" in with_row_key): the device computes, not the host's threads.
+CPU_SETTINGS = ("bound_cpus", "intra_op_threads")
+ROW_KEY = ["device_kind", "device_model", *KEY, "settings", *CPU_SETTINGS]
 # How a differing setting is named in a row, so a reader sees why one cell has several rows.
 SETTING_WORDS = {
     "torch_compile": {True: "torch.compile", False: "eager"},
@@ -27,6 +31,8 @@ SETTING_WORDS = {
     "data_source": {"real": "real data", "synthetic": "synthetic"},
     "batch_search": {True: "largest batch", False: "fixed batch"},
 }
+# Settings that are counts, named by their unit ("2 CPUs", "1 node").
+SETTING_UNITS = {"nodes": "node", "bound_cpus": "CPU", "intra_op_threads": "thread"}
 FRAMEWORKS = ("jax", "torch")
 
 # Summary metrics shown in tables, in order, with a short column title and a unit for the header.
@@ -62,37 +68,123 @@ def run_values(df, metric: str):
     return rows.groupby([*ROW_KEY, "framework", *run], dropna=False)["value"].median()
 
 
+RUN = ("campaign", "cell_id", "trial", "framework")  # what identifies one run of one framework in the merged rows
+
+
+def highest_per(df, metric: str, group: list[str]):
+    """The highest value of `metric` any run recorded per `group` (summary rows, measured values only)."""
+    is_summary = df["step"].isna() & df["epoch"].isna()
+    recorded = df[is_summary & (df["metric"] == metric) & df["value"].notna()]
+    return recorded.groupby(group, dropna=False)["value"].max()
+
+
+def looked_up(df, mask, series, keys: list[str]) -> np.ndarray:
+    """`series`' value for every row of `df` in `mask`, matched on the columns `keys` (NaN where it has none)."""
+    return df.loc[mask, keys].join(series.rename("_looked_up"), on=keys)["_looked_up"].to_numpy(dtype=float)
+
+
+def summary_metric(df, metric: str):
+    return df["step"].isna() & df["epoch"].isna() & (df["metric"] == metric)
+
+
+# One peak FLOP/s per device kind, model and precision; one bandwidth per device kind and model (the bandwidth is
+# measured with float32 copies whatever the cell's precision: it is the memory's, not the arithmetic's).
+PEAK_GROUP = ["device_kind", "device_model", "precision"]
+BANDWIDTH_GROUP = ["device_kind", "device_model"]
+SHARED_NOTE = ("shared by both frameworks: the highest {metric} any run of either recorded on this device kind "
+               "and model{precision} (comparison, orchestrator.results.compare)")
+
+
 def with_shared_peak(df):
     """Every run's MFU against one peak per device kind, device model and precision, the same for both
     frameworks: the highest `peak_flops` any run recorded there (a GPU's datasheet figure; on a CPU, the best
     of the frameworks' own matmul calibrations). Each backend divides by its own peak, and two calibrations on
-    one CPU differ (69 against 88 GFLOP/s here), which would make the MFU of the two sides incomparable."""
-    run = [c for c in ("campaign", "cell_id", "trial") if c in df]
-    device = ["device_kind", "device_model", "precision"]
-    is_summary = df["step"].isna() & df["epoch"].isna()
-    peaks = df[is_summary & (df["metric"] == "peak_flops") & df["value"].notna()]
-    if peaks.empty or not (df["metric"] == "mfu").any():
+    one CPU differ (69 against 88 GFLOP/s here), which would make the MFU of the two sides incomparable. The
+    peak_flops rows then say the shared peak too."""
+    run = [c for c in RUN if c in df]
+    shared = highest_per(df, "peak_flops", PEAK_GROUP)
+    if shared.empty or not (df["metric"] == "mfu").any():
         return df
-    shared = peaks.groupby(device, dropna=False)["value"].max().rename("shared_peak")
-    own = peaks.drop_duplicates([*device, *run]).set_index([*device, *run])["value"].rename("own_peak")
-    mfu = is_summary & (df["metric"] == "mfu")
-    scale = (df.loc[mfu, [*device, *run]].join(own, on=[*device, *run]).join(shared, on=device))
+    own = df[summary_metric(df, "peak_flops") & df["value"].notna()].drop_duplicates([*PEAK_GROUP, *run])
+    own = own.set_index([*PEAK_GROUP, *run])["value"]
     df = df.copy()
-    df.loc[mfu, "value"] = df.loc[mfu, "value"].to_numpy() * (scale["own_peak"] / scale["shared_peak"]).to_numpy()
+    mfu = summary_metric(df, "mfu")
+    scale = looked_up(df, mfu, own, [*PEAK_GROUP, *run]) / looked_up(df, mfu, shared, PEAK_GROUP)
+    df.loc[mfu, "value"] = df.loc[mfu, "value"].to_numpy() * scale
+    peak = summary_metric(df, "peak_flops")
+    df.loc[peak, "value"] = looked_up(df, peak, shared, PEAK_GROUP)
+    if "note" in df:
+        df.loc[peak, "note"] = SHARED_NOTE.format(metric="peak_flops", precision=" at this precision")
+    return df
+
+
+def with_shared_roofline(df):
+    """Every run's roofline against one memory bandwidth per device kind and model, the same for both
+    frameworks: the highest `peak_bandwidth` any run recorded there (a GPU's datasheet figure; on a CPU the
+    best of the frameworks' own scale-operation measurements, which differ: 3.5 against 8.4 GB/s here, the
+    slower one measuring its framework's copy, not the memory). Each run's peak_bandwidth, ridge_point (the
+    shared peak FLOP/s over the shared bandwidth) and compute_bound (its own arithmetic intensity against that
+    ridge) are rewritten, with notes that say so where the frame has notes; an intensity that was not
+    measured leaves compute_bound not available."""
+    bandwidth = highest_per(df, "peak_bandwidth", BANDWIDTH_GROUP)
+    if bandwidth.empty:
+        return df
+    run = [c for c in RUN if c in df]
+    peak = highest_per(df, "peak_flops", PEAK_GROUP)
+    intensity = df[summary_metric(df, "arithmetic_intensity") & df["value"].notna()]
+    intensity = intensity.drop_duplicates([*PEAK_GROUP, *run]).set_index([*PEAK_GROUP, *run])["value"]
+    df = df.copy()
+    rows = summary_metric(df, "peak_bandwidth")
+    df.loc[rows, "value"] = looked_up(df, rows, bandwidth, BANDWIDTH_GROUP)
+    rows = summary_metric(df, "ridge_point")
+    ridge = looked_up(df, rows, peak, PEAK_GROUP) / looked_up(df, rows, bandwidth, BANDWIDTH_GROUP)
+    df.loc[rows, "value"] = ridge
+    rows = summary_metric(df, "compute_bound")
+    ridge = looked_up(df, rows, peak, PEAK_GROUP) / looked_up(df, rows, bandwidth, BANDWIDTH_GROUP)
+    own = looked_up(df, rows, intensity, [*PEAK_GROUP, *run])
+    df.loc[rows, "value"] = np.where(np.isnan(own) | np.isnan(ridge), np.nan, (own >= ridge).astype(float))
+    if "note" in df:
+        df = with_shared_roofline_notes(df, own, ridge)
+    return df
+
+
+def with_shared_roofline_notes(df, intensity: np.ndarray, ridge: np.ndarray):
+    """The notes of the rewritten roofline rows (df already copied); intensity and ridge: per compute_bound row."""
+    df.loc[summary_metric(df, "peak_bandwidth"), "note"] = SHARED_NOTE.format(metric="peak_bandwidth", precision="")
+    rows = summary_metric(df, "ridge_point")
+    df.loc[rows, "note"] = ["shared peak FLOP/s / shared peak bandwidth" if not np.isnan(v)
+                            else "not available: needs both a peak FLOP/s and a peak bandwidth on this device"
+                            for v in df.loc[rows, "value"]]
+    df.loc[summary_metric(df, "compute_bound"), "note"] = [
+        "not available: needs the arithmetic intensity and the ridge point" if np.isnan(i) or np.isnan(r) else
+        f"{'compute' if i >= r else 'memory'}-bound: intensity {i:.3g} FLOP/byte against the shared ridge point "
+        f"of {r:.3g}" for i, r in zip(intensity, ridge)]
     return df
 
 
 def with_row_key(df):
-    """The frame with every ROW_KEY column (a table from before a column existed reads it as empty)."""
+    """The frame with every ROW_KEY column (a table from before a column existed reads it as empty), the CPU
+    settings as text: the count on a CPU, "" where not recorded or the device is not the CPU."""
+    import pandas as pd
+
     missing = {c: "" for c in ROW_KEY if c not in df}
-    return df.assign(**missing) if missing else df
+    df = df.assign(**missing) if missing else df
+    on_cpu = df["device_kind"] == "cpu"
+    texts = {}
+    for column in CPU_SETTINGS:
+        numbers = pd.to_numeric(df[column], errors="coerce")
+        texts[column] = [str(int(n)) if cpu and not np.isnan(n) else "" for n, cpu in zip(numbers, on_cpu)]
+    return df.assign(**texts)
 
 
 def setting_label(name: str, value) -> str:
     if name in SETTING_WORDS and value in SETTING_WORDS[name]:
         return SETTING_WORDS[name][value]
-    if name == "nodes":
-        return f"{value} node" + ("s" if value != 1 else "")
+    if name in SETTING_UNITS:
+        unit = SETTING_UNITS[name]
+        if value is None:
+            return f"{unit}s not recorded"
+        return f"{value} {unit}" + ("s" if int(value) != 1 else "")
     if name == "tasks_per_node":
         return f"{value} per node"
     return f"{name} {value}"
@@ -106,10 +198,13 @@ def differing_settings(frame):
     labels = {}
     for _, block in frame.groupby(["device_kind", "device_model", *KEY], dropna=False):
         parsed = {s: json.loads(s) if s else {} for s in block["settings"].unique()}
-        names = sorted({n for a in parsed.values() for b in parsed.values() for n in a.keys() | b.keys()
+        # The spec's settings, and on a CPU the binding (with_row_key leaves it "" elsewhere).
+        settings = {index: parsed[text] | {c: block.at[index, c] for c in CPU_SETTINGS if block.at[index, c]}
+                    for index, text in zip(block.index, block["settings"])}
+        names = sorted({n for a in settings.values() for b in settings.values() for n in a.keys() | b.keys()
                         if a.get(n) != b.get(n)})
-        for index, settings in zip(block.index, block["settings"]):
-            labels[index] = ", ".join(setting_label(n, parsed[settings].get(n)) for n in names)
+        for index, values in settings.items():
+            labels[index] = ", ".join(setting_label(n, values.get(n)) for n in names)
     return [labels[i] for i in frame.index]
 
 
@@ -179,7 +274,7 @@ def comparison_frame(df):
     if "model_variant" in df:
         # A tiny variant is a different network: it is labelled as such, never merged with the full one.
         df = df.assign(model=[m if v in ("full", "", None) else f"{m} ({v})" for m, v in zip(df["model"], df["model_variant"])])
-    df = with_shared_peak(with_row_key(df))
+    df = with_shared_roofline(with_shared_peak(with_row_key(df)))
     rows = summary_rows(df)
     present = [m for m, _, _ in TABLE_METRICS if m in set(rows["metric"])]
     medians = (

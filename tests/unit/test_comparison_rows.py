@@ -11,12 +11,14 @@ from bench_contract.spec import JobSpec
 from orchestrator.results.compare import comparison_frame, display_rows
 
 
-def write_run(root, campaign, framework, throughput, device=("cpu", "CPU X"), **settings):
-    """One task's result file, its identity columns made from a real job spec as the backend makes them."""
-    values = dict(campaign=campaign, cell_id=f"{framework}-cell", pair_key="cell", framework=framework,
-                  benchmark="digits", use_case=5, model="mlp", batch_size=32, precision="fp32") | settings
+def write_run(root, campaign, framework, throughput, device=("cpu", "CPU X"), cpus=2, **settings):
+    """One task's result file, its identity columns made from a real job spec as the backend makes them, bound
+    to `cpus` CPUs with as many intra-op threads."""
+    values = {"campaign": campaign, "cell_id": f"{framework}-cell", "pair_key": "cell", "framework": framework,
+              "benchmark": "digits", "use_case": 5, "model": "mlp", "batch_size": 32, "precision": "fp32"} | settings
     spec = JobSpec(**values)
-    context = result_context(**base_context(spec), device_kind=device[0], device_model=device[1])
+    context = result_context(**base_context(spec), device_kind=device[0], device_model=device[1], bound_cpus=cpus,
+                             intra_op_threads=cpus)
     rows = ResultRows(context)
     rows.add("throughput", throughput, "samples/s")
     rows.write(root / campaign / "rows" / framework / f"{framework}-cell.parquet")
@@ -30,9 +32,9 @@ def two_campaigns(tmp_path, first: dict, second: dict):
 
 
 @pytest.mark.parametrize("first, second, words", [
-    (dict(), dict(torch_compile=True), {"eager", "torch.compile"}),
-    (dict(), dict(data_source="synthetic"), {"real data", "synthetic"}),
-    (dict(use_case=2), dict(use_case=2, nodes=2), {"1 node", "2 nodes"}),
+    ({}, {"torch_compile": True}, {"eager", "torch.compile"}),
+    ({}, {"data_source": "synthetic"}, {"real data", "synthetic"}),
+    ({"use_case": 2}, {"use_case": 2, "nodes": 2}, {"1 node", "2 nodes"}),
 ])
 def test_campaigns_that_differ_in_a_setting_give_a_row_each_named_by_it(tmp_path, first, second, words):
     frame = two_campaigns(tmp_path, first, second)
@@ -45,7 +47,7 @@ def test_campaigns_that_differ_in_a_setting_give_a_row_each_named_by_it(tmp_path
 
 
 def test_runs_with_the_same_settings_are_pooled_as_trials(tmp_path):
-    frame = two_campaigns(tmp_path, dict(), dict())
+    frame = two_campaigns(tmp_path, {}, {})
     assert len(frame) == 1 and frame["runs_jax_torch"].iloc[0] == "2/2" and frame["differs_in"].iloc[0] == ""
     headers, _ = display_rows(frame, "CPU X")
     assert "settings" not in headers  # the column appears only where a cell has several rows
@@ -58,7 +60,7 @@ def test_a_jax_run_on_the_cpu_is_never_compared_with_a_pytorch_run_on_a_gpu(tmp_
 
 
 def test_collect_prints_the_two_rows_with_the_differing_setting(tmp_path):
-    two_campaigns(tmp_path, dict(), dict(torch_compile=True))
+    two_campaigns(tmp_path, {}, {"torch_compile": True})
     proc = run_cli("collect", "--results-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.lstrip().startswith("digits")]
@@ -67,16 +69,31 @@ def test_collect_prints_the_two_rows_with_the_differing_setting(tmp_path):
     assert any("eager" in line and "2.00x" in line for line in lines)
 
 
+def test_cpu_runs_on_different_numbers_of_cpus_are_never_paired_and_the_row_says_so(tmp_path):
+    """A JAX run bound to 2 CPUs against a PyTorch run on 4 measures the thread counts, not the frameworks."""
+    frame = comparison_frame(pd.concat([write_run(tmp_path, "a", "jax", 2000, cpus=2),
+                                        write_run(tmp_path, "a", "torch", 1000, cpus=4)]))
+    assert len(frame) == 2 and frame["speedup"].isna().all()
+    assert set(frame["differs_in"]) == {"2 CPUs, 2 threads", "4 CPUs, 4 threads"}
+    headers, rows = display_rows(frame, "CPU X")
+    assert {row[headers.index("settings")] for row in rows} == {"2 CPUs, 2 threads", "4 CPUs, 4 threads"}
+    # On a GPU the device computes: the host's CPUs do not split the comparison.
+    frame = comparison_frame(pd.concat([write_run(tmp_path, "a", "jax", 2000, device=("gpu", "H100"), cpus=8),
+                                        write_run(tmp_path, "a", "torch", 1000, device=("gpu", "H100"), cpus=16)]))
+    assert len(frame) == 1 and frame["speedup"].iloc[0] == 2.0
+
+
 def test_mfu_of_both_frameworks_divides_by_one_peak_per_device_and_precision():
     """Each backend divides by its own CPU calibration (here 69 and 88 GFLOP/s): the comparison divides both
     by the device's one peak, the highest recorded, so equal achieved FLOP/s give equal MFU."""
     from orchestrator.results.compare import with_shared_peak
 
     def run(framework, peak, achieved):
-        base = dict(device_kind="cpu", device_model="CPU X", precision="fp32", campaign="a",
-                    cell_id=f"{framework}-c", trial=0, framework=framework, step=float("nan"), epoch=float("nan"))
-        return [base | dict(metric="peak_flops", value=peak), base | dict(metric="achieved_flops", value=achieved),
-                base | dict(metric="mfu", value=achieved / peak)]
+        base = {"device_kind": "cpu", "device_model": "CPU X", "precision": "fp32", "campaign": "a",
+                "cell_id": f"{framework}-c", "trial": 0, "framework": framework, "step": float("nan"),
+                "epoch": float("nan")}
+        return [base | {"metric": "peak_flops", "value": peak}, base | {"metric": "achieved_flops", "value": achieved},
+                base | {"metric": "mfu", "value": achieved / peak}]
 
     frame = with_shared_peak(pd.DataFrame(run("jax", 69e9, 50e9) + run("torch", 88e9, 50e9)))
     mfu = frame[frame.metric == "mfu"].set_index("framework")["value"]

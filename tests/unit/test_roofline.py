@@ -66,3 +66,60 @@ def test_no_roofline_without_its_metrics(tmp_path):
     merged_results(tmp_path)
     assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
     assert not list((tmp_path / "report" / "plots").glob("roofline_*"))
+
+
+def roofline_run(framework, peak, bandwidth, intensity):
+    """A CPU run's summary rows as the backend records them: its own peak and bandwidth, its own ridge point."""
+    base = {"device_kind": "cpu", "device_model": "CPU X", "precision": "fp32", "campaign": "a",
+            "cell_id": f"{framework}-c", "trial": 0, "framework": framework, "step": float("nan"),
+            "epoch": float("nan"), "note": "measured"}
+    own_ridge = peak / bandwidth
+    return [base | {"metric": m, "value": v} for m, v in (
+        ("peak_flops", peak), ("peak_bandwidth", bandwidth), ("arithmetic_intensity", intensity),
+        ("ridge_point", own_ridge), ("compute_bound", float(intensity >= own_ridge)))]
+
+
+def test_both_frameworks_roofline_against_one_bandwidth_per_device():
+    """Each backend measures its own CPU bandwidth (3.5 against 8.4 GB/s here) and its own peak (69 against
+    88 GFLOP/s): the same intensity of 15 FLOP/byte was memory-bound in JAX's row (ridge 19.7) and compute-bound
+    in PyTorch's (ridge 10.5). The comparison puts both against the device's one ridge, from the highest of each."""
+    import pandas as pd
+
+    from orchestrator.results.compare import with_shared_roofline
+
+    frame = with_shared_roofline(pd.DataFrame(roofline_run("jax", 69e9, 3.5e9, 15.0)
+                                              + roofline_run("torch", 88e9, 8.4e9, 15.0)))
+    got = frame.set_index(["framework", "metric"])
+    for framework in ("jax", "torch"):
+        assert got.loc[(framework, "peak_bandwidth"), "value"] == 8.4e9
+        assert got.loc[(framework, "ridge_point"), "value"] == pytest.approx(88 / 8.4)
+        assert got.loc[(framework, "compute_bound"), "value"] == 1.0
+        assert got.loc[(framework, "peak_bandwidth"), "note"].startswith("shared by both frameworks: the highest")
+        assert "shared ridge point" in got.loc[(framework, "compute_bound"), "note"]
+        assert got.loc[(framework, "arithmetic_intensity"), "value"] == 15.0  # each run's own
+
+
+def test_the_comparison_shows_the_bound_against_the_shared_ridge():
+    import pandas as pd
+
+    from orchestrator.results.compare import comparison_frame
+
+    rows = roofline_run("jax", 69e9, 3.5e9, 15.0) + roofline_run("torch", 88e9, 8.4e9, 15.0)
+    rows += [row | {"metric": "throughput", "value": 1000.0} for row in rows[:1] + rows[5:6]]
+    frame = comparison_frame(pd.DataFrame(rows).assign(benchmark="digits", use_case=1, model="mlp", batch_size=32))
+    assert len(frame) == 1
+    assert frame["jax_compute_bound"].iloc[0] == frame["torch_compute_bound"].iloc[0] == 1.0
+
+
+def test_a_run_without_an_intensity_stays_without_a_bound():
+    import pandas as pd
+
+    from orchestrator.results.compare import with_shared_roofline
+
+    rows = roofline_run("jax", 69e9, 3.5e9, 15.0) + roofline_run("torch", 88e9, 8.4e9, 15.0)
+    rows = [r if not (r["framework"] == "jax" and r["metric"] in ("arithmetic_intensity", "compute_bound"))
+            else r | {"value": float("nan"), "note": "not available: no bytes"} for r in rows]
+    got = with_shared_roofline(pd.DataFrame(rows)).set_index(["framework", "metric"])
+    assert math.isnan(got.loc[("jax", "compute_bound"), "value"])
+    assert got.loc[("jax", "compute_bound"), "note"].startswith("not available: ")
+    assert got.loc[("jax", "peak_bandwidth"), "value"] == 8.4e9
