@@ -39,6 +39,7 @@ from pathlib import Path
 
 from orchestrator.errors import OrchestratorError
 from orchestrator.results.compare import KEY, ROW_KEY
+from orchestrator.results.views import curve_frame, use_case_lines
 from orchestrator.run.submit import LOG_LINES, log_tail
 from orchestrator.tables import format_table
 
@@ -489,7 +490,8 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
     failures_path = write_failures(failures or results_dir / FAILURES, missing)
     for line in missing_lines(missing, failures_path):
         report(line)
-    for line in summary_lines(summary_frame(collected.generation or output)):  # the generation just merged
+    merged = collected.generation or output  # the generation just merged
+    for line in summary_lines(summary_frame(merged), curve_frame(merged)):
         report(line)
     for line in unreadable_lines(collected.skipped, missing):  # last, where it cannot be missed
         report(line)
@@ -540,12 +542,12 @@ def missing_lines(missing: list[dict], failures_path: Path) -> list[str]:
     return lines
 
 
-def summary_lines(summary) -> list[str]:
-    """JAX against PyTorch per device model, then data-parallel scaling and the largest batches, where collected."""
-    lines = [f"\n{device_model}\n{table}" for device_model, table in comparison_tables(summary).items()]
-    scaling = scaling_table(summary)
-    if scaling:
-        lines.append(f"\nData-parallel scaling (same global batch as one process):\n{scaling}")
+def summary_lines(summary, curves=None) -> list[str]:
+    """JAX against PyTorch per device model, one table per use case (orchestrator.results.views: the training
+    table's time to accuracy reads the per-epoch `curves`), then the largest batches, where collected."""
+    import pandas as pd
+
+    lines = use_case_lines(summary if curves is None else pd.concat([summary, curves], ignore_index=True))
     searched = batch_search_table(summary)
     if searched:
         lines.append(f"\nLargest batch that fits (each try a fresh process):\n{searched}")

@@ -1,0 +1,316 @@
+"""A table per use case: what each use case is for, JAX against PyTorch, narrow enough for a person to read.
+
+The comparison (compare.comparison_frame) has every summary metric of every cell: printed whole it is 32
+columns wide. Each use case is run for a few of them, so `collect` and `report` show those only:
+- training (use case 1): throughput, step time, the time each side took to reach the validation accuracy
+  that both reached (the lower of the two sides' final validation accuracies), and the final test accuracy;
+- data parallel (2, 4): processes, throughput per device and scaling efficiency against one process;
+- per-sample gradients (3, 4): the DP-SGD step's throughput, and the clipped per-sample gradient sum by `vmap`
+  and by a per-example loop, with the vectorisation speed-up;
+- inference (5): latency percentiles per batch and throughput.
+Every column, these and the rest, is in report.csv (use_case_frame) and in merged.parquet.
+
+A cell has one line per framework (JAX, then PyTorch): the two side by side in columns would be twice as
+wide. A column whose value is the same on every line (precision, runs) is said once above the table, and the
+use case is a column only in the tables that hold two (data parallel, per-sample).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bench_contract.measure.timing import CV_THRESHOLD
+from bench_contract.spec import FRAMEWORK_TITLES
+from orchestrator.results.compare import (
+    FRAMEWORKS,
+    KEY,
+    ROW_KEY,
+    comparison_frame,
+    format_speedup,
+    format_value,
+    summary_rows,
+    with_row_key,
+)
+
+# Per-framework summary metrics the use-case tables show besides compare.TABLE_METRICS.
+EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vectorized_time_p50",
+                 "per_sample_grads_loop_time_p50", "vectorization_speedup"]
+CURVE_METRICS = ["val_accuracy", "epoch_time"]
+RUN = ["campaign", "cell_id", "trial"]  # what identifies one run of a cell (compare.run_values)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str  # a column of use_case_frame; per framework it is prefixed: jax_<name>, torch_<name>
+    header: str  # a line break makes a two-line header, so the column is as narrow as its values
+    text: Callable[[object, str], str]  # (the frame's row, the full column name) -> the cell's text
+    per_framework: bool = True
+
+
+@dataclass(frozen=True)
+class View:
+    title: str
+    use_cases: tuple[int, ...]
+    columns: tuple[Column, ...]
+
+
+@dataclass
+class ViewTable:
+    """One use case's table on one device model, ready for text, Markdown, LaTeX or HTML."""
+    title: str
+    said_once: list[str]  # the values common to every line ("fp32", "runs JAX/PyTorch 1/1")
+    headers: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+    key_columns: int = 0  # the leading columns that name the cell (left-aligned)
+
+    @property
+    def caption(self) -> str:
+        return self.title + (f" ({'; '.join(self.said_once)})" if self.said_once else "")
+
+
+def missing(value) -> bool:
+    """None or NaN: a value that was not measured (compare.format_value reads both as n/a)."""
+    return value is None or bool(np.isnan(value))
+
+
+def metric_text(metric: str) -> Callable[[object, str], str]:
+    return lambda row, column: format_value(metric, row.get(column))
+
+
+def pattern_text(pattern: str) -> Callable[[object, str], str]:
+    def text(row, column):
+        value = row.get(column)
+        return "n/a" if missing(value) else pattern.format(value)
+
+    return text
+
+
+THROUGHPUT = Column("throughput", "samples/s", metric_text("throughput"))
+SPEEDUP = Column("speedup", "speed-up JAX/PyTorch\n[95% CI]", lambda row, _: format_speedup(row), per_framework=False)
+MS = metric_text("step_time_p50")  # three significant digits, thousands separated above 100
+
+VIEWS = (
+    View("Training", (1,), (
+        THROUGHPUT, SPEEDUP,
+        Column("step_time_p50", "step p50\nms", MS),
+        Column("accuracy_target", "val acc\ntarget", metric_text("test_accuracy"), per_framework=False),
+        Column("time_to_target", "s to\ntarget", MS),
+        Column("test_accuracy", "test\nacc", metric_text("test_accuracy")),
+    )),
+    View("Data parallel", (2, 4), (
+        Column("processes", "pro-\ncesses", pattern_text("{:.0f}"), per_framework=False), SPEEDUP,
+        Column("throughput_per_device", "samples/s\nper device", metric_text("throughput")),
+        Column("scaling_efficiency", "scaling\nefficiency", pattern_text("{:.0%}")),
+    )),
+    View("Per-sample gradients (DP-SGD)", (3, 4), (
+        Column("throughput", "DP-SGD\nsamples/s", metric_text("throughput")), SPEEDUP,
+        Column("per_sample_grads_vectorized_time_p50", "vmap\nms", MS),
+        Column("per_sample_grads_loop_time_p50", "loop\nms", MS),
+        Column("vectorization_speedup", "vmap\nspeed-up", pattern_text("{:.1f}x")),
+    )),
+    View("Inference", (5,), (
+        THROUGHPUT, SPEEDUP,
+        Column("step_time_p50", "latency\np50 ms", MS),
+        Column("step_time_p95", "latency\np95 ms", MS),
+        Column("step_time_p99", "latency\np99 ms", MS),
+    )),
+)
+
+
+# --- the frame: the comparison, with what the use cases need beside it ----------------------------------
+
+def use_case_frame(df):
+    """compare.comparison_frame, one row per comparison row, with per framework the EXTRA_METRICS' medians,
+    the scaling efficiency, the time to the accuracy target, and per row the processes and the target."""
+    frame = comparison_frame(df)
+    if frame.empty:
+        return frame
+    labelled = with_variant_label(with_row_key(df))
+    summary = summary_rows(labelled)
+    frame = frame.merge(framework_medians(summary, EXTRA_METRICS), on=ROW_KEY, how="left")
+    sizes = [frame[c] for c in (f"{fw}_world_size" for fw in FRAMEWORKS) if c in frame]
+    frame["processes"] = np.fmax.reduce(sizes) if sizes else np.nan
+    frame = with_scaling_efficiency(frame, summary)
+    return with_time_to_target(frame, labelled)
+
+
+def with_variant_label(df):
+    """The model named as compare.comparison_frame names it: a tiny variant is "mlp (tiny)", never the full one."""
+    if "model_variant" not in df:
+        return df
+    return df.assign(model=[m if v in ("full", "", None) else f"{m} ({v})" for m, v in zip(df["model"], df["model_variant"])])
+
+
+def framework_medians(summary, metrics: list[str]):
+    """Per comparison row (ROW_KEY), the median over runs of each metric per framework, as <framework>_<metric>
+    columns; a metric or framework with no value is NaN."""
+    import pandas as pd
+
+    rows = summary[summary["metric"].isin(metrics)]
+    wide = rows.groupby([*ROW_KEY, "framework", "metric"], dropna=False)["value"].median().unstack(["metric", "framework"])
+    out = pd.DataFrame(index=wide.index)
+    for metric in metrics:
+        for framework in FRAMEWORKS:
+            column = wide.get((metric, framework)) if len(wide.columns) else None
+            out[f"{framework}_{metric}"] = column if column is not None else np.nan
+    return out.reset_index() if len(out) else pd.DataFrame(columns=[*ROW_KEY, *out.columns])
+
+
+def with_scaling_efficiency(frame, summary):
+    """<framework>_scaling_efficiency from collect.scaling_frame (the same global batch on one process), for
+    the rows that ran on several processes; NaN elsewhere and where no one-process cell was collected."""
+    from orchestrator.results.collect import scaling_frame
+
+    scaling = scaling_frame(summary)
+    for framework in FRAMEWORKS:
+        frame[f"{framework}_scaling_efficiency"] = np.nan
+    if scaling.empty:
+        return frame
+    place = ["device_model", *KEY, "processes"]
+    efficiency = scaling.assign(processes=scaling["world_size"].astype(float)).pivot_table(
+        index=place, columns="framework", values="efficiency", aggfunc="median")
+    for framework in FRAMEWORKS:
+        if framework in efficiency:
+            looked_up = efficiency[framework].reindex(list(frame[place].itertuples(index=False, name=None)))
+            frame[f"{framework}_scaling_efficiency"] = looked_up.to_numpy()
+    return frame
+
+
+def with_time_to_target(frame, labelled):
+    """accuracy_target: the lower of the two frameworks' final validation accuracies (medians over runs), which
+    both reached; <framework>_time_to_target: the training time (the epochs' wall time, summed) a run took to
+    first reach it, median over the runs that did. NaN without both frameworks' validation curves."""
+    frame["accuracy_target"] = np.nan
+    for framework in FRAMEWORKS:
+        frame[f"{framework}_time_to_target"] = np.nan
+    runs = run_curves(labelled)
+    if not runs:
+        return frame
+    for index, row in frame.iterrows():
+        key = tuple(row[c] for c in ROW_KEY)
+        sides = {fw: runs.get((*key, fw), []) for fw in FRAMEWORKS}
+        if not all(sides.values()):
+            continue
+        target = min(np.median([acc[-1] for acc, _ in side]) for side in sides.values())
+        frame.at[index, "accuracy_target"] = target
+        for framework, side in sides.items():
+            reached = [first_time_at(acc, elapsed, target) for acc, elapsed in side]
+            reached = [t for t in reached if not missing(t)]
+            frame.at[index, f"{framework}_time_to_target"] = np.median(reached) if reached else np.nan
+    return frame
+
+
+def run_curves(labelled) -> dict[tuple, list[tuple[np.ndarray, np.ndarray]]]:
+    """(*ROW_KEY, framework) -> per run, its validation accuracy per epoch and the training time elapsed at the
+    end of each epoch, in epoch order. Runs without both curves, or with epochs missing from one, are left out."""
+    if "epoch" not in labelled:
+        return {}
+    rows = labelled[labelled["metric"].isin(CURVE_METRICS) & labelled["epoch"].notna() & labelled["step"].isna()]
+    run = [c for c in RUN if c in rows]
+    curves: dict[tuple, list] = {}
+    for group, block in rows.groupby([*ROW_KEY, "framework", *run], dropna=False):
+        epochs = block.pivot_table(index="epoch", columns="metric", values="value", aggfunc="median").sort_index()
+        if not set(CURVE_METRICS) <= set(epochs.columns) or epochs[CURVE_METRICS].isna().any().any():
+            continue
+        key = group[:len(ROW_KEY) + 1]
+        accuracy = epochs["val_accuracy"].to_numpy(dtype=float)
+        curves.setdefault(key, []).append((accuracy, np.cumsum(epochs["epoch_time"].to_numpy(dtype=float))))
+    return curves
+
+
+def first_time_at(accuracy: np.ndarray, elapsed: np.ndarray, target: float) -> float:
+    """The elapsed time at the first epoch whose accuracy reaches the target (NaN when none does). The target
+    is a median of final accuracies; a float's last bit must not decide whether it was reached."""
+    reached = np.flatnonzero(accuracy >= target - 1e-9)
+    return float(elapsed[reached[0]]) if len(reached) else float("nan")
+
+
+def curve_frame(merged: Path):
+    """The per-epoch validation accuracy and epoch time of every run, from the merged dataset: what
+    use_case_frame needs beside the summary rows (collect.summary_frame) for the time to the target."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    wanted = [*ROW_KEY, "model_variant", "framework", *RUN, "metric", "value", "unit", "epoch", "step"]
+    present = set(ds.dataset(merged, format="parquet").schema.names)
+    curves = ds.field("step").is_null() & ds.field("epoch").is_valid() & ds.field("metric").isin(CURVE_METRICS)
+    return pq.read_table(merged, columns=[c for c in wanted if c in present], filters=curves).to_pandas()
+
+
+# --- the tables -------------------------------------------------------------------------------------
+
+def view_tables(frame) -> list[ViewTable]:
+    """Every use case's table on every device model that ran it, device models in order."""
+    if frame.empty:
+        return []
+    tables = []
+    for device in sorted(str(d) for d in frame["device_model"].unique()):
+        for view in VIEWS:
+            table = view_table(frame, view, device)
+            if table is not None:
+                tables.append(table)
+    return tables
+
+
+def view_table(frame, view: View, device: str) -> ViewTable | None:
+    """The view's table of one device model's comparison rows, or None when it ran no cell of the view."""
+    block = frame[(frame["device_model"].astype(str) == device) & frame["use_case"].isin(view.use_cases)]
+    block = block[[measured(row, view) for _, row in block.iterrows()]]
+    if block.empty:
+        return None
+    block = block.sort_values(["benchmark", "model", "use_case", "batch_size", "precision", "settings"])
+    said_once, keys = [], ["benchmark"] + (["use_case"] if len(view.use_cases) > 1 else []) + ["model", "batch_size"]
+    for column, words in (("precision", "{}"), ("runs_jax_torch", "runs JAX/PyTorch {}")):
+        if block[column].nunique() == 1:
+            said_once.append(words.format(block[column].iloc[0]))
+        else:
+            keys.append(column)
+    if block["differs_in"].astype(bool).any():
+        keys.append("differs_in")
+    wide = block["spread_too_wide"].astype(bool)
+    headers = [KEY_HEADERS[k] for k in keys] + ["framework"] + [c.header for c in view.columns]
+    headers += ["spread"] if wide.any() else []
+    rows = []
+    for _, row in block.iterrows():
+        for k, framework in enumerate(FRAMEWORKS):
+            first = k == 0  # the cell's key and its one-per-cell values go on its first line only
+            cells = [key_text(row, c) if first else "" for c in keys] + [FRAMEWORK_TITLES[framework]]
+            cells += [c.text(row, f"{framework}_{c.name}") if c.per_framework else c.text(row, c.name) if first
+                      else "" for c in view.columns]
+            cells += ["wide" if first and row["spread_too_wide"] else ""] if wide.any() else []
+            rows.append(cells)
+    notes = [f"spread too wide (CV > {CV_THRESHOLD:.0%}), {row['benchmark']} {row['model']} batch {row['batch_size']}: "
+             f"{row['spread_too_wide']}" for _, row in block[wide].iterrows()]
+    return ViewTable(f"{view.title} on {device}", said_once, headers, rows, notes, key_columns=len(keys))
+
+
+KEY_HEADERS = {"benchmark": "benchmark", "use_case": "use case", "model": "model", "batch_size": "batch",
+               "precision": "precision", "runs_jax_torch": "runs", "differs_in": "settings"}
+
+
+def key_text(row, column: str) -> str:
+    return str(row[column]) if row[column] != "" else "-"
+
+
+def measured(row, view: View) -> bool:
+    """Whether either framework has a value in one of the view's own columns (a batch-search cell has none:
+    it has its own table)."""
+    names = [f"{fw}_{c.name}" for c in view.columns if c.per_framework for fw in FRAMEWORKS]
+    return not all(missing(row.get(name)) for name in names)
+
+
+def table_text(table: ViewTable) -> str:
+    """A use case's table as text for the terminal, its caption above and its notes below."""
+    from orchestrator.tables import format_table
+
+    return "\n".join([table.caption, format_table(table.headers, table.rows), *table.notes])
+
+
+def use_case_lines(df) -> list[str]:
+    """collect's output: every use case's table per device model, each after an empty line."""
+    return [f"\n{table_text(table)}" for table in view_tables(use_case_frame(df))]

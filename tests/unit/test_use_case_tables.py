@@ -1,0 +1,105 @@
+"""A table per use case (orchestrator.results.views): what each use case is for, in 120 columns."""
+
+from helpers import result_context, task_file
+
+from orchestrator.tables import TERMINAL_WIDTH, format_table
+
+
+def write_cell(root, framework, use_case, batch, metrics, benchmark="digits", model="mlp", curves=None,
+               campaign="c"):
+    """One task's result file with the given summary metrics and, per epoch, (val_accuracy, epoch_time)."""
+    from bench_contract.results import ResultRows
+
+    ctx = result_context(framework=framework, benchmark=benchmark, use_case=use_case, model=model,
+                         batch_size=batch, precision="fp32", device_model="CPU X", campaign=campaign,
+                         cell_id=f"{framework}-{benchmark}-{model}-uc{use_case}-{batch}")
+    rows = ResultRows(ctx)
+    for name, value in metrics.items():
+        rows.add(name, value, "")
+    for epoch, (accuracy, seconds) in enumerate(curves or []):
+        rows.add("val_accuracy", accuracy, "fraction", epoch=epoch)
+        rows.add("epoch_time", seconds, "s", epoch=epoch)
+    return rows.write(root / campaign / "rows" / framework / f"{ctx['cell_id']}.parquet")
+
+
+def collect(root) -> str:
+    """What `collect` prints for the results under root."""
+    from orchestrator.results.collect import collect_and_report
+
+    printed = []
+    collect_and_report(root, report=printed.append, warn=printed.append)
+    return "\n".join(printed)
+
+
+def table_lines(stdout: str, title: str) -> list[str]:
+    """The lines of the table whose caption starts with `title`, up to the next empty line."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return lines[start:end]
+
+
+def test_collect_shows_the_per_sample_numbers_of_use_case_3(tmp_path):
+    """Use case 3 is run for the vectorisation speed-up: collect showed only throughput and accuracy."""
+    for framework, (vmap, loop) in {"jax": (2.0, 75.0), "torch": (4.0, 60.0)}.items():
+        write_cell(tmp_path, framework, 3, 32, {
+            "throughput": 900.0 if framework == "jax" else 600.0, "test_accuracy": 0.9,
+            "per_sample_grads_vectorized_time_p50": vmap, "per_sample_grads_loop_time_p50": loop,
+            "vectorization_speedup": loop / vmap})
+    table = table_lines(collect(tmp_path), "Per-sample gradients (DP-SGD) on CPU X")
+    assert "fp32" in table[0] and "runs JAX/PyTorch 1/1" in table[0]
+    assert table[1].split()[-3:] == ["vmap", "loop", "vmap"] and table[2].split()[-3:] == ["ms", "ms", "speed-up"]
+    jax, torch = table[4].split(), table[5].split()
+    assert jax == ["digits", "3", "mlp", "32", "JAX", "900", "1.50x", "2", "75", "37.5x"]
+    assert torch == ["PyTorch", "600", "4", "60", "15.0x"]
+
+
+def test_training_shows_the_time_each_side_took_to_the_accuracy_both_reached(tmp_path):
+    # JAX ends at 0.9, PyTorch at 0.85: both reached 0.85. JAX first did at epoch 2 (3 s), PyTorch at epoch 3 (8 s).
+    write_cell(tmp_path, "jax", 1, 32, {"throughput": 2000.0, "step_time_p50": 16.0, "test_accuracy": 0.91},
+               curves=[(0.5, 1.0), (0.86, 2.0), (0.9, 1.0)])
+    write_cell(tmp_path, "torch", 1, 32, {"throughput": 1000.0, "step_time_p50": 32.0, "test_accuracy": 0.84},
+               curves=[(0.4, 2.0), (0.7, 2.0), (0.85, 4.0)])
+    table = table_lines(collect(tmp_path), "Training on CPU X")
+    assert table[1].split() == ["speed-up", "JAX/PyTorch", "step", "p50", "val", "acc", "s", "to", "test"]
+    assert table[4].split() == ["digits", "mlp", "32", "JAX", "2,000", "2.00x", "16", "0.850", "3", "0.910"]
+    assert table[5].split() == ["PyTorch", "1,000", "32", "8", "0.840"]
+
+
+def test_data_parallel_shows_throughput_per_device_and_scaling_efficiency(tmp_path):
+    for framework, single, pair in (("jax", 1000.0, 1500.0), ("torch", 800.0, 1600.0)):
+        task_file(tmp_path, framework, 32, single, use_case=1, world_size=1)
+        task_file(tmp_path, framework, 32, pair, use_case=2, world_size=2,
+                  metrics={"throughput_per_device": pair / 2})
+    table = table_lines(collect(tmp_path), "Data parallel on CPU X")
+    assert table[4].split() == ["digits", "2", "mlp", "32", "JAX", "2", "0.94x", "750", "75%"]
+    assert table[5].split() == ["PyTorch", "800", "100%"]
+
+
+def test_every_use_case_table_fits_a_terminal_of_120_columns(tmp_path):
+    """With the longest names the catalog has, large numbers, intervals and two trials: each line of collect's
+    tables fits 120 columns (the comparison table was 32 columns wide in the report, and wider than a terminal
+    in collect)."""
+    for campaign in ("a", "b"):  # two runs per side: the speed-up has its interval, the widest cell
+        for framework, speed in (("jax", 123456.0), ("torch", 98765.0)):
+            speed *= 1.1 if campaign == "b" else 1.0
+            common = {"throughput": speed, "step_time_p50": 1234.5, "step_time_p95": 2345.6,
+                      "step_time_p99": 3456.7, "test_accuracy": 0.987654}
+            for use_case, model in ((1, "mobilenet_v3_small"), (5, "mobilenet_v3_small"), (3, "transformer"),
+                                    (4, "transformer"), (2, "transformer"), (1, "transformer")):
+                write_cell(tmp_path, framework, use_case, 1024, {
+                    **common, "world_size": 16 if use_case in (2, 4) else 1,
+                    "throughput_per_device": speed / 16, "per_sample_grads_vectorized_time_p50": 123.4,
+                    "per_sample_grads_loop_time_p50": 12345.6, "vectorization_speedup": 100.04},
+                    benchmark="imagenet" if model.startswith("mobilenet") else "nlp", model=model,
+                    curves=[(0.5, 1234.5), (0.987, 2345.6)], campaign=campaign)
+    stdout = collect(tmp_path)
+    for title in ("Training", "Data parallel", "Per-sample gradients (DP-SGD)", "Inference"):
+        table = table_lines(stdout, f"{title} on CPU X")
+        assert len(table) >= 6 and "x [" in table[4]  # caption, 2 header lines, dashes, a cell: JAX, PyTorch
+        assert max(len(line) for line in table) <= TERMINAL_WIDTH, "\n".join(table)
+
+
+def test_a_header_with_a_line_break_is_printed_on_two_lines():
+    text = format_table(["model", "step p50\nms"], [["mlp", "16.0"]])
+    assert text.splitlines() == ["       step p50", "model  ms", "-----  --------", "mlp    16.0"]
