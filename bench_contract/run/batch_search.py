@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.results import CONTEXT_NAMES, ResultRows
 from bench_contract.run.failure import failure_path, read_failure
+from bench_contract.run.progress import ProgressReporter
 from bench_contract.spec import JobSpec
 
 # What each framework (and the host allocator) says when an allocation fails: the try ran out of memory. Looked
@@ -152,35 +153,52 @@ def limit_address_space(limit_bytes: int) -> Callable[[], None] | None:
     return apply
 
 
-def backend_try(spec: JobSpec, folder: Path) -> Callable[[int], Attempt]:
-    """A function that runs the cell at a batch size in a fresh process of this backend and says if it fit."""
+def backend_try(spec: JobSpec, folder: Path, progress: ProgressReporter | None = None) -> Callable[[int], Attempt]:
+    """A function that runs the cell at a batch size in a fresh process of this backend and says if it fit.
+
+    Each try is a line of progress; while one runs, its heartbeat is kept fresh (bench_contract.run.progress)."""
+    progress = progress or search_progress(spec)
+    tries = 0
 
     def fits(batch_size: int) -> Attempt:
+        nonlocal tries
+        tries += 1
         one = try_spec(spec, batch_size, folder)
         path = folder / f"try-{batch_size}.json"
         path.write_text(one.to_json())
-        print(f"batch search: trying batch size {batch_size}", flush=True)
-        proc = subprocess.run([sys.executable, "-m", f"{spec.framework}_backend.run", str(path)],
-                              capture_output=True, text=True, preexec_fn=limit_address_space(spec.memory_limit_bytes),
-                              env=os.environ.copy())
+        progress.note(f"try {tries}: batch size {batch_size}")
+        with progress.kept_alive():
+            proc = subprocess.run([sys.executable, "-m", f"{spec.framework}_backend.run", str(path)],
+                                  capture_output=True, text=True, check=False,
+                                  preexec_fn=limit_address_space(spec.memory_limit_bytes), env=os.environ.copy())
         if proc.returncode == 0:
+            progress.note(f"try {tries}: batch size {batch_size} fits")
             return Attempt(batch_size, True, "fits")
         reason = classify(proc.returncode, fatal_error(read_failure(failure_path(one.results_path)), proc.stderr))
         if reason is None:
             tail = "\n".join(proc.stderr.splitlines()[-TAIL_LINES:])
             raise SearchError(f"the try at batch size {batch_size} failed for a reason other than memory "
                               f"(exit code {proc.returncode}):\n{tail}")
-        print(f"batch search: batch size {batch_size} does not fit ({reason})", flush=True)
+        progress.note(f"try {tries}: batch size {batch_size} does not fit ({reason})")
         return Attempt(batch_size, False, reason)
 
     return fits
 
 
+def search_progress(spec: JobSpec) -> ProgressReporter:
+    progress = ProgressReporter.for_spec(spec, writer=True)  # a search cell is one process on one device
+    progress.start("batch search", detail=f"doubling from batch size {spec.batch_size} up to "
+                                          f"{spec.batch_search_limit}, then bisecting")
+    return progress
+
+
 def run_search(spec: JobSpec) -> ResultRows:
     """Search, and return the rows of the search cell: one per attempt and the largest batch that fits."""
+    progress = search_progress(spec)
     with tempfile.TemporaryDirectory(prefix="batch-search-") as tmp:
         folder = Path(tmp)
-        largest, attempts = search(backend_try(spec, folder), spec.batch_size, spec.batch_search_limit)
+        largest, attempts = search(backend_try(spec, folder, progress), spec.batch_size, spec.batch_search_limit)
+        progress.note(f"largest batch size that fits: {largest} ({len(attempts)} tries)")
         fitting = [a.batch_size for a in attempts if a.fits]
         if not fitting:
             raise SearchError(f"not even batch size {spec.batch_size} fits: {attempts[0].reason}")

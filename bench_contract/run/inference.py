@@ -22,6 +22,7 @@ from bench_contract.measure.timing import StepTimer, record_repeat_settings, ste
 from bench_contract.measure.tracing import Tracer, record_trace
 from bench_contract.models import vision
 from bench_contract.results import ResultRows
+from bench_contract.run.progress import ProgressReporter
 from bench_contract.spec import JobSpec
 
 
@@ -103,15 +104,20 @@ def real_inputs(benchmark: str, data_dir: str | None, batch_size: int,
 
 
 def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultRows,
-                  efficiency: Efficiency | None = None, tracer: Tracer | None = None) -> None:
+                  efficiency: Efficiency | None = None, tracer: Tracer | None = None,
+                  progress: ProgressReporter | None = None) -> None:
     """Compile, run once, warm up, then time forward passes of one batch of spec.batch_size: at least
     spec.timed_steps of them, and until they add up to spec.min_duration_s seconds. Energy is measured over
-    exactly the timed passes."""
+    exactly the timed passes. A progress line (bench_contract.run.progress) marks each of these stages of
+    the batch size, between them, never inside the timed passes."""
     efficiency = efficiency or Efficiency.unmeasured("the backend gave no energy meter or peak")
+    progress = progress or ProgressReporter.for_spec(spec, writer=True)
+    progress.start("inference", detail=f"batch size {spec.batch_size}: compiling")
     rows.add("parameter_count", ops.parameter_count, "parameters")
     batch = ops.to_device(x)
     for metric, seconds in ops.compile(batch).items():
         rows.add(metric, seconds, "s")
+    progress.note(f"batch size {spec.batch_size}: first pass after compilation")
     start = time.perf_counter()
     out = ops.forward(batch)
     ops.synchronize(out)
@@ -123,6 +129,8 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
     timer = StepTimer(ops.synchronize, spec.warmup_steps, ops.compilations)
     for _ in range(spec.warmup_steps):
         timer.run(lambda: ops.forward(batch))
+    progress.note(f"batch size {spec.batch_size}: timing at least {spec.timed_steps} passes and "
+                  f"{spec.min_duration_s:g} s, after {spec.warmup_steps} warm-up passes")
     with efficiency.meter:  # opened after the warm-up, so the window holds the timed passes only
         timer.measure(lambda: ops.forward(batch), spec.timed_steps, spec.min_duration_s)
     rows.add("warmup_steps", spec.warmup_steps, "steps")
@@ -130,9 +138,13 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
     rows.add("recompilations_timed", timer.recompilations, "compilations")
     # One step is one forward pass of one batch, so step_time_p50 ... step_time_std are the latency per batch,
     # under the same names as the training use cases' step times (one vocabulary for collect and reports).
-    for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
+    statistics = step_time_statistics(timer.times_s, spec.batch_size)
+    for metric, value, unit in statistics:
         rows.add(metric, value, unit)
     for i, seconds in enumerate(timer.times_s):  # every timed pass, for the latency distribution
         rows.add("step_time", seconds * 1e3, "ms", step=i)
+    measured = {metric: value for metric, value, _ in statistics}
+    progress.note(f"batch size {spec.batch_size}: {len(timer.times_s)} passes timed, median "
+                  f"{measured['step_time_p50']:.3g} ms, {measured['throughput'] / spec.batch_size:.3g} passes/s")
     efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)
     record_trace(spec, rows, lambda: ops.forward(batch), ops.synchronize, tracer)  # after all measuring

@@ -11,6 +11,7 @@ and in the data-parallel use cases (2, 4) each rank takes its shard of the same 
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
@@ -21,6 +22,7 @@ from bench_contract.measure.flops import Flops
 from bench_contract.measure.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.measure.tracing import Tracer, record_trace
 from bench_contract.results import ResultRows
+from bench_contract.run.progress import ProgressReporter
 from bench_contract.run.topology import Topology
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 
@@ -63,17 +65,19 @@ def refuse_batch_norm(spec: JobSpec, has_batch_norm: bool) -> None:
                          "them, runs on GPUs only), so data-parallel training of it is not comparable")
 
 
-def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray) -> float:
+def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray, progress: ProgressReporter | None = None) -> float:
     correct = 0
     for start in range(0, len(x), EVAL_CHUNK):
         pred = ops.predict(x[start : start + EVAL_CHUNK])
         correct += int(np.sum(pred == y[start : start + EVAL_CHUNK]))
+        if progress is not None:  # a large evaluation split takes minutes: the heartbeat must not look stale
+            progress.keep_alive()
     return correct / len(x)
 
 
 def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRows,
-                 topology: Topology = Topology(), efficiency: Efficiency | None = None,
-                 tracer: Tracer | None = None) -> None:
+                 topology: Topology | None = None, efficiency: Efficiency | None = None,
+                 tracer: Tracer | None = None, progress: ProgressReporter | None = None) -> None:
     """Train for spec.epochs; record per-step loss, per-epoch validation accuracy, timings and test accuracy,
     energy over the timed steps and FLOP utilisation.
 
@@ -81,7 +85,9 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     Energy is measured over the timed steps only: a window opens just before each timed step and closes when
     the device has finished it, so the host's work between steps (the next batch and its transfer, the loss
     read, the rows) and the evaluations stay out (energy_window_time records the windows' total length).
+    Progress (bench_contract.run.progress) is reported between steps, beside the loss read, outside both.
     """
+    topology = topology or Topology()
     efficiency = efficiency or Efficiency.unmeasured("the backend gave no energy meter or peak")
     batches_per_epoch = len(data.x_train) // spec.batch_size
     if spec.warmup_steps >= batches_per_epoch * spec.epochs:
@@ -90,6 +96,9 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             f"{batches_per_epoch} steps; train longer or lower warmup_steps"
         )
     timer = StepTimer(ops.synchronize, spec.warmup_steps, ops.compilations)
+    progress = progress or ProgressReporter.for_spec(spec, topology.is_writer)
+    progress.start("training", steps_total=batches_per_epoch * spec.epochs, epochs=spec.epochs,
+                   detail=f"batch size {spec.batch_size}")
     step = 0
     train_start = time.perf_counter()
     for epoch in range(spec.epochs):
@@ -101,7 +110,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             if step >= spec.warmup_steps:
                 efficiency.meter.resume()
             timed_before = len(timer.times_s)
-            out = timer.run(lambda: ops.train_step(batch))
+            out = timer.run(partial(ops.train_step, batch))
             efficiency.meter.pause()  # no-op after a warm-up step, which opened no window
             if len(timer.times_s) > timed_before:  # every timed step, for latency distributions and loss vs time
                 rows.add("step_time", timer.times_s[-1] * 1e3, "ms", epoch=epoch, step=step)
@@ -111,10 +120,16 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             rows.add("train_loss", loss, "nats", epoch=epoch, step=step)
             losses.append(loss)
             step += 1
-        rows.add("epoch_time", time.perf_counter() - epoch_start, "s", epoch=epoch)
+            progress.step(step, epoch=epoch, loss=loss)  # the step's clock and energy window are closed here
+        epoch_time = time.perf_counter() - epoch_start
+        rows.add("epoch_time", epoch_time, "s", epoch=epoch)
         rows.add("train_loss_epoch_mean", float(np.mean(losses)), "nats", epoch=epoch)
+        summary = f"epoch {epoch + 1} done in {epoch_time:.1f} s, mean loss {np.mean(losses):.4g}"
         if topology.is_writer:
-            rows.add("val_accuracy", accuracy(ops, data.x_val, data.y_val), "fraction", epoch=epoch)
+            val = accuracy(ops, data.x_val, data.y_val, progress)
+            rows.add("val_accuracy", val, "fraction", epoch=epoch)
+            summary += f", validation accuracy {val:.4f}"
+        progress.note(summary, step=step, epoch=epoch, loss=loss)
     rows.add("train_time_total", time.perf_counter() - train_start, "s")
     rows.add("warmup_steps", spec.warmup_steps, "steps")
     rows.add("recompilations_timed", timer.recompilations, "compilations")
@@ -126,9 +141,10 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             rows.add("throughput_per_device", value / topology.world_size, unit)
     rows.add("world_size", topology.world_size, "processes")
     if topology.is_writer:
-        rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test), "fraction")
+        rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test, progress), "fraction")
     efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)
     record_trace(spec, rows, lambda: ops.train_step(batch), ops.synchronize, tracer)  # after all measuring
+    progress.note(f"training done in {time.perf_counter() - train_start:.1f} s", eta_s=None)
 
 
 class PerSampleOps(Protocol):
@@ -158,10 +174,12 @@ def record_dp_settings(spec: JobSpec, rows: ResultRows) -> None:
     rows.add("noise_multiplier", spec.noise_multiplier, "sigma")
 
 
-def time_vectorization(spec: JobSpec, data: Dataset, ops: PerSampleOps, rows: ResultRows) -> None:
+def time_vectorization(spec: JobSpec, data: Dataset, ops: PerSampleOps, rows: ResultRows,
+                       progress: ProgressReporter | None = None) -> None:
     """Time per-sample gradients vectorised and as a per-example loop, on the same small batch.
 
-    The loop is slow by nature, so it runs at spec.loop_batch_size rather than the training batch.
+    The loop is slow by nature, so it runs at spec.loop_batch_size rather than the training batch. A line
+    before and after each measurement says how far it is; nothing is reported while one runs.
     """
     size = spec.loop_batch_size
     if size > len(data.x_train):
@@ -169,16 +187,21 @@ def time_vectorization(spec: JobSpec, data: Dataset, ops: PerSampleOps, rows: Re
     idx = epoch_batches(len(data.x_train), size, spec.seed, 0)[0]
     batch = ops.local_batch(data.x_train[idx], data.y_train[idx])
     rows.add("loop_batch_size", size, "samples")
+    progress = progress or ProgressReporter.for_spec(spec)
+    progress.start("per-sample gradients", detail=f"batch size {size}, vectorised and as a loop")
     medians = {}
     for name, fn in (("vectorized", ops.clipped_sum_vectorized), ("loop", ops.clipped_sum_loop)):
+        progress.note(f"timing the {name} version: at least {spec.timed_steps} steps and {spec.min_duration_s:g} s")
         timer = StepTimer(ops.synchronize, VECTORIZATION_WARMUP, ops.compilations)
         # The same stopping rule as inference: at least timed_steps repeats, at least min_duration_s seconds.
-        timer.measure(lambda: fn(batch), spec.timed_steps, spec.min_duration_s)
+        timer.measure(partial(fn, batch), spec.timed_steps, spec.min_duration_s)
         medians[name] = float(np.median(timer.times_s)) * 1e3
         rows.add(f"per_sample_grads_{name}_time_p50", medians[name], "ms")
-        stats = dict((metric, value) for metric, value, _ in step_time_statistics(timer.times_s, size))
+        stats = {metric: value for metric, value, _ in step_time_statistics(timer.times_s, size)}
         rows.add(f"per_sample_grads_{name}_time_cv", stats["step_time_cv"], "ratio")
         rows.add(f"per_sample_grads_{name}_timed_steps", stats["timed_steps"], "steps")
         rows.add(f"per_sample_grads_{name}_recompilations_timed", timer.recompilations, "compilations")
+        progress.note(f"{name}: median {medians[name]:.3g} ms over {len(timer.times_s)} steps")
     record_repeat_settings(spec, rows)
     rows.add("vectorization_speedup", medians["loop"] / medians["vectorized"], "x")
+    progress.note(f"vectorised {medians['loop'] / medians['vectorized']:.3g}x faster than the loop")
