@@ -36,6 +36,8 @@ USE_CASES = {
     5: UseCase(5, "inference (forward pass, eval mode) on one GPU", default_batch_sizes=(1, 8, 32, 128), trains=False),
 }
 INFERENCE = INFERENCE_USE_CASE
+# Each data-parallel use case and the one-process use case that takes the same update on one device.
+ONE_PROCESS_USE_CASE = {2: 1, 4: 3}
 
 # Sizes of one architecture (bench_contract.models.vision): "tiny" has fewer blocks and smaller inputs, for CPU tests.
 MODEL_VARIANTS = VARIANTS
@@ -174,6 +176,10 @@ def use_case(number: int) -> UseCase:
 
 def check_framework(name: str) -> None:
     _choose("framework", name, FRAMEWORKS)
+
+
+def check_executor(name: str) -> None:
+    _choose("executor", name, EXECUTORS)
 
 
 def check_precision(name: str) -> None:

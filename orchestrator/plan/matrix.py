@@ -147,13 +147,15 @@ def data_source(synthetic: bool, batch_search: bool) -> str:
 
 
 def parse_list(values: list[str] | None) -> list[str]:
-    """Options that take a comma-separated list or repeat: ["a,b", "c"] -> ["a", "b", "c"], order kept, no repeats."""
+    """Options that take a comma-separated list or repeat: ["a,b", "c"] -> ["a", "b", "c"], order kept, no repeats.
+    An empty item ("32,,64", "jax,") is refused: it is a typo more often than a wish, and skipping it would hide
+    which value was meant."""
     items: list[str] = []
     for value in values or []:
         for item in value.split(","):
             item = item.strip()
             if not item:
-                continue
+                raise UsageError(f"{value!r} has an empty item between its commas; remove the extra comma")
             if item not in items:
                 items.append(item)
     return items
@@ -265,13 +267,24 @@ def check_batch_search(case: catalog.UseCase, batch_sizes: list[int], settings: 
         raise UsageError(f"the starting batch size {batch_sizes[0]} is above --max-batch-limit {settings.batch_search_limit}")
 
 
+def one_process_warning(use_case: int, nodes: int, tasks_per_node: int) -> str | None:
+    """The warning for a data-parallel use case planned with one process, which measures one device under the
+    data-parallel name; None otherwise. A warning, not a refusal: the plan is valid, only not what its name says."""
+    if use_case not in catalog.DATA_PARALLEL_USE_CASES or nodes * tasks_per_node != 1:
+        return None
+    return (f"warning: use case {use_case} is data parallel, but --nodes 1 --tasks-per-node 1 gives it one process, "
+            f"so it measures one device, not data parallelism; give --nodes or --tasks-per-node above 1 (or use "
+            f"case {catalog.ONE_PROCESS_USE_CASE[use_case]} for one device)")
+
+
 def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunSettings) -> None:
     """torch.compile and channels_last are implemented for inference, and channels_last only means something for
     convolutional networks."""
     chosen = [flag for flag, on in (("--torch-compile", settings.torch_compile),
                                     ("--channels-last", settings.channels_last)) if on]
     if chosen and case.number != catalog.INFERENCE:
-        raise UsageError(f"{' and '.join(chosen)} are implemented for the inference use case "
+        verb = "is" if len(chosen) == 1 else "are"
+        raise UsageError(f"{' and '.join(chosen)} {verb} implemented for the inference use case "
                          f"({catalog.INFERENCE}) only, not for use case {case.number}")
     if settings.channels_last:
         flat = [m for m in models if m not in catalog.CONVOLUTIONAL]

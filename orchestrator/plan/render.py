@@ -21,8 +21,8 @@ TEMPLATE_DIR = PROJECT_ROOT / "templates"
 
 # Per-framework environment variables, each with the reason the reader of the script sees.
 CUDA_ORDER = ("CUDA_DEVICE_ORDER", "PCI_BUS_ID",
-              "CUDA then numbers GPUs as NVML does (by PCI bus id), so the GPU details and energy read through "
-              "NVML are those of the GPU the framework uses.")
+              ("CUDA then numbers GPUs as NVML does (by PCI bus id), so the GPU details and energy read through "
+               "NVML are those of the GPU the framework uses."))
 FRAMEWORK_EXPORTS = {
     "jax": [
         ("XLA_PYTHON_CLIENT_PREALLOCATE", "false",
@@ -79,7 +79,9 @@ DISTRIBUTED_LINES = {
     ],
     "torch": [
         "# torch.distributed's rendezvous: the first node of the allocation, a port that differs per job.",
-        'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        # Assigned, then exported: `export X="$(...)"` would hide a failed scontrol behind export's status (SC2155).
+        'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        "export MASTER_ADDR",
         'export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"',
     ],
 }
@@ -153,10 +155,11 @@ def _environment():
 def header_values(name: str, first: Cell, profile: ClusterProfile, *, campaign: str, command: str, git_commit: str,
                   created_at: str) -> dict:
     """What both templates (one framework's array, or the paired one) say about the campaign and the profile."""
-    return dict(script_name=name, benchmark=first.benchmark, use_case=first.use_case,
-                use_case_title=catalog.USE_CASES[first.use_case].title, campaign=campaign, command=command,
-                git_commit=git_commit, created_at=created_at, profile_name=profile.name,
-                setup_lines=list(profile.setup_lines), project_root=PROJECT_ROOT, cpus_per_task=profile.cpus_per_task)
+    return {"script_name": name, "benchmark": first.benchmark, "use_case": first.use_case,
+            "use_case_title": catalog.USE_CASES[first.use_case].title, "campaign": campaign, "command": command,
+            "git_commit": git_commit, "created_at": created_at, "profile_name": profile.name,
+            "setup_lines": list(profile.setup_lines), "project_root": PROJECT_ROOT,
+            "cpus_per_task": profile.cpus_per_task}
 
 
 def render_scripts(

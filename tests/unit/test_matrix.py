@@ -5,8 +5,8 @@ from orchestrator.plan import catalog, matrix
 
 
 def settings(**overrides):
-    values = dict(epochs=2, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=1, data_source="real",
-                  data_dir=None, synthetic_samples=256, device="auto")
+    values = {"epochs": 2, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1, "data_source": "real",
+                  "data_dir": None, "synthetic_samples": 256, "device": "auto"}
     values.update(overrides)
     return matrix.RunSettings(**values)
 
@@ -28,6 +28,31 @@ def test_lists_accept_commas_and_repeats_and_drop_duplicates():
 def test_bad_batch_sizes_are_refused(value):
     with pytest.raises(UsageError, match="batch size"):
         matrix.parse_batch_sizes([value])
+
+
+@pytest.mark.parametrize("values", [["32,,64"], ["32,"], [",32"], ["32", ""]])
+def test_an_empty_item_in_a_list_is_refused_not_skipped(values):
+    with pytest.raises(UsageError, match="empty item between its commas; remove the extra comma"):
+        matrix.parse_batch_sizes(values)
+    with pytest.raises(UsageError, match="empty item"):
+        matrix.parse_list(["jax,,torch"])
+
+
+@pytest.mark.parametrize("use_case, single", [(2, 1), (4, 3)])
+def test_a_data_parallel_use_case_with_one_process_is_warned_of(use_case, single):
+    warning = matrix.one_process_warning(use_case, 1, 1)
+    assert f"use case {use_case} is data parallel" in warning and "measures one device" in warning
+    assert f"or use case {single} for one device" in warning
+    assert matrix.one_process_warning(use_case, 2, 1) is None and matrix.one_process_warning(use_case, 1, 2) is None
+    assert matrix.one_process_warning(single, 1, 1) is None
+
+
+@pytest.mark.parametrize("flags, verb", [({"torch_compile": True}, "--torch-compile is implemented"),
+                                         ({"torch_compile": True, "channels_last": True},
+                                          "--torch-compile and --channels-last are implemented")])
+def test_torch_options_outside_inference_are_refused_in_a_sentence_that_agrees(flags, verb):
+    with pytest.raises(UsageError, match=verb):
+        matrix.expand("mnist", 1, ["torch"], ["cnn"], [32], [], settings(data_source="synthetic", **flags))
 
 
 def test_pair_key_is_shared_and_cell_ids_differ_by_framework():
@@ -60,19 +85,19 @@ def test_cell_ids_hash_every_field_but_the_framework_so_old_campaigns_keep_their
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(benchmark="mnistt"), "unknown benchmark 'mnistt'; choose from: digits, mnist"),
-        (dict(use_case=7), "unknown use case 7"),
-        (dict(frameworks=["tensorflow"]), "unknown framework 'tensorflow'; choose from: jax, torch"),
-        (dict(models=["resnet9"]), "unknown model 'resnet9'"),
-        (dict(models=["resnet50"]), "not part of benchmark 'digits'"),
-        (dict(precisions=["fp8"]), "unknown precision 'fp8'"),
-        (dict(precisions=["tf32"]), "declared but not implemented yet"),
-        (dict(precisions=["bf16"]), "precision 'bf16' is implemented for use case 5 only, not for use case 1"),
-        (dict(batch_sizes=[5000]), "larger than the 1257 training samples"),
+        ({"benchmark": "mnistt"}, "unknown benchmark 'mnistt'; choose from: digits, mnist"),
+        ({"use_case": 7}, "unknown use case 7"),
+        ({"frameworks": ["tensorflow"]}, "unknown framework 'tensorflow'; choose from: jax, torch"),
+        ({"models": ["resnet9"]}, "unknown model 'resnet9'"),
+        ({"models": ["resnet50"]}, "not part of benchmark 'digits'"),
+        ({"precisions": ["fp8"]}, "unknown precision 'fp8'"),
+        ({"precisions": ["tf32"]}, "declared but not implemented yet"),
+        ({"precisions": ["bf16"]}, "precision 'bf16' is implemented for use case 5 only, not for use case 1"),
+        ({"batch_sizes": [5000]}, "larger than the 1257 training samples"),
     ],
 )
 def test_invalid_requests_are_refused_with_the_choices(kwargs, message):
-    args = dict(benchmark="digits", use_case=1, frameworks=[], models=[], batch_sizes=[], precisions=[])
+    args = {"benchmark": "digits", "use_case": 1, "frameworks": [], "models": [], "batch_sizes": [], "precisions": []}
     args.update(kwargs)
     with pytest.raises(UsageError) as info:
         matrix.expand(settings=settings(), **args)

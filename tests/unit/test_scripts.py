@@ -35,7 +35,7 @@ def test_hostile_paths_are_quoted_and_the_script_runs_only_the_backend(tmp_path)
     assert proc.returncode == 0, proc.stderr
     script = base / "scripts" / "jax_digits_1.sh"
     subprocess.run(["bash", "-n", str(script)], check=True)
-    run = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True,
+    run = subprocess.run(["bash", str(script)], check=False, cwd=tmp_path, capture_output=True, text=True,
                          env={**os.environ, "SLURM_ARRAY_TASK_ID": "1"})
     assert run.returncode == 0, run.stderr
     assert not list(tmp_path.rglob("PWNED*")), "a value in the script was executed"
@@ -130,7 +130,7 @@ def test_an_array_larger_than_allowed_is_submitted_in_parts(tmp_path, fake_slurm
     assert jax["task_ids"] == ["4001_0", "4001_1", "4002_0", "4002_1", "4003_0"]
     assert "submitted as 3 array jobs 4001, 4002, 4003" in proc.stdout
     # Task 1 of the part at offset 2 runs cell 3: the script adds its argument to the array index.
-    run = subprocess.run(["bash", str(jax_script), "2"], capture_output=True, text=True,
+    run = subprocess.run(["bash", str(jax_script), "2"], check=False, capture_output=True, text=True,
                          env={**env, "SLURM_ARRAY_TASK_ID": "1"})
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "jax.txt").read_text().splitlines()[3] == "3"
@@ -152,7 +152,7 @@ def test_a_part_refused_midway_names_the_parts_already_submitted(tmp_path, fake_
 
 
 def test_a_refused_submission_is_one_sentence(tmp_path, fake_slurm):
-    env, calls, profile = fake_slurm
+    env, _calls, profile = fake_slurm
     sbatch = Path(env["PATH"].split(":")[0]) / "sbatch"
     sbatch.write_text("#!/bin/bash\necho 'sbatch: error: invalid partition specified: debug' >&2\nexit 1\n")
     proc = run_cli("--benchmark", "digits", "--use-case", "1", "--profile", str(profile),
@@ -237,3 +237,75 @@ def test_waiting_lets_accounting_catch_up_with_the_controller(tmp_path, monkeypa
     submit.wait_for_slurm([sub])
     assert sub.failed == {}
     assert len(count.read_text().splitlines()) == 2
+
+
+# --- every rendered variant passes shellcheck ---------------------------------------------------------------
+
+# Each variant of the campaign scripts: every use case, one and several processes, trials, pairing, and the
+# three executors (a dry run writes what each would submit).
+SCRIPT_VARIANTS = {
+    "training": ["--use-case", "1"],
+    "training, trials": ["--use-case", "1", "--trials", "3"],
+    "data parallel training": ["--use-case", "2", "--nodes", "2", "--tasks-per-node", "2", "--batch-sizes", "32"],
+    "per-sample gradients": ["--use-case", "3"],
+    "data parallel per-sample gradients": ["--use-case", "4", "--nodes", "2", "--batch-sizes", "32"],
+    "inference": ["--use-case", "5"],
+    "paired": ["--use-case", "1", "--paired", "--trials", "2"],
+    "batch search": ["--use-case", "1", "--find-max-batch", "--memory-limit", "2G"],
+    "local executor": ["--use-case", "1", "--executor", "local"],
+    "submitit executor": ["--use-case", "3", "--executor", "submitit"],
+}
+# A GPU site's profile: setup lines, an account, GPUs, memory, extra sbatch options, no warning signal, requeue.
+GPU_SITE = """partition = "gpu"
+account = "proj"
+gpus_per_task = 1
+jax_recipe = "cuda12"
+mem = "16G"
+setup_lines = ["module load cuda/12.4"]
+extra_sbatch = ["--qos=normal"]
+warning_signal = "none"
+requeue = true
+"""
+
+
+def shellcheck_problems(*scripts: Path) -> str:
+    """shellcheck's warnings and errors on the scripts; empty when there are none. Without shellcheck the test
+    skips here, but not in CI (.ci/run installs it), where a skip would hide every warning."""
+    import shutil
+
+    if shutil.which("shellcheck") is None:
+        if os.environ.get("CI"):
+            pytest.fail("shellcheck is not installed; .ci/run installs it (apt-get install shellcheck)")
+        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
+    proc = subprocess.run(["shellcheck", "-S", "warning", *map(str, scripts)], check=False, capture_output=True,
+                          text=True)
+    return proc.stdout + proc.stderr if proc.returncode else ""
+
+
+@pytest.mark.parametrize("site", ["default", "gpu site"])
+@pytest.mark.parametrize("variant", SCRIPT_VARIANTS)
+def test_every_rendered_campaign_script_passes_shellcheck(tmp_path, variant, site):
+    base = tmp_path / "a b$c"  # the folders' names are in the scripts, quoted
+    profile = []
+    if site == "gpu site":
+        (tmp_path / "gpu.toml").write_text(GPU_SITE)
+        profile = ["--profile", str(tmp_path / "gpu.toml")]
+    proc = run_cli("--benchmark", "digits", *SCRIPT_VARIANTS[variant], *profile, "--dry-run",
+                   "--results-dir", str(base / "results"), "--scripts-dir", str(base / "scripts"))
+    assert proc.returncode == 0, proc.stderr
+    scripts = sorted((base / "scripts").glob("*.sh"))
+    assert scripts
+    assert shellcheck_problems(*scripts) == ""
+
+
+def test_the_validate_script_passes_shellcheck(tmp_path):
+    from orchestrator.plan.profile import load_profile
+    from orchestrator.run.validate import ValidateRequest, render_script
+
+    (tmp_path / "gpu.toml").write_text(GPU_SITE)
+    work = tmp_path / "a b$c"
+    req = ValidateRequest(model="mlp", batch_size=2, precision="fp32", variant="full", seed=0, device="auto",
+                          profile=load_profile(tmp_path / "gpu.toml"))
+    script = tmp_path / "validate_mlp.sh"
+    script.write_text(render_script(req, work / "spec.json", work, "python main.py validate --model mlp"))
+    assert shellcheck_problems(script) == ""
