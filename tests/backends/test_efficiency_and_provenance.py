@@ -88,6 +88,29 @@ def test_every_training_cell_has_an_intensity_and_a_bound(training):
         assert note(df, "compute_bound").startswith("compute-bound" if bound else "memory-bound")
 
 
+def test_through_the_comparison_every_mfu_is_above_0_and_at_most_1_against_one_peak_and_bandwidth(
+        training_run, tmp_path):
+    """#14: each backend divides by its own CPU calibration, so its own MFU can pass 1 and its roofline differs
+    from the other's. Collected and compared, both runs divide by one peak and one bandwidth of the device, every
+    MFU lies in (0, 1], and both frameworks (bound to the same CPUs) share one comparison row."""
+    from orchestrator.results.collect import merge
+    from orchestrator.results.compare import comparison_frame, with_row_key, with_shared_peak, with_shared_roofline
+
+    campaign, _ = training_run
+    merged = pd.read_parquet(merge(campaign, tmp_path / "merged.parquet").output)
+    compared = with_shared_roofline(with_shared_peak(with_row_key(merged)))
+    summary = compared[compared.step.isna() & compared.epoch.isna()]
+    mfu = summary[summary.metric == "mfu"]
+    assert sorted(mfu.framework) == sorted(FRAMEWORKS)
+    assert ((mfu.value > 0) & (mfu.value <= 1)).all(), mfu[["framework", "value"]]
+    for name in ("peak_flops", "peak_bandwidth", "ridge_point"):
+        assert summary.loc[summary.metric == name, "value"].nunique() == 1, name
+    assert merged.groupby("framework").bound_cpus.first().nunique() == 1
+    frame = comparison_frame(merged)
+    assert len(frame) == 1
+    assert 0 < frame.jax_mfu.iloc[0] <= 1 and 0 < frame.torch_mfu.iloc[0] <= 1
+
+
 def test_on_cpu_energy_and_device_memory_are_not_available_with_a_reason(training):
     for df in training.values():
         for name in ("energy_timed", "energy_window_time", "energy_per_sample", "samples_per_joule",
