@@ -4,6 +4,16 @@ from __future__ import annotations
 
 import sys
 
+from bench_contract.run import cpu_binding
+
+# Before numpy and the framework start their threads: the task's CPUs, as in the benchmark runs. A bad CPU count
+# in the environment ends the check with one sentence.
+cpu_binding.bind_task_cpus()
+try:
+    cpu_binding.current()
+except cpu_binding.BindingError as exc:
+    sys.exit(f"error: {exc}")
+
 from bench_contract.run.parity import main
 from jax_backend.run import JaxBackend
 

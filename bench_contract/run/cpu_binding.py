@@ -81,7 +81,7 @@ def choose_cpus(available: Iterable[int], count: int | None, local_id: int) -> t
     block = local_id % blocks
     shared = f", shared: {blocks} blocks for local task {local_id}" if local_id >= blocks else ""
     return (tuple(cpus[block * count:(block + 1) * count]),
-            f"block {block} of {blocks} ({count} CPUs each) of the {len(cpus)} CPUs in the affinity{shared}")
+            f"block {block} of {blocks} ({count} CPU{'s' if count > 1 else ''} each) of the {len(cpus)} CPUs in the affinity{shared}")
 
 
 def compact_cpu_list(cpus: Iterable[int]) -> str:
@@ -114,6 +114,8 @@ def bind_task_cpus(env: Mapping[str, str] | None = None) -> Binding | None:
     entry point before it imports its framework. A bad CPU count is remembered too, not raised here: the
     runner raises it (`current`) where the task can still write its failure row."""
     global _binding, _error
+    if _binding is not None or _error is not None:  # once per process (parity's entry point imports run's)
+        return _binding
     env = os.environ if env is None else env
     try:
         count, source = requested_count(env)
