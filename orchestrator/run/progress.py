@@ -102,6 +102,12 @@ def progress_lines(cells: Iterable[Cell], now: float | None = None) -> list[str]
     return [progress_line(cell_progress(cell, now)) for cell in cells]
 
 
+def text_bar(done: int, total: int, width: int = 30) -> str:
+    """`[#########.....................]`: done out of total, full when there is nothing to do."""
+    filled = round(width * done / total) if total else width
+    return f"[{'#' * filled}{'.' * (width - filled)}]"
+
+
 def run_streaming(command: list[str], log: str | Path, show: Callable[[str], None] = print,
                   env: dict[str, str] | None = None) -> int:
     """Run `command` with its output (stderr with stdout) written to `log` and shown line by line as it
