@@ -204,4 +204,4 @@ def time_vectorization(spec: JobSpec, data: Dataset, ops: PerSampleOps, rows: Re
         progress.note(f"{name}: median {medians[name]:.3g} ms over {len(timer.times_s)} steps")
     record_repeat_settings(spec, rows)
     rows.add("vectorization_speedup", medians["loop"] / medians["vectorized"], "x")
-    progress.note(f"vectorised {medians['loop'] / medians['vectorized']:.3g}x faster than the loop")
+    progress.note(f"vectorization speed-up {medians['loop'] / medians['vectorized']:.3g}x (loop over vectorised)")

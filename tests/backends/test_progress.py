@@ -47,4 +47,4 @@ def test_a_dp_sgd_cell_logs_its_progress_as_it_runs_and_keeps_a_heartbeat(framew
     beat = json.loads(heartbeat_path(results).read_text())
     assert heartbeat_path(results) == tmp_path / "camp" / "progress" / framework / "cell.json"
     assert (beat["cell_id"], beat["phase"], beat["interval_s"]) == (f"{framework}-cell", "per-sample gradients", 0.01)
-    assert "faster than the loop" in beat["detail"]
+    assert beat["detail"].startswith("vectorization speed-up ") and beat["detail"].endswith("x (loop over vectorised)")
