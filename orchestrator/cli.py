@@ -1,9 +1,9 @@
-"""The command line: plan and submit (the default command), collect, list, envs.
+"""The command line: plan and submit (the default command), collect, report, campaigns, status and the rest.
 
 Each command turns its options into one call of the module that owns the work, which reports through the
 callbacks it is given (results to stdout, progress and warnings to stderr). Errors from the domain arrive as
-OrchestratorError and leave as one sentence on stderr with an exit code (2 for usage errors); users never see
-a traceback for bad input.
+OrchestratorError and leave as one sentence on stderr with an exit code: 2 for bad input (click's usage errors
+too), 1 for a failure. Users never see a traceback or a page of help for bad input.
 """
 
 from __future__ import annotations
@@ -12,35 +12,45 @@ import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
+from typer._click import exceptions as click_errors  # typer 0.29 (pinned) parses with its own copy of click
 
 from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
 
-MATRIX = "Matrix (each axis: a comma-separated list, or repeat the option)"
-TRAINING = "Training and data"
+# The panels of the default command's help, one per kind of option.
+MATRIX = "Matrix: what runs (each axis a comma-separated list, or repeat the option)"
+TRAINING = "Training"
 PRIVACY = "DP-SGD (use cases 3 and 4)"
-PARALLEL = "Data parallelism (use cases 2 and 4)"
-SUBMISSION = "Submission"
-MEASUREMENT = "Measurement: repeats, trials, pairing"
+DATA = "Data"
+SLURM = "Slurm: where and how the jobs run"
+MEASUREMENT = "Measurement: repeats, trials, pairing, batch search, traces"
 
 app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
-    add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    rich_markup_mode="rich",  # the help in panels; [brackets] in a help text would be markup, so none has any
     help="Plan, submit and collect fair JAX-vs-PyTorch benchmarks on Slurm.\n\n"
     "Run a campaign:  python main.py --benchmark digits --use-case 1\n\n"
     "Then merge the results:  python main.py collect",
 )
 
 
-Executor = Enum("Executor", {name: name for name in catalog.EXECUTORS}, type=str)  # the choices of --executor
+def completes(names):
+    """Shell completion of an option from a registry's names (the check of the value stays the registry's)."""
+    return lambda incomplete: [name for name in names if name.startswith(incomplete)]
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from orchestrator.plan.campaign import git_commit, project_version
+
+        typer.echo(f"jaxtorch-bench {project_version()} (git {git_commit()})")
+        raise typer.Exit()
 
 
 @contextmanager
@@ -59,73 +69,111 @@ def warn(line: str) -> None:
 
 
 def command_line() -> str:
-    """The command as typed, recorded with what it planned."""
-    return shlex.join(["python", "main.py", *sys.argv[1:]])
+    """The command as typed (`python main.py ...` or `jaxtorch-bench ...`), recorded with what it planned."""
+    program = ["python", "main.py"] if sys.argv[0].endswith("main.py") else [Path(sys.argv[0]).name]
+    return shlex.join([*program, *sys.argv[1:]])
 
 
 @app.callback(invoke_without_command=True)
 def main(
     ctx: typer.Context,
-    benchmark: Annotated[Optional[str], typer.Option("--benchmark", "-b", help="Benchmark to run (see `list`).")] = None,
-    use_case: Annotated[Optional[int], typer.Option("--use-case", "-u", help="1 train, 2 multi-device train, 3 per-sample grads, 4 multi-device per-sample grads, 5 inference.")] = None,
-    frameworks: Annotated[Optional[list[str]], typer.Option("--frameworks", help="jax,torch (default: both).", rich_help_panel=MATRIX)] = None,
-    models: Annotated[Optional[list[str]], typer.Option("--models", help="Models (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
-    batch_sizes: Annotated[Optional[list[str]], typer.Option("--batch-sizes", help="Batch sizes, e.g. 32,64 (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
-    precision: Annotated[Optional[list[str]], typer.Option("--precision", help="Precision policies (default: fp32).", rich_help_panel=MATRIX)] = None,
-    variant: Annotated[str, typer.Option("--variant", help="Model size: full, or tiny (fewer blocks, smaller inputs) for CPU tests.", rich_help_panel=MATRIX)] = "full",
+    benchmark: Annotated[str | None, typer.Option("--benchmark", "-b", help="Benchmark to run (see `list`).", autocompletion=completes(catalog.BENCHMARKS), rich_help_panel=MATRIX)] = None,
+    use_case: Annotated[int | None, typer.Option("--use-case", "-u", help="1 train, 2 multi-device train, 3 per-sample grads, 4 multi-device per-sample grads, 5 inference.", autocompletion=completes([str(n) for n in catalog.USE_CASES]), rich_help_panel=MATRIX)] = None,
+    frameworks: Annotated[list[str] | None, typer.Option("--frameworks", help="jax,torch (default: both).", autocompletion=completes(catalog.FRAMEWORKS), rich_help_panel=MATRIX)] = None,
+    models: Annotated[list[str] | None, typer.Option("--models", help="Models (default: the benchmark's).", autocompletion=completes(catalog.MODELS), rich_help_panel=MATRIX)] = None,
+    batch_sizes: Annotated[list[str] | None, typer.Option("--batch-sizes", help="Batch sizes, e.g. 32,64 (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
+    precision: Annotated[list[str] | None, typer.Option("--precision", help="Precision policies (default: fp32).", autocompletion=completes(catalog.PRECISIONS), rich_help_panel=MATRIX)] = None,
+    variant: Annotated[str, typer.Option("--variant", help="Model size: full, or tiny (fewer blocks, smaller inputs) for CPU tests.", autocompletion=completes(catalog.MODEL_VARIANTS), rich_help_panel=MATRIX)] = "full",
     torch_compile: Annotated[bool, typer.Option("--torch-compile", help="PyTorch cells use torch.compile instead of eager (inference).", rich_help_panel=MATRIX)] = False,
     channels_last: Annotated[bool, typer.Option("--channels-last", help="PyTorch CNNs run in channels_last memory format (inference).", rich_help_panel=MATRIX)] = False,
-    find_max_batch: Annotated[bool, typer.Option("--find-max-batch", help="Instead of measuring, find the largest batch that fits in memory: doubling, then binary search, each try a fresh process on synthetic data; --batch-sizes gives the start (default 1).", rich_help_panel=MATRIX)] = False,
-    max_batch_limit: Annotated[int, typer.Option(help="Largest batch size --find-max-batch tries.", rich_help_panel=MATRIX)] = 65536,
-    memory_limit: Annotated[Optional[str], typer.Option(help="Artificial memory cap of each --find-max-batch try (its address space, like ulimit -v), e.g. 6G or 512M.", rich_help_panel=MATRIX)] = None,
-    trace_steps: Annotated[int, typer.Option(help="After measuring, run this many more steps under the framework's profiler and keep the trace (Perfetto/TensorBoard) beside the results; 0 for none.", rich_help_panel=MATRIX)] = 0,
-    epochs: Annotated[Optional[int], typer.Option(help="Training epochs (default: the benchmark's).", rich_help_panel=TRAINING)] = None,
+    epochs: Annotated[int | None, typer.Option(help="Training epochs (default: the benchmark's).", rich_help_panel=TRAINING)] = None,
     learning_rate: Annotated[float, typer.Option(help="Learning rate.", rich_help_panel=TRAINING)] = 0.01,
     optimizer: Annotated[str, typer.Option(help="Optimizer: sgd.", rich_help_panel=TRAINING)] = "sgd",
     seed: Annotated[int, typer.Option(help="Seed of the shared initial weights and of the batch order.", rich_help_panel=TRAINING)] = 0,
     warmup_steps: Annotated[int, typer.Option(help="Steps run before timing starts.", rich_help_panel=TRAINING)] = 5,
+    clip_norm: Annotated[float, typer.Option(help="Clip each per-example gradient to this L2 norm C.", rich_help_panel=PRIVACY)] = 1.0,
+    noise_multiplier: Annotated[float, typer.Option(help="Gaussian noise of std sigma*C on the summed gradients; 0 for none (then JAX and PyTorch match step by step).", rich_help_panel=PRIVACY)] = 1.0,
+    loop_batch_size: Annotated[int, typer.Option(help="Batch at which the naive per-example loop is timed against vmap.", rich_help_panel=PRIVACY)] = 8,
+    data_dir: Annotated[Path | None, typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=DATA)] = None,
+    synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=DATA)] = False,
+    synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=DATA)] = 2048,
+    device: Annotated[str, typer.Option(help="auto (GPU if the framework sees one), cpu or gpu.", autocompletion=completes(("auto", "cpu", "gpu")), rich_help_panel=SLURM)] = "auto",
+    nodes: Annotated[int, typer.Option(help="Nodes per cell (use cases 2 and 4); one process per device, started by srun.", rich_help_panel=SLURM)] = 1,
+    tasks_per_node: Annotated[int, typer.Option(help="Processes (devices) per node (use cases 2 and 4).", rich_help_panel=SLURM)] = 1,
+    executor: Annotated[str, typer.Option(help="slurm (sbatch), submitit, or local (run the scripts here).", autocompletion=completes(catalog.EXECUTORS), rich_help_panel=SLURM)] = "slurm",
+    profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML); default: built-in.", rich_help_panel=SLURM)] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write the scripts and the campaign, submit nothing.", rich_help_panel=SLURM)] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.", rich_help_panel=SLURM)] = False,
+    rerun_completed: Annotated[bool, typer.Option("--rerun-completed", "--force", help="The same command again submits only the cells without a result; this also runs the completed ones again.", rich_help_panel=SLURM)] = False,
+    new_campaign: Annotated[bool, typer.Option("--new-campaign", help="The same command again plans a separate campaign instead of completing the earlier one.", rich_help_panel=SLURM)] = False,
+    results_dir: Annotated[Path, typer.Option(help="Where campaigns and results go.", rich_help_panel=SLURM)] = DEFAULT_RESULTS_DIR,
+    scripts_dir: Annotated[Path, typer.Option(help="Where the sbatch scripts are written.", rich_help_panel=SLURM)] = DEFAULT_SCRIPTS_DIR,
     timed_steps: Annotated[int, typer.Option("--min-iterations", "--timed-steps", help="Inference and the per-sample vectorisation timing: time at least this many repeats of the step.", rich_help_panel=MEASUREMENT)] = 50,
     min_duration: Annotated[float, typer.Option("--min-duration", help="With --min-iterations: keep timing until the timed steps add up to at least this many seconds.", rich_help_panel=MEASUREMENT)] = 1.0,
     trials: Annotated[int, typer.Option("--trials", help="Run each cell as this many independent trials, each in a fresh process.", rich_help_panel=MEASUREMENT)] = 1,
     paired: Annotated[bool, typer.Option("--paired", help="One job per JAX/PyTorch cell pair: both run alternately on one node, trials interleaved A B A B.", rich_help_panel=MEASUREMENT)] = False,
-    data_dir: Annotated[Optional[Path], typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=TRAINING)] = None,
-    synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=TRAINING)] = False,
-    synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=TRAINING)] = 2048,
-    device: Annotated[str, typer.Option(help="auto (GPU if the framework sees one), cpu or gpu.", rich_help_panel=TRAINING)] = "auto",
-    clip_norm: Annotated[float, typer.Option(help="Clip each per-example gradient to this L2 norm C.", rich_help_panel=PRIVACY)] = 1.0,
-    noise_multiplier: Annotated[float, typer.Option(help="Gaussian noise of std sigma*C on the summed gradients; 0 for none (then JAX and PyTorch match step by step).", rich_help_panel=PRIVACY)] = 1.0,
-    loop_batch_size: Annotated[int, typer.Option(help="Batch at which the naive per-example loop is timed against vmap.", rich_help_panel=PRIVACY)] = 8,
-    nodes: Annotated[int, typer.Option(help="Nodes per cell; one process per device, started by srun.", rich_help_panel=PARALLEL)] = 1,
-    tasks_per_node: Annotated[int, typer.Option(help="Processes (devices) per node.", rich_help_panel=PARALLEL)] = 1,
-    executor: Annotated[Executor, typer.Option(help="slurm (sbatch), submitit, or local (run the scripts here).", rich_help_panel=SUBMISSION)] = Executor.slurm,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write the scripts and the campaign, submit nothing.", rich_help_panel=SUBMISSION)] = False,
-    wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.", rich_help_panel=SUBMISSION)] = False,
-    rerun_completed: Annotated[bool, typer.Option("--rerun-completed", "--force", help="The same command again submits only the cells without a result; this also runs the completed ones again.", rich_help_panel=SUBMISSION)] = False,
-    new_campaign: Annotated[bool, typer.Option("--new-campaign", help="The same command again plans a separate campaign instead of completing the earlier one.", rich_help_panel=SUBMISSION)] = False,
-    profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML); default: built-in.", rich_help_panel=SUBMISSION)] = None,
-    results_dir: Annotated[Path, typer.Option(help="Where campaigns and results go.", rich_help_panel=SUBMISSION)] = DEFAULT_RESULTS_DIR,
-    scripts_dir: Annotated[Path, typer.Option(help="Where the sbatch scripts are written.", rich_help_panel=SUBMISSION)] = DEFAULT_SCRIPTS_DIR,
+    find_max_batch: Annotated[bool, typer.Option("--find-max-batch", help="Instead of measuring, find the largest batch that fits in memory: doubling, then binary search, each try a fresh process on synthetic data; --batch-sizes gives the start (default 1).", rich_help_panel=MEASUREMENT)] = False,
+    max_batch_limit: Annotated[int, typer.Option(help="Largest batch size --find-max-batch tries.", rich_help_panel=MEASUREMENT)] = 65536,
+    memory_limit: Annotated[str | None, typer.Option(help="Artificial memory cap of each --find-max-batch try (its address space, like ulimit -v), e.g. 6G or 512M.", rich_help_panel=MEASUREMENT)] = None,
+    trace_steps: Annotated[int, typer.Option(help="After measuring, run this many more steps under the framework's profiler and keep the trace (Perfetto/TensorBoard) beside the results; 0 for none.", rich_help_panel=MEASUREMENT)] = 0,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and the git commit, then exit.", callback=show_version, is_eager=True)] = False,
 ) -> None:
     """Plan a campaign from the benchmark matrix, render one sbatch array script per framework, and submit it."""
-    options = {name: value for name, value in locals().items() if name != "ctx"}  # every option, by its name
+    options = {name: value for name, value in locals().items() if name not in ("ctx", "version")}  # every option
     if ctx.invoked_subcommand is not None:
         return
     if benchmark is None or use_case is None:
-        typer.echo(ctx.get_help())
-        typer.echo("\nerror: give --benchmark and --use-case, or a command such as `collect`", err=True)
+        # One sentence, not the page of help: the help is one -h away.
+        typer.echo("error: give --benchmark and --use-case (see `python main.py -h`), or a command such as "
+                   "`collect`", err=True)
         raise typer.Exit(code=2)
+    from orchestrator.plan.matrix import one_process_warning
     from orchestrator.run.launch import LaunchOptions, launch
 
     with domain_errors():
-        code = launch(LaunchOptions(**{**options, "executor": executor.value}).request(command_line()))
+        catalog.check_executor(executor)
+        note = one_process_warning(use_case, nodes, tasks_per_node)
+        if note:
+            warn(note)
+        code = launch(LaunchOptions(**options).request(command_line()))
     raise typer.Exit(code=code)
+
+
+CampaignArg = Annotated[str | None, typer.Argument(help="Campaign id or folder, as --campaign.", show_default=False)]
+CampaignOption = Annotated[str | None, typer.Option("--campaign", "-c", help="Campaign id or folder (default: the newest that is not a dry run; see `campaigns`).")]
+ResultsDirOption = Annotated[Path, typer.Option(help="Folder holding the campaigns.")]
+
+
+def chosen_campaign(results_dir: Path, argument: str | None, option: str | None) -> str:
+    """The campaign folder that status, watch and resubmit act on: the one named (as an argument or with
+    --campaign), else the newest that is not a dry run."""
+    from orchestrator.plan.campaign import campaign_folder, newest_campaign
+
+    if argument and option and argument != option:
+        raise UsageError(f"two campaigns named, {argument!r} and --campaign {option!r}; give one")
+    name = option or argument
+    return str(campaign_folder(results_dir, name) if name else newest_campaign(results_dir))
+
+
+@app.command()
+def campaigns(
+    results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
+    dry_runs: Annotated[bool, typer.Option("--dry-runs", help="List the dry runs too.")] = False,
+) -> None:
+    """Every campaign of the results folder, oldest first: benchmark, use case, cells, submitted or not, where its
+    cells stand, when it was planned. Dry runs are left out unless --dry-runs; * marks the default campaign."""
+    from orchestrator.results.campaigns import list_campaigns
+
+    with domain_errors():
+        list_campaigns(results_dir, dry_runs, report=typer.echo)
 
 
 @app.command()
 def collect(
     results_dir: Annotated[Path, typer.Option(help="Folder holding the campaigns.")] = DEFAULT_RESULTS_DIR,
-    output: Annotated[Optional[Path], typer.Option(help="Merged Parquet dataset, a folder of parts (default: <results-dir>/merged.parquet).")] = None,
-    failures: Annotated[Optional[Path], typer.Option(help="The cells without a result, with reasons and log ends (default: <results-dir>/failures.parquet).")] = None,
+    campaign: Annotated[str | None, typer.Option("--campaign", "-c", help="Show this campaign's cells and comparison only, and write its rows to <results-dir>/merged-<campaign>.parquet (every campaign is merged all the same).")] = None,
+    output: Annotated[Path | None, typer.Option(help="Merged Parquet dataset, a folder of parts (default: <results-dir>/merged.parquet).")] = None,
+    failures: Annotated[Path | None, typer.Option(help="The cells without a result, with reasons and log ends (default: <results-dir>/failures.parquet).")] = None,
     log_lines: Annotated[int, typer.Option(help="Lines of the end of each failed task's log to show and keep.")] = 20,
 ) -> None:
     """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model.
@@ -135,7 +183,7 @@ def collect(
     from orchestrator.results.collect import collect_and_report
 
     with domain_errors():
-        collect_and_report(results_dir, output, failures, log_lines, report=typer.echo, warn=warn)
+        collect_and_report(results_dir, output, failures, log_lines, report=typer.echo, warn=warn, campaign=campaign)
 
 
 @app.command("list")
@@ -169,7 +217,7 @@ def validate(
     variant: Annotated[str, typer.Option("--variant", help="full, or tiny (fewer blocks, smaller inputs).")] = "full",
     seed: Annotated[int, typer.Option(help="Seed of the weights and of the input batch.")] = 0,
     device: Annotated[str, typer.Option(help="auto (GPU if the framework sees one), cpu or gpu.")] = "auto",
-    profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML): where the environments live.")] = None,
+    profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML): where the environments live.")] = None,
     torch_compile: Annotated[bool, typer.Option("--torch-compile", help="Check PyTorch under torch.compile instead of eager.")] = False,
     channels_last: Annotated[bool, typer.Option("--channels-last", help="Check PyTorch in channels_last memory format (CNNs).")] = False,
     executor: Annotated[str, typer.Option(help="local (run here) or slurm (one job on a node of the profile's partition, e.g. on the GPUs you will benchmark).")] = "local",
@@ -194,8 +242,8 @@ def validate(
 
 @app.command()
 def envs(
-    framework: Annotated[Optional[list[str]], typer.Option("--framework", help="jax, torch (default: both).")] = None,
-    profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML): where environments live, JAX CPU or CUDA recipe.")] = None,
+    framework: Annotated[list[str] | None, typer.Option("--framework", help="jax, torch (default: both).")] = None,
+    profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML): where environments live, JAX CPU or CUDA recipe.")] = None,
 ) -> None:
     """Create each framework's own environment from its pinned requirements (reused while they are unchanged)."""
     from orchestrator.plan.matrix import parse_list
@@ -207,23 +255,28 @@ def envs(
 
 @app.command()
 def report(
-    merged: Annotated[Optional[Path], typer.Option(help="Merged dataset (default: <results-dir>/merged.parquet).")] = None,
+    merged: Annotated[Path | None, typer.Option(help="Merged dataset (default: <results-dir>/merged.parquet).")] = None,
     results_dir: Annotated[Path, typer.Option(help="Folder holding the campaigns.")] = DEFAULT_RESULTS_DIR,
-    output_dir: Annotated[Optional[Path], typer.Option(help="Where the report goes (default: <results-dir>/report).")] = None,
-    wandb_project: Annotated[Optional[str], typer.Option(help="Also export the results to this W&B project (W&B's own settings apply, e.g. WANDB_MODE=offline).")] = None,
+    output_dir: Annotated[Path | None, typer.Option(help="Where the report goes (default: <results-dir>/report, or <results-dir>/report-<campaign>).")] = None,
+    wandb_project: Annotated[str | None, typer.Option(help="Also export the results to this W&B project (W&B's own settings apply, e.g. WANDB_MODE=offline).")] = None,
+    campaign: Annotated[str | None, typer.Option("--campaign", "-c", help="Report this campaign's rows only.")] = None,
 ) -> None:
     """Write the comparison as Markdown, LaTeX and CSV tables, plots, and one self-contained HTML page."""
+    from orchestrator.results.campaigns import report_campaign
     from orchestrator.results.report import report_and_export
 
     with domain_errors():
-        report_and_export(results_dir, merged, output_dir, wandb_project, report=typer.echo)
+        if campaign:
+            report_campaign(results_dir, campaign, merged, output_dir, wandb_project, report=typer.echo)
+        else:
+            report_and_export(results_dir, merged, output_dir, wandb_project, report=typer.echo)
 
 
 @app.command()
 def doctor(
-    profile: Annotated[Optional[Path], typer.Option(help="Cluster profile (TOML) to check.")] = None,
+    profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML) to check.")] = None,
     benchmark: Annotated[str, typer.Option(help="Benchmark whose data to check.")] = "digits",
-    data_dir: Annotated[Optional[Path], typer.Option(help="Its data directory, where it needs one.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Its data directory, where it needs one.")] = None,
     on_node: Annotated[bool, typer.Option("--on-node", help="Check the frameworks' devices in a short job (srun) on the profile's partition, with its GPUs.")] = False,
 ) -> None:
     """Check the setup: environments import their framework, devices, Slurm commands and accounting, data."""
@@ -234,13 +287,10 @@ def doctor(
     raise typer.Exit(code=code)
 
 
-CampaignArg = Annotated[Optional[str], typer.Argument(help="Campaign id or folder (default: the newest).")]
-ResultsDirOption = Annotated[Path, typer.Option(help="Folder holding the campaigns.")]
-
-
 @app.command()
 def status(
     campaign: CampaignArg = None,
+    campaign_option: CampaignOption = None,
     results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
     log_lines: Annotated[int, typer.Option(help="Lines of the end of each failed task's log to show.")] = 20,
 ) -> None:
@@ -252,14 +302,16 @@ def status(
     from orchestrator.run.status import show_status
 
     with domain_errors():
-        show_status(results_dir, campaign, log_lines, report=typer.echo)
+        show_status(results_dir, chosen_campaign(results_dir, campaign, campaign_option), log_lines,
+                    report=typer.echo)
 
 
 @app.command()
 def resubmit(
     campaign: CampaignArg = None,
+    campaign_option: CampaignOption = None,
     results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
-    executor: Annotated[Optional[Executor], typer.Option(help="slurm, submitit or local (default: the campaign's).")] = None,
+    executor: Annotated[str | None, typer.Option(help="slurm, submitit or local (default: the campaign's).", autocompletion=completes(catalog.EXECUTORS))] = None,
     rerun_completed: Annotated[bool, typer.Option("--rerun-completed", "--force", help="Also run the cells that have a result again; each new result replaces the old one.")] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.")] = False,
 ) -> None:
@@ -267,18 +319,20 @@ def resubmit(
     one array per framework with only their indices. Cells still queued or running are left alone; a bad
     result file is moved aside first; nothing is submitted while the queue cannot be read."""
     from orchestrator.run.resubmit import resubmit_and_report
-    from orchestrator.run.status import find_campaign
 
     with domain_errors():
-        folder = find_campaign(results_dir, campaign)
-        code = resubmit_and_report(folder, executor=executor.value if executor else None,
-                                   rerun_completed=rerun_completed, wait=wait, report=typer.echo, warn=warn)
+        if executor is not None:
+            catalog.check_executor(executor)
+        folder = Path(chosen_campaign(results_dir, campaign, campaign_option))
+        code = resubmit_and_report(folder, executor=executor, rerun_completed=rerun_completed, wait=wait,
+                                   report=typer.echo, warn=warn)
     raise typer.Exit(code=code)
 
 
 @app.command()
 def watch(
     campaign: CampaignArg = None,
+    campaign_option: CampaignOption = None,
     results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
     interval: Annotated[float, typer.Option(help="Seconds between the first polls; it backs off to a minute.")] = 5.0,
 ) -> None:
@@ -286,9 +340,42 @@ def watch(
     from orchestrator.run.status import watch_campaign
 
     with domain_errors():
-        code = watch_campaign(results_dir, campaign, interval, report=typer.echo, warn=warn)
+        code = watch_campaign(results_dir, chosen_campaign(results_dir, campaign, campaign_option), interval,
+                              report=typer.echo, warn=warn)
     raise typer.Exit(code=code)
 
 
+# The words for pydantic's error types, which typer 0.29 raises for an option value of the wrong type.
+VALUE_KINDS = {"int_parsing": "a whole number", "int_from_float": "a whole number", "float_parsing": "a number",
+               "bool_parsing": "true or false"}
+
+
+def usage_sentence(exc: click_errors.UsageError) -> str:
+    """Click's usage error as one sentence: a value of the wrong type is named with the option and what it takes,
+    in our words rather than pydantic's."""
+    errors = getattr(exc.__cause__, "errors", None)
+    param = getattr(exc, "param", None)
+    if callable(errors) and param is not None and errors():
+        first = errors()[0]
+        name = next((opt for opt in param.opts if opt.startswith("--")), param.name)
+        return f"{name} takes {VALUE_KINDS.get(first['type'], 'another kind of value')}, not {first['input']!r}"
+    return exc.format_message().rstrip(".")
+
+
 def run() -> None:
-    app()
+    """The entry point of `python main.py` and of the `jaxtorch-bench` command. Click's own usage errors (an
+    unknown option, a value of the wrong type, a missing value) leave as one sentence and exit 2, as the
+    domain's bad input does, instead of a box of help."""
+    try:
+        code = app(standalone_mode=False)
+    except click_errors.UsageError as exc:
+        where = f" (see `{exc.ctx.command_path} -h`)" if exc.ctx is not None else ""
+        typer.echo(f"error: {usage_sentence(exc)}{where}", err=True)
+        sys.exit(2)
+    except click_errors.ClickException as exc:
+        typer.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -16,14 +16,16 @@ import functools
 import hashlib
 import json
 import os
+import re
 import secrets
 import subprocess
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bench_contract.spec import JobSpec, write_text_atomic
 from orchestrator import PROJECT_ROOT
+from orchestrator.errors import UsageError
 from orchestrator.plan.matrix import Cell
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.render import PAIRED, RenderedScript, specs_path
@@ -32,11 +34,11 @@ MANIFEST = "manifest.json"
 
 
 def now_utc() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def new_campaign_id(benchmark: str, use_case: int) -> str:
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
     return f"{benchmark}-uc{use_case}-{stamp}-{secrets.token_hex(2)}"
 
 
@@ -54,6 +56,19 @@ def git_commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return "not available: not a git checkout, or git failed"
     return head + ("-dirty" if dirty else "")
+
+
+def project_version() -> str:
+    """The version pyproject.toml declares (its one definition), as installed; read from the file itself where the
+    project runs from a checkout that was never installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("jaxtorch-bench")
+    except metadata.PackageNotFoundError:
+        import tomllib
+
+        return tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str, trial: int = 0,
@@ -83,7 +98,7 @@ def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str, trial: 
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def absolute(path: str) -> str:
     """Resolved once per request, not once per cell: every cell of a request shares its data folder."""
     return str(Path(path).resolve())
@@ -111,8 +126,11 @@ def write_campaign(
 
     `previous` is the manifest of the same campaign planned before (the same command run again): its job
     ids and history are carried over, so that only the cells without a result are submitted again."""
+    first = scripts[0].cells[0]
     manifest: dict[str, Any] = {
         "campaign": campaign,
+        "benchmark": first.benchmark,
+        "use_case": first.use_case,
         "created_at": created_at,
         "command": command,
         "git_commit": commit,
@@ -240,6 +258,95 @@ def load_manifest(campaign_dir: Path) -> dict[str, Any]:
     return json.loads((campaign_dir / MANIFEST).read_text())
 
 
+DRY_RUN = "dry-run"  # the executor a dry run records: nothing of it was meant to run
+
+
+def is_dry_run(manifest: dict[str, Any]) -> bool:
+    return manifest.get("executor") == DRY_RUN
+
+
+# A campaign id as new_campaign_id writes it: the benchmark and use case of manifests written before they had both.
+CAMPAIGN_ID = re.compile(r"^(?P<benchmark>.+)-uc(?P<use_case>\d+)-\d{8}T\d{6}-[0-9a-f]{4}$")
+
+
+@dataclass(frozen=True)
+class CampaignEntry:
+    """One campaign folder as `campaigns` lists it, read from its manifest alone."""
+
+    folder: Path
+    manifest: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def dry_run(self) -> bool:
+        return is_dry_run(self.manifest)
+
+    @property
+    def benchmark(self) -> str:
+        return str(self.manifest.get("benchmark") or self._from_id("benchmark"))
+
+    @property
+    def use_case(self) -> str:
+        return str(self.manifest.get("use_case") or self._from_id("use_case"))
+
+    @property
+    def cells(self) -> int:
+        """Cells of the campaign; trials of one cell count once."""
+        return len({(c["framework"], c["cell_id"]) for c in self.manifest.get("cells", [])})
+
+    @property
+    def kind(self) -> str:
+        if self.dry_run:
+            return "dry run"
+        return "submitted" if self.manifest.get("submissions") else "not submitted"
+
+    @property
+    def created_at(self) -> str:
+        return str(self.manifest.get("created_at", ""))
+
+    def _from_id(self, group: str) -> str:
+        match = CAMPAIGN_ID.match(self.manifest.get("campaign", self.name))
+        return match.group(group) if match else "?"
+
+
+def campaign_entries(results_dir: Path) -> list[CampaignEntry]:
+    """Every campaign under results_dir, oldest first (by the manifest's last write, as the newest is chosen).
+    A folder whose manifest cannot be read is not a campaign to list."""
+    entries = []
+    for path in results_dir.glob(f"*/{MANIFEST}"):
+        try:
+            entries.append((path.stat().st_mtime, CampaignEntry(path.parent, json.loads(path.read_text()))))
+        except (OSError, ValueError):
+            continue
+    return [entry for _, entry in sorted(entries, key=lambda pair: pair[0])]
+
+
+def newest_campaign(results_dir: Path, dry_runs: bool = False) -> Path:
+    """The newest campaign folder under results_dir; dry runs are left out unless `dry_runs`, since one dry run
+    after a submitted campaign would otherwise hide it from status. Refuses in one sentence when there is none."""
+    entries = campaign_entries(results_dir)
+    chosen = [entry for entry in entries if dry_runs or not entry.dry_run]
+    if chosen:
+        return chosen[-1].folder
+    if entries:
+        raise UsageError(f"no submitted campaign in {results_dir}, only dry runs (the newest is {entries[-1].name}); "
+                         f"give --campaign {entries[-1].name} to see it")
+    raise UsageError(f"no campaign in {results_dir}; give --results-dir or a campaign id")
+
+
+def campaign_folder(results_dir: Path, campaign: str) -> Path:
+    """The folder of the campaign named by its id (a folder under results_dir) or by its path."""
+    folder = Path(campaign) if Path(campaign).is_dir() else results_dir / campaign
+    if not (folder / MANIFEST).is_file():
+        known = [entry.name for entry in campaign_entries(results_dir)][-5:]
+        raise UsageError(f"no campaign {campaign!r} in {results_dir} (no {MANIFEST} there); "
+                         + (f"the newest are: {', '.join(known)}" if known else "it holds no campaign"))
+    return folder
+
+
 def cell_layout(cells: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
     return sorted((cell["framework"], cell["cell_id"], cell.get("trial", 0)) for cell in cells)
 
@@ -254,7 +361,7 @@ def find_same_campaign(results_dir: Path, layout: list[tuple[str, str, int]]) ->
             manifest = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if manifest.get("executor") != "dry-run" and cell_layout(manifest.get("cells", [])) == layout:
+        if not is_dry_run(manifest) and cell_layout(manifest.get("cells", [])) == layout:
             return path.parent
     return None
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.results.compare import KEY, ROW_KEY
 from orchestrator.results.views import curve_frame, use_case_lines
 from orchestrator.run.submit import LOG_LINES, log_tail
@@ -474,12 +474,15 @@ def clear_output(output: Path) -> None:
 
 def collect_and_report(results_dir: Path, output: Path | None = None, failures: Path | None = None,
                        log_lines: int = LOG_LINES, report: Callable[[str], None] = print,
-                       warn: Callable[[str], None] = print) -> None:
+                       warn: Callable[[str], None] = print, campaign: str | None = None) -> None:
     """The collect command: merge every task file into `output` (default <results_dir>/merged.parquet), warn of
     the files left out or replaced, list the cells without a result (and write them to `failures`, default
-    <results_dir>/failures.parquet), then report JAX against PyTorch."""
+    <results_dir>/failures.parquet), then report JAX against PyTorch. With `campaign`, everything is merged as
+    always, and what is shown is that campaign's: its cells without a result and its comparison, read from its
+    rows alone (campaign_rows_path)."""
     if not results_dir.is_dir():
-        raise OrchestratorError(f"results folder {results_dir} does not exist; nothing to collect")
+        raise UsageError(f"results folder {results_dir} does not exist; nothing to collect")
+    campaign = campaign and campaign_id(results_dir, campaign)  # named wrongly: refused before anything is written
     output = output or results_dir / MERGED
     collected = merge(results_dir, output)
     for line in merge_notes(collected):
@@ -488,13 +491,43 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
     report(f"merged {collected.rows} rows from {collected.files} task files ({how}) into {collected.output}")
     missing = missing_cells(results_dir, log_lines, dict(collected.skipped))
     failures_path = write_failures(failures or results_dir / FAILURES, missing)
-    for line in missing_lines(missing, failures_path):
+    for line in missing_lines([m for m in missing if campaign in (None, m["campaign"])], failures_path):
         report(line)
     merged = collected.generation or output  # the generation just merged
+    if campaign:
+        merged = write_campaign_rows(merged, results_dir, campaign)
+        report(f"campaign {campaign}: its rows are in {merged}")
     for line in summary_lines(summary_frame(merged), curve_frame(merged)):
         report(line)
     for line in unreadable_lines(collected.skipped, missing):  # last, where it cannot be missed
         report(line)
+
+
+def campaign_id(results_dir: Path, campaign: str) -> str:
+    """The id of the campaign named by its id or its folder (refused in one sentence when there is none)."""
+    from orchestrator.plan.campaign import campaign_folder
+
+    return campaign_folder(results_dir, campaign).name
+
+
+def campaign_rows_path(results_dir: Path, campaign: str) -> Path:
+    """Where one campaign's rows go: one Parquet file beside merged.parquet, written afresh from it by `collect
+    --campaign` and by `report --campaign`."""
+    return results_dir / f"merged-{campaign}.parquet"
+
+
+def write_campaign_rows(merged: Path, results_dir: Path, campaign: str) -> Path:
+    """Write the rows of one campaign, read from the merged dataset `merged`, to campaign_rows_path, whole or not
+    at all; a campaign without rows there is refused in one sentence."""
+    import pyarrow.parquet as pq
+
+    from bench_contract.atomic import publish
+
+    table = pq.read_table(os.path.realpath(merged), filters=[("campaign", "==", campaign)])
+    if table.num_rows == 0:
+        raise OrchestratorError(f"campaign {campaign} has no result rows in {merged} yet; `python main.py status "
+                                f"--campaign {campaign}` shows where its cells stand")
+    return publish(campaign_rows_path(results_dir, campaign), lambda tmp: pq.write_table(table, tmp))
 
 
 def unreadable_lines(skipped: list[tuple[Path, str]], missing: list[dict]) -> list[str]:
@@ -572,7 +605,7 @@ def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dic
             manifest = campaigns.load_manifest(path.parent)
         except (OSError, ValueError):
             continue
-        if manifest.get("executor") == "dry-run" or all(
+        if campaigns.is_dry_run(manifest) or all(
                 os.path.isfile(c["results"]) and os.path.realpath(c["results"]) not in bad for c in manifest["cells"]):
             continue
         results = {(c["framework"], c["array_index"], c["cell_id"]): os.path.realpath(c["results"])

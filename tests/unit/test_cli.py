@@ -129,3 +129,91 @@ def test_the_device_check_fails_where_a_framework_cannot_see_the_nodes_gpu():
     assert device_check("torch", {"devices": ["cpu"], "nvml": []}, gpus_per_task=1, on_node=True).ok is False
     assert device_check("jax", {"devices": ["gpu:H100"], "nvml": ["H100"]}, gpus_per_task=1, on_node=True).ok
     assert device_check("jax", {"devices": ["cpu:cpu"], "nvml": []}, gpus_per_task=0, on_node=False).ok
+
+
+# --- #19: the CLI people expect: version, completion, panels, a console command, one sentence for bad input ---
+
+
+def test_version_names_the_release_and_the_git_commit():
+    from orchestrator.plan.campaign import git_commit
+
+    proc = run_cli("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"jaxtorch-bench 0.1.0 (git {git_commit()})"
+
+
+def test_the_console_command_is_declared_and_installed():
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    from helpers import REPO_ROOT
+
+    scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"jaxtorch-bench": "orchestrator.cli:run"}
+    command = Path(sys.executable).parent / "jaxtorch-bench"  # make setup installs the project into .venv
+    proc = subprocess.run([str(command), "--version"], capture_output=True, text=True, cwd="/", check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("jaxtorch-bench 0.1.0 (git "), proc.stderr
+
+
+@pytest.mark.parametrize("words, cword, expected", [
+    ("main.py --executor l", 2, ["local"]),
+    ("main.py --benchmark ", 2, ["digits", "mnist", "cifar10", "imagenet", "nlp", "gnn"]),
+    ("main.py camp", 1, ["campaigns"]),
+])
+def test_shell_completion_is_on_and_completes_the_registries(words, cword, expected):
+    import os
+
+    env = {**os.environ, "_MAIN.PY_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+    proc = run_cli(env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == expected
+
+
+def test_the_help_groups_the_options_in_panels():
+    proc = run_cli("-h")
+    assert proc.returncode == 0, proc.stderr
+    panels = [line.split("─ ", 1)[1].split(" ─")[0] for line in proc.stdout.splitlines() if line.startswith("╭─ ")]
+    assert [p.split(":")[0] for p in panels] == ["Options", "Matrix", "Training", "DP-SGD (use cases 3 and 4)",
+                                                 "Data", "Slurm", "Measurement", "Commands"]
+
+
+@pytest.mark.parametrize("args, sentence", [
+    (["--benchmark", "digits"], ("error: give --benchmark and --use-case (see `python main.py -h`), or a command "
+                                 "such as `collect`")),
+    (["--benchmark", "digits", "--use-case", "1", "--executor", "foo"],
+     "error: unknown executor 'foo'; choose from: slurm, submitit, local"),
+    (["--benchmark", "digits", "--use-case", "x"], "error: --use-case takes a whole number, not 'x' (see `main.py -h`)"),
+    (["--benchmark", "digits", "--use-case", "1", "--learning-rate", "fast"],
+     "error: --learning-rate takes a number, not 'fast' (see `main.py -h`)"),
+    (["--benchmark", "digits", "--use-case", "1", "--batch-sizes", "32,,64"],
+     "error: '32,,64' has an empty item between its commas; remove the extra comma"),
+    (["validate"], "error: Missing option '--model' / '-m' (see `main.py validate -h`)"),
+    (["resubmit", "--executor", "foo"], "error: unknown executor 'foo'; choose from: slurm, submitit, local"),
+])
+def test_bad_input_is_one_sentence_on_stderr_and_exit_2(tmp_path, args, sentence):
+    proc = run_cli(*args, "--results-dir", str(tmp_path / "r")) if args[0] != "validate" else run_cli(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == sentence and proc.stdout == ""
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_unknown_option_is_one_line_that_points_to_the_help():
+    proc = run_cli("--no-such-option")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("error: No such option: --no-such-option")
+    assert proc.stderr.rstrip().endswith("(see `main.py -h`)") and len(proc.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["collect", "status", "campaigns"])
+def test_a_missing_results_folder_is_bad_input_for_every_command(tmp_path, command):
+    proc = run_cli(command, "--results-dir", str(tmp_path / "none"))
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and str(tmp_path / "none") in proc.stderr
+
+
+def test_a_data_parallel_use_case_with_one_process_says_it_is_not_data_parallel(tmp_path):
+    proc = run_cli("--benchmark", "digits", "--use-case", "2", "--dry-run", "--results-dir", str(tmp_path / "r"),
+                   "--scripts-dir", str(tmp_path / "s"))
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: use case 2 is data parallel, but --nodes 1 --tasks-per-node 1 gives it one process" in proc.stderr

@@ -1,0 +1,72 @@
+"""The campaigns of a results folder: the `campaigns` table, and the report of one campaign.
+
+Every plan writes a campaign folder, a dry run too; the table says which were submitted and which were dry runs,
+and marks the one that `status`, `watch` and `resubmit` take when none is named (the newest that is not a dry
+run, orchestrator.plan.campaign.newest_campaign).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from orchestrator.errors import UsageError
+from orchestrator.plan import campaign as campaigns
+from orchestrator.tables import format_table
+
+HEADERS = ["", "campaign", "benchmark", "use case", "cells", "submitted", "state", "created (UTC)"]
+
+
+def campaign_state(entry: campaigns.CampaignEntry) -> str:
+    """Where the campaign's cells stand, as counts of each state ("4 completed", "3 completed, 1 failed"); one
+    sacct and squeue call for a campaign submitted to Slurm, none for a dry run or a local one."""
+    from orchestrator.run.status import campaign_status, summary
+
+    if entry.dry_run:
+        return "nothing ran"
+    counts = summary(campaign_status(entry.folder))
+    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def campaign_rows(results_dir: Path, include_dry_runs: bool) -> list[list[str]]:
+    """One row per campaign, oldest first; "*" marks the campaign that status takes by default."""
+    entries = campaigns.campaign_entries(results_dir)
+    submitted = [entry for entry in entries if not entry.dry_run]
+    default = submitted[-1].folder if submitted else None
+    return [
+        ["*" if entry.folder == default else "", entry.name, entry.benchmark, entry.use_case, str(entry.cells),
+         entry.kind, campaign_state(entry), entry.created_at.replace("T", " ").removesuffix("+00:00")]
+        for entry in entries if include_dry_runs or not entry.dry_run
+    ]
+
+
+def list_campaigns(results_dir: Path, include_dry_runs: bool, report: Callable[[str], None] = print) -> None:
+    """The campaigns command: one line per campaign, then what the mark and the hidden dry runs mean."""
+    if not results_dir.is_dir():
+        raise UsageError(f"results folder {results_dir} does not exist; give --results-dir")
+    rows = campaign_rows(results_dir, include_dry_runs)
+    dry_runs = sum(entry.dry_run for entry in campaigns.campaign_entries(results_dir))
+    if rows:
+        report(format_table(HEADERS, rows))
+    if any(row[0] for row in rows):
+        report("* the campaign that status, watch and resubmit take when none is named (the newest submitted)")
+    if dry_runs and not include_dry_runs:
+        report(f"{dry_runs} dry run{'s are' if dry_runs > 1 else ' is'} left out; --dry-runs lists "
+               f"{'them' if dry_runs > 1 else 'it'} too")
+    if not rows and not dry_runs:
+        report(f"no campaign in {results_dir}")
+
+
+def report_campaign(results_dir: Path, campaign: str, merged: Path | None, output_dir: Path | None,
+                    wandb_project: str | None, report: Callable[[str], None] = print) -> None:
+    """The report command with --campaign: the report of that campaign's rows alone, read afresh from the merged
+    dataset, into <results_dir>/report-<campaign> unless output_dir is given."""
+    from orchestrator.results.collect import MERGED, campaign_id, write_campaign_rows
+    from orchestrator.results.report import report_and_export
+
+    name = campaign_id(results_dir, campaign)
+    merged = merged or results_dir / MERGED
+    if not merged.exists():
+        raise UsageError(f"{merged} does not exist; run `python main.py collect` first")
+    rows = write_campaign_rows(merged, results_dir, name)
+    report_and_export(results_dir, rows, output_dir or results_dir / f"report-{name}", wandb_project, report=report)
