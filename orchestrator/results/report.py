@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +18,8 @@ from bench_contract.atomic import publish
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError
 from orchestrator.results.collect import MERGED, batch_search_rows, scaling_frame
-from orchestrator.results.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, display_rows, summary_rows
+from orchestrator.results.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, summary_rows
+from orchestrator.results.views import ViewTable, use_case_frame, view_tables
 
 COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
 PROVENANCE = ["framework_version", "library_versions", "packages_sha256", "python_version", "precision_policy",
@@ -37,9 +39,9 @@ def write_report(merged: Path, folder: Path) -> Report:
     if df.empty:
         raise OrchestratorError(f"{merged} holds no rows; run `python main.py collect` after the jobs finish")
     folder.mkdir(parents=True, exist_ok=True)
-    frame = comparison_frame(df)
+    frame = use_case_frame(df)  # the comparison with every use case's columns: all of it goes to the CSV
     report = Report(folder)
-    report.tables = write_tables(frame, folder, extra_tables(df))
+    report.tables = write_tables(frame, view_tables(frame), folder, extra_tables(df))
     report.plots = draw_plots(df, frame, folder / "plots")
     report.html = write_html(df, frame, report, folder / "report.html", merged)
     return report
@@ -79,9 +81,14 @@ def devices(frame) -> list[str]:
     return sorted(str(d) for d in frame["device_model"].unique())
 
 
+def one_line(header: str) -> str:
+    """A two-line header of the text tables (views.Column) as one line, where a format has no line breaks."""
+    return header.replace("\n", " ")
+
+
 def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     def line(cells):
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(one_line(str(c)).replace("|", "\\|") for c in cells) + " |"
 
     return "\n".join([line(headers), line(["---"] * len(headers)), *(line(r) for r in rows)])
 
@@ -94,11 +101,12 @@ def latex_escape(text: str) -> str:
     return "".join(LATEX_SPECIAL.get(c, c) for c in str(text))
 
 
-def latex_table(caption: str, headers: list[str], rows: list[list[str]]) -> str:
+def latex_table(caption: str, headers: list[str], rows: list[list[str]], left: int = 5) -> str:
+    """A LaTeX table; its first `left` columns (the names) are left-aligned, the numbers right-aligned."""
     lines = [
         r"\begin{table}[ht]", r"\centering\small", f"\\caption{{{latex_escape(caption)}}}",
-        r"\begin{tabular}{" + "l" * 5 + "r" * (len(headers) - 5) + "}", r"\hline",
-        " & ".join(latex_escape(h) for h in headers) + r" \\", r"\hline",
+        r"\begin{tabular}{" + "l" * left + "r" * (len(headers) - left) + "}", r"\hline",
+        " & ".join(latex_escape(one_line(h)) for h in headers) + r" \\", r"\hline",
         *(" & ".join(latex_escape(c) for c in row) + r" \\" for row in rows),
         r"\hline", r"\end{tabular}", r"\end{table}",
     ]
@@ -111,12 +119,16 @@ def extra_tables(df) -> list[tuple[str, list[str], list[list[str]]]]:
     return [("Largest batch that fits", headers, rows)] if rows else []
 
 
-def write_tables(frame, folder: Path, extras: list[tuple[str, list[str], list[list[str]]]] = ()) -> dict[str, Path]:
+def write_tables(frame, tables: list[ViewTable], folder: Path,
+                 extras: list[tuple[str, list[str], list[list[str]]]] = ()) -> dict[str, Path]:
+    """Markdown and LaTeX: each use case's table per device model (views), then the extras; CSV: every column
+    of every comparison row (views.use_case_frame), what the tables leave out included."""
     md, tex = ["# JAX vs PyTorch", ""], []
-    for device in devices(frame):
-        headers, rows = display_rows(frame, device)
-        md += [f"## {device}", "", markdown_table(headers, rows), ""]
-        tex.append(latex_table(f"JAX vs PyTorch on {device}", headers, rows))
+    for table in tables:
+        md += [f"## {table.caption}", "", markdown_table(table.headers, table.rows), "", *table.notes,
+               *([""] if table.notes else [])]
+        # The names and the framework column are left-aligned.
+        tex.append(latex_table(table.caption, table.headers, table.rows, left=table.key_columns + 1))
     for title, headers, rows in extras:
         md += [f"## {title}", "", markdown_table(headers, rows), ""]
         tex.append(latex_table(title, headers, rows))
@@ -204,54 +216,101 @@ def draw_metric_lines(plt, frame, device_index: dict, folder: Path, plots: list)
                         continue
                     ax.plot(block["batch_size"], block[f"{fw}_{m}"] * scale, style, color=COLORS[fw],
                             label=f"{FRAMEWORK_TITLES[fw]} {label}")
-            ax.set_xscale("log", base=2)
+            batch_size_axis(ax, block["batch_size"])
             ax.set(xlabel="batch size", ylabel=ylabel, title=f"{bench} uc{case} {model} {precision}\n{device}")
             ax.legend(fontsize=7)
             _save(plt, fig, folder / f"{prefix}_{slug}.png", plots, caption)
 
 
+def batch_size_axis(ax, batch_sizes) -> None:
+    """A log2 axis that reads the batch sizes as people write them (16, 32), not 2^4, 2^5: a tick at each size."""
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    sizes = sorted({int(b) for b in batch_sizes})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(b) for b in sizes])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def speedup_norm(values):
+    """A colour scale for speed-ups: logarithmic, so that 2x and 0.5x are as far from 1 as each other; centred
+    on 1 (no difference, the middle colour); wide enough for the largest ratio either way, at least 2x."""
+    import numpy as np
+    from matplotlib.colors import LogNorm
+
+    finite = values[np.isfinite(values) & (values > 0)]
+    reach = max(2.0, float(np.max(np.maximum(finite, 1 / finite)))) if finite.size else 2.0
+    return LogNorm(vmin=1 / reach, vmax=reach)
+
+
+def speedup_ticks(norm, most: int = 7) -> list[float]:
+    """Colour-bar ticks at powers of two between the scale's ends (0.25x, 0.5x, 1x, 2x, 4x), 1x always among
+    them, every second or fourth power where there would be more than `most`."""
+    import numpy as np
+
+    top = int(np.floor(np.log2(norm.vmax) + 1e-9))
+    step = 1
+    while 2 * (top // step) + 1 > most:
+        step *= 2
+    return [2.0 ** k for k in range(-(top // step) * step, top + 1, step)]
+
+
 def draw_speedup(plt, block, device, path: Path, plots: list) -> None:
     """A heat map of the speed-up of every cell of one device model: benchmark/model/use case against batch size."""
     import numpy as np
+    from matplotlib.ticker import FuncFormatter
 
     cells = block.assign(label=block["benchmark"] + "/" + block["model"] + " uc" + block["use_case"].astype(str))
     grid = cells.pivot_table(index="label", columns="batch_size", values="speedup")
     if not grid.notna().any().any():
         return
     fig, ax = plt.subplots(figsize=(1.2 * len(grid.columns) + 3, 0.6 * len(grid) + 2))
-    image = ax.imshow(grid.to_numpy(), cmap="coolwarm", vmin=0, vmax=2, aspect="auto")
+    norm = speedup_norm(grid.to_numpy(dtype=float))
+    image = ax.imshow(grid.to_numpy(), cmap="coolwarm", norm=norm, aspect="auto")
     ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
     ax.set_yticks(range(len(grid.index)), list(grid.index))
     for (i, j), value in np.ndenumerate(grid.to_numpy()):
-        if value == value:  # not NaN
+        if not np.isnan(value):
             ax.text(j, i, f"{value:.2f}", ha="center", va="center")
     ax.set(xlabel="batch size", title=f"Speed-up JAX/PyTorch (>1: JAX faster)\n{device}")
-    fig.colorbar(image, ax=ax)
+    bar = fig.colorbar(image, ax=ax, ticks=speedup_ticks(norm), format=FuncFormatter(lambda v, _: f"{v:.2g}x"))
+    bar.ax.minorticks_off()
+    bar.set_label("JAX/PyTorch (log scale, 1x: equal)")
     _save(plt, fig, path, plots, f"Speed-up heat map on {device}")
 
 
+# Said on the compile-time plot where PyTorch has no compile time: eager PyTorch runs the model as written.
+EAGER_NOTE = "PyTorch runs eagerly here: it has no compile step (n/a)"
+
+
 def draw_compile_times(plt, block, device, path: Path, plots: list) -> None:
-    """Bars of each framework's compile time per cell of one device model, where any was recorded."""
+    """Bars of each framework's compile time per cell of one device model, where any was recorded. A framework
+    with no compile time at all has no bar and no legend entry; for PyTorch the plot says why (eager mode)."""
     compile_cols = [f"{fw}_compile_time" for fw in FRAMEWORKS if f"{fw}_compile_time" in block]
     if not compile_cols or not block[compile_cols].notna().any().any():
         return
     fig, ax = plt.subplots(figsize=(7, 4))
-    labels = [f"{r.benchmark}/{r.model} b{r.batch_size}" for r in block.itertuples()]
+    labels = [f"{r.benchmark}/{r.model} uc{r.use_case} b{r.batch_size}" for r in block.itertuples()]
     width = 0.4
     for k, fw in enumerate(FRAMEWORKS):
         column = f"{fw}_compile_time"
-        if column in block:
+        known = block[column].notna().to_numpy() if column in block else [False] * len(block)
+        at = [i + k * width for i in range(len(block))]
+        if any(known):
             # A compile time that was not measured is no bar and says n/a: never a bar of 0 s.
-            at = [i + k * width for i in range(len(block))]
-            known = block[column].notna().to_numpy()
             ax.bar([x for x, ok in zip(at, known) if ok], block[column][known], width, color=COLORS[fw],
                    label=FRAMEWORK_TITLES[fw])
-            for x, ok in zip(at, known):
-                if not ok:
-                    ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7, color=COLORS[fw])
+        for x, ok in zip(at, known):
+            if not ok:
+                ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7, color=COLORS[fw])
     ax.set_xticks([i + width / 2 for i in range(len(block))], labels, rotation=30, ha="right", fontsize=7)
     ax.set(ylabel="compile time (s)", title=f"Compile time, apart from the timed steps\n{device}")
-    ax.legend()
+    ax.legend(loc="upper left")
+    if "torch_compile_time" not in block or block["torch_compile_time"].isna().all():
+        ax.set_ylim(0, float(block[compile_cols].max().max()) * 1.25)  # headroom for the note above the bars
+        ax.text(0.99, 0.98, EAGER_NOTE, transform=ax.transAxes, ha="right", va="top", fontsize=8,
+                color=COLORS["torch"])
     _save(plt, fig, path, plots, f"Compile time on {device}")
 
 
@@ -353,7 +412,7 @@ def draw_rooflines(plt, summary, device_index: dict, folder: Path, plots: list) 
     for device, block in cells.groupby("device_model"):
         points = block.dropna(subset=["arithmetic_intensity", "achieved_flops"])
         peak, bandwidth = block["peak_flops"].max(), block["peak_bandwidth"].max()
-        if points.empty or not peak == peak or not bandwidth == bandwidth:  # NaN: no roof to draw
+        if points.empty or np.isnan(peak) or np.isnan(bandwidth):  # no roof to draw
             continue
         ridge = peak / bandwidth
         low = min(points["arithmetic_intensity"].min(), ridge) / 4
@@ -363,19 +422,49 @@ def draw_rooflines(plt, summary, device_index: dict, folder: Path, plots: list) 
         ax.plot(x, np.minimum(peak, bandwidth * x), color="black", lw=1.2,
                 label=f"roof: {peak / 1e9:,.0f} GFLOP/s, {bandwidth / 1e9:,.1f} GB/s")
         ax.axvline(ridge, color="grey", ls=":", lw=0.8)
+        for _, cell in points.groupby(KEY):  # a cell's two points joined: one label then names both
+            if len(cell) > 1:
+                ax.plot(cell["arithmetic_intensity"], cell["achieved_flops"], color="grey", lw=0.6, alpha=0.6)
         for fw in FRAMEWORKS:
             mine = points[points["framework"] == fw]
             ax.scatter(mine["arithmetic_intensity"], mine["achieved_flops"], color=COLORS[fw], s=18,
                        label=FRAMEWORK_TITLES[fw])
-            for r in mine.itertuples():
-                ax.annotate(f"{r.model} b{r.batch_size} uc{r.use_case}", (r.arithmetic_intensity, r.achieved_flops),
-                            fontsize=5, alpha=0.7, xytext=(3, 2), textcoords="offset points")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="achieved FLOP/s",
                title=f"Roofline (left of the dotted ridge: memory-bound)\n{device}")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="lower right")
+        label_cells(fig, ax, points)
         _save(plt, fig, folder / f"roofline_{device_index.get(str(device), 0)}.png", plots, f"Roofline on {device}")
+
+
+# Where a roofline label may go, tried in order: right of its point, above, below, left (in points).
+LABEL_OFFSETS = [(4, 2), (4, 9), (4, -9), (4, 16), (4, -16), (-4, 9), (-4, -9), (4, 23), (4, -23), (4, 30)]
+
+
+def label_cells(fig, ax, points) -> None:
+    """Name each cell once (a grey line joins its two frameworks' points, and the colour says which is which),
+    beside its higher point, at the first offset where the label overlaps no label placed before it and stays
+    inside the axes; a label with no free place is left out rather than drawn over another."""
+    fig.tight_layout()  # the axes' final place first: _save's tight_layout then moves nothing inside them
+    renderer = fig.canvas.get_renderer()
+    placed = [legend.get_window_extent(renderer)] if (legend := ax.get_legend()) else []
+    frame = ax.get_window_extent(renderer)
+    cells = points.sort_values("achieved_flops", ascending=False).drop_duplicates(KEY)
+    several = cells["benchmark"].nunique() > 1 or cells["precision"].nunique() > 1
+    for r in cells.sort_values(["arithmetic_intensity", "achieved_flops"]).itertuples():
+        name = f"{r.model} b{r.batch_size} uc{r.use_case}"
+        name = f"{r.benchmark}/{name} {r.precision}" if several else name
+        for offset in LABEL_OFFSETS:
+            label = ax.annotate(name, (r.arithmetic_intensity, r.achieved_flops),
+                                fontsize=6, xytext=offset, textcoords="offset points",
+                                ha="left" if offset[0] > 0 else "right", va="center")
+            box = label.get_window_extent(renderer)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            if inside and not any(box.overlaps(other) for other in placed):
+                placed.append(box)
+                break
+            label.remove()
 
 
 def draw_scaling(plt, scaling, device_index: dict, folder: Path, plots: list) -> None:
@@ -399,24 +488,48 @@ def draw_scaling(plt, scaling, device_index: dict, folder: Path, plots: list) ->
 # --- HTML ---------------------------------------------------------------------------------------------
 
 def html_table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    head = "".join(f"<th>{html.escape(str(h)).replace(chr(10), '<br>')}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def provenance_rows(df) -> tuple[list[str], list[list[str]]]:
-    headers = ["device model", "framework", "hosts", "Slurm jobs", "campaigns", *PROVENANCE]
-    rows = []
+def provenance_sections(df) -> list[dict]:
+    """Per device model and framework: where it ran (hosts, Slurm jobs, campaigns) and every provenance field,
+    one field a line. A JSON field (library versions, device details, environment variables) is spread into
+    one "name: value" line per entry, not shown as one squeezed string."""
+    sections = []
     for (device, fw), block in df.groupby(["device_model", "framework"]):
         jobs = sorted(j for j in block["slurm_array_job_id"].unique()
                       if j and not j.startswith("not available")) or ["(not Slurm)"]
-        row = [device, FRAMEWORK_TITLES.get(fw, fw), ", ".join(sorted(block["hostname"].unique())),
-               ", ".join(jobs), ", ".join(sorted(block["campaign"].unique()))]
+        fields = [("hosts", ", ".join(sorted(block["hostname"].unique()))), ("Slurm jobs", ", ".join(jobs)),
+                  ("campaigns", ", ".join(sorted(block["campaign"].unique())))]
         for column in PROVENANCE:
             values = sorted(str(v) for v in block[column].unique())
-            row.append(values[0] if len(values) == 1 else " | ".join(values))
-        rows.append(row)
-    return headers, rows
+            fields.append((column.replace("_", " "), "\n\n".join(readable(v) for v in values)))
+        sections.append({"title": f"{FRAMEWORK_TITLES.get(fw, fw)} on {device}", "fields": fields})
+    return sections
+
+
+def readable(value: str) -> str:
+    """A provenance value for a reader: a JSON object or list as "name: value" lines (nested names joined by
+    dots), anything else as it is."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    if not isinstance(parsed, dict | list):
+        return value
+    return "\n".join(f"{name}: {item}" for name, item in flattened(parsed)) or "(none)"
+
+
+def flattened(value, prefix: str = "") -> list[tuple[str, object]]:
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+        items = ((str(i), v) for i, v in enumerate(value))
+    else:
+        return [(prefix, ", ".join(map(str, value)) if isinstance(value, list) else value)]
+    return [pair for name, item in items for pair in flattened(item, f"{prefix}.{name}" if prefix else str(name))]
 
 
 def trace_links(df, results_dir: Path, page_dir: Path) -> list[dict]:
@@ -440,12 +553,13 @@ def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROJECT_ROOT / "templates")),
                              undefined=jinja2.StrictUndefined, autoescape=True)
-    tables = [{"device": device, "html": html_table(*display_rows(frame, device))} for device in devices(frame)]
-    tables += [{"device": title, "html": html_table(headers, rows)} for title, headers, rows in extra_tables(df)]
+    tables = [{"title": table.caption, "html": html_table(table.headers, table.rows), "notes": table.notes}
+              for table in view_tables(frame)]
+    tables += [{"title": title, "html": html_table(headers, rows), "notes": []}
+               for title, headers, rows in extra_tables(df)]
     plots = [{"title": title, "data": base64.b64encode(p.read_bytes()).decode()} for title, p in report.plots]
-    provenance = html_table(*provenance_rows(df))
     page = env.get_template("report.html.j2").render(
-        merged=str(merged), rows=len(df), tables=tables, plots=plots, provenance=provenance,
+        merged=str(merged), rows=len(df), tables=tables, plots=plots, provenance=provenance_sections(df),
         campaigns=sorted(df["campaign"].unique()), traces=trace_links(df, merged.parent, path.parent),
     )
     return publish(path, lambda tmp: tmp.write_text(page))

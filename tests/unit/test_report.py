@@ -11,7 +11,8 @@ def test_report_writes_every_format(tmp_path):
     assert proc.returncode == 0, proc.stderr
     folder = tmp_path / "report"
     md = (folder / "report.md").read_text()
-    assert "## CPU X" in md and "| digits | 1 | mlp | 32 | fp32 | 2,000 | 1,000 | 2.00x |" in md
+    assert "## Training on CPU X (fp32; runs JAX/PyTorch 1/1)" in md
+    assert "| digits | mlp | 32 | JAX | 2,000 | 2.00x |" in md and "|  |  |  | PyTorch | 1,000 |  |" in md
     tex = (folder / "report.tex").read_text()
     assert r"\begin{tabular}" in tex and r"speed-up JAX/PyTorch [95\% CI]" in tex
     rows = list(csv.DictReader((folder / "report.csv").open()))
@@ -156,7 +157,7 @@ def test_a_compile_time_that_was_not_measured_is_no_bar(tmp_path, monkeypatch):
 
     drawn = {}
     monkeypatch.setattr(report, "_save", lambda plt, fig, path, plots, title: drawn.setdefault("fig", fig))
-    block = pd.DataFrame({"benchmark": ["digits", "digits"], "model": ["mlp", "mlp"], "batch_size": [32, 64],
+    block = pd.DataFrame({"benchmark": ["digits", "digits"], "model": ["mlp", "mlp"], "use_case": 1, "batch_size": [32, 64],
                           "jax_compile_time": [0.5, 0.7], "torch_compile_time": [float("nan"), 0.2]})
     report.draw_compile_times(plt, block, "CPU X", tmp_path / "c.png", [])
     ax = drawn["fig"].axes[0]
