@@ -71,20 +71,20 @@ def run_values(df, metric: str):
 RUN = ("campaign", "cell_id", "trial", "framework")  # what identifies one run of one framework in the merged rows
 
 
+def summary_metric(df, metric: str):
+    """The rows of `metric` that are one value per run (not per step or epoch)."""
+    return df["step"].isna() & df["epoch"].isna() & (df["metric"] == metric)
+
+
 def highest_per(df, metric: str, group: list[str]):
     """The highest value of `metric` any run recorded per `group` (summary rows, measured values only)."""
-    is_summary = df["step"].isna() & df["epoch"].isna()
-    recorded = df[is_summary & (df["metric"] == metric) & df["value"].notna()]
+    recorded = df[summary_metric(df, metric) & df["value"].notna()]
     return recorded.groupby(group, dropna=False)["value"].max()
 
 
 def looked_up(df, mask, series, keys: list[str]) -> np.ndarray:
     """`series`' value for every row of `df` in `mask`, matched on the columns `keys` (NaN where it has none)."""
     return df.loc[mask, keys].join(series.rename("_looked_up"), on=keys)["_looked_up"].to_numpy(dtype=float)
-
-
-def summary_metric(df, metric: str):
-    return df["step"].isna() & df["epoch"].isna() & (df["metric"] == metric)
 
 
 # One peak FLOP/s per device kind, model and precision; one bandwidth per device kind and model (the bandwidth is
