@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 from typer._click import exceptions as click_errors  # typer 0.29 (pinned) parses with its own copy of click
+from typer.core import TyperGroup
 
 from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
@@ -30,10 +31,30 @@ DATA = "Data"
 SLURM = "Slurm: where and how the jobs run"
 MEASUREMENT = "Measurement: repeats, trials, pairing, batch search, traces"
 
+
+
+class PanelledHelp(TyperGroup):
+    """Plain-text help with the options grouped under their panel's title. Typer draws panels only with rich, whose
+    boxes cost `--help` 0.2 s (a third of a second in all, against the 0.3 s of bench/startup.py) and read badly
+    in a log or a pipe."""
+
+    def format_options(self, ctx, formatter) -> None:
+        panels: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                panels.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(record)
+        for title, records in panels.items():
+            with formatter.section(title):
+                formatter.write_dl(records)
+        self.format_commands(ctx, formatter)
+
+
 app = typer.Typer(
+    cls=PanelledHelp,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",  # the help in panels; [brackets] in a help text would be markup, so none has any
+    rich_markup_mode=None,  # plain text, fast; PanelledHelp draws the panels
     help="Plan, submit and collect fair JAX-vs-PyTorch benchmarks on Slurm.\n\n"
     "Run a campaign:  python main.py --benchmark digits --use-case 1\n\n"
     "Then merge the results:  python main.py collect",
