@@ -45,7 +45,7 @@ def test_collect_command(tmp_path):
 
 def test_collect_of_a_missing_folder_is_an_error(tmp_path):
     proc = run_cli("collect", "--results-dir", str(tmp_path / "none"))
-    assert proc.returncode == 1 and "does not exist" in proc.stderr
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
 def parallel_task_file(root, framework, use_case, world, throughput):

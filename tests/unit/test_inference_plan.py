@@ -144,7 +144,7 @@ def test_synthetic_inputs_are_the_same_bytes_for_the_same_seed():
 
 
 def test_pytorch_options_are_refused_where_they_are_not_implemented_or_mean_nothing():
-    with pytest.raises(UsageError, match="--torch-compile are implemented for the inference use case"):
+    with pytest.raises(UsageError, match="--torch-compile is implemented for the inference use case"):
         matrix.expand("digits", 1, [], [], [], [], settings(torch_compile=True))
     with pytest.raises(UsageError, match="--channels-last is for convolutional networks; vit_b_16 is not one"):
         matrix.expand("imagenet", 5, [], ["vit_b_16"], [1], [], settings(data_source="synthetic", channels_last=True))

@@ -118,7 +118,7 @@ def test_a_two_node_cell_runs_its_backend_under_srun(tmp_path):
     for script, framework in ((jax_script, "jax"), (torch_script, "torch")):
         assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n" in script
         assert f'exec srun --kill-on-bad-exit=1 python -m {framework}_backend.run "$specs" "$index"' in script
-    assert 'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in torch_script
+    assert 'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"\nexport MASTER_ADDR' in torch_script
     assert "MASTER_ADDR" not in jax_script
     spec_file = next((tmp_path / "r").glob("*/specs/torch.jsonl"))
     written = json.loads(spec_file.read_text().splitlines()[0])
