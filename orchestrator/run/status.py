@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,14 @@ SLURM_STATE_NAMES = {
 ACTIVE = ("pending", "running")
 SUCCESS = "completed"
 UNKNOWN = "unknown"  # submitted, and the queue could not be read: it may still be queued or running
+
+
+class StateUnknown(OrchestratorError):
+    """Some cells may still be queued or running, and squeue or sacct could not say: `status` ends with this
+    after its table, and `watch` once the queue has stayed unreadable for WATCH_UNREADABLE_S. Its exit code, 3,
+    tells a script "unknown" apart from "ended without a result" (1) and bad input (2)."""
+
+    exit_code = 3
 UNSETTLED = (*ACTIVE, UNKNOWN)
 NO_FILE = "no file"  # unreadable_reason's word for a result that was never written
 
@@ -124,7 +133,7 @@ def campaign_status(folder: Path) -> list[CellStatus]:
         bad = problem if problem not in (None, NO_FILE) else ""
         slurm_state = states.get(task_id)
         active = SLURM_STATE_NAMES.get(slurm_state or "") in ACTIVE
-        found = dict(script=script, bad_result=bad, results=cell["results"])
+        found = {"script": script, "bad_result": bad, "results": cell["results"]}
         if unreadable and task_id and not task_id.startswith("local_") and (
                 problem is not None or task_id.rsplit("_", 1)[0] in reran):
             # No result, or a result that a queued run of --rerun-completed may replace: it may still be queued.
@@ -246,13 +255,13 @@ def show_status(results_dir: Path, campaign: str | None, log_lines: int,
         if c.ended_without_result and log_lines > 0:
             for line in ended_lines(c, log_lines):
                 report(line)
-    note = unknown_note(cells)
-    if note:
-        report(f"\n{note}; their state is unknown, and resubmit submits nothing until it can be read.")
     missing = sum(c.ended_without_result for c in cells)
     if missing:
         report(f"\n{missing} cells ended without a result; submit only those again with: "
                f"{follow_up('resubmit', results_dir)} {folder.name}")
+    note = unknown_note(cells)
+    if note:
+        raise StateUnknown(f"{note}; their state is unknown, and resubmit submits nothing until it can be read")
 
 
 def ended_lines(cell: CellStatus, log_lines: int) -> list[str]:
@@ -264,27 +273,34 @@ def ended_lines(cell: CellStatus, log_lines: int) -> list[str]:
 
 # Watching polls every `interval` seconds at first, backing off like waiting for Slurm, to a minute apart.
 WATCH_MAX_S = 60.0
-# Polls in a row that could not read the queue before watch gives up (the state of those cells stays unknown).
-WATCH_UNREADABLE_POLLS = 5
+# How long the queue may stay unreadable before watch gives up (StateUnknown): a controller restart or a
+# failover takes minutes, and watch goes on through it; a squeue that never answers is said within this.
+WATCH_UNREADABLE_S = float(os.environ.get("ORCHESTRATOR_WATCH_UNREADABLE_S", "600"))
 
 
 def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
                    report: Callable[[str], None] = print, warn: Callable[[str], None] = print) -> int:
     """Report the campaign's progress until none of its cells is active (one sacct, and squeue, call per poll for
-    the whole campaign), then warn of each cell that did not complete. Returns the exit code: 1 if any did not."""
+    the whole campaign), then warn of each cell that did not complete. Returns the exit code: 1 if any did not.
+    Cells whose state is unknown are not ended: watch polls on, and raises StateUnknown (exit 3) only once the
+    queue has stayed unreadable for WATCH_UNREADABLE_S."""
     if interval <= 0:
         raise OrchestratorError("--interval must be positive")
     folder = find_campaign(results_dir, campaign)
     report(f"campaign {folder.name}")
-    unreadable = 0
+    unreadable_since = None  # when the queue last became unreadable, while it stays so
     for _ in Backoff(interval, POLL_BACKOFF, WATCH_MAX_S).rounds():
         cells = campaign_status(folder)
         report(progress_bar(cells))
         note = unknown_note(cells)
-        unreadable = unreadable + 1 if note else 0
-        if unreadable >= WATCH_UNREADABLE_POLLS:
-            raise OrchestratorError(f"campaign {folder.name}: {note} in {unreadable} polls in a row; watch stops here")
-        if not is_active(cells):
+        if note and unreadable_since is None:
+            unreadable_since = time.monotonic()
+            warn(f"{note}; watch goes on polling, for up to {WATCH_UNREADABLE_S:.0f} s while it stays so")
+        elif not note:
+            unreadable_since = None
+        if note and time.monotonic() - unreadable_since >= WATCH_UNREADABLE_S:
+            raise StateUnknown(f"campaign {folder.name}: {note} for {WATCH_UNREADABLE_S:.0f} s; watch stops here")
+        if not is_active(cells):  # unknown cells are not ended: watch never stops on them as if they were
             break
     unfinished = [c for c in cells if c.state != SUCCESS]
     for c in unfinished:

@@ -340,7 +340,7 @@ def test_nothing_is_submitted_while_the_queue_cannot_be_read(tmp_path, cluster, 
         said = "sacct failed: exit status 1: sacct: error: slurmdbd: Connection refused"
 
     status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env)
-    assert status.returncode == 0 and f"unknown    {said}" in status.stdout
+    assert status.returncode == 3 and f"unknown    {said}" in status.stdout
     assert "ended without a result" not in status.stdout
     for proc in (run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env),
                  run_cli("resubmit", "--rerun-completed", "--results-dir", str(tmp_path / "r"), env=env),
@@ -388,7 +388,7 @@ def test_a_second_rerun_of_the_completed_cells_submits_nothing_while_the_first_i
 
     # With the queue unreadable, a result does not say whether its rerun is still queued: nothing goes.
     (tmp_path / "squeue.fail").write_text(SQUEUE_DOWN + "\n")
-    status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env).stdout
-    assert "8 cells may still be queued or running" in status
+    status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env)
+    assert status.returncode == 3 and "8 cells may still be queued or running" in status.stderr
     assert run_cli("resubmit", "--rerun-completed", "--results-dir", str(tmp_path / "r"), env=env).returncode == 1
     assert len(sbatch_lines(calls)) == 2
