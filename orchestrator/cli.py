@@ -367,6 +367,94 @@ def watch(
 
 
 # The words for pydantic's error types, which typer 0.29 raises for an option value of the wrong type.
+data_app = typer.Typer(cls=PanelledHelp, no_args_is_help=True,
+                       help="Data sets: fetch the canonical files on the login node, check a data directory.")
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("fetch")
+def data_fetch(
+    benchmark: Annotated[str, typer.Argument(help="mnist or cifar10.", autocompletion=completes(("mnist", "cifar10")))],
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="Where the files go (created if needed); give the same folder to --data-dir when you run.")],
+    mirror: Annotated[list[str] | None, typer.Option("--mirror", help="A base URL (http(s):// or file://) tried before the profile's [data_mirrors] and the published mirrors; repeat for several.")] = None,
+    profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML) whose [data_mirrors] to try.")] = None,
+) -> None:
+    """Download the benchmark's canonical files, check their published checksums and unpack them as the readers
+    expect. Nothing half-done stays: a partial or corrupt download is removed and named."""
+    from orchestrator.data.fetch import fetch
+    from orchestrator.plan.profile import load_profile
+
+    with domain_errors():
+        mirrors = (*(mirror or ()), *load_profile(profile).data_mirrors.get(benchmark, ()))
+        root = fetch(benchmark, data_dir, mirrors, report=warn)
+    typer.echo(f"{benchmark} is ready in {root}: run with --benchmark {benchmark} --data-dir {shlex.quote(str(root))}")
+
+
+@data_app.command("check")
+def data_check(
+    benchmark: Annotated[str, typer.Argument(help="The benchmark whose data to check (see `list`).", autocompletion=completes(catalog.BENCHMARKS))],
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="The data directory, as given to --data-dir when you run.")],
+) -> None:
+    """The readers' checks without running anything: one line per problem (exit 1 if any), then what was found."""
+    from orchestrator.data.check import check
+
+    with domain_errors():
+        catalog.benchmark(benchmark)
+        found = check(benchmark, data_dir)
+    for problem in found.problems:
+        typer.echo(f"problem: {problem}")
+    for fact in found.facts:
+        typer.echo(fact)
+    typer.echo(f"{benchmark} data in {data_dir}: " + (f"{len(found.problems)} problem(s)" if found.problems else "ok"))
+    raise typer.Exit(code=1 if found.problems else 0)
+
+
+baseline_app = typer.Typer(cls=PanelledHelp, no_args_is_help=True,
+                           help="Baselines: keep campaigns' numbers under a name; `compare --baseline` checks later ones.")
+app.add_typer(baseline_app, name="baseline")
+
+
+@baseline_app.command("save")
+def baseline_save(
+    name: Annotated[str, typer.Argument(help="The baseline's name (letters, digits, . _ -), e.g. jax-0.10.")],
+    results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
+    campaign: Annotated[list[str] | None, typer.Option("--campaign", "-c", help="Campaigns to keep (default: every collected one); repeat for several.")] = None,
+    merged: Annotated[Path | None, typer.Option(help="Merged dataset (default: <results-dir>/merged.parquet).")] = None,
+) -> None:
+    """Keep the median throughput, its interval, the runs and the versions of each cell and framework as
+    <results-dir>/baselines/NAME.json (replaced if it exists)."""
+    from orchestrator.results import baseline
+    from orchestrator.results.collect import MERGED
+
+    with domain_errors():
+        path, entries = baseline.save(results_dir, merged or results_dir / MERGED, name, tuple(campaign or ()))
+    typer.echo(f"baseline {name}: {entries} cell and framework entries in {path}")
+
+
+@app.command()
+def compare(
+    baseline_name: Annotated[str, typer.Option("--baseline", "-b", help="The baseline to compare with (`baseline save NAME`).")],
+    results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
+    campaign: Annotated[list[str] | None, typer.Option("--campaign", "-c", help="Campaigns to judge (default: every collected campaign the baseline was not made of).")] = None,
+    tolerance: Annotated[str, typer.Option(help="A change within this is never flagged: 5% or 0.05.")] = "5%",
+    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="Exit 1 when a cell regressed (for CI).")] = False,
+    merged: Annotated[Path | None, typer.Option(help="Merged dataset (default: <results-dir>/merged.parquet).")] = None,
+) -> None:
+    """Each cell's throughput against the baseline: flagged as a regression or an improvement when it changed
+    by more than the tolerance and outside both sides' intervals, with the versions that changed."""
+    from orchestrator.results import baseline
+    from orchestrator.results.collect import MERGED
+
+    with domain_errors():
+        limit = baseline.parse_tolerance(tolerance)
+        saved = baseline.load(results_dir, baseline_name)
+        verdicts = baseline.judge_campaigns(saved, merged or results_dir / MERGED, tuple(campaign or ()), limit)
+    typer.echo(baseline.verdict_table(verdicts))
+    regressed = baseline.regressions(verdicts)
+    typer.echo(f"{len(regressed)} regression(s) against baseline {baseline_name} (tolerance {limit:.0%})")
+    raise typer.Exit(code=1 if regressed and fail_on_regression else 0)
+
+
 VALUE_KINDS = {"int_parsing": "a whole number", "int_from_float": "a whole number", "float_parsing": "a number",
                "bool_parsing": "true or false"}
 

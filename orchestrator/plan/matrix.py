@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
@@ -305,6 +306,15 @@ def check_paired(frameworks: list[str], settings: RunSettings) -> None:
                          f"({settings.world_size} processes) cannot be paired")
 
 
+def fetch_hint(benchmark: str, data_dir) -> str:
+    """The command that fetches the data, for the benchmarks `data fetch` knows; "" for the others."""
+    from orchestrator.data.fetch import SOURCES
+
+    if benchmark not in SOURCES:
+        return ""
+    return f"; fetch it with: python main.py data fetch {benchmark} --data-dir {shlex.quote(str(data_dir))}"
+
+
 def check_data(benchmark: str, settings: RunSettings, use_case: int | None = None) -> None:
     """Refuse a data directory that is missing or lacks the benchmark's files, before anything is written.
     Training (any use case but inference) also needs an image folder's train/ split."""
@@ -312,7 +322,8 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
     if settings.data_source == "synthetic" or not bench.needs_data_dir:
         return
     if not settings.data_dir:
-        raise UsageError(f"benchmark {benchmark!r} reads real data: give --data-dir, or ask for --synthetic data")
+        raise UsageError(f"benchmark {benchmark!r} reads real data: give --data-dir, or ask for --synthetic data"
+                         f"{fetch_hint(benchmark, 'DIR')}")
     from pathlib import Path
 
     root = Path(settings.data_dir)
@@ -323,13 +334,15 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
 
         missing = missing_mnist_files(root)
         if missing:
-            raise UsageError(f"data directory {root} lacks the MNIST files {', '.join(missing)} (each may be .gz)")
+            raise UsageError(f"data directory {root} lacks the MNIST files {', '.join(missing)} (each may be .gz)"
+                             f"{fetch_hint(benchmark, root)}")
     if benchmark == "cifar10":
         from bench_contract.data.datasets import missing_cifar10_files
 
         missing = missing_cifar10_files(root)
         if missing:
-            raise UsageError(f"data directory {root} lacks the CIFAR-10 python batches {', '.join(missing)}")
+            raise UsageError(f"data directory {root} lacks the CIFAR-10 python batches {', '.join(missing)}"
+                             f"{fetch_hint(benchmark, root)}")
     if benchmark == "imagenet":
         from bench_contract.data.images import folder_problem
 

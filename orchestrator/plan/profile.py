@@ -52,6 +52,9 @@ class ClusterProfile:
     # XLA flags per model ([xla_flags] table: vit_b_16 = "--xla_gpu_..."), added to XLA_FLAGS in that model's
     # JAX cells (and recorded on their rows); some sites need one for a model on a GPU generation.
     xla_flags: dict[str, str] = field(default_factory=dict)
+    # Where `data fetch` looks first ([data_mirrors] table: mnist = ["https://mirror.site/mnist/"]), before the
+    # published mirrors: sites mirror data sets, and compute clusters often reach only their own.
+    data_mirrors: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for key in ("partition", "account"):
@@ -101,6 +104,16 @@ class ClusterProfile:
             if not isinstance(flags, str) or not XLA_FLAGS.match(flags):
                 raise UsageError(f"profile table 'xla_flags', model {model!r}: {flags!r} is not a list of XLA flags "
                                  "such as \"--xla_gpu_enable_triton_gemm=false\" (--name or --name=value, spaces between)")
+        from orchestrator.data.fetch import SOURCES
+
+        for name, urls in self.data_mirrors.items():
+            if name not in SOURCES:
+                raise UsageError(f"profile table 'data_mirrors': {name!r} is not a data set `data fetch` knows "
+                                 f"({', '.join(SOURCES)})")
+            for url in urls:
+                if not re.match(r"^(https?|file)://\S+$", url):
+                    raise UsageError(f"profile table 'data_mirrors', {name}: {url!r} is not an http(s):// or file:// "
+                                     "base URL")
         for line in self.setup_lines:
             if "\n" in line:
                 raise UsageError("profile key 'setup_lines': give one shell line per list item, without newlines")
@@ -133,6 +146,11 @@ def load_profile(path: str | Path | None) -> ClusterProfile:
         elif key == "xla_flags":
             if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
                 raise UsageError("profile key 'xla_flags' must be a table of model = \"flags\" strings")
+        elif key == "data_mirrors":
+            if not isinstance(value, dict) or not all(
+                    isinstance(v, list) and all(isinstance(u, str) for u in v) for v in value.values()):
+                raise UsageError("profile key 'data_mirrors' must be a table of data set = [\"base URL\", ...] lists")
+            value = {name: tuple(urls) for name, urls in value.items()}
         elif key in ("gpus_per_task", "cpus_per_task", "max_array_size", "warning_seconds"):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UsageError(f"profile key {key!r} must be an integer, got {value!r}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,7 @@ class Verdict:
     change: float | None  # median / baseline median - 1
     flag: str  # "regression", "improvement", "within tolerance", "within noise", "new", "missing"
     changed_versions: list[str]
+    campaign: str = ""  # the campaign judged; "" for a baseline cell that no campaign ran
 
 
 def path_of(results_dir: Path, name: str) -> Path:
@@ -220,7 +221,7 @@ def verdict_table(verdicts: list[Verdict]) -> str:
 
     from orchestrator.tables import format_table
 
-    headers = ["device", "cell", "framework", "baseline", "now", "change", "flag", "versions changed"]
+    headers = ["campaign", "device", "cell", "framework", "baseline", "now", "change", "flag", "versions changed"]
     # Two rows of one cell measured under different settings say how they differ ("torch.compile", "2 nodes").
     differs = differing_settings(pd.DataFrame([v.key for v in verdicts])) if verdicts else []
     rows = []
@@ -229,7 +230,7 @@ def verdict_table(verdicts: list[Verdict]) -> str:
         cell = f"{k['benchmark']} uc{k['use_case']} {k['model']} b{k['batch_size']} {k['precision']}"
         if differ:
             cell += f" ({differ})"
-        rows.append([k["device_model"], cell, k["framework"], figure(v.baseline and v.baseline["median"]),
+        rows.append([v.campaign, k["device_model"], cell, k["framework"], figure(v.baseline and v.baseline["median"]),
                      figure(v.median), f"{v.change:+.1%}" if v.change is not None else "",
                      FLAG_WORDS.get(v.flag, v.flag), "; ".join(v.changed_versions)])
     return format_table(headers, rows)
@@ -241,3 +242,20 @@ def figure(value: float | None) -> str:
 
 def regressions(verdicts: list[Verdict]) -> list[Verdict]:
     return [v for v in verdicts if v.flag == "regression"]
+
+
+def judge_campaigns(saved: dict, merged: Path, campaigns: tuple[str, ...], tolerance: float) -> list[Verdict]:
+    """Each of the given campaigns (default: every collected one the baseline was not made of) against the
+    baseline, on its own: pooling two campaigns would mix two sets of versions into one median."""
+    df = read_rows(merged, campaigns)
+    if not campaigns:
+        df = df[~df["campaign"].isin(saved["campaigns"])]
+        if df.empty:
+            raise UsageError(f"{merged} holds no campaign besides the baseline's own ({', '.join(saved['campaigns'])}):"
+                             " collect a new campaign first, or name one with --campaign")
+    verdicts = []
+    for name in sorted(set(df["campaign"].astype(str))):
+        verdicts += [replace(v, campaign=name) for v in judge(saved, summarize(df[df["campaign"] == name]), tolerance)
+                     if v.flag != "missing"]
+    ran = {frozen(v.key) for v in verdicts}
+    return verdicts + [v for v in judge(saved, [], tolerance) if frozen(v.key) not in ran]

@@ -101,3 +101,18 @@ def test_bad_names_tolerances_and_campaigns_are_one_sentence(results):
     with pytest.raises(UsageError, match="is not a fraction or a percentage"):
         baseline.parse_tolerance("five")
     assert baseline.parse_tolerance("5%") == pytest.approx(0.05) == baseline.parse_tolerance("0.05")
+
+
+def test_the_commands_save_and_compare_and_fail_only_when_asked(results):
+    from helpers import run_cli
+
+    proc = run_cli("baseline", "save", "release-1", "--results-dir", str(results), "--campaign", "base")
+    assert proc.returncode == 0 and "2 cell and framework entries" in proc.stdout, proc.stderr
+    same = run_cli("compare", "--baseline", "release-1", "--results-dir", str(results), "--campaign", "same",
+                   "--fail-on-regression")
+    assert same.returncode == 0 and "0 regression(s)" in same.stdout, same.stderr
+    slow = run_cli("compare", "--baseline", "release-1", "--results-dir", str(results), "--fail-on-regression")
+    assert slow.returncode == 1 and "REGRESSION" in slow.stdout and "2 regression(s)" in slow.stdout
+    assert run_cli("compare", "--baseline", "release-1", "--results-dir", str(results)).returncode == 0
+    bad = run_cli("compare", "--baseline", "release-1", "--results-dir", str(results), "--tolerance", "x")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --tolerance 'x'")

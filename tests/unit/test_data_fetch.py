@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import run_cli
 
 from bench_contract.data.datasets import CIFAR10_TEST_BATCH, CIFAR10_TRAIN_BATCHES
 from orchestrator.data import check, fetch
@@ -230,3 +231,47 @@ def test_check_of_text_and_graph_data(tmp_path):
     (tmp_path / "graph.npz").write_bytes(b"not an npz")
     assert check.check("gnn", tmp_path).problems[0].startswith(f"{tmp_path / 'graph.npz'}: unreadable")
     assert check.check("digits", tmp_path).problems == []
+
+
+# --- the commands ---------------------------------------------------------------------------------------------
+
+
+def test_fetch_command_refuses_a_mirror_serving_other_bytes_in_one_sentence(serve, tmp_path):
+    server = serve(mnist_files())
+    proc = run_cli("data", "fetch", "mnist", "--data-dir", str(tmp_path / "d"), "--mirror", f"{server.url}/good")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 1 and len(errors) == 1 and "differs from the published" in errors[0]
+    assert leftovers(tmp_path / "d") == []
+
+
+def test_the_profiles_mirrors_are_tried_and_checked(serve, tmp_path):
+    server = serve(mnist_files())
+    profile = tmp_path / "site.toml"
+    profile.write_text(f'[data_mirrors]\nmnist = ["{server.url}/good/"]\n')
+    proc = run_cli("data", "fetch", "mnist", "--data-dir", str(tmp_path / "d"), "--profile", str(profile))
+    assert f"fetching {server.url}/good/train-images-idx3-ubyte.gz" in proc.stderr
+    profile.write_text('[data_mirrors]\nimagenet = ["https://example.org/"]\n')
+    proc = run_cli("data", "fetch", "mnist", "--data-dir", str(tmp_path / "d"), "--profile", str(profile))
+    assert proc.returncode == 2 and "'imagenet' is not a data set `data fetch` knows" in proc.stderr
+    profile.write_text('[data_mirrors]\nmnist = ["ftp://example.org/"]\n')
+    proc = run_cli("data", "fetch", "mnist", "--data-dir", str(tmp_path / "d"), "--profile", str(profile))
+    assert proc.returncode == 2 and "is not an http(s):// or file:// base URL" in proc.stderr
+
+
+def test_check_command_exits_1_on_problems_and_0_on_good_data(tmp_path):
+    for name, body in mnist_files().items():
+        (tmp_path / name).write_bytes(body)
+    proc = run_cli("data", "check", "mnist", "--data-dir", str(tmp_path))
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == f"mnist data in {tmp_path}: ok"
+    (tmp_path / "t10k-images-idx3-ubyte.gz").write_bytes(b"\x1f\x8b broken")
+    proc = run_cli("data", "check", "mnist", "--data-dir", str(tmp_path))
+    assert proc.returncode == 1 and proc.stdout.startswith("problem: t10k-images-idx3-ubyte: unreadable")
+    assert run_cli("data", "check", "nosuch", "--data-dir", str(tmp_path)).returncode == 2
+
+
+def test_a_run_without_its_data_names_the_fetch_command(tmp_path):
+    proc = run_cli("--benchmark", "cifar10", "--use-case", "1", "--executor", "local",
+                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
+    assert proc.returncode == 2
+    assert "fetch it with: python main.py data fetch cifar10 --data-dir DIR" in proc.stderr
+    assert not (tmp_path / "r").exists()
