@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
-from orchestrator.lock import exclusive
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, matrix
 from orchestrator.plan.profile import ClusterProfile, load_profile
@@ -139,18 +138,15 @@ class LaunchOptions:
         )
 
 
-LAUNCH_LOCK = ".launch.lock"  # in the results folder: one default command at a time plans and submits there
-
-
 def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     """Plan, render and (unless dry-run) submit one campaign. Returns the exit code.
 
-    Planning and submission hold the results folder's lock: the same command started twice at once refuses
-    the second time, naming the first, instead of submitting everything twice."""
+    Planning and submission hold the results folder's lock (submit.submitting): the same command started twice at
+    once, or a resubmit meanwhile, refuses the second, naming the first, instead of submitting everything twice."""
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
                           req.precisions, req.settings)
     check_request(req, cells, report)
-    held = nullcontext() if req.dry_run else exclusive(req.results_dir / LAUNCH_LOCK, f"`{req.command}`")
+    held = nullcontext() if req.dry_run else submit.submitting(req.results_dir, f"`{req.command}`")
     with held:
         return plan_and_submit(req, cells, report)
 
@@ -286,7 +282,7 @@ def resubmit_same(req: LaunchRequest, campaign_dir: Path, report: Callable[[str]
            f"without a result{' and, as asked, the completed ones again' if req.rerun_completed else ''} "
            "(--new-campaign plans a separate one)")
     return resubmit_and_report(campaign_dir, executor=req.executor, rerun_completed=req.rerun_completed,
-                               wait=req.wait, report=report, warn=report)
+                               wait=req.wait, report=report, warn=report, lock_held=True)
 
 
 def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,10 +110,30 @@ def profile_of(manifest: dict) -> ClusterProfile:
 
 
 def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool = False, wait: bool = False,
-             todo: dict[str, list[int]] | None = None,
-             report: Callable[[str], None] = print) -> list[Resubmission]:
+             todo: dict[str, list[int]] | None = None, report: Callable[[str], None] = print,
+             lock_held: bool = False) -> list[Resubmission]:
     """Submit the tasks of the campaign in `folder` whose cells have no result (or `todo`): one array per script,
-    that is per framework, or one for the paired script. `Resubmission.framework` is that script's key."""
+    that is per framework, or one for the paired script. `Resubmission.framework` is that script's key.
+
+    Choosing and submitting hold the results folder's submission lock (unless the caller, the default command,
+    `lock_held` already), so that two resubmits, or a resubmit and the same command again, never submit the same
+    cells twice; the manifest is read once the lock is held. Waiting for the jobs comes after, without it."""
+    held = nullcontext() if lock_held else submit.submitting(folder.parent, f"`resubmit {folder.name}`")
+    with held:
+        run, done = submit_missing(folder, executor, rerun_completed, wait, todo, report)
+    if not done:
+        return []
+    if run.executor == "slurm" and wait:
+        run.wait_for_slurm(done)
+    if run.executor == "local" or wait:
+        run.record_failures(done)
+    return done
+
+
+def submit_missing(folder: Path, executor: str | None, rerun_completed: bool, wait: bool,
+                   todo: dict[str, list[int]] | None,
+                   report: Callable[[str], None]) -> tuple[Rerun | None, list[Resubmission]]:
+    """Settle unknown arrays, choose the cells (unless `todo`), move bad results aside and submit the tasks."""
     manifest = campaigns.load_manifest(folder)
     reconcile_unknown(folder, manifest, report)
     executor = executor or (manifest["executor"] if manifest["executor"] in catalog.EXECUTORS else "slurm")
@@ -124,14 +145,9 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
         move_aside(chosen, report)
     if not todo:
         report(f"campaign {folder.name}: every cell has a result or is still queued; nothing to submit")
-        return []
+        return None, []
     run = Rerun(folder, manifest, executor, rerun_completed, wait, report)
-    done = [run.resubmit_script(key, indices) for key, indices in todo.items()]
-    if executor == "slurm" and wait:
-        run.wait_for_slurm(done)
-    if executor == "local" or wait:
-        run.record_failures(done)
-    return done
+    return run, [run.resubmit_script(key, indices) for key, indices in todo.items()]
 
 
 def reconcile_unknown(folder: Path, manifest: dict, report: Callable[[str], None]) -> None:
@@ -147,9 +163,11 @@ def reconcile_unknown(folder: Path, manifest: dict, report: Callable[[str], None
 
 
 def resubmit_and_report(folder: Path, *, executor: str | None, rerun_completed: bool, wait: bool,
-                        report: Callable[[str], None] = print, warn: Callable[[str], None] = print) -> int:
+                        report: Callable[[str], None] = print, warn: Callable[[str], None] = print,
+                        lock_held: bool = False) -> int:
     """Resubmit (above), then warn of each array task that failed. Returns the exit code: 1 if any failed."""
-    done = resubmit(folder, executor=executor, rerun_completed=rerun_completed, wait=wait, report=report)
+    done = resubmit(folder, executor=executor, rerun_completed=rerun_completed, wait=wait, report=report,
+                    lock_held=lock_held)
     failed = submit.failure_lines(done, first_line_only=True)
     for line in failed:
         warn(line)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.lock import exclusive
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
@@ -126,6 +127,17 @@ class SbatchRefused(OrchestratorError):
     def __init__(self, script: Path, said: str, where: str = ""):
         super().__init__(sbatch_refusal(script, said, where))
         self.script, self.said = script, said
+
+
+# In a results folder: one command at a time plans or submits there (the default command, and resubmit of any
+# of its campaigns), so that the same cells are never submitted twice by two commands at once.
+SUBMIT_LOCK = ".launch.lock"
+
+
+def submitting(results_dir: Path, doing: str):
+    """The results folder's submission lock, held while the block runs; a second holder is refused at once, in one
+    sentence naming the first."""
+    return exclusive(results_dir / SUBMIT_LOCK, doing)
 
 
 def say(line: str) -> None:

@@ -4,11 +4,13 @@ status names each missing cell with its reason and the end of its log. Slurm is 
 import json
 import os
 import shlex
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import REPO_ROOT, run_cli
 
 from bench_contract.run.failure import write_failure
 from orchestrator.run.resubmit import array_expression, blocks
@@ -139,7 +141,7 @@ def test_the_same_command_again_completes_its_campaign(tmp_path, cluster):
 
 
 def test_a_changed_setting_is_a_new_campaign(tmp_path, cluster):
-    env, calls, profile = cluster
+    env, _, profile = cluster
     plan(tmp_path, env, profile)
     plan(tmp_path, env, profile, "--epochs", "3")
     assert len(list((tmp_path / "r").glob("*/manifest.json"))) == 2
@@ -169,7 +171,7 @@ def test_array_expressions_and_parts():
 def test_collect_names_every_missing_cell_apart_from_the_measurements(tmp_path, cluster):
     import pyarrow.parquet as pq
 
-    env, calls, profile = cluster
+    env, _, profile = cluster
     plan(tmp_path, env, profile, "--frameworks", "jax")
     manifest = manifest_of(tmp_path)
     succeed(manifest, "jax", 0)
@@ -392,3 +394,33 @@ def test_a_second_rerun_of_the_completed_cells_submits_nothing_while_the_first_i
     assert status.returncode == 3 and "8 cells may still be queued or running" in status.stderr
     assert run_cli("resubmit", "--rerun-completed", "--results-dir", str(tmp_path / "r"), env=env).returncode == 1
     assert len(sbatch_lines(calls)) == 2
+
+
+def test_two_resubmits_at_once_submit_each_cell_once_and_the_second_names_the_first(tmp_path, cluster):
+    """#22: resubmit holds the results folder's submission lock, the one the default command holds: a second
+    resubmit, or the same command again, while the first submits, refuses in one sentence and submits nothing."""
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile)  # jobs 4001 and 4002: nothing queued, no result, so every cell goes again
+    started = tmp_path / "sbatch_started"
+    (tmp_path / "fakebin" / "sbatch").write_text(
+        f'#!/bin/bash\ntouch "{started}"\necho "$*" >> "{calls}"\nsleep 3\nn=$(wc -l < "{calls}")\n'
+        'echo "$((4000 + n))"\n')
+    first = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), "resubmit", "--results-dir",
+                              str(tmp_path / "r")], env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    same = run_cli(*COMMAND, "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
+                   "--scripts-dir", str(tmp_path / "s"), env=env)
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, out + err
+    for refused in (second, same):
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        [line] = refused.stderr.strip().splitlines()
+        assert line.startswith(f"error: `resubmit {manifest_of(tmp_path)['campaign']}` (pid {first.pid} on ")
+        assert "holds " in line and ".launch.lock: wait for it to finish" in line
+    assert [line.split()[1] for line in sbatch_lines(calls)] == ["--array=0-3", "--array=0-3"]  # once each
+    assert len(manifest_of(tmp_path)["resubmissions"]) == 2
+    assert "nothing to submit" not in second.stdout + same.stdout
