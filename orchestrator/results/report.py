@@ -18,7 +18,7 @@ from bench_contract.atomic import publish
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError
 from orchestrator.results.collect import MERGED, batch_search_rows, scaling_frame
-from orchestrator.results.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, summary_rows
+from orchestrator.results.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, format_value, summary_rows
 from orchestrator.results.views import ViewTable, use_case_frame, view_tables
 
 COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
@@ -41,7 +41,7 @@ def write_report(merged: Path, folder: Path) -> Report:
     folder.mkdir(parents=True, exist_ok=True)
     frame = use_case_frame(df)  # the comparison with every use case's columns: all of it goes to the CSV
     report = Report(folder)
-    report.tables = write_tables(frame, view_tables(frame), folder, extra_tables(df))
+    report.tables = write_tables(frame, view_tables(frame), folder, extra_tables(df, frame))
     report.plots = draw_plots(df, frame, folder / "plots")
     report.html = write_html(df, frame, report, folder / "report.html", merged)
     return report
@@ -113,10 +113,29 @@ def latex_table(caption: str, headers: list[str], rows: list[list[str]], left: i
     return "\n".join(lines)
 
 
-def extra_tables(df) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, headers, rows) of the tables beside the comparison: today the largest batch that fits."""
-    headers, rows = batch_search_rows(summary_rows(df))
-    return [("Largest batch that fits", headers, rows)] if rows else []
+def extra_tables(df, frame) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of the tables beside the use cases' (each where it has rows): the roofline's
+    bound of every cell, and the largest batch that fits."""
+    tables = [("Roofline: compute- or memory-bound", *roofline_rows(frame)),
+              ("Largest batch that fits", *batch_search_rows(summary_rows(df)))]
+    return [(title, headers, rows) for title, headers, rows in tables if rows]
+
+
+def roofline_rows(frame) -> tuple[list[str], list[list[str]]]:
+    """Each cell's arithmetic intensity and bound (compute or memory, against the device's shared ridge point)
+    per framework: the roofline plot's points as numbers. No rows where no bound was recorded."""
+    headers = ["device model", "benchmark", "use case", "model", "batch", "precision",
+               "JAX intensity\n(FLOP/byte)", "PyTorch intensity\n(FLOP/byte)", "JAX bound", "PyTorch bound"]
+    bounds = [f"{fw}_compute_bound" for fw in FRAMEWORKS]
+    if frame.empty or not set(bounds) <= set(frame.columns):
+        return headers, []
+    rows = []
+    for _, row in frame[frame[bounds].notna().any(axis=1)].iterrows():
+        rows.append([row["device_model"], row["benchmark"], str(row["use_case"]), row["model"],
+                     str(row["batch_size"]), row["precision"],
+                     *(format_value("arithmetic_intensity", row[f"{fw}_arithmetic_intensity"]) for fw in FRAMEWORKS),
+                     *(format_value("compute_bound", row[f"{fw}_compute_bound"]) for fw in FRAMEWORKS)])
+    return headers, rows
 
 
 def write_tables(frame, tables: list[ViewTable], folder: Path,
@@ -556,7 +575,7 @@ def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
     tables = [{"title": table.caption, "html": html_table(table.headers, table.rows), "notes": table.notes}
               for table in view_tables(frame)]
     tables += [{"title": title, "html": html_table(headers, rows), "notes": []}
-               for title, headers, rows in extra_tables(df)]
+               for title, headers, rows in extra_tables(df, frame)]
     plots = [{"title": title, "data": base64.b64encode(p.read_bytes()).decode()} for title, p in report.plots]
     page = env.get_template("report.html.j2").render(
         merged=str(merged), rows=len(df), tables=tables, plots=plots, provenance=provenance_sections(df),
