@@ -9,10 +9,11 @@ os.sched_setaffinity before it imports its framework (`bind_task_cpus`), and PyT
 torch.set_num_threads to the same count.
 
 How many: SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS (the rendered scripts export the profile's
-cpus_per_task there when Slurm sets nothing), else every CPU the process may use. Which: the first that
-many of the affinity Slurm gave the task, offset by SLURM_LOCALID where Slurm gave more than one task's
-worth (task/none binds nothing, as on the local cluster and with the local executor), so two tasks of one
-node do not share CPUs while there are enough for both.
+cpus_per_task there when Slurm sets nothing), else every CPU the process may use. Which: the affinity Slurm
+gave the task where that is the count; where Slurm gave more (task/none binds nothing, as on the local
+cluster and with the local executor), a block of that many of them: by SLURM_LOCALID, so two tasks of one job
+on one node do not share CPUs while there are enough for both, turned by SLURM_JOB_ID, so that jobs sharing
+an unbound node do not all take its first CPUs.
 """
 
 from __future__ import annotations
@@ -63,25 +64,30 @@ def requested_count(env: Mapping[str, str]) -> tuple[int | None, str]:
     return None, "nothing sets a CPU count (neither " + " nor ".join(n for n, _ in COUNT_VARIABLES) + ")"
 
 
-def local_task(env: Mapping[str, str]) -> int:
-    text = env.get("SLURM_LOCALID", "0").strip() or "0"
+def slurm_index(env: Mapping[str, str], name: str) -> int:
+    """A whole number Slurm sets (SLURM_LOCALID, SLURM_JOB_ID); 0 where it is not set (outside Slurm)."""
+    text = env.get(name, "").strip() or "0"
     if not text.isdigit():
-        raise BindingError(f"SLURM_LOCALID={text!r} is not a task index on the node")
+        raise BindingError(f"{name}={text!r} is not a whole number; Slurm sets it, unset it outside Slurm")
     return int(text)
 
 
-def choose_cpus(available: Iterable[int], count: int | None, local_id: int) -> tuple[tuple[int, ...], str]:
-    """The CPUs of task `local_id` out of `available`: all of them when there are not more than `count`, else
-    the local_id-th block of `count`, wrapping around (and then shared with another task) when there are not
-    enough blocks for every task."""
+def choose_cpus(available: Iterable[int], count: int | None, local_id: int,
+                job_id: int = 0) -> tuple[tuple[int, ...], str]:
+    """The CPUs of task `local_id` of job `job_id` out of `available`: all of them when there are not more than
+    `count`, else a block of `count`. Tasks of one job take consecutive blocks, so they share no CPU while there
+    are blocks enough; the first block turns with the job id, so that jobs on one unbound node (several jobs on
+    a shared node; the local cluster's two nodes on one machine) spread over its CPUs instead of all taking the
+    first (they may still meet: Slurm says nothing of other jobs' CPUs when it binds none)."""
     cpus = sorted(available)
     if count is None or count >= len(cpus):
         return tuple(cpus), f"all {len(cpus)} CPUs of the process's affinity"
     blocks = len(cpus) // count
-    block = local_id % blocks
+    block = (job_id + local_id) % blocks
     shared = f", shared: {blocks} blocks for local task {local_id}" if local_id >= blocks else ""
-    return (tuple(cpus[block * count:(block + 1) * count]),
-            f"block {block} of {blocks} ({count} CPU{'s' if count > 1 else ''} each) of the {len(cpus)} CPUs in the affinity{shared}")
+    how = (f"block {block} of {blocks} ({count} CPU{'s' if count > 1 else ''} each; local task {local_id}, "
+           f"job {job_id}) of the {len(cpus)} CPUs in the affinity{shared}")
+    return tuple(cpus[block * count:(block + 1) * count]), how
 
 
 def compact_cpu_list(cpus: Iterable[int]) -> str:
@@ -122,7 +128,8 @@ def bind_task_cpus(env: Mapping[str, str] | None = None) -> Binding | None:
         if not hasattr(os, "sched_setaffinity"):
             _binding = Binding((), f"{source}: not bound, this OS has no CPU affinity (os.sched_setaffinity)")
             return _binding
-        cpus, how = choose_cpus(os.sched_getaffinity(0), count, local_task(env))
+        cpus, how = choose_cpus(os.sched_getaffinity(0), count, slurm_index(env, "SLURM_LOCALID"),
+                                slurm_index(env, "SLURM_JOB_ID"))
         set_process_affinity(cpus)
     except BindingError as exc:
         _error = exc

@@ -29,6 +29,11 @@ def test_the_count_is_slurms_else_the_profiles_else_none(env, count, source):
     assert got == count and said.startswith(source)
 
 
+def test_a_slurm_index_that_is_not_a_number_is_refused_in_one_sentence():
+    with pytest.raises(cpu_binding.BindingError, match="SLURM_LOCALID='x' is not a whole number"):
+        cpu_binding.slurm_index({"SLURM_LOCALID": "x"}, "SLURM_LOCALID")
+
+
 @pytest.mark.parametrize("value", ["0", "two", "2(x3)", "-1"])
 def test_a_count_that_is_not_a_positive_number_is_refused_in_one_sentence(value):
     with pytest.raises(cpu_binding.BindingError, match=re.escape(f"SLURM_CPUS_PER_TASK='{value}' is not a positive")):
@@ -46,6 +51,15 @@ def test_a_count_that_is_not_a_positive_number_is_refused_in_one_sentence(value)
 ])
 def test_each_task_of_a_node_takes_its_own_block_of_the_affinity(available, count, local_id, chosen):
     assert cpu_binding.choose_cpus(available, count, local_id)[0] == chosen
+
+
+def test_jobs_on_one_unbound_node_turn_the_first_block_with_their_job_id():
+    """The local cluster's two one-CPU nodes share this machine, and Slurm binds nothing: jobs 12779 and 12780,
+    one on each, would otherwise both take CPU 0 and leave CPU 1 idle."""
+    assert cpu_binding.choose_cpus(range(2), 1, 0, job_id=12779)[0] == (1,)
+    assert cpu_binding.choose_cpus(range(2), 1, 0, job_id=12780)[0] == (0,)
+    tasks = [cpu_binding.choose_cpus(range(8), 2, local_id, job_id=5)[0] for local_id in range(4)]
+    assert len(set(tasks)) == 4  # the tasks of one job still take a block each
 
 
 def test_tasks_of_one_node_do_not_share_cpus_while_there_are_enough():
