@@ -192,25 +192,6 @@ def submitted_ids(manifest: dict) -> str:
     return f"job{'s' if len(ids) != 1 else ''} {', '.join(ids)}" if ids else "no job"
 
 
-def recorder(campaign_dir: Path, manifest: dict) -> Callable[[dict], None]:
-    """Records each sbatch call's outcome in the manifest as soon as sbatch returns. Should the manifest not be
-    written, the error names the job id, so that a submitted array is never lost."""
-    def record(entry: dict) -> None:
-        entry = campaigns.record_array(manifest, entry)
-        try:
-            campaigns.save_manifest(campaign_dir, manifest)
-        except OSError as exc:
-            if entry["state"] == "submitted":
-                raise OrchestratorError(
-                    f"job {entry['job_id']} ({entry['script']}, array tasks {entry['offset']} to "
-                    f"{entry['offset'] + entry['count'] - 1}) was submitted, but {campaign_dir / campaigns.MANIFEST} "
-                    f"could not be written ({exc}): keep this id, or cancel it with `scancel {entry['job_id']}` "
-                    "before running the same command again") from None
-            raise OrchestratorError(f"{entry['reason']}; and {campaign_dir / campaigns.MANIFEST} could not be "
-                                    f"written ({exc})") from None
-    return record
-
-
 def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None]) -> None:
     """Everything that can be checked before a campaign is written: the data, the partition, the executor."""
     try:
@@ -310,21 +291,19 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
         n = script.tasks
         if req.executor == "slurm":
             sub = submit.submit_sbatch(script.framework, Path(info["path"]), n, max_array,
-                                       campaign=campaign_dir.name, record=recorder(campaign_dir, manifest))
+                                       campaign=campaign_dir.name, record=submit.recorder(campaign_dir, manifest))
         elif req.executor == "local":
             sub = submit.run_local(script.framework, Path(info["campaign_copy"]), n, log_dir, job_name, report)
         else:
             sub, jobs = submit.submit_submitit(script.framework, Path(info["campaign_copy"]), n,
                                                campaign_dir / "submitit" / script.framework, req.profile,
-                                               job_name, log_dir, max_array)
+                                               job_name, log_dir, max_array, campaign=campaign_dir.name,
+                                               record=submit.recorder(campaign_dir, manifest))
             pending_submitit.append((sub, jobs))
         submissions.append(sub)
-        if req.executor != "slurm":  # sbatch's arrays were recorded as each was submitted
-            # Recorded at once, so a failure to submit the next script does not lose this job id.
+        if req.executor == "local":  # Slurm's arrays were recorded as each was submitted
             manifest["submissions"][script.framework] = {"job_id": sub.job_id, "task_ids": sub.task_ids,
                                                          "submitted_at": campaigns.now_utc()}
-            if len(sub.arrays) > 1:  # split to fit MaxArraySize: every part's job id, offset and size
-                manifest["submissions"][script.framework]["arrays"] = sub.arrays
             campaigns.save_manifest(campaign_dir, manifest)
         if len(sub.arrays) > 1:
             report(f"{script.framework}: {n} tasks exceed the {max_array} an array may hold here; submitted as "

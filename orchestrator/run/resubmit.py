@@ -12,6 +12,7 @@ job id.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -151,14 +152,16 @@ def submit_missing(folder: Path, executor: str | None, rerun_completed: bool, wa
 
 
 def reconcile_unknown(folder: Path, manifest: dict, report: Callable[[str], None]) -> None:
-    """Arrays whose sbatch gave no answer: look them up in Slurm by their job names (one sacct or squeue call) and
-    record what was found, before anything is submitted again."""
+    """Arrays whose sbatch gave no answer: look them up in Slurm by their job names (one squeue and one sacct call)
+    and record what was found, before anything is submitted again."""
     settled = submit.reconcile(manifest)
     if not settled:
         return
     campaigns.save_manifest(folder, manifest)
     for entry in settled:
         what = f"found as job {entry['job_id']}" if entry.get("job_id") else "not in Slurm: it was never accepted"
+        if entry["state"] == "cancelled":  # submit.ORPHAN: its cells go again
+            what += f"; {entry['reason']}"
         report(f"{entry['script']}: the array at offset {entry['offset']} whose submission was unknown is {what}")
 
 
@@ -174,6 +177,14 @@ def resubmit_and_report(folder: Path, *, executor: str | None, rerun_completed: 
     return 1 if failed else 0
 
 
+def next_attempt(manifest: dict) -> int:
+    """The number of the next resubmission (`:rerunN` in its arrays' job names): one more than any before, answered
+    or not, so that no two arrays of a campaign share a name and reconcile finds the right one."""
+    named = [int(found.group(1)) for a in manifest.get("arrays", [])
+             if (found := re.search(r":rerun(\d+)$", a.get("job_name", "")))]
+    return max([len(manifest.get("resubmissions", [])), *named]) + 1
+
+
 @dataclass
 class Rerun:
     """One resubmission of a campaign's tasks, script after script, with the manifest updated as it goes."""
@@ -186,10 +197,12 @@ class Rerun:
     report: Callable[[str], None]
     profile: ClusterProfile = field(init=False)
     max_array: int | None = field(init=False)  # the most tasks one array job may hold here, where Slurm has a cap
+    record: Callable[[dict], None] = field(init=False)
 
     def __post_init__(self) -> None:
         self.profile = profile_of(self.manifest)
         self.max_array = submit.executor_array_limit(self.executor, self.profile)
+        self.record = submit.recorder(self.folder, self.manifest)  # each array's outcome, as soon as it is known
 
     def resubmit_script(self, key: str, indices: list[int]) -> Resubmission:
         """Submit (or run) the script's tasks at these array indices, and record them before anything is waited for."""
@@ -217,15 +230,15 @@ class Rerun:
         """Array index -> new task id, and submitit's jobs (none for the other executors)."""
         task_ids: dict[int, str] = {}
         jobs = []
+        attempt = next_attempt(self.manifest)
         if self.executor == "slurm":
-            attempt = len(self.manifest.get("resubmissions", [])) + 1
             for offset, local in blocks(indices, self.max_array):
                 job_id = self.sbatch_recorded(key, script, offset, local, attempt)
                 task_ids.update({offset + i: f"{job_id}_{i}" for i in local})
         elif self.executor == "submitit":
             part, jobs = submit.submit_submitit(key, script, n, self.folder / "submitit" / key, self.profile,
-                                                job_name, self.folder / "logs", self.max_array, indices=indices)
-            sub.setdefault("arrays", []).extend(part.arrays)
+                                                job_name, self.folder / "logs", self.max_array, indices=indices,
+                                                campaign=self.folder.name, rerun=attempt, record=self.record)
             task_ids.update(zip(indices, part.task_ids))
         else:
             task_ids.update({i: f"local_{i}" for i in indices})
@@ -241,11 +254,9 @@ class Rerun:
                                    options=(f"--array={array_expression(local)}",), job_name=entry["job_name"])
         except OrchestratorError as exc:
             state = "unknown" if isinstance(exc, submit.SubmissionUnknown) else "refused"
-            campaigns.record_array(self.manifest, {**entry, "state": state, "reason": str(exc)})
-            campaigns.save_manifest(self.folder, self.manifest)
+            self.record({**entry, "state": state, "reason": str(exc)})
             raise
-        campaigns.record_array(self.manifest, {**entry, "state": "submitted", "job_id": job_id})
-        campaigns.save_manifest(self.folder, self.manifest)
+        self.record({**entry, "state": "submitted", "job_id": job_id})
         return job_id
 
     def record_tasks(self, key: str, indices: list[int], task_ids: dict[int, str], sub: dict) -> list[str]:

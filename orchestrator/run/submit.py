@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import datetime as dt
 import getpass
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,8 +104,8 @@ def executor_array_limit(executor: str, profile: ClusterProfile) -> int | None:
     return array_limit(profile) if executor in catalog.SLURM_EXECUTORS else None
 
 
-SBATCH_TIMEOUT_S = float(os.environ.get("ORCHESTRATOR_SBATCH_TIMEOUT_S", 120))  # then the array's fate is unknown
-SBATCH_SLOW_S = float(os.environ.get("ORCHESTRATOR_SBATCH_SLOW_S", 10))  # then a line on stderr says sbatch waits
+SBATCH_TIMEOUT_S = float(os.environ.get("ORCHESTRATOR_SBATCH_TIMEOUT_S", "120"))  # then the array's fate is unknown
+SBATCH_SLOW_S = float(os.environ.get("ORCHESTRATOR_SBATCH_SLOW_S", "10"))  # then a line on stderr says sbatch waits
 
 # sbatch's words for a full controller or a spent submit limit, and what each means.
 LIMITS = {
@@ -144,6 +147,36 @@ def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def slow_sbatch(seconds: float, then: str) -> str:
+    """The line that tells a user that sbatch is waiting, why it may be, and `then` what happens."""
+    return (f"sbatch has not answered for {seconds:.0f} s: the controller is busy or full (`sdiag` and "
+            f"`squeue | wc -l` say which); {then}")
+
+
+@contextmanager
+def saying_while_slow(warn: Callable[[str], None] = say, first_s: float | None = None,
+                      every_s: float = 30.0) -> Iterator[None]:
+    """While the block runs (an sbatch call made by another library, which sets no time limit), say after
+    `first_s` (SBATCH_SLOW_S) and then every `every_s` seconds that sbatch is still waiting."""
+    first_s = SBATCH_SLOW_S if first_s is None else first_s
+    done = threading.Event()
+    start = time.monotonic()
+
+    def keep_saying() -> None:
+        delay = first_s
+        while not done.wait(delay):
+            warn(slow_sbatch(time.monotonic() - start, "submitit waits for it, as long as sbatch retries"))
+            delay = every_s
+
+    speaker = threading.Thread(target=keep_saying, daemon=True)
+    speaker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        speaker.join()
+
+
 def array_job_name(campaign: str, key: str, offset: int) -> str:
     """The job name of one array job: its script key, campaign and first cell (the offset of its part). It finds
     the array again in Slurm (sacct --name, or squeue --name) when sbatch's answer was lost."""
@@ -176,8 +209,7 @@ def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: st
     try:
         out, err = proc.communicate(timeout=min(SBATCH_SLOW_S, SBATCH_TIMEOUT_S))
     except subprocess.TimeoutExpired:
-        warn(f"sbatch has not answered for {SBATCH_SLOW_S:.0f} s: the controller is busy or full (`sdiag` and "
-             f"`squeue | wc -l` say which); waiting up to {SBATCH_TIMEOUT_S:.0f} s")
+        warn(slow_sbatch(SBATCH_SLOW_S, f"waiting up to {SBATCH_TIMEOUT_S:.0f} s"))
         try:
             out, err = proc.communicate(timeout=max(0.0, SBATCH_TIMEOUT_S - SBATCH_SLOW_S))
         except subprocess.TimeoutExpired:
@@ -238,37 +270,98 @@ def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | N
     return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays)
 
 
+def recorder(campaign_dir: Path, manifest: dict) -> Callable[[dict], None]:
+    """Records each sbatch call's outcome (sbatch's own, or submitit's) in the manifest as soon as it returns.
+    Should the manifest not be written, the error names the job id, so that a submitted array is never lost."""
+    def record(entry: dict) -> None:
+        entry = campaigns.record_array(manifest, entry)
+        number_submitit_tasks(manifest, entry)
+        try:
+            campaigns.save_manifest(campaign_dir, manifest)
+        except OSError as exc:
+            if entry["state"] == "submitted":
+                tasks = (f"array tasks {entry['offset']} to {entry['offset'] + entry['count'] - 1}"
+                         if "indices" not in entry else f"{entry['count']} array tasks submitted again")
+                raise OrchestratorError(
+                    f"job {entry['job_id']} ({entry['script']}, {tasks}) was submitted, but {campaign_dir / campaigns.MANIFEST} "
+                    f"could not be written ({exc}): keep this id, or cancel it with `scancel {entry['job_id']}` "
+                    "before running the same command again") from None
+            raise OrchestratorError(f"{entry['reason']}; and {campaign_dir / campaigns.MANIFEST} could not be "
+                                    f"written ({exc})") from None
+    return record
+
+
 def reconcile(manifest: dict, user: str | None = None) -> list[dict]:
-    """Look up the campaign's arrays whose submission is unknown in Slurm by their job names, in one sacct call
-    (or, without accounting, one squeue call), and record what was found: submitted, with the job id, or "not
-    found" (never accepted). Returns the entries it settled; none when Slurm could not be asked."""
+    """Look up the campaign's arrays whose submission is unknown in Slurm by their job names, in one squeue and
+    one sacct call, and record what was found: submitted, with the job id, or "not found" (never accepted).
+
+    Both are asked since each misses some: sacct may not list an array just accepted (accounting lags the
+    controller, and lists a held array only once it is eligible), squeue forgets a job MinJobAge after it ended.
+    An array either lists is found; one is "not found" only when both answered (or the cluster keeps no
+    accounting). Returns the entries it settled."""
     unknown = [a for a in manifest.get("arrays", []) if a.get("state") == "unknown" and a.get("job_name")]
     if not unknown:
         return []
+    found, complete = jobs_named([a["job_name"] for a in unknown], min(a["at"] for a in unknown), user)
+    settled = []
+    for entry in unknown:
+        job_id = found.get(entry["job_name"])
+        if job_id and entry.get("executor") == "submitit" and cancel_orphan(job_id):
+            entry.update(state="cancelled", job_id=job_id, reconciled_at=campaigns.now_utc(), reason=ORPHAN)
+            settled.append(entry)
+        elif job_id or complete:
+            campaigns.settle_array(manifest, entry, job_id)
+            number_submitit_tasks(manifest, entry)
+            settled.append(entry)
+    return settled
+
+
+# A submitit array found in Slurm after its submission's outcome was unknown: submitit files each task's work
+# under the job id sbatch answered, so without that answer its tasks wait 60 s for it and fail.
+ORPHAN = "submitit never learnt its job id, so its tasks could not get their work: it was cancelled"
+
+
+def cancel_orphan(job_id: str) -> bool:
+    """scancel a submitit array whose tasks cannot run (ORPHAN); whether scancel did. Where it did not, the array
+    stays recorded as submitted: its tasks fail, and a resubmit runs their cells again."""
+    scancel = shutil.which("scancel")
+    if scancel is None:
+        return False
+    try:
+        proc = subprocess.run([scancel, job_id], check=False, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
+    except (subprocess.TimeoutExpired, OSError):
+        return False
+    return proc.returncode == 0
+
+
+def jobs_named(names: list[str], since: str, user: str | None = None) -> tuple[dict[str, str], bool]:
+    """(job name -> job id of the user's jobs so named, found by squeue or sacct; whether both answered, so that a
+    name not found is no job at all). `since`: the UTC time of the first call that may have submitted one."""
     who = user or os.environ.get("USER") or getpass.getuser()
-    names = ",".join(a["job_name"] for a in unknown)
+    listed = ",".join(names)
     # sacct reads -S in the local time zone: from the day before the first unknown call, whatever the zone.
-    since = (dt.date.fromisoformat(min(a["at"] for a in unknown)[:10]) - dt.timedelta(days=1)).isoformat()
-    asked = (("sacct", ["-X", "-n", "-P", "-u", who, "-S", since, f"--name={names}", "-o", "JobID,JobName"]),
-             ("squeue", ["-h", "-t", "all", "-u", who, f"--name={names}", "-o", "%F|%j"]))
-    for tool, args in asked:
+    day_before = (dt.date.fromisoformat(since[:10]) - dt.timedelta(days=1)).isoformat()
+    found: dict[str, str] = {}
+    complete = True
+    for tool, args in (("squeue", ["-h", "-t", "all", "-u", who, f"--name={listed}", "-o", "%F|%j"]),
+                       ("sacct", ["-X", "-n", "-P", "-u", who, "-S", day_before, f"--name={listed}",
+                                  "-o", "JobID,JobName"])):
+        if tool == "sacct" and shutil.which("sacct") is None:
+            continue  # no accounting here: squeue alone knows the jobs
         try:
             proc = query(tool, args)
         except QueueUnreadable:
+            complete = False
             continue
-        if proc.returncode == 0:
-            break
-    else:
-        return []  # neither could answer: the arrays stay unknown
-    found: dict[str, str] = {}
-    for line in proc.stdout.splitlines():
-        job, _, name = line.strip().partition("|")
-        job_id = job.split("_")[0]
-        if job_id.isdigit():
-            found.setdefault(name.strip(), job_id)
-    for entry in unknown:
-        campaigns.settle_array(manifest, entry, found.get(entry["job_name"]))
-    return unknown
+        if proc.returncode != 0:
+            complete = complete and tool == "sacct" and ACCOUNTING_OFF in proc.stderr + proc.stdout
+            continue
+        for line in proc.stdout.splitlines():
+            job, _, name = line.strip().partition("|")
+            job_id = job.split("_")[0]
+            if job_id.isdigit():
+                found.setdefault(name.strip(), job_id)
+    return found, complete
 
 
 # --- limits -----------------------------------------------------------------------------------------
@@ -279,7 +372,7 @@ def cluster_config() -> dict[str, str]:
     if scontrol is None:
         return {}
     try:
-        proc = subprocess.run([scontrol, "show", "config"], capture_output=True, text=True, timeout=30)
+        proc = subprocess.run([scontrol, "show", "config"], check=False, capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
         return {}
     if proc.returncode != 0:
@@ -294,7 +387,7 @@ def sacctmgr_rows(*args: str) -> list[list[str]]:
     if sacctmgr is None:
         return []
     try:
-        proc = subprocess.run([sacctmgr, "-n", "-P", "show", *args], capture_output=True, text=True, timeout=30)
+        proc = subprocess.run([sacctmgr, "-n", "-P", "show", *args], check=False, capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
         return []
     return [line.split("|") for line in proc.stdout.splitlines() if line.strip()] if proc.returncode == 0 else []
@@ -472,7 +565,7 @@ def query(command: str, args: list[str], timeout_s: float | None = None) -> subp
     if path is None:
         raise QueueUnreadable(command, f"'{command}' is not on PATH")
     try:
-        return subprocess.run([path, *args], capture_output=True, text=True, timeout=timeout_s)
+        return subprocess.run([path, *args], check=False, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise QueueUnreadable(command, f"no answer within {timeout_s:.0f} s") from None
     except OSError as exc:
@@ -565,10 +658,10 @@ def run_array_task(script: str, index: int, log: str | None = None) -> None:
     env.pop("VIRTUAL_ENV", None)
     env.pop("PYTHONHOME", None)
     if log is None:
-        proc = subprocess.run(["bash", script], env=env)
+        proc = subprocess.run(["bash", script], check=False, env=env)
     else:
         with open(log, "w") as out:
-            proc = subprocess.run(["bash", script], env=env, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.run(["bash", script], check=False, env=env, stdout=out, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
         where = f"; its log {log} ends with:\n{log_end(log)}" if log else ""
         raise OrchestratorError(f"array task {index} of {script} exited with code {proc.returncode}{where}")
@@ -630,9 +723,15 @@ def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) ->
 
 
 def submit_submitit(framework: str, script: Path, n_tasks: int, folder: Path, profile: ClusterProfile,
-                    job_name: str, log_dir: Path, max_array: int | None = None, indices: list[int] | None = None):
+                    job_name: str, log_dir: Path, max_array: int | None = None, indices: list[int] | None = None,
+                    campaign: str | None = None, rerun: int | None = None,
+                    record: Callable[[dict], None] | None = None):
     """Submit the script's array indices (all n_tasks, or only `indices`) as submitit arrays: one, or one per
-    part of at most `max_array`. Return the Submission (task_ids in the order of the indices) and submitit's jobs."""
+    part of at most `max_array`. Return the Submission (task_ids in the order of the indices) and submitit's jobs.
+
+    With a `campaign`, each array job is named as sbatch's are (array_job_name of its first cell, and
+    `:rerunN` for resubmission `rerun`), and `record` gets each part's outcome (submitted, refused or unknown)
+    as soon as submitit returns or raises, before anything else can fail. `job_name` names the task logs."""
     require_command("sbatch")
     import submitit  # only this executor needs it
 
@@ -641,21 +740,85 @@ def submit_submitit(framework: str, script: Path, n_tasks: int, folder: Path, pr
     size = max_array if max_array is not None and len(indices) > max_array else len(indices)
     executor.update_parameters(**submitit_parameters(profile, job_name, size))
     jobs, arrays = [], []
+    stderr = sys.stderr  # the user's, while submitit's own print of sbatch's refusal goes into the error
+
+    def warn(line: str) -> None:
+        print(line, file=stderr, flush=True)
+
     for offset in range(0, len(indices), size):
         chunk = indices[offset:offset + size]
-        with executor.batch():  # one sbatch call per batch; each task is told its cell's index directly
-            part = [executor.submit(run_array_task, str(script), i, str(log_dir / f"{job_name}_submitit_{i}.out"))
-                    for i in chunk]
-        arrays.append({"job_id": re.sub(r"_\d+$", "", part[0].job_id), "offset": offset, "count": len(chunk)})
+        entry = submitit_entry(framework, chunk, campaign, rerun)
+        if "job_name" in entry:
+            executor.update_parameters(name=entry["job_name"])
+        try:
+            with saying_while_slow(warn), redirect_stderr(io.StringIO()), executor.batch():  # one sbatch call
+                part = [executor.submit(run_array_task, str(script), i, str(log_dir / f"{job_name}_submitit_{i}.out"))
+                        for i in chunk]  # each task is told its cell's index
+        except Exception as exc:  # noqa: BLE001 - submitit raises its own errors, and whatever its sbatch call raised
+            error = submitit_failure(script, exc)
+            if record:
+                record({**entry, "state": "unknown" if isinstance(error, SubmissionUnknown) else "refused",
+                        "reason": str(error)})
+            raise error from None
+        job_id = re.sub(r"_\d+$", "", part[0].job_id)
+        if record:
+            record({**entry, "state": "submitted", "job_id": job_id})
+        arrays.append({"job_id": job_id, "offset": offset, "count": len(chunk)})
         jobs += part
     task_ids = [job.job_id for job in jobs]
     return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays), jobs
+
+
+# How submitit numbers an array's tasks where sbatch's numbering (task i runs cell offset + i) does not hold:
+IN_ORDER = "in order"  # a resubmission: its k-th cell runs as task k
+ONE_JOB = "one job"  # a single task: submitit submits it as a plain job, whose only task id is the job id
+
+
+def submitit_entry(framework: str, chunk: list[int], campaign: str | None, rerun: int | None) -> dict:
+    """The manifest's record of one submitit array: its cells (`offset` and `count`, or a resubmission's
+    `indices`), its job name with a campaign, and how its tasks are numbered where sbatch's rule does not hold."""
+    if rerun is None:
+        entry = {"script": framework, "offset": chunk[0], "count": len(chunk), "executor": "submitit"}
+    else:
+        entry = {"script": framework, "offset": 0, "count": len(chunk), "indices": chunk, "numbering": IN_ORDER,
+                 "executor": "submitit"}
+    if len(chunk) == 1:
+        entry["numbering"] = ONE_JOB
+    if campaign:
+        entry["job_name"] = array_job_name(campaign, framework, chunk[0]) + (f":rerun{rerun}" if rerun else "")
+    return entry
+
+
+def number_submitit_tasks(manifest: dict, entry: dict) -> None:
+    """The task ids of a submitted submitit array with its own numbering (IN_ORDER, ONE_JOB), where
+    campaigns.add_submitted, which knows sbatch's numbering only, wrote task `cell - offset` of the job."""
+    numbering = entry.get("numbering")
+    if numbering not in (IN_ORDER, ONE_JOB) or entry.get("state") != "submitted":
+        return
+    ids = manifest["submissions"][entry["script"]]["task_ids"]
+    cells = entry.get("indices") or range(entry["offset"], entry["offset"] + entry["count"])
+    for k, cell in enumerate(cells):
+        ids[cell] = entry["job_id"] if numbering == ONE_JOB else f"{entry['job_id']}_{k}"
+
+
+def submitit_failure(script: Path, exc: Exception) -> OrchestratorError:
+    """What a failed submitit submission means: sbatch's refusal (it exited non-zero: nothing was submitted),
+    or an unknown outcome (anything else: sbatch may have accepted the array before the failure)."""
+    refused = exc.__cause__ if isinstance(exc.__cause__, subprocess.CalledProcessError) else None
+    if refused is not None:
+        said = "; ".join(line.strip() for line in str(refused.stderr or refused.output or "").splitlines()
+                         if line.strip())
+        return SbatchRefused(script, said or f"exit status {refused.returncode}")
+    why = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+    return SubmissionUnknown(
+        f"submitit's sbatch call for {script} failed ({why}), so whether Slurm accepted it is unknown; run the same "
+        "command again: it first looks the array up in Slurm by its job name and submits only what is missing")
 
 
 def wait_for_submitit(sub: Submission, jobs) -> None:
     for index, job in enumerate(jobs):
         try:
             job.result()
-        except Exception as exc:  # submitit raises FailedJobError and friends, with the task's stderr
+        except Exception as exc:  # noqa: BLE001 - submitit raises FailedJobError and friends, with the task's stderr
             sub.failed[index] = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
 

@@ -3,6 +3,7 @@ on PATH, so these run without Slurm."""
 
 import json
 import os
+import re
 import shlex
 import stat
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO_ROOT, run_cli
+from test_resubmit import write_result
 
 ARGS = ("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32")
 
@@ -106,6 +108,36 @@ def test_the_same_command_again_finds_the_unknown_array_in_slurm_before_submitti
     assert record["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
 
 
+def test_an_unknown_array_that_sacct_does_not_list_yet_is_found_by_squeue(tmp_path, cluster):
+    """Accounting lags the controller (and lists a held array only once it is eligible): an array accepted a moment
+    ago is in squeue and not yet in sacct. It is found, not taken for never accepted and submitted a second time."""
+    env, run = cluster
+    bin_dir = Path(env["PATH"].split(":")[0])
+    write_tool(bin_dir, "sbatch", "exec sleep 30\n")
+    env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
+    assert run(timeout=25).returncode == 1
+    name = manifest(tmp_path)["arrays"][0]["job_name"]
+    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
+    write_tool(bin_dir, "sacct", "exit 0\n")  # no record yet
+    write_tool(bin_dir, "squeue", f'case "$*" in *--name=*{name}*) echo "4100|{name}";; '
+                                  '*4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    proc = run()
+    no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert "whose submission was unknown is found as job 4100" in proc.stdout
+    assert [line.split()[0].split(":")[0] for line in calls(tmp_path)] == ["torch"]  # jax not again
+
+    # Neither lists it, and squeue could not be asked: it stays unknown, and nothing is submitted.
+    record = manifest(tmp_path)
+    record["arrays"][0]["state"] = "unknown"
+    del record["submissions"]["jax"]
+    next((tmp_path / "r").glob("*/manifest.json")).write_text(json.dumps(record))
+    write_tool(bin_dir, "squeue", "echo 'slurm_load_jobs error: Socket timed out' >&2\nexit 1\n")
+    proc = run()
+    assert proc.returncode == 1 and "nothing was submitted" in proc.stderr, proc.stdout + proc.stderr
+    assert manifest(tmp_path)["arrays"][0]["state"] == "unknown" and len(calls(tmp_path)) == 1
+
+
 def test_a_manifest_that_cannot_be_written_after_sbatch_names_the_job_id(tmp_path, cluster):
     env, run = cluster
     # sbatch accepts the array, and then the manifest cannot be replaced (a folder now stands in its place).
@@ -147,7 +179,7 @@ def test_the_same_command_twice_at_once_submits_once_and_the_second_names_the_fi
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     second = run()
-    out, err = first.communicate(timeout=60)
+    _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     no_traceback(second)
     assert second.returncode == 1
@@ -200,3 +232,134 @@ def test_a_resubmission_whose_sbatch_gave_no_answer_is_found_again_before_the_ne
     submitted = calls(tmp_path)[before:]
     assert all(line.split()[-1].endswith("torch_digits_1.sh") for line in submitted) and submitted  # jax not again
     assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4300_0", "4300_1", "4300_2"]
+
+
+# --- submitit: its arrays are named and recorded as sbatch's are ---------------------------------------------
+
+def submitit_sbatch(tmp_path, then: str = "") -> str:
+    """A fake sbatch as submitit calls it (`sbatch FILE`, the job name in FILE's #SBATCH lines): it records the
+    name, runs `then` (which may exit), and answers as sbatch does without --parsable."""
+    return (f'name=$(sed -n "s/^#SBATCH --job-name=//p" "${{@: -1}}")\necho "$name $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
+            f'{then}\nn=$(wc -l < "{tmp_path / "sbatch_calls.txt"}")\necho "Submitted batch job $((4000 + n))"\n')
+
+
+def test_submitit_names_each_array_and_records_it_at_once(tmp_path, cluster):
+    env, run = cluster
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(tmp_path))
+    proc = run("--executor", "submitit")
+    no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    record = manifest(tmp_path)
+    campaign = record["campaign"]
+    assert [line.split()[0] for line in calls(tmp_path)] == [f"jax:{campaign}:0", f"torch:{campaign}:0"]
+    assert [(a["script"], a["state"], a["job_id"], a["job_name"]) for a in record["arrays"]] == [
+        ("jax", "submitted", "4001", f"jax:{campaign}:0"), ("torch", "submitted", "4002", f"torch:{campaign}:0")]
+    assert record["submissions"]["jax"]["task_ids"] == ["4001_0", "4001_1", "4001_2"]
+
+
+def test_a_submitit_refusal_is_one_sentence_and_recorded_as_refused(tmp_path, cluster):
+    env, run = cluster
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(
+        tmp_path, "echo 'sbatch: error: QOSMaxSubmitJobPerUserLimit' >&2\necho 'sbatch: error: Batch job submission "
+                  "failed: Job violates accounting/QOS policy' >&2\nexit 1"))
+    proc = run("--executor", "submitit")
+    no_traceback(proc)
+    assert proc.returncode == 1
+    [line] = proc.stderr.strip().splitlines()
+    assert "QOSMaxSubmitJobPerUserLimit" in line and "your QOS's MaxSubmitJobsPerUser is reached" in line
+    [array] = manifest(tmp_path)["arrays"]
+    assert array["state"] == "refused" and array["job_name"].startswith("jax:")
+
+
+def test_an_unknown_submitit_array_is_found_again_before_anything_is_submitted_twice(tmp_path, cluster):
+    """submitit raised after its sbatch call (here: an answer it cannot read): the array is recorded as unknown
+    under its job name. The same command again finds it in Slurm by that name; since submitit never learnt its id,
+    its tasks cannot get their work, so it is cancelled (never left to fail, or to run beside a second array),
+    and its cells are submitted once more."""
+    env, run = cluster
+    bin_dir = Path(env["PATH"].split(":")[0])
+    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path, "echo 'sbatch: slurm_receive_msg: Socket timed out'\nexit 0"))
+    proc = run("--executor", "submitit")
+    no_traceback(proc)
+    assert proc.returncode == 1
+    [line] = proc.stderr.strip().splitlines()
+    assert "submitit's sbatch call for " in line and "whether Slurm accepted it is unknown" in line
+    [array] = manifest(tmp_path)["arrays"]
+    name = array["job_name"]
+    assert array["state"] == "unknown" and name == f"jax:{manifest(tmp_path)['campaign']}:0"
+    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
+    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    write_tool(bin_dir, "scancel", f'echo "$*" >> "{tmp_path / "scancel_calls.txt"}"\n')
+    proc = run("--executor", "submitit")
+    no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert ("jax: the array at offset 0 whose submission was unknown is found as job 4100; submitit never learnt "
+            "its job id, so its tasks could not get their work: it was cancelled") in proc.stdout
+    assert (tmp_path / "scancel_calls.txt").read_text() == "4100\n"
+    assert [line.split()[0].split(":")[0] for line in calls(tmp_path)] == ["jax", "jax", "torch"]
+    record = manifest(tmp_path)
+    assert [(a["state"], a.get("job_id")) for a in record["arrays"]] == [
+        ("cancelled", "4100"), ("submitted", "4002"), ("submitted", "4003")]
+    assert record["submissions"]["jax"]["task_ids"] == ["4002_0", "4002_1", "4002_2"]
+
+
+def test_a_submitit_resubmission_is_named_recorded_and_numbered_in_order(tmp_path, cluster):
+    """submitit numbers a resubmitted array's tasks 0, 1, ... in the order of their cells (cells 0 and 2 run as
+    tasks 0 and 1), both when submitit answers and when its array, found again after an unknown outcome, could not
+    be cancelled."""
+    env, run = cluster
+    bin_dir = Path(env["PATH"].split(":")[0])
+    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
+    assert run("--executor", "submitit").returncode == 0  # 4001 (jax), 4002 (torch)
+    record = manifest(tmp_path)
+    for cell in record["cells"]:
+        if cell["framework"] == "torch" or cell["array_index"] == 1:
+            write_result(Path(cell["results"]), cell["cell_id"])
+    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path, "echo 'garbled'\nexit 0"))
+    resubmit = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    no_traceback(resubmit)
+    assert resubmit.returncode == 1 and "is unknown" in resubmit.stderr
+    [unknown] = [a for a in manifest(tmp_path)["arrays"] if a["state"] == "unknown"]
+    assert unknown["job_name"] == f"jax:{record['campaign']}:0:rerun1" and unknown["indices"] == [0, 2]
+    name = unknown["job_name"]
+    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4300_[0-1]|{name}";; '
+                                 '*4300*) echo "4300_[0-1]|PENDING";; esac\n')
+    write_tool(bin_dir, "squeue", 'case "$*" in *4300*) printf "4300_0 PENDING\\n4300_1 PENDING\\n";; esac\n')
+    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
+    # scancel fails (it is already gone from the queue, say): the array stays as found, its tasks numbered in order.
+    write_tool(bin_dir, "scancel", "echo 'scancel: error: Kill job error on job id 4300: Job/step already completing "
+                                   "or completed' >&2\nexit 1\n")
+    before = len(calls(tmp_path))
+    again = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    no_traceback(again)
+    assert again.returncode == 0, again.stderr
+    assert "found as job 4300" in again.stdout and "nothing to submit" in again.stdout
+    assert len(calls(tmp_path)) == before
+    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4300_0", "4001_1", "4300_1"]
+
+    # Cell 1's result turns out bad: submitit answers this time, with one task, which it submits as a plain job.
+    Path(record["cells"][1]["results"]).write_bytes(b"")
+    write_tool(bin_dir, "sacct", 'case "$*" in *4300*) echo "4300_[0-1]|COMPLETED";; esac\n')
+    write_tool(bin_dir, "squeue", "exit 0\n")
+    for cell in (record["cells"][0], record["cells"][2]):
+        write_result(Path(cell["results"]), cell["cell_id"])
+    third = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    assert third.returncode == 0, third.stderr
+    [line] = calls(tmp_path)[before:]
+    assert line.split()[0] == f"jax:{record['campaign']}:1:rerun2"
+    job = str(4000 + len(calls(tmp_path)))
+    record = manifest(tmp_path)
+    assert record["submissions"]["jax"]["task_ids"] == ["4300_0", job, "4300_1"]  # one task: a plain job
+    assert record["arrays"][-1] == {**record["arrays"][-1], "state": "submitted", "job_id": job, "indices": [1]}
+
+
+def test_a_slow_submitit_sbatch_is_said_while_it_waits(tmp_path, cluster):
+    env, run = cluster
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(tmp_path, "sleep 1.5"))
+    env.update(ORCHESTRATOR_SBATCH_SLOW_S="0.5")
+    proc = run("--executor", "submitit")
+    no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    waiting = [line for line in proc.stderr.splitlines() if re.match(r"sbatch has not answered for \d+ s: ", line)]
+    assert len(waiting) == 2 and "submitit waits for it" in waiting[0], proc.stderr  # once per framework's array
