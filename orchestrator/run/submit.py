@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -147,10 +148,15 @@ def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def slow_sbatch(seconds: float, then: str) -> str:
-    """The line that tells a user that sbatch is waiting, why it may be, and `then` what happens."""
-    return (f"sbatch has not answered for {seconds:.0f} s: the controller is busy or full (`sdiag` and "
-            f"`squeue | wc -l` say which); {then}")
+def slow_sbatch(seconds: float, then: str, said: str = "") -> str:
+    """The line that tells a user that sbatch is waiting and why (in its own words `said`, where it printed any,
+    with what they mean), and `then` what happens."""
+    waited = f"sbatch has not answered for {seconds:.0f} s: "
+    if not said:
+        return f"{waited}the controller is busy or full (`sdiag` and `squeue | wc -l` say which); {then}"
+    meaning = next((why for word, why in LIMITS.items() if word in said), None)
+    return (f'{waited}it says "{said}"' + (f": {meaning}" if meaning else "")
+            + f" (`sdiag` and `squeue | wc -l` say whether the controller is busy or full); {then}")
 
 
 @contextmanager
@@ -197,31 +203,20 @@ def sbatch_refusal(script: Path, said: str, where: str = "") -> str:
 def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: str | None = None,
            warn: Callable[[str], None] = say) -> str:
     """One sbatch call; returns the job id. A refusal becomes one sentence with sbatch's own words; no answer
-    within SBATCH_TIMEOUT_S raises SubmissionUnknown. After SBATCH_SLOW_S without an answer, `warn` says why.
+    within SBATCH_TIMEOUT_S raises SubmissionUnknown. After SBATCH_SLOW_S without an answer, `warn` says why,
+    in sbatch's words so far where it printed any ("Slurm temporarily unable to accept job, sleeping and retrying").
     `job_name` replaces the script's --job-name (through SBATCH_JOB_NAME, which outranks #SBATCH lines)."""
     command = [require_command("sbatch"), "--parsable", *options, str(script), *args]
     env = {**os.environ, "SBATCH_JOB_NAME": job_name} if job_name else None
-    try:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, env=env)
-    except OSError as exc:
-        raise OrchestratorError(f"sbatch could not be started for {script}: {exc}") from None
-    try:
-        out, err = proc.communicate(timeout=min(SBATCH_SLOW_S, SBATCH_TIMEOUT_S))
-    except subprocess.TimeoutExpired:
-        warn(slow_sbatch(SBATCH_SLOW_S, f"waiting up to {SBATCH_TIMEOUT_S:.0f} s"))
+    # stderr goes to a file, not a pipe, so that what sbatch says while it retries can be read before it ends.
+    with tempfile.TemporaryFile() as stderr:
         try:
-            out, err = proc.communicate(timeout=max(0.0, SBATCH_TIMEOUT_S - SBATCH_SLOW_S))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            try:
-                proc.communicate(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass  # a child of sbatch's still holds its output; nothing more is read from it
-            raise SubmissionUnknown(
-                f"sbatch did not answer within {SBATCH_TIMEOUT_S:.0f} s for {script}, so whether Slurm accepted it is "
-                "unknown: the controller is busy; run the same command again later, it first looks the array up "
-                "in Slurm by its job name and submits only what is missing") from None
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                    stdin=subprocess.DEVNULL, env=env)
+        except OSError as exc:
+            raise OrchestratorError(f"sbatch could not be started for {script}: {exc}") from None
+        out = sbatch_answer(proc, script, stderr, warn)
+        err = written(stderr)
     if proc.returncode != 0:
         said = "; ".join(line.strip() for line in (err or out).splitlines() if line.strip())
         raise SbatchRefused(script, said)
@@ -230,6 +225,38 @@ def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: st
         raise SubmissionUnknown(f"sbatch printed {out.strip()!r} for {script}, not a job id, so whether Slurm "
                                 "accepted it is unknown; run the same command again: it looks the array up first")
     return job_id
+
+
+def sbatch_answer(proc: subprocess.Popen, script: Path, stderr, warn: Callable[[str], None]) -> str:
+    """sbatch's stdout once it has ended; after SBATCH_SLOW_S, `warn` says that it waits and what it said so far;
+    after SBATCH_TIMEOUT_S it is killed and SubmissionUnknown raised."""
+    try:
+        return proc.communicate(timeout=min(SBATCH_SLOW_S, SBATCH_TIMEOUT_S))[0]
+    except subprocess.TimeoutExpired:
+        warn(slow_sbatch(SBATCH_SLOW_S, f"waiting up to {SBATCH_TIMEOUT_S:.0f} s", last_line(written(stderr))))
+    try:
+        return proc.communicate(timeout=max(0.0, SBATCH_TIMEOUT_S - SBATCH_SLOW_S))[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        try:
+            proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass  # a child of sbatch's still holds its output; nothing more is read from it
+    said = last_line(written(stderr))
+    raise SubmissionUnknown(
+        f"sbatch did not answer within {SBATCH_TIMEOUT_S:.0f} s for {script}" + (f" (it said: {said})" if said else "")
+        + ", so whether Slurm accepted it is unknown: the controller is busy; run the same command again later, it "
+        "first looks the array up in Slurm by its job name and submits only what is missing")
+
+
+def written(stderr) -> str:
+    """What a process has written to the file `stderr` so far (read without moving the offset it writes at)."""
+    return os.pread(stderr.fileno(), 1 << 20, 0).decode(errors="replace")
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | None = None,

@@ -86,6 +86,23 @@ def test_a_busy_controller_is_named_and_the_array_recorded_as_unknown(tmp_path, 
     assert "did not answer" in record["submission_error"]
 
 
+def test_a_waiting_sbatch_is_said_in_its_own_words(tmp_path, cluster):
+    """sbatch on a full controller says why it waits (and retries) on stderr at once: that line is the why."""
+    env, run = cluster
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
+               "echo 'sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying' >&2\nexec sleep 30\n")
+    env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
+    proc = run(timeout=25)
+    no_traceback(proc)
+    assert proc.returncode == 1
+    first, last = proc.stderr.strip().splitlines()
+    assert first == ('sbatch has not answered for 0 s: it says "sbatch: error: Slurm temporarily unable to accept job, '
+                     'sleeping and retrying": the controller is too busy to accept jobs now (`sdiag` and `squeue | wc '
+                     '-l` say whether the controller is busy or full); waiting up to 2 s')
+    assert last.startswith("error: sbatch did not answer within 2 s for ") and "(it said: sbatch: error: Slurm " \
+        "temporarily unable to accept job, sleeping and retrying)" in last
+
+
 def test_the_same_command_again_finds_the_unknown_array_in_slurm_before_submitting(tmp_path, cluster):
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
