@@ -113,6 +113,9 @@ def latex_table(caption: str, headers: list[str], rows: list[list[str]], left: i
     return "\n".join(lines)
 
 
+EXTRA_NAME_COLUMNS = 6  # device model, benchmark, use case, model, batch or precision, precision or memory cap
+
+
 def extra_tables(df, frame) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, headers, rows) of the tables beside the use cases' (each where it has rows): the roofline's
     bound of every cell, and the largest batch that fits."""
@@ -506,9 +509,14 @@ def draw_scaling(plt, scaling, device_index: dict, folder: Path, plots: list) ->
 
 # --- HTML ---------------------------------------------------------------------------------------------
 
-def html_table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(str(h)).replace(chr(10), '<br>')}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+def html_table(headers: list[str], rows: list[list[str]], left: int = 0) -> str:
+    """An HTML table; its first `left` columns name the cell (left-aligned), the others are numbers."""
+    def cell(tag, k, text):
+        opening = f'<{tag} class="name">' if k < left else f"<{tag}>"
+        return opening + html.escape(str(text)).replace("\n", "<br>") + f"</{tag}>"
+
+    head = "".join(cell("th", k, h) for k, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(cell("td", k, c) for k, c in enumerate(row)) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -572,9 +580,10 @@ def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROJECT_ROOT / "templates")),
                              undefined=jinja2.StrictUndefined, autoescape=True)
-    tables = [{"title": table.caption, "html": html_table(table.headers, table.rows), "notes": table.notes}
-              for table in view_tables(frame)]
-    tables += [{"title": title, "html": html_table(headers, rows), "notes": []}
+    # A use case's table names its cells in its key columns and the framework column.
+    tables = [{"title": table.caption, "html": html_table(table.headers, table.rows, left=table.key_columns + 1),
+               "notes": table.notes} for table in view_tables(frame)]
+    tables += [{"title": title, "html": html_table(headers, rows, left=EXTRA_NAME_COLUMNS), "notes": []}
                for title, headers, rows in extra_tables(df, frame)]
     plots = [{"title": title, "data": base64.b64encode(p.read_bytes()).decode()} for title, p in report.plots]
     page = env.get_template("report.html.j2").render(

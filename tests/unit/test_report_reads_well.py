@@ -120,3 +120,16 @@ def test_the_csv_has_every_column_the_tables_leave_out(tmp_path):
     assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
     csv = pd.read_csv(tmp_path / "report" / "report.csv")
     assert csv[["jax_vectorization_speedup", "torch_peak_host_rss"]].iloc[0].tolist() == [12.5, 2**30]
+
+
+def test_names_are_left_aligned_and_numbers_right_aligned_in_the_html_tables(tmp_path):
+    """The page left-aligned its first five columns whatever they held: the training table's throughput."""
+    from helpers import merged_results
+
+    merged_results(tmp_path)
+    assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
+    page = (tmp_path / "report" / "report.html").read_text()
+    first_row = page[page.index("<tbody>") + len("<tbody>"):page.index("</tr>", page.index("<tbody>"))]
+    assert first_row == ('<tr><td class="name">digits</td><td class="name">mlp</td><td class="name">32</td>'
+                         '<td class="name">JAX</td><td>2,000</td><td>2.00x</td><td>n/a</td><td>n/a</td>'
+                         '<td>n/a</td><td>0.970</td>')
