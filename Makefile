@@ -3,17 +3,32 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup envs demo test test-unit bench clean
+.PHONY: setup envs locks demo test test-unit bench clean
 
 setup: $(VENV)/.installed envs
 
-# The orchestrator's environment: no jax, no torch. Rebuilt when pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml
+# uv builds every environment from its lock file; it comes from PyPI, pinned, into the orchestrator's environment.
+UV_VERSION := 0.13.9
+UV := $(VENV)/bin/uv
+$(UV):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+# The orchestrator's environment: no jax, no torch; exactly the packages of requirements-orchestrator.lock (uv
+# removes the rest, pip included), then this project without dependencies. Rebuilt when the lock changes; a lock
+# that no longer matches pyproject.toml is refused with the command that regenerates it.
+$(VENV)/.installed: pyproject.toml requirements-orchestrator.lock | $(UV)
+	$(PY) -m orchestrator.run.locks check requirements-orchestrator.lock
+	$(UV) pip sync --quiet --require-hashes --python $(PY) requirements-orchestrator.lock
+	$(UV) pip install --quiet --no-deps --python $(PY) -e .
 	touch $@
 
-# Each framework's own environment, reused while its pinned requirements are unchanged.
+# Regenerate every lock file from its requirements (pyproject.toml, jax_backend/requirements-*.txt,
+# torch_backend/requirements.txt) after changing a pin; commit the locks with it.
+locks: | $(UV)
+	$(PY) -m orchestrator.run.locks write $(UV)
+
+# Each framework's own environment from its lock (or the profile's site interpreter), reused while the lock is unchanged.
 envs: $(VENV)/.installed
 	$(PY) main.py envs
 

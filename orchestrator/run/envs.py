@@ -1,49 +1,51 @@
-"""Create each framework's own Python environment from its pinned requirements, and reuse it while they hold.
+"""Create each framework's own Python environment from its lock file, and reuse it while the lock holds.
 
-An environment records the sha256 of the requirements it was built from; when the file is unchanged,
-the environment is reused as it is, so the command is cheap to run before every campaign.
+Environments are built with uv from the checked-in lock (orchestrator.run.locks): every package, transitive ones
+included, at a pinned version whose hashes are checked, so two sites get the same environment. A lock that no
+longer matches its requirements is refused before anything is built. An environment records the sha256 of the
+lock it was built from; while the lock is unchanged it is reused as it is, so the command is cheap to run before
+every campaign.
 
-A build takes minutes (PyTorch and its CUDA libraries are gigabytes), so pip's output is read as it comes
-and each package it collects is a progress line: a bar over the pinned requirements, the dependencies found so
-far and the time taken; then one line when pip starts installing.
+A site environment ([envs.<framework>] in the profile) is an interpreter the site already has: nothing is built,
+it is checked to import its framework and what the contract needs.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
+import shlex
 import shutil
 import subprocess
-import time
+import sys
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench_contract.run.progress import duration
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile, load_profile
-from orchestrator.run.progress import text_bar
+from orchestrator.run import locks
 
-STAMP = ".requirements.sha256"
+STAMP = ".lock.sha256"
 ERROR_LINES = 10  # the end of a failed command's output that its error shows
+# What a framework's jobs import: the framework's own packages, then what bench_contract needs in both
+# (numpy, pyarrow, pynvml from nvidia-ml-py, scikit-learn for digits, PIL for image folders).
+FRAMEWORK_IMPORTS = {"jax": ("jax", "flax", "optax"), "torch": ("torch", "torchvision")}
+CONTRACT_IMPORTS = ("numpy", "pyarrow", "pynvml", "sklearn", "PIL")
 
 
-def requirements_file(framework: str, profile: ClusterProfile) -> Path:
-    if framework == "jax":
-        return PROJECT_ROOT / "jax_backend" / f"requirements-{profile.jax_recipe}.txt"
-    return PROJECT_ROOT / "torch_backend" / "requirements.txt"
+def lock_for(framework: str, profile: ClusterProfile) -> locks.Lock:
+    return locks.JAX[profile.jax_recipe] if framework == "jax" else locks.TORCH
 
 
-def fingerprint(requirements: Path) -> str:
-    return hashlib.sha256(requirements.read_bytes()).hexdigest()
+def fingerprint(lock: Path) -> str:
+    return hashlib.sha256(lock.read_bytes()).hexdigest()
 
 
-def is_current(env: Path, requirements: Path) -> bool:
+def is_current(env: Path, lock: Path) -> bool:
     stamp = env / STAMP
-    return stamp.is_file() and stamp.read_text().strip() == fingerprint(requirements)
+    return stamp.is_file() and stamp.read_text().strip() == fingerprint(lock)
 
 
 def ensure_envs(frameworks: list[str], profile: Path | None, report: Callable[[str], None] = print) -> None:
@@ -58,97 +60,104 @@ def ensure_envs(frameworks: list[str], profile: Path | None, report: Callable[[s
 
 
 def ensure_env(framework: str, profile: ClusterProfile, report: Callable[[str], None] = print) -> Path:
+    site = profile.site_environment(framework)
+    if site:
+        check_site_environment(framework, profile)
+        report(f"{framework}: site environment {site.python} imports {', '.join(required_imports(framework))} "
+               "(not built, not locked)")
+        return profile.env_path(framework)
     env = profile.env_path(framework)
-    requirements = requirements_file(framework, profile)
-    if not requirements.is_file():
-        raise OrchestratorError(f"requirements file {requirements} is missing")
-    if is_current(env, requirements):
-        report(f"{framework}: environment {env} is up to date with {requirements.name}")
+    lock = lock_for(framework, profile)
+    lock.check()
+    if is_current(env, lock.lock):
+        report(f"{framework}: environment {env} is up to date with {lock.lock.name}")
         return env
     python = shutil.which(profile.python)
     if python is None:
         raise OrchestratorError(f"the profile's python {profile.python!r} is not on PATH")
-    report(f"{framework}: building {env} from {requirements} (this takes a minute or more)")
+    uv = uv_binary()
+    report(f"{framework}: building {env} from {lock.lock} with uv")
     # The stamp is written last: a build that was interrupted never looks current, and is redone from scratch.
     shutil.rmtree(env, ignore_errors=True)
-    _run([python, "-m", "venv", str(env)])
-    pip_install(env / "bin" / "python", requirements, lambda line: report(f"{framework}: {line}"))
-    (env / STAMP).write_text(fingerprint(requirements) + "\n")
+    run_uv([uv, "venv", "--quiet", "--python", python, str(env)], lambda line: report(f"{framework}: {line}"))
+    run_uv([uv, "pip", "sync", "--require-hashes", "--python", str(env / "bin" / "python"), str(lock.lock)],
+           lambda line: report(f"{framework}: {line}"))
+    (env / STAMP).write_text(fingerprint(lock.lock) + "\n")
     report(f"{framework}: environment ready at {env}")
     return env
 
 
-def _run(command: list[str]) -> None:
-    proc = subprocess.run(command, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-ERROR_LINES:])
-        raise OrchestratorError(f"{' '.join(command[:4])} ... failed (exit {proc.returncode}):\n{tail}")
+def uv_binary() -> str:
+    """uv is a pinned package of the orchestrator's environment, beside its python; else the one on PATH."""
+    beside = Path(sys.executable).parent / "uv"
+    found = str(beside) if beside.is_file() else shutil.which("uv")
+    if found is None:
+        raise OrchestratorError("uv is not installed: it comes with the orchestrator's environment (make setup), "
+                                "or install it with: python3 -m pip install uv")
+    return found
 
 
-def pip_install(python: Path, requirements: Path, report: Callable[[str], None]) -> None:
-    """`pip install -r requirements` in the environment of `python`, reporting its progress as it goes."""
-    command = [str(python), "-m", "pip", "install", "--progress-bar", "off", "-r", str(requirements)]
-    progress = PipProgress(pinned_names(requirements), report)
+# uv's lines per package ("+ numpy==2.4.6", "- old==1") are many; its summary lines say the progress.
+PACKAGE_LINE = (" + ", " - ", " ~ ")
+
+
+def run_uv(command: list[str], report: Callable[[str], None]) -> None:
+    """Run uv, reporting its summary lines as they come (resolved, prepared in 12s, installed in 0.3s); a failed
+    uv ends in one error with its last lines."""
     tail: deque[str] = deque(maxlen=ERROR_LINES)
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     for line in proc.stdout:
         tail.append(line.rstrip())
-        progress.feed(line)
+        if line.strip() and not line.startswith(PACKAGE_LINE):
+            report(f"uv: {line.strip()}")
     if proc.wait() != 0:
-        raise OrchestratorError(f"{' '.join(command[:4])} ... failed (exit {proc.returncode}):\n" + "\n".join(tail))
+        raise OrchestratorError(f"{' '.join(command[:3])} ... failed (exit {proc.returncode}):\n" + "\n".join(tail))
 
 
-def package_name(name: str) -> str:
-    """A distribution's name as pip compares them (PEP 503): Scikit_Learn and scikit-learn are one."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+def required_imports(framework: str) -> tuple[str, ...]:
+    return FRAMEWORK_IMPORTS[framework] + CONTRACT_IMPORTS
 
 
-def pinned_names(requirements: Path) -> set[str]:
-    """The packages a requirements file names (its options, comments and blank lines aside)."""
-    names = set()
-    for line in requirements.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line and not line.startswith("-"):
-            names.add(package_name(re.split(r"[\s\[<>=!~;@]", line, maxsplit=1)[0]))
-    return names
+def interpreter_command(framework: str, profile: ClusterProfile, arguments: list[str]) -> list[str]:
+    """The command that runs the framework's interpreter with `arguments`: directly, or for a site environment
+    after its setup lines (module load ...) in one bash, as its jobs run it."""
+    site = profile.site_environment(framework)
+    python = str(profile.python_path(framework))
+    if not site or not (profile.setup_lines or site.setup_lines):
+        return [python, *arguments]
+    script = "\n".join([*profile.setup_lines, *site.setup_lines, 'exec "$0" "$@"'])
+    return ["bash", "-c", script, python, *arguments]
 
 
-# What pip prints as it finds each package, once per package: "Collecting torch==2.14.1" from an index,
-# "Processing /wheels/numpy-2.4.6-cp311-....whl" from a file or a local mirror. Both may end in "(from ...)",
-# for a dependency and for a line of the requirements file alike, so the name alone says which it is.
-COLLECTED = re.compile(r"^(?:Collecting (?P<requirement>[A-Za-z0-9][A-Za-z0-9._-]*)|Processing \S*?(?P<wheel>[^/\s]+)\.whl)")
-INSTALLING = "Installing collected packages: "
+def check_site_environment(framework: str, profile: ClusterProfile) -> None:
+    """A site interpreter must exist and import the framework and what the contract needs; one sentence if not."""
+    python = profile.python_path(framework)
+    # Setup lines (module load ...) may be what makes the interpreter appear; then only running it can tell.
+    if not (profile.setup_lines or profile.envs[framework].setup_lines) and not python.is_file():
+        raise OrchestratorError(f"{framework}: the site environment's python {python} does not exist (profile table "
+                                f"'envs.{framework}')")
+    missing = missing_imports(interpreter_command(framework, profile, ["-c", import_probe(framework)]))
+    if missing:
+        raise OrchestratorError(f"{framework}: the site environment's python {python} cannot import "
+                                f"{missing}: install it there or point [envs.{framework}] python at another interpreter")
 
 
-@dataclass
-class PipProgress:
-    """pip's output, line by line, as progress lines: a bar over the pinned requirements collected, the
-    dependencies found besides, the time so far; then the install, which pip runs without a word."""
+def import_probe(framework: str) -> str:
+    """Python that imports every required module and prints the first that fails (with why), or nothing."""
+    return ("import importlib\n"
+            f"for m in {required_imports(framework)!r}:\n"
+            "    try:\n        importlib.import_module(m)\n"
+            "    except Exception as e:\n        print(f'{m} ({type(e).__name__}: {e})'.splitlines()[0]); break\n")
 
-    pinned: set[str]
-    report: Callable[[str], None]
-    clock: Callable[[], float] = time.monotonic
-    started: float = field(default=0.0)
-    collected: set[str] = field(default_factory=set)
-    dependencies: int = 0
 
-    def __post_init__(self) -> None:
-        self.started = self.clock()
-
-    def feed(self, line: str) -> None:
-        found = COLLECTED.match(line)
-        if found:
-            self.collect(package_name(found["requirement"] or found["wheel"].split("-")[0]))
-        elif line.startswith(INSTALLING):
-            count = len(line[len(INSTALLING):].split(","))
-            self.report(f"pip: installing {count} packages (unpacking the wheels: pip says nothing until it is done), "
-                        f"{duration(self.clock() - self.started)} so far")
-
-    def collect(self, name: str) -> None:
-        if name in self.pinned:
-            self.collected.add(name)
-        else:
-            self.dependencies += 1
-        done, total = len(self.collected), len(self.pinned)
-        self.report(f"pip {text_bar(done, total)} {done}/{total} requirements, dependencies found: {self.dependencies}, "
-                    f"{duration(self.clock() - self.started)}: {name}")
+def missing_imports(command: list[str]) -> str:
+    """The first module the probe found missing; the interpreter's own failure when it did not run."""
+    try:
+        proc = subprocess.run(command, check=False, capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"anything ({shlex.join(command[:3])} did not run: {exc})"
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"anything ({shlex.join(command[:3])} failed: {last})"
+    return proc.stdout.strip()

@@ -1,39 +1,141 @@
-"""`main.py envs`: an environment is built from its requirements and reused while they are unchanged."""
+"""`main.py envs`: an environment is built with uv from its lock file and reused while the lock is unchanged; a lock
+that no longer matches its requirements is refused with the command that regenerates it."""
 
+import stat
+
+import pytest
+
+from orchestrator.errors import OrchestratorError
 from orchestrator.plan.profile import ClusterProfile
-from orchestrator.run import envs
+from orchestrator.run import envs, locks
+
+# uv 0.13's output of a sync on a pipe: summary lines, then one line per package.
+UV_SYNC_OUTPUT = """\
+Using Python 3.11.7 environment at: ENV
+Resolved 3 packages in 150ms
+Prepared 1 package in 2.10s
+Installed 3 packages in 109ms
+ + numpy==2.4.6
+ + pillow==13.0.0
+ + scikit-learn==1.9.1
+"""
 
 
-def test_built_once_then_reused_then_rebuilt_when_requirements_change(tmp_path, monkeypatch):
-    requirements = tmp_path / "requirements.txt"
-    requirements.write_text("# nothing to install: the venv itself is what is tested\n")
-    monkeypatch.setattr(envs, "requirements_file", lambda framework, profile: requirements)
-    profile = ClusterProfile(env_dir=str(tmp_path / "envs"))
+def fake_uv(tmp_path, sync_output: str = UV_SYNC_OUTPUT, sync_exit: int = 0):
+    """A uv whose `venv` makes an environment with a python in it and whose `pip sync` prints `sync_output`; every
+    call is recorded."""
+    (tmp_path / "sync_output.txt").write_text(sync_output)
+    script = tmp_path / "uv"
+    script.write_text(f"""#!/bin/bash
+echo "$@" >> {tmp_path / "uv_calls.txt"}
+if [ "$1" = venv ]; then env="${{@: -1}}"; mkdir -p "$env/bin" && touch "$env/bin/python" && exit 0; fi
+if [ "$1 $2" = "pip sync" ]; then cat {tmp_path / "sync_output.txt"}; exit {sync_exit}; fi
+exit 9
+""")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+def a_lock(tmp_path, pins: str = "numpy==2.4.6\n") -> locks.Lock:
+    """A requirements file and a lock generated from it (its fingerprint line, then a pin)."""
+    lock = locks.Lock(tmp_path / "requirements.txt", tmp_path / "requirements.lock")
+    lock.requirements.write_text(pins)
+    lock.lock.write_text(f"{locks.FINGERPRINT_PREFIX}{lock.fingerprint()}\nnumpy==2.4.6 \\\n    --hash=sha256:00\n")
+    return lock
+
+
+@pytest.fixture
+def built(tmp_path, monkeypatch):
+    lock = a_lock(tmp_path)
+    monkeypatch.setattr(envs, "lock_for", lambda framework, profile: lock)
+    monkeypatch.setattr(envs, "uv_binary", lambda: str(fake_uv(tmp_path)))
+    return lock, ClusterProfile(env_dir=str(tmp_path / "envs"))
+
+
+def test_built_with_uv_from_the_lock_once_then_reused_then_rebuilt_when_the_lock_changes(tmp_path, built):
+    lock, profile = built
     said = []
-
     env = envs.ensure_env("jax", profile, report=said.append)
-    assert (env / "bin" / "python").exists() and env == tmp_path / "envs" / "jax"
+    assert env == tmp_path / "envs" / "jax" and (env / "bin" / "python").exists()
+    calls = (tmp_path / "uv_calls.txt").read_text().splitlines()
+    assert calls[0].startswith("venv --quiet --python ") and calls[0].endswith(str(env))
+    assert calls[1] == f"pip sync --require-hashes --python {env / 'bin' / 'python'} {lock.lock}"
     marker = env / "marker"
     marker.write_text("")
     envs.ensure_env("jax", profile, report=said.append)
-    assert marker.exists() and "up to date" in said[-1]
+    assert marker.exists() and "up to date" in said[-1] and len((tmp_path / "uv_calls.txt").read_text().splitlines()) == 2
 
-    requirements.write_text("# changed\n")
+    lock.lock.write_text(lock.lock.read_text() + "# regenerated\n")
     envs.ensure_env("jax", profile, report=said.append)
-    assert not marker.exists() and envs.is_current(env, requirements)
+    assert not marker.exists() and envs.is_current(env, lock.lock)
+
+
+def test_uvs_summary_lines_are_the_progress_and_its_package_lines_are_not(tmp_path, built):
+    _, profile = built
+    said = []
+    env = envs.ensure_env("torch", profile, report=said.append)
+    assert [line for line in said if line.startswith("torch: uv: ")] == [
+        "torch: uv: Using Python 3.11.7 environment at: ENV", "torch: uv: Resolved 3 packages in 150ms",
+        "torch: uv: Prepared 1 package in 2.10s", "torch: uv: Installed 3 packages in 109ms"]
+    assert said[-1] == f"torch: environment ready at {env}"
+
+
+def test_a_failed_uv_is_one_error_with_its_last_lines_and_leaves_no_current_environment(tmp_path, monkeypatch, built):
+    _, profile = built
+    output = "".join(f"detail {i}\n" for i in range(20)) + "error: Hash mismatch for numpy==2.4.6\n"
+    monkeypatch.setattr(envs, "uv_binary", lambda: str(fake_uv(tmp_path, output, sync_exit=2)))
+    with pytest.raises(OrchestratorError) as caught:
+        envs.ensure_env("jax", profile, report=lambda line: None)
+    message = str(caught.value)
+    assert message.startswith(f"{fake_uv(tmp_path)} pip sync ... failed (exit 2):")
+    assert message.endswith("detail 19\nerror: Hash mismatch for numpy==2.4.6") and "detail 10" not in message
+    assert not (tmp_path / "envs" / "jax" / envs.STAMP).exists()
+
+
+def test_a_lock_that_no_longer_matches_its_requirements_is_refused_before_anything_is_built(tmp_path, built):
+    lock, profile = built
+    lock.requirements.write_text("numpy==2.4.7\n")
+    with pytest.raises(OrchestratorError, match="no longer matches .*requirements.txt: regenerate it with `make locks`"):
+        envs.ensure_env("jax", profile, report=lambda line: None)
+    assert not (tmp_path / "envs").exists() and not (tmp_path / "uv_calls.txt").exists()
+
+
+def test_comments_do_not_make_a_lock_stale_but_a_changed_pin_or_option_does(tmp_path):
+    lock = a_lock(tmp_path, "numpy==2.4.6\n")
+    lock.requirements.write_text("# the contract's numpy\nnumpy==2.4.6  # pinned\n\n")
+    lock.check()
+    for changed in ("numpy==2.4.7\n", "numpy==2.4.6\n--index-url https://example.org/simple\n"):
+        lock.requirements.write_text(changed)
+        with pytest.raises(OrchestratorError, match="make locks"):
+            lock.check()
 
 
 def test_an_interrupted_build_is_not_current(tmp_path):
-    requirements = tmp_path / "r.txt"
-    requirements.write_text("numpy\n")
+    lock = a_lock(tmp_path)
     env = tmp_path / "env"
-    (env / "bin").mkdir(parents=True)  # a venv without the stamp: its install never finished
-    assert not envs.is_current(env, requirements)
+    (env / "bin").mkdir(parents=True)  # a venv without the stamp: its sync never finished
+    assert not envs.is_current(env, lock.lock)
 
 
-def test_the_profile_chooses_the_jax_recipe():
-    assert envs.requirements_file("jax", ClusterProfile(jax_recipe="cuda12")).name == "requirements-cuda12.txt"
-    assert envs.requirements_file("jax", ClusterProfile()).name == "requirements-cpu.txt"
-    for recipe in ("cpu", "cuda12", "cuda13"):
-        assert envs.requirements_file("jax", ClusterProfile(jax_recipe=recipe)).is_file()
-    assert envs.requirements_file("torch", ClusterProfile()).is_file()
+def test_the_profile_chooses_the_jax_lock():
+    assert envs.lock_for("jax", ClusterProfile(jax_recipe="cuda12")).lock.name == "requirements-cuda12.lock"
+    assert envs.lock_for("jax", ClusterProfile()).lock.name == "requirements-cpu.lock"
+    assert envs.lock_for("torch", ClusterProfile()).lock.name == "requirements.lock"
+
+
+@pytest.mark.parametrize("lock", locks.EVERY_LOCK, ids=lambda lock: lock.lock.name)
+def test_every_checked_in_lock_matches_its_requirements_and_pins_each_of_them_with_hashes(lock):
+    lock.check()
+    text = lock.lock.read_text()
+    for line in lock.requirement_lines():
+        name, version = line.split("[")[0].split("==")[0], line.split("==")[1]
+        assert f"\n{name}=={version} \\\n    --hash=sha256:" in text.replace("_", "-"), line
+
+
+def test_the_lock_command_says_a_stale_lock_and_exits_1(tmp_path, monkeypatch, capsys):
+    lock = a_lock(tmp_path)
+    monkeypatch.setattr(locks, "EVERY_LOCK", (lock,))
+    assert locks.main(["check", str(lock.lock)]) == 0
+    lock.requirements.write_text("numpy==9\n")
+    assert locks.main(["check", str(lock.lock)]) == 1
+    assert "regenerate it with `make locks`" in capsys.readouterr().err
