@@ -20,7 +20,26 @@ TIME_LIMIT = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
 JAX_RECIPES = ("cpu", "cuda12", "cuda13")
 # Signals a backend turns into a failure row that says how far it got (bench_contract.run.stop_signals.STOP_SIGNALS).
 WARNING_SIGNALS = ("TERM", "USR1", "none")
+SITE_KEYS = ("python", "setup_lines")  # the keys of an [envs.<framework>] table
 XLA_FLAGS = re.compile(r"^--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?)*$")
+
+
+@dataclass(frozen=True)
+class SiteEnvironment:
+    """An interpreter the site already has ([envs.jax] python = "/path/to/env/bin/python"), used as it is instead of
+    an environment built from the lock: a conda env, a module's Python, or frameworks installed without an index."""
+
+    python: str
+    # Shell lines run before that interpreter (module load ..., conda activate ...), after the profile's own.
+    setup_lines: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not Path(self.python).expanduser().is_absolute():
+            raise UsageError(f"profile table 'envs': python = {self.python!r} is not an absolute path to an interpreter "
+                             "such as \"/opt/conda/envs/jax/bin/python\"")
+        for line in self.setup_lines:
+            if "\n" in line:
+                raise UsageError("profile table 'envs': give one shell line per setup_lines item, without newlines")
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,9 @@ class ClusterProfile:
     # Where `data fetch` looks first ([data_mirrors] table: mnist = ["https://mirror.site/mnist/"]), before the
     # published mirrors: sites mirror data sets, and compute clusters often reach only their own.
     data_mirrors: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Site environments per framework ([envs.jax] python = "...", setup_lines = [...]): such a framework runs that
+    # interpreter, and `envs` checks it instead of building one; its rows say "site: <python>", not "locked".
+    envs: dict[str, SiteEnvironment] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for key in ("partition", "account"):
@@ -117,10 +139,48 @@ class ClusterProfile:
         for line in self.setup_lines:
             if "\n" in line:
                 raise UsageError("profile key 'setup_lines': give one shell line per list item, without newlines")
+        from orchestrator.plan.catalog import FRAMEWORKS
+
+        for framework in self.envs:
+            if framework not in FRAMEWORKS:
+                raise UsageError(f"profile table 'envs': {framework!r} is not a framework; known: {', '.join(FRAMEWORKS)}")
+
+    def site_environment(self, framework: str) -> SiteEnvironment | None:
+        return self.envs.get(framework)
+
+    def python_path(self, framework: str) -> Path:
+        """The interpreter a framework's jobs run: the site's, or the one in the environment built from the lock."""
+        site = self.site_environment(framework)
+        return Path(site.python).expanduser() if site else self.env_path(framework) / "bin" / "python"
 
     def env_path(self, framework: str) -> Path:
+        """The framework's environment folder: under env_dir, or for a site environment the folder above its
+        interpreter's bin/ (a venv's or conda env's prefix)."""
+        site = self.site_environment(framework)
+        if site:
+            return Path(site.python).expanduser().parent.parent
         base = Path(self.env_dir).expanduser()
         return (base if base.is_absolute() else PROJECT_ROOT / base) / framework
+
+
+def site_environments(table: object) -> dict[str, SiteEnvironment]:
+    """The [envs] table: one [envs.<framework>] table each, with python (required) and setup_lines."""
+    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+        raise UsageError("profile key 'envs' must hold one table per framework, such as [envs.jax] python = \"...\"")
+    environments = {}
+    for framework, keys in table.items():
+        unknown = sorted(set(keys) - set(SITE_KEYS))
+        if unknown:
+            raise UsageError(f"profile table 'envs.{framework}' has unknown keys {', '.join(unknown)}; known keys: "
+                             f"{', '.join(SITE_KEYS)}")
+        if not isinstance(keys.get("python"), str):
+            raise UsageError(f"profile table 'envs.{framework}' needs python = \"/path/to/bin/python\", the "
+                             "interpreter that has the framework")
+        lines = keys.get("setup_lines", [])
+        if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+            raise UsageError(f"profile table 'envs.{framework}': setup_lines must be a list of strings")
+        environments[framework] = SiteEnvironment(keys["python"], tuple(lines))
+    return environments
 
 
 def load_profile(path: str | Path | None) -> ClusterProfile:
@@ -151,6 +211,8 @@ def load_profile(path: str | Path | None) -> ClusterProfile:
                     isinstance(v, list) and all(isinstance(u, str) for u in v) for v in value.values()):
                 raise UsageError("profile key 'data_mirrors' must be a table of data set = [\"base URL\", ...] lists")
             value = {name: tuple(urls) for name, urls in value.items()}
+        elif key == "envs":
+            value = site_environments(value)
         elif key in ("gpus_per_task", "cpus_per_task", "max_array_size", "warning_seconds"):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UsageError(f"profile key {key!r} must be an integer, got {value!r}")

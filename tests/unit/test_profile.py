@@ -122,3 +122,33 @@ def test_gpus_with_the_cpu_jax_build_are_refused_with_the_fix(tmp_path):
     assert load_profile(write(tmp_path, 'gpus_per_task = 1\njax_recipe = "cuda12"\n')).gpus_per_task == 1
     default = load_profile(None)
     assert (default.gpus_per_task, default.jax_recipe) == (0, "cpu")  # the built-in default agrees with itself
+
+
+def test_a_site_environment_is_the_interpreter_its_framework_runs(tmp_path):
+    profile = load_profile(write(tmp_path, '''
+env_dir = "/scratch/envs"
+[envs.jax]
+python = "/opt/conda/envs/jax/bin/python"
+setup_lines = ["module load cuda/12.4", "conda activate jax"]
+'''))
+    site = profile.site_environment("jax")
+    assert site.python == "/opt/conda/envs/jax/bin/python"
+    assert site.setup_lines == ("module load cuda/12.4", "conda activate jax")
+    assert str(profile.python_path("jax")) == "/opt/conda/envs/jax/bin/python"
+    assert str(profile.env_path("jax")) == "/opt/conda/envs/jax"  # the folder above its bin/
+    assert profile.site_environment("torch") is None  # built from the lock as before
+    assert str(profile.python_path("torch")) == "/scratch/envs/torch/bin/python"
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[envs.tensorflow]\npython = "/usr/bin/python3"\n', "'tensorflow' is not a framework; known: jax, torch"),
+    ('[envs.jax]\npython = "envs/jax/bin/python"\n', "is not an absolute path to an interpreter"),
+    ('[envs.jax]\nsetup_lines = ["module load jax"]\n', "'envs.jax' needs python = "),
+    ('[envs.jax]\npython = "/usr/bin/python3"\npyhton = "/x"\n', "unknown keys pyhton; known keys: python, setup_lines"),
+    ('[envs.jax]\npython = "/usr/bin/python3"\nsetup_lines = "module load jax"\n', "setup_lines must be a list"),
+    ('envs = "/usr/bin/python3"\n', "'envs' must hold one table per framework"),
+])
+def test_a_bad_site_environment_is_refused_in_one_sentence(tmp_path, text, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")) as caught:
+        load_profile(write(tmp_path, text))
+    assert "\n" not in str(caught.value)
