@@ -56,6 +56,9 @@ CONTEXT_FIELDS: list[pa.Field] = [
     pa.field("framework_version", pa.string()),
     pa.field("library_versions", pa.string()),  # JSON: packages, and CUDA/cuDNN/NCCL as the framework reports them
     pa.field("packages_sha256", pa.string()),  # sha256 of the environment's sorted name==version list
+    # "locked" (built from the checked-in lock file) or "site: <python>" (the profile's own interpreter, not locked),
+    # as the rendered script exported it in ENVIRONMENT_KIND_VARIABLE.
+    pa.field("environment_kind", pa.string()),
     pa.field("python_version", pa.string()),
     pa.field("xla_flags", pa.string()),
     pa.field("environment_variables", pa.string()),  # JSON: XLA_*, NCCL_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS ...
@@ -82,7 +85,12 @@ ADDED_COLUMN_DEFAULTS: dict[str, Any] = {
     "trial": 0, "pair_order": "", "settings": "",
     "bound_cpus": None, "bound_cpu_list": _NOT_RECORDED, "cpu_binding": _NOT_RECORDED,
     "intra_op_threads": None, "intra_op_threads_source": _NOT_RECORDED,
+    "environment_kind": not_available("written before the environment kind was recorded"),
 }
+# The variable a rendered script exports to tell the backend which environment it runs in, and its two kinds.
+ENVIRONMENT_KIND_VARIABLE = "BENCH_ENVIRONMENT_KIND"
+LOCKED = "locked"
+SITE_PREFIX = "site: "
 
 MEASUREMENT_FIELDS: list[pa.Field] = [
     pa.field("metric", pa.string()),

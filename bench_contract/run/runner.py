@@ -12,6 +12,7 @@ got, and the exit code stays non-zero.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import traceback
@@ -29,7 +30,7 @@ from bench_contract.measure.device import environment_context, peak_host_rss_byt
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.models.vision import RANDOM_REGULARISERS
 from bench_contract.models.weights import ParamSpec, load_or_create
-from bench_contract.results import ResultRows, not_available
+from bench_contract.results import ENVIRONMENT_KIND_VARIABLE, ResultRows, not_available
 from bench_contract.run import cpu_binding, stop_signals
 from bench_contract.run.batch_search import run_search, try_efficiency
 from bench_contract.run.failure import clear_failure, exception_reason, write_failure
@@ -239,6 +240,9 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         "epochs": spec.epochs,
         "seed": spec.seed,
         "git_commit": spec.git_commit,
+        # Said by the script that started the task (the environment is chosen there, not in the spec).
+        "environment_kind": os.environ.get(ENVIRONMENT_KIND_VARIABLE)
+        or not_available(f"{ENVIRONMENT_KIND_VARIABLE} is not set: the task was not started by a rendered script"),
         "trial": spec.trial,
         "pair_order": ",".join(PAIRED_ORDER) if spec.paired else "",
         "settings": spec.measured_settings(),
