@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_contract.results import ENVIRONMENT_KIND_VARIABLE, LOCKED
 from bench_contract.spec import PAIRED_ORDER
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
@@ -152,6 +153,19 @@ def _environment():
     return env
 
 
+def environment_entry(framework: str, profile: ClusterProfile) -> dict:
+    """How a script enters a framework's environment: source the activate script of the one built from the lock and
+    run its `python`; or, for a site environment, run the site's setup lines and then its interpreter by path.
+    `kind` goes to the rows (environment_kind) through ENVIRONMENT_KIND_VARIABLE."""
+    site = profile.site_environment(framework)
+    if site is None:
+        return {"activate": profile.env_path(framework) / "bin" / "activate", "python": "python", "setup_lines": [],
+                "kind": LOCKED, "kind_variable": ENVIRONMENT_KIND_VARIABLE}
+    python = profile.python_path(framework)
+    return {"activate": None, "python": python, "setup_lines": list(site.setup_lines), "kind": f"site: {python}",
+            "kind_variable": ENVIRONMENT_KIND_VARIABLE}
+
+
 def header_values(name: str, first: Cell, profile: ClusterProfile, *, campaign: str, command: str, git_commit: str,
                   created_at: str) -> dict:
     """What both templates (one framework's array, or the paired one) say about the campaign and the profile."""
@@ -203,7 +217,7 @@ def render_scripts(
             world_size=first.settings.world_size,
             launcher=SRUN if first.settings.world_size > 1 else [],
             distributed_lines=DISTRIBUTED_LINES[framework] if first.settings.world_size > 1 else [],
-            activate=profile.env_path(framework) / "bin" / "activate",
+            environment=environment_entry(framework, profile),
             exports=FRAMEWORK_EXPORTS[framework],
             specs_file=specs_path(campaign_dir, framework),
         )
@@ -224,7 +238,7 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, *, campaign: str, 
     trials = first.settings.trials
     name = script_name(PAIRED, first.benchmark, first.use_case)
     runs = [
-        {"framework": fw, "title": catalog.FRAMEWORKS[fw], "activate": profile.env_path(fw) / "bin" / "activate",
+        {"framework": fw, "title": catalog.FRAMEWORKS[fw], "environment": environment_entry(fw, profile),
          "exports": FRAMEWORK_EXPORTS[fw], "specs_file": specs_path(campaign_dir, fw)}
         for fw in PAIRED_ORDER
     ]
