@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench_contract.atomic import publish
+from bench_contract.results import LOCKED, SITE_PREFIX
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError
 from orchestrator.results.collect import MERGED, batch_search_rows, scaling_frame
@@ -530,11 +531,20 @@ def provenance_sections(df) -> list[dict]:
                       if j and not j.startswith("not available")) or ["(not Slurm)"]
         fields = [("hosts", ", ".join(sorted(block["hostname"].unique()))), ("Slurm jobs", ", ".join(jobs)),
                   ("campaigns", ", ".join(sorted(block["campaign"].unique())))]
+        kinds = sorted(block["environment_kind"].unique())
+        fields.append(("environment", "\n\n".join(environment_mark(kind) for kind in kinds)))
         for column in PROVENANCE:
             values = sorted(str(v) for v in block[column].unique())
             fields.append((column.replace("_", " "), "\n\n".join(readable(v) for v in values)))
         sections.append({"title": f"{FRAMEWORK_TITLES.get(fw, fw)} on {device}", "fields": fields})
     return sections
+
+
+def environment_mark(kind: str) -> str:
+    """environment_kind for a reader: a site interpreter's rows are marked as not reproducible from a lock file."""
+    if kind.startswith(SITE_PREFIX):
+        return f"site environment, not locked: {kind.removeprefix(SITE_PREFIX)}"
+    return "built from the lock file" if kind == LOCKED else kind
 
 
 def readable(value: str) -> str:
