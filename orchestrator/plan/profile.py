@@ -35,8 +35,8 @@ class SiteEnvironment:
 
     def __post_init__(self) -> None:
         if not Path(self.python).expanduser().is_absolute():
-            raise UsageError(f"profile table 'envs': python = {self.python!r} is not an absolute path to an interpreter "
-                             "such as \"/opt/conda/envs/jax/bin/python\"")
+            raise UsageError(f"profile table 'envs': python = {self.python!r} is not an absolute path to an "
+                             "interpreter such as \"/opt/conda/envs/jax/bin/python\"")
         for line in self.setup_lines:
             if "\n" in line:
                 raise UsageError("profile table 'envs': give one shell line per setup_lines item, without newlines")
@@ -143,7 +143,8 @@ class ClusterProfile:
 
         for framework in self.envs:
             if framework not in FRAMEWORKS:
-                raise UsageError(f"profile table 'envs': {framework!r} is not a framework; known: {', '.join(FRAMEWORKS)}")
+                raise UsageError(f"profile table 'envs': {framework!r} is not a framework; known: "
+                                 f"{', '.join(FRAMEWORKS)}")
 
     def site_environment(self, framework: str) -> SiteEnvironment | None:
         return self.envs.get(framework)

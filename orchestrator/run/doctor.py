@@ -18,6 +18,7 @@ from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile, load_profile
+from orchestrator.run.envs import import_probe, interpreter_command, missing_imports
 from orchestrator.tables import format_table
 
 # Printed as JSON by each environment's python: framework version, devices it sees, NVML's GPU names.
@@ -55,14 +56,20 @@ def check_environment(framework: str, profile: ClusterProfile, on_node: bool = F
     """The environment imports its framework, and the framework sees the devices the profile asks for: here,
     or (on_node) in a short job on the profile's partition, with the profile's GPUs."""
     where = "on a compute node" if on_node else "here"
-    python = profile.env_path(framework) / "bin" / "python"
-    if not python.exists():
+    python = profile.python_path(framework)
+    site = profile.site_environment(framework)
+    if site is None and not python.exists():
         return [Check(f"{framework} environment", False, f"{python} is missing; create it with: python main.py envs")]
-    command = [str(python), "-c", PROBES[framework]]
+    if site is not None and not on_node:
+        missing = missing_imports(interpreter_command(framework, profile, ["-c", import_probe(framework)]))
+        if missing:
+            return [Check(f"{framework} environment", False, f"the site environment {python} cannot import {missing} "
+                                                             f"(profile table envs.{framework})")]
+    command = interpreter_command(framework, profile, ["-c", PROBES[framework]])
     if on_node:
         command = [*srun_prefix(profile), *command]
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
+        proc = subprocess.run(command, check=False, capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
                               env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [Check(f"{framework} environment", None, f"could not run the check {where}: {exc}")]
@@ -70,8 +77,9 @@ def check_environment(framework: str, profile: ClusterProfile, on_node: bool = F
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return [Check(f"{framework} environment", False, f"{python} cannot import {framework} {where}: {last}")]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
+    kind = f"site environment {python}, not locked" if site else f"{python.parent.parent}, built from its lock file"
     return [
-        Check(f"{framework} environment", True, f"{framework} {found['version']} in {python.parent.parent}"),
+        Check(f"{framework} environment", True, f"{framework} {found['version']} in {kind}"),
         device_check(framework, found, profile.gpus_per_task, on_node),
     ]
 
@@ -112,7 +120,7 @@ def slurm_partitions() -> list[str] | None:
     sinfo = shutil.which("sinfo")
     if sinfo is None:
         return None
-    proc = subprocess.run([sinfo, "-h", "-o", "%P"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sinfo, "-h", "-o", "%P"], check=False, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
         return None
     return [p.strip().rstrip("*") for p in proc.stdout.split() if p.strip()]
@@ -145,7 +153,8 @@ def check_slurm(profile: ClusterProfile) -> list[Check]:
         checks.append(Check("profile partition", True, profile.partition or "the cluster's default"))
     except UsageError as exc:
         checks.append(Check("profile partition", False, str(exc)))
-    proc = subprocess.run(["sacct", "-n", "-X", "-S", "now", "-o", "JobID"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(["sacct", "-n", "-X", "-S", "now", "-o", "JobID"], check=False, capture_output=True,
+                          text=True, timeout=60)
     accounting = proc.returncode == 0 and "accounting storage is disabled" not in proc.stderr.lower()
     checks.append(Check("Slurm accounting", accounting,
                         "sacct answers: status reports final states" if accounting else

@@ -138,8 +138,8 @@ def check_site_environment(framework: str, profile: ClusterProfile) -> None:
                                 f"'envs.{framework}')")
     missing = missing_imports(interpreter_command(framework, profile, ["-c", import_probe(framework)]))
     if missing:
-        raise OrchestratorError(f"{framework}: the site environment's python {python} cannot import "
-                                f"{missing}: install it there or point [envs.{framework}] python at another interpreter")
+        raise OrchestratorError(f"{framework}: the site environment's python {python} cannot import {missing}: "
+                                f"install it there or point [envs.{framework}] python at another interpreter")
 
 
 def import_probe(framework: str) -> str:

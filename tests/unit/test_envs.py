@@ -63,7 +63,8 @@ def test_built_with_uv_from_the_lock_once_then_reused_then_rebuilt_when_the_lock
     marker = env / "marker"
     marker.write_text("")
     envs.ensure_env("jax", profile, report=said.append)
-    assert marker.exists() and "up to date" in said[-1] and len((tmp_path / "uv_calls.txt").read_text().splitlines()) == 2
+    assert marker.exists() and "up to date" in said[-1]
+    assert len((tmp_path / "uv_calls.txt").read_text().splitlines()) == 2  # nothing built the second time
 
     lock.lock.write_text(lock.lock.read_text() + "# regenerated\n")
     envs.ensure_env("jax", profile, report=said.append)
@@ -95,7 +96,7 @@ def test_a_failed_uv_is_one_error_with_its_last_lines_and_leaves_no_current_envi
 def test_a_lock_that_no_longer_matches_its_requirements_is_refused_before_anything_is_built(tmp_path, built):
     lock, profile = built
     lock.requirements.write_text("numpy==2.4.7\n")
-    with pytest.raises(OrchestratorError, match="no longer matches .*requirements.txt: regenerate it with `make locks`"):
+    with pytest.raises(OrchestratorError, match="no longer matches .*txt: regenerate it with `make locks`"):
         envs.ensure_env("jax", profile, report=lambda line: None)
     assert not (tmp_path / "envs").exists() and not (tmp_path / "uv_calls.txt").exists()
 
