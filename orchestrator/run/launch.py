@@ -7,7 +7,7 @@ bad input leaves no half-written campaign behind.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,21 +142,26 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     """Plan, render and (unless dry-run) submit one campaign. Returns the exit code.
 
     Planning and submission hold the results folder's lock (submit.submitting): the same command started twice at
-    once, or a resubmit meanwhile, refuses the second, naming the first, instead of submitting everything twice."""
+    once, or a resubmit meanwhile, refuses the second, naming the first, instead of submitting everything twice.
+    Waiting for the jobs (--wait) holds it no longer."""
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
                           req.precisions, req.settings)
     check_request(req, cells, report)
-    held = nullcontext() if req.dry_run else submit.submitting(req.results_dir, f"`{req.command}`")
-    with held:
-        return plan_and_submit(req, cells, report)
+    with ExitStack() as held:
+        if not req.dry_run:
+            held.enter_context(submit.submitting(req.results_dir, f"`{req.command}`"))
+        return plan_and_submit(req, cells, report, release=held.close)
 
 
-def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None]) -> int:
+def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None],
+                    release: Callable[[], None]) -> int:
+    """Plan and submit under the lock, then `release` it before anything is waited for."""
     same = None if req.dry_run or req.new_campaign else find_same(req, cells)
     if not same and not req.dry_run and req.executor in catalog.SLURM_EXECUTORS:
         submit.check_submit_limits(req.profile, campaign_tasks(req, cells))
     campaign_dir, scripts, manifest = write_planned(req, cells, same)
     if same:
+        release()  # resubmit takes it again and reads the manifest just written; nothing can slip in between
         return resubmit_same(req, campaign_dir, report)  # which first reconciles arrays whose fate is unknown
     for script in scripts:
         report(f"wrote {manifest['scripts'][script.framework]['path']} ({script.tasks} array tasks)")
@@ -167,7 +172,7 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
         report("dry run: nothing was submitted")
         return 0
     try:
-        submissions = submit_all(req, scripts, manifest, campaign_dir, report)
+        submissions, submitit_jobs = submit_all(req, scripts, manifest, campaign_dir, report)
     except (OrchestratorError, OSError) as exc:
         # The manifest keeps what was submitted before the failure, and says why the rest was not.
         error = exc if isinstance(exc, OrchestratorError) else OrchestratorError(
@@ -178,7 +183,24 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
         except OSError:
             pass  # the error names every job id already; a manifest that cannot be written said so
         raise error from None
+    release()
+    if req.wait and req.executor != "local":
+        wait_for_jobs(req, campaign_dir, submissions, submitit_jobs, report)
     return report_submitted(req, scripts, manifest, submissions, report)
+
+
+def wait_for_jobs(req: LaunchRequest, campaign_dir: Path, submissions: list[submit.Submission],
+                  submitit_jobs: dict[str, list], report: Callable[[str], None]) -> None:
+    """--wait: until every job has ended, then record each failed task (submit.record_failed)."""
+    if req.executor == "slurm":
+        report("waiting for the jobs to finish (polling squeue with back-off)")
+        submit.wait_for_slurm(submissions, report=report)
+    for sub in submissions:
+        if sub.framework in submitit_jobs:
+            report(f"waiting for submitit job {sub.job_id}")
+            submit.wait_for_submitit(sub, submitit_jobs[sub.framework])
+    submit.record_failed(campaign_dir, {s.framework: {i: (s.task_ids[i], why) for i, why in s.failed.items()}
+                                        for s in submissions}, f"`{req.command}`")
 
 
 def campaign_tasks(req: LaunchRequest, cells: list[matrix.Cell]) -> int:
@@ -263,7 +285,7 @@ def resubmit_same(req: LaunchRequest, campaign_dir: Path, report: Callable[[str]
            f"without a result{' and, as asked, the completed ones again' if req.rerun_completed else ''} "
            "(--new-campaign plans a separate one)")
     return resubmit_and_report(campaign_dir, executor=req.executor, rerun_completed=req.rerun_completed,
-                               wait=req.wait, report=report, warn=report, lock_held=True)
+                               wait=req.wait, report=report, warn=report)
 
 
 def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
@@ -280,10 +302,12 @@ def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
 
 
 def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
-               report: Callable[[str], None]) -> list[submit.Submission]:
+               report: Callable[[str], None]) -> tuple[list[submit.Submission], dict[str, list]]:
+    """Submit (or, with the local executor, run) every script. Returns the submissions and submitit's jobs by
+    script key, to wait for."""
     submissions = []
     log_dir = campaign_dir / "logs"
-    pending_submitit = []
+    submitit_jobs = {}
     max_array = submit.executor_array_limit(req.executor, req.profile)
     for script in scripts:
         info = manifest["scripts"][script.framework]
@@ -299,7 +323,7 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
                                                campaign_dir / "submitit" / script.framework, req.profile,
                                                job_name, log_dir, max_array, campaign=campaign_dir.name,
                                                record=submit.recorder(campaign_dir, manifest))
-            pending_submitit.append((sub, jobs))
+            submitit_jobs[script.framework] = jobs
         submissions.append(sub)
         if req.executor == "local":  # Slurm's arrays were recorded as each was submitted
             manifest["submissions"][script.framework] = {"job_id": sub.job_id, "task_ids": sub.task_ids,
@@ -310,18 +334,11 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
                    f"{len(sub.arrays)} array jobs {', '.join(sub.job_ids)}")
         else:
             report(f"{script.framework}: {'ran' if req.executor == 'local' else 'submitted'} as job {sub.job_id}")
-    if req.executor == "slurm" and req.wait:
-        report("waiting for the jobs to finish (polling squeue with back-off)")
-        submit.wait_for_slurm(submissions, report=report)
-    for sub, jobs in pending_submitit:
-        if req.wait:
-            report(f"waiting for submitit job {sub.job_id}")
-            submit.wait_for_submitit(sub, jobs)
-    if req.executor == "local" or req.wait:
+    if req.executor == "local":  # ran here, under the lock
         for sub in submissions:
             manifest["submissions"][sub.framework]["failed"] = {str(i): why for i, why in sub.failed.items()}
         campaigns.save_manifest(campaign_dir, manifest)
-    return submissions
+    return submissions, submitit_jobs
 
 
 def cell_table(manifest: dict, submissions: dict[str, submit.Submission]) -> str:

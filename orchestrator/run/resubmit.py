@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +32,7 @@ class Resubmission:
     indices: list[int]
     job_ids: list[str]
     failed: dict[int, str] = field(default_factory=dict)  # array index -> why, once waited for
+    jobs: list = field(default_factory=list, repr=False)  # submitit's jobs, to wait for
 
 
 def chosen_cells(folder: Path, rerun_completed: bool = False) -> list[CellStatus]:
@@ -111,28 +111,27 @@ def profile_of(manifest: dict) -> ClusterProfile:
 
 
 def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool = False, wait: bool = False,
-             todo: dict[str, list[int]] | None = None, report: Callable[[str], None] = print,
-             lock_held: bool = False) -> list[Resubmission]:
+             todo: dict[str, list[int]] | None = None,
+             report: Callable[[str], None] = print) -> list[Resubmission]:
     """Submit the tasks of the campaign in `folder` whose cells have no result (or `todo`): one array per script,
     that is per framework, or one for the paired script. `Resubmission.framework` is that script's key.
 
-    Choosing and submitting hold the results folder's submission lock (unless the caller, the default command,
-    `lock_held` already), so that two resubmits, or a resubmit and the same command again, never submit the same
-    cells twice; the manifest is read once the lock is held. Waiting for the jobs comes after, without it."""
-    held = nullcontext() if lock_held else submit.submitting(folder.parent, f"`resubmit {folder.name}`")
-    with held:
-        run, done = submit_missing(folder, executor, rerun_completed, wait, todo, report)
-    if not done:
-        return []
-    if run.executor == "slurm" and wait:
-        run.wait_for_slurm(done)
-    if run.executor == "local" or wait:
-        run.record_failures(done)
+    Choosing and submitting hold the results folder's submission lock, so that two resubmits, or a resubmit and
+    the same command again, never submit the same cells twice; the manifest is read once the lock is held.
+    Waiting for the jobs (`wait`) comes after, without it; their failures are then recorded under it again."""
+    doing = f"`resubmit {folder.name}`"
+    with submit.submitting(folder.parent, doing):
+        run, done = submit_missing(folder, executor, rerun_completed, todo, report)
+        if done and run.executor == "local":  # ran here, under the lock
+            run.record_failures(done)
+    if not done or not wait or run.executor == "local":
+        return done
+    run.wait_for_jobs(done)
+    submit.record_failed(folder, run.failed_tasks(done), doing)
     return done
 
 
-def submit_missing(folder: Path, executor: str | None, rerun_completed: bool, wait: bool,
-                   todo: dict[str, list[int]] | None,
+def submit_missing(folder: Path, executor: str | None, rerun_completed: bool, todo: dict[str, list[int]] | None,
                    report: Callable[[str], None]) -> tuple[Rerun | None, list[Resubmission]]:
     """Settle unknown arrays, choose the cells (unless `todo`), move bad results aside and submit the tasks."""
     manifest = campaigns.load_manifest(folder)
@@ -147,7 +146,7 @@ def submit_missing(folder: Path, executor: str | None, rerun_completed: bool, wa
     if not todo:
         report(f"campaign {folder.name}: every cell has a result or is still queued; nothing to submit")
         return None, []
-    run = Rerun(folder, manifest, executor, rerun_completed, wait, report)
+    run = Rerun(folder, manifest, executor, rerun_completed, report)
     return run, [run.resubmit_script(key, indices) for key, indices in todo.items()]
 
 
@@ -166,11 +165,9 @@ def reconcile_unknown(folder: Path, manifest: dict, report: Callable[[str], None
 
 
 def resubmit_and_report(folder: Path, *, executor: str | None, rerun_completed: bool, wait: bool,
-                        report: Callable[[str], None] = print, warn: Callable[[str], None] = print,
-                        lock_held: bool = False) -> int:
+                        report: Callable[[str], None] = print, warn: Callable[[str], None] = print) -> int:
     """Resubmit (above), then warn of each array task that failed. Returns the exit code: 1 if any failed."""
-    done = resubmit(folder, executor=executor, rerun_completed=rerun_completed, wait=wait, report=report,
-                    lock_held=lock_held)
+    done = resubmit(folder, executor=executor, rerun_completed=rerun_completed, wait=wait, report=report)
     failed = submit.failure_lines(done, first_line_only=True)
     for line in failed:
         warn(line)
@@ -193,7 +190,6 @@ class Rerun:
     manifest: dict
     executor: str
     rerun_completed: bool
-    wait: bool
     report: Callable[[str], None]
     profile: ClusterProfile = field(init=False)
     max_array: int | None = field(init=False)  # the most tasks one array job may hold here, where Slurm has a cap
@@ -216,13 +212,9 @@ class Rerun:
         job_ids = self.record_tasks(key, indices, task_ids, sub)
         how = "run here" if self.executor == "local" else f"submitted as job {', '.join(job_ids)}"
         self.report(f"{key}: {len(indices)} of {n} array tasks (indices {array_expression(indices)}) {how}")
-        result = Resubmission(key, indices, job_ids)
+        result = Resubmission(key, indices, job_ids, jobs=jobs)
         if self.executor == "local":
             self.run_here(result, script, job_name)
-        elif self.executor == "submitit" and self.wait:
-            waited = submit.Submission(key, job_ids[0], [task_ids[i] for i in indices])
-            submit.wait_for_submitit(waited, jobs)
-            result.failed = {indices[k]: why for k, why in waited.failed.items()}
         return result
 
     def submit_tasks(self, key: str, script: Path, job_name: str, n: int, indices: list[int],
@@ -285,14 +277,26 @@ class Rerun:
                 result.failed[i] = str(exc)
                 self.report(str(exc).splitlines()[0])
 
-    def wait_for_slurm(self, done: list[Resubmission]) -> None:
-        self.report("waiting for the jobs to finish (polling squeue with back-off)")
-        task_ids = {r.framework: self.manifest["submissions"][r.framework]["task_ids"] for r in done}
-        waited = [submit.Submission(r.framework, r.job_ids[0], [task_ids[r.framework][i] for i in r.indices],
+    def task_id(self, r: Resubmission, index: int) -> str:
+        """The task this resubmission submitted for the cell at `index`."""
+        return self.manifest["submissions"][r.framework]["task_ids"][index]
+
+    def wait_for_jobs(self, done: list[Resubmission]) -> None:
+        """Until every resubmitted task has ended (squeue, or submitit's jobs); each failure goes into `failed`."""
+        waited = [submit.Submission(r.framework, r.job_ids[0], [self.task_id(r, i) for i in r.indices],
                                     arrays=[{"job_id": j} for j in r.job_ids]) for r in done]
-        submit.wait_for_slurm(waited, report=self.report)
+        if self.executor == "slurm":
+            self.report("waiting for the jobs to finish (polling squeue with back-off)")
+            submit.wait_for_slurm(waited, report=self.report)
         for r, w in zip(done, waited):
+            if r.jobs:
+                self.report(f"waiting for submitit job {', '.join(r.job_ids)}")
+                submit.wait_for_submitit(w, r.jobs)
             r.failed = {r.indices[k]: why for k, why in w.failed.items()}
+
+    def failed_tasks(self, done: list[Resubmission]) -> dict[str, dict[int, tuple[str, str]]]:
+        """For submit.record_failed: script key -> array index -> (task id, why)."""
+        return {r.framework: {i: (self.task_id(r, i), why) for i, why in r.failed.items()} for r in done}
 
     def record_failures(self, done: list[Resubmission]) -> None:
         for r in done:

@@ -138,10 +138,27 @@ class SbatchRefused(OrchestratorError):
 SUBMIT_LOCK = ".launch.lock"
 
 
-def submitting(results_dir: Path, doing: str):
-    """The results folder's submission lock, held while the block runs; a second holder is refused at once, in one
-    sentence naming the first."""
-    return exclusive(results_dir / SUBMIT_LOCK, doing)
+def submitting(results_dir: Path, doing: str, wait_s: float = 0.0):
+    """The results folder's submission lock, held while the block runs; a second holder is refused (at once, or
+    after waiting wait_s for it) in one sentence naming the first."""
+    return exclusive(results_dir / SUBMIT_LOCK, doing, wait_s)
+
+
+RECORD_WAIT_S = 600.0  # how long recording the failures of waited-for jobs waits for another command's submission
+
+
+def record_failed(campaign_dir: Path, failed: dict[str, dict[int, tuple[str, str]]], doing: str) -> None:
+    """Record the tasks that failed while a command waited for them ({script key: {array index: (task id, why)}}).
+    The wait held no lock, so take it again, read the manifest afresh and mark only the tasks that are still their
+    cell's latest: what another command submitted and recorded meanwhile is kept."""
+    with submitting(campaign_dir.parent, doing, RECORD_WAIT_S):
+        manifest = campaigns.load_manifest(campaign_dir)
+        for key, tasks in failed.items():
+            sub = manifest["submissions"][key]
+            for index, (task_id, why) in tasks.items():
+                if sub["task_ids"][index] == task_id:
+                    sub.setdefault("failed", {})[str(index)] = why
+        campaigns.save_manifest(campaign_dir, manifest)
 
 
 def say(line: str) -> None:

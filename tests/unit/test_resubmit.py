@@ -424,3 +424,32 @@ def test_two_resubmits_at_once_submit_each_cell_once_and_the_second_names_the_fi
     assert [line.split()[1] for line in sbatch_lines(calls)] == ["--array=0-3", "--array=0-3"]  # once each
     assert len(manifest_of(tmp_path)["resubmissions"]) == 2
     assert "nothing to submit" not in second.stdout + same.stdout
+
+
+def test_waiting_holds_no_lock_and_its_failures_are_recorded_in_the_manifest_as_it_is_then(tmp_path, cluster):
+    """`--wait` may last hours: the submission lock is let go once every array is recorded, so that a resubmit
+    (here: of the running campaign, which has nothing to submit) is not refused meanwhile. The failures found
+    at the end are written into the manifest as read again then, keeping what others recorded meanwhile."""
+    env, calls, profile = cluster
+    (tmp_path / "squeue.txt").write_text("".join(f"{j}_{i} RUNNING\n" for j in (4001, 4002) for i in range(4)))
+    first = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *COMMAND, "--wait", "--profile",
+                              str(profile), "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s")],
+                             env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while len(calls.read_text().splitlines() if calls.exists() else []) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # the second array's record is saved just after its sbatch returns
+    during = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    assert during.returncode == 0, during.stdout + during.stderr
+    assert "nothing to submit" in during.stdout
+    folder = next((tmp_path / "r").glob("*/manifest.json")).parent
+    noted = json.loads((folder / "manifest.json").read_text())
+    noted["noted_meanwhile"] = True  # what another command might record while the first one waits
+    (folder / "manifest.json").write_text(json.dumps(noted))
+    (tmp_path / "sacct.txt").write_text("4001_[0-3]|COMPLETED\n4002_0|COMPLETED\n4002_1|FAILED\n4002_[2-3]|COMPLETED\n")
+    (tmp_path / "squeue.txt").write_text("")
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 1 and "FAILED torch array task 1: FAILED" in out, out + err
+    after = manifest_of(tmp_path)
+    assert after["noted_meanwhile"] and after["submissions"]["torch"]["failed"] == {"1": "FAILED"}
+    assert not after["submissions"]["jax"].get("failed")
