@@ -22,6 +22,7 @@ FRAMEWORK_TITLES = {"jax": "JAX", "torch": "PyTorch"}  # the frameworks, as ever
 DEVICES = ("auto", "cpu", "gpu")
 VARIANTS = ("full", "tiny")  # the published network, or the same layer types smaller for CPU tests
 INFERENCE_USE_CASE = 5
+TORCH_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes (torch_compile_mode)
 OPTIMIZERS = ("sgd",)  # what both backends implement; the orchestrator's catalog offers the same list
 # DP-SGD's clipping factor is min(1, C / (||g|| + CLIP_EPSILON)) (Opacus' formula), the same in both backends
 CLIP_EPSILON = 1e-6
@@ -39,7 +40,7 @@ COMPARISON_KEY = ("benchmark", "use_case", "model", "batch_size", "precision")  
 MEASURED_SETTINGS = (
     "device", "data_source", "epochs", "optimizer", "learning_rate", "seed", "warmup_steps", "synthetic_samples",
     "clip_norm", "noise_multiplier", "loop_batch_size", "nodes", "tasks_per_node", "model_variant", "timed_steps",
-    "min_duration_s", "torch_compile", "channels_last", "batch_search", "batch_search_limit", "memory_limit_bytes",
+    "min_duration_s", "torch_compile", "torch_compile_mode", "channels_last", "batch_search", "batch_search_limit", "memory_limit_bytes",
     "xla_flags",
 )
 BOOKKEEPING = (
@@ -96,8 +97,10 @@ class JobSpec:
     trials: int = 1
     trial: int = 0
     paired: bool = False
-    # PyTorch options (inference): torch.compile instead of eager, channels_last memory format for CNNs
+    # PyTorch options: torch.compile instead of eager (every use case; in training the whole step), in which
+    # mode; channels_last memory format for CNNs (inference)
     torch_compile: bool = False
+    torch_compile_mode: str = "default"
     channels_last: bool = False
     # The largest batch that fits (bench_contract.run.batch_search): from batch_size, doubling then bisecting up to
     # batch_search_limit, each try a fresh process, whose address space is capped at memory_limit_bytes (0: no cap).
@@ -150,6 +153,8 @@ class JobSpec:
             raise SpecError(f"clip_norm must be positive, got {self.clip_norm!r}")
         if not self.noise_multiplier >= 0:
             raise SpecError(f"noise_multiplier cannot be negative, got {self.noise_multiplier!r}")
+        if self.torch_compile_mode not in TORCH_COMPILE_MODES:
+            raise SpecError(f"torch_compile_mode {self.torch_compile_mode!r} is not one of {', '.join(TORCH_COMPILE_MODES)}")
         if self.world_size > 1 and self.use_case not in DATA_PARALLEL_USE_CASES:
             raise SpecError(
                 f"use case {self.use_case} runs on one device; {self.world_size} processes are for use cases "
