@@ -158,13 +158,11 @@ def refuse_unknown_optimizer(spec: JobSpec, framework: str) -> None:
 
 
 def refuse_inference_options(spec: JobSpec) -> None:
-    """torch.compile and channels_last are built for inference only: a training spec written by hand with them
-    would be recorded as such (framework_options) and run eager and contiguous. The orchestrator refuses them
-    at plan time already."""
-    chosen = [name for name, on in (("torch_compile", spec.torch_compile), ("channels_last", spec.channels_last)) if on]
-    if chosen:
-        raise ValueError(f"{' and '.join(chosen)} {'is' if len(chosen) == 1 else 'are'} implemented for inference "
-                         f"(use case {INFERENCE_USE_CASE}) only, not for training (use case {spec.use_case})")
+    """channels_last is built for inference only: a training spec written by hand with it would be recorded as
+    such (framework_options) and run contiguous. The orchestrator refuses it at plan time already."""
+    if spec.channels_last:
+        raise ValueError(f"channels_last is implemented for inference (use case {INFERENCE_USE_CASE}) only, not for "
+                         f"training (use case {spec.use_case})")
 
 
 def measurement_efficiency(spec: JobSpec, backend: Backend) -> Efficiency:
@@ -207,10 +205,16 @@ class Progress:
         return f"while {self.phase}" + (f" (after step {done})" if done else "")
 
 
+def compile_words(spec: JobSpec) -> str:
+    """torch.compile and its mode; reduce-overhead is said to replay CUDA graphs, which it does on a GPU only."""
+    words = {"default": "torch.compile", "reduce-overhead": "torch.compile, mode reduce-overhead (CUDA graphs on a GPU)"}
+    return words.get(spec.torch_compile_mode, f"torch.compile, mode {spec.torch_compile_mode}")
+
+
 def framework_options(spec: JobSpec) -> str:
     """How the framework executed the model, as JSON: PyTorch eager or torch.compile, memory format; JAX jit."""
     if spec.framework == "torch":
-        options = {"mode": "torch.compile" if spec.torch_compile else "eager",
+        options = {"mode": compile_words(spec) if spec.torch_compile else "eager",
                    "memory_format": "channels_last" if spec.channels_last else "contiguous"}
     else:
         options = {"mode": "jit, compiled ahead of time"}
