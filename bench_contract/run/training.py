@@ -48,6 +48,11 @@ class TrainingOps(Protocol):
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Class predictions for a chunk of inputs, as a numpy array."""
 
+    def loss_scale(self) -> float | None:
+        """The dynamic loss scale the next step will use (fp16), None without loss scaling; may wait for the device."""
+
+    compiles_lazily: bool  # compiled inside the first step (torch.compile), not ahead of time (JAX)
+
     def flops_per_step(self, batch: Any) -> Flops:
         """FLOPs of one step on the global batch, and how they were counted. Called once, after training
         and evaluation, so that counting cannot disturb the timed steps or the model they train."""
@@ -63,6 +68,33 @@ def refuse_batch_norm(spec: JobSpec, has_batch_norm: bool) -> None:
         raise ValueError(f"{spec.model} has batch norm, whose statistics PyTorch's DistributedDataParallel takes "
                          "per rank and a sharded JAX step over the global batch (SyncBatchNorm, which would align "
                          "them, runs on GPUs only), so data-parallel training of it is not comparable")
+
+
+class LossScaleHistory:
+    """The loss scale after every step and the steps skipped because their gradients overflowed: with dynamic
+    loss scaling (both frameworks follow bench_contract.run.precision.LossScaling) the scale drops exactly when
+    a step is skipped. Nothing is recorded without loss scaling."""
+
+    def __init__(self, initial: float | None) -> None:
+        self.previous, self.skipped = initial, 0
+
+    def record(self, rows: ResultRows, scale: float | None, epoch: int, step: int) -> None:
+        if scale is None:
+            return
+        rows.add("loss_scale", scale, "factor", epoch=epoch, step=step)
+        self.skipped += scale < self.previous
+        self.previous = scale
+
+    def record_skipped(self, rows: ResultRows) -> None:
+        if self.previous is not None:
+            rows.add("skipped_steps", self.skipped, "steps")
+
+
+def record_lazy_compilation(rows: ResultRows, first_step_s: float, times_s: list[float]) -> None:
+    """A step compiled inside its first call (torch.compile): the compilation is that first step minus the steady
+    steps' median, as inference measures it (bench_contract.run.inference), so the execution is not counted."""
+    rows.add("compile_first_call_time", first_step_s, "s")
+    rows.add("compile_time", max(first_step_s - float(np.median(times_s)), 0.0), "s")
 
 
 def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray, progress: ProgressReporter | None = None) -> float:
@@ -100,6 +132,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     progress.start("training", steps_total=batches_per_epoch * spec.epochs, epochs=spec.epochs,
                    detail=f"batch size {spec.batch_size}")
     step = 0
+    scales = LossScaleHistory(ops.loss_scale())
     train_start = time.perf_counter()
     for epoch in range(spec.epochs):
         epoch_start = time.perf_counter()
@@ -110,7 +143,10 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             if step >= spec.warmup_steps:
                 efficiency.meter.resume()
             timed_before = len(timer.times_s)
+            started = time.perf_counter()
             out = timer.run(partial(ops.train_step, batch))
+            if step == 0:  # a lazily compiled step compiles here (record_lazy_compilation)
+                first_step_s = time.perf_counter() - started
             efficiency.meter.pause()  # no-op after a warm-up step, which opened no window
             if len(timer.times_s) > timed_before:  # every timed step, for latency distributions and loss vs time
                 rows.add("step_time", timer.times_s[-1] * 1e3, "ms", epoch=epoch, step=step)
@@ -118,6 +154,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             if not np.isfinite(loss):
                 raise FloatingPointError(f"training diverged: loss is {loss} at step {step} (epoch {epoch})")
             rows.add("train_loss", loss, "nats", epoch=epoch, step=step)
+            scales.record(rows, ops.loss_scale(), epoch, step)
             losses.append(loss)
             step += 1
             progress.step(step, epoch=epoch, loss=loss)  # the step's clock and energy window are closed here
@@ -133,6 +170,9 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     rows.add("train_time_total", time.perf_counter() - train_start, "s")
     rows.add("warmup_steps", spec.warmup_steps, "steps")
     rows.add("recompilations_timed", timer.recompilations, "compilations")
+    scales.record_skipped(rows)
+    if ops.compiles_lazily:
+        record_lazy_compilation(rows, first_step_s, timer.times_s)
     # batch_size is the global batch: throughput counts the samples of all ranks together.
     for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
         rows.add(metric, value, unit)

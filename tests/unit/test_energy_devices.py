@@ -242,6 +242,11 @@ class FakeOps:
     def compilations(self):
         return 0  # numpy never compiles
 
+    compiles_lazily = False
+
+    def loss_scale(self):
+        return None  # no loss scaling
+
     def loss_value(self, out):
         self.log.append("loss")
         return out

@@ -57,6 +57,11 @@ class FakeOps:
     def compilations(self):
         return 0
 
+    compiles_lazily = False
+
+    def loss_scale(self):
+        return None  # no loss scaling
+
     def loss_value(self, out):
         return float(out)
 

@@ -1,0 +1,89 @@
+"""The training loop's part of mixed precision and compiled training (#15): the loss scale after every step and
+the skipped steps, and a lazily compiled step's compilation recorded apart from the timed steps."""
+
+import time
+
+import numpy as np
+import pytest
+from helpers import rows_for_test
+
+from bench_contract.data.datasets import Dataset
+from bench_contract.measure.flops import Flops
+from bench_contract.run.training import run_training
+from bench_contract.spec import JobSpec
+
+COMPILE_S = 0.3  # what the fake's first step spends compiling
+STEP_S = 0.005
+
+
+class FakeOps:
+    """A step that compiles in its first call when `compiles_lazily`, and a loss scale that follows `scales`."""
+
+    def __init__(self, compiles_lazily=False, scales=None):
+        self.compiles_lazily, self.scales, self.steps = compiles_lazily, scales, 0
+
+    def to_device(self, x, y):
+        return x, y
+
+    def train_step(self, batch):
+        time.sleep(COMPILE_S + STEP_S if self.compiles_lazily and self.steps == 0 else STEP_S)
+        self.steps += 1
+        return 1.0
+
+    def synchronize(self, out):
+        pass
+
+    def compilations(self):
+        return 1 if self.compiles_lazily and self.steps else 0
+
+    def loss_value(self, out):
+        return out
+
+    def loss_scale(self):
+        return None if self.scales is None else self.scales[self.steps]
+
+    def predict(self, x):
+        return np.zeros(len(x), np.int64)
+
+    def flops_per_step(self, batch):
+        return Flops(1.0, "fake")
+
+
+def train(ops, tmp_path):
+    x, y = np.zeros((24, 3), np.float32), np.zeros(24, np.int64)
+    data = Dataset("digits", "synthetic", x, y, x[:4], y[:4], x[:4], y[:4], 2)
+    spec = JobSpec(campaign="c", cell_id="torch-cell", pair_key="cell", framework="torch", benchmark="digits",
+                   use_case=1, model="mlp", batch_size=4, precision="fp16", warmup_steps=2,
+                   results_path=str(tmp_path / "rows.parquet"))
+    rows = rows_for_test()
+    run_training(spec, data, ops, rows)
+    return rows.rows
+
+
+def values(rows, metric):
+    return [r["value"] for r in rows if r["metric"] == metric]
+
+
+def test_the_loss_scale_of_every_step_is_recorded_and_a_drop_counts_as_a_skipped_step(tmp_path):
+    # Before the first step 8; after steps 0..5: backoff (skipped), same, growth, backoff (skipped), same, same.
+    rows = train(FakeOps(scales=[8, 4, 4, 8, 4, 4, 4]), tmp_path)
+    assert values(rows, "loss_scale") == [4, 4, 8, 4, 4, 4]
+    assert [r["step"] for r in rows if r["metric"] == "loss_scale"] == list(range(6))
+    assert values(rows, "skipped_steps") == [2]
+
+
+def test_without_loss_scaling_nothing_about_it_is_recorded(tmp_path):
+    rows = train(FakeOps(), tmp_path)
+    assert not values(rows, "loss_scale") and not values(rows, "skipped_steps")
+
+
+def test_a_lazily_compiled_step_has_its_compilation_recorded_apart_from_the_timed_steps(tmp_path):
+    rows = train(FakeOps(compiles_lazily=True), tmp_path)
+    assert values(rows, "compile_time")[0] == pytest.approx(COMPILE_S, abs=0.1)
+    assert values(rows, "compile_first_call_time")[0] >= COMPILE_S
+    assert max(values(rows, "step_time")) < COMPILE_S * 1e3 / 2  # ms: the compiling step is a warm-up step
+    assert values(rows, "recompilations_timed") == [0]
+
+
+def test_a_step_compiled_ahead_of_time_records_no_lazy_compilation(tmp_path):
+    assert not values(train(FakeOps(), tmp_path), "compile_time")
