@@ -70,11 +70,8 @@ def test_the_loss_scale_of_every_step_is_recorded_and_a_drop_counts_as_a_skipped
     assert values(rows, "loss_scale") == [4, 4, 8, 4, 4, 4]
     assert [r["step"] for r in rows if r["metric"] == "loss_scale"] == list(range(6))
     assert values(rows, "skipped_steps") == [2]
-
-
-def test_without_loss_scaling_nothing_about_it_is_recorded(tmp_path):
-    rows = train(FakeOps(), tmp_path)
-    assert not values(rows, "loss_scale") and not values(rows, "skipped_steps")
+    unscaled = train(FakeOps(), tmp_path)  # without loss scaling nothing about it is recorded
+    assert not values(unscaled, "loss_scale") and not values(unscaled, "skipped_steps")
 
 
 def test_a_lazily_compiled_step_has_its_compilation_recorded_apart_from_the_timed_steps(tmp_path):
@@ -83,7 +80,4 @@ def test_a_lazily_compiled_step_has_its_compilation_recorded_apart_from_the_time
     assert values(rows, "compile_first_call_time")[0] >= COMPILE_S
     assert max(values(rows, "step_time")) < COMPILE_S * 1e3 / 2  # ms: the compiling step is a warm-up step
     assert values(rows, "recompilations_timed") == [0]
-
-
-def test_a_step_compiled_ahead_of_time_records_no_lazy_compilation(tmp_path):
-    assert not values(train(FakeOps(), tmp_path), "compile_time")
+    assert not values(train(FakeOps(), tmp_path), "compile_time")  # compiled ahead of time: the backend records it
