@@ -23,7 +23,10 @@ DEVICES = ("auto", "cpu", "gpu")
 VARIANTS = ("full", "tiny")  # the published network, or the same layer types smaller for CPU tests
 INFERENCE_USE_CASE = 5
 TORCH_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes (torch_compile_mode)
-OPTIMIZERS = ("sgd",)  # what both backends implement; the orchestrator's catalog offers the same list
+# What both backends implement (bench_contract.run.optim); the orchestrator's catalog offers the same lists.
+# momentum is SGD with (optionally Nesterov) momentum; adamw is Adam with decoupled weight decay.
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+LR_SCHEDULES = ("constant", "warmup_cosine")
 # DP-SGD's clipping factor is min(1, C / (||g|| + CLIP_EPSILON)) (Opacus' formula), the same in both backends
 CLIP_EPSILON = 1e-6
 DATA_SOURCES = ("real", "synthetic")
@@ -41,7 +44,7 @@ MEASURED_SETTINGS = (
     "device", "data_source", "epochs", "optimizer", "learning_rate", "seed", "warmup_steps", "synthetic_samples",
     "clip_norm", "noise_multiplier", "loop_batch_size", "nodes", "tasks_per_node", "model_variant", "timed_steps",
     "min_duration_s", "torch_compile", "torch_compile_mode", "channels_last", "batch_search", "batch_search_limit", "memory_limit_bytes",
-    "xla_flags",
+    "xla_flags", "momentum", "nesterov", "weight_decay", "lr_schedule", "lr_warmup_steps", "lr_decay_steps",
 )
 BOOKKEEPING = (
     "campaign", "cell_id", "pair_key", "framework",  # which cell and side: the comparison puts the sides together
@@ -76,7 +79,17 @@ class JobSpec:
     optimizer: str = "sgd"
     learning_rate: float = 0.01
     seed: int = 0
-    warmup_steps: int = 5
+    warmup_steps: int = 5  # steps run before timing starts (not the learning-rate warm-up)
+    # The optimizer's hyperparameters (bench_contract.run.optim): momentum and nesterov for "momentum";
+    # weight_decay is L2 added to the gradient for sgd, momentum and adam, decoupled for adamw.
+    momentum: float = 0.9
+    nesterov: bool = False
+    weight_decay: float = 0.0
+    # The learning-rate schedule: constant, or a linear warm-up over lr_warmup_steps then a cosine to 0 over
+    # lr_decay_steps (bench_contract.run.optim.learning_rate_at)
+    lr_schedule: str = "constant"
+    lr_warmup_steps: int = 0
+    lr_decay_steps: int = 1000
     synthetic_samples: int = 2048
     # DP-SGD (use cases 3 and 4): each per-example gradient is clipped to L2 norm clip_norm, and Gaussian noise
     # of standard deviation noise_multiplier * clip_norm is added to their sum.
@@ -149,6 +162,7 @@ class JobSpec:
             raise SpecError(f"a paired run is one of {', '.join(PAIRED_ORDER)}, not {self.framework!r}")
         if not self.learning_rate > 0:
             raise SpecError(f"learning_rate must be positive, got {self.learning_rate!r}")
+        self._check_optimizer()
         if not self.clip_norm > 0:
             raise SpecError(f"clip_norm must be positive, got {self.clip_norm!r}")
         if not self.noise_multiplier >= 0:
@@ -170,6 +184,22 @@ class JobSpec:
                 f"spec schema version {self.schema_version} does not match this code's {SCHEMA_VERSION}; "
                 "re-plan the campaign with the current code"
             )
+
+    def _check_optimizer(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise SpecError(f"optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise SpecError(f"lr_schedule {self.lr_schedule!r} is not one of {', '.join(LR_SCHEDULES)}")
+        if not 0 <= self.momentum < 1:
+            raise SpecError(f"momentum must be at least 0 and below 1, got {self.momentum!r}")
+        if self.nesterov and self.optimizer != "momentum":
+            raise SpecError(f"nesterov applies to the momentum optimizer, not {self.optimizer!r}")
+        if not self.weight_decay >= 0:
+            raise SpecError(f"weight_decay cannot be negative, got {self.weight_decay!r}")
+        if not isinstance(self.lr_warmup_steps, int) or self.lr_warmup_steps < 0:
+            raise SpecError(f"lr_warmup_steps must be a non-negative integer, got {self.lr_warmup_steps!r}")
+        if not isinstance(self.lr_decay_steps, int) or self.lr_decay_steps < 1:
+            raise SpecError(f"lr_decay_steps must be a positive integer, got {self.lr_decay_steps!r}")
 
     @property
     def world_size(self) -> int:
