@@ -20,7 +20,6 @@ cpu_binding.bind_task_cpus()
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from bench_contract.data.datasets import Dataset
 from bench_contract.results import ResultRows
@@ -32,6 +31,7 @@ from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from jax_backend import compiles, models, steps
 from jax_backend.efficiency import cuda_ordinals, efficiency, runtime_versions, xla_flops
 from jax_backend.inference import JaxInference
+from jax_backend.optim import build_optimizer
 from jax_backend.parallel import Placement, initialize
 from jax_backend.per_sample import JaxPerSampleOps
 from jax_backend.sync import synchronize
@@ -161,7 +161,7 @@ class JaxBackend:
             raise ValueError(f"training {spec.model} (it has {', '.join(sorted(unknown))}) is not implemented "
                              "in the jax backend")
         rows.add("parameter_count", sum(p.size for p in jax.tree_util.tree_leaves(variables["params"])), "parameters")
-        optimizer = optax.sgd(spec.learning_rate)
+        optimizer = build_optimizer(spec)
         refuse_batch_norm(spec, "batch_stats" in variables)
         if spec.use_case in PER_SAMPLE_USE_CASES:
             step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed)
