@@ -32,6 +32,7 @@ from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from torch_backend import compiles, models, vision
 from torch_backend.efficiency import counted_flops, efficiency, pci_bus_id, runtime_versions
 from torch_backend.inference import TorchInference
+from torch_backend.optim import build_optimizer
 from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps
 from torch_backend.sync import batch_to_device, synchronize
 
@@ -170,7 +171,7 @@ class TorchBackend:
         vision.disable_random_regularisers(model)
         model.to(self.device).train()
         rows.add("parameter_count", sum(p.numel() for p in model.parameters()), "parameters")
-        optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate)
+        optimizer = build_optimizer(model.parameters(), spec)
         world_size = self.topology.world_size
         if spec.use_case in PER_SAMPLE_USE_CASES:
             return TorchDPOps(DPSGDUpdate(model, optimizer, self.device, clip_norm=spec.clip_norm,
