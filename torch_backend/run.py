@@ -30,8 +30,10 @@ from bench_contract.run.topology import Topology, topology_for
 from bench_contract.run.training import refuse_batch_norm
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from torch_backend import compiles, models, vision
+from torch_backend.compiled import compiled
 from torch_backend.efficiency import counted_flops, efficiency, pci_bus_id, runtime_versions
 from torch_backend.inference import TorchInference
+from torch_backend.mixed import LossScaler, set_tf32, with_precision
 from torch_backend.optim import build_optimizer
 from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps
 from torch_backend.sync import batch_to_device, synchronize
@@ -42,24 +44,32 @@ from torch_backend.sync import batch_to_device, synchronize
 
 class TorchOps:
     """Plain training; with several ranks `model` is the DistributedDataParallel wrapper and `eval_model` the
-    network inside it, so that evaluation on rank 0 alone starts no collective."""
+    network inside it, so that evaluation on rank 0 alone starts no collective. With `compile_mode` the whole
+    step (forward, backward, the optimizer's update) runs under torch.compile, compiled in its first call."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
-                 world_size: int = 1) -> None:
+                 world_size: int = 1, scaler: LossScaler | None = None, compile_mode: str | None = None) -> None:
         self.model, self.optimizer, self.device, self.world_size = model, optimizer, device, world_size
         self.eval_model = model.module if isinstance(model, DistributedDataParallel) else model
         self.loss_fn = nn.CrossEntropyLoss()
+        self.scaler = scaler or LossScaler("fp32", device)
+        self.compiles_lazily = compile_mode is not None
+        self.step = compiled(self.eager_step, compile_mode) if self.compiles_lazily else self.eager_step
 
     def to_device(self, x: np.ndarray, y: np.ndarray):
         return batch_to_device(x, y, self.device)
 
     def train_step(self, batch):
-        x, y = batch
+        return self.step(*batch)
+
+    def eager_step(self, x, y):
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.loss_fn(self.model(x), y)
-        loss.backward()
-        self.optimizer.step()
+        self.scaler.backward_and_step(loss, self.optimizer)
         return loss.detach()
+
+    def loss_scale(self) -> float | None:
+        return self.scaler.loss_scale()
 
     def synchronize(self, out) -> None:
         synchronize(self.device)
@@ -78,7 +88,8 @@ class TorchOps:
     def flops_per_step(self, batch):
         # One more step, after training and evaluation, so that counting cannot disturb what was measured.
         # Each rank counts its own shard's work.
-        return counted_flops(lambda: self.train_step(batch), self.world_size)
+        # Counted on the eager step: the same operations, without a recompilation for the counter's mode.
+        return counted_flops(lambda: self.eager_step(*batch), self.world_size)
 
     @torch.no_grad()
     def predict(self, x: np.ndarray) -> np.ndarray:
@@ -93,12 +104,12 @@ class TorchDPOps(TorchOps):
     """DP-SGD steps (use cases 3 and 4). No DistributedDataParallel: its hooks average the gradients of
     `backward()`, and per-sample gradients do not come from `backward()`; `DPSGDUpdate` reduces them itself."""
 
-    def __init__(self, update: DPSGDUpdate) -> None:
-        super().__init__(update.model, update.optimizer, update.device, update.world_size)
+    def __init__(self, update: DPSGDUpdate, compile_mode: str | None = None) -> None:
         self.update = update
+        super().__init__(update.model, update.optimizer, update.device, update.world_size, compile_mode=compile_mode)
 
-    def train_step(self, batch):
-        return self.update(*batch)
+    def eager_step(self, x, y):
+        return self.update(x, y)
 
     def loss_value(self, out) -> float:
         return float(out.item())  # already the global batch's mean: the update's all_reduce carried it
@@ -122,10 +133,6 @@ class TorchBackend:
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         policy = precision_policy("torch", spec.precision, spec.use_case)
-        # TF32 would silently lower matmul precision on Ampere and later; fp32 means fp32 on both sides.
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
         gpu = torch.cuda.is_available()
         if spec.device == "gpu" and not gpu:
             raise RuntimeError("device 'gpu' was asked for, but PyTorch sees no CUDA device")
@@ -133,6 +140,8 @@ class TorchBackend:
         self.topology = topology = topology_for(spec)
         # One process per device: with several ranks on a node, each takes the GPU of its local rank.
         self.device = torch.device(f"cuda:{topology.local_rank if topology.world_size > 1 else 0}" if use_gpu else "cpu")
+        # TF32 only for the tf32 policy, refused where the device has none: fp32 means fp32 on both sides.
+        set_tf32(spec.precision, self.device)
         if topology.world_size > 1:
             # MASTER_ADDR and MASTER_PORT come from the rendered script (the first node of the allocation).
             dist.init_process_group("nccl" if use_gpu else "gloo", rank=topology.rank, world_size=topology.world_size)
@@ -171,20 +180,23 @@ class TorchBackend:
         vision.disable_random_regularisers(model)
         model.to(self.device).train()
         rows.add("parameter_count", sum(p.numel() for p in model.parameters()), "parameters")
+        model = with_precision(model, spec.precision)  # bf16, fp16: the forward pass under autocast
+        compile_mode = spec.torch_compile_mode if spec.torch_compile else None
         optimizer = build_optimizer(model.parameters(), spec)
         world_size = self.topology.world_size
+        scaler = LossScaler(spec.precision, self.device)
         if spec.use_case in PER_SAMPLE_USE_CASES:
             return TorchDPOps(DPSGDUpdate(model, optimizer, self.device, clip_norm=spec.clip_norm,
                                           noise_multiplier=spec.noise_multiplier, seed=spec.seed,
-                                          world_size=world_size))
+                                          world_size=world_size), compile_mode)
         if world_size > 1:
             # Buffers outside the state_dict (the GCN's graph) are constants, the same on every rank:
             # DDP would broadcast them before every forward pass for nothing. Batch-norm statistics stay synced.
             stateful = set(model.state_dict()) - {name for name, _ in model.named_parameters()}
             ddp = DistributedDataParallel(model, device_ids=[self.device] if self.device.type == "cuda" else None,
                                           broadcast_buffers=bool(stateful))
-            return TorchOps(ddp, optimizer, self.device, world_size)
-        return TorchOps(model, optimizer, self.device)
+            return TorchOps(ddp, optimizer, self.device, world_size, scaler, compile_mode)
+        return TorchOps(model, optimizer, self.device, scaler=scaler, compile_mode=compile_mode)
 
     def per_sample_ops(self, spec: JobSpec, ops: TorchOps) -> TorchPerSampleOps:
         return TorchPerSampleOps(ops.eval_model, spec.clip_norm, self.device)

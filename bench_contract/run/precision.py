@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from bench_contract.spec import INFERENCE_USE_CASE
+from dataclasses import dataclass
+
+from bench_contract.spec import INFERENCE_USE_CASE, PER_SAMPLE_USE_CASES
 
 # The precision policies of the inference use case, in the words both backends record on every row.
-# fp32 is every use case's; bf16 and fp16 are inference only: no float32 master copy is needed when nothing
+# fp32 is every use case's. bf16 and fp16 inference cast everything: no float32 master copy is needed when nothing
 # is trained. The timed forward pass returns the logits in the policy's dtype; the backend's to_numpy casts
 # them to float32 on the host, outside the timed steps, where the result is checked (run_inference). Casting on
 # the device inside the timed step would cost PyTorch eager one more kernel launch that XLA fuses away.
@@ -16,14 +18,70 @@ PRECISION_POLICIES = {
     "fp16": "fp16: parameters, batch-norm statistics and inputs cast to float16, every layer computes in "
             "float16 (inference); logits cast to float32 on the host, outside the timed step",
 }
-# The dtype each policy casts to, by the name both numpy-like APIs use (jnp.float16, torch.float16, ...).
-DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+# What stays float32 under mixed-precision training, in both frameworks: PyTorch's autocast keeps these ops in
+# float32 by its own op lists; the JAX backend computes them in float32 on purpose (jax_backend.mixed, Flax's
+# normalisation layers reduce in float32).
+FLOAT32_IN_MIXED = ("the loss (log-softmax and cross-entropy, on logits cast to float32)",
+                    "normalisation statistics (batch-norm and layer-norm mean and variance)",
+                    "the master parameters, their gradients and the optimizer's update and state")
+_MIXED_TRAINING = ("{name}: float32 master parameters and optimizer state; matmuls and convolutions compute in "
+                   "{dtype} (PyTorch torch.autocast(dtype=torch.{dtype}); JAX casts the parameters and inputs to "
+                   "{dtype} inside the step, so the gradient reaches the float32 masters through the cast); "
+                   "float32: " + "; ".join(FLOAT32_IN_MIXED))
+# The training use cases (1-4): mixed precision keeps float32 masters, as practitioners train.
+TRAINING_POLICIES = {
+    "fp32": PRECISION_POLICIES["fp32"],
+    "tf32": "tf32: float32 parameters and storage; matmuls and convolutions in TF32 on the tensor cores "
+            "(PyTorch allow_tf32 for matmul and cuDNN, matmul precision 'high'; JAX matmul precision 'default')",
+    "bf16": _MIXED_TRAINING.format(name="bf16", dtype="bfloat16"),
+    "fp16": _MIXED_TRAINING.format(name="fp16", dtype="float16") + "; dynamic loss scaling in both (PyTorch "
+            "GradScaler; JAX jax_backend.mixed, the same rule and settings), a step whose gradients overflow is "
+            "skipped and counted (skipped_steps)",
+}
+# The dtype each policy casts to, by the name both numpy-like APIs use (jnp.float16, torch.float16, ...); tf32
+# stores float32.
+DTYPE_NAMES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+# The policies whose training computes in a narrower dtype than its float32 master parameters.
+MIXED = ("bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class LossScaling:
+    """Dynamic loss scaling, one rule for both frameworks (PyTorch GradScaler's defaults and semantics): the loss
+    is multiplied by `scale` before the backward pass and the gradients divided by it; a step whose gradients hold
+    an inf or NaN is skipped and the scale multiplied by `backoff_factor`; after `growth_interval` steps in a row
+    without one, the scale is multiplied by `growth_factor`."""
+
+    initial_scale: float = 2.0**16
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
+    growth_interval: int = 2000
+
+
+LOSS_SCALING = LossScaling()
 
 
 def precision_policy(framework: str, precision: str, use_case: int) -> str:
     """The policy both backends apply for this precision and use case; refuses what is not implemented."""
-    if precision == "fp32" or (precision in PRECISION_POLICIES and use_case == INFERENCE_USE_CASE):
-        return PRECISION_POLICIES[precision]
-    # Outside inference only fp32 runs (bf16/fp16 training needs float32 master weights, not built yet).
-    only = "only fp32" if use_case != INFERENCE_USE_CASE else f"only {', '.join(PRECISION_POLICIES)}"
-    raise ValueError(f"precision {precision!r} is not implemented in the {framework} backend ({only})")
+    if use_case == INFERENCE_USE_CASE:
+        if precision in PRECISION_POLICIES:
+            return PRECISION_POLICIES[precision]
+        raise ValueError(f"precision {precision!r} is not implemented for inference in the {framework} backend "
+                         f"(only {', '.join(PRECISION_POLICIES)})")
+    if precision == "fp16" and use_case in PER_SAMPLE_USE_CASES:
+        raise ValueError(f"precision 'fp16' is not implemented for DP-SGD (use case {use_case}): loss scaling "
+                         "would clip the scaled per-example gradients to norm C, not the true ones; use bf16")
+    if precision in TRAINING_POLICIES:
+        return TRAINING_POLICIES[precision]
+    raise ValueError(f"precision {precision!r} is not implemented for training in the {framework} backend "
+                     f"(only {', '.join(TRAINING_POLICIES)})")
+
+
+def refuse_tf32_without_support(precision: str, device_kind: str, tensor_float_capable: bool) -> None:
+    """tf32 on a device without TF32 (a CPU, an NVIDIA GPU before Ampere) would silently run float32: refused."""
+    if precision != "tf32" or tensor_float_capable:
+        return
+    reason = ("a CPU has no TF32 arithmetic" if device_kind == "cpu" else
+              f"this {device_kind} device has no TF32 (NVIDIA GPUs have it from Ampere, compute capability 8.0)")
+    raise ValueError(f"precision 'tf32' cannot run here: {reason}, so it would silently be float32; "
+                     "use fp32 on this device")
