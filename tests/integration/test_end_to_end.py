@@ -53,7 +53,7 @@ def check_campaign(manifest, merged, collect_out):
     assert ((accuracy["jax"] - accuracy["torch"]).abs() <= MAX_ACCURACY_GAP).all(), accuracy
     # collect prints the comparison for this CPU model, with a speed-up per cell
     assert cpu_model() in collect_out
-    assert len(re.findall(r"digits\s+1\s+mlp\s+\d+\s+fp32\s+[\d,]+\s+[\d,]+\s+\d+\.\d\dx", collect_out)) == 2
+    assert len(re.findall(r"digits\s+mlp\s+\d+\s+JAX\s+[\d,]+\s+\d+\.\d\dx", collect_out)) == 2
 
 
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])
