@@ -154,10 +154,10 @@ def record_failed(campaign_dir: Path, failed: dict[str, dict[int, tuple[str, str
     with submitting(campaign_dir.parent, doing, RECORD_WAIT_S):
         manifest = campaigns.load_manifest(campaign_dir)
         for key, tasks in failed.items():
-            sub = manifest["submissions"][key]
+            marked = manifest["submissions"][key].setdefault("failed", {})  # {} once waited for: none failed
             for index, (task_id, why) in tasks.items():
-                if sub["task_ids"][index] == task_id:
-                    sub.setdefault("failed", {})[str(index)] = why
+                if manifest["submissions"][key]["task_ids"][index] == task_id:
+                    marked[str(index)] = why
         campaigns.save_manifest(campaign_dir, manifest)
 
 
