@@ -28,7 +28,7 @@ from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.topology import topology_for
 from bench_contract.run.training import refuse_batch_norm
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
-from jax_backend import compiles, models, steps
+from jax_backend import compiles, mixed, models, steps
 from jax_backend.efficiency import cuda_ordinals, efficiency, runtime_versions, xla_flops
 from jax_backend.inference import JaxInference
 from jax_backend.optim import build_optimizer
@@ -42,6 +42,8 @@ from jax_backend.sync import synchronize
 
 class JaxOps:
     """Holds the training state; the step itself is a pure function (`steps`) compiled ahead of time."""
+
+    compiles_lazily = False  # compiled ahead of time: compile_time is measured on its own (training_ops)
 
     def __init__(self, model: str, module, variables, optimizer, step_fn, sample_batch, placement: Placement) -> None:
         self.model, self.module, self.placement = model, module, placement
@@ -81,6 +83,9 @@ class JaxOps:
     def compilations(self) -> int:
         return compiles.count()
 
+    def loss_scale(self) -> float | None:
+        return mixed.loss_scale(self.opt_state)
+
     def loss_value(self, out) -> float:
         # The loss is replicated: this process's copy is the global batch's loss.
         return float(out.addressable_data(0))
@@ -117,8 +122,6 @@ class JaxBackend:
             os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {spec.xla_flags}".strip()
         if spec.device == "cpu":
             jax.config.update("jax_platforms", "cpu")
-        # XLA's default on GPU is TF32-like reduced precision for float32 matmuls; fp32 means fp32 on both sides.
-        jax.config.update("jax_default_matmul_precision", "highest")
         self.topology = topology_for(spec)
         initialize(self.topology)  # before anything asks JAX for its devices
         devices = jax.local_devices()
@@ -128,6 +131,9 @@ class JaxBackend:
         if spec.device == "gpu" and kind != "gpu":
             raise RuntimeError(f"device 'gpu' was asked for, but JAX sees only {devices[0].platform} devices")
         self.device = devices[0]
+        # XLA's default on GPU is TF32-like reduced precision for float32 matmuls: only the tf32 policy gets it
+        # (refused where the device has none); fp32 means fp32 on both sides.
+        mixed.set_matmul_precision(spec.precision, self.device)
         self.kind = kind
         return DeviceSetup(
             kind=kind,
@@ -163,8 +169,12 @@ class JaxBackend:
         rows.add("parameter_count", sum(p.size for p in jax.tree_util.tree_leaves(variables["params"])), "parameters")
         optimizer = build_optimizer(spec)
         refuse_batch_norm(spec, "batch_stats" in variables)
+        module = mixed.with_precision(module, spec.precision)  # bf16, fp16: cast inside the step
         if spec.use_case in PER_SAMPLE_USE_CASES:
             step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed)
+        elif spec.precision == "fp16":
+            optimizer = mixed.dynamic_loss_scaling(optimizer)
+            step_fn = mixed.scaled_plain_step(module, optimizer)
         else:
             step_fn = steps.plain_step(module, optimizer)
         local = spec.batch_size // self.topology.world_size

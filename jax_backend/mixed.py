@@ -1,0 +1,112 @@
+"""Mixed-precision training in JAX with an explicit policy, the equivalent of PyTorch's autocast
+(torch_backend.mixed): float32 master parameters and optimizer state; inside the step the parameters and the
+inputs are cast to bfloat16 or float16, so that every matmul and convolution computes in it and the gradient
+reaches the float32 masters through the cast; the logits are cast back to float32 for the loss. Batch-norm
+statistics stay float32 (the running ones are not cast; Flax reduces the batch's mean and variance in float32).
+
+fp16 adds dynamic loss scaling with PyTorch GradScaler's rule and settings (bench_contract.run.precision
+.LossScaling): the loss is multiplied by the scale before differentiation, the gradients divided by it, a step
+whose gradients are not all finite is skipped (no update, optimizer state unchanged) and the scale backs off;
+`growth_interval` finite steps in a row grow it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from bench_contract.run.precision import DTYPE_NAMES, LOSS_SCALING, MIXED, LossScaling, refuse_tf32_without_support
+from jax_backend import steps
+
+
+def set_matmul_precision(precision: str, device) -> None:
+    """TF32 for tf32 only (XLA's 'default' precision, refused on a device without TF32); 'highest' otherwise."""
+    capable = device.platform == "gpu" and float(getattr(device, "compute_capability", "0") or 0) >= 8.0
+    refuse_tf32_without_support(precision, device.platform.lower(), capable)
+    jax.config.update("jax_default_matmul_precision", "default" if precision == "tf32" else "highest")
+
+
+def _cast(dtype):
+    def cast(a):
+        return a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a
+
+    return cast
+
+
+class CastForward:
+    """A Flax module's apply under the mixed policy: float parameters and inputs cast to `dtype`, the logits
+    returned in float32 (mutated collections, batch norm's running statistics, stay as they are: float32)."""
+
+    def __init__(self, module, dtype) -> None:
+        self.module, self.dtype = module, dtype
+
+    def apply(self, variables: dict, x, **kwargs):
+        low = _cast(self.dtype)
+        out = self.module.apply({**variables, "params": jax.tree.map(low, variables["params"])}, low(x), **kwargs)
+        if kwargs.get("mutable"):
+            logits, mutated = out
+            return logits.astype(jnp.float32), mutated
+        return out.astype(jnp.float32)
+
+
+def with_precision(module, precision: str):
+    """The module as the training precision runs it: cast for bf16 and fp16, as it is otherwise."""
+    return CastForward(module, getattr(jnp, DTYPE_NAMES[precision])) if precision in MIXED else module
+
+
+class LossScaleState(NamedTuple):
+    inner: Any  # the optimizer's own state
+    scale: jnp.ndarray  # the scale the next step multiplies its loss by
+    good_steps: jnp.ndarray  # finite steps since the scale last changed (GradScaler's growth tracker)
+
+
+def dynamic_loss_scaling(inner: optax.GradientTransformation,
+                         scaling: LossScaling = LOSS_SCALING) -> optax.GradientTransformation:
+    """`inner` applied to the unscaled gradients of a scaled loss, skipping steps whose gradients overflowed."""
+
+    def init(params):
+        return LossScaleState(inner.init(params), jnp.float32(scaling.initial_scale), jnp.int32(0))
+
+    def update(scaled_grads, state: LossScaleState, params=None):
+        grads = jax.tree.map(lambda g: g / state.scale, scaled_grads)
+        finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
+        updates, inner_state = inner.update(grads, state.inner, params)
+        updates = jax.tree.map(lambda u: jnp.where(finite, u, jnp.zeros_like(u)), updates)
+        inner_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), inner_state, state.inner)
+        good = state.good_steps + 1
+        grow = finite & (good >= scaling.growth_interval)
+        scale = jnp.where(finite, jnp.where(grow, state.scale * scaling.growth_factor, state.scale),
+                          state.scale * scaling.backoff_factor)
+        good = jnp.where(finite & ~grow, good, 0)
+        return updates, LossScaleState(inner_state, scale.astype(jnp.float32), good.astype(jnp.int32))
+
+    return optax.GradientTransformation(init, update)
+
+
+def scaled_plain_step(module, optimizer: optax.GradientTransformation):
+    """steps.plain_step with the loss multiplied by the current scale before differentiation; `optimizer` is a
+    dynamic_loss_scaling transformation, whose state holds the scale."""
+
+    def loss_fn(params, batch_stats, x, y, scale):
+        logits, batch_stats = steps.train_forward(module, params, batch_stats, x)
+        loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+        return loss * scale, (loss, batch_stats)
+
+    def step_fn(params, batch_stats, opt_state, step, x, y):
+        (_, (loss, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            params, batch_stats, x, y, opt_state.scale)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), batch_stats, opt_state, step + 1, loss
+
+    return step_fn
+
+
+def loss_scale(opt_state) -> float | None:
+    """The scale the next step will use, from this process's copy (None without loss scaling)."""
+    if not isinstance(opt_state, LossScaleState):
+        return None
+    scale = opt_state.scale
+    return float(scale.addressable_data(0) if hasattr(scale, "addressable_data") else scale)
