@@ -162,6 +162,13 @@ def with_shared_roofline_notes(df, intensity: np.ndarray, ridge: np.ndarray):
     return df
 
 
+def with_variant_label(df):
+    """A tiny variant is a different network: its model is named "mlp (tiny)", never merged with the full one."""
+    if "model_variant" not in df:
+        return df
+    return df.assign(model=[m if v in ("full", "", None) else f"{m} ({v})" for m, v in zip(df["model"], df["model_variant"])])
+
+
 def with_row_key(df):
     """The frame with every ROW_KEY column (a table from before a column existed reads it as empty), the CPU
     settings as text: the count on a CPU, "" where not recorded or the device is not the CPU."""
@@ -271,9 +278,7 @@ def comparison_frame(df):
 
     if df.empty:
         return pd.DataFrame()
-    if "model_variant" in df:
-        # A tiny variant is a different network: it is labelled as such, never merged with the full one.
-        df = df.assign(model=[m if v in ("full", "", None) else f"{m} ({v})" for m, v in zip(df["model"], df["model_variant"])])
+    df = with_variant_label(df)
     df = with_shared_roofline(with_shared_peak(with_row_key(df)))
     rows = summary_rows(df)
     present = [m for m, _, _ in TABLE_METRICS if m in set(rows["metric"])]

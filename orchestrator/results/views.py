@@ -34,6 +34,7 @@ from orchestrator.results.compare import (
     format_value,
     summary_rows,
     with_row_key,
+    with_variant_label,
 )
 
 # Per-framework summary metrics the use-case tables show besides compare.TABLE_METRICS.
@@ -137,13 +138,6 @@ def use_case_frame(df):
     frame["processes"] = np.fmax.reduce(sizes) if sizes else np.nan
     frame = with_scaling_efficiency(frame, summary)
     return with_time_to_target(frame, labelled)
-
-
-def with_variant_label(df):
-    """The model named as compare.comparison_frame names it: a tiny variant is "mlp (tiny)", never the full one."""
-    if "model_variant" not in df:
-        return df
-    return df.assign(model=[m if v in ("full", "", None) else f"{m} ({v})" for m, v in zip(df["model"], df["model_variant"])])
 
 
 def framework_medians(summary, metrics: list[str]):
