@@ -15,11 +15,10 @@ import math
 
 import numpy as np
 
-from bench_contract.results import ResultRows
 from bench_contract.spec import JobSpec
 
-# Adam's and AdamW's constants, the defaults of torch.optim.Adam and optax.adam alike; fixed, and recorded on
-# every training row set (optimizer_* metrics), so a change of them would show.
+# Adam's and AdamW's constants, the defaults of torch.optim.Adam and optax.adam alike; fixed here (rows carry the
+# git commit), not options.
 ADAM_BETA1 = 0.9
 ADAM_BETA2 = 0.999
 ADAM_EPS = 1e-8  # added to sqrt of the bias-corrected second moment, outside the root, in both frameworks
@@ -53,10 +52,3 @@ def rate_index(step: int, table_length: int) -> int:
     """The table entry of `step`: the last entry holds from there on."""
     return min(step, table_length - 1)
 
-
-def record_optimizer(spec: JobSpec, rows: ResultRows) -> None:
-    """The optimizer's fixed constants, which the spec does not carry, so that a row set says all of it."""
-    if spec.optimizer in ("adam", "adamw"):
-        rows.add("optimizer_beta1", ADAM_BETA1, "ratio")
-        rows.add("optimizer_beta2", ADAM_BETA2, "ratio")
-        rows.add("optimizer_eps", ADAM_EPS, "ratio")
