@@ -12,6 +12,7 @@ from bench_contract.spec import (  # one definition, the contract's
     DATA_PARALLEL_USE_CASES,  # noqa: F401  (one process per device, under srun)
     FRAMEWORK_TITLES,
     INFERENCE_USE_CASE,
+    LR_SCHEDULES,
     OPTIMIZERS,
     VARIANTS,
 )
@@ -211,6 +212,10 @@ def home_benchmark(model: str) -> Benchmark:
 
 def check_optimizer(name: str) -> None:
     _choose("optimizer", name, OPTIMIZERS)
+
+
+def check_lr_schedule(name: str) -> None:
+    _choose("learning-rate schedule", name, LR_SCHEDULES)
 
 
 def skip_reason(bench: Benchmark, case: UseCase, model: str, precision: str) -> str | None:

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
-from bench_contract.spec import PAIRED_ORDER
+from bench_contract.spec import PAIRED_ORDER, JobSpec
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 
@@ -31,6 +31,13 @@ class RunSettings:
     data_dir: str | None
     synthetic_samples: int
     device: str
+    # the optimizer's hyperparameters and the learning-rate schedule (bench_contract.spec, bench_contract.run.optim)
+    momentum: float = 0.9
+    nesterov: bool = False
+    weight_decay: float = 0.0
+    lr_schedule: str = "constant"
+    lr_warmup_steps: int = 0
+    lr_decay_steps: int = 1000
     # DP-SGD (use cases 3 and 4)
     clip_norm: float = 1.0
     noise_multiplier: float = 1.0
@@ -240,6 +247,7 @@ def expand(
         )
     check_torch_options(case, models, settings)
     check_paired(frameworks, settings)
+    check_optimizer_options(case, settings)
     if settings.batch_search:
         check_batch_search(case, batch_sizes, settings)
         batch_sizes = batch_sizes[:1]
@@ -292,6 +300,35 @@ def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunS
         if flat:
             raise UsageError(f"--channels-last is for convolutional networks; {', '.join(flat)} "
                              f"{'is' if len(flat) == 1 else 'are'} not one (they are: {', '.join(catalog.CONVOLUTIONAL)})")
+
+
+OPTIMIZER_OPTIONS = {"optimizer": "--optimizer", "learning_rate": "--learning-rate", "momentum": "--momentum",
+                     "nesterov": "--nesterov", "weight_decay": "--weight-decay", "lr_schedule": "--lr-schedule",
+                     "lr_warmup_steps": "--lr-warmup-steps", "lr_decay_steps": "--lr-decay-steps"}
+
+
+def check_optimizer_options(case: catalog.UseCase, settings: RunSettings) -> None:
+    """The optimizer's options where they mean something: training (DP-SGD's use cases too, where adam is DP-Adam),
+    the momentum ones with the momentum optimizer, the schedule's steps with a schedule."""
+    catalog.check_lr_schedule(settings.lr_schedule)
+    given = [option for name, option in OPTIMIZER_OPTIONS.items()
+             if getattr(settings, name) != JobSpec.__dataclass_fields__[name].default]  # the contract's defaults
+    if given and not case.trains:
+        raise UsageError(f"use case {case.number} ({case.title}) trains nothing, so {', '.join(given)} "
+                         f"{'does' if len(given) == 1 else 'do'} not apply")
+    momentum_options = [option for option in ("--momentum", "--nesterov") if option in given]
+    if momentum_options and settings.optimizer != "momentum":
+        raise UsageError(f"{' and '.join(momentum_options)} belong to --optimizer momentum, not {settings.optimizer}")
+    if not 0 <= settings.momentum < 1:
+        raise UsageError(f"--momentum must be at least 0 and below 1, got {settings.momentum}")
+    if not settings.weight_decay >= 0:
+        raise UsageError(f"--weight-decay cannot be negative, got {settings.weight_decay}")
+    schedule_steps = [option for option in ("--lr-warmup-steps", "--lr-decay-steps") if option in given]
+    if schedule_steps and settings.lr_schedule == "constant":
+        raise UsageError(f"{' and '.join(schedule_steps)} shape a schedule; give --lr-schedule warmup_cosine too")
+    if settings.lr_warmup_steps < 0 or settings.lr_decay_steps < 1:
+        raise UsageError(f"--lr-warmup-steps cannot be negative and --lr-decay-steps must be at least 1, got "
+                         f"{settings.lr_warmup_steps} and {settings.lr_decay_steps}")
 
 
 def check_paired(frameworks: list[str], settings: RunSettings) -> None:
