@@ -50,16 +50,22 @@ class Precision:
     description: str
     implemented: bool
     use_cases: frozenset[int] | None = None  # where it is implemented; None: every use case
+    elsewhere: str = ""  # why not in the other use cases
 
 
 PRECISIONS = {
     "fp32": Precision("fp32", "float32 parameters and compute, TF32 off in both frameworks", True),
-    "tf32": Precision("tf32", "float32 parameters, TF32 matmuls in both frameworks", False),
-    "bf16": Precision("bf16", "bfloat16 parameters, inputs and activations in both frameworks (inference; "
-                              "mixed-precision training is not implemented yet)", True, frozenset({5})),
-    "fp16": Precision("fp16", "float16 parameters, inputs and activations in both frameworks (inference; "
-                              "mixed-precision training is not implemented yet)", True, frozenset({5})),
+    "tf32": Precision("tf32", "float32 parameters, TF32 matmuls and convolutions in both frameworks (training; "
+                              "refused at run time on a device without TF32)", True, frozenset({1, 2, 3, 4}),
+                      "inference compares float32 against the narrower bf16 and fp16 instead"),
+    "bf16": Precision("bf16", "training: float32 master weights, bfloat16 compute (autocast; JAX casts in the "
+                              "step); inference: everything in bfloat16", True),
+    "fp16": Precision("fp16", "training: float32 master weights, float16 compute, dynamic loss scaling; "
+                              "inference: everything in float16", True, frozenset({1, 2, 5}),
+                      "loss scaling would clip DP-SGD's scaled per-example gradients, not the true ones; use bf16"),
 }
+# The PyTorch execution modes a campaign can compare with JAX (--torch-modes): eager, or torch.compile.
+TORCH_MODES = ("eager", "compiled")
 
 
 @dataclass(frozen=True)
@@ -235,5 +241,5 @@ def skip_reason(bench: Benchmark, case: UseCase, model: str, precision: str) -> 
     cases = PRECISIONS[precision].use_cases
     if cases is not None and case.number not in cases:
         return (f"precision {precision!r} is implemented for use case {', '.join(map(str, sorted(cases)))} only, "
-                f"not for use case {case.number} ({case.title})")
+                f"not for use case {case.number} ({case.title}): {PRECISIONS[precision].elsewhere}")
     return None

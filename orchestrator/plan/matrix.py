@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 
-from bench_contract.spec import PAIRED_ORDER, JobSpec
+from bench_contract.spec import PAIRED_ORDER, TORCH_COMPILE_MODES, JobSpec
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 
@@ -48,7 +48,8 @@ class RunSettings:
     # model size and inference options (use case 5)
     model_variant: str = "full"
     timed_steps: int = 50  # at least this many timed repeats of one step (inference, vectorisation timing)
-    torch_compile: bool = False
+    torch_compile: bool = False  # PyTorch under torch.compile (in training the whole step), in this mode
+    torch_compile_mode: str = "default"
     channels_last: bool = False
     # ... and at least this many seconds of timed steps
     min_duration_s: float = 1.0
@@ -99,6 +100,9 @@ class RunSettings:
         if self.batch_search_limit < 1:
             raise UsageError(f"--max-batch-limit must be at least 1, got {self.batch_search_limit}")
         catalog.check_optimizer(self.optimizer)
+        if self.torch_compile_mode not in TORCH_COMPILE_MODES:
+            raise UsageError(f"unknown --torch-compile-mode {self.torch_compile_mode!r}; choose from: "
+                             f"{', '.join(TORCH_COMPILE_MODES)}")
         catalog.check_variant(self.model_variant)
         if self.device not in catalog.DEVICES:
             raise UsageError(f"unknown device {self.device!r}; choose from: {', '.join(catalog.DEVICES)}")
@@ -212,8 +216,13 @@ def expand(
     batch_sizes: list[int],
     precisions: list[str],
     settings: RunSettings,
+    torch_modes: list[str] | None = None,
 ) -> list[Cell]:
-    """The product of the axes (defaults from the registry where an axis is empty), every cell validated."""
+    """The product of the axes (defaults from the registry where an axis is empty), every cell validated.
+
+    torch_modes (eager, compiled; default: what settings.torch_compile says) gives every cell once per PyTorch
+    mode, its settings' torch_compile set accordingly. The JAX cell goes with each mode too: a comparison row
+    pairs runs of equal settings, so JAX against eager and JAX against compiled PyTorch are two rows."""
     bench = catalog.benchmark(benchmark)
     case = catalog.use_case(use_case)
     frameworks = frameworks or list(catalog.FRAMEWORKS)
@@ -245,6 +254,7 @@ def expand(
             f"batch size {uneven[0]} does not split evenly over {world} processes "
             f"({settings.nodes} node(s) x {settings.tasks_per_node} task(s)); give multiples of {world}"
         )
+    modes = check_torch_modes(torch_modes, settings)
     check_torch_options(case, models, settings)
     check_paired(frameworks, settings)
     check_optimizer_options(case, settings)
@@ -254,8 +264,10 @@ def expand(
     limit = train_split_size(bench, settings) if case.trains and not settings.batch_search else None
     if limit is not None and max(batch_sizes) > limit:
         raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
+    per_mode = [replace(settings, torch_compile=mode == "compiled") for mode in modes]
     return [
-        Cell(framework, benchmark, use_case, model, batch_size, precision, settings)
+        Cell(framework, benchmark, use_case, model, batch_size, precision, mode_settings)
+        for mode_settings in per_mode
         for framework in frameworks
         for model in models
         for batch_size in batch_sizes
@@ -286,15 +298,26 @@ def one_process_warning(use_case: int, nodes: int, tasks_per_node: int) -> str |
             f"case {catalog.ONE_PROCESS_USE_CASE[use_case]} for one device)")
 
 
+def check_torch_modes(torch_modes: list[str] | None, settings: RunSettings) -> list[str]:
+    """The PyTorch modes to plan: --torch-modes, or --torch-compile's short form of `compiled`, or eager."""
+    for mode in torch_modes or []:
+        if mode not in catalog.TORCH_MODES:
+            raise UsageError(f"unknown PyTorch mode {mode!r} in --torch-modes; choose from: {', '.join(catalog.TORCH_MODES)}")
+    if torch_modes and settings.torch_compile and torch_modes != ["compiled"]:
+        raise UsageError("--torch-compile is the short form of --torch-modes compiled; give one of them")
+    modes = torch_modes or ["compiled" if settings.torch_compile else "eager"]
+    if settings.torch_compile_mode != "default" and "compiled" not in modes:
+        raise UsageError(f"--torch-compile-mode {settings.torch_compile_mode} is for compiled PyTorch; add "
+                         "--torch-modes compiled (or eager,compiled)")
+    return modes
+
+
 def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunSettings) -> None:
-    """torch.compile and channels_last are implemented for inference, and channels_last only means something for
-    convolutional networks."""
-    chosen = [flag for flag, on in (("--torch-compile", settings.torch_compile),
-                                    ("--channels-last", settings.channels_last)) if on]
-    if chosen and case.number != catalog.INFERENCE:
-        verb = "is" if len(chosen) == 1 else "are"
-        raise UsageError(f"{' and '.join(chosen)} {verb} implemented for the inference use case "
-                         f"({catalog.INFERENCE}) only, not for use case {case.number}")
+    """channels_last is implemented for inference, and only means something for convolutional networks
+    (torch.compile runs in every use case)."""
+    if settings.channels_last and case.number != catalog.INFERENCE:
+        raise UsageError(f"--channels-last is implemented for the inference use case ({catalog.INFERENCE}) only, "
+                         f"not for use case {case.number}")
     if settings.channels_last:
         flat = [m for m in models if m not in catalog.CONVOLUTIONAL]
         if flat:

@@ -90,7 +90,6 @@ def test_a_real_inference_run_without_data_is_refused_and_writes_nothing(tmp_pat
 @pytest.mark.parametrize("args, message", [
     (["--model", "resnet5"], "unknown model 'resnet5'; choose from: mlp, cnn"),
     (["--model", "gcn"], "validate compares the inference forward pass, which model 'gcn' does not run"),
-    (["--model", "cnn", "--precision", "tf32"], "precision 'tf32' is declared but not implemented yet (implemented: fp32, bf16, fp16)"),
     (["--model", "cnn", "--variant", "huge"], "unknown model variant 'huge'"),
     (["--model", "cnn", "--batch-size", "0"], "--batch-size must be a positive integer"),
     (["--model", "cnn", "--executor", "submitit"], "unknown executor 'submitit' for validate"),
@@ -144,8 +143,8 @@ def test_synthetic_inputs_are_the_same_bytes_for_the_same_seed():
 
 
 def test_pytorch_options_are_refused_where_they_are_not_implemented_or_mean_nothing():
-    with pytest.raises(UsageError, match="--torch-compile is implemented for the inference use case"):
-        matrix.expand("digits", 1, [], [], [], [], settings(torch_compile=True))
+    with pytest.raises(UsageError, match="--channels-last is implemented for the inference use case"):
+        matrix.expand("digits", 1, [], [], [], [], settings(channels_last=True))
     with pytest.raises(UsageError, match="--channels-last is for convolutional networks; vit_b_16 is not one"):
         matrix.expand("imagenet", 5, [], ["vit_b_16"], [1], [], settings(data_source="synthetic", channels_last=True))
     cells = matrix.expand("imagenet", 5, [], ["resnet50"], [1], [],
@@ -170,8 +169,8 @@ def test_validate_has_help_and_list_shows_the_inference_defaults():
     assert "5  inference (forward pass, eval mode) on one GPU  (default batch sizes 1 8 32 128)" in listing
 
 
-def test_bf16_is_planned_for_inference_and_refused_for_training():
+def test_bf16_is_planned_for_inference_and_tf32_refused_there():
     cells = matrix.expand("imagenet", 5, [], ["resnet50"], [8], ["fp32", "bf16"], settings(data_source="synthetic"))
     assert {c.precision for c in cells} == {"fp32", "bf16"}
-    with pytest.raises(UsageError, match="'bf16' is implemented for use case 5 only, not for use case 1"):
-        matrix.expand("mnist", 1, [], ["mlp"], [8], ["bf16"], settings(data_source="synthetic"))
+    with pytest.raises(UsageError, match="'tf32' is implemented for use case 1, 2, 3, 4 only, not for use case 5"):
+        matrix.expand("mnist", 5, [], ["mlp"], [8], ["tf32"], settings(data_source="synthetic"))

@@ -47,9 +47,9 @@ def test_a_data_parallel_use_case_with_one_process_is_warned_of(use_case, single
     assert matrix.one_process_warning(single, 1, 1) is None
 
 
-@pytest.mark.parametrize("flags, verb", [({"torch_compile": True}, "--torch-compile is implemented"),
+@pytest.mark.parametrize("flags, verb", [({"channels_last": True}, "--channels-last is implemented"),
                                          ({"torch_compile": True, "channels_last": True},
-                                          "--torch-compile and --channels-last are implemented")])
+                                          "--channels-last is implemented")])
 def test_torch_options_outside_inference_are_refused_in_a_sentence_that_agrees(flags, verb):
     with pytest.raises(UsageError, match=verb):
         matrix.expand("mnist", 1, ["torch"], ["cnn"], [32], [], settings(data_source="synthetic", **flags))
@@ -91,8 +91,8 @@ def test_cell_ids_hash_every_field_but_the_framework_so_old_campaigns_keep_their
         ({"models": ["resnet9"]}, "unknown model 'resnet9'"),
         ({"models": ["resnet50"]}, "not part of benchmark 'digits'"),
         ({"precisions": ["fp8"]}, "unknown precision 'fp8'"),
-        ({"precisions": ["tf32"]}, "declared but not implemented yet"),
-        ({"precisions": ["bf16"]}, "precision 'bf16' is implemented for use case 5 only, not for use case 1"),
+        ({"use_case": 5, "precisions": ["tf32"]}, "precision 'tf32' is implemented for use case 1, 2, 3, 4 only"),
+        ({"use_case": 3, "precisions": ["fp16"]}, "loss scaling would clip DP-SGD's scaled per-example gradients"),
         ({"batch_sizes": [5000]}, "larger than the 1257 training samples"),
     ],
 )
