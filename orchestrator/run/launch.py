@@ -65,6 +65,12 @@ class LaunchOptions:
     optimizer: str
     seed: int
     warmup_steps: int
+    momentum: float
+    nesterov: bool
+    weight_decay: float
+    lr_schedule: str
+    lr_warmup_steps: int
+    lr_decay_steps: int
     timed_steps: int
     min_duration: float
     trials: int
@@ -115,6 +121,12 @@ class LaunchOptions:
             optimizer=self.optimizer,
             seed=self.seed,
             warmup_steps=self.warmup_steps,
+            momentum=self.momentum,
+            nesterov=self.nesterov,
+            weight_decay=self.weight_decay,
+            lr_schedule=self.lr_schedule,
+            lr_warmup_steps=self.lr_warmup_steps,
+            lr_decay_steps=self.lr_decay_steps,
             data_source=matrix.data_source(self.synthetic, self.find_max_batch),
             data_dir=str(self.data_dir) if self.data_dir else None,
             synthetic_samples=self.synthetic_samples,
