@@ -337,7 +337,7 @@ def check_optimizer_options(case: catalog.UseCase, settings: RunSettings) -> Non
     given = [option for name, option in OPTIMIZER_OPTIONS.items()
              if getattr(settings, name) != JobSpec.__dataclass_fields__[name].default]  # the contract's defaults
     if given and not case.trains:
-        raise UsageError(f"use case {case.number} ({case.title}) trains nothing, so {', '.join(given)} "
+        raise UsageError(f"use case {case.number} trains nothing ({case.title}), so {', '.join(given)} "
                          f"{'does' if len(given) == 1 else 'do'} not apply")
     momentum_options = [option for option in ("--momentum", "--nesterov") if option in given]
     if momentum_options and settings.optimizer != "momentum":
