@@ -25,6 +25,7 @@ from bench_contract.run.failure import failure_path, read_failure
 from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
+from orchestrator.run.progress import progress_lines, text_bar
 from orchestrator.run.submit import POLL_BACKOFF, Backoff, QueueUnreadable, log_tail, read_sacct, read_squeue
 from orchestrator.tables import format_table
 
@@ -213,9 +214,8 @@ def summary(cells: list[CellStatus]) -> dict[str, int]:
 
 def progress_bar(cells: list[CellStatus], width: int = 30) -> str:
     done = sum(1 for c in cells if c.state not in UNSETTLED)
-    filled = round(width * done / len(cells)) if cells else width
     counts = ", ".join(f"{n} {state}" for state, n in sorted(summary(cells).items()))
-    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{len(cells)} ended ({counts})"
+    return f"{text_bar(done, len(cells), width)} {done}/{len(cells)} ended ({counts})"
 
 
 def is_active(cells: list[CellStatus]) -> bool:
@@ -292,6 +292,9 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
     for _ in Backoff(interval, POLL_BACKOFF, WATCH_MAX_S).rounds():
         cells = campaign_status(folder)
         report(progress_bar(cells))
+        # Each running cell's own progress, from the heartbeat its task writes (never from its log).
+        for line in progress_lines([c for c in cells if c.state == "running"]):
+            report(f"  {line}")
         note = unknown_note(cells)
         if note and unreadable_since is None:
             unreadable_since = time.monotonic()

@@ -27,6 +27,7 @@ from orchestrator.lock import exclusive
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
+from orchestrator.run.progress import run_streaming
 
 
 @dataclass
@@ -691,10 +692,13 @@ def read_squeue(job_ids: list[str]) -> dict[str, str]:
 
 # --- local ------------------------------------------------------------------------------------------
 
-def run_array_task(script: str, index: int, log: str | None = None) -> None:
+def run_array_task(script: str, index: int, log: str | None = None,
+                   show: Callable[[str], None] | None = None) -> None:
     """Run array task `index` of a rendered script with bash, as Slurm would; raise if it fails.
 
-    Used by the local executor, and by submitit on the node (where it runs inside a real Slurm task).
+    Used by the local executor, which passes `show` to see the task's lines (its progress) live as they are
+    written to the log, and by submitit on the node (where it runs inside a real Slurm task, whose log is
+    submitit's: showing the lines there too would write each twice).
     """
     env = dict(os.environ)
     env["SLURM_ARRAY_TASK_ID"] = str(index)
@@ -702,13 +706,16 @@ def run_array_task(script: str, index: int, log: str | None = None) -> None:
     env.pop("VIRTUAL_ENV", None)
     env.pop("PYTHONHOME", None)
     if log is None:
-        proc = subprocess.run(["bash", script], check=False, env=env)
+        code = subprocess.run(["bash", script], check=False, env=env).returncode
+    elif show is not None:
+        code = run_streaming(["bash", script], log, show=show, env=env)
     else:
         with open(log, "w") as out:
-            proc = subprocess.run(["bash", script], check=False, env=env, stdout=out, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
+            code = subprocess.run(["bash", script], check=False, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT).returncode
+    if code != 0:
         where = f"; its log {log} ends with:\n{log_end(log)}" if log else ""
-        raise OrchestratorError(f"array task {index} of {script} exited with code {proc.returncode}{where}")
+        raise OrchestratorError(f"array task {index} of {script} exited with code {code}{where}")
 
 
 def run_local(framework: str, script: Path, n_tasks: int, log_dir: Path, job_name: str,
@@ -719,7 +726,7 @@ def run_local(framework: str, script: Path, n_tasks: int, log_dir: Path, job_nam
         log = log_dir / f"{job_name}_local_{index}.out"
         report(f"{framework}: running array task {index + 1} of {n_tasks} here (log {log})")
         try:
-            run_array_task(str(script), index, str(log))
+            run_array_task(str(script), index, str(log), show=lambda line: report(f"  | {line}"))
         except OrchestratorError as exc:
             sub.failed[index] = str(exc)
             report(str(exc))
