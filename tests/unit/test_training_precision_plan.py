@@ -8,8 +8,9 @@ from orchestrator.plan import matrix
 
 
 def settings(**overrides):
-    values = dict(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=1, data_source="synthetic",
-                  data_dir=None, synthetic_samples=256, device="cpu", model_variant="tiny")
+    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
+              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "cpu",
+              "model_variant": "tiny"}
     return matrix.RunSettings(**(values | overrides))
 
 
