@@ -197,7 +197,7 @@ def campaigns(
 
 @app.command()
 def collect(
-    results_dir: Annotated[Path, typer.Option(help="Folder holding the campaigns.")] = DEFAULT_RESULTS_DIR,
+    results_dir: Annotated[list[Path] | None, typer.Option(help=f"Folder holding the campaigns (default: {DEFAULT_RESULTS_DIR}); repeat it to merge folders copied from other clusters, into the first one's merged.parquet.", show_default=False)] = None,
     campaign: Annotated[str | None, typer.Option("--campaign", "-c", help="Show this campaign's cells and comparison only, and write its rows to <results-dir>/merged-<campaign>.parquet (every campaign is merged all the same).")] = None,
     output: Annotated[Path | None, typer.Option(help="Merged Parquet dataset, a folder of parts (default: <results-dir>/merged.parquet).")] = None,
     failures: Annotated[Path | None, typer.Option(help="The cells without a result, with reasons and log ends (default: <results-dir>/failures.parquet).")] = None,
@@ -206,11 +206,14 @@ def collect(
     """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model.
 
     Incremental: only task files that are new or changed since the last collect are read. Every cell without
-    a result is named with its reason, and listed apart from the measurements in failures.parquet."""
+    a result is named with its reason, and listed apart from the measurements in failures.parquet. With several
+    --results-dir, each campaign is merged once, and a table compares the device models side by side."""
     from orchestrator.results.collect import collect_and_report
 
+    home, *others = results_dir or [DEFAULT_RESULTS_DIR]
     with domain_errors():
-        collect_and_report(results_dir, output, failures, log_lines, report=typer.echo, warn=warn, campaign=campaign)
+        collect_and_report(home, output, failures, log_lines, report=typer.echo, warn=warn, campaign=campaign,
+                           others=others)
 
 
 @app.command("list")
@@ -325,7 +328,8 @@ def status(
     or unknown (squeue or sacct failed).
 
     A cell that ended without a readable result is named with its reason (Slurm's state, the task's failure
-    row, a bad result file) and the end of its log."""
+    row, a bad result file) and the end of its log. Exit 3 when some cells are unknown: the queue could not be
+    read, so nothing may be concluded (nor resubmitted) from them."""
     from orchestrator.run.status import show_status
 
     with domain_errors():
@@ -363,7 +367,8 @@ def watch(
     results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
     interval: Annotated[float, typer.Option(help="Seconds between the first polls; it backs off to a minute.")] = 5.0,
 ) -> None:
-    """Show live progress until every cell of the campaign has ended; exit 1 if any ended without a result."""
+    """Show live progress until every cell of the campaign has ended, each running cell's from its heartbeat;
+    exit 1 if any ended without a result, 3 if the queue stayed unreadable for 10 minutes."""
     from orchestrator.run.status import watch_campaign
 
     with domain_errors():

@@ -27,7 +27,7 @@ def test_held_tasks_are_unknown_while_squeue_fails_and_nothing_is_submitted(slur
         (failing / "squeue").chmod(0o755)
         broken = {**run.env, "PATH": f"{failing}:{run.env['PATH']}"}
         status = run_cli("status", "--results-dir", str(run.results), env=broken)
-        assert status.returncode == 0, status.stderr
+        assert status.returncode == 3, status.stderr  # unknown cells: the exit status says so
         assert status.stdout.count(f"unknown  squeue failed: exit status 1: {SQUEUE_DOWN}") == 2, status.stdout
         assert "0/2 ended" in status.stdout and "ended without a result" not in status.stdout
         resubmitted = run_cli("resubmit", "--results-dir", str(run.results), env=broken)
