@@ -14,6 +14,7 @@ from bench_contract.spec import (  # one definition, the contract's
     INFERENCE_USE_CASE,
     LR_SCHEDULES,
     OPTIMIZERS,
+    TORCH_COMPILE_MODES,  # noqa: F401  (torch.compile's modes, --torch-compile-mode)
     VARIANTS,
 )
 from orchestrator.errors import UsageError
@@ -79,6 +80,8 @@ MODELS = {
     "cnn": Model("cnn", "small CNN"),
     "resnet18": Model("resnet18", "ResNet-18 adapted to 32x32 inputs"),
     "resnet50": Model("resnet50", "ResNet-50 V1.5"),
+    "resnet18_gn": Model("resnet18_gn", "ResNet-18 adapted to 32x32 inputs, GroupNorm (DP-trainable)"),
+    "resnet50_gn": Model("resnet50_gn", "ResNet-50 V1.5, GroupNorm (DP-trainable)"),
     "vit_b_16": Model("vit_b_16", "ViT-Base, 16x16 patches"),
     "mobilenet_v3_small": Model("mobilenet_v3_small", "MobileNetV3-Small"),
     "efficientnet_b0": Model("efficientnet_b0", "EfficientNet-B0"),
@@ -109,14 +112,15 @@ BENCHMARKS = {
         ("mlp", "cnn"), ("mlp",), (64, 128), 3, needs_data_dir=True, train_samples=55000,
     ),
     # The small CNN is the default: DP-SGD studies train a CNN of this kind on CIFAR-10, and batch norm
-    # (ResNet-18) has no per-sample gradients.
+    # (ResNet-18) has no per-sample gradients; its GroupNorm variant (resnet18_gn) has.
     "cifar10": Benchmark(
         "cifar10", "CIFAR-10 from its python batches in --data-dir",
-        ("cnn", "resnet18"), ("cnn",), (128,), 1, needs_data_dir=True, train_samples=45000,
+        ("cnn", "resnet18", "resnet18_gn"), ("cnn",), (128,), 1, needs_data_dir=True, train_samples=45000,
     ),
     "imagenet": Benchmark(
         "imagenet", "ImageNet-100-style image folders",
-        ("resnet50", "vit_b_16", "mobilenet_v3_small", "efficientnet_b0"), ("resnet50",), (64,), 1, True,
+        ("resnet50", "vit_b_16", "mobilenet_v3_small", "efficientnet_b0", "resnet50_gn"), ("resnet50",), (64,), 1,
+        True,
     ),
     # The user's own files: their sizes are not known in advance (bench_contract.data.text, bench_contract.data.graph).
     "nlp": Benchmark("nlp", "text classification from train.tsv and test.tsv (<label>TAB<text>) in --data-dir",
@@ -136,6 +140,9 @@ IMPLEMENTED: dict[tuple[str, str], frozenset[int]] = {
     ("imagenet", "mobilenet_v3_small"): frozenset({1, INFERENCE}),
     ("imagenet", "efficientnet_b0"): frozenset({1, INFERENCE}),
     ("cifar10", "resnet18"): frozenset({1, INFERENCE}),
+    # Their GroupNorm variants normalise each example alone, so they run everything (DP-SGD included).
+    ("cifar10", "resnet18_gn"): frozenset({1, 2, 3, 4, INFERENCE}),
+    ("imagenet", "resnet50_gn"): frozenset({1, 2, 3, 4, INFERENCE}),
     ("mnist", "cnn"): frozenset({1, 2, 3, 4, INFERENCE}),
     ("cifar10", "cnn"): frozenset({1, 2, 3, 4, INFERENCE}),
     ("nlp", "transformer"): frozenset({1, 2, 3, 4}),
@@ -144,7 +151,8 @@ IMPLEMENTED: dict[tuple[str, str], frozenset[int]] = {
 
 # Models with batch norm, and why they run neither per-sample gradients nor data-parallel training.
 BATCH_NORM_MODELS = ("resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0")
-PER_SAMPLE_MODELS = ("mlp", "cnn", "vit_b_16")  # the models that can (no batch norm); for the message
+# The models that can (no batch norm), for the message; the last two are the ResNets' GroupNorm variants.
+PER_SAMPLE_MODELS = ("mlp", "cnn", "vit_b_16", "resnet18_gn", "resnet50_gn")
 BATCH_NORM_REFUSALS = {
     3: "batch norm mixes the examples of a batch, so per-sample gradients are undefined for it "
        f"(Opacus refuses it too); per-sample gradients run for {', '.join(PER_SAMPLE_MODELS)}",
@@ -155,7 +163,8 @@ BATCH_NORM_REFUSALS = {
 BATCH_NORM_REFUSALS[4] = BATCH_NORM_REFUSALS[3]
 
 # Models whose activations are images (N, C, H, W) all the way: PyTorch's channels_last applies to them.
-CONVOLUTIONAL = ("cnn", "resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0")
+CONVOLUTIONAL = ("cnn", "resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0", "resnet18_gn",
+                 "resnet50_gn")
 
 EXECUTORS = ("slurm", "submitit", "local")
 SLURM_EXECUTORS = ("slurm", "submitit")  # the executors that hand arrays to Slurm (and so obey its MaxArraySize)
