@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import socket
 from importlib import metadata
 from typing import Any
@@ -118,11 +119,32 @@ def package_versions(names: list[str]) -> dict[str, str]:
     return versions
 
 
-def installed_packages_sha256() -> str:
-    """sha256 of the environment's installed distributions as sorted `name==version` lines: two environments
-    with the same hash have the same packages."""
-    lines = sorted({f"{(d.metadata['Name'] or '').lower()}=={d.version}" for d in metadata.distributions()})
+# Not a package of the environment: the project itself, which the backends see through its egg-info in the
+# project root on PYTHONPATH (the orchestrator's editable install), wherever they run.
+PROJECT_DISTRIBUTION = "jaxtorch-bench"
+# The installers: a venv made by `python -m venv` (an older build, a site's) has pip and setuptools whether or not
+# its lock pins them, in versions that follow the venv, not the lock; they are left out of both hashes.
+INSTALLERS = ("pip", "setuptools")
+
+
+def normalized_name(name: str) -> str:
+    """A distribution's name as PEP 503 (and so every lock file) writes it: ml_dtypes and ML.Dtypes are ml-dtypes."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def packages_sha256(pins) -> str:
+    """sha256 of the sorted `name==version` lines of (name, version) pins, names normalised, the project itself
+    and the installers left out: the same packages give the same hash, read from an environment or its lock."""
+    left_out = {PROJECT_DISTRIBUTION, *INSTALLERS}
+    lines = sorted({f"{normalized_name(name)}=={version}" for name, version in pins})
+    lines = [line for line in lines if line.split("==", 1)[0] not in left_out]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def installed_packages_sha256() -> str:
+    """packages_sha256 of the environment's installed distributions: for an environment built from a lock file
+    it equals the lock's (orchestrator.run.locks.Lock.packages_sha256)."""
+    return packages_sha256((d.metadata["Name"] or "", d.version) for d in metadata.distributions())
 
 
 # Environment variables that change what a framework does, recorded as they were in the process.

@@ -14,12 +14,14 @@ Standard library only: the Makefile runs this module before the orchestrator's e
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_contract.measure.device import packages_sha256
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError
 
@@ -60,6 +62,15 @@ class Lock:
         if self.recorded_fingerprint() != self.fingerprint():
             raise OrchestratorError(f"lock file {self.lock} no longer matches {self.requirements}: regenerate it with "
                                     f"`{REGENERATE}` and commit it")
+
+    def pins(self) -> list[tuple[str, str]]:
+        """(name, version) of every package the lock pins: its `name==version \\` lines."""
+        found = (re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)", line) for line in self.lock.read_text().splitlines())
+        return [(m.group(1), m.group(2)) for m in found if m]
+
+    def packages_sha256(self) -> str:
+        """What the rows of an environment built from this lock record as packages_sha256."""
+        return packages_sha256(self.pins())
 
     def compile_command(self, uv: str) -> list[str]:
         extras = ["--extra", "test"] if self.requirements.name == "pyproject.toml" else []

@@ -160,6 +160,16 @@ def test_every_collected_row_has_its_provenance_filled_or_not_available(training
     assert merged.groupby("framework").packages_sha256.first().nunique() == 2
 
 
+def test_an_environment_built_from_its_lock_records_the_locks_packages_sha256(training_run):
+    """The rows' packages_sha256 is the lock's, so a reader can tell which lock built the environment. (The
+    environments here are built by `make setup` from the checked-in locks, with the default JAX recipe.)"""
+    from orchestrator.run import locks
+
+    _, frames = training_run
+    recorded = {framework: rows.packages_sha256.iloc[0] for framework, rows in frames.items()}
+    assert recorded == {"jax": locks.JAX["cpu"].packages_sha256(), "torch": locks.TORCH.packages_sha256()}
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_inference_flops_and_mfu(framework, tmp_path):
     spec = make_spec(framework, tmp_path, benchmark="mnist", use_case=5, data_source="synthetic", batch_size=256,

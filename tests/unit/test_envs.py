@@ -140,3 +140,20 @@ def test_the_lock_command_says_a_stale_lock_and_exits_1(tmp_path, monkeypatch, c
     lock.requirements.write_text("numpy==9\n")
     assert locks.main(["check", str(lock.lock)]) == 1
     assert "regenerate it with `make locks`" in capsys.readouterr().err
+
+
+def test_the_packages_hash_reads_names_as_locks_write_them_and_leaves_out_the_installers():
+    from bench_contract.measure.device import packages_sha256
+
+    assert packages_sha256([("ml_dtypes", "0.5.4"), ("NumPy", "2.4.6")]) == \
+        packages_sha256([("ml-dtypes", "0.5.4"), ("numpy", "2.4.6"), ("pip", "25.0"), ("jaxtorch-bench", "0.1.0")])
+    assert packages_sha256([("numpy", "2.4.6")]) != packages_sha256([("numpy", "2.4.5")])
+
+
+def test_a_lock_names_every_package_it_pins(tmp_path):
+    from orchestrator.run.locks import Lock
+
+    lock = tmp_path / "x.lock"
+    lock.write_text("# requirements sha256: 0\ncloudpickle==3.1.2 \\\n    --hash=sha256:7f\nml-dtypes==0.5.4 ; python_version >= '3.9' \\\n"
+                    "    --hash=sha256:aa\n    # via jax\n")
+    assert Lock(tmp_path / "r.txt", lock).pins() == [("cloudpickle", "3.1.2"), ("ml-dtypes", "0.5.4")]
