@@ -25,6 +25,13 @@ Each cell of a campaign is merged once. Two result files of the same campaign an
 file left from an older layout) are not both merged: the newest run (its `started_at`, then the file's
 mtime) is kept, the other is left out and reported, and it comes back if the kept one disappears.
 Failure rows (bench_contract.run.failure) live outside `rows` folders and are never merged as measurements.
+
+Results from several clusters: `collect --results-dir A --results-dir B` merges the task files of every folder
+into one dataset, A's (A/merged.parquet unless --output; the cells without a result go to A/failures.parquet).
+The files of B are indexed by their path relative to A (`../B/...`), so each stays incremental. A campaign
+copied into both folders is merged once: its copies have the same campaign, cell and trial, so the rule above
+keeps one run per cell, and a copy (the same start time) is counted and reported in one line. Its cells
+without a result are listed once, from the first folder that holds it.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +71,7 @@ class Collected:
     removed: list[Path] = field(default_factory=list)  # gone since the last collect: their rows were dropped
     from_scratch: bool = True
     superseded: list[tuple[Path, Path]] = field(default_factory=list)  # (left out, kept): the same cell twice
+    copies: list[tuple[Path, Path]] = field(default_factory=list)  # (left out, kept): the same run, copied
     generation: Path | None = None  # the folder that holds this collect's complete dataset (output links to it)
 
 
@@ -93,20 +101,39 @@ def task_files(results_dir: Path, output: Path) -> dict[str, tuple[int, int]]:
     return dict(sorted(found.items()))
 
 
-def merge(results_dir: Path, output: Path) -> Collected:
-    """Bring the merged dataset `output` up to date with the task files under results_dir: one collect at a
-    time (the others wait for the lock beside the dataset), and readers see the old or the new dataset whole."""
+def all_task_files(results_dir: Path, others: Sequence[Path], output: Path) -> dict[str, tuple[int, int]]:
+    """task_files of results_dir and of each other folder, the others' paths relative to results_dir
+    (`../B/campaign/rows/...`): one index names every file, and results_dir / path opens it."""
+    found = task_files(results_dir, output)
+    home = os.path.realpath(results_dir)
+    for folder in others:
+        prefix = os.path.relpath(os.path.realpath(folder), home)  # resolved: the kernel resolves `..` that way
+        found.update({os.path.join(prefix, rel): stat for rel, stat in task_files(folder, output).items()})
+    return dict(sorted(found.items()))
+
+
+def task_path(results_dir: Path, rel: str) -> Path:
+    """A task file named by its path relative to results_dir, as a reader would write it (B/..., not A/../B/...)."""
+    if rel.startswith(os.pardir):
+        return Path(os.path.normpath(os.path.join(os.path.realpath(results_dir), rel)))
+    return results_dir / rel
+
+
+def merge(results_dir: Path, output: Path, others: Sequence[Path] = ()) -> Collected:
+    """Bring the merged dataset `output` up to date with the task files under results_dir and the `others`
+    folders: one collect at a time (the others wait for the lock beside the dataset), and readers see the old
+    or the new dataset whole."""
     from orchestrator.lock import exclusive
 
     with exclusive(lock_path(output), f"collect into {output}", LOCK_WAIT_S):
-        return merge_generation(results_dir, output)
+        return merge_generation(results_dir, output, others)
 
 
-def merge_generation(results_dir: Path, output: Path) -> Collected:
+def merge_generation(results_dir: Path, output: Path, others: Sequence[Path] = ()) -> Collected:
     """The merge itself, with the lock held: the next generation is built apart, then published in one rename."""
     adopt_folder_layout(output)
     current = current_generation(output)
-    on_disk = task_files(results_dir, output)
+    on_disk = all_task_files(results_dir, others, output)
     index = load_index(current) if current is not None else None
     from_scratch = index is None
     if from_scratch:
@@ -124,11 +151,15 @@ def merge_generation(results_dir: Path, output: Path) -> Collected:
     save_merged(gen, index, compact(gen, files))
     publish_generation(output, gen)
     remove_old_generations(output, keep={gen.name, *([current.name] if current is not None else [])})
+
+    def paths(pairs):
+        return [(task_path(results_dir, loser), task_path(results_dir, winner)) for loser, winner, _ in pairs]
+
     return Collected(
         files=len(files), rows=sum(info["rows"] for info in files.values()), output=output, skipped=skipped,
-        read=len(to_read), changed=[results_dir / rel for rel in changed],
-        removed=[results_dir / rel for rel in removed], from_scratch=from_scratch,
-        superseded=[(results_dir / loser, results_dir / winner) for loser, winner in losers], generation=gen,
+        read=len(to_read), changed=[task_path(results_dir, rel) for rel in changed],
+        removed=[task_path(results_dir, rel) for rel in removed], from_scratch=from_scratch,
+        superseded=paths(p for p in losers if not p[2]), copies=paths(p for p in losers if p[2]), generation=gen,
     )
 
 
@@ -263,7 +294,7 @@ def read_new_files(results_dir: Path, output: Path, to_read: list[str], on_disk:
             results = [read_task_file(results_dir / rel, pa, pq, SCHEMA) for rel in batch]
             for rel, (table, reason) in zip(batch, results):
                 if table is None:
-                    skipped.append((results_dir / rel, reason))
+                    skipped.append((task_path(results_dir, rel), reason))
                     continue
                 good.append((rel, table.num_rows, cell_key(table)))
                 yield table
@@ -280,18 +311,20 @@ def read_new_files(results_dir: Path, output: Path, to_read: list[str], on_disk:
 
 
 def keep_newest_runs(output: Path, files: dict[str, dict], on_disk: dict[str, tuple[int, int]],
-                     superseded: dict[str, dict]) -> list[tuple[str, str]]:
+                     superseded: dict[str, dict]) -> list[tuple[str, str, bool]]:
     """One run per cell of a campaign: the newest stays, the others' rows leave the merged dataset and are
-    recorded as superseded. Returns (left out, kept) pairs."""
+    recorded as superseded. Returns (left out, kept, a copy of the same run: the same start time) triples."""
     kept: dict[str, str] = {}
-    losers: list[tuple[str, str]] = []
+    losers: list[tuple[str, str, bool]] = []
     for rel in sorted(files, key=lambda r: (files[r]["started_at"], files[r]["mtime_ns"], r)):
         key = files[rel]["key"]
         if key in kept:
-            losers.append((kept[key], rel))
+            loser = kept[key]
+            same_start = bool(files[rel]["started_at"]) and files[loser]["started_at"] == files[rel]["started_at"]
+            losers.append((loser, rel, same_start))
         kept[key] = rel
-    drop_rows(output, files, {loser for loser, _ in losers})
-    for loser, winner in losers:
+    drop_rows(output, files, {loser for loser, _, _ in losers})
+    for loser, winner, _ in losers:
         size, mtime = on_disk[loser]
         superseded[loser] = {"size": size, "mtime_ns": mtime, "by": winner}
     return losers
@@ -474,22 +507,23 @@ def clear_output(output: Path) -> None:
 
 def collect_and_report(results_dir: Path, output: Path | None = None, failures: Path | None = None,
                        log_lines: int = LOG_LINES, report: Callable[[str], None] = print,
-                       warn: Callable[[str], None] = print, campaign: str | None = None) -> None:
-    """The collect command: merge every task file into `output` (default <results_dir>/merged.parquet), warn of
-    the files left out or replaced, list the cells without a result (and write them to `failures`, default
-    <results_dir>/failures.parquet), then report JAX against PyTorch. With `campaign`, everything is merged as
-    always, and what is shown is that campaign's: its cells without a result and its comparison, read from its
-    rows alone (campaign_rows_path)."""
-    if not results_dir.is_dir():
-        raise UsageError(f"results folder {results_dir} does not exist; nothing to collect")
-    campaign = campaign and campaign_id(results_dir, campaign)  # named wrongly: refused before anything is written
+                       warn: Callable[[str], None] = print, campaign: str | None = None,
+                       others: Sequence[Path] = ()) -> None:
+    """The collect command: merge every task file of results_dir and the `others` folders into `output` (default
+    <results_dir>/merged.parquet), warn of the files left out or replaced, list the cells without a result (and
+    write them to `failures`, default <results_dir>/failures.parquet), then report JAX against PyTorch. With
+    `campaign`, everything is merged as always, and what is shown is that campaign's: its cells without a result
+    and its comparison, read from its rows alone (campaign_rows_path)."""
+    check_results_dirs([results_dir, *others])
+    # Named wrongly: refused before anything is written.
+    campaign = campaign and campaign_id_in([results_dir, *others], campaign)
     output = output or results_dir / MERGED
-    collected = merge(results_dir, output)
+    collected = merge(results_dir, output, others)
     for line in merge_notes(collected):
         warn(line)
     how = "from scratch" if collected.from_scratch else f"{collected.read} new or changed"
     report(f"merged {collected.rows} rows from {collected.files} task files ({how}) into {collected.output}")
-    missing = missing_cells(results_dir, log_lines, dict(collected.skipped))
+    missing = missing_cells(results_dir, log_lines, dict(collected.skipped), others)
     failures_path = write_failures(failures or results_dir / FAILURES, missing)
     for line in missing_lines([m for m in missing if campaign in (None, m["campaign"])], failures_path):
         report(line)
@@ -503,11 +537,32 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
         report(line)
 
 
+def check_results_dirs(folders: list[Path]) -> None:
+    """Refuse, in one sentence, a results folder that does not exist or one given twice."""
+    for folder in folders:
+        if not folder.is_dir():
+            raise UsageError(f"results folder {folder} does not exist; nothing to collect")
+    seen: set[str] = set()
+    for folder in folders:
+        if os.path.realpath(folder) in seen:
+            raise UsageError(f"results folder {folder} is given twice; give each --results-dir once")
+        seen.add(os.path.realpath(folder))
+
+
 def campaign_id(results_dir: Path, campaign: str) -> str:
     """The id of the campaign named by its id or its folder (refused in one sentence when there is none)."""
     from orchestrator.plan.campaign import campaign_folder
 
     return campaign_folder(results_dir, campaign).name
+
+
+def campaign_id_in(folders: list[Path], campaign: str) -> str:
+    """campaign_id in the first of the results folders that holds the campaign; refused, naming the first
+    folder's newest campaigns, when none does."""
+    from orchestrator.plan.campaign import MANIFEST
+
+    holder = next((folder for folder in folders if (folder / campaign / MANIFEST).is_file()), folders[0])
+    return campaign_id(holder, campaign)
 
 
 def campaign_rows_path(results_dir: Path, campaign: str) -> Path:
@@ -556,7 +611,18 @@ def merge_notes(collected: Collected) -> list[str]:
         *(f"dropped the rows of {path}: the file is gone" for path in collected.removed),
         *(f"left out {older}: the same cell of the same campaign ran again later, in {newer}; the newer run is kept"
           for older, newer in collected.superseded),
+        *copies_note(collected.copies),
     ]
+
+
+def copies_note(copies: list[tuple[Path, Path]]) -> list[str]:
+    """One line for the copies of runs merged from elsewhere (a campaign copied into two results folders): they
+    are expected, and one line per file would bury the other notes."""
+    if not copies:
+        return []
+    older, newer = copies[0]
+    return [(f"left out {len(copies)} copies of runs merged from another file (the same campaign, cell, trial and "
+             f"start time), e.g. {older}, a copy of {newer}")]
 
 
 def missing_lines(missing: list[dict], failures_path: Path) -> list[str]:
@@ -590,27 +656,82 @@ def summary_lines(summary, curves=None) -> list[str]:
 FAILURE_COLUMNS = ["campaign", "framework", "array_index", "cell_id", "task_id", "state", "reason", "log", "log_tail"]
 
 
-def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dict[Path, str] | None = None) -> list[dict]:
-    """Every cell of every submitted campaign under results_dir that has no result, with its state, its
-    reason (the failure row's, Slurm's, or "no result") and the end of its log. A result file that does not
-    count (`unreadable`: path -> why, from the merge) leaves its cell without a result, and says why. Dry-run
-    campaigns are not counted: nothing was meant to run there. One sacct call per campaign that misses something."""
+def campaign_manifests(folders: Sequence[Path]) -> Iterator[tuple[Path, dict]]:
+    """(campaign folder, manifest) of every campaign under the results folders, each campaign once: one found
+    in several folders (a copy) is taken from the first that holds it."""
+    from orchestrator.plan import campaign as campaigns
+
+    seen: set[str] = set()
+    for folder in folders:
+        for path in sorted(folder.glob(f"*/{campaigns.MANIFEST}")):
+            try:
+                manifest = campaigns.load_manifest(path.parent)
+            except (OSError, ValueError):
+                continue
+            if manifest["campaign"] not in seen:
+                seen.add(manifest["campaign"])
+                yield path.parent, manifest
+
+
+def ran_elsewhere(folder: Path, manifest: dict) -> bool:
+    """Whether the campaign's result paths lie outside its folder: a folder copied from another cluster (or
+    moved), whose jobs this cluster's Slurm does not know."""
+    inside = os.path.realpath(folder) + os.sep
+    return any(not os.path.realpath(c["results"]).startswith(inside) for c in manifest["cells"])
+
+
+def relocated(folder: Path, results: str) -> str:
+    """A cell's result path (written where the campaign ran) in this copy of its folder: the part after the
+    campaign folder's name, under `folder`; the path itself when it does not name that folder."""
+    parts = Path(results).parts
+    if folder.name not in parts:
+        return results
+    last = len(parts) - 1 - parts[::-1].index(folder.name)
+    return str(folder.joinpath(*parts[last + 1:]))
+
+
+def copied_campaign_missing(folder: Path, manifest: dict, bad: dict[str, str]) -> list[dict]:
+    """The cells without a result of a campaign that ran elsewhere, read from the files in this copy alone:
+    the jobs' Slurm state and logs belong to the other cluster, so neither is looked up."""
+    missing = []
+    for cell in manifest["cells"]:
+        result = os.path.realpath(relocated(folder, cell["results"]))
+        if os.path.isfile(result) and result not in bad:
+            continue
+        if result in bad:
+            state, reason = "unreadable result", f"result file {result} does not count: {bad[result]}"
+        else:
+            state, reason = "no result", (f"no result file in this copy ({folder}); the campaign ran elsewhere, so "
+                                          "its Slurm state is not looked up here")
+        missing.append({"campaign": manifest["campaign"], "framework": cell["framework"],
+                        "array_index": cell["array_index"], "cell_id": cell["cell_id"], "task_id": "",
+                        "state": state, "reason": reason, "log": "", "log_tail": "", "results": result})
+    return missing
+
+
+def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dict[Path, str] | None = None,
+                  others: Sequence[Path] = ()) -> list[dict]:
+    """Every cell of every submitted campaign under results_dir and the `others` folders that has no result,
+    with its state, its reason (the failure row's, Slurm's, or "no result") and the end of its log; each
+    campaign once (campaign_manifests). A result file that does not count (`unreadable`: path -> why, from the
+    merge) leaves its cell without a result, and says why. Dry-run campaigns are not counted: nothing was meant
+    to run there. One sacct call per campaign that misses something and ran on this cluster."""
     from orchestrator.plan import campaign as campaigns
     from orchestrator.run.status import SUCCESS, campaign_status
 
     bad = {os.path.realpath(path): reason for path, reason in (unreadable or {}).items()}
     missing = []
-    for path in sorted(results_dir.glob(f"*/{campaigns.MANIFEST}")):
-        try:
-            manifest = campaigns.load_manifest(path.parent)
-        except (OSError, ValueError):
+    for folder, manifest in campaign_manifests([results_dir, *others]):
+        if campaigns.is_dry_run(manifest):
             continue
-        if campaigns.is_dry_run(manifest) or all(
-                os.path.isfile(c["results"]) and os.path.realpath(c["results"]) not in bad for c in manifest["cells"]):
+        if ran_elsewhere(folder, manifest):
+            missing += copied_campaign_missing(folder, manifest, bad)
+            continue
+        if all(os.path.isfile(c["results"]) and os.path.realpath(c["results"]) not in bad for c in manifest["cells"]):
             continue
         results = {(c["framework"], c["array_index"], c["cell_id"]): os.path.realpath(c["results"])
                    for c in manifest["cells"]}
-        for cell in campaign_status(path.parent):
+        for cell in campaign_status(folder):
             result = results.get((cell.framework, cell.array_index, cell.cell_id), "")
             state, reason = cell.state, cell.detail
             if result in bad:

@@ -20,7 +20,7 @@ from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError
 from orchestrator.results.collect import MERGED, batch_search_rows, scaling_frame
 from orchestrator.results.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, format_value, summary_rows
-from orchestrator.results.views import ViewTable, use_case_frame, view_tables
+from orchestrator.results.views import ViewTable, cross_device_table, use_case_frame, view_tables
 
 COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
 PROVENANCE = ["framework_version", "library_versions", "packages_sha256", "python_version", "precision_policy",
@@ -42,7 +42,7 @@ def write_report(merged: Path, folder: Path) -> Report:
     folder.mkdir(parents=True, exist_ok=True)
     frame = use_case_frame(df)  # the comparison with every use case's columns: all of it goes to the CSV
     report = Report(folder)
-    report.tables = write_tables(frame, view_tables(frame), folder, extra_tables(df, frame))
+    report.tables = write_tables(frame, view_tables(frame), folder, extra_tables(df, frame), cross_device_table(frame))
     report.plots = draw_plots(df, frame, folder / "plots")
     report.html = write_html(df, frame, report, folder / "report.html", merged)
     return report
@@ -143,15 +143,19 @@ def roofline_rows(frame) -> tuple[list[str], list[list[str]]]:
 
 
 def write_tables(frame, tables: list[ViewTable], folder: Path,
-                 extras: list[tuple[str, list[str], list[list[str]]]] = ()) -> dict[str, Path]:
-    """Markdown and LaTeX: each use case's table per device model (views), then the extras; CSV: every column
-    of every comparison row (views.use_case_frame), what the tables leave out included."""
+                 extras: list[tuple[str, list[str], list[list[str]]]] = (),
+                 cross_device: ViewTable | None = None) -> dict[str, Path]:
+    """Markdown and LaTeX: each use case's table per device model (views), the table across device models
+    where there are several, then the extras; CSV: every column of every comparison row
+    (views.use_case_frame), what the tables leave out included."""
     md, tex = ["# JAX vs PyTorch", ""], []
-    for table in tables:
+    # The names (and in a use case's table the framework column) are left-aligned.
+    named = [(table, table.key_columns + 1) for table in tables]
+    named += [(cross_device, cross_device.key_columns)] if cross_device else []
+    for table, left in named:
         md += [f"## {table.caption}", "", markdown_table(table.headers, table.rows), "", *table.notes,
                *([""] if table.notes else [])]
-        # The names and the framework column are left-aligned.
-        tex.append(latex_table(table.caption, table.headers, table.rows, left=table.key_columns + 1))
+        tex.append(latex_table(table.caption, table.headers, table.rows, left=left))
     for title, headers, rows in extras:
         md += [f"## {title}", "", markdown_table(headers, rows), ""]
         tex.append(latex_table(title, headers, rows))
@@ -595,9 +599,13 @@ def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
                "notes": table.notes} for table in view_tables(frame)]
     tables += [{"title": title, "html": html_table(headers, rows, left=EXTRA_NAME_COLUMNS), "notes": []}
                for title, headers, rows in extra_tables(df, frame)]
+    across = cross_device_table(frame)
+    cross_device = None if across is None else {
+        "title": across.caption, "html": html_table(across.headers, across.rows, left=across.key_columns)}
     plots = [{"title": title, "data": base64.b64encode(p.read_bytes()).decode()} for title, p in report.plots]
     page = env.get_template("report.html.j2").render(
-        merged=str(merged), rows=len(df), tables=tables, plots=plots, provenance=provenance_sections(df),
+        merged=str(merged), rows=len(df), tables=tables, cross_device=cross_device, plots=plots,
+        provenance=provenance_sections(df),
         campaigns=sorted(df["campaign"].unique()), traces=trace_links(df, merged.parent, path.parent),
     )
     return publish(path, lambda tmp: tmp.write_text(page))

@@ -128,6 +128,8 @@ VIEWS = (
 def use_case_frame(df):
     """compare.comparison_frame, one row per comparison row, with per framework the EXTRA_METRICS' medians,
     the scaling efficiency, the time to the accuracy target, and per row the processes and the target."""
+    import pandas as pd
+
     frame = comparison_frame(df)
     if frame.empty:
         return frame
@@ -135,7 +137,8 @@ def use_case_frame(df):
     summary = summary_rows(labelled)
     frame = frame.merge(framework_medians(summary, EXTRA_METRICS), on=ROW_KEY, how="left")
     sizes = [frame[c] for c in (f"{fw}_world_size" for fw in FRAMEWORKS) if c in frame]
-    frame["processes"] = np.fmax.reduce(sizes) if sizes else np.nan
+    # The larger side's process count; NaN (without numpy's all-NaN warning) where neither recorded one.
+    frame["processes"] = pd.concat(sizes, axis=1).max(axis=1) if sizes else np.nan
     frame = with_scaling_efficiency(frame, summary)
     return with_time_to_target(frame, labelled)
 
@@ -312,5 +315,56 @@ def table_text(table: ViewTable) -> str:
 
 
 def use_case_lines(df) -> list[str]:
-    """collect's output: every use case's table per device model, each after an empty line."""
-    return [f"\n{table_text(table)}" for table in view_tables(use_case_frame(df))]
+    """collect's output: every use case's table per device model, each after an empty line, then the table
+    across device models where there are several."""
+    frame = use_case_frame(df)
+    return [f"\n{table_text(table)}" for table in view_tables(frame)] + cross_device_lines(frame)
+
+
+# --- across device models ---------------------------------------------------------------------------
+
+CROSS_DEVICE_TITLE = "Across device models: JAX and PyTorch throughput, speed-up JAX/PyTorch [95% CI]"
+
+
+def device_label(row) -> str:
+    """A device model as a column group names it; on a CPU, with the CPUs its runs were bound to (runs bound
+    to different CPUs are different comparison rows, compare.CPU_SETTINGS)."""
+    cpus = row.get("bound_cpus", "")
+    return f"{row['device_model']} ({cpus} CPUs)" if cpus else str(row["device_model"])
+
+
+def cross_device_table(frame) -> ViewTable | None:
+    """One line per cell (and measured settings) with, per device model, each framework's throughput and the
+    speed-up with its interval, side by side; None where fewer than two device models measured a throughput
+    (each device model's own tables then say it all)."""
+    throughputs = [f"{fw}_throughput" for fw in FRAMEWORKS]
+    if frame.empty or not set(throughputs) <= set(frame.columns):
+        return None
+    measured_rows = frame[frame[throughputs].notna().any(axis=1)]
+    if measured_rows["device_model"].nunique() < 2:
+        return None
+    labelled = measured_rows.assign(device=[device_label(row) for _, row in measured_rows.iterrows()])
+    devices = sorted(labelled["device"].unique())
+    differs = bool(labelled["differs_in"].astype(bool).any())
+    keys = ["benchmark", "use_case", "model", "batch_size", "precision"] + (["differs_in"] if differs else [])
+    headers = [KEY_HEADERS[k] for k in keys]
+    for device in devices:
+        headers += [f"{device}\n{FRAMEWORK_TITLES[fw]} samples/s" for fw in FRAMEWORKS]
+        headers.append(f"{device}\nspeed-up [95% CI]")
+    rows = []
+    for _, cell in labelled.groupby([*KEY, "settings"], sort=True, dropna=False):
+        by_device = {row["device"]: row for _, row in cell.iterrows()}
+        first = cell.iloc[0]
+        line = [key_text(first, k) for k in keys]
+        for device in devices:
+            row = by_device.get(device)
+            line += ["-"] * 3 if row is None else [
+                *(format_value("throughput", row[f"{fw}_throughput"]) for fw in FRAMEWORKS), format_speedup(row)]
+        rows.append(line)
+    return ViewTable(CROSS_DEVICE_TITLE, [], headers, rows, key_columns=len(keys))
+
+
+def cross_device_lines(frame) -> list[str]:
+    """collect's cross-device table after an empty line; none with one device model."""
+    table = cross_device_table(frame)
+    return [] if table is None else [f"\n{table_text(table)}"]
