@@ -305,12 +305,13 @@ def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
     if req.executor in catalog.SLURM_EXECUTORS:
         submit.require_command("sbatch")
     for framework in frameworks:
-        activate = req.profile.env_path(framework) / "bin" / "activate"
-        if not activate.is_file():
-            raise UsageError(
-                f"the {framework} environment is missing ({activate} does not exist); "
-                "create it with: python main.py envs"
-            )
+        # The interpreter the jobs run: a built environment's, or a site's (a conda env or /usr/bin/python3 has
+        # no activate script, and needs none: the scripts run it by its path).
+        python = req.profile.python_path(framework)
+        if not python.is_file():
+            fix = (f"correct [envs.{framework}] python in the profile" if req.profile.site_environment(framework)
+                   else "create it with: python main.py envs")
+            raise UsageError(f"the {framework} environment is missing ({python} does not exist); {fix}")
 
 
 def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,

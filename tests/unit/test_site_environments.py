@@ -151,3 +151,20 @@ def test_the_reports_provenance_marks_site_rows_as_not_locked():
     fields = {section["title"]: dict(section["fields"]) for section in provenance_sections(frame)}
     assert fields["JAX on cpu"]["environment"] == "site environment, not locked: /opt/conda/bin/python"
     assert fields["PyTorch on cpu"]["environment"] == "built from the lock file"
+
+
+def test_submission_needs_the_site_interpreter_not_an_activate_script(tmp_path):
+    """A conda env or /usr/bin/python3 has no bin/activate beside it; the site's interpreter is what must exist."""
+    from types import SimpleNamespace
+
+    from orchestrator.errors import UsageError
+    from orchestrator.plan.profile import load_profile
+    from orchestrator.run.launch import check_can_run
+
+    python = fake_python(tmp_path / "conda" / "bin" / "python", tmp_path / "record")
+    req = SimpleNamespace(executor="local", profile=load_profile(site_profile(tmp_path, python)))
+    check_can_run(req, ["jax"])  # no activate script anywhere: accepted
+    python.unlink()
+    with pytest.raises(UsageError, match=r"the jax environment is missing \(.*conda/bin/python does not exist\); "
+                                         r"correct \[envs.jax\] python in the profile"):
+        check_can_run(req, ["jax"])
