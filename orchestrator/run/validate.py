@@ -24,6 +24,8 @@ from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.render import environment_entry
+from orchestrator.run.envs import interpreter_command
 
 ORDER = ("torch", "jax")  # PyTorch first: its report is the reference
 
@@ -75,10 +77,11 @@ def check_request(req: ValidateRequest) -> None:
     if req.device not in catalog.DEVICES:
         raise UsageError(f"unknown device {req.device!r}; choose from: {', '.join(catalog.DEVICES)}")
     for framework in ORDER:
-        python = req.profile.env_path(framework) / "bin" / "python"
+        python = req.profile.python_path(framework)  # a built environment's interpreter, or the site's
         if not python.is_file():
-            raise UsageError(f"the {framework} environment is missing ({python} does not exist); "
-                             "create it with: python main.py envs")
+            fix = (f"correct [envs.{framework}] python in the profile" if req.profile.site_environment(framework)
+                   else "create it with: python main.py envs")
+            raise UsageError(f"the {framework} environment is missing ({python} does not exist); {fix}")
 
 
 def write_inputs(req: ValidateRequest, work: Path) -> tuple[ParitySpec, Path]:
@@ -102,7 +105,7 @@ def validate(req: ValidateRequest, report: Callable[[str], None] = print) -> Val
     with tempfile.TemporaryDirectory(prefix=f"validate-{req.model}-") as tmp:
         spec, spec_path = write_inputs(req, Path(tmp))
         for framework in ORDER:
-            report(f"running the {catalog.FRAMEWORKS[framework]} forward pass in {req.profile.env_path(framework)}")
+            report(f"running the {catalog.FRAMEWORKS[framework]} forward pass in {req.profile.python_path(framework)}")
             run_backend(framework, spec_path, req.profile)
         return read_result(spec)
 
@@ -120,9 +123,8 @@ def read_result(spec: ParitySpec) -> ValidateResult:
 
 
 def run_backend(framework: str, spec_path: Path, profile: ClusterProfile) -> None:
-    python = profile.env_path(framework) / "bin" / "python"
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    proc = subprocess.run([str(python), "-m", f"{framework}_backend.parity", str(spec_path)],
+    proc = subprocess.run(interpreter_command(framework, profile, ["-m", f"{framework}_backend.parity", str(spec_path)]),
                           capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
@@ -172,7 +174,7 @@ def render_script(req: ValidateRequest, spec_path: Path, work: Path, command: st
         directives=sbatch_directives(req.profile, name, 1, work),
         setup_lines=list(req.profile.setup_lines), profile_name=req.profile.name, project_root=PROJECT_ROOT,
         cpus_per_task=req.profile.cpus_per_task, spec_path=spec_path,
-        environments=[(fw, req.profile.env_path(fw) / "bin" / "activate") for fw in ORDER],
+        environments=[(fw, environment_entry(fw, req.profile)) for fw in ORDER],
     )
 
 

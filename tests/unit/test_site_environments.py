@@ -168,3 +168,25 @@ def test_submission_needs_the_site_interpreter_not_an_activate_script(tmp_path):
     with pytest.raises(UsageError, match=r"the jax environment is missing \(.*conda/bin/python does not exist\); "
                                          r"correct \[envs.jax\] python in the profile"):
         check_can_run(req, ["jax"])
+
+
+def test_validate_runs_a_site_environment_as_the_campaigns_do(tmp_path):
+    """validate's job script and its local run enter a site environment like the array scripts: its setup lines,
+    then its interpreter by path; the other framework still sources the activate script of its built one."""
+    from orchestrator.plan.profile import load_profile
+    from orchestrator.run.validate import ValidateRequest, render_script, run_backend
+
+    record = tmp_path / "record"
+    python = fake_python(tmp_path / "conda" / "bin" / "python", record)
+    profile = load_profile(site_profile(tmp_path, python))
+    req = ValidateRequest(model="mlp", batch_size=2, precision="fp32", variant="full", seed=0, device="auto",
+                          profile=profile)
+    script = tmp_path / "validate_mlp.sh"
+    script.write_text(render_script(req, tmp_path / "spec.json", tmp_path, "python main.py validate --model mlp"))
+    text = script.read_text()
+    assert f"  export SITE_SETUP=ready\n  set -u\n  {python} -m jax_backend.parity" in text
+    assert f"source {tmp_path / 'envs' / 'torch' / 'bin' / 'activate'}\n  python -m torch_backend.parity" in text
+    assert shellcheck_problems(script) == ""
+    run_backend("jax", tmp_path / "spec.json", profile)
+    assert record.read_text().splitlines() == ["-m", "jax_backend.parity", str(tmp_path / "spec.json"),
+                                               "kind=unset site_setup=ready"]
