@@ -21,7 +21,6 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_contract.measure.device import packages_sha256
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError
 
@@ -70,6 +69,9 @@ class Lock:
 
     def packages_sha256(self) -> str:
         """What the rows of an environment built from this lock record as packages_sha256."""
+        # Imported here: `make setup` runs this module's `check` in a bare venv, before pyarrow is there.
+        from bench_contract.measure.device import packages_sha256
+
         return packages_sha256(self.pins())
 
     def compile_command(self, uv: str) -> list[str]:
