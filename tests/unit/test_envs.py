@@ -157,3 +157,19 @@ def test_a_lock_names_every_package_it_pins(tmp_path):
     lock.write_text("# requirements sha256: 0\ncloudpickle==3.1.2 \\\n    --hash=sha256:7f\nml-dtypes==0.5.4 ; python_version >= '3.9' \\\n"
                     "    --hash=sha256:aa\n    # via jax\n")
     assert Lock(tmp_path / "r.txt", lock).pins() == [("cloudpickle", "3.1.2"), ("ml-dtypes", "0.5.4")]
+
+
+def test_the_lock_check_runs_before_the_orchestrators_packages_are_installed():
+    """`make setup` checks the orchestrator's lock in a bare venv: the check may need nothing but the standard
+    library (pyarrow, numpy and pandas are what the lock is about to install)."""
+    import subprocess
+    import sys
+
+    from helpers import REPO_ROOT
+
+    bare = ("import sys, runpy\n"
+            "for name in ('pyarrow', 'numpy', 'pandas', 'typer', 'jinja2'): sys.modules[name] = None\n"
+            "sys.argv = ['locks', 'check', 'requirements-orchestrator.lock']\n"
+            "runpy.run_module('orchestrator.run.locks', run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", bare], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
