@@ -1,0 +1,30 @@
+"""The rows of compiled PyTorch say its torch.compile mode, reduce-overhead with its CUDA graphs (#15); a spec
+with an unknown mode is refused in one sentence."""
+
+import json
+
+import pytest
+
+from bench_contract.run.runner import framework_options
+from bench_contract.spec import JobSpec, SpecError
+
+
+def spec(**overrides):
+    values = {"campaign": "c", "cell_id": "torch-cell", "pair_key": "cell", "framework": "torch",
+              "benchmark": "digits", "use_case": 1, "model": "mlp", "batch_size": 32, "precision": "bf16"}
+    return JobSpec(**(values | overrides))
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("default", "torch.compile"),
+    ("reduce-overhead", "torch.compile, mode reduce-overhead (CUDA graphs on a GPU)"),
+    ("max-autotune", "torch.compile, mode max-autotune"),
+])
+def test_compiled_training_rows_name_the_compile_mode(mode, words):
+    assert json.loads(framework_options(spec(torch_compile=True, torch_compile_mode=mode)))["mode"] == words
+    assert json.loads(framework_options(spec(torch_compile_mode=mode)))["mode"] == "eager"
+
+
+def test_an_unknown_compile_mode_in_a_spec_is_refused():
+    with pytest.raises(SpecError, match="torch_compile_mode 'fast' is not one of default, reduce-overhead, max-autotune"):
+        spec(torch_compile=True, torch_compile_mode="fast")
