@@ -56,6 +56,40 @@ RESNET_BLOCKS = {
     ("resnet18", "full"): (2, 2, 2, 2),
     ("resnet18", "tiny"): (1, 1, 1, 1),
 }
+RESNET_WIDTHS = (64, 128, 256, 512)  # torchvision's planes per stage (the stem's 64 is the first); bottlenecks x4
+RESNET_EXPANSION = {"basic": 1, "bottleneck": 4}  # a block's output channels over its planes
+
+# The GroupNorm variants of the batch-norm ResNets, and the network each is a variant of: every BatchNorm2d
+# becomes a GroupNorm over min(32, C) groups of its C channels, as Opacus's ModuleValidator.fix does and the
+# DP-SGD literature trains (Subramani et al. 2021). Batch norm mixes the examples of a batch, GroupNorm
+# normalises each example alone, so per-sample gradients are defined. Same blocks, layer names and learned
+# parameters (weight, bias) as the batch-norm network; no running statistics.
+GROUP_NORM_VARIANTS = {"resnet18_gn": "resnet18", "resnet50_gn": "resnet50"}
+GROUP_NORM_MAX_GROUPS = 32
+GROUP_NORM_EPS = 1e-5  # PyTorch's default, set explicitly in Flax (whose default is 1e-6)
+
+
+def group_norm_groups(channels: int) -> int:
+    """min(32, C) groups of C channels; each group must hold the same number of channels."""
+    groups = min(GROUP_NORM_MAX_GROUPS, channels)
+    if channels % groups:
+        raise ValueError(f"GroupNorm over {channels} channels needs a group count that divides it, and "
+                         f"min({GROUP_NORM_MAX_GROUPS}, {channels}) = {groups} does not")
+    return groups
+
+
+def resnet_blocks(model: str, variant: str) -> tuple[int, ...]:
+    """Blocks per stage of a ResNet or of its GroupNorm variant (the same table)."""
+    return RESNET_BLOCKS[(GROUP_NORM_VARIANTS.get(model, model), variant)]
+
+
+def _check_resnet_group_norms() -> None:
+    """Every channel count a ResNet normalises has its groups: a table edit that breaks that fails on import."""
+    for channels in {width * expansion for width in RESNET_WIDTHS for expansion in RESNET_EXPANSION.values()}:
+        group_norm_groups(channels)
+
+
+_check_resnet_group_norms()
 
 
 @dataclass(frozen=True)
