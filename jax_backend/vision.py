@@ -14,6 +14,7 @@ too (torch_backend.vision.disable_random_regularisers), so the two frameworks ta
 
 from __future__ import annotations
 
+import functools
 import math
 
 import flax.linen as nn
@@ -71,6 +72,14 @@ def batch_norm(x, name: str, eps: float = 1e-5, train: bool = False):
     return BatchNorm(epsilon=eps, name=name)(x, train)
 
 
+def group_norm(x, name: str):
+    """PyTorch's GroupNorm on channel-last inputs: min(32, C) groups of contiguous channels, each example alone.
+    Flax's defaults differ from PyTorch's in two ways, both set here: epsilon 1e-6 (PyTorch: 1e-5), and the
+    variance as E[x^2] - E[x]^2 (PyTorch: the mean of squared deviations)."""
+    groups = vision.group_norm_groups(x.shape[-1])
+    return nn.GroupNorm(num_groups=groups, epsilon=vision.GROUP_NORM_EPS, use_fast_variance=False, name=name)(x)
+
+
 def conv_norm_act(x, features: int, kernel: int, stride: int = 1, *, name: str, groups: int = 1, eps: float = 1e-5,
                   act=None, train: bool = False):
     """torchvision's Conv2dNormActivation: conv (no bias, padding (k-1)//2) as `name.0`, batch norm as `name.1`."""
@@ -87,39 +96,44 @@ def squeeze_excitation(x, squeeze: int, *, name: str, act, scale_act):
 
 
 class ResNet(nn.Module):
-    """torchvision's ResNet: bottleneck blocks with the stride on the 3x3 conv (V1.5), or basic blocks."""
+    """torchvision's ResNet: bottleneck blocks with the stride on the 3x3 conv (V1.5), or basic blocks; with
+    batch norm, or GroupNorm in its place (the DP-trainable variants)."""
 
     blocks: tuple[int, ...]
     bottleneck: bool
     num_classes: int
     cifar_stem: bool = False  # 3x3 stride-1 stem and no max-pool, for 32x32 inputs
+    group_norm: bool = False
 
     @nn.compact
     def __call__(self, x, train: bool = False):
+        def norm(y, name):
+            return group_norm(y, name) if self.group_norm else batch_norm(y, name, train=train)
+
         if self.cifar_stem:
-            x = conv(x, 64, 3, 1, name="conv1")
+            x = conv(x, vision.RESNET_WIDTHS[0], 3, 1, name="conv1")
         else:
-            x = conv(x, 64, 7, 2, name="conv1")
-        x = nn.relu(batch_norm(x, "bn1", train=train))
+            x = conv(x, vision.RESNET_WIDTHS[0], 7, 2, name="conv1")
+        x = nn.relu(norm(x, "bn1"))
         if not self.cifar_stem:
             x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
-        expansion = 4 if self.bottleneck else 1
-        inplanes = 64
-        for stage, (planes, count) in enumerate(zip((64, 128, 256, 512), self.blocks), start=1):
+        expansion = vision.RESNET_EXPANSION["bottleneck" if self.bottleneck else "basic"]
+        inplanes = vision.RESNET_WIDTHS[0]
+        for stage, (planes, count) in enumerate(zip(vision.RESNET_WIDTHS, self.blocks), start=1):
             for i in range(count):
                 stride = 2 if stage > 1 and i == 0 else 1
                 p = f"layer{stage}.{i}"
                 if self.bottleneck:
-                    out = nn.relu(batch_norm(conv(x, planes, 1, name=f"{p}.conv1"), f"{p}.bn1", train=train))
-                    out = nn.relu(batch_norm(conv(out, planes, 3, stride, name=f"{p}.conv2"), f"{p}.bn2", train=train))
-                    out = batch_norm(conv(out, planes * 4, 1, name=f"{p}.conv3"), f"{p}.bn3", train=train)
+                    out = nn.relu(norm(conv(x, planes, 1, name=f"{p}.conv1"), f"{p}.bn1"))
+                    out = nn.relu(norm(conv(out, planes, 3, stride, name=f"{p}.conv2"), f"{p}.bn2"))
+                    out = norm(conv(out, planes * expansion, 1, name=f"{p}.conv3"), f"{p}.bn3")
                 else:
-                    out = nn.relu(batch_norm(conv(x, planes, 3, stride, name=f"{p}.conv1"), f"{p}.bn1", train=train))
-                    out = batch_norm(conv(out, planes, 3, 1, name=f"{p}.conv2"), f"{p}.bn2", train=train)
+                    out = nn.relu(norm(conv(x, planes, 3, stride, name=f"{p}.conv1"), f"{p}.bn1"))
+                    out = norm(conv(out, planes, 3, 1, name=f"{p}.conv2"), f"{p}.bn2")
                 identity = x
                 if i == 0 and (stride != 1 or inplanes != planes * expansion):
-                    identity = batch_norm(conv(x, planes * expansion, 1, stride, name=f"{p}.downsample.0"),
-                                          f"{p}.downsample.1", train=train)
+                    identity = norm(conv(x, planes * expansion, 1, stride, name=f"{p}.downsample.0"),
+                                    f"{p}.downsample.1")
                 x = nn.relu(out + identity)
                 inplanes = planes * expansion
         return nn.Dense(self.num_classes, name="fc")(x.mean(axis=(1, 2)))
@@ -245,12 +259,13 @@ class SmallCNN(nn.Module):
         return nn.Dense(self.num_classes, name="fc2")(nn.relu(nn.Dense(hidden, name="fc1")(x)))
 
 
-def resnet50(num_classes: int, variant: str) -> nn.Module:
-    return ResNet(vision.RESNET_BLOCKS[("resnet50", variant)], True, num_classes)
+def resnet50(num_classes: int, variant: str, group_norm: bool = False) -> nn.Module:
+    return ResNet(vision.resnet_blocks("resnet50", variant), True, num_classes, group_norm=group_norm)
 
 
-def resnet18_cifar(num_classes: int, variant: str) -> nn.Module:
-    return ResNet(vision.RESNET_BLOCKS[("resnet18", variant)], False, num_classes, cifar_stem=True)
+def resnet18_cifar(num_classes: int, variant: str, group_norm: bool = False) -> nn.Module:
+    return ResNet(vision.resnet_blocks("resnet18", variant), False, num_classes, cifar_stem=True,
+                  group_norm=group_norm)
 
 
 def vit_b_16(num_classes: int, variant: str) -> nn.Module:
@@ -278,3 +293,5 @@ BUILDERS = {
     "efficientnet_b0": efficientnet_b0,
     "cnn": small_cnn,
 }
+BUILDERS.update({name: functools.partial(BUILDERS[base], group_norm=True)
+                 for name, base in vision.GROUP_NORM_VARIANTS.items()})

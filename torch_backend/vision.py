@@ -3,6 +3,8 @@ bench_contract.models.vision for the tiny ones, and the small CNN (MNIST, CIFAR-
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torchvision.models as tvm
 from torch import nn
@@ -14,17 +16,25 @@ from torchvision.ops import StochasticDepth
 from bench_contract.models import vision
 
 
-def resnet50(num_classes: int, variant: str) -> nn.Module:
+def group_norm(channels: int) -> nn.GroupNorm:
+    """The norm_layer of the DP-trainable ResNets: min(32, C) groups of C channels, each example alone."""
+    return nn.GroupNorm(vision.group_norm_groups(channels), channels, eps=vision.GROUP_NORM_EPS)
+
+
+def resnet50(num_classes: int, variant: str, norm_layer=None) -> nn.Module:
+    """torchvision's ResNet-50; norm_layer None is its batch norm."""
     if variant == "full":
-        return tvm.resnet50(weights=None, num_classes=num_classes)
-    return ResNet(Bottleneck, list(vision.RESNET_BLOCKS[("resnet50", variant)]), num_classes=num_classes)
+        return tvm.resnet50(weights=None, num_classes=num_classes, norm_layer=norm_layer)
+    return ResNet(Bottleneck, list(vision.resnet_blocks("resnet50", variant)), num_classes=num_classes,
+                  norm_layer=norm_layer)
 
 
-def resnet18_cifar(num_classes: int, variant: str) -> nn.Module:
+def resnet18_cifar(num_classes: int, variant: str, norm_layer=None) -> nn.Module:
     """torchvision's ResNet-18 for 32x32 inputs: a 3x3 stride-1 stem and no max-pool, the usual CIFAR choice
     (a 7x7 stride-2 stem and a max-pool would leave a 1x1 map before the last stage)."""
-    model = ResNet(BasicBlock, list(vision.RESNET_BLOCKS[("resnet18", variant)]), num_classes=num_classes)
-    model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    model = ResNet(BasicBlock, list(vision.resnet_blocks("resnet18", variant)), num_classes=num_classes,
+                   norm_layer=norm_layer)
+    model.conv1 = nn.Conv2d(3, vision.RESNET_WIDTHS[0], kernel_size=3, stride=1, padding=1, bias=False)
     model.maxpool = nn.Identity()
     return model
 
@@ -94,3 +104,5 @@ BUILDERS = {
     "mobilenet_v3_small": mobilenet_v3_small,
     "efficientnet_b0": efficientnet_b0,
 }
+BUILDERS.update({name: functools.partial(BUILDERS[base], norm_layer=group_norm)
+                 for name, base in vision.GROUP_NORM_VARIANTS.items()})
