@@ -6,6 +6,7 @@ A tidy (long) table keeps the schema fixed while metrics are added: a new metric
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ CONTEXT_FIELDS: list[pa.Field] = [
     pa.field("intra_op_threads", pa.int32()),
     pa.field("intra_op_threads_source", pa.string()),
     pa.field("hostname", pa.string()),
+    # The profile's system the cell was submitted to (JobSpec.system, also in settings); "" where none was named.
+    pa.field("system", pa.string()),
     pa.field("slurm_job_id", pa.string()),
     pa.field("slurm_array_job_id", pa.string()),
     pa.field("slurm_array_task_id", pa.string()),
@@ -73,6 +76,11 @@ CONTEXT_FIELDS: list[pa.Field] = [
 ]
 
 
+def system_of(settings: str) -> str:
+    """The system named in a row's settings JSON (JobSpec.measured_settings); "" where it names none."""
+    return json.loads(settings).get("system", "") if settings else ""
+
+
 def not_available(reason: str) -> str:
     """The one spelling of a value that could not be measured or read, used in every text field."""
     return f"not available: {reason}"
@@ -86,6 +94,7 @@ ADDED_COLUMN_DEFAULTS: dict[str, Any] = {
     "bound_cpus": None, "bound_cpu_list": _NOT_RECORDED, "cpu_binding": _NOT_RECORDED,
     "intra_op_threads": None, "intra_op_threads_source": _NOT_RECORDED,
     "environment_kind": not_available("written before the environment kind was recorded"),
+    "system": "",
 }
 # The variable a rendered script exports to tell the backend which environment it runs in, and its two kinds.
 ENVIRONMENT_KIND_VARIABLE = "BENCH_ENVIRONMENT_KIND"
@@ -114,6 +123,8 @@ class ResultRows:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if "system" not in self.context:  # the spec's system, as its measured settings carry it
+            self.context = {**self.context, "system": system_of(self.context.get("settings", ""))}
         missing = sorted(set(CONTEXT_NAMES) - set(self.context))
         if missing:
             raise ValueError(f"result context lacks {', '.join(missing)}")

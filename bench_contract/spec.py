@@ -45,6 +45,7 @@ MEASURED_SETTINGS = (
     "clip_norm", "noise_multiplier", "loop_batch_size", "nodes", "tasks_per_node", "model_variant", "timed_steps",
     "min_duration_s", "torch_compile", "torch_compile_mode", "channels_last", "batch_search", "batch_search_limit", "memory_limit_bytes",
     "xla_flags", "momentum", "nesterov", "weight_decay", "lr_schedule", "lr_warmup_steps", "lr_decay_steps",
+    "system",  # the kind of node asked for (the profile's systems): runs on two systems are not trials of one cell
 )
 BOOKKEEPING = (
     "campaign", "cell_id", "pair_key", "framework",  # which cell and side: the comparison puts the sides together
@@ -126,6 +127,9 @@ class JobSpec:
     # XLA flags for this cell from the cluster profile (per model); the JAX backend adds them to XLA_FLAGS
     # before JAX starts, and the rows record the XLA_FLAGS that resulted.
     xla_flags: str = ""
+    # The cluster profile's system (kind of node) the cell was submitted to, "" where the profile names none; the
+    # rows record it beside the device model the backend detects.
+    system: str = ""
     # where results go (absolute paths, written by the orchestrator)
     results_path: str = ""
     init_weights_path: str = ""

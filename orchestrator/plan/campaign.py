@@ -95,6 +95,7 @@ def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str, trial: 
         init_weights_path=f"{campaign_dir}{os.sep}init{os.sep}{cell.benchmark}-{weights_label(cell)}-seed{cell.settings.seed}.npz",
         git_commit=commit,
         xla_flags=xla_flags,
+        system=cell.system,
     )
 
 
@@ -143,7 +144,7 @@ def write_campaign(
     for script in scripts:
         for framework in sorted({c.framework for c in script.cells}):  # a paired script runs two frameworks
             manifest["cells"] += write_specs(script, framework, campaign, campaign_dir, commit, profile)
-        manifest["scripts"][script.framework] = write_script(script, campaign_dir, scripts_dir)
+        manifest["scripts"][script.key] = write_script(script, campaign_dir, scripts_dir)
     (campaign_dir / "logs").mkdir(parents=True, exist_ok=True)
     if previous is not None:
         manifest.update({key: previous[key] for key in ("created_at", "submissions", "resubmissions", "arrays")
@@ -166,7 +167,8 @@ def write_specs(script: RenderedScript, framework: str, campaign: str, campaign_
             lines.append(spec.to_line())
             cells.append({
                 "framework": cell.framework,
-                "script": script.framework,  # the key of the script and submission that run it
+                "script": script.key,  # the key of the script and submission that run it
+                "system": cell.system,
                 "array_index": script.task_index(index, trial),
                 "trial": trial,
                 "cell_id": cell.cell_id,
@@ -177,7 +179,7 @@ def write_specs(script: RenderedScript, framework: str, campaign: str, campaign_
                 "results": spec.results_path,
             })
     # One file per framework, not one per cell: on a network file system each file costs a round trip.
-    write_text_atomic(specs_path(campaign_dir, framework), "\n".join(lines) + "\n")
+    write_text_atomic(specs_path(campaign_dir, framework, script.system), "\n".join(lines) + "\n")
     return cells
 
 
@@ -190,15 +192,31 @@ def write_script(script: RenderedScript, campaign_dir: Path, scripts_dir: Path) 
         path.chmod(0o755)
     frameworks = sorted({c.framework for c in script.cells})
     return {
-        **({} if script.framework == PAIRED else {"specs": str(specs_path(campaign_dir, script.framework))}),
+        **({} if script.framework == PAIRED else {"specs": str(specs_path(campaign_dir, script.framework,
+                                                                          script.system))}),
+        "system": script.system,
         "name": script.name,
         "path": str(latest),
         "campaign_copy": str(copy),
         "sha256": hashlib.sha256(script.text.encode()).hexdigest(),
         "array_tasks": script.tasks,
         "trials": script.trials,
-        "specs_files": {fw: str(specs_path(campaign_dir, fw)) for fw in frameworks},
+        "specs_files": {fw: str(specs_path(campaign_dir, fw, script.system)) for fw in frameworks},
     }
+
+
+def write_collect_script(campaign_dir: Path, name: str, text: str) -> Path:
+    """The --collect-after script, kept in the campaign beside the arrays' scripts."""
+    path = campaign_dir / "scripts" / name
+    write_text_atomic(path, text)
+    return path
+
+
+def record_collect_job(campaign_dir: Path, manifest: dict[str, Any], script: Path, job_id: str,
+                       after: list[str]) -> None:
+    """The --collect-after job in the manifest ("collect_job"): its id, script and the array jobs it waits for."""
+    manifest["collect_job"] = {"job_id": job_id, "script": str(script), "after": after, "submitted_at": now_utc()}
+    save_manifest(campaign_dir, manifest)
 
 
 def manifest_text(manifest: dict[str, Any]) -> str:

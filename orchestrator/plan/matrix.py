@@ -124,11 +124,13 @@ class Cell:
     batch_size: int
     precision: str
     settings: RunSettings
+    system: str = ""  # the profile's system (kind of node) it runs on; "": the profile's own values
 
     def _digest(self, with_framework: bool) -> str:
         # The same JSON as asdict(self) would give, so ids stay stable, without asdict's deep copies.
         fields = {"benchmark": self.benchmark, "use_case": self.use_case, "model": self.model,
-                  "batch_size": self.batch_size, "precision": self.precision, "settings": self.settings.as_dict}
+                  "batch_size": self.batch_size, "precision": self.precision, "settings": self.settings.as_dict,
+                  "system": self.system}
         if with_framework:
             fields["framework"] = self.framework
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]

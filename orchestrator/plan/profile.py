@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from orchestrator import PROJECT_ROOT
@@ -21,6 +21,10 @@ JAX_RECIPES = ("cpu", "cuda12", "cuda13")
 # Signals a backend turns into a failure row that says how far it got (bench_contract.run.stop_signals.STOP_SIGNALS).
 WARNING_SIGNALS = ("TERM", "USR1", "none")
 SITE_KEYS = ("python", "setup_lines")  # the keys of an [envs.<framework>] table
+# A system's name: it becomes part of script names, job names and specs file names.
+SYSTEM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# The keys a [systems.<name>] table may set; each but constraint and expect replaces the profile's own value.
+SYSTEM_KEYS = ("partition", "constraint", "gpu_type", "gpus_per_task", "cpus_per_task", "mem", "time_limit", "expect")
 XLA_FLAGS = re.compile(r"^--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?)*$")
 
 
@@ -43,6 +47,37 @@ class SiteEnvironment:
 
 
 @dataclass(frozen=True)
+class System:
+    """One kind of node of the site ([systems.a100] constraint = "a100"): where its jobs go and what they get, where
+    that differs from the profile's own values (None: the profile's)."""
+
+    partition: str | None = None
+    constraint: str | None = None  # rendered as --constraint=<value>
+    gpu_type: str | None = None  # typed GRES: --gres=gpu:<type>:<count>
+    gpus_per_task: int | None = None
+    cpus_per_task: int | None = None
+    mem: str | None = None
+    time_limit: str | None = None
+    # A regular expression searched in the device_model its rows record ("A100" in "NVIDIA A100-SXM4-80GB"): a
+    # row whose device does not match ran elsewhere (a constraint the site ignored), and is flagged.
+    expect: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.constraint is not None and not SLURM_NAME.match(self.constraint):
+            raise UsageError(f"constraint = {self.constraint!r} may only hold letters, digits and _.,:@+-")
+        if self.expect is not None:
+            try:
+                re.compile(self.expect)
+            except re.error as exc:
+                raise UsageError(f"expect = {self.expect!r} is not a regular expression ({exc})") from None
+
+    def overrides(self) -> dict:
+        """The profile values this system replaces (ClusterProfile checks them)."""
+        names = ("partition", "gpu_type", "gpus_per_task", "cpus_per_task", "mem", "time_limit")
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+
+
+@dataclass(frozen=True)
 class ClusterProfile:
     name: str = "default"
     partition: str | None = None  # None: the cluster's default partition
@@ -50,6 +85,7 @@ class ClusterProfile:
     time_limit: str = "00:30:00"
     # The built-in default runs on CPUs; a GPU site names its GPUs and its JAX build together (jax_recipe).
     gpus_per_task: int = 0
+    gpu_type: str | None = None  # typed GRES (--gres=gpu:a100:1) where the site names its GPU types
     cpus_per_task: int = 2
     mem: str | None = None  # e.g. "16G"; None: the partition's default
     env_dir: str = ".envs"  # where the framework environments live; relative to the project root
@@ -77,6 +113,10 @@ class ClusterProfile:
     # Site environments per framework ([envs.jax] python = "...", setup_lines = [...]): such a framework runs that
     # interpreter, and `envs` checks it instead of building one; its rows say "site: <python>", not "locked".
     envs: dict[str, SiteEnvironment] = field(default_factory=dict)
+    # Kinds of nodes ([systems.<name>] tables, SYSTEM_KEYS): --systems a100,h100 runs the matrix on each; a campaign
+    # without --systems runs on default_system, or on the profile's own values where that is not set.
+    systems: dict[str, System] = field(default_factory=dict)
+    default_system: str | None = None
 
     def __post_init__(self) -> None:
         for key in ("partition", "account"):
@@ -136,6 +176,11 @@ class ClusterProfile:
                 if not re.match(r"^(https?|file)://\S+$", url):
                     raise UsageError(f"profile table 'data_mirrors', {name}: {url!r} is not an http(s):// or file:// "
                                      "base URL")
+        if self.gpu_type is not None and not SLURM_NAME.match(self.gpu_type):
+            raise UsageError(f"profile key 'gpu_type': {self.gpu_type!r} may only hold letters, digits and _.,:@+-")
+        if self.default_system is not None and self.default_system not in self.systems:
+            raise UsageError(f"profile key 'default_system': {self.default_system!r} is not a [systems.<name>] table "
+                             f"of the profile; its systems: {', '.join(self.systems) or 'none'}")
         for line in self.setup_lines:
             if "\n" in line:
                 raise UsageError("profile key 'setup_lines': give one shell line per list item, without newlines")
@@ -145,6 +190,34 @@ class ClusterProfile:
             if framework not in FRAMEWORKS:
                 raise UsageError(f"profile table 'envs': {framework!r} is not a framework; known: "
                                  f"{', '.join(FRAMEWORKS)}")
+
+    def gres(self, gpus: int) -> str:
+        """The --gres value for this many GPUs: typed (gpu:a100:2) where the profile names a GPU type."""
+        return f"gpu:{self.gpu_type}:{gpus}" if self.gpu_type else f"gpu:{gpus}"
+
+    def system_names(self, asked: list[str]) -> list[str]:
+        """The systems a campaign runs on: those asked for (--systems), else the default one, else [""] (the
+        profile's own values, no named system). An unknown name is refused with the known ones."""
+        if not asked:
+            return [self.default_system or ""]
+        unknown = [name for name in asked if name not in self.systems]
+        if unknown:
+            known = ", ".join(self.systems) or "none (add [systems.<name>] tables)"
+            raise UsageError(f"--systems: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a system "
+                             f"of profile {self.name!r}; its systems: {known}")
+        return list(dict.fromkeys(asked))
+
+    def for_system(self, name: str) -> ClusterProfile:
+        """The profile as one system's jobs get it: its values in place of the profile's, its constraint added to
+        the sbatch options. Checked again, so a system whose values do not fit together is refused by name."""
+        if not name:
+            return self
+        system = self.systems[name]
+        extra = self.extra_sbatch + ((f"--constraint={system.constraint}",) if system.constraint else ())
+        try:
+            return replace(self, **system.overrides(), extra_sbatch=extra, systems={}, default_system=None)
+        except UsageError as exc:
+            raise UsageError(f"profile table 'systems.{name}': {exc}") from None
 
     def site_environment(self, framework: str) -> SiteEnvironment | None:
         return self.envs.get(framework)
@@ -184,6 +257,42 @@ def site_environments(table: object) -> dict[str, SiteEnvironment]:
     return environments
 
 
+def expected_devices(recorded: dict) -> dict[str, str]:
+    """System -> its `expect` pattern, from the profile a manifest recorded (asdict of ClusterProfile); only the
+    systems that give one."""
+    return {name: values["expect"] for name, values in recorded.get("systems", {}).items() if values.get("expect")}
+
+
+def device_matches(pattern: str, device_model: str | None) -> bool:
+    """Whether a row's device_model is what its system expects (the pattern is searched, not anchored)."""
+    return re.search(pattern, device_model or "") is not None
+
+
+def system_tables(table: object) -> dict[str, System]:
+    """The [systems] table: one [systems.<name>] table each, with SYSTEM_KEYS."""
+    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+        raise UsageError("profile key 'systems' must hold one table per system, such as [systems.a100] "
+                         "constraint = \"a100\"")
+    systems = {}
+    for name, keys in table.items():
+        where = f"profile table 'systems.{name}'"
+        if not SYSTEM_NAME.match(name):
+            raise UsageError(f"{where}: a system's name may only hold lower-case letters, digits, _ and -")
+        unknown = sorted(set(keys) - set(SYSTEM_KEYS))
+        if unknown:
+            raise UsageError(f"{where} has unknown keys {', '.join(unknown)}; known keys: {', '.join(SYSTEM_KEYS)}")
+        for key, value in keys.items():
+            wanted = int if key in ("gpus_per_task", "cpus_per_task") else str
+            if not isinstance(value, wanted) or isinstance(value, bool):
+                kind = "an integer" if wanted is int else "a string"
+                raise UsageError(f"{where}: {key} must be {kind}, got {value!r}")
+        try:
+            systems[name] = System(**keys)
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+    return systems
+
+
 def load_profile(path: str | Path | None) -> ClusterProfile:
     if path is None:
         return ClusterProfile()
@@ -214,6 +323,8 @@ def load_profile(path: str | Path | None) -> ClusterProfile:
             value = {name: tuple(urls) for name, urls in value.items()}
         elif key == "envs":
             value = site_environments(value)
+        elif key == "systems":
+            value = system_tables(value)
         elif key in ("gpus_per_task", "cpus_per_task", "max_array_size", "warning_seconds"):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UsageError(f"profile key {key!r} must be an integer, got {value!r}")
@@ -224,4 +335,7 @@ def load_profile(path: str | Path | None) -> ClusterProfile:
             raise UsageError(f"profile key {key!r} must be a string, got {value!r}")
         values[key] = value
     values.setdefault("name", path.stem)
-    return ClusterProfile(**values)
+    profile = ClusterProfile(**values)
+    for name in profile.systems:  # each system's values checked with the profile's, before anything is planned
+        profile.for_system(name)
+    return profile

@@ -44,6 +44,12 @@ class RenderedScript:
     text: str
     cells: list[Cell]
     trials: int = 1
+    system: str = ""  # the profile's system it runs on ("": the profile's own values)
+
+    @property
+    def key(self) -> str:
+        """The script's key in the manifest, its submissions and its job names: framework (or PAIRED) and system."""
+        return system_key(self.framework, self.system)
 
     @property
     def tasks(self) -> int:
@@ -62,13 +68,18 @@ def spec_line(cell_index: int, trial: int, trials: int) -> int:
     return cell_index * trials + trial
 
 
-def specs_path(campaign_dir: Path, framework: str) -> Path:
-    """The framework's specs file: one job spec per line, line i+1 for array index i."""
-    return campaign_dir / "specs" / f"{framework}.jsonl"
+def system_key(name: str, system: str) -> str:
+    """A framework's (or the paired script's) name on one system: "jax" alone, "jax.a100" on system a100."""
+    return f"{name}.{system}" if system else name
 
 
-def script_name(framework: str, benchmark: str, use_case: int) -> str:
-    return f"{framework}_{benchmark}_{use_case}.sh"
+def specs_path(campaign_dir: Path, framework: str, system: str = "") -> Path:
+    """The framework's specs file (on one system): one job spec per line, line i+1 for array index i."""
+    return campaign_dir / "specs" / f"{system_key(framework, system)}.jsonl"
+
+
+def script_name(framework: str, benchmark: str, use_case: int, system: str = "") -> str:
+    return f"{framework}_{benchmark}_{use_case}{'_' + system if system else ''}.sh"
 
 
 # A data-parallel cell: srun starts one process per device in the allocation, each reads its rank from
@@ -95,7 +106,7 @@ def task_layout(profile: ClusterProfile, nodes: int, tasks_per_node: int) -> lis
     tasks += [("ntasks-per-node", str(tasks_per_node))] if nodes * tasks_per_node > 1 else [("ntasks", "1")]
     return tasks + [
         ("cpus-per-task", str(profile.cpus_per_task)),
-        ("gres", f"gpu:{gpus_per_node}" if gpus_per_node else None),
+        ("gres", profile.gres(gpus_per_node) if gpus_per_node else None),
     ]
 
 
@@ -189,8 +200,20 @@ def render_scripts(
     """One script per framework; array index i runs line i+1 of specs/<fw>.jsonl (with several trials, trial
     t of the framework's c-th cell is line c*trials+t+1). With --paired, one script instead: array index i runs
     every trial of the i-th JAX/PyTorch cell pair."""
+    scripts = []
+    for system in dict.fromkeys(c.system for c in cells):  # one system after another, in the order asked
+        on_system = [c for c in cells if c.system == system]
+        scripts += render_system(on_system, profile.for_system(system), system, campaign=campaign,
+                                 campaign_dir=campaign_dir, command=command, git_commit=git_commit,
+                                 created_at=created_at)
+    return scripts
+
+
+def render_system(cells: list[Cell], profile: ClusterProfile, system: str, *, campaign: str, campaign_dir: Path,
+                  command: str, git_commit: str, created_at: str) -> list[RenderedScript]:
+    """The scripts of one system's cells, with that system's profile."""
     if cells and cells[0].settings.paired:
-        return [render_paired(cells, profile, campaign=campaign, campaign_dir=campaign_dir, command=command,
+        return [render_paired(cells, profile, system, campaign=campaign, campaign_dir=campaign_dir, command=command,
                               git_commit=git_commit, created_at=created_at)]
     template = _environment().get_template("sbatch.sh.j2")
     scripts = []
@@ -200,7 +223,7 @@ def render_scripts(
             continue
         first = mine[0]
         trials = first.settings.trials
-        name = script_name(framework, first.benchmark, first.use_case)
+        name = script_name(framework, first.benchmark, first.use_case, system)
         cell_lines = [
             f"{spec_line(i, t, trials):<5}  {c.model_label} batch {c.batch_size} {c.precision}"
             + (f" trial {t}" if trials > 1 else "") + f"  ({c.cell_id})"
@@ -219,13 +242,36 @@ def render_scripts(
             distributed_lines=DISTRIBUTED_LINES[framework] if first.settings.world_size > 1 else [],
             environment=environment_entry(framework, profile),
             exports=FRAMEWORK_EXPORTS[framework],
-            specs_file=specs_path(campaign_dir, framework),
+            specs_file=specs_path(campaign_dir, framework, system),
         )
-        scripts.append(RenderedScript(framework, name, text, mine, trials))
+        scripts.append(RenderedScript(framework, name, text, mine, trials, system))
     return scripts
 
 
-def render_paired(cells: list[Cell], profile: ClusterProfile, *, campaign: str, campaign_dir: Path, command: str,
+# The collect job reads result files and writes Parquet: one CPU and a few minutes, whatever the cells needed.
+COLLECT_TIME_LIMIT = "00:10:00"
+
+
+def collect_script_name(campaign: str) -> str:
+    return f"collect_{campaign}.sh"
+
+
+def render_collect(profile: ClusterProfile, *, campaign: str, campaign_dir: Path, results_dir: Path, python: str,
+                   command: str, git_commit: str, created_at: str) -> str:
+    """The --collect-after job: collect and report of one campaign, on the profile's partition, without a GPU. Its
+    dependency on the arrays is given to sbatch when they have ids."""
+    name = collect_script_name(campaign)
+    qos = [option for option in profile.extra_sbatch if option.startswith(("--qos=", "--account="))]
+    pairs = [("job-name", f"collect:{campaign}"), ("output", str(campaign_dir / "logs" / "collect_%j.out")),
+             ("partition", profile.partition), ("account", profile.account), ("time", COLLECT_TIME_LIMIT),
+             ("ntasks", "1"), ("cpus-per-task", "1")]
+    directives = [f"--{key}={sbatch_value(key, value)}" for key, value in pairs if value is not None] + qos
+    return _environment().get_template("collect.sh.j2").render(
+        script_name=name, campaign=campaign, command=command, git_commit=git_commit, created_at=created_at,
+        directives=directives, project_root=PROJECT_ROOT, python=python, results_dir=results_dir)
+
+
+def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, campaign: str, campaign_dir: Path, command: str,
                   git_commit: str, created_at: str) -> RenderedScript:
     """One array script, one task per JAX/PyTorch cell pair: on its node, trial after trial, JAX then PyTorch,
     each in its own environment and its own process."""
@@ -236,10 +282,10 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, *, campaign: str, 
         raise UsageError("--paired needs the same cells in both frameworks, one JAX cell per PyTorch cell")
     first = pairs[0][0]
     trials = first.settings.trials
-    name = script_name(PAIRED, first.benchmark, first.use_case)
+    name = script_name(PAIRED, first.benchmark, first.use_case, system)
     runs = [
         {"framework": fw, "title": catalog.FRAMEWORKS[fw], "environment": environment_entry(fw, profile),
-         "exports": FRAMEWORK_EXPORTS[fw], "specs_file": specs_path(campaign_dir, fw)}
+         "exports": FRAMEWORK_EXPORTS[fw], "specs_file": specs_path(campaign_dir, fw, system)}
         for fw in PAIRED_ORDER
     ]
     text = _environment().get_template("paired.sh.j2").render(
@@ -252,4 +298,4 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, *, campaign: str, 
         trials=trials,
         runs=runs,
     )
-    return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials)
+    return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials, system)

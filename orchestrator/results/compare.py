@@ -14,6 +14,7 @@ import numpy as np
 
 from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES
+from orchestrator.plan.profile import device_matches
 
 KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
 # One comparison row: the same device (kind and model), the same cell key, and the same measured settings (a
@@ -52,6 +53,30 @@ TABLE_METRICS = [
 ]
 BYTES_METRICS = {"peak_device_memory_allocated", "peak_host_rss"}
 BOOTSTRAP_SAMPLES = 2000
+
+
+def system_mismatches(df, expected: dict[tuple[str, str], str]):
+    """The rows whose device does not match what their system expects: one row per campaign, system, device model
+    and node, with the pattern and how many cells. `expected` maps (campaign, system) to the system's `expect`
+    (profile.expected_devices of each campaign's manifest). A constraint the site ignored shows up here."""
+    import pandas as pd
+
+    columns = ["campaign", "system", "expect", "device_model", "slurm_nodelist", "cells"]
+    if df.empty or "system" not in df.columns:
+        return pd.DataFrame(columns=columns)
+    rows = df[df["system"].fillna("") != ""].drop_duplicates(["campaign", "cell_id", "trial"])
+    patterns = [expected.get((c, s)) for c, s in zip(rows["campaign"], rows["system"])]
+    wrong = [p is not None and not device_matches(p, m) for p, m in zip(patterns, rows["device_model"])]
+    flagged = rows[wrong].assign(expect=[p for p, w in zip(patterns, wrong) if w])
+    keys = columns[:-1]
+    return flagged.groupby(keys, dropna=False).size().reset_index(name="cells")[columns]
+
+
+def mismatch_lines(mismatches) -> list[str]:
+    """One warning sentence per row of system_mismatches."""
+    return [f"warning: system {r.system} expects a device matching {r.expect!r}, but {r.cells} cell(s) of campaign "
+            f"{r.campaign} ran on {r.device_model!r} (node {r.slurm_nodelist}): the site may ignore its constraint"
+            for r in mismatches.itertuples()]
 
 
 def summary_rows(df):

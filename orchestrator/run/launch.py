@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, matrix
 from orchestrator.plan.profile import ClusterProfile, load_profile
-from orchestrator.plan.render import RenderedScript, render_scripts
+from orchestrator.plan.render import RenderedScript, collect_script_name, render_collect, render_scripts
 from orchestrator.run import submit
 from orchestrator.run.doctor import check_partition
 from orchestrator.run.status import follow_up
@@ -40,6 +40,8 @@ class LaunchRequest:
     command: str
     rerun_completed: bool = False  # the same command again: also run the cells that have a result
     new_campaign: bool = False  # the same command again: plan a separate campaign instead
+    systems: tuple[str, ...] = ()  # the profile's systems to run on (--systems); none: its default
+    collect_after: bool = False  # chain a collect job after the arrays (--collect-after)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,8 @@ class LaunchOptions:
     profile: Path | None
     results_dir: Path
     scripts_dir: Path
+    systems: list[str] | None = None
+    collect_after: bool = False
 
     def request(self, command: str) -> LaunchRequest:
         settings = self.settings(catalog.benchmark(self.benchmark))
@@ -112,6 +116,8 @@ class LaunchOptions:
             command=command,
             rerun_completed=self.rerun_completed,
             new_campaign=self.new_campaign,
+            systems=tuple(matrix.parse_list(self.systems)),
+            collect_after=self.collect_after,
         )
 
     def settings(self, bench: catalog.Benchmark) -> matrix.RunSettings:
@@ -158,11 +164,17 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     Waiting for the jobs (--wait) holds it no longer."""
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
                           req.precisions, req.settings)
+    cells = on_systems(cells, req.profile.system_names(list(req.systems)))
     check_request(req, cells, report)
     with ExitStack() as held:
         if not req.dry_run:
             held.enter_context(submit.submitting(req.results_dir, f"`{req.command}`"))
         return plan_and_submit(req, cells, report, release=held.close)
+
+
+def on_systems(cells: list[matrix.Cell], systems: list[str]) -> list[matrix.Cell]:
+    """Every cell once per system, system after system; with no named system ([""]) the cells as they are."""
+    return [replace(cell, system=system) if system else cell for system in systems for cell in cells]
 
 
 def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None],
@@ -176,7 +188,7 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
         release()  # resubmit takes it again and reads the manifest just written; nothing can slip in between
         return resubmit_same(req, campaign_dir, report)  # which first reconciles arrays whose fate is unknown
     for script in scripts:
-        report(f"wrote {manifest['scripts'][script.framework]['path']} ({script.tasks} array tasks)")
+        report(f"wrote {manifest['scripts'][script.key]['path']} ({script.tasks} array tasks)")
     trials = f" x {req.settings.trials} trials" if req.settings.trials > 1 else ""
     report(f"campaign {campaign_dir.name}: {len(cells)} cells{trials}, manifest {campaign_dir / campaigns.MANIFEST}")
     if req.dry_run:
@@ -195,10 +207,34 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
         except OSError:
             pass  # the error names every job id already; a manifest that cannot be written said so
         raise error from None
+    if req.collect_after:
+        chain_collect(req, campaign_dir, manifest, submissions, report)
     release()
     if req.wait and req.executor != "local":
         wait_for_jobs(req, campaign_dir, submissions, submitit_jobs, report)
     return report_submitted(req, scripts, manifest, submissions, report)
+
+
+def chain_collect(req: LaunchRequest, campaign_dir: Path, manifest: dict, submissions: list[submit.Submission],
+                  report: Callable[[str], None]) -> None:
+    """--collect-after: a job on the profile's partition, without a GPU, that collects the campaign and writes its
+    report once every array job has ended (afterany: failed tasks too), so that nobody waits on the login node."""
+    import sys
+
+    after = [job_id for sub in submissions for job_id in sub.job_ids]
+    name = collect_script_name(campaign_dir.name)
+    text = render_collect(req.profile, campaign=campaign_dir.name, campaign_dir=campaign_dir,
+                          results_dir=req.results_dir.resolve(), python=sys.executable, command=req.command,
+                          git_commit=manifest["git_commit"], created_at=campaigns.now_utc())
+    script = campaigns.write_collect_script(campaign_dir, name, text)
+    try:
+        job_id = submit.sbatch(script, options=(f"--dependency=afterany:{':'.join(after)}",))
+    except OrchestratorError as exc:
+        raise OrchestratorError(f"{exc}; the campaign's arrays were submitted ({', '.join(after)}): run "
+                                f"`{follow_up('collect', req.results_dir)}` when they have ended") from None
+    campaigns.record_collect_job(campaign_dir, manifest, script, job_id, after)
+    report(f"collect: submitted as job {job_id}, to start after jobs {', '.join(after)}; it collects the campaign "
+           f"into {req.results_dir} and writes its report there (log: {campaign_dir / 'logs'}/collect_{job_id}.out)")
 
 
 def wait_for_jobs(req: LaunchRequest, campaign_dir: Path, submissions: list[submit.Submission],
@@ -235,9 +271,13 @@ def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable
             raise
         # A dry run only writes scripts, often on a machine other than the one with the data: say, don't stop.
         report(f"warning: {exc}; the jobs would fail as planned")
-    check_partition(req.profile)
+    for system in dict.fromkeys(c.system for c in cells):
+        check_partition(req.profile.for_system(system))
     if req.executor not in catalog.EXECUTORS:
         raise UsageError(f"unknown executor {req.executor!r}; choose from: {', '.join(catalog.EXECUTORS)}")
+    if req.collect_after and req.executor not in catalog.SLURM_EXECUTORS:
+        raise UsageError(f"--collect-after chains a Slurm job after the arrays; the {req.executor} executor runs the "
+                         "cells here, so run `python main.py collect` when it returns")
     if req.settings.world_size > 1 and req.executor != "slurm":
         raise UsageError(
             f"{req.settings.world_size} processes per cell are started by srun inside an sbatch allocation; "
@@ -323,30 +363,31 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
     submitit_jobs = {}
     max_array = submit.executor_array_limit(req.executor, req.profile)
     for script in scripts:
-        info = manifest["scripts"][script.framework]
+        key = script.key
+        info = manifest["scripts"][key]
         job_name = script.name.removesuffix(".sh")
         n = script.tasks
         if req.executor == "slurm":
-            sub = submit.submit_sbatch(script.framework, Path(info["path"]), n, max_array,
+            sub = submit.submit_sbatch(key, Path(info["path"]), n, max_array,
                                        campaign=campaign_dir.name, record=submit.recorder(campaign_dir, manifest))
         elif req.executor == "local":
-            sub = submit.run_local(script.framework, Path(info["campaign_copy"]), n, log_dir, job_name, report)
+            sub = submit.run_local(key, Path(info["campaign_copy"]), n, log_dir, job_name, report)
         else:
-            sub, jobs = submit.submit_submitit(script.framework, Path(info["campaign_copy"]), n,
-                                               campaign_dir / "submitit" / script.framework, req.profile,
+            sub, jobs = submit.submit_submitit(key, Path(info["campaign_copy"]), n,
+                                               campaign_dir / "submitit" / key, req.profile.for_system(script.system),
                                                job_name, log_dir, max_array, campaign=campaign_dir.name,
                                                record=submit.recorder(campaign_dir, manifest))
-            submitit_jobs[script.framework] = jobs
+            submitit_jobs[key] = jobs
         submissions.append(sub)
         if req.executor == "local":  # Slurm's arrays were recorded as each was submitted
-            manifest["submissions"][script.framework] = {"job_id": sub.job_id, "task_ids": sub.task_ids,
-                                                         "submitted_at": campaigns.now_utc()}
+            manifest["submissions"][key] = {"job_id": sub.job_id, "task_ids": sub.task_ids,
+                                            "submitted_at": campaigns.now_utc()}
             campaigns.save_manifest(campaign_dir, manifest)
         if len(sub.arrays) > 1:
-            report(f"{script.framework}: {n} tasks exceed the {max_array} an array may hold here; submitted as "
+            report(f"{key}: {n} tasks exceed the {max_array} an array may hold here; submitted as "
                    f"{len(sub.arrays)} array jobs {', '.join(sub.job_ids)}")
         else:
-            report(f"{script.framework}: {'ran' if req.executor == 'local' else 'submitted'} as job {sub.job_id}")
+            report(f"{key}: {'ran' if req.executor == 'local' else 'submitted'} as job {sub.job_id}")
     if req.executor == "local":  # ran here, under the lock
         for sub in submissions:
             manifest["submissions"][sub.framework]["failed"] = {str(i): why for i, why in sub.failed.items()}
@@ -356,13 +397,16 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
 
 def cell_table(manifest: dict, submissions: dict[str, submit.Submission]) -> str:
     rows = []
+    systems = any(cell.get("system") for cell in manifest["cells"])  # a column only where systems are named
     for cell in manifest["cells"]:
         sub = submissions.get(cell.get("script", cell["framework"]))  # a paired script runs both frameworks
         job = sub.task_ids[cell["array_index"]] if sub else "-"
         state = ""
         if sub and cell["array_index"] in sub.failed:
             state = "FAILED"
-        rows.append([cell["framework"], cell["array_index"], cell.get("trial", 0), cell["model"], cell["batch_size"],
-                     cell["precision"], cell["cell_id"], job, state])
-    return format_table(["framework", "index", "trial", "model", "batch", "precision", "cell", "job", ""], rows)
+        rows.append([cell["framework"], *([cell["system"]] if systems else []), cell["array_index"],
+                     cell.get("trial", 0), cell["model"], cell["batch_size"], cell["precision"], cell["cell_id"], job,
+                     state])
+    return format_table(["framework", *(["system"] if systems else []), "index", "trial", "model", "batch",
+                         "precision", "cell", "job", ""], rows)
 

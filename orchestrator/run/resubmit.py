@@ -21,7 +21,7 @@ from pathlib import Path
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog
-from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.profile import ClusterProfile, System
 from orchestrator.run import submit
 from orchestrator.run.status import ACTIVE, SUCCESS, CellStatus, campaign_status, unknown_note
 
@@ -107,6 +107,7 @@ def profile_of(manifest: dict) -> ClusterProfile:
     values = dict(manifest["profile"])
     for key in ("setup_lines", "extra_sbatch"):
         values[key] = tuple(values.get(key, ()))
+    values["systems"] = {name: System(**system) for name, system in values.get("systems", {}).items()}
     return ClusterProfile(**values)
 
 
@@ -228,7 +229,8 @@ class Rerun:
                 job_id = self.sbatch_recorded(key, script, offset, local, attempt)
                 task_ids.update({offset + i: f"{job_id}_{i}" for i in local})
         elif self.executor == "submitit":
-            part, jobs = submit.submit_submitit(key, script, n, self.folder / "submitit" / key, self.profile,
+            profile = self.profile.for_system(self.manifest["scripts"][key].get("system", ""))
+            part, jobs = submit.submit_submitit(key, script, n, self.folder / "submitit" / key, profile,
                                                 job_name, self.folder / "logs", self.max_array, indices=indices,
                                                 campaign=self.folder.name, rerun=attempt, record=self.record)
             task_ids.update(zip(indices, part.task_ids))

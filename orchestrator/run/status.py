@@ -25,6 +25,7 @@ from bench_contract.run.failure import failure_path, read_failure
 from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
+from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.run.progress import progress_lines, text_bar
 from orchestrator.run.submit import POLL_BACKOFF, Backoff, QueueUnreadable, log_tail, read_sacct, read_squeue
 from orchestrator.tables import format_table
@@ -114,6 +115,19 @@ def result_problem(path: str) -> str | None:
     return known[1]
 
 
+def device_note(cell: dict, expect: str | None) -> str:
+    """For a cell whose system expects a device (its `expect`), what its result says when it ran on another one:
+    a constraint the site ignored. Only such cells' files are read (one column)."""
+    if expect is None:
+        return ""
+    import pyarrow.parquet as pq
+
+    model = pq.read_table(cell["results"], columns=["device_model"]).column(0)[0].as_py()
+    if device_matches(expect, model):
+        return ""
+    return f"; ran on {model!r}, not on system {cell['system']}'s device ({expect!r}): check its constraint"
+
+
 def reran_jobs(manifest: dict) -> set[str]:
     """The job ids of resubmissions that ran completed cells again (--rerun-completed)."""
     return {job for r in manifest.get("resubmissions", []) if r.get("rerun_completed") for job in r.get("job_ids", [])}
@@ -124,6 +138,7 @@ def campaign_status(folder: Path) -> list[CellStatus]:
     submissions = manifest.get("submissions", {})
     states, unreadable = queue_states(campaigns.slurm_job_ids(manifest))
     reran = reran_jobs(manifest) if unreadable else set()
+    expected = expected_devices(manifest.get("profile", {}))
     cells = []
     for cell in manifest["cells"]:
         framework, index = cell["framework"], cell["array_index"]
@@ -141,7 +156,8 @@ def campaign_status(folder: Path) -> list[CellStatus]:
             cells.append(CellStatus(framework, index, cell["cell_id"], task_id, UNKNOWN, unreadable, **found))
             continue
         if problem is None and not active:
-            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, "result written", **found))
+            detail = "result written" + device_note(cell, expected.get(cell.get("system", "")))
+            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, detail, **found))
             continue
         log = str(log_path(folder, manifest, script, index, task_id) or "")  # looked up for the rest only
         failure = read_failure(failure_path(cell["results"])) if sub else None

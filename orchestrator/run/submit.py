@@ -767,7 +767,7 @@ def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) ->
     if profile.partition:
         params["slurm_partition"] = profile.partition
     if profile.gpus_per_task:
-        params["slurm_gres"] = f"gpu:{profile.gpus_per_task}"
+        params["slurm_gres"] = profile.gres(profile.gpus_per_task)
     if profile.mem:
         params["slurm_mem"] = profile.mem
     return params
