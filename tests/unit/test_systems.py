@@ -1,0 +1,164 @@
+"""Several systems (kinds of nodes) in one campaign, and the chained collect job (#17), through the real CLI with
+sbatch faked at the command line."""
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from helpers import run_cli
+
+from bench_contract.results import CONTEXT_NAMES, ResultRows
+from bench_contract.run.runner import base_context
+from bench_contract.spec import JobSpec
+from orchestrator.plan.profile import expected_devices, load_profile
+from orchestrator.results.compare import mismatch_lines, system_mismatches
+
+TWO_SYSTEMS = """partition = "debug"
+cpus_per_task = 1
+default_system = "a100"
+[systems.a100]
+constraint = "a100"
+expect = "A100"
+[systems.h100]
+partition = "gpu-h"
+constraint = "h100"
+time_limit = "00:05:00"
+cpus_per_task = 4
+mem = "16G"
+expect = "H100"
+"""
+
+
+@pytest.fixture
+def site(tmp_path):
+    """A profile with two systems, environments whose interpreters exist, and sbatch numbering its jobs 5001, ..."""
+    env_dir = tmp_path / "envs"
+    for framework in ("jax", "torch"):
+        (env_dir / framework / "bin").mkdir(parents=True)
+        (env_dir / framework / "bin" / "activate").write_text("")
+        (env_dir / framework / "bin" / "python").write_text("#!/bin/sh\n")
+        (env_dir / framework / "bin" / "python").chmod(0o755)
+    profile = tmp_path / "site.toml"
+    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n" + TWO_SYSTEMS)
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch_calls.txt"
+    fakes = {"sbatch": f'echo "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((5000 + n))"\n',
+             "scontrol": 'echo "MaxArraySize            = 1001"\n', "sacctmgr": "true\n", "sinfo": "printf 'debug\\ngpu-h\\n'\n"}
+    for name, body in fakes.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return profile, env, calls
+
+
+def plan(tmp_path, profile, *extra, env=None):
+    return run_cli("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "32", "--profile", str(profile),
+                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), *extra, env=env)
+
+
+def test_systems_expand_the_matrix_one_array_per_framework_per_system_each_with_its_own_values(site, tmp_path):
+    profile, env, _ = site
+    proc = plan(tmp_path, profile, "--systems", "a100,h100", "--dry-run", env=env)
+    assert proc.returncode == 0, proc.stderr
+    scripts = {p.name: p.read_text() for p in (tmp_path / "s").iterdir()}
+    assert sorted(scripts) == ["jax_digits_1_a100.sh", "jax_digits_1_h100.sh", "torch_digits_1_a100.sh",
+                               "torch_digits_1_h100.sh"]
+    h100 = scripts["torch_digits_1_h100.sh"]
+    for line in ("--partition=gpu-h", "--constraint=h100", "--time=00:05:00", "--cpus-per-task=4", "--mem=16G"):
+        assert f"#SBATCH {line}\n" in h100
+    a100 = scripts["torch_digits_1_a100.sh"]
+    assert "#SBATCH --partition=debug\n" in a100 and "#SBATCH --constraint=a100\n" in a100
+    assert "#SBATCH --cpus-per-task=1\n" in a100 and "gpu-h" not in a100 and "--time=00:05:00" not in a100
+    manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
+    assert sorted(manifest["scripts"]) == ["jax.a100", "jax.h100", "torch.a100", "torch.h100"]
+    specs = [JobSpec.from_json(line) for path in sorted(next((tmp_path / "r").glob("*/specs")).iterdir())
+             for line in path.read_text().splitlines()]
+    assert [s.system for s in specs] == ["a100", "h100", "a100", "h100"]
+    # The same cell on two systems is two cells, and JAX is paired with PyTorch on the same system only.
+    assert len({s.cell_id for s in specs}) == 4 and len({(s.pair_key, s.system) for s in specs}) == 2
+
+
+def test_without_systems_the_default_system_is_used(site, tmp_path):
+    profile, env, _ = site
+    assert plan(tmp_path, profile, "--dry-run", env=env).returncode == 0
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["jax_digits_1_a100.sh", "torch_digits_1_a100.sh"]
+
+
+def test_typed_gres_names_the_gpu_type(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text('jax_recipe = "cuda12"\n[systems.a100]\ngpu_type = "a100"\ngpus_per_task = 1\n')
+    proc = plan(tmp_path, path, "--systems", "a100", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "#SBATCH --gres=gpu:a100:1\n" in (tmp_path / "s" / "jax_digits_1_a100.sh").read_text()
+
+
+@pytest.mark.parametrize("toml, message", [
+    ('[systems.a100]\nconstraint = "a100"\n', "--systems: v100 is not a system of profile 'p'; its systems: a100"),
+    ('[systems.v100]\ntime_limit = "soon"\n', "profile table 'systems.v100': profile key 'time_limit': 'soon' is not"),
+    ('[systems.v100]\ngpus_per_task = 2\n', "profile table 'systems.v100': profile asks Slurm for 2 GPU per task"),
+    ('[systems.v100]\nconstrain = "v100"\n', "profile table 'systems.v100' has unknown keys constrain; known keys:"),
+    ('[systems.v100]\nexpect = "V100("\n', "profile table 'systems.v100': expect = 'V100(' is not a regular"),
+    ('[systems.v100]\nconstraint = "v 100"\n', "profile table 'systems.v100': constraint = 'v 100' may only hold"),
+    ('default_system = "a100"\n[systems.v100]\n', "profile key 'default_system': 'a100' is not a [systems.<name>]"),
+])
+def test_an_unknown_or_invalid_system_is_refused_at_plan_time_and_nothing_is_written(tmp_path, toml, message):
+    path = tmp_path / "p.toml"
+    path.write_text(toml)
+    proc = plan(tmp_path, path, "--systems", "v100", "--dry-run")
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
+
+
+def test_every_row_names_its_system_and_a_device_the_system_does_not_expect_is_flagged(tmp_path):
+    rows = []
+    for system, device in (("a100", "NVIDIA A100-SXM4-80GB"), ("h100", "NVIDIA A100-SXM4-80GB")):
+        spec = JobSpec(campaign="c", cell_id=f"jax-x-{system}", pair_key="x", framework="jax", benchmark="digits",
+                       use_case=1, model="mlp", batch_size=32, precision="fp32", system=system)
+        context = {name: None for name in CONTEXT_NAMES if name != "system"} | base_context(spec) | {
+            "device_model": device, "slurm_nodelist": f"node-{system}"}
+        result = ResultRows(context)
+        assert result.context["system"] == system  # from the spec's measured settings
+        rows.append({**result.context, "trial": 0})
+    profile = load_profile(write(tmp_path / "p.toml", TWO_SYSTEMS))
+    expected = {("c", name): pattern for name, pattern in expected_devices(asdict(profile)).items()}
+    flagged = system_mismatches(pd.DataFrame(rows), expected)
+    assert flagged[["system", "device_model", "slurm_nodelist", "cells"]].values.tolist() == [
+        ["h100", "NVIDIA A100-SXM4-80GB", "node-h100", 1]]
+    assert mismatch_lines(flagged) == [(
+        "warning: system h100 expects a device matching 'H100', but 1 cell(s) of campaign c ran on "
+        "'NVIDIA A100-SXM4-80GB' (node node-h100): the site may ignore its constraint")]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_collect_after_chains_a_collect_job_after_every_array(site, tmp_path):
+    profile, env, calls = site
+    proc = plan(tmp_path, profile, "--systems", "a100,h100", "--collect-after", env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 5  # four arrays, then the collect job
+    manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
+    job = manifest["collect_job"]
+    assert job["job_id"] == "5005" and job["after"] == ["5001", "5002", "5003", "5004"]
+    assert lines[-1] == f"--parsable --dependency=afterany:5001:5002:5003:5004 {job['script']}"
+    script = Path(job["script"]).read_text()
+    assert "#SBATCH --partition=debug\n" in script and "gres" not in script and "constraint" not in script
+    campaign = manifest["campaign"]
+    assert f"main.py collect --results-dir {tmp_path / 'r'} --campaign {campaign}\n" in script
+    assert f"main.py report --results-dir {tmp_path / 'r'} --campaign {campaign} " in script
+    assert "collect: submitted as job 5005, to start after jobs 5001, 5002, 5003, 5004" in proc.stdout
+
+
+def test_collect_after_with_the_local_executor_is_refused(site, tmp_path):
+    profile, env, _ = site
+    proc = plan(tmp_path, profile, "--collect-after", "--executor", "local", env=env)
+    assert proc.returncode == 2 and "--collect-after chains a Slurm job" in proc.stderr
+    assert not (tmp_path / "r").exists()
