@@ -159,28 +159,29 @@ print(json.dumps(seen))
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_a_failure_is_reported_and_writes_no_result(framework, tmp_path):
-    spec = make_spec(framework, tmp_path, precision="bf16")
+    spec = make_spec(framework, tmp_path, precision="tf32")  # on the CPU (make_spec): no TF32 there
     proc = run_backend(framework, spec, tmp_path)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"error: {framework} backend failed: precision 'bf16' is not implemented in the {framework} backend (only fp32)"
+        f"error: {framework} backend failed: precision 'tf32' cannot run here: a CPU has no TF32 arithmetic, so it "
+        "would silently be float32; use fp32 on this device"
     )
     assert not Path(spec.results_path).exists()
     # The failure row says why, where the result would have been (never among the results).
     row = read_failure(failure_path(spec.results_path))
     assert row["status"] == "failed" and row["framework"] == framework
     assert row["failure_reason"].startswith("exception: ")
-    assert "precision 'bf16' is not implemented" in row["failure_reason"]
+    assert "precision 'tf32' cannot run here" in row["failure_reason"]
 
 
-def test_a_training_spec_with_torch_compile_is_refused_rather_than_run_eager(tmp_path):
-    """torch.compile is built for inference only; a hand-written training spec asking for it would be recorded as
-    compiled (framework_options) and run eager."""
-    spec = make_spec("torch", tmp_path, torch_compile=True)
+def test_a_training_spec_with_channels_last_is_refused_rather_than_run_contiguous(tmp_path):
+    """channels_last is built for inference only; a hand-written training spec asking for it would be recorded as
+    channels_last (framework_options) and run contiguous. (torch.compile trains since #15.)"""
+    spec = make_spec("torch", tmp_path, channels_last=True)
     proc = run_backend("torch", spec, tmp_path)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
-        "error: torch backend failed: torch_compile is implemented for inference (use case 5) only, "
+        "error: torch backend failed: channels_last is implemented for inference (use case 5) only, "
         "not for training (use case 1)")
     assert not Path(spec.results_path).exists()
 
