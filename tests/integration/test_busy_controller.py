@@ -41,6 +41,7 @@ def test_a_campaign_over_a_per_user_submit_limit_is_refused_with_the_numbers(slu
     for framework in ("jax", "torch"):
         (env_dir / framework / "bin").mkdir(parents=True)
         (env_dir / framework / "bin" / "activate").write_text("")
+        (env_dir / framework / "bin" / "python").write_text("")  # submission checks that the interpreter exists
     profile = tmp_path / "limited.toml"
     base = (REPO_ROOT / "profiles" / "local_slurm.toml").read_text()
     profile.write_text(base + f'env_dir = "{env_dir}"\nextra_sbatch = ["--qos={limited_qos}", "--hold"]\n')

@@ -37,6 +37,7 @@ def cluster(tmp_path):
     for framework in ("jax", "torch"):
         (env_dir / framework / "bin").mkdir(parents=True)
         (env_dir / framework / "bin" / "activate").write_text("")
+        (env_dir / framework / "bin" / "python").write_text("")  # submission checks that the interpreter exists
     profile = tmp_path / "p.toml"
     profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}

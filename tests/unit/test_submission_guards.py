@@ -41,6 +41,7 @@ def cluster(tmp_path):
         activate = env_dir / framework / "bin" / "activate"
         activate.parent.mkdir(parents=True)
         activate.write_text("")
+        (activate.parent / "python").write_text("")  # submission checks that the interpreter exists
     profile = tmp_path / "p.toml"
     profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
