@@ -41,6 +41,7 @@ class LaunchRequest:
     rerun_completed: bool = False  # the same command again: also run the cells that have a result
     new_campaign: bool = False  # the same command again: plan a separate campaign instead
     systems: tuple[str, ...] = ()  # the profile's systems to run on (--systems); none: its default
+    torch_modes: list[str] | None = None  # the PyTorch modes compared with JAX (matrix.expand); None: settings'
     collect_after: bool = False  # chain a collect job after the arrays (--collect-after)
 
 
@@ -96,6 +97,8 @@ class LaunchOptions:
     scripts_dir: Path
     systems: list[str] | None = None
     collect_after: bool = False
+    torch_modes: list[str] | None = None
+    torch_compile_mode: str = "default"
 
     def request(self, command: str) -> LaunchRequest:
         settings = self.settings(catalog.benchmark(self.benchmark))
@@ -118,6 +121,7 @@ class LaunchOptions:
             new_campaign=self.new_campaign,
             systems=tuple(matrix.parse_list(self.systems)),
             collect_after=self.collect_after,
+            torch_modes=matrix.parse_list(self.torch_modes) or None,
         )
 
     def settings(self, bench: catalog.Benchmark) -> matrix.RunSettings:
@@ -148,6 +152,7 @@ class LaunchOptions:
             trials=self.trials,
             paired=self.paired,
             torch_compile=self.torch_compile,
+            torch_compile_mode=self.torch_compile_mode,
             channels_last=self.channels_last,
             batch_search=self.find_max_batch,
             batch_search_limit=self.max_batch_limit,
@@ -163,7 +168,7 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     once, or a resubmit meanwhile, refuses the second, naming the first, instead of submitting everything twice.
     Waiting for the jobs (--wait) holds it no longer."""
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
-                          req.precisions, req.settings)
+                          req.precisions, req.settings, req.torch_modes)
     cells = on_systems(cells, req.profile.system_names(list(req.systems)))
     check_request(req, cells, report)
     with ExitStack() as held:

@@ -219,3 +219,20 @@ def test_a_data_parallel_use_case_with_one_process_says_it_is_not_data_parallel(
                    "--scripts-dir", str(tmp_path / "s"))
     assert proc.returncode == 0, proc.stderr
     assert "warning: use case 2 is data parallel, but --nodes 1 --tasks-per-node 1 gives it one process" in proc.stderr
+
+
+def test_torch_modes_and_the_compile_mode_reach_the_specs(tmp_path):
+    """--torch-modes eager,compiled plans every cell once per PyTorch mode (JAX paired with each), and
+    --torch-compile-mode reaches the compiled PyTorch specs."""
+    import json
+
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "32", "--torch-modes", "eager,compiled",
+                   "--torch-compile-mode", "reduce-overhead", "--dry-run", "--results-dir", str(tmp_path / "r"),
+                   "--scripts-dir", str(tmp_path / "s"))
+    assert proc.returncode == 0, proc.stderr
+    specs = {fw: [json.loads(line) for line in next((tmp_path / "r").glob(f"*/specs/{fw}.jsonl")).read_text().splitlines()]
+             for fw in ("jax", "torch")}
+    assert sorted(s["torch_compile"] for s in specs["torch"]) == [False, True]
+    assert {s["torch_compile_mode"] for s in specs["torch"] if s["torch_compile"]} == {"reduce-overhead"}
+    # JAX runs once per mode: its spec carries the mode, so that compare pairs each JAX run with its PyTorch run
+    assert sorted(s["torch_compile"] for s in specs["jax"]) == [False, True]
