@@ -65,10 +65,14 @@ def check_request(req: ValidateRequest) -> None:
         raise UsageError(f"validate compares the inference forward pass, which model {req.model!r} does not run; "
                          "its two frameworks are compared on training steps by tests/backends/test_training_models.py")
     catalog.check_precision(req.precision)
-    if not catalog.PRECISIONS[req.precision].implemented:
-        implemented = [p.name for p in catalog.PRECISIONS.values() if p.implemented]
-        raise UsageError(f"precision {req.precision!r} is declared but not implemented yet "
-                         f"(implemented: {', '.join(implemented)})")
+    precision = catalog.PRECISIONS[req.precision]
+    # validate runs the inference forward pass: a precision of training only (tf32) is refused here, not on the node.
+    usable = [p.name for p in catalog.PRECISIONS.values()
+              if p.implemented and (p.use_cases is None or catalog.INFERENCE in p.use_cases)]
+    if req.precision not in usable:
+        why = precision.elsewhere if precision.implemented else "it is declared but not implemented yet"
+        raise UsageError(f"validate compares the inference forward pass, which precision {req.precision!r} does not "
+                         f"run ({why}); choose from: {', '.join(usable)}")
     catalog.check_variant(req.variant)
     if req.batch_size < 1:
         raise UsageError(f"--batch-size must be a positive integer, got {req.batch_size}")

@@ -93,6 +93,7 @@ def test_a_real_inference_run_without_data_is_refused_and_writes_nothing(tmp_pat
     (["--model", "cnn", "--variant", "huge"], "unknown model variant 'huge'"),
     (["--model", "cnn", "--batch-size", "0"], "--batch-size must be a positive integer"),
     (["--model", "cnn", "--executor", "submitit"], "unknown executor 'submitit' for validate"),
+    (["--model", "cnn", "--precision", "tf32"], "the inference forward pass, which precision 'tf32' does not run"),
 ])
 def test_validate_refuses_bad_input_in_one_sentence(args, message):
     proc = run_cli("validate", *args)
