@@ -6,7 +6,6 @@ A tidy (long) table keeps the schema fixed while metrics are added: a new metric
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -76,11 +75,6 @@ CONTEXT_FIELDS: list[pa.Field] = [
 ]
 
 
-def system_of(settings: str) -> str:
-    """The system named in a row's settings JSON (JobSpec.measured_settings); "" where it names none."""
-    return json.loads(settings).get("system", "") if settings else ""
-
-
 def not_available(reason: str) -> str:
     """The one spelling of a value that could not be measured or read, used in every text field."""
     return f"not available: {reason}"
@@ -123,8 +117,6 @@ class ResultRows:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if "system" not in self.context:  # the spec's system, as its measured settings carry it
-            self.context = {**self.context, "system": system_of(self.context.get("settings", ""))}
         missing = sorted(set(CONTEXT_NAMES) - set(self.context))
         if missing:
             raise ValueError(f"result context lacks {', '.join(missing)}")

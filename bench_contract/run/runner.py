@@ -243,6 +243,7 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         "data_source": spec.data_source,
         "epochs": spec.epochs,
         "seed": spec.seed,
+        "system": spec.system,  # the profile's system the cell was submitted to; "" where none was named
         "git_commit": spec.git_commit,
         # Said by the script that started the task (the environment is chosen there, not in the spec).
         "environment_kind": os.environ.get(ENVIRONMENT_KIND_VARIABLE)

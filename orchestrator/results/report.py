@@ -18,7 +18,7 @@ from bench_contract.atomic import publish
 from bench_contract.results import LOCKED, SITE_PREFIX
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError
-from orchestrator.results.collect import MERGED, batch_search_rows, scaling_frame
+from orchestrator.results.collect import MERGED, batch_search_rows, device_mismatch_lines, scaling_frame
 from orchestrator.results.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, format_value, summary_rows
 from orchestrator.results.views import ViewTable, cross_device_table, use_case_frame, view_tables
 
@@ -56,6 +56,7 @@ def report_and_export(results_dir: Path, merged: Path | None = None, output_dir:
     if not merged.exists():
         raise OrchestratorError(f"{merged} does not exist; run `python main.py collect` first")
     written = write_report(merged, output_dir or results_dir / "report")
+    add_device_mismatches(written, device_mismatch_lines(merged, [results_dir]), report)
     for kind, path in written.tables.items():
         report(f"{kind}: {path}")
     report(f"{len(written.plots)} plots in {written.folder / 'plots'}")
@@ -66,6 +67,17 @@ def report_and_export(results_dir: Path, merged: Path | None = None, output_dir:
         df = read_merged(merged)
         run_dir = export(df, comparison_frame(df), wandb_project, written.folder)  # W&B adds its own wandb/
         report(f"W&B run written to {run_dir}")
+
+
+def add_device_mismatches(written: Report, lines: list[str], report: Callable[[str], None]) -> None:
+    """Rows that ran on a device their system does not expect: said, and appended to the Markdown report."""
+    for line in lines:
+        report(line)
+    markdown = written.tables.get("markdown")
+    if lines and markdown is not None:
+        text = Path(markdown).read_text() + "\n## Devices the systems did not expect\n\n" + \
+            "".join(f"- {line.removeprefix('warning: ')}\n" for line in lines)
+        publish(markdown, lambda tmp: tmp.write_text(text))
 
 
 def read_merged(merged: Path):

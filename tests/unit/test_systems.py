@@ -122,7 +122,7 @@ def test_every_row_names_its_system_and_a_device_the_system_does_not_expect_is_f
         context = {name: None for name in CONTEXT_NAMES if name != "system"} | base_context(spec) | {
             "device_model": device, "slurm_nodelist": f"node-{system}"}
         result = ResultRows(context)
-        assert result.context["system"] == system  # from the spec's measured settings
+        assert result.context["system"] == system  # base_context takes it from the spec
         rows.append({**result.context, "trial": 0})
     profile = load_profile(write(tmp_path / "p.toml", TWO_SYSTEMS))
     expected = {("c", name): pattern for name, pattern in expected_devices(asdict(profile)).items()}
@@ -162,3 +162,54 @@ def test_collect_after_with_the_local_executor_is_refused(site, tmp_path):
     proc = plan(tmp_path, profile, "--collect-after", "--executor", "local", env=env)
     assert proc.returncode == 2 and "--collect-after chains a Slurm job" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_collect_warns_of_rows_that_ran_on_a_device_their_system_does_not_expect(tmp_path):
+    """collect reads each campaign's recorded profile: a system expecting an H100 whose rows came from another
+    device is named, with the node, in one sentence; rows of a system that got what it expects are not."""
+    import json
+
+    from helpers import result_context
+
+    from bench_contract.results import ResultRows
+    from orchestrator.results.collect import device_mismatch_lines, merge
+
+    for system, node in (("h100", "n2"), ("cpu", "n1")):
+        ctx = result_context(framework="jax", benchmark="digits", use_case=1, model="mlp", batch_size=32,
+                             precision="fp32", device_model="CPU X", campaign="c1", cell_id=f"jax-{system}",
+                             system=system, slurm_nodelist=node)
+        rows = ResultRows(ctx)
+        rows.add("throughput", 100.0, "samples/s")
+        rows.write(tmp_path / "c1" / "rows" / "jax" / f"jax-{system}.parquet")
+    recorded = {"systems": {"h100": {"expect": "H100"}, "cpu": {"expect": "CPU"}}}
+    (tmp_path / "c1" / "manifest.json").write_text(json.dumps({"campaign": "c1", "profile": recorded}))
+    merged = merge(tmp_path, tmp_path / "merged.parquet").output
+    assert device_mismatch_lines(merged, [tmp_path]) == [
+        "warning: system h100 expects a device matching 'H100', but 1 cell(s) of campaign c1 ran on 'CPU X' "
+        "(node n2): the site may ignore its constraint"]
+
+
+def test_the_report_names_rows_that_ran_on_a_device_their_system_does_not_expect(tmp_path):
+    import json
+
+    from helpers import result_context
+
+    from bench_contract.results import ResultRows
+    from orchestrator.results.collect import merge
+    from orchestrator.results.report import report_and_export
+
+    for framework in ("jax", "torch"):
+        ctx = result_context(framework=framework, benchmark="digits", use_case=1, model="mlp", batch_size=32,
+                             precision="fp32", device_model="CPU X", campaign="c1", cell_id=f"{framework}-h100",
+                             system="h100", slurm_nodelist="n2")
+        rows = ResultRows(ctx)
+        rows.add("throughput", 100.0, "samples/s")
+        rows.write(tmp_path / "c1" / "rows" / framework / f"{framework}-h100.parquet")
+    (tmp_path / "c1" / "manifest.json").write_text(
+        json.dumps({"campaign": "c1", "profile": {"systems": {"h100": {"expect": "H100"}}}}))
+    merge(tmp_path, tmp_path / "merged.parquet")
+    said = []
+    report_and_export(tmp_path, report=said.append)
+    assert any(line.startswith("warning: system h100 expects a device matching 'H100'") for line in said)
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "## Devices the systems did not expect" in markdown and "2 cell(s) of campaign c1 ran on 'CPU X'" in markdown
