@@ -29,14 +29,13 @@ def jax_probe(benchmark, model, data, idx):
     weights = make_initial_weights(specs, seed=0)
     module, variables = models.build_with_variables(model, weights, data.sample_shape, data.num_classes, "tiny",
                                                     data.graph)
-    x, y = data.x_train[idx], data.y_train[idx]
+    x, y = models.to_model_layout(model, data.x_train[idx]), data.y_train[idx]  # vision models: channel-last
 
     def torch_layout(tree):
         out = {}
         for key, value in traverse_util.flatten_dict({"params": tree}).items():
-            value = np.asarray(value)
-            # per sample: a dense kernel is (batch, in, out), PyTorch's weight (batch, out, in)
-            out[layout.torch_name(key)] = np.swapaxes(value, 1, 2) if key[-1] == "kernel" else value
+            # each example's gradient in PyTorch's layout (dense and convolution kernels alike), then stacked
+            out[layout.torch_name(key)] = np.stack([layout.to_torch_layout(key[-1], g) for g in np.asarray(value)])
         return out
 
     _, vmapped = steps.per_sample_grads(module, variables["params"], x, y)
@@ -60,7 +59,7 @@ def torch_probe(benchmark, model, data, idx):
 
 def main() -> None:
     framework, benchmark, model, out, batch = sys.argv[1:6]
-    data = load_dataset(benchmark, "synthetic", synthetic_samples=160)
+    data = load_dataset(benchmark, "synthetic", synthetic_samples=160, variant="tiny")
     idx = epoch_batches(len(data.x_train), int(batch), seed=0, epoch=0)[0]
     vmapped, looped = (jax_probe if framework == "jax" else torch_probe)(benchmark, model, data, idx)
     np.savez(out, **{f"vmap/{k}": v for k, v in vmapped.items()}, **{f"loop/{k}": v for k, v in looped.items()})
