@@ -76,7 +76,7 @@ def build(name: str, sample_shape: tuple[int, ...], num_classes: int, variant: s
     return MODELS[name](sample_shape, num_classes, variant)
 
 
-NORMS = (nn.BatchNorm2d, nn.LayerNorm)
+NORMS = (nn.BatchNorm2d, nn.GroupNorm, nn.LayerNorm)
 
 
 def param_specs(model: nn.Module) -> list[ParamSpec]:
