@@ -132,9 +132,10 @@ def test_per_sample_gradients_of_the_tiny_variant_agree_between_frameworks(per_s
 
 
 # (benchmark, model, use case, relative tolerance of the loss curves), the tolerance of the batch-norm resnet18
-# (tests/backends/test_training_models.py). resnet50_gn's per-sample gradients are compared above; its DP-SGD
-# run with the per-example loop timed beside it takes minutes on a CPU, so it is not trained here.
-TRAINED = [("cifar10", "resnet18_gn", 1, 1e-3), ("cifar10", "resnet18_gn", 3, 1e-3)]
+# (tests/backends/test_training_models.py). The DP-SGD step (use case 3) is covered by the per-sample gradients
+# compared above and by the user's example below, which runs it in both frameworks; resnet50_gn's DP-SGD run, with
+# the per-example loop timed beside it, takes minutes on a CPU. The suite's time in CI is bounded (an hour).
+TRAINED = [("cifar10", "resnet18_gn", 1, 1e-3)]
 
 
 @pytest.mark.parametrize("benchmark, model, use_case, rtol", TRAINED)
