@@ -123,7 +123,7 @@ def test_on_cpu_energy_and_device_memory_are_not_available_with_a_reason(trainin
 
 
 # Columns where the empty string is a defined value, not an unknown one.
-EMPTY_IS_A_VALUE = {"pair_order": "the run was not paired"}
+EMPTY_IS_A_VALUE = {"pair_order": "the run was not paired", "system": "the campaign named no system (--systems)"}
 PROVENANCE_JSON = ("device_details", "library_versions", "environment_variables", "framework_options")
 
 
