@@ -290,8 +290,11 @@ def test_every_rendered_campaign_script_passes_shellcheck(tmp_path, variant, sit
     if site == "gpu site":
         (tmp_path / "gpu.toml").write_text(GPU_SITE)
         profile = ["--profile", str(tmp_path / "gpu.toml")]
+    # Planned away from any cluster: the GPU site's partition is not the local test cluster's, whose SLURM_CONF an
+    # integration test earlier in the session may have left in the environment.
+    away = {name: value for name, value in os.environ.items() if name != "SLURM_CONF"}
     proc = run_cli("--benchmark", "digits", *SCRIPT_VARIANTS[variant], *profile, "--dry-run",
-                   "--results-dir", str(base / "results"), "--scripts-dir", str(base / "scripts"))
+                   "--results-dir", str(base / "results"), "--scripts-dir", str(base / "scripts"), env=away)
     assert proc.returncode == 0, proc.stderr
     scripts = sorted((base / "scripts").glob("*.sh"))
     assert scripts
