@@ -31,17 +31,18 @@ class RunSettings:
     data_dir: str | None
     synthetic_samples: int
     device: str
-    # the optimizer's hyperparameters and the learning-rate schedule (bench_contract.spec, bench_contract.run.optim)
-    momentum: float = 0.9
-    nesterov: bool = False
-    weight_decay: float = 0.0
-    lr_schedule: str = "constant"
-    lr_warmup_steps: int = 0
-    lr_decay_steps: int = 1000
+    # the optimizer's hyperparameters and the learning-rate schedule, with the job spec's defaults (one definition
+    # of each, bench_contract.spec; bench_contract.run.optim)
+    momentum: float = JobSpec.momentum
+    nesterov: bool = JobSpec.nesterov
+    weight_decay: float = JobSpec.weight_decay
+    lr_schedule: str = JobSpec.lr_schedule
+    lr_warmup_steps: int = JobSpec.lr_warmup_steps
+    lr_decay_steps: int = JobSpec.lr_decay_steps
     # DP-SGD (use cases 3 and 4)
-    clip_norm: float = 1.0
-    noise_multiplier: float = 1.0
-    loop_batch_size: int = 8
+    clip_norm: float = JobSpec.clip_norm
+    noise_multiplier: float = JobSpec.noise_multiplier
+    loop_batch_size: int = JobSpec.loop_batch_size
     # data parallelism (use cases 2 and 4): one process per device
     nodes: int = 1
     tasks_per_node: int = 1
@@ -49,7 +50,7 @@ class RunSettings:
     model_variant: str = "full"
     timed_steps: int = 50  # at least this many timed repeats of one step (inference, vectorisation timing)
     torch_compile: bool = False  # PyTorch under torch.compile (in training the whole step), in this mode
-    torch_compile_mode: str = "default"
+    torch_compile_mode: str = JobSpec.torch_compile_mode
     channels_last: bool = False
     # ... and at least this many seconds of timed steps
     min_duration_s: float = 1.0
