@@ -68,11 +68,14 @@ class DPSGDUpdate:
         # Seeded alike on every rank: the same noise everywhere keeps the replicas identical.
         self.generator = torch.Generator(device=device).manual_seed(seed)
 
+    def clipped_sum_and_loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor]:
+        """This process's sum of clipped per-example gradients and its examples' mean loss: the engine's part of
+        the update (torch.func here; torch_backend.opacus_engine computes it with Opacus), the rest is shared."""
+        grads, losses = per_sample_grads(self.model, detached_params(self.model), x, y)
+        return clipped_sum(grads, self.clip_norm), losses.mean()
+
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        params = detached_params(self.model)
-        grads, losses = per_sample_grads(self.model, params, x, y)
-        summed = clipped_sum(grads, self.clip_norm)
-        loss = losses.mean()
+        summed, loss = self.clipped_sum_and_loss(x, y)
         if self.world_size > 1:
             # One flat all_reduce for all parameters (and the loss), rather than one per tensor.
             flat = torch.cat([g.flatten() for g in summed.values()] + [loss.reshape(1)])
