@@ -32,6 +32,9 @@ CLIP_EPSILON = 1e-6
 DATA_SOURCES = ("real", "synthetic")
 DATA_PARALLEL_USE_CASES = (2, 4)  # several processes, one per device, each on its shard of the global batch
 PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed, noised
+# Which examples a training step takes (bench_contract.run.sampling): a shuffled fixed-size batch, or each example
+# with probability B/N (Poisson, the sampler DP-SGD's privacy accounting assumes; use cases 3 and 4 only).
+SAMPLINGS = ("shuffle", "poisson")
 # The order in which a paired job runs the two frameworks within each trial (trials alternate A B A B).
 PAIRED_ORDER = ("jax", "torch")
 
@@ -45,6 +48,7 @@ MEASURED_SETTINGS = (
     "clip_norm", "noise_multiplier", "loop_batch_size", "nodes", "tasks_per_node", "model_variant", "timed_steps",
     "min_duration_s", "torch_compile", "torch_compile_mode", "channels_last", "batch_search", "batch_search_limit", "memory_limit_bytes",
     "xla_flags", "momentum", "nesterov", "weight_decay", "lr_schedule", "lr_warmup_steps", "lr_decay_steps",
+    "sampling",
     "system",  # the kind of node asked for (the profile's systems): runs on two systems are not trials of one cell
 )
 BOOKKEEPING = (
@@ -53,6 +57,7 @@ BOOKKEEPING = (
     "search_try", "trace_steps",  # a try is internal to a search; traced steps run after the measurement
     "data_dir",  # where the same data set lies on this cluster; data_source says real or synthetic
     "results_path", "init_weights_path", "git_commit", "schema_version", "extra",
+    "privacy",  # derived at plan time from the measured settings (sampling rate, noise, steps) and delta
 )
 
 
@@ -96,6 +101,10 @@ class JobSpec:
     # of standard deviation noise_multiplier * clip_norm is added to their sum.
     clip_norm: float = 1.0
     noise_multiplier: float = 1.0
+    sampling: str = "shuffle"  # one of SAMPLINGS; the orchestrator plans "poisson" for use cases 3 and 4
+    # The privacy budget the orchestrator's accountant computed at plan time, once for both frameworks
+    # (orchestrator.plan.privacy): epsilon, delta, sampling_rate, steps, train_samples, accountant; {} for none.
+    privacy: dict[str, Any] = field(default_factory=dict)
     # The batch at which the naive per-example loop is timed beside the vectorised per-sample gradients.
     loop_batch_size: int = 8
     # Data parallelism (use cases 2 and 4): one process per device, nodes * tasks_per_node processes.
@@ -171,6 +180,11 @@ class JobSpec:
             raise SpecError(f"clip_norm must be positive, got {self.clip_norm!r}")
         if not self.noise_multiplier >= 0:
             raise SpecError(f"noise_multiplier cannot be negative, got {self.noise_multiplier!r}")
+        if self.sampling not in SAMPLINGS:
+            raise SpecError(f"sampling {self.sampling!r} is not one of {', '.join(SAMPLINGS)}")
+        if self.sampling == "poisson" and self.use_case not in PER_SAMPLE_USE_CASES:
+            raise SpecError(f"Poisson sampling is for DP-SGD (use cases {' and '.join(map(str, PER_SAMPLE_USE_CASES))}), "
+                            f"not use case {self.use_case}")
         if self.torch_compile_mode not in TORCH_COMPILE_MODES:
             raise SpecError(f"torch_compile_mode {self.torch_compile_mode!r} is not one of {', '.join(TORCH_COMPILE_MODES)}")
         if self.world_size > 1 and self.use_case not in DATA_PARALLEL_USE_CASES:

@@ -1,0 +1,114 @@
+"""Which examples each training step takes, the same in both frameworks: shuffled fixed-size batches, or Poisson
+sampling, the sampler DP-SGD's privacy accounting assumes.
+
+Poisson sampling (use cases 3 and 4): every step, each of the N training examples joins the batch independently
+with probability q = B/N, so a batch holds B examples on average and a varying number each step. An epoch is
+N // B steps, as with shuffling. The draw is seeded from (seed, epoch, step), so every framework and every rank
+draws the same indices.
+
+JAX compiles one batch shape: its batches are padded to `padded_batch_size`, a size a drawn batch exceeds with
+probability at most OVERFLOW_PROBABILITY per step; a padded example has label PAD_LABEL, and the step gives it
+no loss and no gradient. A draw above that size is refused (`PoissonOverflow`) rather than cut, which would
+break the guarantee, or compiled anew, which would put a compilation inside the timed steps. PyTorch takes each
+batch at its drawn size.
+
+DP-SGD divides the noised sum of clipped gradients by the expected batch size q*N = B (spec.batch_size), not by
+the drawn size, in both frameworks: the drawn size depends on the data, and dividing by it would leak it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from bench_contract.data.datasets import DataError, epoch_batches
+from bench_contract.run.topology import Topology
+from bench_contract.spec import JobSpec
+
+PAD_LABEL = -1  # the label of a padding example: no class has it, so the step can mask it out
+# Per step: with it, a million steps overflow with probability at most 1e-3 (a union bound).
+OVERFLOW_PROBABILITY = 1e-9
+# Keeps the Poisson draws apart from the shuffle's permutations, which are seeded from (seed, epoch) alone.
+POISSON_STREAM = 0x5053
+
+
+class PoissonOverflow(RuntimeError):
+    """A Poisson batch larger than the padded size the step was compiled for."""
+
+
+def sampling_rate(batch_size: int, num_samples: int) -> float:
+    """q = B/N: the probability that one example joins one step's batch."""
+    if batch_size > num_samples:
+        raise DataError(f"batch size {batch_size} is larger than the {num_samples} training samples")
+    return batch_size / num_samples
+
+
+def steps_per_epoch(num_samples: int, batch_size: int) -> int:
+    """N // B for both samplers, so that an epoch has the same number of steps whichever samples."""
+    return num_samples // batch_size
+
+
+def poisson_batch(num_samples: int, batch_size: int, seed: int, epoch: int, step: int) -> np.ndarray:
+    """The sorted indices of one step's Poisson batch: each example joins with probability B/N."""
+    q = sampling_rate(batch_size, num_samples)
+    rng = np.random.default_rng([seed, epoch, step, POISSON_STREAM])
+    return np.flatnonzero(rng.random(num_samples) < q)
+
+
+def poisson_batches(num_samples: int, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """The N // B Poisson batches of one epoch."""
+    return [poisson_batch(num_samples, batch_size, seed, epoch, step)
+            for step in range(steps_per_epoch(num_samples, batch_size))]
+
+
+def training_batches(spec: JobSpec, num_samples: int, epoch: int) -> list[np.ndarray]:
+    """The global batches of one epoch, as the spec's sampler draws them."""
+    if spec.sampling == "poisson":
+        return poisson_batches(num_samples, spec.batch_size, spec.seed, epoch)
+    return epoch_batches(num_samples, spec.batch_size, spec.seed, epoch)
+
+
+def binomial_upper_tail(num_samples: int, q: float) -> np.ndarray:
+    """P(X > k) for k = 0 .. N, X ~ Binomial(N, q), from the log-pmf's recurrence (numpy only)."""
+    k = np.arange(num_samples, dtype=np.float64)
+    log_ratios = np.log(num_samples - k) - np.log(k + 1) + math.log(q) - math.log1p(-q)
+    log_pmf = np.concatenate(([num_samples * math.log1p(-q)], num_samples * math.log1p(-q) + np.cumsum(log_ratios)))
+    pmf = np.exp(log_pmf)
+    # tail[k] = sum of pmf[k+1:], summed from the small end so that the far tail is not lost to rounding
+    return np.concatenate((np.cumsum(pmf[::-1])[::-1][1:], [0.0]))
+
+
+def padded_batch_size(num_samples: int, batch_size: int, world_size: int = 1,
+                      overflow_probability: float = OVERFLOW_PROBABILITY) -> int:
+    """The smallest size s, a multiple of world_size, with P(Binomial(N, B/N) > s) <= overflow_probability:
+    the one batch shape a compiled step takes under Poisson sampling."""
+    q = sampling_rate(batch_size, num_samples)
+    if q == 1.0:
+        size = num_samples  # every example, every step
+    else:
+        size = int(np.argmax(binomial_upper_tail(num_samples, q) <= overflow_probability))
+    return -(-max(size, 1) // world_size) * world_size
+
+
+def rank_batch(x: np.ndarray, y: np.ndarray, idx: np.ndarray, topology: Topology,
+               padded_to: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """This rank's part of the global batch `idx`.
+
+    padded_to (a Poisson batch for a compiled step): the batch is first padded to that size with zero inputs
+    labelled PAD_LABEL, then split evenly, so every rank holds the same shape. Without it, a batch of any size
+    splits into contiguous parts whose sizes differ by at most one (a Poisson batch at its drawn size); every
+    rank draws the same indices, so together they cover the batch exactly once."""
+    if padded_to is None:
+        share = np.array_split(idx, topology.world_size)[topology.rank]
+        return x[share], y[share]
+    if len(idx) > padded_to:
+        raise PoissonOverflow(
+            f"a Poisson batch of {len(idx)} examples is larger than the padded size {padded_to} the step was "
+            f"compiled for (chosen so that this happens with probability at most {OVERFLOW_PROBABILITY:g} per step); "
+            "it is refused rather than cut, which would break the privacy guarantee: run again with another seed")
+    pad = padded_to - len(idx)
+    x_full = np.concatenate([x[idx], np.zeros((pad, *x.shape[1:]), x.dtype)])
+    y_full = np.concatenate([y[idx], np.full(pad, PAD_LABEL, y.dtype)])
+    share = topology.shard(np.arange(padded_to))
+    return x_full[share], y_full[share]

@@ -1,0 +1,100 @@
+"""Poisson sampling in the contract (bench_contract.run.sampling): one sampler for both frameworks, the padded
+size JAX compiles, each rank's part of a batch, and the spec's sampling field."""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+import pytest
+
+from bench_contract.run import sampling
+from bench_contract.run.sampling import PAD_LABEL, PoissonOverflow, padded_batch_size, poisson_batches, rank_batch
+from bench_contract.run.topology import Topology
+from bench_contract.spec import JobSpec, SpecError
+
+
+def spec(framework: str = "jax", **overrides) -> JobSpec:
+    fields = {"campaign": "c", "cell_id": f"{framework}-x", "pair_key": "x", "framework": framework,
+              "benchmark": "digits", "use_case": 3, "model": "mlp", "batch_size": 32, "precision": "fp32",
+              "sampling": "poisson", "seed": 7}
+    return JobSpec(**(fields | overrides))
+
+
+def test_both_frameworks_draw_the_same_poisson_batches():
+    jax_batches = sampling.training_batches(spec("jax"), 1000, epoch=1)
+    torch_batches = sampling.training_batches(spec("torch"), 1000, epoch=1)
+    assert len(jax_batches) == 1000 // 32
+    for a, b in zip(jax_batches, torch_batches):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_poisson_batches_vary_in_size_around_the_expected_batch():
+    batches = poisson_batches(1000, 32, seed=7, epoch=0) + poisson_batches(1000, 32, seed=7, epoch=1)
+    sizes = np.array([len(b) for b in batches])
+    assert len(set(sizes)) > 3  # not fixed-size batches
+    assert abs(sizes.mean() - 32) < 4 * np.sqrt(32 / len(sizes))  # mean q*N, sd sqrt(q*N*(1-q)/steps)
+    assert all(np.all(np.diff(b) > 0) and b.max(initial=0) < 1000 for b in batches)  # sorted, no repeats
+    other_epoch = poisson_batches(1000, 32, seed=7, epoch=2)[0]
+    other_seed = poisson_batches(1000, 32, seed=8, epoch=0)[0]
+    assert not np.array_equal(batches[0], other_epoch) and not np.array_equal(batches[0], other_seed)
+
+
+def test_shuffle_sampling_keeps_the_fixed_size_batches():
+    batches = sampling.training_batches(spec(sampling="shuffle"), 1000, epoch=0)
+    assert {len(b) for b in batches} == {32}
+    assert len(np.unique(np.concatenate(batches))) == 31 * 32  # a permutation: no example twice in an epoch
+
+
+def exact_tail(n: int, batch: int, size: int) -> Fraction:
+    """P(Binomial(n, batch/n) > size), in exact rational arithmetic."""
+    q = Fraction(batch, n)
+    return sum((comb(n, k) * q**k * (1 - q) ** (n - k) for k in range(size + 1, n + 1)), Fraction(0))
+
+
+@pytest.mark.parametrize("n, batch", [(300, 16), (1000, 100), (500, 250)])
+def test_the_padded_size_is_the_smallest_whose_overflow_is_negligible(n, batch):
+    size = padded_batch_size(n, batch)
+    assert exact_tail(n, batch, size) <= sampling.OVERFLOW_PROBABILITY < exact_tail(n, batch, size - 1)
+
+
+def test_the_padded_size_splits_evenly_over_the_ranks_and_covers_a_full_draw():
+    assert padded_batch_size(1000, 100, world_size=4) % 4 == 0
+    assert padded_batch_size(1000, 100, world_size=4) >= padded_batch_size(1000, 100)
+    assert padded_batch_size(64, 64) == 64  # q = 1: every example every step
+
+
+def test_a_padded_batch_masks_its_padding_and_splits_evenly_over_ranks():
+    x = np.arange(20, dtype=np.float32).reshape(10, 2) + 1
+    y = np.arange(10, dtype=np.int64)
+    idx = np.array([1, 4, 5])
+    parts = [rank_batch(x, y, idx, Topology(rank, 2), padded_to=6) for rank in range(2)]
+    assert [p[0].shape for p in parts] == [(3, 2), (3, 2)]
+    labels = np.concatenate([p[1] for p in parts])
+    np.testing.assert_array_equal(labels, [1, 4, 5, PAD_LABEL, PAD_LABEL, PAD_LABEL])
+    np.testing.assert_array_equal(np.concatenate([p[0] for p in parts])[3:], 0)
+
+
+def test_an_unpadded_batch_of_any_size_is_covered_once_by_the_ranks():
+    x = np.arange(10, dtype=np.float32)[:, None]
+    y = np.arange(10)
+    idx = np.array([0, 2, 3, 7, 9])
+    parts = [rank_batch(x, y, idx, Topology(rank, 3))[1] for rank in range(3)]
+    assert [len(p) for p in parts] == [2, 2, 1]
+    np.testing.assert_array_equal(np.concatenate(parts), idx)
+
+
+def test_a_draw_above_the_padded_size_is_refused_not_cut():
+    x, y = np.zeros((10, 1), np.float32), np.zeros(10, np.int64)
+    with pytest.raises(PoissonOverflow, match="refused rather than cut"):
+        rank_batch(x, y, np.arange(5), Topology(), padded_to=4)
+
+
+def test_the_spec_refuses_poisson_sampling_outside_dp_sgd_and_unknown_samplers():
+    with pytest.raises(SpecError, match="Poisson sampling is for DP-SGD"):
+        spec(use_case=1)
+    with pytest.raises(SpecError, match="sampling 'uniform' is not one of shuffle, poisson"):
+        spec(sampling="uniform")
+    assert dataclasses.replace(spec(), sampling="shuffle").sampling == "shuffle"
