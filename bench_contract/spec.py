@@ -105,8 +105,9 @@ class JobSpec:
     # The privacy budget the orchestrator's accountant computed at plan time, once for both frameworks
     # (orchestrator.plan.privacy): epsilon, delta, sampling_rate, steps, train_samples, accountant; {} for none.
     privacy: dict[str, Any] = field(default_factory=dict)
-    # The batch at which the naive per-example loop is timed beside the vectorised per-sample gradients.
-    loop_batch_size: int = 8
+    # The batch at which the vectorised per-sample gradients and the naive per-example loop are timed; 0: the
+    # training batch of one device (bench_contract.run.training.vectorization_batch_size)
+    loop_batch_size: int = 0
     # Data parallelism (use cases 2 and 4): one process per device, nodes * tasks_per_node processes.
     nodes: int = 1
     tasks_per_node: int = 1
@@ -154,13 +155,15 @@ class JobSpec:
             raise SpecError(f"data_source {self.data_source!r} is not one of {', '.join(DATA_SOURCES)}")
         if self.model_variant not in VARIANTS:
             raise SpecError(f"model_variant {self.model_variant!r} is not one of {', '.join(VARIANTS)}")
-        for name in ("batch_size", "epochs", "synthetic_samples", "loop_batch_size", "nodes", "tasks_per_node",
-                     "timed_steps", "trials"):
+        for name in ("batch_size", "epochs", "synthetic_samples", "nodes", "tasks_per_node", "timed_steps", "trials"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SpecError(f"{name} must be a positive integer, got {value!r}")
         if self.batch_search and self.batch_search_limit < self.batch_size:
             raise SpecError(f"batch_search_limit {self.batch_search_limit} is below the starting batch {self.batch_size}")
+        loop = self.loop_batch_size
+        if not isinstance(loop, int) or isinstance(loop, bool) or loop < 0:
+            raise SpecError(f"loop_batch_size must be a non-negative integer (0: the training batch), got {loop!r}")
         if not isinstance(self.trace_steps, int) or self.trace_steps < 0:
             raise SpecError(f"trace_steps must be a non-negative integer, got {self.trace_steps!r}")
         if not isinstance(self.memory_limit_bytes, int) or self.memory_limit_bytes < 0:

@@ -122,7 +122,7 @@ def main(
     lr_decay_steps: Annotated[int, typer.Option(help="warmup_cosine: steps of the cosine after the warm-up (then 0).", rich_help_panel=TRAINING)] = 1000,
     clip_norm: Annotated[float, typer.Option(help="Clip each per-example gradient to this L2 norm C.", rich_help_panel=PRIVACY)] = 1.0,
     noise_multiplier: Annotated[float, typer.Option(help="Gaussian noise of std sigma*C on the summed gradients; 0 for none (then JAX and PyTorch match step by step).", rich_help_panel=PRIVACY)] = 1.0,
-    loop_batch_size: Annotated[int, typer.Option(help="Batch at which the naive per-example loop is timed against vmap.", rich_help_panel=PRIVACY)] = 8,
+    loop_batch_size: Annotated[int, typer.Option(help="Batch at which vmap and the naive per-example loop are timed; 0 (the default): the training batch of one device.", rich_help_panel=PRIVACY)] = 0,
     data_dir: Annotated[Path | None, typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=DATA)] = None,
     synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=DATA)] = False,
     synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=DATA)] = 2048,

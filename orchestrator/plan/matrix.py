@@ -82,10 +82,11 @@ class RunSettings:
             raise UsageError(f"--clip-norm must be positive, got {self.clip_norm}")
         if not self.noise_multiplier >= 0:
             raise UsageError(f"--noise-multiplier cannot be negative, got {self.noise_multiplier}")
-        for option, value in (("--loop-batch-size", self.loop_batch_size), ("--nodes", self.nodes),
-                              ("--tasks-per-node", self.tasks_per_node)):
+        for option, value in (("--nodes", self.nodes), ("--tasks-per-node", self.tasks_per_node)):
             if value < 1:
                 raise UsageError(f"{option} must be at least 1, got {value}")
+        if self.loop_batch_size < 0:
+            raise UsageError(f"--loop-batch-size cannot be negative (0: the training batch), got {self.loop_batch_size}")
         if self.timed_steps < 1:
             raise UsageError(f"--min-iterations (--timed-steps) must be at least 1, got {self.timed_steps}")
         if not self.min_duration_s >= 0:

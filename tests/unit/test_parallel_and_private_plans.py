@@ -50,7 +50,7 @@ def test_impossible_layouts_are_refused(use_case, overrides, batch, message):
     (dict(clip_norm=0.0), "--clip-norm must be positive"),
     (dict(noise_multiplier=-1.0), "--noise-multiplier cannot be negative"),
     (dict(nodes=0), "--nodes must be at least 1"),
-    (dict(loop_batch_size=0), "--loop-batch-size must be at least 1"),
+    (dict(loop_batch_size=-1), "--loop-batch-size cannot be negative"),
 ])
 def test_bad_dp_and_parallel_settings_are_refused(overrides, message):
     with pytest.raises(UsageError, match=message):
