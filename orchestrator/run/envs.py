@@ -102,8 +102,13 @@ PACKAGE_LINE = (" + ", " - ", " ~ ")
 
 
 def run_uv(command: list[str], report: Callable[[str], None]) -> None:
-    """Run uv, reporting its summary lines as they come (resolved, prepared in 12s, installed in 0.3s); a failed
-    uv ends in one error with its last lines."""
+    """Run uv. On a terminal, uv draws its own progress bars there (downloads and installs: a cold build of the
+    CUDA environments downloads gigabytes for minutes); elsewhere (a log, CI, a pipe) its summary lines are
+    reported as they come (resolved, prepared in 12s, installed in 0.3s). A failed uv ends in one error."""
+    terminal = sys.stderr if sys.stderr.isatty() else None
+    if terminal is not None:
+        run_uv_on_terminal(command, terminal)
+        return
     tail: deque[str] = deque(maxlen=ERROR_LINES)
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     for line in proc.stdout:
@@ -112,6 +117,14 @@ def run_uv(command: list[str], report: Callable[[str], None]) -> None:
             report(f"uv: {line.strip()}")
     if proc.wait() != 0:
         raise OrchestratorError(f"{' '.join(command[:3])} ... failed (exit {proc.returncode}):\n" + "\n".join(tail))
+
+
+def run_uv_on_terminal(command: list[str], terminal) -> None:
+    """uv with the terminal as its stderr, where it draws its progress bars and prints its own error."""
+    terminal.flush()
+    returncode = subprocess.run(command, stderr=terminal, stdin=subprocess.DEVNULL, check=False).returncode
+    if returncode != 0:
+        raise OrchestratorError(f"{' '.join(command[:3])} ... failed (exit {returncode}): uv's output above says why")
 
 
 def required_imports(framework: str) -> tuple[str, ...]:

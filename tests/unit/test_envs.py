@@ -173,3 +173,48 @@ def test_the_lock_check_runs_before_the_orchestrators_packages_are_installed():
             "runpy.run_module('orchestrator.run.locks', run_name='__main__')\n")
     proc = subprocess.run([sys.executable, "-c", bare], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+def a_terminal(monkeypatch):
+    """A pseudo-terminal as this process's sys.stderr; returns the master end, where the terminal's text arrives."""
+    import os
+    import pty
+
+    master, replica = pty.openpty()
+    monkeypatch.setattr("sys.stderr", os.fdopen(replica, "w", buffering=1))
+    return master
+
+
+def terminal_text(master: int) -> str:
+    """What has arrived on the terminal so far (nothing, rather than waiting, when nothing has)."""
+    import os
+    import select
+
+    text = b""
+    while select.select([master], [], [], 0.1)[0]:
+        text += os.read(master, 4096)
+    return text.decode(errors="replace")
+
+
+def test_on_a_terminal_uv_draws_its_own_progress_there(tmp_path, built, monkeypatch):
+    _, profile = built
+    # uv draws its bars only when its stderr is a terminal: the fake says which it got, on its stderr.
+    bars = "Downloading torch ━━━━━━━━━━ 512.0 MiB/900.0 MiB\n"
+    uv = fake_uv(tmp_path, sync_output="")
+    uv.write_text(uv.read_text().replace(
+        "cat ", f"if [ -t 2 ]; then printf '{bars}' >&2; else echo 'no terminal' >&2; fi; cat "))
+    monkeypatch.setattr(envs, "uv_binary", lambda: str(uv))
+    master = a_terminal(monkeypatch)
+    said = []
+    envs.ensure_env("torch", profile, report=said.append)
+    assert "Downloading torch" in terminal_text(master)
+    assert not [line for line in said if "uv:" in line]  # the terminal shows uv's own lines, not a copy
+
+
+def test_on_a_terminal_a_failed_uv_is_still_one_error(tmp_path, built, monkeypatch):
+    _, profile = built
+    monkeypatch.setattr(envs, "uv_binary", lambda: str(fake_uv(tmp_path, "error: no network\n", sync_exit=2)))
+    a_terminal(monkeypatch)
+    with pytest.raises(OrchestratorError, match=r"pip sync \.\.\. failed \(exit 2\): uv's output above says why"):
+        envs.ensure_env("jax", profile, report=lambda line: None)
+    assert not (tmp_path / "envs" / "jax" / envs.STAMP).exists()
