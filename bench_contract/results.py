@@ -80,6 +80,10 @@ def not_available(reason: str) -> str:
     return f"not available: {reason}"
 
 
+    # DP-SGD (use cases 3 and 4): the engine that computed the per-sample gradients (JAX's vmap; PyTorch's torchfunc or
+    # opacus) and how (Opacus's grad_sample_mode), JobSpec.dp_engine_columns; "" elsewhere.
+    pa.field("dp_engine", pa.string()),
+    pa.field("dp_engine_mode", pa.string()),
 # Columns added after result files were first written, with the value an older file is read with, so
 # that collect keeps merging those files (they ran once, unpaired, and recorded no CPU binding).
 _NOT_RECORDED = not_available("written before the CPU binding was recorded")
@@ -99,6 +103,7 @@ MEASUREMENT_FIELDS: list[pa.Field] = [
     pa.field("metric", pa.string()),
     pa.field("value", pa.float64()),
     pa.field("unit", pa.string()),
+    "dp_engine": "", "dp_engine_mode": "",
     pa.field("epoch", pa.int32()),  # null when the value is not per epoch
     pa.field("step", pa.int64()),  # null when the value is not per step
     # How the value was obtained (e.g. "XLA cost analysis"), or, with a null value, "not available: <reason>".

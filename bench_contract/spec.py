@@ -30,6 +30,15 @@ LR_SCHEDULES = ("constant", "warmup_cosine")
 # DP-SGD's clipping factor is min(1, C / (||g|| + CLIP_EPSILON)) (Opacus' formula), the same in both backends
 CLIP_EPSILON = 1e-6
 DATA_SOURCES = ("real", "synthetic")
+# PyTorch's DP-SGD engines (use cases 3 and 4, JobSpec.dp_engine): torch.func's vmap(grad) or Opacus's
+# GradSampleModule (torch_backend.opacus_engine); JAX's per-sample gradients are always jax.vmap.
+DP_ENGINES = ("torchfunc", "opacus")
+DEFAULT_DP_ENGINE = "torchfunc"
+JAX_DP_ENGINE = "vmap"
+# Opacus's grad_sample_mode per model it runs: expanded weights (ew, the faster of the two where both run: 12 against
+# 17 ms for the tiny CNN at batch 64 here), else hooks. The ResNets' in-place residual add breaks the hooks; the ViT's
+# class token (expand) breaks expanded weights; the text transformer and the GCN run in neither (docs/measurement.md).
+OPACUS_GRAD_SAMPLE_MODES = {"mlp": "ew", "cnn": "ew", "resnet18_gn": "ew", "resnet50_gn": "ew", "vit_b_16": "hooks"}
 DATA_PARALLEL_USE_CASES = (2, 4)  # several processes, one per device, each on its shard of the global batch
 PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed, noised
 # Which examples a training step takes (bench_contract.run.sampling): a shuffled fixed-size batch, or each example
@@ -50,6 +59,7 @@ MEASURED_SETTINGS = (
     "xla_flags", "momentum", "nesterov", "weight_decay", "lr_schedule", "lr_warmup_steps", "lr_decay_steps",
     "sampling",
     "system",  # the kind of node asked for (the profile's systems): runs on two systems are not trials of one cell
+    "dp_engine",  # the JAX side has none ("") and is compared with each PyTorch engine (orchestrator.results.compare)
 )
 BOOKKEEPING = (
     "campaign", "cell_id", "pair_key", "framework",  # which cell and side: the comparison puts the sides together
@@ -113,6 +123,8 @@ class JobSpec:
     tasks_per_node: int = 1
     model_variant: str = "full"  # "full", or "tiny" for CPU tests (bench_contract.models.vision)
     # Use cases that repeat one step (inference, the per-sample vectorisation timing) time at least
+    # PyTorch's DP-SGD engine (DP_ENGINES) in use cases 3 and 4; "" for JAX (always jax.vmap) and elsewhere.
+    dp_engine: str = ""
     # timed_steps steps and keep going until the timed steps add up to at least min_duration_s seconds.
     timed_steps: int = 50
     min_duration_s: float = 1.0
@@ -195,6 +207,7 @@ class JobSpec:
                 f"use case {self.use_case} runs on one device; {self.world_size} processes are for use cases "
                 f"{' and '.join(map(str, DATA_PARALLEL_USE_CASES))}"
             )
+        self._check_dp_engine()
         if self.batch_size % self.world_size:
             raise SpecError(
                 f"batch_size {self.batch_size} does not split evenly over {self.world_size} processes; "
@@ -226,6 +239,31 @@ class JobSpec:
     def world_size(self) -> int:
         """How many processes run this cell together (1 outside the data-parallel use cases)."""
         return self.nodes * self.tasks_per_node
+
+    def _check_dp_engine(self) -> None:
+        if not self.dp_engine:
+            return
+        if self.dp_engine not in DP_ENGINES:
+            raise SpecError(f"dp_engine {self.dp_engine!r} is not one of {', '.join(DP_ENGINES)}")
+        if self.framework != "torch" or self.use_case not in PER_SAMPLE_USE_CASES:
+            raise SpecError(f"dp_engine is PyTorch's DP-SGD engine (use cases {' and '.join(map(str, PER_SAMPLE_USE_CASES))});"
+                            f" leave it empty for {self.framework} use case {self.use_case}")
+        if self.dp_engine == "opacus" and self.model not in OPACUS_GRAD_SAMPLE_MODES:
+            raise SpecError(f"dp_engine opacus runs {', '.join(OPACUS_GRAD_SAMPLE_MODES)}, not {self.model!r}")
+        if self.dp_engine == "opacus" and self.torch_compile:
+            raise SpecError("dp_engine opacus runs eagerly (its per-sample gradients come from hooks or expanded "
+                            "weights, not a graph torch.compile captures); plan it without torch_compile")
+
+    def dp_engine_columns(self) -> tuple[str, str]:
+        """(dp_engine, dp_engine_mode) as every row records them: the engine that computed the per-sample
+        gradients and how; ("", "") outside the DP-SGD use cases."""
+        if self.use_case not in PER_SAMPLE_USE_CASES:
+            return "", ""
+        if self.framework != "torch":
+            return JAX_DP_ENGINE, "jax.vmap(jax.value_and_grad) of one example's loss"
+        if (self.dp_engine or DEFAULT_DP_ENGINE) == "opacus":
+            return "opacus", f"GradSampleModule, grad_sample_mode={OPACUS_GRAD_SAMPLE_MODES[self.model]}"
+        return DEFAULT_DP_ENGINE, "torch.func.vmap(grad_and_value) over functional_call"
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"

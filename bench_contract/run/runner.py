@@ -227,6 +227,7 @@ def framework_options(spec: JobSpec) -> str:
 
 def base_context(spec: JobSpec) -> dict[str, Any]:
     """The identity columns that come straight from the spec; the backend adds the environment ones."""
+    engine, engine_mode = spec.dp_engine_columns()
     return {
         "schema_version": SCHEMA_VERSION,
         "campaign": spec.campaign,
@@ -251,6 +252,8 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         "trial": spec.trial,
         "pair_order": ",".join(PAIRED_ORDER) if spec.paired else "",
         "settings": spec.measured_settings(),
+        "dp_engine": engine,
+        "dp_engine_mode": engine_mode,
     }
 
 
