@@ -25,6 +25,7 @@ from bench_contract.data.datasets import Dataset
 from bench_contract.results import ResultRows
 from bench_contract.run.precision import DTYPE_NAMES, precision_policy
 from bench_contract.run.runner import DeviceSetup, main
+from bench_contract.run.sampling import compiled_batch_size
 from bench_contract.run.topology import topology_for
 from bench_contract.run.training import refuse_batch_norm
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
@@ -44,6 +45,7 @@ class JaxOps:
     """Holds the training state; the step itself is a pure function (`steps`) compiled ahead of time."""
 
     compiles_lazily = False  # compiled ahead of time: compile_time is measured on its own (training_ops)
+    pads_batches = True  # one batch shape: Poisson batches are padded (bench_contract.run.sampling)
 
     def __init__(self, model: str, module, variables, optimizer, step_fn, sample_batch, placement: Placement) -> None:
         self.model, self.module, self.placement = model, module, placement
@@ -171,13 +173,16 @@ class JaxBackend:
         refuse_batch_norm(spec, "batch_stats" in variables)
         module = mixed.with_precision(module, spec.precision)  # bf16, fp16: cast inside the step
         if spec.use_case in PER_SAMPLE_USE_CASES:
-            step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed)
+            step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed,
+                                        expected_batch_size=spec.batch_size)
         elif spec.precision == "fp16":
             optimizer = mixed.dynamic_loss_scaling(optimizer)
             step_fn = mixed.scaled_plain_step(module, optimizer)
         else:
             step_fn = steps.plain_step(module, optimizer)
-        local = spec.batch_size // self.topology.world_size
+        # The shape every step takes: B, or under Poisson sampling the padded size (sampling.compiled_batch_size).
+        global_batch = compiled_batch_size(spec, len(data.x_train)) if spec.sampling == "poisson" else spec.batch_size
+        local = global_batch // self.topology.world_size
         sample = (data.x_train[:local], data.y_train[:local])
         ops = JaxOps(spec.model, module, variables, optimizer, step_fn, sample, Placement(self.topology))
         rows.add("lowering_time", ops.lowering_time_s, "s")

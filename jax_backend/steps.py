@@ -6,6 +6,9 @@ step + 1, mean loss). batch_stats are batch norm's running statistics ({} for a 
 the plain step normalises with the batch's statistics and returns the updated running ones; DP-SGD passes
 them through untouched (it is refused for batch-norm models: their per-example gradients are undefined).
 The step counter lives on the device so that the noise key changes every step without a host transfer.
+Under Poisson sampling a DP-SGD batch is padded to one size (bench_contract.run.sampling): an example labelled
+PAD_LABEL adds no loss and no gradient, and the noised sum is divided by the expected batch size B, not by the
+padded or the drawn size, as PyTorch's DPSGDUpdate does.
 `JaxOps` compiles them ahead of time. Under a device mesh the batch axis is sharded, so the mean or sum
 over examples becomes a cross-device reduction that XLA inserts, and the noise, drawn from a replicated
 key, is the same on every rank.
@@ -17,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from bench_contract.run.sampling import PAD_LABEL
 from bench_contract.spec import CLIP_EPSILON
 
 
@@ -62,24 +66,31 @@ def gaussian_noise(key, like, stddev: float):
     )
 
 
-def private_gradient(module, params, x, y, key, clip_norm: float, noise_multiplier: float):
-    """(mean loss, noised mean of the clipped per-example gradients) for a batch of B examples."""
-    losses, grads = per_sample_grads(module, params, x, y)
-    summed = clipped_sum(grads, clip_norm)
+def private_gradient(module, params, x, y, key, clip_norm: float, noise_multiplier: float,
+                     expected_batch_size: int | None = None):
+    """(mean loss of the real examples, 0 for an empty draw; noised sum of their clipped gradients over
+    expected_batch_size, or with None over the batch's size, which is B only for fixed-size batches). Examples
+    labelled PAD_LABEL are padding."""
+    real = y != PAD_LABEL
+    losses, grads = per_sample_grads(module, params, x, jnp.where(real, y, 0))
+    factors = jnp.where(real, clip_factors(grads, clip_norm), 0.0)  # where, not a product: no NaN gets through
+    summed = jax.tree.map(lambda g: jnp.tensordot(factors, g, axes=1), grads)
     if noise_multiplier > 0:  # a Python-level choice: with sigma 0 no noise is drawn at all
         noise = gaussian_noise(key, summed, noise_multiplier * clip_norm)
         summed = jax.tree.map(jnp.add, summed, noise)
-    batch = x.shape[0]
-    return losses.mean(), jax.tree.map(lambda g: g / batch, summed)
+    loss = jnp.sum(jnp.where(real, losses, 0.0)) / jnp.maximum(jnp.sum(real), 1)
+    divisor = expected_batch_size or x.shape[0]
+    return loss, jax.tree.map(lambda g: g / divisor, summed)
 
 
-def dp_sgd_step(module, optimizer, clip_norm: float, noise_multiplier: float, seed: int):
-    """The DP-SGD train step."""
+def dp_sgd_step(module, optimizer, clip_norm: float, noise_multiplier: float, seed: int,
+                expected_batch_size: int | None = None):
+    """The DP-SGD train step; expected_batch_size is the spec's B (the expected size q*N under Poisson sampling)."""
     base_key = jax.random.key(seed)
 
     def step_fn(params, batch_stats, opt_state, step, x, y):
         key = jax.random.fold_in(base_key, step)  # fresh noise every step, reproducible from the seed
-        loss, grads = private_gradient(module, params, x, y, key, clip_norm, noise_multiplier)
+        loss, grads = private_gradient(module, params, x, y, key, clip_norm, noise_multiplier, expected_batch_size)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), batch_stats, opt_state, step + 1, loss
 

@@ -59,12 +59,19 @@ def detached_params(model: nn.Module) -> dict:
 
 
 class DPSGDUpdate:
-    """One DP-SGD update of `model` in place; returns the mean loss of the global batch (before the update)."""
+    """One DP-SGD update of `model` in place; returns the mean loss of the global batch (before the update).
+
+    The noised sum is divided by expected_batch_size, the B of the spec: under Poisson sampling the expected size
+    q*N of a batch whose drawn size varies (bench_contract.run.sampling), as JAX's step divides; None divides by
+    the size of each global batch as given, which is B only for fixed-size (shuffled) batches. A batch may be
+    empty, and under Poisson sampling the ranks' shares may differ by one example (sampling.rank_batch)."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, *,
-                 clip_norm: float, noise_multiplier: float, seed: int, world_size: int) -> None:
+                 clip_norm: float, noise_multiplier: float, seed: int, world_size: int,
+                 expected_batch_size: int | None = None) -> None:
         self.model, self.optimizer, self.device = model, optimizer, device
         self.clip_norm, self.noise_multiplier, self.world_size = clip_norm, noise_multiplier, world_size
+        self.expected_batch_size = expected_batch_size
         # Seeded alike on every rank: the same noise everywhere keeps the replicas identical.
         self.generator = torch.Generator(device=device).manual_seed(seed)
 
@@ -76,20 +83,24 @@ class DPSGDUpdate:
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         summed, loss = self.clipped_sum_and_loss(x, y)
+        # The loss summed over this rank's examples and their count (an empty batch's mean is NaN: it adds 0).
+        count = torch.tensor(float(x.shape[0]), device=loss.device, dtype=loss.dtype)
+        loss_sum = loss * count if x.shape[0] else torch.zeros_like(loss)
         if self.world_size > 1:
-            # One flat all_reduce for all parameters (and the loss), rather than one per tensor.
-            flat = torch.cat([g.flatten() for g in summed.values()] + [loss.reshape(1)])
+            # One flat all_reduce for all parameters, the loss and the count, rather than one per tensor.
+            flat = torch.cat([g.flatten() for g in summed.values()] + [loss_sum.reshape(1), count.reshape(1)])
             dist.all_reduce(flat)
-            parts = flat[:-1].split([g.numel() for g in summed.values()])
+            parts = flat[:-2].split([g.numel() for g in summed.values()])
             summed = {name: part.view_as(g) for (name, g), part in zip(summed.items(), parts)}
-            loss = flat[-1] / self.world_size
-        global_batch = x.shape[0] * self.world_size
+            loss_sum, count = flat[-2], flat[-1]
+        loss = loss_sum / count.clamp(min=1.0)
+        divisor = self.expected_batch_size or x.shape[0] * self.world_size
         stddev = self.noise_multiplier * self.clip_norm
         for name, p in self.model.named_parameters():
             g = summed[name]
             if self.noise_multiplier > 0:
                 g = g + stddev * torch.randn(g.shape, generator=self.generator, device=self.device, dtype=g.dtype)
-            p.grad = g / global_batch
+            p.grad = g / divisor
         self.optimizer.step()
         return loss.detach()
 

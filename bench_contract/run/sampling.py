@@ -23,8 +23,9 @@ import math
 import numpy as np
 
 from bench_contract.data.datasets import DataError, epoch_batches
+from bench_contract.results import ResultRows
 from bench_contract.run.topology import Topology
-from bench_contract.spec import JobSpec
+from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 
 PAD_LABEL = -1  # the label of a padding example: no class has it, so the step can mask it out
 # Per step: with it, a million steps overflow with probability at most 1e-3 (a union bound).
@@ -112,3 +113,62 @@ def rank_batch(x: np.ndarray, y: np.ndarray, idx: np.ndarray, topology: Topology
     y_full = np.concatenate([y[idx], np.full(pad, PAD_LABEL, y.dtype)])
     share = topology.shard(np.arange(padded_to))
     return x_full[share], y_full[share]
+
+
+def compiled_batch_size(spec: JobSpec, num_samples: int) -> int:
+    """The one global batch size a compiled step takes under Poisson sampling: padded_batch_size for the spec."""
+    return padded_batch_size(num_samples, spec.batch_size, spec.world_size)
+
+
+def check_privacy_budget(spec: JobSpec, num_samples: int) -> None:
+    """Refuse to train when the plan-time budget assumed another training set or another number of steps: the
+    epsilon on the rows would be wrong."""
+    budget = spec.privacy
+    if not budget:
+        return
+    steps = spec.epochs * steps_per_epoch(num_samples, spec.batch_size)
+    if (budget["train_samples"], budget["steps"]) != (num_samples, steps):
+        raise ValueError(
+            f"the privacy budget was computed at plan time for {budget['train_samples']} training samples and "
+            f"{budget['steps']} steps, but this run has {num_samples} and {steps}; plan the campaign again")
+
+
+class SamplingRecord:
+    """What the sampler drew: each Poisson step's batch size and, where batches were padded for a compiled step,
+    the share of the computed examples that was padding."""
+
+    def __init__(self, spec: JobSpec, padded_to: int | None) -> None:
+        self.spec, self.padded_to, self.drawn = spec, padded_to, []
+
+    def step(self, rows: ResultRows, idx: np.ndarray, epoch: int, step: int) -> None:
+        if self.spec.sampling == "poisson":
+            self.drawn.append(len(idx))
+            rows.add("drawn_batch_size", len(idx), "samples", epoch=epoch, step=step)
+
+    def finish(self, rows: ResultRows, num_samples: int) -> None:
+        if self.spec.use_case not in PER_SAMPLE_USE_CASES:
+            return
+        rows.add("sampling_rate", sampling_rate(self.spec.batch_size, num_samples), "fraction",
+                 note=f"{self.spec.sampling} sampling")
+        if self.padded_to is not None:
+            rows.add("padded_batch_size", self.padded_to, "samples",
+                     note=f"P(drawn batch > padded) <= {OVERFLOW_PROBABILITY:g} per step")
+            rows.add("padding_fraction", 1 - sum(self.drawn) / (self.padded_to * len(self.drawn)), "fraction",
+                     note="share of the computed examples that were padding, over every training step")
+        record_privacy(self.spec, rows)
+
+
+def record_privacy(spec: JobSpec, rows: ResultRows) -> None:
+    """Epsilon and delta from the plan-time budget, or why there is none."""
+    if spec.sampling != "poisson":
+        rows.add_unavailable("privacy_epsilon", "epsilon", "shuffled fixed-size batches: the accountant's guarantee "
+                                                           "assumes Poisson sampling, so it does not apply to this run")
+        return
+    if not spec.privacy:
+        rows.add_unavailable("privacy_epsilon", "epsilon", "no budget was computed at plan time (the training "
+                                                           "split's size was not known there)")
+        return
+    budget = spec.privacy
+    rows.add("privacy_epsilon", budget["epsilon"], "epsilon",
+             note=f"at delta {budget['delta']:.3g} after {budget['steps']} steps; {budget['accountant']}")
+    rows.add("privacy_delta", budget["delta"], "delta")

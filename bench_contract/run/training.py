@@ -24,6 +24,7 @@ from bench_contract.measure.flops import Flops
 from bench_contract.measure.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.measure.tracing import Tracer, record_trace
 from bench_contract.results import ResultRows
+from bench_contract.run import sampling
 from bench_contract.run.progress import ProgressReporter
 from bench_contract.run.topology import Topology
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
@@ -54,6 +55,8 @@ class TrainingOps(Protocol):
         """The dynamic loss scale the next step will use (fp16), None without loss scaling; may wait for the device."""
 
     compiles_lazily: bool  # compiled inside the first step (torch.compile), not ahead of time (JAX)
+    # Poisson batches padded to one size (bench_contract.run.sampling; JAX: one compiled shape), not run as drawn
+    pads_batches: bool
 
     def flops_per_step(self, batch: Any) -> Flops:
         """FLOPs of one step on the global batch, and how they were counted. Called once, after training
@@ -123,7 +126,12 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     """
     topology = topology or Topology()
     efficiency = efficiency or Efficiency.unmeasured("the backend gave no energy meter or peak")
-    batches_per_epoch = len(data.x_train) // spec.batch_size
+    batches_per_epoch = sampling.steps_per_epoch(len(data.x_train), spec.batch_size)
+    sampling.check_privacy_budget(spec, len(data.x_train))
+    # Shuffled batches are never padded: fakes and backends without Poisson sampling need no pads_batches.
+    poisson_padded = spec.sampling == "poisson" and ops.pads_batches
+    padded_to = sampling.compiled_batch_size(spec, len(data.x_train)) if poisson_padded else None
+    sampled = sampling.SamplingRecord(spec, padded_to)
     if spec.warmup_steps >= batches_per_epoch * spec.epochs:
         raise ValueError(
             f"{spec.warmup_steps} warm-up steps leave no step to time in {spec.epochs} epoch(s) of "
@@ -139,9 +147,9 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     for epoch in range(spec.epochs):
         epoch_start = time.perf_counter()
         losses = []
-        for idx in epoch_batches(len(data.x_train), spec.batch_size, spec.seed, epoch):
-            idx = topology.shard(idx)
-            batch = ops.to_device(data.x_train[idx], data.y_train[idx])
+        for idx in sampling.training_batches(spec, len(data.x_train), epoch):
+            batch = ops.to_device(*sampling.rank_batch(data.x_train, data.y_train, idx, topology, padded_to))
+            sampled.step(rows, idx, epoch, step)
             if step >= spec.warmup_steps:
                 efficiency.meter.resume()
             timed_before = len(timer.times_s)
@@ -182,6 +190,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             # Per device, so that a data-parallel cell compares with the one-device cell (scaling efficiency).
             rows.add("throughput_per_device", value / topology.world_size, unit)
     rows.add("world_size", topology.world_size, "processes")
+    sampled.finish(rows, len(data.x_train))
     if topology.is_writer:
         rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test, progress), "fraction")
     record_pipelined(spec, ops, batch, rows)  # after the test accuracy: its extra updates change the model

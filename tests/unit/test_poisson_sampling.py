@@ -10,6 +10,7 @@ from math import comb
 import numpy as np
 import pytest
 
+from bench_contract.results import CONTEXT_NAMES, ResultRows
 from bench_contract.run import sampling
 from bench_contract.run.sampling import PAD_LABEL, PoissonOverflow, padded_batch_size, poisson_batches, rank_batch
 from bench_contract.run.topology import Topology
@@ -98,3 +99,36 @@ def test_the_spec_refuses_poisson_sampling_outside_dp_sgd_and_unknown_samplers()
     with pytest.raises(SpecError, match="sampling 'uniform' is not one of shuffle, poisson"):
         spec(sampling="uniform")
     assert dataclasses.replace(spec(), sampling="shuffle").sampling == "shuffle"
+
+
+def recorded(spec_: JobSpec, num_samples: int = 1000, padded_to: int | None = None, draws=()) -> dict:
+    rows = ResultRows(context={name: None for name in CONTEXT_NAMES})
+    record = sampling.SamplingRecord(spec_, padded_to)
+    for step, size in enumerate(draws):
+        record.step(rows, np.arange(size), epoch=0, step=step)
+    record.finish(rows, num_samples)
+    return {row["metric"]: row for row in rows.rows}
+
+
+def test_a_shuffled_dp_run_says_the_guarantee_does_not_apply():
+    rows = recorded(spec(sampling="shuffle", privacy={"epsilon": 1.0}))
+    assert rows["privacy_epsilon"]["value"] is None
+    assert "does not apply" in rows["privacy_epsilon"]["note"]
+    assert rows["sampling_rate"]["value"] == 32 / 1000 and rows["sampling_rate"]["note"] == "shuffle sampling"
+
+
+def test_a_poisson_run_records_its_draws_padding_and_budget():
+    budget = {"epsilon": 2.5, "delta": 1e-3, "steps": 31, "train_samples": 1000, "accountant": "dp-accounting x"}
+    rows = recorded(spec(privacy=budget), padded_to=40, draws=(30, 34))
+    assert rows["padding_fraction"]["value"] == pytest.approx(1 - 64 / 80)
+    assert rows["privacy_epsilon"]["value"] == 2.5 and "dp-accounting x" in rows["privacy_epsilon"]["note"]
+    assert rows["privacy_delta"]["value"] == 1e-3
+    assert "no budget" in recorded(spec())["privacy_epsilon"]["note"]  # Poisson without a plan-time budget
+
+
+def test_a_budget_planned_for_another_training_set_is_refused():
+    budget = {"epsilon": 2.5, "delta": 1e-3, "steps": 31, "train_samples": 1000, "accountant": "x"}
+    sampling.check_privacy_budget(spec(privacy=budget), 1000)
+    with pytest.raises(ValueError, match="computed at plan time for 1000 training samples and 31 steps, but this "
+                                         "run has 999 and 31"):
+        sampling.check_privacy_budget(spec(privacy=budget), 999)
