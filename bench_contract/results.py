@@ -70,6 +70,10 @@ CONTEXT_FIELDS: list[pa.Field] = [
     # the paired job ran the two frameworks within each trial ("jax,torch"), empty when the run was not paired.
     pa.field("trial", pa.int32()),
     pa.field("pair_order", pa.string()),
+    # DP-SGD (use cases 3 and 4): the engine that computed the per-sample gradients (JAX's vmap; PyTorch's torchfunc or
+    # opacus) and how (Opacus's grad_sample_mode), JobSpec.dp_engine_columns; "" elsewhere.
+    pa.field("dp_engine", pa.string()),
+    pa.field("dp_engine_mode", pa.string()),
     # JobSpec.measured_settings(): JSON of every setting that can change what is measured (spec.MEASURED_SETTINGS)
     pa.field("settings", pa.string()),
 ]
@@ -80,10 +84,6 @@ def not_available(reason: str) -> str:
     return f"not available: {reason}"
 
 
-    # DP-SGD (use cases 3 and 4): the engine that computed the per-sample gradients (JAX's vmap; PyTorch's torchfunc or
-    # opacus) and how (Opacus's grad_sample_mode), JobSpec.dp_engine_columns; "" elsewhere.
-    pa.field("dp_engine", pa.string()),
-    pa.field("dp_engine_mode", pa.string()),
 # Columns added after result files were first written, with the value an older file is read with, so
 # that collect keeps merging those files (they ran once, unpaired, and recorded no CPU binding).
 _NOT_RECORDED = not_available("written before the CPU binding was recorded")
@@ -93,6 +93,7 @@ ADDED_COLUMN_DEFAULTS: dict[str, Any] = {
     "intra_op_threads": None, "intra_op_threads_source": _NOT_RECORDED,
     "environment_kind": not_available("written before the environment kind was recorded"),
     "system": "",
+    "dp_engine": "", "dp_engine_mode": "",
 }
 # The variable a rendered script exports to tell the backend which environment it runs in, and its two kinds.
 ENVIRONMENT_KIND_VARIABLE = "BENCH_ENVIRONMENT_KIND"
@@ -103,7 +104,6 @@ MEASUREMENT_FIELDS: list[pa.Field] = [
     pa.field("metric", pa.string()),
     pa.field("value", pa.float64()),
     pa.field("unit", pa.string()),
-    "dp_engine": "", "dp_engine_mode": "",
     pa.field("epoch", pa.int32()),  # null when the value is not per epoch
     pa.field("step", pa.int64()),  # null when the value is not per step
     # How the value was obtained (e.g. "XLA cost analysis"), or, with a null value, "not available: <reason>".

@@ -118,13 +118,13 @@ class JobSpec:
     # The batch at which the vectorised per-sample gradients and the naive per-example loop are timed; 0: the
     # training batch of one device (bench_contract.run.training.vectorization_batch_size)
     loop_batch_size: int = 0
+    # PyTorch's DP-SGD engine (DP_ENGINES) in use cases 3 and 4; "" for JAX (always jax.vmap) and elsewhere.
+    dp_engine: str = ""
     # Data parallelism (use cases 2 and 4): one process per device, nodes * tasks_per_node processes.
     nodes: int = 1
     tasks_per_node: int = 1
     model_variant: str = "full"  # "full", or "tiny" for CPU tests (bench_contract.models.vision)
     # Use cases that repeat one step (inference, the per-sample vectorisation timing) time at least
-    # PyTorch's DP-SGD engine (DP_ENGINES) in use cases 3 and 4; "" for JAX (always jax.vmap) and elsewhere.
-    dp_engine: str = ""
     # timed_steps steps and keep going until the timed steps add up to at least min_duration_s seconds.
     timed_steps: int = 50
     min_duration_s: float = 1.0
@@ -202,12 +202,12 @@ class JobSpec:
                             f"not use case {self.use_case}")
         if self.torch_compile_mode not in TORCH_COMPILE_MODES:
             raise SpecError(f"torch_compile_mode {self.torch_compile_mode!r} is not one of {', '.join(TORCH_COMPILE_MODES)}")
+        self._check_dp_engine()
         if self.world_size > 1 and self.use_case not in DATA_PARALLEL_USE_CASES:
             raise SpecError(
                 f"use case {self.use_case} runs on one device; {self.world_size} processes are for use cases "
                 f"{' and '.join(map(str, DATA_PARALLEL_USE_CASES))}"
             )
-        self._check_dp_engine()
         if self.batch_size % self.world_size:
             raise SpecError(
                 f"batch_size {self.batch_size} does not split evenly over {self.world_size} processes; "
@@ -235,11 +235,6 @@ class JobSpec:
         if not isinstance(self.lr_decay_steps, int) or self.lr_decay_steps < 1:
             raise SpecError(f"lr_decay_steps must be a positive integer, got {self.lr_decay_steps!r}")
 
-    @property
-    def world_size(self) -> int:
-        """How many processes run this cell together (1 outside the data-parallel use cases)."""
-        return self.nodes * self.tasks_per_node
-
     def _check_dp_engine(self) -> None:
         if not self.dp_engine:
             return
@@ -264,6 +259,11 @@ class JobSpec:
         if (self.dp_engine or DEFAULT_DP_ENGINE) == "opacus":
             return "opacus", f"GradSampleModule, grad_sample_mode={OPACUS_GRAD_SAMPLE_MODES[self.model]}"
         return DEFAULT_DP_ENGINE, "torch.func.vmap(grad_and_value) over functional_call"
+
+    @property
+    def world_size(self) -> int:
+        """How many processes run this cell together (1 outside the data-parallel use cases)."""
+        return self.nodes * self.tasks_per_node
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
