@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from functools import partial
 from pathlib import Path
 
 from bench_contract.run import cpu_binding, stop_signals
@@ -115,6 +116,16 @@ class TorchDPOps(TorchOps):
         return float(out.item())  # already the global batch's mean: the update's all_reduce carried it
 
 
+def dp_update_class(spec: JobSpec):
+    """DPSGDUpdate (torch.func), or with dp_engine opacus its Opacus subclass in the model's grad_sample_mode:
+    Opacus is imported only for the cells that run it."""
+    if spec.dp_engine != "opacus":
+        return DPSGDUpdate
+    from torch_backend.opacus_engine import OpacusDPSGDUpdate, opacus_mode
+
+    return partial(OpacusDPSGDUpdate, mode=opacus_mode(spec.model))
+
+
 def unused_accelerators() -> tuple[str, ...]:
     """An Apple GPU PyTorch sees through MPS: this backend runs on CUDA or the CPU, so it is recorded, not used."""
     if torch.backends.mps.is_available():
@@ -124,7 +135,7 @@ def unused_accelerators() -> tuple[str, ...]:
 
 class TorchBackend:
     framework = "torch"
-    libraries = ["torch", "torchvision"]
+    libraries = ["torch", "torchvision", "opacus"]
     no_gpu_cause = "its PyTorch build has no CUDA, or not one this node's driver runs (torch.cuda.is_available() is False)"
 
     def __init__(self) -> None:
@@ -186,9 +197,9 @@ class TorchBackend:
         world_size = self.topology.world_size
         scaler = LossScaler(spec.precision, self.device)
         if spec.use_case in PER_SAMPLE_USE_CASES:
-            return TorchDPOps(DPSGDUpdate(model, optimizer, self.device, clip_norm=spec.clip_norm,
-                                          noise_multiplier=spec.noise_multiplier, seed=spec.seed,
-                                          world_size=world_size), compile_mode)
+            return TorchDPOps(dp_update_class(spec)(model, optimizer, self.device, clip_norm=spec.clip_norm,
+                                                    noise_multiplier=spec.noise_multiplier, seed=spec.seed,
+                                                    world_size=world_size), compile_mode)
         if world_size > 1:
             # Buffers outside the state_dict (the GCN's graph) are constants, the same on every rank:
             # DDP would broadcast them before every forward pass for nothing. Batch-norm statistics stay synced.
@@ -199,6 +210,10 @@ class TorchBackend:
         return TorchOps(model, optimizer, self.device, scaler=scaler, compile_mode=compile_mode)
 
     def per_sample_ops(self, spec: JobSpec, ops: TorchOps) -> TorchPerSampleOps:
+        if spec.dp_engine == "opacus":  # the update's own Opacus module is what the vectorisation timing times
+            from torch_backend.opacus_engine import OpacusPerSampleOps
+
+            return OpacusPerSampleOps(ops.update, spec.clip_norm, self.device)
         return TorchPerSampleOps(ops.eval_model, spec.clip_norm, self.device)
 
     def efficiency(self, spec: JobSpec):

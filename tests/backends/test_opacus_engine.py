@@ -1,0 +1,91 @@
+"""PyTorch's Opacus engine (--dp-engine opacus) against its torch.func engine, in the PyTorch environment:
+
+- on the same weights and batch, Opacus's sum of clipped per-example gradients equals torch.func's, in both of
+  the grad_sample_modes the engine runs (expanded weights for the ResNet, hooks for the ViT), and so does one
+  whole DP-SGD update with noise (the same generator seed), while the examples are really clipped;
+- Opacus's hooks are off outside its own step: the per-example loop after it leaves no grad_sample behind;
+- a use-case-3 run with the Opacus engine takes the same steps as the torch.func run without noise, and its rows
+  name the engine, its mode and Opacus's version.
+"""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from helpers import REPO_ROOT, env_python
+from test_backends import make_spec, run_backend
+
+from bench_contract import results
+from bench_contract.spec import OPACUS_GRAD_SAMPLE_MODES
+
+CLIP_NORM = 0.5  # well below the probe batch's gradient norms: every example is clipped
+PROBE_BATCH = 8
+MODELS = [("cifar10", "resnet18_gn"), ("imagenet", "vit_b_16")]
+
+
+@pytest.fixture(scope="module", params=MODELS, ids=[model for _, model in MODELS])
+def probe(request, tmp_path_factory):
+    benchmark, model = request.param
+    path = tmp_path_factory.mktemp("opacus") / f"{model}.npz"
+    subprocess.run([str(env_python("torch")), str(REPO_ROOT / "tests" / "backends" / "opacus_probe.py"),
+                    benchmark, model, str(path), str(PROBE_BATCH), str(CLIP_NORM)],
+                   check=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+    with np.load(path) as f:
+        return model, {k: f[k] for k in f.files}
+
+
+def group(arrays, prefix):
+    return {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + "/")}
+
+
+def test_opacus_clipped_sum_and_update_equal_torch_func(probe):
+    model, arrays = probe
+    assert (arrays["norms"] > CLIP_NORM).all(), "every example must be clipped, or clipping is not compared"
+    torchfunc, opacus = group(arrays, "torchfunc"), group(arrays, "opacus")
+    assert torchfunc.keys() == opacus.keys() and torchfunc
+    for name in torchfunc:
+        np.testing.assert_allclose(opacus[name], torchfunc[name], rtol=1e-5, atol=1e-7, err_msg=f"{model} {name}")
+    assert float(arrays["loss/opacus"]) == pytest.approx(float(arrays["loss/torchfunc"]), rel=1e-6)
+    stepped_torchfunc, stepped_opacus = group(arrays, "step_torchfunc"), group(arrays, "step_opacus")
+    for name in stepped_torchfunc:
+        np.testing.assert_allclose(stepped_opacus[name], stepped_torchfunc[name], rtol=1e-6, atol=1e-7,
+                                   err_msg=f"{model} {name} after one noised update")
+
+
+def test_opacus_hooks_stay_out_of_the_per_example_loop(probe):
+    model, arrays = probe
+    assert not arrays["loop_left_grad_samples"].any(), f"{model}: the loop ran Opacus's per-sample hooks"
+    loop, after_opacus = group(arrays, "loop"), group(arrays, "after_step_loop")
+    for name in loop:
+        np.testing.assert_allclose(after_opacus[name], loop[name], rtol=1e-5, atol=1e-7, err_msg=f"{model} {name}")
+
+
+def task_context(path):
+    """A task file's context columns, in either layout: on every row, or once in the file's metadata (#17)."""
+    table = pq.read_table(path)
+    stored = (table.schema.metadata or {}).get(getattr(results, "CONTEXT_KEY", b""))
+    return json.loads(stored) if stored else table.slice(0, 1).to_pylist()[0]
+
+
+def test_a_use_case_3_run_with_opacus_takes_torch_funcs_steps_and_names_its_engine(tmp_path):
+    frames, contexts = {}, {}
+    for engine in ("torchfunc", "opacus"):
+        spec = make_spec("torch", tmp_path, use_case=3, epochs=1, noise_multiplier=0.0, clip_norm=CLIP_NORM,
+                         dp_engine=engine, timed_steps=2, min_duration_s=0.0, warmup_steps=1, loop_batch_size=4,
+                         cell_id=f"torch-{engine}", results_path=str(tmp_path / f"{engine}.parquet"))
+        proc = run_backend("torch", spec, tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        frames[engine] = pd.read_parquet(spec.results_path)
+        contexts[engine] = task_context(spec.results_path)
+    losses = {e: df[df.metric == "train_loss"].sort_values("step")["value"].to_numpy() for e, df in frames.items()}
+    np.testing.assert_allclose(losses["opacus"], losses["torchfunc"], rtol=1e-5)
+    opacus = contexts["opacus"]
+    assert opacus["dp_engine"] == "opacus"
+    assert opacus["dp_engine_mode"] == f"GradSampleModule, grad_sample_mode={OPACUS_GRAD_SAMPLE_MODES['mlp']}"
+    assert contexts["torchfunc"]["dp_engine"] == "torchfunc"
+    assert "opacus" in json.loads(opacus["library_versions"])
+    assert (frames["opacus"].metric == "vectorization_speedup").any()
