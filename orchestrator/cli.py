@@ -19,6 +19,7 @@ import typer
 from typer._click import exceptions as click_errors  # typer 0.29 (pinned) parses with its own copy of click
 from typer.core import TyperGroup
 
+from bench_contract.spec import DP_ENGINES
 from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
@@ -123,6 +124,7 @@ def main(
     clip_norm: Annotated[float, typer.Option(help="Clip each per-example gradient to this L2 norm C.", rich_help_panel=PRIVACY)] = 1.0,
     noise_multiplier: Annotated[float, typer.Option(help="Gaussian noise of std sigma*C on the summed gradients; 0 for none (then JAX and PyTorch match step by step).", rich_help_panel=PRIVACY)] = 1.0,
     loop_batch_size: Annotated[int, typer.Option(help="Batch at which vmap and the naive per-example loop are timed; 0 (the default): the training batch of one device.", rich_help_panel=PRIVACY)] = 0,
+    dp_engine: Annotated[list[str] | None, typer.Option("--dp-engine", help="PyTorch's DP-SGD engines, e.g. torchfunc,opacus (use cases 3 and 4): torch.func's vmap or Opacus's GradSampleModule; JAX (always jax.vmap) is compared with each (default: torchfunc).", autocompletion=completes(DP_ENGINES), rich_help_panel=PRIVACY)] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=DATA)] = None,
     synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=DATA)] = False,
     synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=DATA)] = 2048,

@@ -42,6 +42,7 @@ class LaunchRequest:
     new_campaign: bool = False  # the same command again: plan a separate campaign instead
     systems: tuple[str, ...] = ()  # the profile's systems to run on (--systems); none: its default
     torch_modes: list[str] | None = None  # the PyTorch modes compared with JAX (matrix.expand); None: settings'
+    dp_engines: list[str] | None = None  # PyTorch's DP-SGD engines compared with JAX (matrix.expand); None: torchfunc
     collect_after: bool = False  # chain a collect job after the arrays (--collect-after)
 
 
@@ -99,6 +100,7 @@ class LaunchOptions:
     collect_after: bool = False
     torch_modes: list[str] | None = None
     torch_compile_mode: str = "default"
+    dp_engine: list[str] | None = None  # --dp-engine as typed
 
     def request(self, command: str) -> LaunchRequest:
         settings = self.settings(catalog.benchmark(self.benchmark))
@@ -122,6 +124,7 @@ class LaunchOptions:
             systems=tuple(matrix.parse_list(self.systems)),
             collect_after=self.collect_after,
             torch_modes=matrix.parse_list(self.torch_modes) or None,
+            dp_engines=matrix.parse_list(self.dp_engine) or None,
         )
 
     def settings(self, bench: catalog.Benchmark) -> matrix.RunSettings:
@@ -168,7 +171,7 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     once, or a resubmit meanwhile, refuses the second, naming the first, instead of submitting everything twice.
     Waiting for the jobs (--wait) holds it no longer."""
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
-                          req.precisions, req.settings, req.torch_modes)
+                          req.precisions, req.settings, req.torch_modes, req.dp_engines)
     cells = on_systems(cells, req.profile.system_names(list(req.systems)))
     check_request(req, cells, report)
     with ExitStack() as held:
