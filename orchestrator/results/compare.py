@@ -31,7 +31,11 @@ SETTING_WORDS = {
     "channels_last": {True: "channels_last", False: "contiguous"},
     "data_source": {"real": "real data", "synthetic": "synthetic"},
     "batch_search": {True: "largest batch", False: "fixed batch"},
+    "dp_engine": {"torchfunc": "torch.func", "opacus": "Opacus"},
 }
+# PyTorch's DP-SGD engine, a setting of its rows only: the JAX side (always jax.vmap) is compared with each engine
+# (with_jax_beside_each_engine).
+ENGINE_SETTING = "dp_engine"
 # Settings that are counts, named by their unit ("2 CPUs", "1 node").
 SETTING_UNITS = {"nodes": "node", "bound_cpus": "CPU", "intra_op_threads": "thread"}
 FRAMEWORKS = ("jax", "torch")
@@ -206,7 +210,43 @@ def with_row_key(df):
     for column in CPU_SETTINGS:
         numbers = pd.to_numeric(df[column], errors="coerce")
         texts[column] = [str(int(n)) if cpu and not np.isnan(n) else "" for n, cpu in zip(numbers, on_cpu)]
-    return df.assign(**texts)
+    return with_jax_beside_each_engine(df.assign(**texts))
+
+
+def without_engine(settings: str) -> tuple[str, str]:
+    """(a row's settings JSON without the DP-SGD engine, the engine or "")."""
+    import json
+
+    try:
+        parsed = json.loads(settings) if settings else {}
+    except ValueError:
+        return settings, ""
+    engine = parsed.pop(ENGINE_SETTING, "") or ""
+    return json.dumps(parsed, sort_keys=True), engine
+
+
+def with_jax_beside_each_engine(df):
+    """JAX's rows once per PyTorch DP-SGD engine they are compared with. The JAX cell (always jax.vmap) is planned
+    once (orchestrator.plan.matrix.with_dp_engines) and its settings name no engine: a JAX row takes, in turn, the
+    settings of every PyTorch run equal to it in all but the engine, so that JAX against torch.func and JAX against
+    Opacus are two comparison rows over the same JAX runs. A JAX row without such a PyTorch run stays as it is; one
+    that names an engine already is left alone, so applying this twice changes nothing."""
+    import pandas as pd
+
+    split = {s: without_engine(s) for s in df["settings"].unique()}
+    engined = {s for s, (_, engine) in split.items() if engine}
+    if not engined or "framework" not in df:
+        return df
+    base = df["settings"].map(lambda s: split[s][0])
+    torch = (df["framework"] == "torch") & df["settings"].isin(engined)
+    jax = (df["framework"] == "jax") & ~df["settings"].isin(engined)
+    match = [c for c in ROW_KEY if c != "settings"]
+    engines = (df.loc[torch, match].assign(_base=base[torch], _engine_settings=df.loc[torch, "settings"])
+               .drop_duplicates())
+    paired = df[jax].assign(_base=base[jax]).merge(engines, on=[*match, "_base"], how="left")
+    found = paired["_engine_settings"].notna()
+    paired.loc[found, "settings"] = paired.loc[found, "_engine_settings"]
+    return pd.concat([df[~jax], paired.drop(columns=["_base", "_engine_settings"])], ignore_index=True)
 
 
 def setting_label(name: str, value) -> str:

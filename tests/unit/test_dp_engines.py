@@ -1,0 +1,149 @@
+"""PyTorch's DP-SGD engines (--dp-engine torchfunc,opacus; issue 16): an axis of PyTorch's cells in use cases 3 and
+4 with JAX planned once, refused with a reason where it means nothing, named on every row, and compared as JAX
+against each engine."""
+
+import pandas as pd
+import pytest
+from helpers import result_context, run_cli
+
+from bench_contract.results import ResultRows
+from bench_contract.run.runner import base_context
+from bench_contract.spec import OPACUS_GRAD_SAMPLE_MODES, JobSpec, SpecError
+from orchestrator.errors import UsageError
+from orchestrator.plan import matrix
+from orchestrator.plan.campaign import job_spec
+from orchestrator.results.compare import comparison_frame, display_rows
+from orchestrator.results.views import use_case_frame
+
+
+def settings(**overrides):
+    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
+              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "cpu",
+              "model_variant": "tiny"} | overrides
+    return matrix.RunSettings(**values)
+
+
+def test_each_pytorch_cell_runs_once_per_engine_and_jax_once_with_one_pair_key(tmp_path):
+    cells = matrix.expand("cifar10", 3, [], ["cnn", "resnet18_gn"], [32], [], settings(),
+                          dp_engines=["torchfunc", "opacus"])
+    jax = [c for c in cells if c.framework == "jax"]
+    torch = [c for c in cells if c.framework == "torch"]
+    assert len(jax) == 2 and {c.settings.dp_engine for c in jax} == {""}
+    assert sorted((c.model, c.settings.dp_engine) for c in torch) == [
+        ("cnn", "opacus"), ("cnn", "torchfunc"), ("resnet18_gn", "opacus"), ("resnet18_gn", "torchfunc")]
+    for model in ("cnn", "resnet18_gn"):
+        keys = {c.pair_key for c in cells if c.model == model}
+        assert len(keys) == 1  # the JAX cell and both engines' cells are one comparison
+    assert len({c.cell_id for c in cells}) == len(cells)
+    assert {c.cell_id.rsplit("-", 1)[1] for c in torch} == {"torchfunc", "opacus"}
+    specs = {(c.framework, c.settings.dp_engine): job_spec(c, "camp", tmp_path, "abc") for c in cells if c.model == "cnn"}
+    assert specs["torch", "opacus"].dp_engine == "opacus" and specs["jax", ""].dp_engine == ""
+
+
+def test_pytorch_dp_sgd_defaults_to_torch_func_and_other_use_cases_have_no_engine():
+    private = matrix.expand("digits", 3, [], ["mlp"], [32], [], settings())
+    assert {(c.framework, c.settings.dp_engine) for c in private} == {("jax", ""), ("torch", "torchfunc")}
+    plain = matrix.expand("digits", 1, [], ["mlp"], [32], [], settings())
+    assert {c.settings.dp_engine for c in plain} == {""}
+    assert all(c.cell_id == f"{c.framework}-{c.pair_key}" for c in plain)
+
+
+@pytest.mark.parametrize("benchmark, use_case, kwargs, message", [
+    ("digits", 3, {"dp_engines": ["functorch"]},
+     "unknown DP-SGD engine 'functorch' in --dp-engine; choose from: torchfunc, opacus"),
+    ("digits", 1, {"dp_engines": ["opacus"]}, "--dp-engine chooses how PyTorch computes DP-SGD's per-sample gradients"),
+    ("digits", 3, {"dp_engines": ["opacus"], "frameworks": ["jax"]}, "which use case 3 with jax does not compute"),
+    ("digits", 3, {"dp_engines": ["opacus"], "torch_modes": ["eager", "compiled"]}, "--dp-engine opacus runs eagerly"),
+    ("nlp", 3, {"dp_engines": ["torchfunc", "opacus"], "models": ["transformer"]},
+     "transformer runs in neither of its modes (hooks, expanded weights): plan it with --dp-engine torchfunc"),
+    ("digits", 3, {"dp_engines": ["torchfunc", "opacus"], "paired": True}, "give one --dp-engine per paired campaign"),
+])
+def test_engines_are_refused_where_they_mean_nothing_in_one_sentence(benchmark, use_case, kwargs, message):
+    run = settings(paired=kwargs.pop("paired", False))
+    frameworks, models = kwargs.pop("frameworks", []), kwargs.pop("models", [])
+    with pytest.raises(UsageError) as error:
+        matrix.expand(benchmark, use_case, frameworks, models, [32], [], run, **kwargs)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_cli_plans_the_engines_and_refuses_a_bad_one_with_nothing_written(tmp_path):
+    common = ["--benchmark", "cifar10", "--use-case", "3", "--variant", "tiny", "--synthetic", "--dry-run",
+              "--executor", "local", "--results-dir", str(tmp_path / "results"), "--scripts-dir", str(tmp_path / "s")]
+    proc = run_cli(*common, "--models", "cnn", "--dp-engine", "torchfunc,opacus")
+    assert proc.returncode == 0, proc.stderr
+    assert "-torchfunc" in proc.stdout and "-opacus" in proc.stdout
+    refused = tmp_path / "refused"
+    proc = run_cli(*common[:-4], "--results-dir", str(refused), "--scripts-dir", str(refused / "s"),
+                   "--models", "cnn", "--dp-engine", "opacus", "--torch-modes", "compiled")
+    assert proc.returncode == 2 and "--dp-engine opacus runs eagerly" in proc.stderr
+    assert not refused.exists()
+
+
+def contract_spec(framework, **overrides):
+    values = {"campaign": "c", "cell_id": "x", "pair_key": "x", "framework": framework, "benchmark": "cifar10",
+              "use_case": 3, "model": "resnet18_gn", "batch_size": 32, "precision": "fp32"} | overrides
+    return JobSpec(**values)
+
+
+def test_every_row_names_the_engine_and_how_it_ran():
+    assert base_context(contract_spec("jax"))["dp_engine"] == "vmap"
+    torchfunc = base_context(contract_spec("torch", dp_engine="torchfunc"))
+    assert torchfunc["dp_engine"] == "torchfunc" and "torch.func" in torchfunc["dp_engine_mode"]
+    opacus = base_context(contract_spec("torch", dp_engine="opacus"))
+    assert (opacus["dp_engine"], opacus["dp_engine_mode"]) == (
+        "opacus", f"GradSampleModule, grad_sample_mode={OPACUS_GRAD_SAMPLE_MODES['resnet18_gn']}")
+    plain = base_context(contract_spec("torch", use_case=1))
+    assert (plain["dp_engine"], plain["dp_engine_mode"]) == ("", "")
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"framework": "jax", "dp_engine": "opacus"}, "leave it empty for jax use case 3"),
+    ({"use_case": 1, "dp_engine": "torchfunc"}, "leave it empty for torch use case 1"),
+    ({"model": "gcn", "benchmark": "gnn", "dp_engine": "opacus"}, "not 'gcn'"),
+    ({"dp_engine": "opacus", "torch_compile": True}, "dp_engine opacus runs eagerly"),
+])
+def test_a_hand_written_spec_with_an_engine_it_cannot_run_is_refused(overrides, message):
+    with pytest.raises(SpecError, match=message):
+        contract_spec(overrides.pop("framework", "torch"), **overrides)
+
+
+def write_run(root, framework, throughput, speedup, dp_engine=""):
+    """One DP-SGD task's result rows, its identity columns made from a real job spec as the backend makes them."""
+    spec = contract_spec(framework, cell_id=f"{framework}-cell-{dp_engine}", dp_engine=dp_engine)
+    context = result_context(**base_context(spec), device_kind="cpu", device_model="CPU X", bound_cpus=2,
+                             intra_op_threads=2)
+    rows = ResultRows(context)
+    rows.add("throughput", throughput, "samples/s")
+    rows.add("vectorization_speedup", speedup, "x")
+    rows.write(root / "c" / "rows" / framework / f"{spec.cell_id}.parquet")
+    return pd.DataFrame(rows.rows).assign(**context)
+
+
+@pytest.fixture
+def engines_runs(tmp_path):
+    return pd.concat([write_run(tmp_path, "jax", 2000, 30.0), write_run(tmp_path, "torch", 1000, 10.0, "torchfunc"),
+                      write_run(tmp_path, "torch", 500, 5.0, "opacus")], ignore_index=True)
+
+
+def test_the_comparison_shows_jax_against_each_engine(engines_runs):
+    frame = comparison_frame(engines_runs).set_index("differs_in")
+    assert sorted(frame.index) == ["Opacus", "torch.func"]
+    assert frame.loc["torch.func", "speedup"] == 2.0 and frame.loc["Opacus", "speedup"] == 4.0
+    assert set(frame["runs_jax_torch"]) == {"1/1"}  # the one JAX run on each row, each engine's own run
+    assert set(frame["jax_throughput"]) == {2000}
+    headers, rows = display_rows(frame.reset_index(), "CPU X")
+    assert {row[headers.index("settings")] for row in rows} == {"Opacus", "torch.func"}
+
+
+def test_the_use_case_table_has_jax_s_vectorisation_beside_each_engine(engines_runs):
+    frame = use_case_frame(engines_runs).set_index("differs_in")
+    assert set(frame["jax_vectorization_speedup"]) == {30.0}
+    assert frame.loc["Opacus", "torch_vectorization_speedup"] == 5.0
+
+
+def test_collect_prints_a_row_per_engine(tmp_path, engines_runs):
+    proc = run_cli("collect", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.lstrip().startswith("cifar10")]
+    assert any("Opacus" in line and "4.00x" in line for line in lines)
+    assert any("torch.func" in line and "2.00x" in line for line in lines)
