@@ -68,6 +68,7 @@ BOOKKEEPING = (
     "data_dir",  # where the same data set lies on this cluster; data_source says real or synthetic
     "results_path", "init_weights_path", "git_commit", "schema_version", "extra",
     "privacy",  # derived at plan time from the measured settings (sampling rate, noise, steps) and delta
+    "delta", "target_epsilon",  # what the budget was asked for: they change the privacy claim, not the measurement
 )
 
 
@@ -115,6 +116,10 @@ class JobSpec:
     # The privacy budget the orchestrator's accountant computed at plan time, once for both frameworks
     # (orchestrator.plan.privacy): epsilon, delta, sampling_rate, steps, train_samples, accountant; {} for none.
     privacy: dict[str, Any] = field(default_factory=dict)
+    # The delta the budget is computed at (None: 1/N), and the epsilon noise_multiplier was derived from (None:
+    # noise_multiplier was given)
+    delta: float | None = None
+    target_epsilon: float | None = None
     # The batch at which the vectorised per-sample gradients and the naive per-example loop are timed; 0: the
     # training batch of one device (bench_contract.run.training.vectorization_batch_size)
     loop_batch_size: int = 0

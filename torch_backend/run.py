@@ -55,6 +55,7 @@ class TorchOps:
         self.loss_fn = nn.CrossEntropyLoss()
         self.scaler = scaler or LossScaler("fp32", device)
         self.compiles_lazily = compile_mode is not None
+        self.pads_batches = False  # Poisson batches run at their drawn size (bench_contract.run.sampling)
         self.step = compiled(self.eager_step, compile_mode) if self.compiles_lazily else self.eager_step
 
     def to_device(self, x: np.ndarray, y: np.ndarray):
@@ -199,7 +200,7 @@ class TorchBackend:
         if spec.use_case in PER_SAMPLE_USE_CASES:
             return TorchDPOps(dp_update_class(spec)(model, optimizer, self.device, clip_norm=spec.clip_norm,
                                                     noise_multiplier=spec.noise_multiplier, seed=spec.seed,
-                                                    world_size=world_size), compile_mode)
+                                                    world_size=world_size, expected_batch_size=spec.batch_size), compile_mode)
         if world_size > 1:
             # Buffers outside the state_dict (the GCN's graph) are constants, the same on every rank:
             # DDP would broadcast them before every forward pass for nothing. Batch-norm statistics stay synced.

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_contract.measure.timing import CV_THRESHOLD
-from bench_contract.spec import FRAMEWORK_TITLES
+from bench_contract.spec import FRAMEWORK_TITLES, PER_SAMPLE_USE_CASES
 from orchestrator.results.compare import (
     FRAMEWORKS,
     KEY,
@@ -39,7 +39,10 @@ from orchestrator.results.compare import (
 
 # Per-framework summary metrics the use-case tables show besides compare.TABLE_METRICS.
 EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vectorized_time_p50",
-                 "per_sample_grads_loop_time_p50", "vectorization_speedup"]
+                 "per_sample_grads_loop_time_p50", "vectorization_speedup", "privacy_epsilon", "privacy_delta"]
+# The privacy budget is one value per cell: the orchestrator computed it once, and both frameworks record it. The
+# DP-SGD table says it below the table, a line per cell, so its columns stay those of the timings.
+PRIVACY_METRICS = ("privacy_epsilon", "privacy_delta")
 CURVE_METRICS = ["val_accuracy", "epoch_time"]
 RUN = ["campaign", "cell_id", "trial"]  # what identifies one run of a cell (compare.run_values)
 
@@ -140,7 +143,30 @@ def use_case_frame(df):
     # The larger side's process count; NaN (without numpy's all-NaN warning) where neither recorded one.
     frame["processes"] = pd.concat(sizes, axis=1).max(axis=1) if sizes else np.nan
     frame = with_scaling_efficiency(frame, summary)
-    return with_time_to_target(frame, labelled)
+    return with_time_to_target(with_privacy_budget(frame), labelled)
+
+
+def with_privacy_budget(frame):
+    """One privacy_epsilon and privacy_delta per comparison row: JAX's value, else PyTorch's (the same budget)."""
+    for metric in PRIVACY_METRICS:
+        frame[metric] = frame[f"jax_{metric}"].fillna(frame[f"torch_{metric}"])
+    return frame
+
+
+def privacy_note(row) -> str | None:
+    """The cell's privacy budget, or that its batches were shuffled (no guarantee); None for rows that recorded
+    neither (written before the budget was recorded)."""
+    import json
+
+    cell = f"{row['benchmark']} {row['model']} batch {row['batch_size']}"
+    epsilon, delta = row.get("privacy_epsilon"), row.get("privacy_delta")
+    if not missing(epsilon):
+        spent = f"{epsilon:.3g}" if np.isfinite(epsilon) else "infinite (no noise)"
+        return f"privacy, {cell}: epsilon {spent} at delta {delta:.2g}, the same budget for both frameworks"
+    settings = row.get("settings")
+    if isinstance(settings, str) and settings and json.loads(settings).get("sampling") == "shuffle":
+        return f"privacy, {cell}: shuffled batches, so the accountant's guarantee (Poisson sampling) does not apply"
+    return None
 
 
 def framework_medians(summary, metrics: list[str]):
@@ -289,6 +315,8 @@ def view_table(frame, view: View, device: str) -> ViewTable | None:
             rows.append(cells)
     notes = [f"spread too wide (CV > {CV_THRESHOLD:.0%}), {row['benchmark']} {row['model']} batch {row['batch_size']}: "
              f"{row['spread_too_wide']}" for _, row in block[wide].iterrows()]
+    if view.use_cases == PER_SAMPLE_USE_CASES:
+        notes += [note for note in (privacy_note(row) for _, row in block.iterrows()) if note]
     return ViewTable(f"{view.title} on {device}", said_once, headers, rows, notes, key_columns=len(keys))
 
 

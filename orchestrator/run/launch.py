@@ -42,7 +42,6 @@ class LaunchRequest:
     new_campaign: bool = False  # the same command again: plan a separate campaign instead
     systems: tuple[str, ...] = ()  # the profile's systems to run on (--systems); none: its default
     torch_modes: list[str] | None = None  # the PyTorch modes compared with JAX (matrix.expand); None: settings'
-    dp_engines: list[str] | None = None  # PyTorch's DP-SGD engines compared with JAX (matrix.expand); None: torchfunc
     collect_after: bool = False  # chain a collect job after the arrays (--collect-after)
 
 
@@ -84,7 +83,7 @@ class LaunchOptions:
     synthetic_samples: int
     device: str
     clip_norm: float
-    noise_multiplier: float
+    noise_multiplier: float | None  # None: the job spec's default, or derived from target_epsilon
     loop_batch_size: int
     nodes: int
     tasks_per_node: int
@@ -100,7 +99,9 @@ class LaunchOptions:
     collect_after: bool = False
     torch_modes: list[str] | None = None
     torch_compile_mode: str = "default"
-    dp_engine: list[str] | None = None  # --dp-engine as typed
+    sampling: str | None = None  # None: Poisson for DP-SGD (matrix.privacy_settings)
+    delta: float | None = None
+    target_epsilon: float | None = None
 
     def request(self, command: str) -> LaunchRequest:
         settings = self.settings(catalog.benchmark(self.benchmark))
@@ -124,7 +125,6 @@ class LaunchOptions:
             systems=tuple(matrix.parse_list(self.systems)),
             collect_after=self.collect_after,
             torch_modes=matrix.parse_list(self.torch_modes) or None,
-            dp_engines=matrix.parse_list(self.dp_engine) or None,
         )
 
     def settings(self, bench: catalog.Benchmark) -> matrix.RunSettings:
@@ -145,7 +145,8 @@ class LaunchOptions:
             synthetic_samples=self.synthetic_samples,
             device=self.device,
             clip_norm=self.clip_norm,
-            noise_multiplier=self.noise_multiplier,
+            **matrix.privacy_settings(self.use_case, self.sampling, self.noise_multiplier, self.delta,
+                                      self.target_epsilon, self.find_max_batch),
             loop_batch_size=self.loop_batch_size,
             nodes=self.nodes,
             tasks_per_node=self.tasks_per_node,
@@ -171,7 +172,7 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     once, or a resubmit meanwhile, refuses the second, naming the first, instead of submitting everything twice.
     Waiting for the jobs (--wait) holds it no longer."""
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
-                          req.precisions, req.settings, req.torch_modes, req.dp_engines)
+                          req.precisions, req.settings, req.torch_modes)
     cells = on_systems(cells, req.profile.system_names(list(req.systems)))
     check_request(req, cells, report)
     with ExitStack() as held:
