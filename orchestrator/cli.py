@@ -19,6 +19,7 @@ import typer
 from typer._click import exceptions as click_errors  # typer 0.29 (pinned) parses with its own copy of click
 from typer.core import TyperGroup
 
+from bench_contract.spec import DP_ENGINES
 from bench_contract.spec import SAMPLINGS
 from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
@@ -127,6 +128,7 @@ def main(
     delta: Annotated[float | None, typer.Option(help="The delta of the privacy budget epsilon (default: 1/N, N the training samples).", show_default=False, rich_help_panel=PRIVACY)] = None,
     target_epsilon: Annotated[float | None, typer.Option(help="Derive the noise multiplier that spends this epsilon over the cell's steps (instead of --noise-multiplier).", show_default=False, rich_help_panel=PRIVACY)] = None,
     loop_batch_size: Annotated[int, typer.Option(help="Batch at which vmap and the naive per-example loop are timed; 0 (the default): the training batch of one device.", rich_help_panel=PRIVACY)] = 0,
+    dp_engine: Annotated[list[str] | None, typer.Option("--dp-engine", help="PyTorch's DP-SGD engines, e.g. torchfunc,opacus (use cases 3 and 4): torch.func's vmap or Opacus's GradSampleModule; JAX (always jax.vmap) is compared with each (default: torchfunc).", autocompletion=completes(DP_ENGINES), rich_help_panel=PRIVACY)] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=DATA)] = None,
     synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=DATA)] = False,
     synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=DATA)] = 2048,

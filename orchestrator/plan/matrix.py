@@ -13,7 +13,17 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
-from bench_contract.spec import PAIRED_ORDER, PER_SAMPLE_USE_CASES, SAMPLINGS, TORCH_COMPILE_MODES, JobSpec
+from bench_contract.spec import (
+    DEFAULT_DP_ENGINE,
+    DP_ENGINES,
+    OPACUS_GRAD_SAMPLE_MODES,
+    PAIRED_ORDER,
+    PER_SAMPLE_USE_CASES,
+    SAMPLINGS,
+    PER_SAMPLE_USE_CASES,
+    TORCH_COMPILE_MODES,
+    JobSpec,
+)
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 
@@ -48,6 +58,7 @@ class RunSettings:
     delta: float | None = None
     target_epsilon: float | None = None
     privacy: dict = field(default_factory=dict)
+    dp_engine: str = JobSpec.dp_engine  # PyTorch's DP-SGD engine, set per PyTorch cell by expand (--dp-engine)
     # data parallelism (use cases 2 and 4): one process per device
     nodes: int = 1
     tasks_per_node: int = 1
@@ -121,6 +132,12 @@ class RunSettings:
         # Shared by every cell of a request: computed once, not once per cell (10,000 cells plan in well under 1 s).
         return asdict(self)
 
+    @cached_property
+    def identity_dict(self) -> dict:
+        """What a cell's id hashes: every setting but the DP-SGD engine, which the JAX cell does not have and the
+        PyTorch cell's id names in words (Cell.cell_id), so both sides keep one pair key."""
+        return {name: value for name, value in self.as_dict.items() if name != "dp_engine"}
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -136,7 +153,7 @@ class Cell:
     def _digest(self, with_framework: bool) -> str:
         # The same JSON as asdict(self) would give, so ids stay stable, without asdict's deep copies.
         fields = {"benchmark": self.benchmark, "use_case": self.use_case, "model": self.model,
-                  "batch_size": self.batch_size, "precision": self.precision, "settings": self.settings.as_dict,
+                  "batch_size": self.batch_size, "precision": self.precision, "settings": self.settings.identity_dict,
                   "system": self.system}
         if with_framework:
             fields["framework"] = self.framework
@@ -158,7 +175,8 @@ class Cell:
 
     @cached_property
     def cell_id(self) -> str:
-        return f"{self.framework}-{self.pair_key}"
+        engine = self.settings.dp_engine
+        return f"{self.framework}-{self.pair_key}" + (f"-{engine}" if engine else "")
 
 
 def data_source(synthetic: bool, batch_search: bool) -> str:
@@ -226,12 +244,16 @@ def expand(
     precisions: list[str],
     settings: RunSettings,
     torch_modes: list[str] | None = None,
+    dp_engines: list[str] | None = None,
 ) -> list[Cell]:
     """The product of the axes (defaults from the registry where an axis is empty), every cell validated.
 
     torch_modes (eager, compiled; default: what settings.torch_compile says) gives every cell once per PyTorch
     mode, its settings' torch_compile set accordingly. The JAX cell goes with each mode too: a comparison row
-    pairs runs of equal settings, so JAX against eager and JAX against compiled PyTorch are two rows."""
+    pairs runs of equal settings, so JAX against eager and JAX against compiled PyTorch are two rows.
+
+    dp_engines (torchfunc, opacus; use cases 3 and 4; default torchfunc) gives every PyTorch cell once per DP-SGD
+    engine. The JAX cell (always jax.vmap) is planned once: the comparison pairs it with each engine."""
     bench = catalog.benchmark(benchmark)
     case = catalog.use_case(use_case)
     frameworks = frameworks or list(catalog.FRAMEWORKS)
@@ -274,9 +296,10 @@ def expand(
     limit = train_split_size(bench, settings) if case.trains and not settings.batch_search else None
     if limit is not None and max(batch_sizes) > limit:
         raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
+    engines = check_dp_engines(case, dp_engines, frameworks, models, modes, settings)
     per_mode = [replace(settings, torch_compile=mode == "compiled") for mode in modes]
     private = {size: with_privacy(bench, settings, size) for size in batch_sizes}  # one budget per batch size
-    return [
+    cells = [
         Cell(framework, benchmark, use_case, model, batch_size, precision,
              replace(mode_settings, **private[batch_size]) if private[batch_size] else mode_settings)
         for mode_settings in per_mode
@@ -285,6 +308,7 @@ def expand(
         for batch_size in batch_sizes
         for precision in precisions
     ]
+    return with_dp_engines(cells, engines)
 
 
 def privacy_settings(use_case: int, sampling: str | None, noise_multiplier: float | None, delta: float | None,
@@ -387,6 +411,52 @@ def check_torch_modes(torch_modes: list[str] | None, settings: RunSettings) -> l
         raise UsageError(f"--torch-compile-mode {settings.torch_compile_mode} is for compiled PyTorch; add "
                          "--torch-modes compiled (or eager,compiled)")
     return modes
+
+
+def check_dp_engines(case: catalog.UseCase, engines: list[str] | None, frameworks: list[str], models: list[str],
+                     modes: list[str], settings: RunSettings) -> list[str]:
+    """PyTorch's DP-SGD engines to plan: --dp-engine, else torchfunc where PyTorch computes per-sample gradients;
+    [] where it computes none."""
+    for engine in engines or []:
+        if engine not in DP_ENGINES:
+            raise UsageError(f"unknown DP-SGD engine {engine!r} in --dp-engine; choose from: {', '.join(DP_ENGINES)}")
+    if case.number not in PER_SAMPLE_USE_CASES or "torch" not in frameworks:
+        if engines:
+            raise UsageError(f"--dp-engine chooses how PyTorch computes DP-SGD's per-sample gradients (use cases "
+                             f"{' and '.join(map(str, PER_SAMPLE_USE_CASES))}, framework torch; JAX always uses "
+                             f"jax.vmap), which use case {case.number} with {', '.join(frameworks)} does not compute")
+        return []
+    engines = engines or [DEFAULT_DP_ENGINE]
+    if "opacus" in engines:
+        check_opacus(models, modes)
+    if settings.paired and len(engines) > 1:
+        raise UsageError("--paired runs each JAX cell with one PyTorch cell; give one --dp-engine per paired campaign")
+    return engines
+
+
+def check_opacus(models: list[str], modes: list[str]) -> None:
+    """Opacus runs the models its grad_sample_modes handle, eagerly."""
+    if "compiled" in modes:
+        raise UsageError("--dp-engine opacus runs eagerly: its per-sample gradients come from hooks or expanded "
+                         "weights, not a graph torch.compile captures; plan compiled PyTorch with --dp-engine torchfunc")
+    others = [m for m in models if m not in OPACUS_GRAD_SAMPLE_MODES]
+    if others:
+        raise UsageError(f"--dp-engine opacus runs {', '.join(OPACUS_GRAD_SAMPLE_MODES)}; {', '.join(others)} "
+                         f"{'runs' if len(others) == 1 else 'run'} in neither of its modes (hooks, expanded weights): "
+                         f"plan {'it' if len(others) == 1 else 'them'} with --dp-engine torchfunc")
+
+
+def with_dp_engines(cells: list[Cell], engines: list[str]) -> list[Cell]:
+    """Every PyTorch cell once per DP-SGD engine; the others (JAX's, always jax.vmap) once."""
+    if not engines:
+        return cells
+    out = []
+    for cell in cells:
+        if cell.framework != "torch":
+            out.append(cell)
+            continue
+        out += [replace(cell, settings=replace(cell.settings, dp_engine=engine)) for engine in engines]
+    return out
 
 
 def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunSettings) -> None:

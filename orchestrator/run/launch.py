@@ -42,6 +42,7 @@ class LaunchRequest:
     new_campaign: bool = False  # the same command again: plan a separate campaign instead
     systems: tuple[str, ...] = ()  # the profile's systems to run on (--systems); none: its default
     torch_modes: list[str] | None = None  # the PyTorch modes compared with JAX (matrix.expand); None: settings'
+    dp_engines: list[str] | None = None  # PyTorch's DP-SGD engines compared with JAX (matrix.expand); None: torchfunc
     collect_after: bool = False  # chain a collect job after the arrays (--collect-after)
 
 
@@ -102,6 +103,7 @@ class LaunchOptions:
     sampling: str | None = None  # None: Poisson for DP-SGD (matrix.privacy_settings)
     delta: float | None = None
     target_epsilon: float | None = None
+    dp_engine: list[str] | None = None  # --dp-engine as typed
 
     def request(self, command: str) -> LaunchRequest:
         settings = self.settings(catalog.benchmark(self.benchmark))
@@ -125,6 +127,7 @@ class LaunchOptions:
             systems=tuple(matrix.parse_list(self.systems)),
             collect_after=self.collect_after,
             torch_modes=matrix.parse_list(self.torch_modes) or None,
+            dp_engines=matrix.parse_list(self.dp_engine) or None,
         )
 
     def settings(self, bench: catalog.Benchmark) -> matrix.RunSettings:
@@ -172,7 +175,7 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     once, or a resubmit meanwhile, refuses the second, naming the first, instead of submitting everything twice.
     Waiting for the jobs (--wait) holds it no longer."""
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
-                          req.precisions, req.settings, req.torch_modes)
+                          req.precisions, req.settings, req.torch_modes, req.dp_engines)
     cells = on_systems(cells, req.profile.system_names(list(req.systems)))
     check_request(req, cells, report)
     with ExitStack() as held:
