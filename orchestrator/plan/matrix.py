@@ -20,7 +20,6 @@ from bench_contract.spec import (
     PAIRED_ORDER,
     PER_SAMPLE_USE_CASES,
     SAMPLINGS,
-    PER_SAMPLE_USE_CASES,
     TORCH_COMPILE_MODES,
     JobSpec,
 )
@@ -53,12 +52,12 @@ class RunSettings:
     clip_norm: float = JobSpec.clip_norm
     noise_multiplier: float = JobSpec.noise_multiplier
     loop_batch_size: int = JobSpec.loop_batch_size
+    dp_engine: str = JobSpec.dp_engine  # PyTorch's DP-SGD engine, set per PyTorch cell by expand (--dp-engine)
     # which examples a step takes, and the privacy budget (privacy_settings; the budget is per cell, with_privacy)
     sampling: str = JobSpec.sampling
     delta: float | None = None
     target_epsilon: float | None = None
     privacy: dict = field(default_factory=dict)
-    dp_engine: str = JobSpec.dp_engine  # PyTorch's DP-SGD engine, set per PyTorch cell by expand (--dp-engine)
     # data parallelism (use cases 2 and 4): one process per device
     nodes: int = 1
     tasks_per_node: int = 1

@@ -100,10 +100,10 @@ class LaunchOptions:
     collect_after: bool = False
     torch_modes: list[str] | None = None
     torch_compile_mode: str = "default"
+    dp_engine: list[str] | None = None  # --dp-engine as typed
     sampling: str | None = None  # None: Poisson for DP-SGD (matrix.privacy_settings)
     delta: float | None = None
     target_epsilon: float | None = None
-    dp_engine: list[str] | None = None  # --dp-engine as typed
 
     def request(self, command: str) -> LaunchRequest:
         settings = self.settings(catalog.benchmark(self.benchmark))
