@@ -132,9 +132,8 @@ class RunSettings:
         return asdict(self)
 
     @cached_property
-    def identity_dict(self) -> dict:
-        """What a cell's id hashes: every setting but the DP-SGD engine, which the JAX cell does not have and the
-        PyTorch cell's id names in words (Cell.cell_id), so both sides keep one pair key."""
+    def without_dp_engine(self) -> dict:
+        """Every setting but the DP-SGD engine: what a DP-SGD cell's id hashes (Cell._digest)."""
         return {name: value for name, value in self.as_dict.items() if name != "dp_engine"}
 
 
@@ -150,9 +149,12 @@ class Cell:
     system: str = ""  # the profile's system (kind of node) it runs on; "": the profile's own values
 
     def _digest(self, with_framework: bool) -> str:
-        # The same JSON as asdict(self) would give, so ids stay stable, without asdict's deep copies.
+        # The same JSON as asdict(self) would give, so ids stay stable, without asdict's deep copies. A DP-SGD cell's
+        # engine is left out: the JAX cell has none and the PyTorch cell's id names it in words (cell_id), so the two
+        # keep one pair key. Elsewhere it is "" and hashed like every setting.
+        settings = self.settings.without_dp_engine if self.use_case in PER_SAMPLE_USE_CASES else self.settings.as_dict
         fields = {"benchmark": self.benchmark, "use_case": self.use_case, "model": self.model,
-                  "batch_size": self.batch_size, "precision": self.precision, "settings": self.settings.identity_dict,
+                  "batch_size": self.batch_size, "precision": self.precision, "settings": settings,
                   "system": self.system}
         if with_framework:
             fields["framework"] = self.framework
