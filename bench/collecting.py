@@ -44,24 +44,27 @@ def task_table(index: int, rows: int):
     return result
 
 
-def make_task_files(root: Path, count: int, rows: int, start: int = 0) -> None:
-    """`count` task files under root/campaign/rows/<framework>/, numbered from `start`, each its own cell."""
-    import pyarrow as pa
+def make_task_files(root: Path, count: int, rows: int, start: int = 0, wide: bool = False) -> None:
+    """`count` task files under root/campaign/rows/<framework>/, numbered from `start`, each its own cell; `wide`:
+    in the layout written before #17 (every context column on every row), which collect still reads."""
     import pyarrow.parquet as pq
 
-    distinct = [task_table(index, rows).table() for index in range(min(100, count))]
+    from bench_contract.results import TaskFile, widen
+
+    distinct = [task_table(index, rows).task_file() for index in range(min(100, count))]
     for index in range(start, start + count):
         framework = ("jax", "torch")[index % 2]
         folder = root / "campaign" / "rows" / framework
         folder.mkdir(parents=True, exist_ok=True)
-        table = distinct[index % len(distinct)]
-        cell = pa.array([f"{framework}-{index}"] * table.num_rows, table.schema.field("cell_id").type)
-        table = table.set_column(table.schema.get_field_index("cell_id"), "cell_id", cell)
+        task = distinct[index % len(distinct)]
+        task = TaskFile({**task.context, "cell_id": f"{framework}-{index}"}, task.rows)
+        table = widen([task]) if wide else task.stored_table()
         pq.write_table(table, folder / f"cell-{index}.parquet")  # as ResultRows.write does, without the rename
 
 
-def collect_process(results: Path) -> tuple[float, float]:
-    """Wall time and peak memory (MB) of `main.py collect` on `results`, as its own process."""
+def collect_process(results: Path) -> tuple[float, float, float]:
+    """Wall time, peak memory (MB) and CPU time (user + system, s) of `main.py collect` on `results`, as its own
+    process. On a shared machine the load stretches the wall time; the CPU time says what collect itself cost."""
     # stderr goes to a file, not a pipe: nobody reads a pipe during wait4, and collect's warnings would fill it
     # (64 KB) and block collect for ever.
     with tempfile.TemporaryFile() as err:
@@ -74,7 +77,7 @@ def collect_process(results: Path) -> tuple[float, float]:
         if proc.returncode != 0:
             err.seek(0)
             raise RuntimeError(f"main.py collect failed: {err.read().decode(errors='replace').strip()[-2000:]}")
-    return elapsed, usage.ru_maxrss / 1024
+    return elapsed, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def forget_merged(results: Path) -> None:
@@ -98,6 +101,16 @@ def median(values):
     return values[len(values) // 2]
 
 
+def from_scratch(results: Path, repeats: int) -> tuple[float, float, float]:
+    """Medians of wall time, peak memory and CPU time of `repeats` collects of `results`, each from scratch."""
+    runs = []
+    for _ in range(repeats):
+        forget_merged(results)
+        runs.append(collect_process(results))
+    wall, memory, cpu = zip(*runs)
+    return median(wall), median(memory), median(cpu)
+
+
 def measure(repeats: int) -> list[Result]:
     from orchestrator.results.collect import merge
 
@@ -105,11 +118,12 @@ def measure(repeats: int) -> list[Result]:
     try:
         big = work / "big"
         make_task_files(big, FILES, ROWS_PER_FILE)
-        scratch = []
-        for _ in range(repeats):
-            forget_merged(big)
-            scratch.append(collect_process(big))
-        scratch_s, scratch_mb = median([s for s, _ in scratch]), median([m for _, m in scratch])
+        scratch_s, scratch_mb, scratch_cpu = from_scratch(big, repeats)
+        # The same files in the wide layout: results folders of campaigns run before #17.
+        wide = work / "wide"
+        make_task_files(wide, FILES, ROWS_PER_FILE, wide=True)
+        wide_s, _, wide_cpu = from_scratch(wide, repeats)
+        shutil.rmtree(wide)
 
         incremental_merge, incremental_cli = [], []
         for round_ in range(repeats):
@@ -125,16 +139,18 @@ def measure(repeats: int) -> list[Result]:
         # Same merged size from ten times fewer files, and a ten times smaller result from as few files.
         few_files = work / "few-files"
         make_task_files(few_files, FILES // 10, ROWS_PER_FILE * 10)
-        _, few_files_mb = collect_process(few_files)
+        few_files_mb = collect_process(few_files)[1]
         small = work / "small"
         make_task_files(small, FILES // 10, ROWS_PER_FILE)
-        _, small_mb = collect_process(small)
+        small_mb = collect_process(small)[1]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = FILES * ROWS_PER_FILE
     return [
         Result("collect 10,000 task files from scratch", seconds(scratch_s), f"<= {SCRATCH_TARGET_S:.0f} s",
-               at_most(scratch_s, SCRATCH_TARGET_S), f"`main.py collect`, {rows:,} rows; peak {scratch_mb:.0f} MB"),
+               at_most(scratch_s, SCRATCH_TARGET_S), f"`main.py collect`, {rows:,} rows; {scratch_cpu:.1f} s CPU; peak {scratch_mb:.0f} MB"),
+        Result("the same 10,000 files written in the wide layout of before #17", seconds(wide_s), "(none)", "",
+               f"every context column on every row, as older results folders hold them; {wide_cpu:.1f} s CPU"),
         Result("collect again after 100 new files: the merge", seconds(merge_s), f"<= {INCREMENTAL_TARGET_S} s",
                at_most(merge_s, INCREMENTAL_TARGET_S), "list and stat 10,100 files, read the 100 new, write one part"),
         Result("same, whole `main.py collect`", seconds(cli_s), "(none)", "",

@@ -2,16 +2,26 @@
 
 A tidy (long) table keeps the schema fixed while metrics are added: a new metric is a new value in the
 `metric` column, not a new column. Every row answers what ran, where, with which versions and settings.
+
+A task's file stores that answer once (issue #17): its Parquet columns are the measurement columns, and the
+context (every CONTEXT_FIELDS column, the same on every row of a task) is one JSON object in the file's
+key-value metadata under CONTEXT_KEY. Opening and decoding 6 columns instead of 49 made a file 5.6 times
+cheaper to read, which is what collect of thousands of files pays for. read_task_table gives the wide table
+back (SCHEMA, the context on every row), and reads files written before, with every column on every row, too.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -112,6 +122,11 @@ MEASUREMENT_FIELDS: list[pa.Field] = [
 
 SCHEMA = pa.schema(CONTEXT_FIELDS + MEASUREMENT_FIELDS)
 CONTEXT_NAMES = [f.name for f in CONTEXT_FIELDS]
+CONTEXT_SCHEMA = pa.schema(CONTEXT_FIELDS)
+MEASUREMENT_SCHEMA = pa.schema(MEASUREMENT_FIELDS)
+# Where a task file keeps its context: JSON of {column: value} in the Parquet key-value metadata. A file
+# without it is of the earlier, wide layout (every column on every row).
+CONTEXT_KEY = b"bench_contract.context"
 
 
 @dataclass
@@ -144,16 +159,17 @@ class ResultRows:
                           "note": not_available(reason)})
 
     def table(self) -> pa.Table:
-        n = len(self.rows)
-        columns = {name: [self.context[name]] * n for name in CONTEXT_NAMES}
-        for f in MEASUREMENT_FIELDS:
-            columns[f.name] = [row[f.name] for row in self.rows]
-        return pa.Table.from_pydict(columns, schema=SCHEMA)
+        """The rows as every reader sees them: SCHEMA, the context on each row (what read_task_table returns)."""
+        return widen([self.task_file()])
+
+    def task_file(self) -> TaskFile:
+        """The rows as the file stores them: the context once, checked against its columns' types."""
+        return TaskFile(stored_context(self.context), pa.Table.from_pylist(self.rows, schema=MEASUREMENT_SCHEMA))
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         if not self.rows:
             raise ValueError("no measurements to write")
-        return write_table_atomic(self.table(), path)
+        return write_table_atomic(self.task_file().stored_table(), path)
 
 
 def write_table_atomic(table: pa.Table, path: str | os.PathLike[str]) -> Path:
@@ -177,7 +193,122 @@ def unreadable_reason(path: str | os.PathLike[str]) -> str | None:
         return f"not a whole Parquet file ({type(exc).__name__}: {exc})"
     if meta.num_rows == 0:
         return "a Parquet file with no rows"
-    missing = sorted({"cell_id", "metric", "value"} - set(meta.schema.names))
+    try:
+        context = json.loads((meta.metadata or {}).get(CONTEXT_KEY, b"{}"))
+    except ValueError:
+        return "not a result file (its context is not JSON)"
+    names = set(meta.schema.names) | (set(context) if isinstance(context, dict) else set())
+    missing = sorted({"cell_id", "metric", "value"} - names)
     if missing:
         return f"not a result file (no {', '.join(missing)} column)"
     return None
+
+
+class UnreadableTaskFile(ValueError):
+    """A task file that cannot count as a result; the message says why, in words for the user."""
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """One task's rows as its file holds them: `context` once and `rows` in MEASUREMENT_SCHEMA; or, for a file
+    of the earlier wide layout, `context` None and `rows` in SCHEMA (the context on every row)."""
+
+    context: dict[str, Any] | None
+    rows: pa.Table
+
+    @property
+    def num_rows(self) -> int:
+        return self.rows.num_rows
+
+    def value(self, name: str) -> Any:
+        """A context column's value (in a wide file, its first row's: a task writes one context)."""
+        return self.context[name] if self.context is not None else self.rows.column(name)[0].as_py()
+
+    def stored_table(self) -> pa.Table:
+        """The table a task file holds: the measurement columns, the context as JSON in the metadata."""
+        return self.rows.replace_schema_metadata({CONTEXT_KEY: json.dumps(self.context).encode()})
+
+
+def stored_context(context: dict[str, Any]) -> dict[str, Any]:
+    """The context with each value as its column holds it (an int for an int32 column, not numpy's int64),
+    so that JSON keeps it; a value of the wrong type is refused as a one-row table of SCHEMA refuses it."""
+    return pa.Table.from_pylist([context], schema=CONTEXT_SCHEMA).to_pylist()[0]
+
+
+def read_task_file(path: str | os.PathLike[str]) -> TaskFile:
+    """A task file of either layout, its columns in the schema's types (columns added since it was written take
+    ADDED_COLUMN_DEFAULTS); UnreadableTaskFile says why a file cannot count as a result."""
+    path = Path(path)
+    try:
+        # One read of the bytes, then parsing from memory: fewer system calls on a network file system.
+        table = pq.ParquetFile(pa.BufferReader(path.read_bytes())).read(use_threads=False)
+    except Exception as exc:  # noqa: BLE001  pyarrow raises several kinds for a truncated or foreign file
+        raise UnreadableTaskFile(unreadable_reason(path) or f"unreadable: {exc}") from None
+    if table.num_rows == 0:
+        raise UnreadableTaskFile(unreadable_reason(path) or "unreadable: no rows")
+    stored = (table.schema.metadata or {}).get(CONTEXT_KEY)
+    if stored is None:  # the wide layout, written before #17
+        return TaskFile(None, conformed(with_added_columns(table), SCHEMA))
+    return TaskFile(context_of(stored), conformed(table, MEASUREMENT_SCHEMA))
+
+
+def context_of(stored: bytes) -> dict[str, Any]:
+    """The context a file stored as JSON, in CONTEXT_NAMES order; a column it predates takes its default, and
+    one it has that this schema lacks (a newer writer) is left out, as the wide reader leaves out such a column."""
+    try:
+        context = json.loads(stored)
+    except ValueError as exc:
+        raise UnreadableTaskFile(f"not a result file: its context is not JSON ({exc})") from None
+    if not isinstance(context, dict):
+        raise UnreadableTaskFile("not a result file: its context is not a JSON object")
+    missing = [name for name in CONTEXT_NAMES if name not in context and name not in ADDED_COLUMN_DEFAULTS]
+    if missing:
+        raise UnreadableTaskFile(f"not a result file of this schema (missing {', '.join(missing[:5])})")
+    return {name: context.get(name, ADDED_COLUMN_DEFAULTS.get(name)) for name in CONTEXT_NAMES}
+
+
+def with_added_columns(table: pa.Table) -> pa.Table:
+    """A wide table written before some columns existed, with each such column at its default."""
+    for name, default in ADDED_COLUMN_DEFAULTS.items():
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array([default] * table.num_rows, SCHEMA.field(name).type))
+    return table
+
+
+def conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The table's columns of `schema`, in its order and types, without the file's metadata."""
+    if not table.schema.equals(schema):
+        missing = [name for name in schema.names if name not in table.column_names]
+        if missing:
+            raise UnreadableTaskFile(f"not a result file of this schema (missing {', '.join(missing[:5])})")
+        try:
+            table = table.select(schema.names).cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise UnreadableTaskFile(f"columns of the wrong type: {exc}") from None
+    return table.replace_schema_metadata(None)
+
+
+def widen(files: Sequence[TaskFile]) -> pa.Table:
+    """The rows of the task files, in order, in SCHEMA: each run of files of the narrow layout is widened in
+    one vectorised step (their contexts as one table, each row repeated over its file's rows)."""
+    pieces = []
+    for narrow, run in itertools.groupby(files, key=lambda file: file.context is not None):
+        run = list(run)
+        pieces += [widen_narrow(run)] if narrow else [file.rows for file in run]
+    return pa.concat_tables(pieces) if pieces else SCHEMA.empty_table()
+
+
+def widen_narrow(files: list[TaskFile]) -> pa.Table:
+    try:  # column by column: ten times faster than from_pylist's row by row (2 against 17 ms for 512 files)
+        contexts = pa.Table.from_pydict({name: [file.context[name] for file in files] for name in CONTEXT_NAMES},
+                                        schema=CONTEXT_SCHEMA)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        raise UnreadableTaskFile(f"context values of the wrong type: {exc}") from None
+    repeated = contexts.take(np.repeat(np.arange(len(files)), [file.num_rows for file in files]))
+    measurements = pa.concat_tables([file.rows for file in files])
+    return pa.Table.from_arrays([*repeated.columns, *measurements.columns], schema=SCHEMA)
+
+
+def read_task_table(path: str | os.PathLike[str]) -> pa.Table:
+    """One task file as a table of SCHEMA (the context on every row), whichever layout it was written in."""
+    return widen([read_task_file(path)])

@@ -212,6 +212,7 @@ def collect(
     output: Annotated[Path | None, typer.Option(help="Merged Parquet dataset, a folder of parts (default: <results-dir>/merged.parquet).")] = None,
     failures: Annotated[Path | None, typer.Option(help="The cells without a result, with reasons and log ends (default: <results-dir>/failures.parquet).")] = None,
     log_lines: Annotated[int, typer.Option(help="Lines of the end of each failed task's log to show and keep.")] = 20,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="A progress bar on stderr while task files are read (default: on a terminal, from 1,000 files to read).", show_default=False)] = None,
 ) -> None:
     """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model.
 
@@ -223,7 +224,7 @@ def collect(
     home, *others = results_dir or [DEFAULT_RESULTS_DIR]
     with domain_errors():
         collect_and_report(home, output, failures, log_lines, report=typer.echo, warn=warn, campaign=campaign,
-                           others=others)
+                           others=others, progress=progress)
 
 
 @app.command("list")

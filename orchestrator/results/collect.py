@@ -41,6 +41,8 @@ import math
 import os
 import secrets
 import shutil
+import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -61,6 +63,11 @@ READ_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffi
 ROW_GROUP = 100_000  # rows buffered before they are written out as one row group
 MAX_PARTS = 16  # more parts than this are compacted into one (each part costs readers a file open)
 LOCK_WAIT_S = 600.0  # a collect waits this long for another collect into the same dataset, then refuses
+# The progress bar while reading task files (Progress): shown by default on a terminal when at least this many
+# files are read, redrawn at most this often there, and every PROGRESS_LOG_S where forced on into a file or pipe.
+PROGRESS_MIN_FILES = 1000
+PROGRESS_REDRAW_S = 0.2
+PROGRESS_LOG_S = 5.0
 
 
 @dataclass
@@ -76,6 +83,61 @@ class Collected:
     superseded: list[tuple[Path, Path]] = field(default_factory=list)  # (left out, kept): the same cell twice
     copies: list[tuple[Path, Path]] = field(default_factory=list)  # (left out, kept): the same run, copied
     generation: Path | None = None  # the folder that holds this collect's complete dataset (output links to it)
+
+
+class Progress:
+    """`collect: [#######.......] 5,120/10,000 task files read, 2,310 files/s, about 2s left` on `stream` (stderr).
+
+    Redrawn in place (a carriage return) on a terminal, at most every PROGRESS_REDRAW_S; one line every
+    PROGRESS_LOG_S elsewhere (forced on, e.g. into a batch job's log). Collect advances it once per batch of
+    files read, so it costs a clock reading per batch. `clock` is for tests."""
+
+    def __init__(self, total: int, stream=None, enabled: bool = True, clock: Callable[[], float] = time.monotonic):
+        self.total, self.stream, self.clock = total, stream, clock
+        self.enabled = enabled and stream is not None and total > 0
+        self.terminal = self.enabled and stream.isatty()
+        self.every = PROGRESS_REDRAW_S if self.terminal else PROGRESS_LOG_S
+        self.read, self.width = 0, 0
+        self.start = self.last = clock()
+
+    def advance(self, files: int) -> None:
+        self.read += files
+        now = self.clock()
+        if self.enabled and now - self.last >= self.every:
+            self.last = now
+            self.draw(now, end="")
+
+    def done(self) -> None:
+        """The last state, always drawn (on a terminal, its line ends here)."""
+        if self.enabled:
+            self.draw(self.clock(), end="\n")
+
+    def draw(self, now: float, end: str) -> None:
+        line = self.line(now)
+        self.width = max(self.width, len(line))
+        if self.terminal:  # padded: a shorter line leaves nothing of the longer one it overwrites
+            self.stream.write("\r" + line.ljust(self.width) + end)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def line(self, now: float) -> str:
+        from bench_contract.run.progress import duration
+        from orchestrator.run.progress import text_bar
+
+        elapsed = now - self.start
+        rate = self.read / elapsed if elapsed > 0 else 0.0
+        left = f", about {duration((self.total - self.read) / rate)} left" if rate and self.read < self.total else ""
+        return (f"collect: {text_bar(self.read, self.total)} {self.read:,}/{self.total:,} task files read, "
+                f"{rate:,.0f} files/s{left}")
+
+
+def progress_for(total: int, forced: bool | None, stream=None) -> Progress:
+    """The bar for reading `total` files: `forced` True or False says so; None (the default) shows it when
+    `stream` (stderr) is a terminal and there are at least PROGRESS_MIN_FILES, so tests and pipes stay quiet."""
+    stream = sys.stderr if stream is None else stream
+    shown = forced if forced is not None else stream.isatty() and total >= PROGRESS_MIN_FILES
+    return Progress(total, stream, enabled=shown)
 
 
 def task_files(results_dir: Path, output: Path) -> dict[str, tuple[int, int]]:
@@ -122,17 +184,19 @@ def task_path(results_dir: Path, rel: str) -> Path:
     return results_dir / rel
 
 
-def merge(results_dir: Path, output: Path, others: Sequence[Path] = ()) -> Collected:
+def merge(results_dir: Path, output: Path, others: Sequence[Path] = (),
+          progress: Callable[[int], Progress] | None = None) -> Collected:
     """Bring the merged dataset `output` up to date with the task files under results_dir and the `others`
     folders: one collect at a time (the others wait for the lock beside the dataset), and readers see the old
-    or the new dataset whole."""
+    or the new dataset whole. `progress(files to read)` gives the bar to advance while reading (none: no bar)."""
     from orchestrator.lock import exclusive
 
     with exclusive(lock_path(output), f"collect into {output}", LOCK_WAIT_S):
-        return merge_generation(results_dir, output, others)
+        return merge_generation(results_dir, output, others, progress)
 
 
-def merge_generation(results_dir: Path, output: Path, others: Sequence[Path] = ()) -> Collected:
+def merge_generation(results_dir: Path, output: Path, others: Sequence[Path] = (),
+                     progress: Callable[[int], Progress] | None = None) -> Collected:
     """The merge itself, with the lock held: the next generation is built apart, then published in one rename."""
     adopt_folder_layout(output)
     current = current_generation(output)
@@ -149,7 +213,7 @@ def merge_generation(results_dir: Path, output: Path, others: Sequence[Path] = (
     gen = new_generation(output, current if not from_scratch else None, index["parts"])
     # Drop the rows of removed and changed files from the parts that hold them; only those parts are rewritten.
     drop_rows(gen, files, set(removed) | set(changed))
-    skipped = read_new_files(results_dir, gen, to_read, on_disk, files)
+    skipped = read_new_files(results_dir, gen, to_read, on_disk, files, progress and progress(len(to_read)))
     losers = keep_newest_runs(gen, files, on_disk, index["superseded"])
     save_merged(gen, index, compact(gen, files))
     publish_generation(output, gen)
@@ -278,19 +342,15 @@ def changes(index: dict, on_disk: dict[str, tuple[int, int]]) -> tuple[list[str]
 
 
 def read_new_files(results_dir: Path, output: Path, to_read: list[str], on_disk: dict[str, tuple[int, int]],
-                   files: dict[str, dict]) -> list[tuple[Path, str]]:
+                   files: dict[str, dict], progress: Progress | None = None) -> list[tuple[Path, str]]:
     """Read the new and changed files, a batch at a time, write them as one new part and index them there.
     Returns the files that could not be merged, with the reason."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from bench_contract.results import SCHEMA
-
     skipped: list[tuple[Path, str]] = []
     good: list[tuple[str, int, tuple[str, str]]] = []
+    progress = progress or Progress(len(to_read), enabled=False)
 
     def read(rel: str):
-        return read_task_file(results_dir / rel, pa, pq, SCHEMA)
+        return read_task_file(results_dir / rel)
 
     def tables() -> Iterator:
         # Decoding a task file is mostly pyarrow's C++, which releases the GIL: with a thread per core, 10,000
@@ -298,17 +358,37 @@ def read_new_files(results_dir: Path, output: Path, to_read: list[str], on_disk:
         with ThreadPoolExecutor(READ_THREADS) as pool:
             for start in range(0, len(to_read), READ_BATCH):
                 batch = to_read[start:start + READ_BATCH]
-                yield from checked(batch, pool.map(read, batch))
+                yield from widened(batch, list(pool.map(read, batch)))
+                progress.advance(len(batch))
 
-    def checked(batch: list[str], results) -> Iterator:
-        for rel, (table, reason) in zip(batch, results):
-            if table is None:
+    def widened(batch: list[str], results) -> Iterator:
+        """The batch's readable files as one wide table (bench_contract.results.widen); a file whose context
+        values have the wrong type is found by widening them one at a time, and skipped."""
+        from bench_contract.results import UnreadableTaskFile, widen
+
+        readable = []
+        for rel, (task, reason) in zip(batch, results):
+            if task is None:
                 skipped.append((task_path(results_dir, rel), reason))
-                continue
-            good.append((rel, table.num_rows, cell_key(table)))
+            else:
+                readable.append((rel, task))
+        try:
+            table = widen([task for _, task in readable])
+        except UnreadableTaskFile:
+            table = None
+        for rel, task in readable:
+            if table is None:
+                try:
+                    yield widen([task])
+                except UnreadableTaskFile as exc:
+                    skipped.append((task_path(results_dir, rel), str(exc)))
+                    continue
+            good.append((rel, task.num_rows, cell_key(task)))
+        if table is not None and table.num_rows:
             yield table
 
     new_part = write_part(output, tables()) if to_read else None
+    progress.done()
     if new_part is not None:
         offset = 0
         for rel, rows, (key, started_at) in good:
@@ -377,19 +457,11 @@ def save_merged(output: Path, index: dict, parts: list[str]) -> None:
             part.unlink()
 
 
-# Columns that tell repeated runs of one cell apart on purpose; a schema that has one keeps each of them.
-TRIAL_COLUMNS = ("trial",)
-
-
-def cell_key(table) -> tuple[str, str]:
-    """(campaign/cell_id[/trial], started_at) of a task file: which run of which cell it holds, and when that
-    run started."""
-    if table.num_rows == 0:
-        return "", ""
-    names = ["campaign", "cell_id", *(c for c in TRIAL_COLUMNS if c in table.column_names)]
-    # Each value from its column's first row: converting a one-row table to Python cost 0.1 ms a file.
-    key = "/".join(str(table.column(name)[0].as_py()) for name in names)
-    return key, table.column("started_at")[0].as_py() or ""
+def cell_key(task) -> tuple[str, str]:
+    """(campaign/cell_id/trial, started_at) of a task file (bench_contract.results.TaskFile): which run of which
+    cell it holds, and when that run started."""
+    key = "/".join(str(task.value(name)) for name in ("campaign", "cell_id", "trial"))
+    return key, task.value("started_at") or ""
 
 
 def drop_rows(output: Path, files: dict[str, dict], dropped: set[str]) -> None:
@@ -410,32 +482,16 @@ def drop_rows(output: Path, files: dict[str, dict], dropped: set[str]) -> None:
                 del files[rel]
 
 
-def read_task_file(path: Path, pa, pq, schema):
-    """(table in the result schema, None), or (None, why it cannot be merged). A result counts only when it
-    reads whole and has rows (bench_contract.results.unreadable_reason names what is wrong otherwise)."""
-    from bench_contract.results import unreadable_reason
+def read_task_file(path: Path):
+    """(bench_contract.results.TaskFile, None), or (None, why it cannot be merged): a result counts only when
+    it reads whole and has rows (bench_contract.results.read_task_file names what is wrong otherwise)."""
+    from bench_contract.results import UnreadableTaskFile
+    from bench_contract.results import read_task_file as read_either_layout
 
     try:
-        # One read of the bytes, then parsing from memory: fewer system calls on a network file system.
-        table = pq.ParquetFile(pa.BufferReader(path.read_bytes())).read(use_threads=False)
-    except Exception as exc:  # noqa: BLE001 (pyarrow raises several types for a truncated or foreign file)
-        return None, unreadable_reason(path) or f"unreadable: {exc}"
-    if table.num_rows == 0:
-        return None, unreadable_reason(path) or "unreadable: no rows"
-    if table.schema.equals(schema):
-        return table, None
-    from bench_contract.results import ADDED_COLUMN_DEFAULTS
-
-    for name, default in ADDED_COLUMN_DEFAULTS.items():  # a file written before the column existed
-        if name not in table.column_names:
-            table = table.append_column(name, pa.array([default] * table.num_rows, schema.field(name).type))
-    missing = [name for name in schema.names if name not in table.column_names]
-    if missing:
-        return None, f"not a result file of this schema (missing {', '.join(missing[:5])})"
-    try:
-        return table.select(schema.names).cast(schema), None
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-        return None, f"columns of the wrong type: {exc}"
+        return read_either_layout(path), None
+    except UnreadableTaskFile as exc:
+        return None, str(exc)
 
 
 def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
@@ -453,11 +509,12 @@ def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
             for table in tables:
                 buffer.append(table)
                 buffered += table.num_rows
+                # The writer takes the chunks as they are: combining them first cost more than it saved.
                 if buffered >= ROW_GROUP:
-                    writer.write_table(pa.concat_tables(buffer).combine_chunks())
+                    writer.write_table(pa.concat_tables(buffer))
                     rows, buffer, buffered = rows + buffered, [], 0
             if buffer or empty_ok:
-                writer.write_table(pa.concat_tables(buffer).combine_chunks() if buffer else SCHEMA.empty_table())
+                writer.write_table(pa.concat_tables(buffer) if buffer else SCHEMA.empty_table())
                 rows += buffered
         if rows == 0 and not empty_ok:
             return None
@@ -517,17 +574,18 @@ def clear_output(output: Path) -> None:
 def collect_and_report(results_dir: Path, output: Path | None = None, failures: Path | None = None,
                        log_lines: int = LOG_LINES, report: Callable[[str], None] = print,
                        warn: Callable[[str], None] = print, campaign: str | None = None,
-                       others: Sequence[Path] = ()) -> None:
+                       others: Sequence[Path] = (), progress: bool | None = None) -> None:
     """The collect command: merge every task file of results_dir and the `others` folders into `output` (default
     <results_dir>/merged.parquet), warn of the files left out or replaced, list the cells without a result (and
     write them to `failures`, default <results_dir>/failures.parquet), then report JAX against PyTorch. With
     `campaign`, everything is merged as always, and what is shown is that campaign's: its cells without a result
-    and its comparison, read from its rows alone (campaign_rows_path)."""
+    and its comparison, read from its rows alone (campaign_rows_path). `progress` shows the bar on stderr while
+    reading files (True), never (False), or on a terminal when there are thousands (None: progress_for)."""
     check_results_dirs([results_dir, *others])
     # Named wrongly: refused before anything is written.
     campaign = campaign and campaign_id_in([results_dir, *others], campaign)
     output = output or results_dir / MERGED
-    collected = merge(results_dir, output, others)
+    collected = merge(results_dir, output, others, lambda total: progress_for(total, progress))
     for line in merge_notes(collected):
         warn(line)
     how = "from scratch" if collected.from_scratch else f"{collected.read} new or changed"

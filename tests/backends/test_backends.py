@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from helpers import REPO_ROOT, env_python, metric, write_mnist_folder
 
 from bench_contract.measure.device import cpu_model
+from bench_contract.results import read_task_table
 from bench_contract.run.failure import failure_path, read_failure
 from bench_contract.run.precision import DTYPE_NAMES, precision_policy
 from bench_contract.spec import INFERENCE_USE_CASE, JobSpec
@@ -45,7 +45,7 @@ def both(tmp_path_factory):
     for framework in FRAMEWORKS:
         proc = run_backend(framework, make_spec(framework, tmp_path, warmup_steps=0), tmp_path)
         assert proc.returncode == 0, proc.stderr
-        frames[framework] = pd.read_parquet(tmp_path / f"{framework}.parquet")
+        frames[framework] = read_task_table(tmp_path / f"{framework}.parquet").to_pandas()
     return frames
 
 
@@ -220,7 +220,7 @@ def test_synthetic_data_is_recorded_as_such(framework, tmp_path):
     spec = make_spec(framework, tmp_path, data_source="synthetic", synthetic_samples=320, epochs=1, warmup_steps=1)
     proc = run_backend(framework, spec, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    df = pd.read_parquet(spec.results_path)
+    df = read_task_table(spec.results_path).to_pandas()
     assert (df.data_source == "synthetic").all()
 
 
@@ -233,7 +233,7 @@ def test_mnist_idx_files_are_read_the_same_by_both(tmp_path):
                          batch_size=64)
         proc = run_backend(framework, spec, tmp_path)
         assert proc.returncode == 0, proc.stderr
-        frames[framework] = pd.read_parquet(spec.results_path)
+        frames[framework] = read_task_table(spec.results_path).to_pandas()
     expected = (784 * 512 + 512) + (512 * 512 + 512) + (512 * 10 + 10)
     for df in frames.values():
         assert metric(df, "parameter_count") == expected

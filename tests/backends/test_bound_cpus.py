@@ -12,6 +12,8 @@ import pytest
 from helpers import REPO_ROOT, env_python
 from test_backends import FRAMEWORKS, make_spec
 
+from bench_contract.results import read_task_table
+
 USABLE = sorted(os.sched_getaffinity(0))
 
 
@@ -27,7 +29,7 @@ def run_task(framework: str, spec, tmp_path, cpus: int) -> pd.DataFrame:
     proc = subprocess.run([str(env_python(framework)), "-m", f"{framework}_backend.run", str(path)], check=False,
                           capture_output=True, text=True, timeout=600, env=task_env(cpus))
     assert proc.returncode == 0, proc.stderr
-    return pd.read_parquet(spec.results_path)
+    return read_task_table(spec.results_path).to_pandas()
 
 
 @pytest.mark.skipif(len(USABLE) < 2, reason="needs two CPUs the tests may use")

@@ -11,6 +11,7 @@ from helpers import metric
 from test_backends import FRAMEWORKS, make_spec, run_backend
 
 from bench_contract.models.mlp import MLP_HIDDEN
+from bench_contract.results import read_task_table
 
 BATCH = 1024
 INPUTS = 28 * 28
@@ -36,7 +37,7 @@ def training_run(tmp_path_factory):
                          results_path=str(tmp_path / "camp" / "rows" / framework / "cell.parquet"))
         proc = run_backend(framework, spec, tmp_path)
         assert proc.returncode == 0, proc.stderr
-        frames[framework] = pd.read_parquet(spec.results_path)
+        frames[framework] = read_task_table(spec.results_path).to_pandas()
     return tmp_path / "camp", frames
 
 
@@ -176,7 +177,7 @@ def test_inference_flops_and_mfu(framework, tmp_path):
                      epochs=1, warmup_steps=2, timed_steps=10)
     proc = run_backend(framework, spec, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    df = pd.read_parquet(spec.results_path)
+    df = read_task_table(spec.results_path).to_pandas()
     widths = [INPUTS, *MLP_HIDDEN, 10]
     forward = 2 * 256 * sum(a * b for a, b in zip(widths, widths[1:]))
     assert metric(df, "flops_per_step") == pytest.approx(forward, rel=0.02)
@@ -205,7 +206,7 @@ def test_the_profiles_xla_flags_reach_xla_and_are_recorded(tmp_path):
     proc = run_backend("jax", make_spec("jax", tmp_path, xla_flags="--xla_cpu_enable_fast_math=false", epochs=1),
                        tmp_path)
     assert proc.returncode == 0, proc.stderr
-    df = pd.read_parquet(tmp_path / "jax.parquet")
+    df = read_task_table(tmp_path / "jax.parquet").to_pandas()
     assert (df.xla_flags.str.endswith("--xla_cpu_enable_fast_math=false")).all()
     assert "--xla_cpu_enable_fast_math=false" in json.loads(df.environment_variables.iloc[0])["XLA_FLAGS"]
 

@@ -5,10 +5,10 @@ import json
 import os
 import subprocess
 
-import pandas as pd
 import pytest
 from helpers import REPO_ROOT, env_python, metric
 
+from bench_contract.results import read_task_table
 from bench_contract.spec import JobSpec
 
 
@@ -49,7 +49,7 @@ def test_inference_times_until_both_minimums_are_reached_and_records_them(framew
     proc = subprocess.run([str(env_python(framework)), "-m", f"{framework}_backend.run", str(path)],
                           capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert proc.returncode == 0, proc.stderr
-    df = pd.read_parquet(spec.results_path)
+    df = read_task_table(spec.results_path).to_pandas()
     assert metric(df, "min_iterations") == 5 and metric(df, "min_duration") == 0.3
     # An MLP forward pass on 8 samples takes well under 60 ms: the duration, not the count, ended the loop.
     assert metric(df, "timed_duration") >= 0.3 and metric(df, "timed_steps") > 5

@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 from helpers import REPO_ROOT, env_python, metric
 
+from bench_contract.results import read_task_table
 from bench_contract.spec import JobSpec
 
 UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11}
@@ -51,7 +52,7 @@ def rows(framework: str, tmp_path: Path, **overrides) -> pd.DataFrame:
     proc = run(framework, tmp_path, **overrides)
     assert proc.returncode == 0, proc.stderr[-2000:]
     name = f"{framework}-{overrides.get('precision', 'fp32')}-{'compiled' if overrides.get('torch_compile') else 'eager'}"
-    return pd.read_parquet(tmp_path / f"{name}.parquet")
+    return read_task_table(tmp_path / f"{name}.parquet").to_pandas()
 
 
 def curve(df: pd.DataFrame, name: str = "train_loss") -> np.ndarray:

@@ -5,10 +5,11 @@ warm-up-then-cosine schedule take the same steps, and every training cell record
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 from test_backends import FRAMEWORKS, make_spec, run_backend
 from test_optimizers import LOSS_RTOL
+
+from bench_contract.results import read_task_table
 
 CELLS = {
     "nesterov_cosine": {"use_case": 1, "optimizer": "momentum", "nesterov": True, "weight_decay": 0.01,
@@ -29,7 +30,7 @@ def cell(request, tmp_path_factory):
                          **CELLS[request.param])
         proc = run_backend(framework, spec, tmp_path)
         assert proc.returncode == 0, proc.stderr
-        frames[framework] = pd.read_parquet(tmp_path / f"{framework}.parquet")
+        frames[framework] = read_task_table(tmp_path / f"{framework}.parquet").to_pandas()
     return frames
 
 

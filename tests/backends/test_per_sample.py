@@ -11,11 +11,11 @@ import os
 import subprocess
 
 import numpy as np
-import pandas as pd
 import pytest
 from helpers import REPO_ROOT, env_python
 from test_backends import FRAMEWORKS, make_spec, metric, run_backend
 
+from bench_contract.results import read_task_table
 from bench_contract.spec import CLIP_EPSILON
 
 CLIP_NORM = 0.5  # small enough that most examples of the probe batch are really clipped
@@ -83,7 +83,7 @@ def dp_runs(tmp_path_factory):
                              timed_steps=5, min_duration_s=0.2)
             proc = run_backend(framework, spec, tmp)
             assert proc.returncode == 0, proc.stderr
-            frames[framework, sigma] = pd.read_parquet(spec.results_path)
+            frames[framework, sigma] = read_task_table(spec.results_path).to_pandas()
     return frames
 
 
@@ -137,7 +137,7 @@ def test_mnist_dp_sgd_runs_the_same_in_both(tmp_path):
                          synthetic_samples=320, epochs=1, warmup_steps=1, noise_multiplier=0.0)
         proc = run_backend(framework, spec, tmp_path)
         assert proc.returncode == 0, proc.stderr
-        df = pd.read_parquet(spec.results_path)
+        df = read_task_table(spec.results_path).to_pandas()
         assert metric(df, "parameter_count") == (784 * 512 + 512) + (512 * 512 + 512) + (512 * 10 + 10)
         curves[framework] = losses(df)
     assert len(curves["jax"]) == 256 // 32

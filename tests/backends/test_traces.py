@@ -5,12 +5,12 @@ import gzip
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from helpers import metric
 from test_backends import FRAMEWORKS, make_spec, run_backend
 
 from bench_contract.measure.tracing import trace_files, trace_folder
+from bench_contract.results import read_task_table
 
 CELLS = {
     "training": dict(use_case=1, epochs=1, warmup_steps=2),
@@ -25,7 +25,7 @@ def test_a_traced_cell_writes_a_trace_that_parses_and_is_marked(tmp_path, framew
     spec = make_spec(framework, tmp_path, trace_steps=2, **CELLS[kind])
     proc = run_backend(framework, spec, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    df = pd.read_parquet(spec.results_path)
+    df = read_task_table(spec.results_path).to_pandas()
     assert metric(df, "trace_steps") == 2 and metric(df, "traced_step_time_p50") > 0
     assert "trace_steps" in json.loads(df.framework_options.iloc[0])
     # The traced steps come after the measurement and are not among its timed steps.
@@ -41,7 +41,7 @@ def test_an_untraced_cell_writes_no_trace(tmp_path):
     spec = make_spec("jax", tmp_path, epochs=1)
     assert run_backend("jax", spec, tmp_path).returncode == 0
     assert not trace_folder(spec).exists()
-    assert "trace_steps" not in set(pd.read_parquet(spec.results_path).metric)
+    assert "trace_steps" not in set(read_task_table(spec.results_path).to_pandas().metric)
 
 
 def load_trace_events(path: Path) -> list[dict]:

@@ -9,12 +9,12 @@ import os
 import subprocess
 
 import numpy as np
-import pandas as pd
 import pytest
 from helpers import REPO_ROOT, env_python, metric, write_graph_file, write_image_folder, write_text_folder
 from test_backends import FRAMEWORKS, make_spec, run_backend
 
 from bench_contract.models.vision import RANDOM_REGULARISERS
+from bench_contract.results import read_task_table
 
 # (benchmark, model, variant, use cases, relative tolerance of the loss curves). Convolutions sum in a
 # different order in XLA and oneDNN, so a few steps of SGD drift apart a little more than the MLP's matmuls.
@@ -49,7 +49,7 @@ def train_both(tmp_path, benchmark, model, variant, use_case, **overrides):
         spec = make_spec(framework, tmp_path, **{**values, **overrides})
         proc = run_backend(framework, spec, tmp_path)
         assert proc.returncode == 0, proc.stderr
-        frames[framework] = pd.read_parquet(spec.results_path)
+        frames[framework] = read_task_table(spec.results_path).to_pandas()
     return frames
 
 
@@ -95,7 +95,7 @@ def test_both_frameworks_train_on_an_image_folder_the_same_steps(tmp_path):
                          results_path=str(tmp_path / f"{framework}.parquet"))
         proc = run_backend(framework, spec, tmp_path)
         assert proc.returncode == 0, proc.stderr
-        frames[framework] = pd.read_parquet(spec.results_path)
+        frames[framework] = read_task_table(spec.results_path).to_pandas()
     jax_df, torch_df = frames["jax"], frames["torch"]
     assert len(curve(jax_df)) == (36 - 3) // 8  # 3 images (a tenth) held out for validation
     np.testing.assert_allclose(curve(jax_df), curve(torch_df), rtol=1e-4)

@@ -19,6 +19,7 @@ from helpers import REPO_ROOT, env_python, metric, run_cli, write_image_folder
 
 from bench_contract.models.mlp import param_specs
 from bench_contract.models.vision import GROUP_NORM_VARIANTS
+from bench_contract.results import read_task_table
 from bench_contract.run.inference import num_classes, sample_shape, synthetic_inputs
 from bench_contract.run.parity import ParitySpec
 from bench_contract.spec import JobSpec
@@ -150,7 +151,7 @@ def run_inference_both(tmp_path, **fields) -> dict[str, pd.DataFrame]:
         path.write_text(spec.to_json())
         proc = run_in(framework, "-m", f"{framework}_backend.run", str(path))
         assert proc.returncode == 0, proc.stderr[-3000:]
-        frames[framework] = pd.read_parquet(spec.results_path)
+        frames[framework] = read_task_table(spec.results_path).to_pandas()
     return frames
 
 
@@ -204,7 +205,7 @@ def test_pytorch_options_torch_compile_and_channels_last_are_run_and_recorded(tm
     (tmp_path / "spec.json").write_text(spec.to_json())
     proc = run_in("torch", "-m", "torch_backend.run", str(tmp_path / "spec.json"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    df = pd.read_parquet(spec.results_path)
+    df = read_task_table(spec.results_path).to_pandas()
     assert json.loads(df.framework_options.iloc[0]) == {"mode": "torch.compile", "memory_format": "channels_last"}
     # compilation happens inside torch.compile's first call; the steady call after it is subtracted
     assert metric(df, "compile_first_call_time") > metric(df, "compile_time") > 0

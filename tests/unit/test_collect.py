@@ -5,7 +5,7 @@ import os
 import pyarrow.parquet as pq
 from helpers import run_cli, task_file
 
-from bench_contract.results import SCHEMA
+from bench_contract.results import SCHEMA, read_task_table
 from orchestrator.results import collect
 from orchestrator.results.collect import comparison_tables, merge, summary_frame
 
@@ -164,7 +164,7 @@ def rerun_copy(original, folder, throughput, started_at):
     """The same campaign's cell run again, written elsewhere (a copied folder): same key, another start time."""
     import pyarrow as pa
 
-    table = pq.read_table(original)
+    table = read_task_table(original)  # written back in the wide layout, which collect reads too
     table = table.set_column(table.schema.get_field_index("started_at"), "started_at",
                              pa.array([started_at] * table.num_rows, pa.string()))
     values = [throughput if m == "throughput" else v

@@ -3,14 +3,13 @@
 import time
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 from helpers import result_context, write_idx
 
 from bench_contract.data import datasets as data
 from bench_contract.measure.timing import StepTimer, step_time_statistics
 from bench_contract.models import weights
-from bench_contract.results import SCHEMA, ResultRows, write_table_atomic
+from bench_contract.results import SCHEMA, ResultRows, read_task_table, write_table_atomic
 from bench_contract.spec import JobSpec, SpecError
 
 
@@ -138,7 +137,7 @@ def test_result_rows_are_written_whole_with_the_schema(tmp_path):
     rows.add("throughput", 123.0, "samples/s")
     rows.add("train_loss", 2.3, "nats", epoch=0, step=0)
     path = rows.write(tmp_path / "rows" / "a.parquet")
-    table = pq.read_table(path)
+    table = read_task_table(path)
     assert table.schema.equals(SCHEMA)
     assert table.num_rows == 2
     assert [p.name for p in path.parent.iterdir()] == ["a.parquet"]  # no temporary file left

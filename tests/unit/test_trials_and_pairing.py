@@ -111,8 +111,10 @@ def test_collect_still_merges_result_files_written_before_trials_and_pairing(tmp
     import pyarrow.parquet as pq
     from helpers import task_file
 
+    from bench_contract.results import read_task_table
+
     old = task_file(tmp_path, "jax", 32, 2000.0)
-    table = pq.read_table(old)
+    table = read_task_table(old)  # the wide table, written back below as a file of the wide layout
     pq.write_table(table.drop_columns(["trial", "pair_order"]), old)  # as a backend wrote it before
     task_file(tmp_path, "torch", 32, 1000.0)
     proc = run_cli("collect", "--results-dir", str(tmp_path))
