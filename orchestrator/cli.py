@@ -301,16 +301,22 @@ def report(
     output_dir: Annotated[Path | None, typer.Option(help="Where the report goes (default: <results-dir>/report, or <results-dir>/report-<campaign>).")] = None,
     wandb_project: Annotated[str | None, typer.Option(help="Also export the results to this W&B project (W&B's own settings apply, e.g. WANDB_MODE=offline).")] = None,
     campaign: Annotated[str | None, typer.Option("--campaign", "-c", help="Report this campaign's rows only.")] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", "-b", help="Also show each cell's throughput against this baseline (`baseline save NAME`), as `compare --baseline` does.")] = None,
+    tolerance: Annotated[str, typer.Option(help="With --baseline: a change within this is never flagged: 5% or 0.05.")] = "5%",
 ) -> None:
     """Write the comparison as Markdown, LaTeX and CSV tables, plots, and one self-contained HTML page."""
     from orchestrator.results.campaigns import report_campaign
     from orchestrator.results.report import report_and_export
 
     with domain_errors():
+        if campaign and baseline:
+            raise UsageError("report --campaign does not take --baseline yet; `python main.py compare --baseline "
+                             f"{baseline} --campaign {campaign}` shows that campaign against the baseline")
         if campaign:
             report_campaign(results_dir, campaign, merged, output_dir, wandb_project, report=typer.echo)
         else:
-            report_and_export(results_dir, merged, output_dir, wandb_project, report=typer.echo)
+            report_and_export(results_dir, merged, output_dir, wandb_project, report=typer.echo, baseline=baseline,
+                              tolerance=tolerance)
 
 
 @app.command()
@@ -473,7 +479,7 @@ def compare(
         verdicts = baseline.judge_campaigns(saved, merged or results_dir / MERGED, tuple(campaign or ()), limit)
     typer.echo(baseline.verdict_table(verdicts))
     regressed = baseline.regressions(verdicts)
-    typer.echo(f"{len(regressed)} regression(s) against baseline {baseline_name} (tolerance {limit:.0%})")
+    typer.echo(baseline.verdict_summary(baseline_name, verdicts, limit))
     raise typer.Exit(code=1 if regressed and fail_on_regression else 0)
 
 

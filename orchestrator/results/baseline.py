@@ -217,9 +217,17 @@ FLAG_WORDS = {"regression": "REGRESSION", "improvement": "improvement"}
 
 def verdict_table(verdicts: list[Verdict]) -> str:
     """One line per cell and framework: baseline and current median, the change, the flag and what changed."""
-    import pandas as pd
-
     from orchestrator.tables import format_table
+
+    return format_table(*verdict_rows(verdicts))
+
+
+VERDICT_NAME_COLUMNS = 4  # campaign, device, cell, framework: the columns that name a line (left-aligned)
+
+
+def verdict_rows(verdicts: list[Verdict]) -> tuple[list[str], list[list[str]]]:
+    """The headers and lines of verdict_table, for the terminal (`compare`) and the report (`report --baseline`)."""
+    import pandas as pd
 
     headers = ["campaign", "device", "cell", "framework", "baseline", "now", "change", "flag", "versions changed"]
     # Two rows of one cell measured under different settings say how they differ ("torch.compile", "2 nodes").
@@ -233,7 +241,7 @@ def verdict_table(verdicts: list[Verdict]) -> str:
         rows.append([v.campaign, k["device_model"], cell, k["framework"], figure(v.baseline and v.baseline["median"]),
                      figure(v.median), f"{v.change:+.1%}" if v.change is not None else "",
                      FLAG_WORDS.get(v.flag, v.flag), "; ".join(v.changed_versions)])
-    return format_table(headers, rows)
+    return headers, rows
 
 
 def figure(value: float | None) -> str:
@@ -242,6 +250,33 @@ def figure(value: float | None) -> str:
 
 def regressions(verdicts: list[Verdict]) -> list[Verdict]:
     return [v for v in verdicts if v.flag == "regression"]
+
+
+def verdict_summary(name: str, verdicts: list[Verdict], tolerance: float) -> str:
+    """`2 regression(s) against baseline NAME (tolerance 5%), 1 improvement(s)`: the line under a verdict table."""
+    improved = sum(v.flag == "improvement" for v in verdicts)
+    return (f"{len(regressions(verdicts))} regression(s) against baseline {name} (tolerance {tolerance:.0%}), "
+            f"{improved} improvement(s)")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What a baseline says of the collected campaigns, for the report: its name, the tolerance and the verdicts."""
+
+    name: str
+    tolerance: float
+    verdicts: list[Verdict]
+
+    @property
+    def summary(self) -> str:
+        return verdict_summary(self.name, self.verdicts, self.tolerance)
+
+
+def judge_merged(results_dir: Path, merged: Path, name: str, tolerance: str) -> Judged:
+    """Every collected campaign the baseline NAME (in results_dir) was not made of, judged against it; a bad name,
+    tolerance or a dataset holding only the baseline's own campaigns is refused in one sentence."""
+    limit = parse_tolerance(tolerance)
+    return Judged(name, limit, judge_campaigns(load(results_dir, name), merged, (), limit))
 
 
 def judge_campaigns(saved: dict, merged: Path, campaigns: tuple[str, ...], tolerance: float) -> list[Verdict]:

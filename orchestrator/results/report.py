@@ -13,11 +13,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from bench_contract.atomic import publish
 from bench_contract.results import LOCKED, SITE_PREFIX
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError
+from orchestrator.results.baseline import VERDICT_NAME_COLUMNS, Judged, judge_merged, verdict_rows
 from orchestrator.results.collect import MERGED, batch_search_rows, device_mismatch_lines, scaling_frame
 from orchestrator.results.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, comparison_frame, format_value, summary_rows
 from orchestrator.results.views import ViewTable, cross_device_table, use_case_frame, view_tables
@@ -35,27 +37,35 @@ class Report:
     html: Path | None = None
 
 
-def write_report(merged: Path, folder: Path) -> Report:
+def write_report(merged: Path, folder: Path, judged: Judged | None = None) -> Report:
+    """The report of `merged` in `folder`; with `judged`, each cell's change against a baseline besides."""
     df = read_merged(merged)
     if df.empty:
         raise OrchestratorError(f"{merged} holds no rows; run `python main.py collect` after the jobs finish")
     folder.mkdir(parents=True, exist_ok=True)
     frame = use_case_frame(df)  # the comparison with every use case's columns: all of it goes to the CSV
     report = Report(folder)
-    report.tables = write_tables(frame, view_tables(frame), folder, extra_tables(df, frame), cross_device_table(frame))
+    extras = baseline_tables(judged) + extra_tables(df, frame)
+    report.tables = write_tables(frame, view_tables(frame), folder, extras, cross_device_table(frame))
     report.plots = draw_plots(df, frame, folder / "plots")
-    report.html = write_html(df, frame, report, folder / "report.html", merged)
+    report.html = write_html(df, frame, report, folder / "report.html", merged, extras)
     return report
 
 
 def report_and_export(results_dir: Path, merged: Path | None = None, output_dir: Path | None = None,
-                      wandb_project: str | None = None, report: Callable[[str], None] = print) -> None:
+                      wandb_project: str | None = None, report: Callable[[str], None] = print,
+                      baseline: str | None = None, tolerance: str = "5%") -> None:
     """The report command: write the report of `merged` (default <results_dir>/merged.parquet) into `output_dir`
-    (default <results_dir>/report), say where each part went, and export to W&B where a project is named."""
+    (default <results_dir>/report), say where each part went, and export to W&B where a project is named. With
+    `baseline` (a name saved in results_dir), the report also shows each campaign's cells against it, as
+    `compare --baseline` does, and says how many regressed."""
     merged = merged or results_dir / MERGED
     if not merged.exists():
         raise OrchestratorError(f"{merged} does not exist; run `python main.py collect` first")
-    written = write_report(merged, output_dir or results_dir / "report")
+    judged = judge_merged(results_dir, merged, baseline, tolerance) if baseline else None
+    written = write_report(merged, output_dir or results_dir / "report", judged)
+    if judged:
+        report(judged.summary)
     add_device_mismatches(written, device_mismatch_lines(merged, [results_dir]), report)
     for kind, path in written.tables.items():
         report(f"{kind}: {path}")
@@ -129,12 +139,31 @@ def latex_table(caption: str, headers: list[str], rows: list[list[str]], left: i
 EXTRA_NAME_COLUMNS = 6  # device model, benchmark, use case, model, batch or precision, precision or memory cap
 
 
-def extra_tables(df, frame) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, headers, rows) of the tables beside the use cases' (each where it has rows): the roofline's
-    bound of every cell, and the largest batch that fits."""
-    tables = [("Roofline: compute- or memory-bound", *roofline_rows(frame)),
-              ("Largest batch that fits", *batch_search_rows(summary_rows(df)))]
-    return [(title, headers, rows) for title, headers, rows in tables if rows]
+class Extra(NamedTuple):
+    """A table beside the use cases' tables; its first `left` columns name its cells (left-aligned)."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    left: int = EXTRA_NAME_COLUMNS
+
+
+def extra_tables(df, frame) -> list[Extra]:
+    """The tables beside the use cases' (each where it has rows): the roofline's bound of every cell, and the
+    largest batch that fits."""
+    tables = [Extra("Roofline: compute- or memory-bound", *roofline_rows(frame)),
+              Extra("Largest batch that fits", *batch_search_rows(summary_rows(df)))]
+    return [table for table in tables if table.rows]
+
+
+def baseline_tables(judged: Judged | None) -> list[Extra]:
+    """The table of `compare --baseline` (orchestrator.results.baseline.verdict_rows) as the report's first
+    extra table, titled with its summary: per cell and framework the change, its flag and, beside a flagged
+    cell, the versions that changed. None without a baseline."""
+    if judged is None:
+        return []
+    return [Extra(f"Against baseline {judged.name}: {judged.summary}", *verdict_rows(judged.verdicts),
+                  left=VERDICT_NAME_COLUMNS)]
 
 
 def roofline_rows(frame) -> tuple[list[str], list[list[str]]]:
@@ -155,7 +184,7 @@ def roofline_rows(frame) -> tuple[list[str], list[list[str]]]:
 
 
 def write_tables(frame, tables: list[ViewTable], folder: Path,
-                 extras: list[tuple[str, list[str], list[list[str]]]] = (),
+                 extras: list[Extra] = (),
                  cross_device: ViewTable | None = None) -> dict[str, Path]:
     """Markdown and LaTeX: each use case's table per device model (views), the table across device models
     where there are several, then the extras; CSV: every column of every comparison row
@@ -168,9 +197,9 @@ def write_tables(frame, tables: list[ViewTable], folder: Path,
         md += [f"## {table.caption}", "", markdown_table(table.headers, table.rows), "", *table.notes,
                *([""] if table.notes else [])]
         tex.append(latex_table(table.caption, table.headers, table.rows, left=left))
-    for title, headers, rows in extras:
-        md += [f"## {title}", "", markdown_table(headers, rows), ""]
-        tex.append(latex_table(title, headers, rows))
+    for extra in extras:
+        md += [f"## {extra.title}", "", markdown_table(extra.headers, extra.rows), ""]
+        tex.append(latex_table(extra.title, extra.headers, extra.rows, left=extra.left))
     paths = {
         "markdown": publish(folder / "report.md", lambda tmp: tmp.write_text("\n".join(md))),
         "latex": publish(folder / "report.tex", lambda tmp: tmp.write_text("\n\n".join(tex) + "\n")),
@@ -601,7 +630,7 @@ def trace_links(df, results_dir: Path, page_dir: Path) -> list[dict]:
     return links
 
 
-def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
+def write_html(df, frame, report: Report, path: Path, merged: Path, extras: list[Extra]) -> Path:
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROJECT_ROOT / "templates")),
@@ -609,8 +638,8 @@ def write_html(df, frame, report: Report, path: Path, merged: Path) -> Path:
     # A use case's table names its cells in its key columns and the framework column.
     tables = [{"title": table.caption, "html": html_table(table.headers, table.rows, left=table.key_columns + 1),
                "notes": table.notes} for table in view_tables(frame)]
-    tables += [{"title": title, "html": html_table(headers, rows, left=EXTRA_NAME_COLUMNS), "notes": []}
-               for title, headers, rows in extra_tables(df, frame)]
+    tables += [{"title": extra.title, "html": html_table(extra.headers, extra.rows, left=extra.left), "notes": []}
+               for extra in extras]
     across = cross_device_table(frame)
     cross_device = None if across is None else {
         "title": across.caption, "html": html_table(across.headers, across.rows, left=across.key_columns)}
