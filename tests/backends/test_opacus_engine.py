@@ -5,7 +5,8 @@
   whole DP-SGD update with noise (the same generator seed), while the examples are really clipped;
 - Opacus's hooks are off outside its own step: the per-example loop after it leaves no grad_sample behind;
 - a use-case-3 run with the Opacus engine takes the same steps as the torch.func run without noise, and its rows
-  name the engine, its mode and Opacus's version.
+  name the engine, its mode and Opacus's version; so does use case 4 with Opacus on two processes (the clipped sums
+  all-reduced by DPSGDUpdate), against the same one-process run.
 """
 
 import json
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import REPO_ROOT, env_python
 from test_backends import make_spec, run_backend
+from test_parallel_training_options import WORLD, run_ranks
 
 from bench_contract import results
 from bench_contract.spec import OPACUS_GRAD_SAMPLE_MODES
@@ -71,18 +73,49 @@ def task_context(path):
     return json.loads(stored) if stored else table.slice(0, 1).to_pylist()[0]
 
 
-def test_a_use_case_3_run_with_opacus_takes_torch_funcs_steps_and_names_its_engine(tmp_path):
-    frames, contexts = {}, {}
+def digits_dp_spec(tmp_path, name, **overrides):
+    """Digits' MLP, one epoch of DP-SGD without noise at global batch 32, few timed repeats."""
+    values = {"use_case": 3, "epochs": 1, "noise_multiplier": 0.0, "clip_norm": CLIP_NORM, "timed_steps": 2,
+              "min_duration_s": 0.0, "warmup_steps": 1, "loop_batch_size": 4, "cell_id": f"torch-{name}",
+              "results_path": str(tmp_path / f"{name}.parquet")} | overrides
+    return make_spec("torch", tmp_path, **values)
+
+
+def losses_of(path):
+    df = pd.read_parquet(path)
+    return df[df.metric == "train_loss"].sort_values("step")["value"].to_numpy()
+
+
+@pytest.fixture(scope="module")
+def digits_runs(tmp_path_factory):
+    """Result paths: torch.func and Opacus on one process (use case 3), Opacus on two (use case 4)."""
+    tmp_path = tmp_path_factory.mktemp("opacus_runs")
+    paths = {}
     for engine in ("torchfunc", "opacus"):
-        spec = make_spec("torch", tmp_path, use_case=3, epochs=1, noise_multiplier=0.0, clip_norm=CLIP_NORM,
-                         dp_engine=engine, timed_steps=2, min_duration_s=0.0, warmup_steps=1, loop_batch_size=4,
-                         cell_id=f"torch-{engine}", results_path=str(tmp_path / f"{engine}.parquet"))
+        spec = digits_dp_spec(tmp_path, engine, dp_engine=engine)
         proc = run_backend("torch", spec, tmp_path)
         assert proc.returncode == 0, proc.stderr
-        frames[engine] = pd.read_parquet(spec.results_path)
-        contexts[engine] = task_context(spec.results_path)
-    losses = {e: df[df.metric == "train_loss"].sort_values("step")["value"].to_numpy() for e, df in frames.items()}
-    np.testing.assert_allclose(losses["opacus"], losses["torchfunc"], rtol=1e-5)
+        paths[engine] = spec.results_path
+    spec = digits_dp_spec(tmp_path, "opacus_uc4", dp_engine="opacus", use_case=4, tasks_per_node=WORLD)
+    spec_path = tmp_path / "uc4.json"
+    spec_path.write_text(spec.to_json())
+    for proc in run_ranks("torch", spec_path, job_id=4600):
+        assert proc.returncode == 0, proc.stderr
+    paths["opacus_uc4"] = spec.results_path
+    return paths
+
+
+def test_use_case_4_with_opacus_on_two_processes_takes_the_one_process_steps(digits_runs):
+    two = losses_of(digits_runs["opacus_uc4"])
+    assert len(two) == 1257 // 32
+    np.testing.assert_allclose(two, losses_of(digits_runs["torchfunc"]), rtol=1e-5)
+    assert task_context(digits_runs["opacus_uc4"])["dp_engine"] == "opacus"
+
+
+def test_a_use_case_3_run_with_opacus_takes_torch_funcs_steps_and_names_its_engine(digits_runs):
+    frames = {e: pd.read_parquet(digits_runs[e]) for e in ("torchfunc", "opacus")}
+    contexts = {e: task_context(digits_runs[e]) for e in frames}
+    np.testing.assert_allclose(losses_of(digits_runs["opacus"]), losses_of(digits_runs["torchfunc"]), rtol=1e-5)
     opacus = contexts["opacus"]
     assert opacus["dp_engine"] == "opacus"
     assert opacus["dp_engine_mode"] == f"GradSampleModule, grad_sample_mode={OPACUS_GRAD_SAMPLE_MODES['mlp']}"
