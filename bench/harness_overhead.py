@@ -1,10 +1,15 @@
-"""The harness's overhead (issue 3): the step time a cell records against a bare hand-written loop.
+"""The harness's overhead (issues 3 and 15): the step time a cell records against a bare hand-written loop.
 
-For each framework, `bench/overhead_probe.py` runs in that framework's environment (the orchestrator never
-imports jax or torch) and alternates, in one process, the real inference path (`run_inference` with the
-backend's inference ops, as a cell runs it) with a bare loop over the same model function, on the same
-weights, batch, batch size and precision (fp32). The table shows the medians over the runs of each loop's
-per-step median, and harness/bare - 1 from those two medians, against the 2% target.
+For each framework, a probe runs in that framework's environment (the orchestrator never imports jax or
+torch) and alternates, in one process, the harness's path with a bare loop over the same model, on the same
+weights, batch size and precision (fp32):
+- inference (`bench/overhead_probe.py`): `run_inference` with the backend's inference ops, as a cell runs it,
+  against a bare loop over the same model function and batch;
+- training (`bench/training_overhead_probe.py`, issue 15): `run_training` with the backend's training ops, as a
+  cell runs use case 1, against a training step written by hand with the same network and optimizer; JAX, and
+  PyTorch eager and compiled.
+The table shows the medians over the runs of each loop's per-step median, and harness/bare - 1 from those two
+medians, against the 2% target.
 """
 
 from __future__ import annotations
@@ -16,14 +21,44 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.overhead_probe import MARKER
+from bench.overhead_probe import INFERENCE_MODES, MARKER
 from bench.timing import REPO_ROOT, Result
+from bench.training_overhead_probe import MODES as TRAINING_MODES
 from bench_contract.spec import FRAMEWORK_TITLES as FRAMEWORKS
 
 TARGET_PERCENT = 2.0
-# A model that runs in seconds on a 2-core CPU in both frameworks: the MLP at batch 128 on MNIST-shaped inputs.
-MODEL, VARIANT, BENCHMARK, BATCH_SIZE = "mlp", "full", "mnist", 128
-TIMED_STEPS, WARMUP_STEPS = 100, 5
+# A model that runs in seconds on a 2-core CPU in both frameworks: the MLP on MNIST-shaped inputs.
+MODEL, VARIANT, BENCHMARK = "mlp", "full", "mnist"
+
+
+# The probe of each harness path, run as `python -m PROBE` in the framework's environment.
+PROBES = {"run_inference": "bench.overhead_probe", "run_training": "bench.training_overhead_probe"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One probe run: which harness path, in which framework and mode, at which batch and length."""
+
+    path: str  # a key of PROBES
+    framework: str
+    mode: str
+    batch_size: int
+    timed_steps: int
+    warmup_steps: int
+
+    def args(self, runs: int) -> list[str]:
+        mode = [self.mode] if self.path == "run_training" else []  # the inference probe has one mode a framework
+        return [self.framework, *mode, MODEL, VARIANT, BENCHMARK, *map(str, (self.batch_size, self.timed_steps,
+                                                                          self.warmup_steps, runs))]
+
+
+# Inference at batch 128 (issue 3); the training step at batch 1024 (issue 15's check), about 20 ms in JAX on two
+# cores, so 20 timed steps make a run of under a second.
+CHECKS = (
+    *(Check("run_inference", framework, mode, 128, 100, 5) for framework, mode in INFERENCE_MODES.items()),
+    *(Check("run_training", framework, mode, 1024, 20, 3) for framework, modes in TRAINING_MODES.items()
+      for mode in modes),
+)
 # Runs of each loop per --repeats: on a shared 2-core machine a burst of other work can slow one 0.3 s run
 # several times over, so many short alternating runs, and the median over them, are what cancels it.
 PAIRS_PER_REPEAT = 5
@@ -32,6 +67,8 @@ PAIRS_PER_REPEAT = 5
 @dataclass
 class Probe:
     framework: str
+    mode: str  # jit (JAX), eager or compiled (PyTorch)
+    path: str  # the harness's function: run_inference or run_training
     model: str
     batch_size: int
     timed_steps: int
@@ -81,31 +118,35 @@ def framework_python(framework: str) -> Path:
     return REPO_ROOT / ".envs" / framework / "bin" / "python"
 
 
-def run_probe(framework: str, repeats: int) -> Probe:
-    python = framework_python(framework)
+def run_probe(check: Check, repeats: int) -> Probe:
+    python = framework_python(check.framework)
     if not python.exists():
-        raise FileNotFoundError(f"no {framework} environment at {python.parent.parent} (make setup builds it)")
-    args = [framework, MODEL, VARIANT, BENCHMARK, BATCH_SIZE, TIMED_STEPS, WARMUP_STEPS,
-            repeats * PAIRS_PER_REPEAT]
+        raise FileNotFoundError(f"no {check.framework} environment at {python.parent.parent} (make setup builds it)")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.run([str(python), "-m", "bench.overhead_probe", *map(str, args)], capture_output=True,
-                          text=True, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.run([str(python), "-m", PROBES[check.path], *check.args(repeats * PAIRS_PER_REPEAT)],
+                          capture_output=True, text=True, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"the {framework} overhead probe failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"the {label(check.framework, check.mode, check.path)} overhead probe failed "
+                           f"({proc.returncode}): {proc.stderr.strip()[-2000:]}")
     return parse_probe_output(proc.stdout)
 
 
+def label(framework: str, mode: str, path: str) -> str:
+    """e.g. "PyTorch compiled, training": the framework, its mode, and the harness's path without its run_."""
+    return f"{FRAMEWORKS.get(framework, framework)} {mode}, {path.removeprefix('run_')}"
+
+
 def rows_for(probe: Probe) -> list[Result]:
-    name = FRAMEWORKS.get(probe.framework, probe.framework)
+    name = label(probe.framework, probe.mode, probe.path)
     what = f"{probe.model} batch {probe.batch_size} fp32 {probe.device}"
     runs = len(probe.harness_ms)
     paired = probe.paired_percent
     spread = (f"pair by pair: median {statistics.median(paired):+.1f}%, from {min(paired):+.1f}% to {max(paired):+.1f}%")
     return [
-        Result(f"{name} {what}: step time, harness (`run_inference`) / bare loop",
+        Result(f"{name} {what}: step time, harness (`{probe.path}`) / bare loop",
                f"{probe.harness:.3f} / {probe.bare:.3f} ms", "", "",
-               f"{name} {probe.version}; medians over {runs} alternating runs of each run's median of "
-               f"{probe.timed_steps} steps"),
+               f"{FRAMEWORKS.get(probe.framework, probe.framework)} {probe.version}; medians over {runs} alternating "
+               f"runs of each run's median of {probe.timed_steps} steps"),
         Result(f"{name}: harness / bare - 1, same run", f"{probe.overhead_percent:+.2f}%",
                f"|x| <= {TARGET_PERCENT:g}%", verdict(probe.overhead_percent), spread),
     ]
@@ -113,12 +154,12 @@ def rows_for(probe: Probe) -> list[Result]:
 
 def measure(repeats: int) -> list[Result]:
     results = []
-    for framework, name in FRAMEWORKS.items():
+    for check in CHECKS:
         try:
-            probe = run_probe(framework, repeats)
+            probe = run_probe(check, repeats)
         except (OSError, RuntimeError, ValueError) as error:
-            results.append(Result(f"{name}: harness / bare - 1", "", f"|x| <= {TARGET_PERCENT:g}%",
-                                  f"not measured: {error}"))
+            results.append(Result(f"{label(check.framework, check.mode, check.path)}: harness / bare - 1", "",
+                                  f"|x| <= {TARGET_PERCENT:g}%", f"not measured: {error}"))
             continue
         results += rows_for(probe)
     return results

@@ -23,6 +23,8 @@ import sys
 import time
 
 MARKER = "OVERHEAD_PROBE "
+# How each framework runs the model here: the probe's inference cell is JAX's jit and PyTorch eager.
+INFERENCE_MODES = {"jax": "jit", "torch": "eager"}
 
 
 def backend_for(framework: str):
@@ -88,9 +90,10 @@ def main(argv: list[str]) -> int:
         bare_ms.append(statistics.median(bare_loop(framework, ops, x, timed_steps, warmup)) * 1e3)
         print(f"{framework} run {r + 1}/{repeats}: harness {harness_ms[-1]:.3f} ms, bare {bare_ms[-1]:.3f} ms",
               file=sys.stderr, flush=True)
-    print(MARKER + json.dumps({"framework": framework, "model": model, "variant": variant, "batch_size": batch,
-                               "timed_steps": timed_steps, "device": setup.kind, "version": setup.framework_version,
-                               "harness_ms": harness_ms, "bare_ms": bare_ms}), flush=True)
+    print(MARKER + json.dumps({"framework": framework, "mode": INFERENCE_MODES[framework], "path": "run_inference",
+                               "model": model, "variant": variant, "batch_size": batch, "timed_steps": timed_steps,
+                               "device": setup.kind, "version": setup.framework_version, "harness_ms": harness_ms,
+                               "bare_ms": bare_ms}), flush=True)
     return 0
 
 

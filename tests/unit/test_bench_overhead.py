@@ -4,12 +4,14 @@ import json
 
 import pytest
 
-from bench.harness_overhead import parse_probe_output, rows_for, verdict
+from bench.harness_overhead import CHECKS, PROBES, Check, parse_probe_output, rows_for, verdict
 from bench.overhead_probe import MARKER
+from bench.training_overhead_probe import synthetic_samples_for
+from bench_contract.data.datasets import synthetic_dataset
 
 
 def probe_stdout(**changes) -> str:
-    data = {"framework": "jax", "model": "mlp", "variant": "full", "batch_size": 128, "timed_steps": 100,
+    data = {"framework": "jax", "mode": "jit", "path": "run_inference", "model": "mlp", "variant": "full", "batch_size": 128, "timed_steps": 100,
             "device": "cpu", "version": "0.0", "harness_ms": [2.0, 3.0, 2.1], "bare_ms": [2.0, 2.0, 2.0]}
     data.update(changes)
     return "some library chatter\n" + MARKER + json.dumps({**data, "harness_ms": [9.0]}) + "\n" + MARKER + json.dumps(data) + "\n"
@@ -38,3 +40,31 @@ def test_rows_show_both_medians_and_the_ratio_with_its_verdict():
     step_row, ratio_row = rows_for(parse_probe_output(probe_stdout()))
     assert step_row.measured == "2.100 / 2.000 ms"
     assert (ratio_row.measured, ratio_row.verdict) == ("+5.00%", "missed by 3.00%")
+
+
+def test_training_rows_name_the_mode_and_the_training_path():
+    step_row, ratio_row = rows_for(parse_probe_output(probe_stdout(framework="torch", mode="compiled",
+                                                                   path="run_training", batch_size=1024)))
+    assert step_row.step.startswith("PyTorch compiled, training mlp batch 1024 fp32 cpu")
+    assert "harness (`run_training`)" in step_row.step
+    assert ratio_row.step == "PyTorch compiled, training: harness / bare - 1, same run"
+
+
+def test_the_training_step_is_checked_at_batch_1024_in_jax_and_both_pytorch_modes():
+    training = {(c.framework, c.mode): c for c in CHECKS if c.path == "run_training"}
+    assert set(training) == {("jax", "jit"), ("torch", "eager"), ("torch", "compiled")}
+    assert {c.batch_size for c in training.values()} == {1024}
+    assert {c.path for c in CHECKS} == set(PROBES)
+
+
+def test_each_probe_gets_its_own_arguments():
+    assert Check("run_training", "torch", "compiled", 1024, 20, 3).args(15) == [
+        "torch", "compiled", "mlp", "full", "mnist", "1024", "20", "3", "15"]
+    assert Check("run_inference", "torch", "eager", 128, 100, 5).args(15) == [
+        "torch", "mlp", "full", "mnist", "128", "100", "5", "15"]
+
+
+@pytest.mark.parametrize("steps, batch", [(23, 1024), (1, 16), (7, 128)])
+def test_the_training_probe_data_holds_every_warm_up_and_timed_step(steps, batch):
+    data = synthetic_dataset("digits", synthetic_samples_for(steps, batch))
+    assert len(data.x_train) // batch == steps

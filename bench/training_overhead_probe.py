@@ -1,0 +1,149 @@
+"""The harness's training step against a bare hand-written training loop, in one framework's environment.
+
+Run by `bench/harness_overhead.py` as `<framework env>/bin/python -m bench.training_overhead_probe FRAMEWORK MODE
+MODEL VARIANT BENCHMARK BATCH TIMED_STEPS WARMUP_STEPS REPEATS`, MODE `jit` (JAX), `eager` or `compiled`
+(PyTorch), with the repository on PYTHONPATH. Like `bench/overhead_probe.py` (whose marker and output it
+shares) it imports only that framework's backend and the contract, prints progress to stderr and, as its last
+stdout line, the per-run step-time medians of both loops.
+
+Both loops run in this one process on the same device set-up (`backend.prepare`), the same model and optimizer
+(the backend's `training_ops` for use case 1 from the contract's initial weights: sgd, fp32, the spec's learning
+rate) and the same batch size, and alternate harness, bare, harness, bare ... so drift on a shared machine falls
+on both:
+- harness: `run_training` over the backend's training ops with the cell's efficiency meter, exactly as a cell
+  runs use case 1 (one epoch of WARMUP + TIMED steps of synthetic data); its recorded `step_time_p50`.
+- bare: the training step as a user writes it by hand, timed with perf_counter, on one batch already on the
+  device; the median of those times. JAX: a `jax.jit` (state donated, as the harness's) of value_and_grad, the optax update and apply_updates on
+  the backend's flax module and optax optimizer, then `loss.block_until_ready()`. PyTorch: zero_grad,
+  cross_entropy, backward and the optimizer's step on the backend's network and torch.optim optimizer (plus
+  `torch.cuda.synchronize` on a GPU), eager, or that function under `torch.compile` for MODE compiled.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from functools import partial
+
+from bench.overhead_probe import MARKER, backend_for
+
+MODES = {"jax": ("jit",), "torch": ("eager", "compiled")}
+
+
+def synthetic_samples_for(steps: int, batch: int) -> int:
+    """A synthetic data set whose training split (eight tenths: datasets.synthetic_dataset) holds `steps` batches."""
+    return steps * batch * 5 // 4 + 10
+
+
+def jax_bare_loop(ops, optimizer, x, y):
+    """A hand-written JAX training loop: returns run(steps, warmup) -> per-step seconds."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    module = ops.module
+
+    def loss_fn(params, x, y):
+        return optax.softmax_cross_entropy_with_integer_labels(module.apply({"params": params}, x), y).mean()
+
+    @partial(jax.jit, donate_argnums=(0, 1))  # the state updated in place, as the harness's step does
+    def step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    params = jax.tree.map(jnp.copy, ops.params)  # its own copy: the harness's step donates (deletes) its state
+    state = {"params": params, "opt_state": optimizer.init(params)}
+
+    def run(steps: int, warmup: int) -> list[float]:
+        params, opt_state, times = state["params"], state["opt_state"], []
+        for i in range(warmup + steps):
+            start = time.perf_counter()
+            params, opt_state, loss = step(params, opt_state, x, y)
+            loss.block_until_ready()
+            if i >= warmup:
+                times.append(time.perf_counter() - start)
+        state.update(params=params, opt_state=opt_state)
+        return times
+
+    return run
+
+
+def torch_bare_loop(ops, x, y, compiled: bool):
+    """A hand-written PyTorch training loop, eager or under torch.compile: run(steps, warmup) -> per-step seconds."""
+    import torch
+    import torch.nn.functional as F
+
+    net, optimizer, cuda = ops.model, ops.optimizer, ops.device.type == "cuda"
+
+    def train_step(x, y):
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    step = torch.compile(train_step) if compiled else train_step
+
+    def run(steps: int, warmup: int) -> list[float]:
+        times = []
+        for i in range(warmup + steps):
+            start = time.perf_counter()
+            step(x, y)
+            if cuda:
+                torch.cuda.synchronize(ops.device)
+            if i >= warmup:
+                times.append(time.perf_counter() - start)
+        return times
+
+    return run
+
+
+def main(argv: list[str]) -> int:
+    framework, mode, model, variant, benchmark = argv[:5]
+    batch, timed_steps, warmup, repeats = (int(a) for a in argv[5:9])
+    if mode not in MODES.get(framework, ()):
+        raise ValueError(f"mode {mode!r} is not one of {framework}'s: {', '.join(MODES.get(framework, ()))}")
+    from bench_contract.data.datasets import load_dataset
+    from bench_contract.models.weights import make_initial_weights
+    from bench_contract.results import CONTEXT_NAMES, ResultRows
+    from bench_contract.run.training import run_training
+    from bench_contract.spec import JobSpec
+
+    spec = JobSpec(campaign="bench", cell_id=f"training-overhead-{framework}-{mode}", pair_key="training-overhead",
+                   framework=framework, benchmark=benchmark, use_case=1, model=model, batch_size=batch,
+                   precision="fp32", device="cpu", data_source="synthetic", model_variant=variant,
+                   synthetic_samples=synthetic_samples_for(warmup + timed_steps, batch), timed_steps=timed_steps,
+                   warmup_steps=warmup, torch_compile=mode == "compiled")
+    backend = backend_for(framework)
+    setup = backend.prepare(spec)
+    data = load_dataset(benchmark, "synthetic", synthetic_samples=spec.synthetic_samples, variant=variant)
+    weights = make_initial_weights(backend.param_specs(model, data.sample_shape, data.num_classes, variant), spec.seed)
+    ops = backend.training_ops(spec, data, weights, ResultRows({name: None for name in CONTEXT_NAMES}))
+    efficiency = backend.efficiency(spec)
+    x, y = ops.to_device(data.x_train[:batch], data.y_train[:batch])  # the bare loop's batch, on the device
+    if framework == "jax":
+        from jax_backend.optim import build_optimizer
+
+        bare = jax_bare_loop(ops, build_optimizer(spec), x, y)
+    else:
+        bare = torch_bare_loop(ops, x, y, compiled=mode == "compiled")
+    harness_ms, bare_ms = [], []
+    for r in range(repeats):
+        rows = ResultRows({name: None for name in CONTEXT_NAMES})
+        run_training(spec, data, ops, rows, efficiency=efficiency)
+        harness_ms.append(next(row["value"] for row in rows.rows if row["metric"] == "step_time_p50"))
+        bare_ms.append(statistics.median(bare(timed_steps, warmup)) * 1e3)
+        print(f"{framework} {mode} run {r + 1}/{repeats}: harness {harness_ms[-1]:.3f} ms, bare {bare_ms[-1]:.3f} ms",
+              file=sys.stderr, flush=True)
+    print(MARKER + json.dumps({"framework": framework, "mode": mode, "path": "run_training", "model": model,
+                               "variant": variant, "batch_size": batch, "timed_steps": timed_steps,
+                               "device": setup.kind, "version": setup.framework_version, "harness_ms": harness_ms,
+                               "bare_ms": bare_ms}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
