@@ -19,9 +19,10 @@ class JaxPerSampleOps:
         self.vectorized = jax.jit(
             lambda p, x, y: steps.clipped_sum(steps.per_sample_grads(module, p, x, y)[1], clip_norm)
         )
-        # The naive loop as people write it: one compiled gradient per example, clipped, then added up.
+        # The naive loop as people write it: one compiled gradient per example, clipped, then added to the sum,
+        # in one call per example (a second call for the addition would time the dispatch, not the loop).
         self.one = jax.jit(lambda p, x, y: steps.clip_one(jax.grad(steps.example_loss(module))(p, x, y), clip_norm))
-        self.add = jax.jit(lambda a, b: jax.tree.map(lambda u, v: u + v, a, b))
+        self.add_one = jax.jit(lambda total, p, x, y: jax.tree.map(lambda u, v: u + v, total, self.one(p, x, y)))
 
     def local_batch(self, x: np.ndarray, y: np.ndarray):
         x = models.to_model_layout(self.model, x)
@@ -34,7 +35,7 @@ class JaxPerSampleOps:
         x, y = batch
         total = self.one(self.params, x[0], y[0])
         for i in range(1, x.shape[0]):
-            total = self.add(total, self.one(self.params, x[i], y[i]))
+            total = self.add_one(total, self.params, x[i], y[i])
         return total
 
     def synchronize(self, out) -> None:
