@@ -1,4 +1,4 @@
-"""`python -m bench [--repeats N] [--only startup,planning,submission,collecting,overhead]`: measure, print one table."""
+"""`python -m bench [--repeats N] [--only SUITE,...]`: measure the suites of SUITES (all by default), print one table."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import os
 import platform
 import sys
 
-from bench import collecting, harness_overhead, planning, startup, submission
+from bench import collecting, harness_overhead, planning, startup, submission, vectorization
 from bench_contract.measure.device import cpu_model
 
 SUITES = {"startup": startup, "planning": planning, "submission": submission, "collecting": collecting,
-          "overhead": harness_overhead}
+          "overhead": harness_overhead, "vectorization": vectorization}
 
 
 def machine() -> str:
