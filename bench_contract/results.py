@@ -269,8 +269,9 @@ def context_of(stored: bytes) -> dict[str, Any]:
 
 def with_added_columns(table: pa.Table) -> pa.Table:
     """A wide table written before some columns existed, with each such column at its default."""
+    present = set(table.column_names)
     for name, default in ADDED_COLUMN_DEFAULTS.items():
-        if name not in table.column_names:
+        if name not in present:
             table = table.append_column(name, pa.array([default] * table.num_rows, SCHEMA.field(name).type))
     return table
 
@@ -278,7 +279,8 @@ def with_added_columns(table: pa.Table) -> pa.Table:
 def conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """The table's columns of `schema`, in its order and types, without the file's metadata."""
     if not table.schema.equals(schema):
-        missing = [name for name in schema.names if name not in table.column_names]
+        present = set(table.column_names)  # a list built anew on each access: once, not once per column
+        missing = [name for name in schema.names if name not in present]
         if missing:
             raise UnreadableTaskFile(f"not a result file of this schema (missing {', '.join(missing[:5])})")
         try:
@@ -294,8 +296,14 @@ def widen(files: Sequence[TaskFile]) -> pa.Table:
     pieces = []
     for narrow, run in itertools.groupby(files, key=lambda file: file.context is not None):
         run = list(run)
-        pieces += [widen_narrow(run)] if narrow else [file.rows for file in run]
+        pieces.append(widen_narrow(run) if narrow else contiguous([file.rows for file in run]))
     return pa.concat_tables(pieces) if pieces else SCHEMA.empty_table()
+
+
+def contiguous(tables: list[pa.Table]) -> pa.Table:
+    """The tables as one, each column in one chunk: a Parquet writer given a chunk per file of 42 rows took 1.7
+    times the CPU of the whole collect (10,000 files of the wide layout)."""
+    return pa.concat_tables(tables).combine_chunks()
 
 
 def widen_narrow(files: list[TaskFile]) -> pa.Table:
@@ -305,7 +313,7 @@ def widen_narrow(files: list[TaskFile]) -> pa.Table:
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise UnreadableTaskFile(f"context values of the wrong type: {exc}") from None
     repeated = contexts.take(np.repeat(np.arange(len(files)), [file.num_rows for file in files]))
-    measurements = pa.concat_tables([file.rows for file in files])
+    measurements = contiguous([file.rows for file in files])
     return pa.Table.from_arrays([*repeated.columns, *measurements.columns], schema=SCHEMA)
 
 

@@ -496,7 +496,6 @@ def read_task_file(path: Path):
 
 def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
     """Write the tables, in order, as one new part (atomically); None when there were no rows to write."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from bench_contract.results import SCHEMA
@@ -509,12 +508,11 @@ def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
             for table in tables:
                 buffer.append(table)
                 buffered += table.num_rows
-                # The writer takes the chunks as they are: combining them first cost more than it saved.
                 if buffered >= ROW_GROUP:
-                    writer.write_table(pa.concat_tables(buffer))
+                    writer.write_table(row_group(buffer))
                     rows, buffer, buffered = rows + buffered, [], 0
             if buffer or empty_ok:
-                writer.write_table(pa.concat_tables(buffer) if buffer else SCHEMA.empty_table())
+                writer.write_table(row_group(buffer) if buffer else SCHEMA.empty_table())
                 rows += buffered
         if rows == 0 and not empty_ok:
             return None
@@ -522,6 +520,20 @@ def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
         return name
     finally:
         tmp.unlink(missing_ok=True)
+
+
+COMBINE_ABOVE = 64  # tables buffered for one row group: more (a file's slice each) are first made contiguous
+
+
+def row_group(tables: list):
+    """The buffered tables as one. Widened batches (bench_contract.results.widen) are few and contiguous, and
+    copying their 49 columns again cost more than it saved; many small tables (the slices of the files a part
+    keeps) are combined, since a Parquet writer given thousands of tiny chunks is slower still."""
+    import pyarrow as pa
+
+    from bench_contract.results import contiguous
+
+    return contiguous(tables) if len(tables) > COMBINE_ABOVE else pa.concat_tables(tables)
 
 
 def place(files: dict[str, dict], order: list[str], part: str | None) -> None:
