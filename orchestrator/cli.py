@@ -19,8 +19,7 @@ import typer
 from typer._click import exceptions as click_errors  # typer 0.29 (pinned) parses with its own copy of click
 from typer.core import TyperGroup
 
-from bench_contract.spec import DP_ENGINES
-from bench_contract.spec import SAMPLINGS
+from bench_contract.spec import DP_ENGINES, SAMPLINGS
 from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
