@@ -12,11 +12,12 @@ rate) and the same batch size, and alternate harness, bare, harness, bare ... so
 on both:
 - harness: `run_training` over the backend's training ops with the cell's efficiency meter, exactly as a cell
   runs use case 1 (one epoch of WARMUP + TIMED steps of synthetic data); its recorded `step_time_p50`.
-- bare: the training step as a user writes it by hand, timed with perf_counter, on one batch already on the
-  device; the median of those times. JAX: a `jax.jit` (state donated, as the harness's) of value_and_grad, the optax update and apply_updates on
-  the backend's flax module and optax optimizer, then `loss.block_until_ready()`. PyTorch: zero_grad,
-  cross_entropy, backward and the optimizer's step on the backend's network and torch.optim optimizer (plus
-  `torch.cuda.synchronize` on a GPU), eager, or that function under `torch.compile` for MODE compiled.
+- bare: the training step as a user writes it by hand, timed with perf_counter, on the harness's batches in its
+  order, each moved to the device before its clock starts; the median of those times. JAX: a `jax.jit` (state
+  donated, as the harness's) of value_and_grad, the optax update and apply_updates on the backend's flax module
+  and optax optimizer, then `loss.block_until_ready()`. PyTorch: zero_grad, cross_entropy, backward and the
+  optimizer's step on the backend's network and torch.optim optimizer (plus `torch.cuda.synchronize` on a GPU),
+  eager, or that function under `torch.compile` for MODE compiled.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ def synthetic_samples_for(steps: int, batch: int) -> int:
     return steps * batch * 5 // 4 + 10
 
 
-def jax_bare_loop(ops, optimizer, x, y):
-    """A hand-written JAX training loop: returns run(steps, warmup) -> per-step seconds."""
+def jax_bare_loop(ops, optimizer, batches):
+    """A hand-written JAX training loop over batches(i), the i-th batch on the device: run(steps, warmup) ->
+    per-step seconds."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -60,6 +62,7 @@ def jax_bare_loop(ops, optimizer, x, y):
     def run(steps: int, warmup: int) -> list[float]:
         params, opt_state, times = state["params"], state["opt_state"], []
         for i in range(warmup + steps):
+            x, y = batches(i)
             start = time.perf_counter()
             params, opt_state, loss = step(params, opt_state, x, y)
             loss.block_until_ready()
@@ -71,8 +74,9 @@ def jax_bare_loop(ops, optimizer, x, y):
     return run
 
 
-def torch_bare_loop(ops, x, y, compiled: bool):
-    """A hand-written PyTorch training loop, eager or under torch.compile: run(steps, warmup) -> per-step seconds."""
+def torch_bare_loop(ops, batches, compiled: bool):
+    """A hand-written PyTorch training loop over batches(i), eager or under torch.compile: run(steps, warmup) ->
+    per-step seconds."""
     import torch
     import torch.nn.functional as F
 
@@ -90,6 +94,7 @@ def torch_bare_loop(ops, x, y, compiled: bool):
     def run(steps: int, warmup: int) -> list[float]:
         times = []
         for i in range(warmup + steps):
+            x, y = batches(i)
             start = time.perf_counter()
             step(x, y)
             if cuda:
@@ -106,7 +111,7 @@ def main(argv: list[str]) -> int:
     batch, timed_steps, warmup, repeats = (int(a) for a in argv[5:9])
     if mode not in MODES.get(framework, ()):
         raise ValueError(f"mode {mode!r} is not one of {framework}'s: {', '.join(MODES.get(framework, ()))}")
-    from bench_contract.data.datasets import load_dataset
+    from bench_contract.data.datasets import epoch_batches, load_dataset
     from bench_contract.models.weights import make_initial_weights
     from bench_contract.results import CONTEXT_NAMES, ResultRows
     from bench_contract.run.training import run_training
@@ -123,13 +128,21 @@ def main(argv: list[str]) -> int:
     weights = make_initial_weights(backend.param_specs(model, data.sample_shape, data.num_classes, variant), spec.seed)
     ops = backend.training_ops(spec, data, weights, ResultRows({name: None for name in CONTEXT_NAMES}))
     efficiency = backend.efficiency(spec)
-    x, y = ops.to_device(data.x_train[:batch], data.y_train[:batch])  # the bare loop's batch, on the device
+    order = epoch_batches(len(data.x_train), batch, spec.seed, 0)
+
+    def batches(i: int):
+        """The harness's batches in its order, each moved to the device before the clock starts, as a training
+        loop feeds them: a new batch evicts part of the model's state from the caches, which costs the next step
+        2 to 3% on this MLP (docs/performance.md), so one batch used again and again would flatter the bare loop."""
+        idx = order[i % len(order)]
+        return ops.to_device(data.x_train[idx], data.y_train[idx])
+
     if framework == "jax":
         from jax_backend.optim import build_optimizer
 
-        bare = jax_bare_loop(ops, build_optimizer(spec), x, y)
+        bare = jax_bare_loop(ops, build_optimizer(spec), batches)
     else:
-        bare = torch_bare_loop(ops, x, y, compiled=mode == "compiled")
+        bare = torch_bare_loop(ops, batches, compiled=mode == "compiled")
     harness_ms, bare_ms = [], []
     for r in range(repeats):
         rows = ResultRows({name: None for name in CONTEXT_NAMES})
