@@ -121,14 +121,16 @@ class TorchPerSampleOps:
         return clipped_sum(grads, self.clip_norm)
 
     def clipped_sum_loop(self, batch):
-        # The naive loop as people write it: forward and backward per example, clip, add up.
+        # The naive loop as people write it: forward and backward per example, clip, add to the sum in place
+        # (a new sum tensor per example cost the loop 5% on the CNN at batch 128: docs/performance.md).
         x, y = batch
-        total = None
+        total = {name: torch.zeros_like(p) for name, p in self.params.items()}
         for i in range(x.shape[0]):
             self.model.zero_grad(set_to_none=True)
             F.cross_entropy(self.model(x[i : i + 1]), y[i : i + 1]).backward()
             clipped = clip_one({n: p.grad for n, p in self.model.named_parameters()}, self.clip_norm)
-            total = clipped if total is None else {n: total[n] + clipped[n] for n in total}
+            for name, g in clipped.items():
+                total[name] += g
         self.model.zero_grad(set_to_none=True)
         return total
 
