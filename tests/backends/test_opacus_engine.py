@@ -19,13 +19,14 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import REPO_ROOT, env_python
 from test_backends import make_spec, run_backend
-from test_parallel_training_options import WORLD, run_ranks
+from test_parallel_training_options import run_ranks
 
 from bench_contract import results
 from bench_contract.spec import OPACUS_GRAD_SAMPLE_MODES
 
 CLIP_NORM = 0.5  # well below the probe batch's gradient norms: every example is clipped
 PROBE_BATCH = 8
+PROCESSES = 2  # use case 4's run
 MODELS = [("cifar10", "resnet18_gn"), ("imagenet", "vit_b_16")]
 
 
@@ -96,10 +97,10 @@ def digits_runs(tmp_path_factory):
         proc = run_backend("torch", spec, tmp_path)
         assert proc.returncode == 0, proc.stderr
         paths[engine] = spec.results_path
-    spec = digits_dp_spec(tmp_path, "opacus_uc4", dp_engine="opacus", use_case=4, tasks_per_node=WORLD)
+    spec = digits_dp_spec(tmp_path, "opacus_uc4", dp_engine="opacus", use_case=4, tasks_per_node=PROCESSES)
     spec_path = tmp_path / "uc4.json"
     spec_path.write_text(spec.to_json())
-    for proc in run_ranks("torch", spec_path, job_id=4600):
+    for proc in run_ranks("torch", spec_path, job_id=4600, world=PROCESSES):
         assert proc.returncode == 0, proc.stderr
     paths["opacus_uc4"] = spec.results_path
     return paths
