@@ -25,10 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from bench_contract.measure.efficiency import Efficiency
-from bench_contract.results import CONTEXT_NAMES, ResultRows
+from bench_contract.results import CONTEXT_NAMES, ResultRows, read_task_file
 from bench_contract.run.failure import failure_path, read_failure
 from bench_contract.run.progress import ProgressReporter
 from bench_contract.spec import JobSpec
@@ -203,8 +201,8 @@ def run_search(spec: JobSpec) -> ResultRows:
         if not fitting:
             raise SearchError(f"not even batch size {spec.batch_size} fits: {attempts[0].reason}")
         # The rows carry the provenance the largest fitting try recorded (device, versions, Slurm ids).
-        context_row = pq.read_table(folder / f"try-{largest}.parquet", columns=CONTEXT_NAMES).slice(0, 1)
-        context = {name: column[0] for name, column in context_row.to_pydict().items()}
+        task = read_task_file(folder / f"try-{largest}.parquet")
+        context = {name: task.value(name) for name in CONTEXT_NAMES}
     context.update(cell_id=spec.cell_id, batch_size=spec.batch_size, data_source="synthetic")
     rows = ResultRows(context)
     for i, a in enumerate(attempts):

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_contract.results import unreadable_reason
+from bench_contract.results import read_task_file, unreadable_reason
 from bench_contract.run.failure import failure_path, read_failure
 from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
@@ -120,9 +120,7 @@ def device_note(cell: dict, expect: str | None) -> str:
     a constraint the site ignored. Only such cells' files are read (one column)."""
     if expect is None:
         return ""
-    import pyarrow.parquet as pq
-
-    model = pq.read_table(cell["results"], columns=["device_model"]).column(0)[0].as_py()
+    model = read_task_file(cell["results"]).value("device_model")
     if device_matches(expect, model):
         return ""
     return f"; ran on {model!r}, not on system {cell['system']}'s device ({expect!r}): check its constraint"

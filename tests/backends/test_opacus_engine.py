@@ -15,7 +15,6 @@ import subprocess
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 from helpers import REPO_ROOT, env_python
 from test_backends import make_spec, run_backend
@@ -68,10 +67,8 @@ def test_opacus_hooks_stay_out_of_the_per_example_loop(probe):
 
 
 def task_context(path):
-    """A task file's context columns, in either layout: on every row, or once in the file's metadata (#17)."""
-    table = pq.read_table(path)
-    stored = (table.schema.metadata or {}).get(getattr(results, "CONTEXT_KEY", b""))
-    return json.loads(stored) if stored else table.slice(0, 1).to_pylist()[0]
+    """A task file's context columns (its first row, widened as collect reads it)."""
+    return results.read_task_table(path).slice(0, 1).to_pylist()[0]
 
 
 def digits_dp_spec(tmp_path, name, **overrides):

@@ -14,11 +14,12 @@ import socket
 import subprocess
 
 import numpy as np
-import pandas as pd
 import pytest
 from helpers import REPO_ROOT, env_python
 from test_backends import FRAMEWORKS, make_spec
 from test_mixed_precision_training import UNIT_ROUNDOFF
+
+from bench_contract.results import read_task_table
 
 WORLD = {2: 2, 3: 1, 4: 2}  # processes per use case
 CELLS = {
@@ -72,7 +73,7 @@ def cell(request, tmp_path_factory):
         spec_path.write_text(spec.to_json())
         for rank, proc in enumerate(run_ranks(framework, spec_path, job_id, WORLD[use_case])):
             assert proc.returncode == 0, f"{framework} rank {rank}: {proc.stderr[-3000:]}"
-        frames[framework] = pd.read_parquet(tmp_path / f"{framework}.parquet")
+        frames[framework] = read_task_table(tmp_path / f"{framework}.parquet").to_pandas()
     return use_case, frames
 
 

@@ -3,10 +3,10 @@ JAX padded to one compiled shape and PyTorch at the drawn size take the same DP-
 was drawn, the padding and the plan-time privacy budget."""
 
 import numpy as np
-import pandas as pd
 import pytest
 from test_backends import FRAMEWORKS, make_spec, run_backend
 
+from bench_contract.results import read_task_table
 from bench_contract.run.sampling import padded_batch_size, poisson_batches
 from orchestrator.plan import privacy
 
@@ -25,7 +25,7 @@ def poisson_runs(tmp_path_factory):
                          min_duration_s=0.0)
         proc = run_backend(framework, spec, tmp)
         assert proc.returncode == 0, proc.stderr
-        frames[framework] = pd.read_parquet(spec.results_path)
+        frames[framework] = read_task_table(spec.results_path).to_pandas()
     return frames
 
 

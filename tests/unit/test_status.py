@@ -263,3 +263,16 @@ def test_watch_gives_up_with_exit_3_when_the_queue_stays_unreadable(tmp_path):
     assert last.startswith("error: campaign camp-1: 6 cells may still be queued") and "squeue failed: exit status 1" \
         in last and last.endswith("for 1 s; watch stops here")
     assert "Traceback" not in proc.stderr
+
+
+def test_a_cell_that_ran_on_another_device_than_its_system_expects_is_named_from_its_task_file(tmp_path):
+    """device_note reads the device from a task file as a backend writes it (the context stored once, #17)."""
+    from helpers import task_file
+
+    from orchestrator.run.status import device_note
+
+    path = task_file(tmp_path, "jax", 32, 100.0, device="NVIDIA A100-SXM4-80GB")
+    cell = {"results": str(path), "system": "h100"}
+    assert device_note(cell, "H100") == (
+        "; ran on 'NVIDIA A100-SXM4-80GB', not on system h100's device ('H100'): check its constraint")
+    assert device_note(cell, "A100") == ""
