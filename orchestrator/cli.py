@@ -308,11 +308,9 @@ def report(
     from orchestrator.results.report import report_and_export
 
     with domain_errors():
-        if campaign and baseline:
-            raise UsageError("report --campaign does not take --baseline yet; `python main.py compare --baseline "
-                             f"{baseline} --campaign {campaign}` shows that campaign against the baseline")
         if campaign:
-            report_campaign(results_dir, campaign, merged, output_dir, wandb_project, report=typer.echo)
+            report_campaign(results_dir, campaign, merged, output_dir, wandb_project, report=typer.echo,
+                            baseline=baseline, tolerance=tolerance)
         else:
             report_and_export(results_dir, merged, output_dir, wandb_project, report=typer.echo, baseline=baseline,
                               tolerance=tolerance)

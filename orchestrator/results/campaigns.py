@@ -58,9 +58,10 @@ def list_campaigns(results_dir: Path, include_dry_runs: bool, report: Callable[[
 
 
 def report_campaign(results_dir: Path, campaign: str, merged: Path | None, output_dir: Path | None,
-                    wandb_project: str | None, report: Callable[[str], None] = print) -> None:
+                    wandb_project: str | None, report: Callable[[str], None] = print,
+                    baseline: str | None = None, tolerance: str = "5%") -> None:
     """The report command with --campaign: the report of that campaign's rows alone, read afresh from the merged
-    dataset, into <results_dir>/report-<campaign> unless output_dir is given."""
+    dataset, into <results_dir>/report-<campaign> unless output_dir is given (against `baseline` where named)."""
     from orchestrator.results.collect import MERGED, campaign_id, write_campaign_rows
     from orchestrator.results.report import report_and_export
 
@@ -69,4 +70,5 @@ def report_campaign(results_dir: Path, campaign: str, merged: Path | None, outpu
     if not merged.exists():
         raise UsageError(f"{merged} does not exist; run `python main.py collect` first")
     rows = write_campaign_rows(merged, results_dir, name)
-    report_and_export(results_dir, rows, output_dir or results_dir / f"report-{name}", wandb_project, report=report)
+    report_and_export(results_dir, rows, output_dir or results_dir / f"report-{name}", wandb_project, report=report,
+                      baseline=baseline, tolerance=tolerance)

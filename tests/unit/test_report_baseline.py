@@ -4,6 +4,7 @@ beside it, the unchanged copy not flagged."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from helpers import run_cli
@@ -48,3 +49,16 @@ def test_a_report_without_a_baseline_has_no_such_table_and_a_bad_name_is_one_sen
                   str(tmp_path / "bad"))
     assert bad.returncode == 2 and bad.stderr.startswith("error: no baseline 'nope'") and not (tmp_path / "bad").exists()
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_report_of_one_campaign_shows_that_campaign_against_the_baseline(tmp_path):
+    campaign(tmp_path, "base")
+    campaign(tmp_path, "slow", slower=1.2)
+    (tmp_path / "slow" / "manifest.json").write_text(json.dumps({"campaign": "slow", "cells": []}))
+    merge(tmp_path, tmp_path / "merged.parquet")
+    baseline.save(tmp_path, tmp_path / "merged.parquet", "release-1", ("base",))
+    proc = run_cli("report", "--results-dir", str(tmp_path), "--campaign", "slow", "--baseline", "release-1")
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "report-slow" / "report.html").read_text()
+    rows = html_rows(page, "Against baseline release-1: 2 regression(s)")
+    assert sorted((r[0], r[3], r[7]) for r in rows) == [("slow", fw, "REGRESSION") for fw in ("jax", "torch")]
