@@ -78,7 +78,8 @@ def write_failure(results_path: str | os.PathLike[str], context: dict[str, Any],
                signal=signal, exit_code=exit_code, error=error[-ERROR_CHARS:],
                failed_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     table = pa.Table.from_pylist([row], schema=FAILURE_SCHEMA)
-    return publish(failure_path(results_path), lambda tmp: pq.write_table(table, tmp))
+    # One row gains nothing from dictionary encoding, and a task failing for memory should allocate little.
+    return publish(failure_path(results_path), lambda tmp: pq.write_table(table, tmp, use_dictionary=False))
 
 
 def clear_failure(results_path: str | os.PathLike[str]) -> None:

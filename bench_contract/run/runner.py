@@ -11,6 +11,7 @@ got, and the exit code stays non-zero.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -322,6 +323,7 @@ def main(backend: Backend, argv: list[str] | None = None, use_case: UseCase = ru
         return 2
     progress = Progress()
     spec: JobSpec | None = None
+    failed: dict[str, Any] | None = None
     try:
         for signum in STOP_SIGNALS:
             signal.signal(signum, _raise_terminated)
@@ -349,15 +351,25 @@ def main(backend: Backend, argv: list[str] | None = None, use_case: UseCase = ru
         record_failure(spec, progress, status="terminated", reason=reason, exit_code=code, signal=stop.name)
         print(f"error: {backend.framework} backend {reason}", file=sys.stderr)
         return code
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  any error of a task ends in its failure row
         # The log of a compute job is read later by a person: keep the traceback, end with one plain line.
         traceback.print_exc()
-        record_failure(spec, progress, status="failed", reason=f"{exception_reason(exc)} ({progress.where()})",
-                       exit_code=1, error=traceback.format_exc())
-        print(f"error: {backend.framework} backend failed: {exc}", file=sys.stderr)
+        failed = {"reason": f"{exception_reason(exc)} ({progress.where()})", "error": traceback.format_exc(),
+                  "line": f"error: {backend.framework} backend failed: {exc}"}
+    if failed is not None:
+        record_failure_after_leaving(spec, progress, failed)
         return 1
     print(f"wrote {len(rows.rows)} result rows to {path}")
     return 0
+
+
+def record_failure_after_leaving(spec: JobSpec | None, progress: Progress, failed: dict[str, Any]) -> None:
+    """Record a failure once the exception is gone. Its traceback's frames hold the failed step's arrays: after an
+    out of memory under a memory limit (a batch search's try), writing the row beside them found no memory, and
+    pyarrow's encoder spun for good instead of raising (seen in a CI run, a try alive for 10 minutes)."""
+    gc.collect()
+    record_failure(spec, progress, status="failed", reason=failed["reason"], exit_code=1, error=failed["error"])
+    print(failed["line"], file=sys.stderr)
 
 
 def record_failure(spec: JobSpec | None, progress: Progress, **failure: Any) -> None:

@@ -142,3 +142,25 @@ def test_a_later_success_removes_the_failure_row(tmp_path):
 def test_a_failure_before_the_spec_is_read_writes_nothing(tmp_path):
     assert run_stand_in(StandInBackend(train_steps(1, lambda: None)), [str(tmp_path / "nope.json")]) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_failed_steps_arrays_are_freed_before_the_failure_row_is_written(tmp_path, monkeypatch):
+    """The exception's frames hold what the failed step allocated; the row is written after they are gone, so a
+    task that ran out of memory under a limit has its memory back when pyarrow writes (a CI run saw pyarrow spin
+    for 10 minutes writing a try's row beside the arrays)."""
+    import weakref
+
+    path, _ = spec_file(tmp_path)
+    held = []
+
+    def fail_holding_an_array(rows):
+        activations = np.ones(1 << 20)
+        held.append(weakref.ref(activations))
+        raise MemoryError("the next allocation did not fit")
+
+    alive_when_written = []
+    write = runner.write_failure
+    monkeypatch.setattr(runner, "write_failure",
+                        lambda *args, **kwargs: alive_when_written.append(held[0]() is not None) or write(*args, **kwargs))
+    assert run_stand_in(StandInBackend(fail_holding_an_array), [str(path)]) == 1
+    assert alive_when_written == [False]
