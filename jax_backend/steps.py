@@ -73,7 +73,10 @@ def private_gradient(module, params, x, y, key, clip_norm: float, noise_multipli
     labelled PAD_LABEL are padding."""
     real = y != PAD_LABEL
     losses, grads = per_sample_grads(module, params, x, jnp.where(real, y, 0))
-    factors = jnp.where(real, clip_factors(grads, clip_norm), 0.0)  # where, not a product: no NaN gets through
+    # A padding example's gradient can be NaN (the transformer's all-padding sequence attends to nothing), and a
+    # zero clip factor times NaN is NaN: its gradient is replaced by zeros with where, not scaled away.
+    grads = jax.tree.map(lambda g: jnp.where(real.reshape(-1, *(1,) * (g.ndim - 1)), g, 0.0), grads)
+    factors = jnp.where(real, clip_factors(grads, clip_norm), 0.0)
     summed = jax.tree.map(lambda g: jnp.tensordot(factors, g, axes=1), grads)
     if noise_multiplier > 0:  # a Python-level choice: with sigma 0 no noise is drawn at all
         noise = gaussian_noise(key, summed, noise_multiplier * clip_norm)
