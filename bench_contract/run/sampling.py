@@ -120,17 +120,16 @@ def compiled_batch_size(spec: JobSpec, num_samples: int) -> int:
     return padded_batch_size(num_samples, spec.batch_size, spec.world_size)
 
 
-def check_privacy_budget(spec: JobSpec, num_samples: int) -> None:
-    """Refuse to train when the plan-time budget assumed another training set or another number of steps: the
-    epsilon on the rows would be wrong."""
+def privacy_budget_mismatch(spec: JobSpec, num_samples: int) -> str | None:
+    """Why the plan-time budget does not describe this run, or None when it does. The plan knows a benchmark's
+    usual training split (CIFAR-10's 45,000); a user's folder may hold another, and then its epsilon would be
+    wrong: the run goes on, and its rows say why they have none."""
     budget = spec.privacy
-    if not budget:
-        return
     steps = spec.epochs * steps_per_epoch(num_samples, spec.batch_size)
-    if (budget["train_samples"], budget["steps"]) != (num_samples, steps):
-        raise ValueError(
-            f"the privacy budget was computed at plan time for {budget['train_samples']} training samples and "
-            f"{budget['steps']} steps, but this run has {num_samples} and {steps}; plan the campaign again")
+    if not budget or (budget["train_samples"], budget["steps"]) == (num_samples, steps):
+        return None
+    return (f"the budget was computed at plan time for {budget['train_samples']} training samples and "
+            f"{budget['steps']} steps, but this run has {num_samples} and {steps}")
 
 
 class SamplingRecord:
@@ -155,10 +154,10 @@ class SamplingRecord:
                      note=f"P(drawn batch > padded) <= {OVERFLOW_PROBABILITY:g} per step")
             rows.add("padding_fraction", 1 - sum(self.drawn) / (self.padded_to * len(self.drawn)), "fraction",
                      note="share of the computed examples that were padding, over every training step")
-        record_privacy(self.spec, rows)
+        record_privacy(self.spec, rows, num_samples)
 
 
-def record_privacy(spec: JobSpec, rows: ResultRows) -> None:
+def record_privacy(spec: JobSpec, rows: ResultRows, num_samples: int) -> None:
     """Epsilon and delta from the plan-time budget, or why there is none."""
     if spec.sampling != "poisson":
         rows.add_unavailable("privacy_epsilon", "epsilon", "shuffled fixed-size batches: the accountant's guarantee "
@@ -167,6 +166,10 @@ def record_privacy(spec: JobSpec, rows: ResultRows) -> None:
     if not spec.privacy:
         rows.add_unavailable("privacy_epsilon", "epsilon", "no budget was computed at plan time (the training "
                                                            "split's size was not known there)")
+        return
+    mismatch = privacy_budget_mismatch(spec, num_samples)
+    if mismatch:
+        rows.add_unavailable("privacy_epsilon", "epsilon", mismatch)
         return
     budget = spec.privacy
     rows.add("privacy_epsilon", budget["epsilon"], "epsilon",

@@ -127,7 +127,6 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     topology = topology or Topology()
     efficiency = efficiency or Efficiency.unmeasured("the backend gave no energy meter or peak")
     batches_per_epoch = sampling.steps_per_epoch(len(data.x_train), spec.batch_size)
-    sampling.check_privacy_budget(spec, len(data.x_train))
     # Shuffled batches are never padded: fakes and backends without Poisson sampling need no pads_batches.
     poisson_padded = spec.sampling == "poisson" and ops.pads_batches
     padded_to = sampling.compiled_batch_size(spec, len(data.x_train)) if poisson_padded else None
