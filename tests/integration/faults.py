@@ -139,14 +139,16 @@ class Campaign:
         return merged
 
 
-def standin_env(env_dir, broken=None):
+def standin_env(env_dir, broken=None, gate=None):
     """A JAX environment whose `python` runs the stand-in backend; it exits 1 at once for the array indices
-    listed in the file `broken` (one per line), as a task that crashes before Python starts would."""
+    listed in the file `broken` (one per line), as a task that crashes before Python starts would. With `gate`
+    (a path), every task waits until that file exists, so a test decides when the tasks may finish."""
     bin_dir = env_dir / "jax" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
     python = bin_dir / "python"
     crash = f'grep -qx "$4" {shlex.quote(str(broken))} && exit 1\n' if broken else ""
+    crash += f'while [ ! -e {shlex.quote(str(gate))} ]; do sleep 0.2; done\n' if gate else ""
     # Called as `python -m jax_backend.run SPECS INDEX`; the stand-in takes SPECS INDEX.
     python.write_text(f'#!/bin/bash\n{crash}exec {shlex.quote(sys.executable)} '
                       f'{shlex.quote(str(REPO_ROOT / "tests" / "integration" / "standin_backend.py"))} "$3" "$4"\n')

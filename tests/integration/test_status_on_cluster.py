@@ -52,7 +52,8 @@ def test_status_says_unknown_with_exit_3_and_watch_goes_on_until_the_queue_answe
     collect then has each cell once. The tasks run the stand-in backend."""
     from faults import Campaign, standin_env
 
-    standin_env(tmp_path / "envs")
+    gate = tmp_path / "gate"  # the tasks wait for it: none may finish before the queue has failed to answer
+    standin_env(tmp_path / "envs", gate=gate)
     run = Campaign(tmp_path, slurm_cluster.env, f'env_dir = "{tmp_path / "envs"}"\n')
     proc = run.launch("--batch-sizes", "16,32", "--synthetic")
     assert proc.returncode == 0, proc.stderr
@@ -63,6 +64,7 @@ def test_status_says_unknown_with_exit_3_and_watch_goes_on_until_the_queue_answe
     (failing / "squeue").write_text(
         f'#!/bin/bash\necho x >> "{polls}"\nif [ "$(wc -l < "{polls}")" -le 4 ]; then\n'
         '  echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2; exit 1\nfi\n'
+        f'touch "{gate}"\n'
         f'exec {shlex.quote(real)} "$@"\n')
     (failing / "squeue").chmod(0o755)
     env = {**run.env, "PATH": f"{failing}:{run.env['PATH']}"}
