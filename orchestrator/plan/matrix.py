@@ -274,6 +274,10 @@ def expand(
             reason = catalog.skip_reason(bench, case, model, precision)
             if reason:
                 raise UsageError(f"cannot plan {benchmark} use case {use_case} with {model}/{precision}: {reason}")
+    if "tf32" in precisions and settings.device == "cpu":
+        # Known at plan time here; on "auto" or "gpu" the node's device decides, and the backend refuses it there.
+        raise UsageError("--precision tf32 cannot run with --device cpu: a CPU has no TF32 arithmetic, so it would "
+                         "silently be float32; use fp32 on a CPU")
     world = settings.world_size
     if world > 1 and use_case not in catalog.DATA_PARALLEL_USE_CASES:
         raise UsageError(

@@ -11,7 +11,8 @@ it does not.
 | --torch-modes eager,compiled | planned, JAX paired with each | planned | planned |
 | --torch-compile-mode | planned with compiled | planned with compiled | planned with compiled |
 
-tf32 on a CPU is refused when the cell runs (tests/backends/test_backends.py), as on a GPU without TF32.
+tf32 with --device cpu is refused at plan time; on a node whose device has no TF32 (--device auto or gpu) it is
+refused when the cell runs (tests/backends/test_backends.py).
 """
 
 import pytest
@@ -72,4 +73,20 @@ def test_the_real_cli_refuses_fp16_dp_sgd_on_two_processes_in_one_sentence(tmp_p
                    "--results-dir", str(results), "--scripts-dir", str(scripts))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "loss scaling would clip" in proc.stderr
+    assert not results.exists() and not scripts.exists()
+
+
+@pytest.mark.parametrize("use_case", [1, 2, 3, 4])
+def test_tf32_on_a_cpu_is_refused_at_plan_time(use_case):
+    with pytest.raises(UsageError, match="--precision tf32 cannot run with --device cpu: a CPU has no TF32"):
+        matrix.expand("digits", use_case, [], [], [32], ["fp32", "tf32"], settings(use_case, device="cpu"))
+    assert matrix.expand("digits", use_case, [], [], [32], ["tf32"], settings(use_case, device="auto"))
+
+
+def test_tf32_on_a_cpu_is_refused_by_the_cli_before_anything_is_written(tmp_path):
+    results, scripts = tmp_path / "results", tmp_path / "scripts"
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--precision", "tf32", "--device", "cpu",
+                   "--executor", "local", "--results-dir", str(results), "--scripts-dir", str(scripts))
+    assert proc.returncode == 2, proc.stderr
+    assert "a CPU has no TF32 arithmetic" in proc.stderr and "Traceback" not in proc.stderr
     assert not results.exists() and not scripts.exists()
