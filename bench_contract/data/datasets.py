@@ -11,7 +11,9 @@ import dataclasses
 import gzip
 import os
 import pickle
+import pickletools
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,21 +134,49 @@ def missing_mnist_files(data_dir: str | os.PathLike[str]) -> list[str]:
     ]
 
 
-def read_idx(path: Path) -> np.ndarray:
-    """Read one IDX file (the format MNIST ships in), gzipped or not."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        raw = f.read()
-    if len(raw) < 4:
+def open_idx(path: Path):
+    """An IDX file opened for reading, gzipped or not."""
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def read_idx_shape(f, path: Path) -> tuple[int, ...]:
+    """The shape in the header at the start of the open IDX file f; f is left at the first value."""
+    magic = f.read(4)
+    if len(magic) < 4:
         raise DataError(f"{path} is too short to be an IDX file")
-    zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
+    zero, dtype_code, ndim = struct.unpack(">HBB", magic)
     if zero != 0 or dtype_code != 0x08:
         raise DataError(f"{path} is not an unsigned-byte IDX file")
-    shape = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
-    body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    dims = f.read(4 * ndim)
+    if len(dims) < 4 * ndim:
+        raise DataError(f"{path} ends inside its header")
+    return struct.unpack(f">{ndim}I", dims)
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read one IDX file (the format MNIST ships in), gzipped or not."""
+    with open_idx(path) as f:
+        shape = read_idx_shape(f, path)
+        body = np.frombuffer(f.read(), dtype=np.uint8)
     if body.size != int(np.prod(shape)):
         raise DataError(f"{path} holds {body.size} values, its header promises {int(np.prod(shape))}")
     return body.reshape(shape)
+
+
+def mnist_split_sizes(num_images: int) -> tuple[int, int]:
+    """(training, validation) sizes load_mnist makes of MNIST's training file: its last 5,000 images validate,
+    whatever the file holds (a file of 5,000 or fewer leaves no training split)."""
+    validation = min(num_images, MNIST_VALIDATION_SIZE)
+    return num_images - validation, validation
+
+
+def held_out_split(num_images: int, usual: int) -> tuple[int, int]:
+    """(training, validation) sizes of a training set whose loader holds out `usual` images for validation, or a
+    tenth (at least one) of a set of 2 * usual or fewer, so that a small folder still trains (CIFAR-10, image
+    folders)."""
+    validation = usual if num_images > 2 * usual else max(1, num_images // 10)
+    validation = min(validation, num_images)
+    return num_images - validation, validation
 
 
 def load_mnist(data_dir: str | None) -> Dataset:
@@ -163,8 +193,8 @@ def load_mnist(data_dir: str | None) -> Dataset:
     y_test = arrays["test_labels"].astype(np.int32)
     if len(x_train) != len(y_train) or len(x_test) != len(y_test):
         raise DataError(f"MNIST images and labels in {root} have different counts")
-    v = MNIST_VALIDATION_SIZE
-    data = Dataset("mnist", "real", x_train[:-v], y_train[:-v], x_train[-v:], y_train[-v:], x_test, y_test, 10)
+    t, _ = mnist_split_sizes(len(x_train))
+    data = Dataset("mnist", "real", x_train[:t], y_train[:t], x_train[t:], y_train[t:], x_test, y_test, 10)
     return standardized(data, axis=None)
 
 
@@ -177,13 +207,13 @@ class _ArraysOnly(pickle.Unpickler):
     """Unpickles CIFAR-10's batches (dicts of bytes, lists and numpy arrays) and nothing else: a pickle can
     name any callable, and a data folder is not code the user meant to run."""
 
-    ALLOWED = {
+    ALLOWED = frozenset({
         ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
         ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
         ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
         ("numpy", "ndarray"), ("numpy", "dtype"),
         ("_codecs", "encode"),  # how Python 3 writes bytes at protocol 2, for batches re-saved from Python 3
-    }
+    })
 
     def find_class(self, module: str, name: str):
         if (module, name) not in self.ALLOWED:
@@ -222,7 +252,7 @@ def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def load_cifar10(data_dir: str | None) -> Dataset:
     """CIFAR-10 from its standard python batches, standardised per channel with training statistics; the
-    last 5,000 training images are the validation split."""
+    last 5,000 training images (a tenth of a small folder) are the validation split."""
     if not data_dir:
         raise DataError("CIFAR-10 needs --data-dir pointing at the folder with data_batch_1..5 and test_batch")
     if not Path(data_dir).is_dir():
@@ -235,10 +265,80 @@ def load_cifar10(data_dir: str | None) -> Dataset:
     x_train = np.concatenate([x for x, _ in parts]).astype(np.float32) / 255.0
     y_train = np.concatenate([y for _, y in parts])
     x_test, y_test = read_cifar_batch(folder / CIFAR10_TEST_BATCH)
-    v = CIFAR10_VALIDATION_SIZE if len(x_train) > 2 * CIFAR10_VALIDATION_SIZE else max(1, len(x_train) // 10)
-    data = Dataset("cifar10", "real", x_train[:-v], y_train[:-v], x_train[-v:], y_train[-v:],
+    t, _ = held_out_split(len(x_train), CIFAR10_VALIDATION_SIZE)
+    data = Dataset("cifar10", "real", x_train[:t], y_train[:t], x_train[t:], y_train[t:],
                    x_test.astype(np.float32) / 255.0, y_test, 10)
     return standardized(data, axis=(0, 2, 3))
+
+
+# The opcodes that build a plain list of ints in every pickle protocol: the list, its items in batches (MARK ...
+# APPENDS, or one item and APPEND), memo entries, and protocol 4's frames.
+_PICKLED_INTS = {"INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4"}
+_PICKLED_INT_LIST = _PICKLED_INTS | {"MARK", "APPEND", "APPENDS", "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE", "FRAME"}
+# Opcodes allowed from a dict key to the start of its list: Python 3 writes bytes at protocols 0 to 2 as
+# _codecs.encode("labels", "latin1"), which takes the encoding's string, a tuple, a reduce and their memo entries
+# (9 opcodes, the list's own included, at protocol 0).
+_KEY_TO_VALUE_OPCODES = 10
+
+
+def count_pickled_labels(path: Path) -> int | None:
+    """How many labels a CIFAR-10 python batch holds, read from its pickle's opcodes up to the end of the labels
+    list, building nothing: CIFAR-10's own batches pickle the labels before the 30 MB of pixels, so only their
+    first kilobytes are read. None if the labels are not a plain list of ints (a batch re-saved with an array)."""
+    with open(path, "rb") as f:
+        opcodes = pickletools.genops(f)
+        for _, arg, _ in opcodes:
+            if arg == "labels" or arg == b"labels":
+                return _length_of_int_list(opcodes)
+    return None
+
+
+def _length_of_int_list(opcodes) -> int | None:
+    """The length of the list of ints the next opcodes build, or None if they build something else."""
+    for _, (opcode, _, _) in zip(range(_KEY_TO_VALUE_OPCODES), opcodes):
+        if opcode.name in ("EMPTY_LIST", "LIST"):
+            break
+    else:
+        return None
+    length, last = 0, opcode.name
+    for opcode, _, _ in opcodes:
+        if opcode.name not in _PICKLED_INT_LIST:
+            # A list of ints ends after its last batch; anything else (a numpy scalar) is not one.
+            return length if last in ("APPEND", "APPENDS") else None
+        length += opcode.name in _PICKLED_INTS
+        last = opcode.name
+    return None
+
+
+def mnist_train_images(data_dir: Path) -> int | None:
+    """The images in MNIST's training file, from its 16-byte header."""
+    path = mnist_file(data_dir, MNIST_FILES["train_images"])
+    with open_idx(path) as f:
+        shape = read_idx_shape(f, path)
+    return shape[0] if len(shape) == 3 else None
+
+
+def cifar10_train_images(data_dir: Path) -> int | None:
+    """The images in CIFAR-10's five training batches, from their label lists."""
+    folder = cifar10_folder(data_dir)
+    counts = [count_pickled_labels(folder / name) for name in CIFAR10_TRAIN_BATCHES]
+    return None if None in counts else sum(counts)
+
+
+def counted_train_split(benchmark: str, data_dir: str | os.PathLike[str] | None) -> int | None:
+    """The size of the training split the loader will make of data_dir's files, counted without reading an image,
+    so that the plan can compute the privacy budget for it on a login node. None where counting is not cheap
+    (image folders, text, graphs) or the files cannot be read (the loader then says what is wrong)."""
+    counters = {"mnist": (mnist_train_images, mnist_split_sizes),
+                "cifar10": (cifar10_train_images, lambda n: held_out_split(n, CIFAR10_VALIDATION_SIZE))}
+    if benchmark not in counters or not data_dir:
+        return None
+    count, split = counters[benchmark]
+    try:
+        total = count(Path(data_dir))
+    except (OSError, EOFError, ValueError, zlib.error):  # DataError is a ValueError; a broken gzip raises the others
+        return None
+    return None if total is None else split(total)[0]
 
 
 SYNTHETIC_SHAPES = {"digits": (64,), "mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
@@ -300,7 +400,7 @@ def load_image_folders(data_dir: str | None, size: int) -> Dataset:
     if train.classes != test.classes:
         raise DataError(f"{root}/train and {root}/val have different class folders "
                         f"({len(train.classes)} and {len(test.classes)}); they must be the same")
-    v = IMAGE_FOLDER_VALIDATION_SIZE if len(train) > 2 * IMAGE_FOLDER_VALIDATION_SIZE else max(1, len(train) // 10)
+    _, v = held_out_split(len(train), IMAGE_FOLDER_VALIDATION_SIZE)
     order = np.random.default_rng(SPLIT_SEED).permutation(len(train))
     val_idx, train_idx = np.sort(order[:v]), np.sort(order[v:])
     everything = np.arange(len(test))

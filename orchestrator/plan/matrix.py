@@ -230,10 +230,17 @@ def parse_memory_size(text: str) -> int:
 
 
 def train_split_size(bench: catalog.Benchmark, settings: RunSettings) -> int | None:
+    """The training split the backends will see: counted from the real files where that is cheap (MNIST's header,
+    CIFAR-10's label lists: a user's folder may hold a subset), else the benchmark's usual split, or None."""
     if settings.data_source == "synthetic":
         tenth = max(1, settings.synthetic_samples // 10)
         return settings.synthetic_samples - 2 * tenth
-    return bench.train_samples
+    if not settings.data_dir:
+        return bench.train_samples
+    from bench_contract.data.datasets import counted_train_split  # numpy: never at the orchestrator's start
+
+    counted = counted_train_split(bench.name, settings.data_dir)
+    return bench.train_samples if counted is None else counted
 
 
 def expand(
