@@ -29,7 +29,7 @@ def test_bf16_and_fp32_with_both_pytorch_modes_pair_jax_with_each_mode():
 @pytest.mark.parametrize("use_case, precision", [(1, "bf16"), (1, "fp16"), (1, "tf32"), (2, "fp16"), (3, "bf16"),
                                                  (3, "tf32"), (4, "bf16")])
 def test_training_use_cases_plan_the_mixed_and_tf32_precisions(use_case, precision):
-    cells = matrix.expand("digits", use_case, [], [], [32], [precision], settings(nodes=1))
+    cells = matrix.expand("digits", use_case, [], [], [32], [precision], settings(nodes=1, device="auto"))
     assert {c.precision for c in cells} == {precision}
 
 
