@@ -68,3 +68,11 @@ def test_each_probe_gets_its_own_arguments():
 def test_the_training_probe_data_holds_every_warm_up_and_timed_step(steps, batch):
     data = synthetic_dataset("digits", synthetic_samples_for(steps, batch))
     assert len(data.x_train) // batch == steps
+
+
+@pytest.mark.parametrize("value, expected", [(4.0, "met"), (5.0, "met"), (5.187, "missed by 1.04x"),
+                                             (11.0, "missed by 2.20x")])
+def test_a_missed_time_target_says_by_how_much_to_two_decimals(value, expected):
+    from bench.timing import at_most
+
+    assert at_most(value, 5.0) == expected  # a collect of 5.19 s against 5 s once read "missed by 1.0x"
