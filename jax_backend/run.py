@@ -172,9 +172,10 @@ class JaxBackend:
         optimizer = build_optimizer(spec)
         refuse_batch_norm(spec, "batch_stats" in variables)
         module = mixed.with_precision(module, spec.precision)  # bf16, fp16: cast inside the step
+        placement = Placement(self.topology)
         if spec.use_case in PER_SAMPLE_USE_CASES:
             step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed,
-                                        expected_batch_size=spec.batch_size)
+                                        expected_batch_size=spec.batch_size, mesh=placement.mesh)
         elif spec.precision == "fp16":
             optimizer = mixed.dynamic_loss_scaling(optimizer)
             step_fn = mixed.scaled_plain_step(module, optimizer)
@@ -184,7 +185,7 @@ class JaxBackend:
         global_batch = compiled_batch_size(spec, len(data.x_train)) if spec.sampling == "poisson" else spec.batch_size
         local = global_batch // self.topology.world_size
         sample = (data.x_train[:local], data.y_train[:local])
-        ops = JaxOps(spec.model, module, variables, optimizer, step_fn, sample, Placement(self.topology))
+        ops = JaxOps(spec.model, module, variables, optimizer, step_fn, sample, placement)
         rows.add("lowering_time", ops.lowering_time_s, "s")
         rows.add("compile_time", ops.compile_time_s, "s")
         return ops

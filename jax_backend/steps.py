@@ -9,9 +9,9 @@ The step counter lives on the device so that the noise key changes every step wi
 Under Poisson sampling a DP-SGD batch is padded to one size (bench_contract.run.sampling): an example labelled
 PAD_LABEL adds no loss and no gradient, and the noised sum is divided by the expected batch size B, not by the
 padded or the drawn size, as PyTorch's DPSGDUpdate does.
-`JaxOps` compiles them ahead of time. Under a device mesh the batch axis is sharded, so the mean or sum
-over examples becomes a cross-device reduction that XLA inserts, and the noise, drawn from a replicated
-key, is the same on every rank.
+`JaxOps` compiles them ahead of time. Under a device mesh the batch axis is sharded. In the plain step the mean
+over examples becomes a cross-device reduction that XLA inserts; DP-SGD sums each device's shard itself and adds
+the sums across devices (sharded_clipped_sums). The noise, drawn from a replicated key, is the same on every rank.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import PartitionSpec
 
 from bench_contract.run.sampling import PAD_LABEL
 from bench_contract.spec import CLIP_EPSILON
@@ -66,11 +67,9 @@ def gaussian_noise(key, like, stddev: float):
     )
 
 
-def private_gradient(module, params, x, y, key, clip_norm: float, noise_multiplier: float,
-                     expected_batch_size: int | None = None):
-    """(mean loss of the real examples, 0 for an empty draw; noised sum of their clipped gradients over
-    expected_batch_size, or with None over the batch's size, which is B only for fixed-size batches). Examples
-    labelled PAD_LABEL are padding."""
+def clipped_sums(module, params, x, y, clip_norm: float):
+    """(sum of the real examples' losses, their count, sum of their clipped gradients) over the batch x, y.
+    Examples labelled PAD_LABEL are padding."""
     real = y != PAD_LABEL
     losses, grads = per_sample_grads(module, params, x, jnp.where(real, y, 0))
     # A padding example's gradient can be NaN (the transformer's all-padding sequence attends to nothing), and a
@@ -78,22 +77,56 @@ def private_gradient(module, params, x, y, key, clip_norm: float, noise_multipli
     grads = jax.tree.map(lambda g: jnp.where(real.reshape(-1, *(1,) * (g.ndim - 1)), g, 0.0), grads)
     factors = jnp.where(real, clip_factors(grads, clip_norm), 0.0)
     summed = jax.tree.map(lambda g: jnp.tensordot(factors, g, axes=1), grads)
+    return jnp.sum(jnp.where(real, losses, 0.0)), jnp.sum(real), summed
+
+
+def sharded_clipped_sums(module, params, x, y, clip_norm: float, mesh):
+    """clipped_sums over a batch sharded along the mesh's one axis: each device sums its own shard, then the sums
+    are added across devices (psum), as DP-SGD's data-parallel step is written by hand. Left to XLA's SPMD
+    partitioner, the vmapped per-example gradients of convolutions came out wrong when it split the batch itself
+    (JAX 0.10.2 on CPU, two devices: kernel gradients off by up to 90% relative, on the CNN and the GroupNorm
+    ResNet; the loss and dense-only models were right), so the split is explicit here."""
+    axis = mesh.axis_names[0]
+
+    def on_shard(params, x, y):
+        # Varying, not replicated: the cotangent of a replicated value is summed across the devices (replication's
+        # dual is reduction), which would add other devices' examples into each per-example gradient before
+        # clipping. Each device differentiates its own copy; the clipped sums are then added explicitly.
+        params = jax.lax.pcast(params, axis, to="varying")
+        return jax.lax.psum(clipped_sums(module, params, x, y, clip_norm), axis)
+
+    batch, replicated = PartitionSpec(axis), PartitionSpec()
+    return jax.shard_map(on_shard, mesh=mesh, in_specs=(replicated, batch, batch), out_specs=replicated)(params, x, y)
+
+
+def private_gradient(module, params, x, y, key, clip_norm: float, noise_multiplier: float,
+                     expected_batch_size: int | None = None, mesh=None):
+    """(mean loss of the real examples, 0 for an empty draw; noised sum of their clipped gradients over
+    expected_batch_size, or with None over the batch's size, which is B only for fixed-size batches). Examples
+    labelled PAD_LABEL are padding. With a mesh of several devices, the batch is sharded over it."""
+    if mesh is not None and mesh.size > 1:
+        loss_sum, count, summed = sharded_clipped_sums(module, params, x, y, clip_norm, mesh)
+    else:
+        loss_sum, count, summed = clipped_sums(module, params, x, y, clip_norm)
     if noise_multiplier > 0:  # a Python-level choice: with sigma 0 no noise is drawn at all
+        # Drawn from the replicated key after the sum: the same noise on every device and rank.
         noise = gaussian_noise(key, summed, noise_multiplier * clip_norm)
         summed = jax.tree.map(jnp.add, summed, noise)
-    loss = jnp.sum(jnp.where(real, losses, 0.0)) / jnp.maximum(jnp.sum(real), 1)
+    loss = loss_sum / jnp.maximum(count, 1)
     divisor = expected_batch_size or x.shape[0]
     return loss, jax.tree.map(lambda g: g / divisor, summed)
 
 
 def dp_sgd_step(module, optimizer, clip_norm: float, noise_multiplier: float, seed: int,
-                expected_batch_size: int | None = None):
-    """The DP-SGD train step; expected_batch_size is the spec's B (the expected size q*N under Poisson sampling)."""
+                expected_batch_size: int | None = None, mesh=None):
+    """The DP-SGD train step; expected_batch_size is the spec's B (the expected size q*N under Poisson sampling);
+    mesh, the device mesh the batch is sharded over (parallel.Placement's)."""
     base_key = jax.random.key(seed)
 
     def step_fn(params, batch_stats, opt_state, step, x, y):
         key = jax.random.fold_in(base_key, step)  # fresh noise every step, reproducible from the seed
-        loss, grads = private_gradient(module, params, x, y, key, clip_norm, noise_multiplier, expected_batch_size)
+        loss, grads = private_gradient(module, params, x, y, key, clip_norm, noise_multiplier, expected_batch_size,
+                                       mesh)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), batch_stats, opt_state, step + 1, loss
 
