@@ -154,7 +154,7 @@ def test_both_frameworks_train_the_tiny_variant_the_same_steps(tmp_path, benchma
 
 USERS_EXAMPLE = ("--benchmark", "cifar10", "--use-case", "3", "--variant", "tiny", "--synthetic",
                  "--synthetic-samples", "100", "--batch-sizes", "8", "--epochs", "1", "--warmup-steps", "1",
-                 "--loop-batch-size", "4", "--executor", "local")
+                 "--loop-batch-size", "4", "--min-iterations", "3", "--min-duration", "0", "--executor", "local")
 
 
 def test_the_users_cifar10_dp_sgd_example_runs_resnet18_gn_in_both_frameworks(tmp_path):

@@ -16,8 +16,10 @@ from helpers import REPO_ROOT, metric, run_cli
 from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
 
 SINGLE_PROCESS = {2: 1, 4: 3}  # the one-process use case with the same update
+# Few timed runs of the pipelined and per-sample measurements: these tests compare losses, not times.
+QUICK = ["--min-iterations", "3", "--min-duration", "0"]
 COMMON = ["--benchmark", "digits", "--batch-sizes", "32", "--epochs", "1", "--noise-multiplier", "0",
-          "--learning-rate", "0.1"]
+          "--learning-rate", "0.1", *QUICK]
 SACCT_TIMEOUT_S = 30
 
 
@@ -86,13 +88,14 @@ def test_two_processes_on_two_nodes_match_one_process(slurm_cluster, use_case, t
 
 
 # The image models without batch norm (the batch-norm ones are refused data-parallel training; see the catalog).
-IMAGE_MODELS = [("imagenet", "vit_b_16", 2), ("cifar10", "cnn", 2), ("imagenet", "vit_b_16", 4)]
+# Use case 4 with the GroupNorm ResNet, the DP-trainable one (issue 16).
+IMAGE_MODELS = [("imagenet", "vit_b_16", 2), ("cifar10", "cnn", 2), ("cifar10", "resnet18_gn", 4)]
 
 
 def image_args(benchmark, model):
     return ["--benchmark", benchmark, "--models", model, "--variant", "tiny", "--synthetic", "--synthetic-samples",
             "80", "--batch-sizes", "16", "--epochs", "1", "--warmup-steps", "1", "--noise-multiplier", "0",
-            "--loop-batch-size", "4"]
+            "--loop-batch-size", "4", *QUICK]
 
 
 @pytest.mark.parametrize("benchmark, model, use_case", IMAGE_MODELS)
@@ -100,8 +103,9 @@ def test_an_image_model_trains_on_two_nodes_like_one_process(slurm_cluster, tmp_
     env, common = slurm_cluster.env, image_args(benchmark, model)
     if use_case == 4:
         # Fixed-size shards. Under Poisson sampling, JAX's two-process ViT run differed from one process by 1.8e-4
-        # at the fourth step (the first three equal): likely the different padded sizes (one process's and two
-        # processes') compiled into different reductions, not proven. test_two_processes_on_two_nodes_match_one_process
+        # at the fourth step (the first three equal). That was before JAX's DP-SGD sum over devices was written with
+        # shard_map (jax_backend/steps.py): XLA's wrong per-example gradients of convolutions (the ViT's patch
+        # embedding is one) may have been the cause; not run again. test_two_processes_on_two_nodes_match_one_process
         # compares Poisson batches on two nodes.
         common = [*common, "--sampling", "shuffle"]
     profile = str(REPO_ROOT / "profiles" / "local_slurm.toml")

@@ -23,7 +23,8 @@ def test_trains_in_both_frameworks_and_collects(tmp_path, benchmark, model, use_
     results = tmp_path / "results"
     proc = run_cli("--benchmark", benchmark, "--use-case", str(use_case), "--models", model, "--synthetic",
                    "--synthetic-samples", "200", "--batch-sizes", "16", "--epochs", "1", "--warmup-steps", "1",
-                   "--variant", "tiny", "--loop-batch-size", "4", "--executor", "local",
+                   "--variant", "tiny", "--loop-batch-size", "4", "--min-iterations", "3", "--min-duration", "0",
+                   "--executor", "local",
                    "--results-dir", str(results), "--scripts-dir", str(tmp_path / "scripts"), timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     collect = run_cli("collect", "--results-dir", str(results))

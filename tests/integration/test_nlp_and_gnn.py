@@ -23,7 +23,8 @@ def test_local_executor_runs_and_collects(tmp_path, benchmark, learning_rate, ep
     proc = run_cli("--benchmark", benchmark, "--use-case", str(use_case), "--synthetic", "--executor", "local",
                    "--variant", "tiny", "--synthetic-samples", "600", "--batch-sizes", "32", "--epochs", epochs,
                    "--learning-rate", learning_rate, "--noise-multiplier", "0", "--clip-norm", "10",
-                   "--loop-batch-size", "4", "--wait", "--results-dir", str(results),
+                   "--loop-batch-size", "4", "--min-iterations", "3", "--min-duration", "0", "--wait",
+                   "--results-dir", str(results),
                    "--scripts-dir", str(tmp_path / "scripts"), timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     collect = run_cli("collect", "--results-dir", str(results))
@@ -51,7 +52,8 @@ SINGLE_PROCESS = {2: 1, 4: 3}  # the one-process use case with the same update
 def campaign(results, scripts, benchmark, use_case, *extra, env=None):
     proc = run_cli("--benchmark", benchmark, "--use-case", str(use_case), "--synthetic", "--variant", "tiny",
                    "--synthetic-samples", "400", "--batch-sizes", "32", "--epochs", "1", "--learning-rate", "0.3",
-                   "--noise-multiplier", "0", "--clip-norm", "10", "--loop-batch-size", "4", *extra, "--wait",
+                   "--noise-multiplier", "0", "--clip-norm", "10", "--loop-batch-size", "4", "--min-iterations", "3",
+                   "--min-duration", "0", *extra, "--wait",
                    "--results-dir", str(results), "--scripts-dir", str(scripts), env=env, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert run_cli("collect", "--results-dir", str(results), env=env).returncode == 0
