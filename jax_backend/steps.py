@@ -84,7 +84,7 @@ def sharded_clipped_sums(module, params, x, y, clip_norm: float, mesh):
     """clipped_sums over a batch sharded along the mesh's one axis: each device sums its own shard, then the sums
     are added across devices (psum), as DP-SGD's data-parallel step is written by hand. Left to XLA's SPMD
     partitioner, the vmapped per-example gradients of convolutions came out wrong when it split the batch itself
-    (JAX 0.10.2 on CPU, two devices: kernel gradients off by up to 90% relative, on the CNN and the GroupNorm
+    (JAX 0.10.2 on CPU, two devices: the update off by up to 150% relative, on the CNN and the GroupNorm
     ResNet; the loss and dense-only models were right), so the split is explicit here."""
     axis = mesh.axis_names[0]
 
