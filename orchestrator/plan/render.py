@@ -85,6 +85,7 @@ def script_name(framework: str, benchmark: str, use_case: int, system: str = "")
 # A data-parallel cell: srun starts one process per device in the allocation, each reads its rank from
 # SLURM_PROCID. PyTorch's rendezvous is the first node of the allocation, on a port that differs per job.
 SRUN = ["srun", "--kill-on-bad-exit=1"]
+MASTER_PORT_BASE, MASTER_PORT_SPAN = 20000, 12000  # ports 20000 to 31999
 DISTRIBUTED_LINES = {
     "jax": [
         "# jax.distributed.initialize() finds the coordinator, the process count and this rank in Slurm's variables.",
@@ -94,7 +95,9 @@ DISTRIBUTED_LINES = {
         # Assigned, then exported: `export X="$(...)"` would hide a failed scontrol behind export's status (SC2155).
         'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         "export MASTER_ADDR",
-        'export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"',
+        # Below Linux's ephemeral ports (32768-60999), where other connections' own ports land: 20000 + id % 20000
+        # reached them, and a CI run's rendezvous found its port taken (EADDRINUSE) next to a JAX job's gloo.
+        f'export MASTER_PORT="$(({MASTER_PORT_BASE} + SLURM_JOB_ID % {MASTER_PORT_SPAN}))"',
     ],
 }
 

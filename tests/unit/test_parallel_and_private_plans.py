@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -143,3 +144,16 @@ def test_executors_that_cannot_srun_refuse_several_processes(tmp_path, executor)
         "cannot do that: use --executor slurm (or --dry-run to only write the scripts)"
     )
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("job_id", [1, 12_799, 19_150, 987_654])
+def test_the_rendezvous_port_stays_below_linuxs_ephemeral_ports(tmp_path, job_id):
+    """Job 19150's port was 39150, inside 32768-60999, where the kernel hands out other connections' own ports: a
+    CI run's rendezvous found it taken (EADDRINUSE). The script's own line is run by bash here."""
+    proc = plan(tmp_path, "--use-case", "2", "--nodes", "2")
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in (tmp_path / "s" / "torch_digits_2.sh").read_text().splitlines()
+                if line.startswith("export MASTER_PORT="))
+    port = subprocess.run(["bash", "-c", f'{line}; echo "$MASTER_PORT"'], env={"SLURM_JOB_ID": str(job_id)},
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert 1024 < int(port) < 32768, port
