@@ -57,7 +57,8 @@ class Precision:
 PRECISIONS = {
     "fp32": Precision("fp32", "float32 parameters and compute, TF32 off in both frameworks", True),
     "tf32": Precision("tf32", "float32 parameters, TF32 matmuls and convolutions in both frameworks (training; "
-                              "refused with --device cpu, and at run time on a device without TF32)", True, frozenset({1, 2, 3, 4}),
+                              "refused with --device cpu, and at run time on a device without TF32)", True,
+                      frozenset({1, 2, 3, 4}),
                       "inference compares float32 against the narrower bf16 and fp16 instead"),
     "bf16": Precision("bf16", "training: float32 master weights, bfloat16 compute (autocast; JAX casts in the "
                               "step); inference: everything in bfloat16", True),

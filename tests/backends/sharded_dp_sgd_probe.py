@@ -18,9 +18,9 @@ import sys
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
+from per_sample_reference import jax_per_sample_grads_loop
 
 from bench_contract.models.weights import make_initial_weights
 from bench_contract.run.topology import Topology
@@ -55,12 +55,9 @@ def main(model: str, batch: int) -> None:
     one = one_step(model, module, variables, Placement(Topology()), x, y, batch)
     two = one_step(model, module, variables, Placement(Topology(world_size=2)), x, y, batch)
     # The truth: each example's gradient alone, clipped, summed, over B; SGD's update from the initial weights.
-    grad = jax.jit(jax.grad(steps.example_loss(module)))
-    layout_x = models.to_model_layout(model, x)
-    total = None
-    for i in range(batch):
-        clipped = steps.clip_one(grad(variables["params"], layout_x[i], y[i]), CLIP_NORM)
-        total = clipped if total is None else jax.tree.map(jnp.add, total, clipped)
+    per_example = jax_per_sample_grads_loop(module, variables["params"], models.to_model_layout(model, x), y)
+    clipped = [steps.clip_one(jax.tree.map(lambda g, i=i: g[i], per_example), CLIP_NORM) for i in range(batch)]
+    total = jax.tree.map(lambda *g: sum(g), *clipped)
     truth = jax.tree.map(lambda p, g: np.asarray(p - LEARNING_RATE * g / batch), variables["params"], total)
     update = jax.tree.map(lambda p, t: p - t, variables["params"], truth)
     print(json.dumps({"one_device": relative(jax.tree.map(lambda p, q: p - q, variables["params"], one), update),
