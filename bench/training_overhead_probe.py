@@ -34,7 +34,7 @@ MODES = {"jax": ("jit",), "torch": ("eager", "compiled")}
 
 
 def synthetic_samples_for(steps: int, batch: int) -> int:
-    """A synthetic data set whose training split (eight tenths: datasets.synthetic_dataset) holds `steps` batches."""
+    """A synthetic data set whose training split (eight tenths: loading.synthetic_dataset) holds `steps` batches."""
     return steps * batch * 5 // 4 + 10
 
 
@@ -111,7 +111,8 @@ def main(argv: list[str]) -> int:
     batch, timed_steps, warmup, repeats = (int(a) for a in argv[5:9])
     if mode not in MODES.get(framework, ()):
         raise ValueError(f"mode {mode!r} is not one of {framework}'s: {', '.join(MODES.get(framework, ()))}")
-    from bench_contract.data.datasets import epoch_batches, load_dataset
+    from bench_contract.data.datasets import epoch_batches
+    from bench_contract.data.loading import load_dataset
     from bench_contract.models.weights import make_initial_weights
     from bench_contract.results import CONTEXT_NAMES, ResultRows
     from bench_contract.run.training import run_training

@@ -145,7 +145,8 @@ def main(argv: list[str]) -> int:
     framework, benchmark, model, variant = argv[:4]
     batch_size, timed_steps, repeats = (int(a) for a in argv[4:7])
     clip_norm = float(argv[7])
-    from bench_contract.data.datasets import epoch_batches, load_dataset
+    from bench_contract.data.datasets import epoch_batches
+    from bench_contract.data.loading import load_dataset
     from bench_contract.models.weights import make_initial_weights
     from bench_contract.results import CONTEXT_NAMES, ResultRows
     from bench_contract.run import training

@@ -1,8 +1,10 @@
-"""Datasets as numpy arrays, and the batch order both frameworks follow.
+"""The Dataset type, the split rules, the batch order both frameworks follow, and the readers of array data
+(digits, MNIST, CIFAR-10, synthetic images).
 
-Both backends call the same loader and the same `epoch_batches`, so they see identical samples in an
-identical order. Images are kept channel-first (N, C, H, W), PyTorch's convention; a backend that wants
-channel-last transposes them itself.
+Both backends call the same loader (bench_contract.data.loading) and the same `epoch_batches`, so they see
+identical samples in an identical order. Images are kept channel-first (N, C, H, W), PyTorch's convention; a
+backend that wants channel-last transposes them itself. The other readers (images, text, graph) import this
+module; it imports none of them.
 """
 
 from __future__ import annotations
@@ -69,23 +71,6 @@ def epoch_batches(num_samples: int, batch_size: int, seed: int, epoch: int) -> l
     order = np.random.default_rng([seed, epoch]).permutation(num_samples)
     full = num_samples // batch_size
     return [order[i * batch_size : (i + 1) * batch_size] for i in range(full)]
-
-
-def load_dataset(benchmark: str, source: str, data_dir: str | None = None, synthetic_samples: int = 2048,
-                 variant: str = "full") -> Dataset:
-    """The benchmark's splits; `variant` (the model's size) fixes the image size where the benchmark has several
-    (imagenet: 224x224 full, 64x64 tiny)."""
-    if source == "synthetic":
-        return synthetic_dataset(benchmark, synthetic_samples, variant)
-    from bench_contract.data.graph import load_graph
-    from bench_contract.data.text import load_text
-
-    loaders = {"digits": load_digits, "mnist": lambda: load_mnist(data_dir), "cifar10": lambda: load_cifar10(data_dir),
-               "imagenet": lambda: load_image_folders(data_dir, vision.input_shape("imagenet", variant)[-1]),
-               "nlp": lambda: load_text(data_dir), "gnn": lambda: load_graph(data_dir)}
-    if benchmark not in loaders:
-        raise DataError(f"no reader for benchmark {benchmark!r}; known: {', '.join(sorted(loaders))}")
-    return loaders[benchmark]()
 
 
 def _split(name: str, x: np.ndarray, y: np.ndarray, val: int, test: int, num_classes: int, source: str) -> Dataset:
@@ -349,22 +334,16 @@ SYNTHETIC_VARIANT_SIZED = ("imagenet",)
 TEACHER_GRID = 8
 
 
-def synthetic_dataset(benchmark: str, samples: int, variant: str = "full") -> Dataset:
+def synthetic_images(benchmark: str, samples: int, variant: str = "full") -> Dataset:
     """Random inputs labelled by a fixed random linear teacher: learnable, so accuracy still means something.
-    Text and graphs have their own generators (bench_contract.data.text, bench_contract.data.graph)."""
-    from bench_contract.data.graph import synthetic_graph
-    from bench_contract.data.text import synthetic_text
-
-    if benchmark == "nlp":
-        return synthetic_text(samples)
-    if benchmark == "gnn":
-        return synthetic_graph(samples)
+    Text and graphs have their own generators (bench_contract.data.text, bench_contract.data.graph);
+    bench_contract.data.loading.synthetic_dataset picks one of the three."""
     if benchmark in SYNTHETIC_VARIANT_SIZED:
         shape, classes = vision.input_shape(benchmark, variant), vision.NUM_CLASSES[benchmark]
     elif benchmark in SYNTHETIC_SHAPES:
         shape, classes = SYNTHETIC_SHAPES[benchmark], 10
     else:
-        known = ", ".join((*SYNTHETIC_SHAPES, *SYNTHETIC_VARIANT_SIZED, "nlp", "gnn"))
+        known = ", ".join((*SYNTHETIC_SHAPES, *SYNTHETIC_VARIANT_SIZED))
         raise DataError(f"no synthetic data shape for benchmark {benchmark!r}; known: {known}")
     rng = np.random.default_rng(SPLIT_SEED)
     x = rng.standard_normal((samples, *shape), dtype=np.float32)
@@ -377,33 +356,3 @@ def synthetic_dataset(benchmark: str, samples: int, variant: str = "full") -> Da
     y = np.argmax(features @ teacher, axis=1).astype(np.int32)
     tenth = max(1, samples // 10)
     return _split(benchmark, x, y, val=tenth, test=tenth, num_classes=classes, source="synthetic")
-
-
-IMAGE_FOLDER_VALIDATION_SIZE = 5000
-
-
-def load_image_folders(data_dir: str | None, size: int) -> Dataset:
-    """ImageNet-style folders for training: train/<class>/<image> is split into training and validation
-    (5,000 images, or a tenth of a smaller folder, chosen with the split seed), val/<class>/<image> is the
-    test split (ImageNet's own validation set is the customary test set). Images are decoded lazily, batch
-    by batch, with the evaluation transform at `size` (bench_contract.data.images): the same pixels in both
-    frameworks, and no random augmentation, which would draw from an RNG."""
-    from bench_contract.data.images import ImageFolder, LazyImages
-
-    if not data_dir:
-        raise DataError("image folders need --data-dir pointing at a folder with train/<class>/ and val/<class>/")
-    root = Path(data_dir)
-    for split in ("train", "val"):
-        if not (root / split).is_dir():
-            raise DataError(f"training on image folders needs {root / split}/<class>/<image>; it does not exist")
-    train, test = ImageFolder.scan(root / "train"), ImageFolder.scan(root / "val")
-    if train.classes != test.classes:
-        raise DataError(f"{root}/train and {root}/val have different class folders "
-                        f"({len(train.classes)} and {len(test.classes)}); they must be the same")
-    _, v = held_out_split(len(train), IMAGE_FOLDER_VALIDATION_SIZE)
-    order = np.random.default_rng(SPLIT_SEED).permutation(len(train))
-    val_idx, train_idx = np.sort(order[:v]), np.sort(order[v:])
-    everything = np.arange(len(test))
-    return Dataset("imagenet", "real", LazyImages(train, train_idx, size), train.labels[train_idx],
-                   LazyImages(train, val_idx, size), train.labels[val_idx], LazyImages(test, everything, size),
-                   test.labels, len(train.classes))

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_contract.data.datasets import DataError
+from bench_contract.data.datasets import SPLIT_SEED, DataError, Dataset, held_out_split
 
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+IMAGE_FOLDER_VALIDATION_SIZE = 5000
 
 
 def split_folder(data_dir: str | os.PathLike[str], split: str) -> Path:
@@ -122,3 +123,28 @@ def folder_problem(data_dir: str | os.PathLike[str], split: str) -> str | None:
     except DataError as exc:
         return str(exc)
     return None
+
+
+def load_image_folders(data_dir: str | None, size: int) -> Dataset:
+    """ImageNet-style folders for training: train/<class>/<image> is split into training and validation
+    (5,000 images, or a tenth of a smaller folder, chosen with the split seed), val/<class>/<image> is the
+    test split (ImageNet's own validation set is the customary test set). Images are decoded lazily, batch
+    by batch, with the evaluation transform at `size` (`decode` above): the same pixels in both frameworks,
+    and no random augmentation, which would draw from an RNG."""
+    if not data_dir:
+        raise DataError("image folders need --data-dir pointing at a folder with train/<class>/ and val/<class>/")
+    root = Path(data_dir)
+    for split in ("train", "val"):
+        if not (root / split).is_dir():
+            raise DataError(f"training on image folders needs {root / split}/<class>/<image>; it does not exist")
+    train, test = ImageFolder.scan(root / "train"), ImageFolder.scan(root / "val")
+    if train.classes != test.classes:
+        raise DataError(f"{root}/train and {root}/val have different class folders "
+                        f"({len(train.classes)} and {len(test.classes)}); they must be the same")
+    _, v = held_out_split(len(train), IMAGE_FOLDER_VALIDATION_SIZE)
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(train))
+    val_idx, train_idx = np.sort(order[:v]), np.sort(order[v:])
+    everything = np.arange(len(test))
+    return Dataset("imagenet", "real", LazyImages(train, train_idx, size), train.labels[train_idx],
+                   LazyImages(train, val_idx, size), train.labels[val_idx], LazyImages(test, everything, size),
+                   test.labels, len(train.classes))

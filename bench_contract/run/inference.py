@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from bench_contract.data.datasets import PACKAGED_BENCHMARKS, SYNTHETIC_SHAPES, DataError, Dataset, load_dataset
+from bench_contract.data.datasets import PACKAGED_BENCHMARKS, SYNTHETIC_SHAPES, DataError, Dataset
+from bench_contract.data.loading import load_dataset
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.measure.flops import Flops
 from bench_contract.measure.timing import StepTimer, record_repeat_settings, step_time_statistics

@@ -26,7 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from bench_contract import SCHEMA_VERSION
-from bench_contract.data.datasets import Dataset, load_dataset
+from bench_contract.data.datasets import Dataset
+from bench_contract.data.loading import load_dataset
 from bench_contract.measure.device import environment_context, peak_host_rss_bytes, refuse_cpu_beside_gpu
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.models.vision import RANDOM_REGULARISERS

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from bench_contract.data.datasets import synthetic_dataset
+from bench_contract.data.loading import synthetic_dataset
 from bench_contract.models.weights import load_or_create
 
 MODEL, VARIANT = "resnet18", "tiny"

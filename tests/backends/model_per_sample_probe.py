@@ -14,7 +14,8 @@ import sys
 import numpy as np
 from per_sample_reference import jax_per_sample_grads_loop, torch_per_sample_grads_loop
 
-from bench_contract.data.datasets import epoch_batches, load_dataset
+from bench_contract.data.datasets import epoch_batches
+from bench_contract.data.loading import load_dataset
 from bench_contract.models.weights import make_initial_weights
 
 

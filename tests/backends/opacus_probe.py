@@ -21,7 +21,8 @@ import sys
 import numpy as np
 import torch
 
-from bench_contract.data.datasets import epoch_batches, load_dataset
+from bench_contract.data.datasets import epoch_batches
+from bench_contract.data.loading import load_dataset
 from bench_contract.models.weights import make_initial_weights
 from torch_backend import models
 from torch_backend.opacus_engine import OpacusDPSGDUpdate, OpacusPerSampleOps, opacus_mode

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from bench_contract.data.datasets import synthetic_dataset
+from bench_contract.data.loading import synthetic_dataset
 from bench_contract.models.weights import load_or_create
 from bench_contract.spec import JobSpec
 

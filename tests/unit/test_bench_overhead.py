@@ -7,7 +7,7 @@ import pytest
 from bench.harness_overhead import CHECKS, PROBES, Check, parse_probe_output, rows_for, verdict
 from bench.overhead_probe import MARKER
 from bench.training_overhead_probe import synthetic_samples_for
-from bench_contract.data.datasets import synthetic_dataset
+from bench_contract.data.loading import synthetic_dataset
 
 
 def probe_stdout(**changes) -> str:

@@ -54,7 +54,7 @@ def test_the_failure_row_lives_apart_from_the_results(tmp_path):
 
 
 def digits_steps(batch_size=32, epochs=2):
-    from bench_contract.data.datasets import load_dataset
+    from bench_contract.data.loading import load_dataset
 
     return len(load_dataset("digits", "real", None, 2048).x_train) // batch_size * epochs
 

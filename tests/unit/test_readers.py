@@ -8,13 +8,14 @@ from helpers import write_cifar10_folder, write_image_folder
 from test_matrix import settings
 
 from bench_contract.data import datasets as data
+from bench_contract.data import loading
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
 
 
 def test_cifar10_python_batches_are_read_channel_first_and_standardised_per_channel(tmp_path):
     root = write_cifar10_folder(tmp_path / "cifar", per_batch=40)
-    ds = data.load_dataset("cifar10", "real", str(root))
+    ds = loading.load_dataset("cifar10", "real", str(root))
     assert ds.name == "cifar10" and ds.source == "real" and ds.num_classes == 10
     assert ds.sample_shape == (3, 32, 32) and ds.x_train.dtype == np.float32
     assert len(ds.x_train) + len(ds.x_val) == 5 * 40 and len(ds.x_test) == 40

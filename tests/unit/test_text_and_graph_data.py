@@ -6,12 +6,12 @@ import pytest
 from helpers import write_graph_file, write_text_folder
 
 from bench_contract.data import datasets as data
-from bench_contract.data import graph, text
+from bench_contract.data import graph, loading, text
 
 
 def test_text_lines_become_class_token_words_and_padding(tmp_path):
     root = write_text_folder(tmp_path / "text", train=50, test=10)
-    ds = data.load_dataset("nlp", "real", str(root))
+    ds = loading.load_dataset("nlp", "real", str(root))
     assert ds.name == "nlp" and ds.source == "real" and ds.num_classes == 2
     assert len(ds.x_train) + len(ds.x_val) == 50 and len(ds.x_test) == 10  # the blank lines are skipped
     assert ds.sample_shape == (text.SEQ_LEN,) and ds.x_train.dtype == np.int32
@@ -43,18 +43,18 @@ def test_integer_labels_are_classes_in_numeric_order():
 
 def test_malformed_text_files_are_clear_errors(tmp_path):
     with pytest.raises(data.DataError, match="lacks train.tsv, test.tsv"):
-        data.load_dataset("nlp", "real", str(tmp_path))
+        loading.load_dataset("nlp", "real", str(tmp_path))
     root = write_text_folder(tmp_path / "t", train=10, test=4)
     (root / "test.tsv").write_text("weather\tsunny\n")
     with pytest.raises(data.DataError, match="labels that train.tsv lacks: weather"):
-        data.load_dataset("nlp", "real", str(root))
+        loading.load_dataset("nlp", "real", str(root))
     (root / "test.tsv").write_text("no tab here\n")
     with pytest.raises(data.DataError, match=r"line 1 is not `<label>\\t<text>`"):
-        data.load_dataset("nlp", "real", str(root))
+        loading.load_dataset("nlp", "real", str(root))
 
 
 def test_synthetic_text_follows_its_rule_and_is_balanced():
-    ds = data.load_dataset("nlp", "synthetic", synthetic_samples=400)
+    ds = loading.load_dataset("nlp", "synthetic", synthetic_samples=400)
     assert ds.source == "synthetic" and ds.num_classes == text.SYNTHETIC_CLASSES
     assert (ds.x_train[:, 0] == text.CLS_ID).all() and (ds.x_train[:, -1] == text.PAD_ID).any()
     topics = text.SPECIAL_TOKENS + np.arange(text.SYNTHETIC_CLASSES * text.TOPIC_WORDS).reshape(text.SYNTHETIC_CLASSES, -1)
@@ -84,7 +84,7 @@ def test_graph_edges_are_symmetrised_with_one_self_loop_each_and_normalised_like
 
 def test_graph_file_is_read_into_node_ids_with_the_graph_alongside(tmp_path):
     root = write_graph_file(tmp_path / "g", nodes=40)
-    ds = data.load_dataset("gnn", "real", str(root))
+    ds = loading.load_dataset("gnn", "real", str(root))
     with np.load(root / "graph.npz") as f:
         stored = {k: f[k] for k in f.files}
     np.testing.assert_array_equal(ds.x_train, np.flatnonzero(stored["train_mask"]))
@@ -98,21 +98,21 @@ def test_graph_file_is_read_into_node_ids_with_the_graph_alongside(tmp_path):
 
 def test_malformed_graph_files_are_clear_errors(tmp_path):
     with pytest.raises(data.DataError, match="graph.npz does not exist"):
-        data.load_dataset("gnn", "real", str(tmp_path))
+        loading.load_dataset("gnn", "real", str(tmp_path))
     root = write_graph_file(tmp_path / "g", nodes=20)
     with np.load(root / "graph.npz") as f:
         stored = {k: f[k] for k in f.files}
     np.savez(root / "graph.npz", **{**stored, "edges": np.array([[0], [20]])})
     with pytest.raises(data.DataError, match="outside 0..19"):
-        data.load_dataset("gnn", "real", str(root))
+        loading.load_dataset("gnn", "real", str(root))
     del stored["val_mask"]
     np.savez(root / "graph.npz", **stored)
     with pytest.raises(data.DataError, match="lacks the arrays val_mask"):
-        data.load_dataset("gnn", "real", str(root))
+        loading.load_dataset("gnn", "real", str(root))
 
 
 def test_synthetic_graph_has_community_structure():
-    ds = data.load_dataset("gnn", "synthetic", synthetic_samples=400)
+    ds = loading.load_dataset("gnn", "synthetic", synthetic_samples=400)
     labels = np.empty(400, np.int64)
     for x, y in ((ds.x_train, ds.y_train), (ds.x_val, ds.y_val), (ds.x_test, ds.y_test)):
         labels[x] = y

@@ -7,6 +7,7 @@ from helpers import write_image_folder
 from test_matrix import settings
 
 from bench_contract.data import datasets as data
+from bench_contract.data import loading
 from bench_contract.models.vision import INPUT_SHAPES, NUM_CLASSES
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog, matrix
@@ -46,12 +47,12 @@ def test_batch_norm_models_are_refused_per_sample_and_data_parallel_training_wit
 
 @pytest.mark.parametrize("variant", ["full", "tiny"])
 def test_synthetic_imagenet_takes_the_variants_input_size_and_class_count(variant):
-    ds = data.load_dataset("imagenet", "synthetic", synthetic_samples=40, variant=variant)
+    ds = loading.load_dataset("imagenet", "synthetic", synthetic_samples=40, variant=variant)
     assert ds.sample_shape == INPUT_SHAPES[("imagenet", variant)] and ds.num_classes == NUM_CLASSES["imagenet"]
     assert ds.x_train.dtype == np.float32 and len(ds.x_train) + len(ds.x_val) + len(ds.x_test) == 40
     assert ds.y_train.max() < ds.num_classes and len(np.unique(ds.y_train)) > 1
     # the same bytes every time: both frameworks call this
-    again = data.load_dataset("imagenet", "synthetic", synthetic_samples=40, variant=variant)
+    again = loading.load_dataset("imagenet", "synthetic", synthetic_samples=40, variant=variant)
     np.testing.assert_array_equal(ds.x_train, again.x_train)
 
 
@@ -60,7 +61,7 @@ def test_image_folders_train_on_train_and_test_on_val_decoding_lazily(tmp_path):
 
     root = write_image_folder(tmp_path / "imagenet", classes=3, per_class=10, split="train")
     write_image_folder(root, classes=3, per_class=2, split="val")
-    ds = data.load_dataset("imagenet", "real", str(root), variant="tiny")
+    ds = loading.load_dataset("imagenet", "real", str(root), variant="tiny")
     assert ds.num_classes == 3 and ds.sample_shape == (3, 64, 64)
     assert len(ds.x_train) + len(ds.x_val) == 30 and len(ds.x_val) == 3 and len(ds.x_test) == 6
     assert len(ds.y_train) == len(ds.x_train) and list(ds.y_test) == [0, 0, 1, 1, 2, 2]
@@ -72,17 +73,17 @@ def test_image_folders_train_on_train_and_test_on_val_decoding_lazily(tmp_path):
     np.testing.assert_array_equal(x, expected)
     np.testing.assert_array_equal(ds.y_train[picked], labels)
     assert ds.x_test[0:4].shape == (4, 3, 64, 64) and ds.x_test[6:].shape == (0, 3, 64, 64)
-    full = data.load_dataset("imagenet", "real", str(root), variant="full")
+    full = loading.load_dataset("imagenet", "real", str(root), variant="full")
     assert full.x_train[:1].shape == (1, 3, 224, 224)
 
 
 def test_training_on_image_folders_needs_train_and_val(tmp_path):
     root = write_image_folder(tmp_path / "imagenet", classes=2, per_class=2, split="val")
     with pytest.raises(data.DataError, match="needs .*train/<class>/<image>; it does not exist"):
-        data.load_dataset("imagenet", "real", str(root))
+        loading.load_dataset("imagenet", "real", str(root))
     with pytest.raises(UsageError, match="training on image folders needs"):
         matrix.check_data("imagenet", settings(data_dir=str(root)), use_case=1)
     matrix.check_data("imagenet", settings(data_dir=str(root)), use_case=catalog.INFERENCE)  # val/ is enough
     write_image_folder(root, classes=3, per_class=2, split="train")
     with pytest.raises(data.DataError, match="different class folders"):
-        data.load_dataset("imagenet", "real", str(root))
+        loading.load_dataset("imagenet", "real", str(root))
