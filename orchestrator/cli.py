@@ -449,7 +449,7 @@ def baseline_save(
     """Keep the median throughput, its interval, the runs and the versions of each cell and framework as
     <results-dir>/baselines/NAME.json (replaced if it exists)."""
     from orchestrator.results import baseline
-    from orchestrator.results.collect import MERGED
+    from orchestrator.results.store import MERGED
 
     with domain_errors():
         path, entries = baseline.save(results_dir, merged or results_dir / MERGED, name, tuple(campaign or ()))
@@ -468,7 +468,7 @@ def compare(
     """Each cell's throughput against the baseline: flagged as a regression or an improvement when it changed
     by more than the tolerance and outside both sides' intervals, with the versions that changed."""
     from orchestrator.results import baseline
-    from orchestrator.results.collect import MERGED
+    from orchestrator.results.store import MERGED
 
     with domain_errors():
         limit = baseline.parse_tolerance(tolerance)

@@ -62,8 +62,9 @@ def report_campaign(results_dir: Path, campaign: str, merged: Path | None, outpu
                     baseline: str | None = None, tolerance: str = "5%") -> None:
     """The report command with --campaign: the report of that campaign's rows alone, read afresh from the merged
     dataset, into <results_dir>/report-<campaign> unless output_dir is given (against `baseline` where named)."""
-    from orchestrator.results.collect import MERGED, campaign_id, write_campaign_rows
+    from orchestrator.results.campaign_rows import campaign_id, write_campaign_rows
     from orchestrator.results.report import report_and_export
+    from orchestrator.results.store import MERGED
 
     name = campaign_id(results_dir, campaign)
     merged = merged or results_dir / MERGED

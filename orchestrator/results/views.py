@@ -13,6 +13,9 @@ Every column, these and the rest, is in report.csv (use_case_frame) and in merge
 A cell has one line per framework (JAX, then PyTorch): the two side by side in columns would be twice as
 wide. A column whose value is the same on every line (precision, runs) is said once above the table, and the
 use case is a column only in the tables that hold two (data parallel, per-sample).
+
+The tables beside the use cases' are views' own too: strong scaling (scaling) and the largest batch that fits
+(batch_search), each in its module.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 
 from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES, PER_SAMPLE_USE_CASES
+from orchestrator.results.batch_search import batch_search_table
 from orchestrator.results.compare import (
     FRAMEWORKS,
     KEY,
@@ -36,6 +40,7 @@ from orchestrator.results.compare import (
     with_row_key,
     with_variant_label,
 )
+from orchestrator.results.scaling import scaling_frame
 
 # Per-framework summary metrics the use-case tables show besides compare.TABLE_METRICS.
 EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vectorized_time_p50",
@@ -185,10 +190,8 @@ def framework_medians(summary, metrics: list[str]):
 
 
 def with_scaling_efficiency(frame, summary):
-    """<framework>_scaling_efficiency from collect.scaling_frame (the same global batch on one process), for
+    """<framework>_scaling_efficiency from scaling.scaling_frame (the same global batch on one process), for
     the rows that ran on several processes; NaN elsewhere and where no one-process cell was collected."""
-    from orchestrator.results.collect import scaling_frame
-
     scaling = scaling_frame(summary)
     for framework in FRAMEWORKS:
         frame[f"{framework}_scaling_efficiency"] = np.nan
@@ -259,9 +262,23 @@ def first_time_at(accuracy: np.ndarray, elapsed: np.ndarray, target: float) -> f
     return float(elapsed[reached[0]]) if len(reached) else float("nan")
 
 
+def summary_frame(output: Path):
+    """The summary rows (one value per run, not per step or epoch) with the columns a comparison needs, read
+    from the merged dataset: a small part of it, since the per-step curves are most of the rows."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    wanted = [*ROW_KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order",
+              "metric", "value", "unit", "epoch", "step"]
+    # A dataset merged before a column existed lacks it; the comparison reads it as empty (with_row_key).
+    present = set(ds.dataset(output, format="parquet").schema.names)
+    summary = ds.field("step").is_null() & ds.field("epoch").is_null()
+    return pq.read_table(output, columns=[c for c in wanted if c in present], filters=summary).to_pandas()
+
+
 def curve_frame(merged: Path):
     """The per-epoch validation accuracy and epoch time of every run, from the merged dataset: what
-    use_case_frame needs beside the summary rows (collect.summary_frame) for the time to the target."""
+    use_case_frame needs beside the summary rows (summary_frame) for the time to the target."""
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
@@ -347,6 +364,32 @@ def use_case_lines(df) -> list[str]:
     across device models where there are several."""
     frame = use_case_frame(df)
     return [f"\n{table_text(table)}" for table in view_tables(frame)] + cross_device_lines(frame)
+
+
+def summary_lines(summary, curves=None) -> list[str]:
+    """collect's comparison: JAX against PyTorch per device model, one table per use case (use_case_lines: the
+    training table's time to accuracy reads the per-epoch `curves`), then the largest batches, where collected."""
+    import pandas as pd
+
+    lines = use_case_lines(summary if curves is None else pd.concat([summary, curves], ignore_index=True))
+    searched = batch_search_table(summary)
+    if searched:
+        lines.append(f"\nLargest batch that fits (each try a fresh process):\n{searched}")
+    return lines
+
+
+def comparison_tables(df) -> dict[str, str]:
+    """One text table per device model: JAX and PyTorch throughput side by side, the speed-up, test accuracy."""
+    from orchestrator.results.compare import display_rows
+    from orchestrator.tables import format_table
+
+    frame = comparison_frame(df)
+    if frame.empty:
+        return {}
+    return {
+        str(device): format_table(*display_rows(frame, device, only=("throughput", "test_accuracy")))
+        for device in frame["device_model"].unique()
+    }
 
 
 # --- across device models ---------------------------------------------------------------------------

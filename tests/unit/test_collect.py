@@ -6,8 +6,9 @@ import pyarrow.parquet as pq
 from helpers import run_cli, task_file
 
 from bench_contract.results import SCHEMA, read_task_table
-from orchestrator.results import collect
-from orchestrator.results.collect import comparison_tables, merge, summary_frame
+from orchestrator.results import collect, store
+from orchestrator.results.collect import merge
+from orchestrator.results.views import comparison_tables, summary_frame
 
 
 def test_merge_and_compare(tmp_path):
@@ -53,7 +54,7 @@ def parallel_task_file(root, framework, use_case, world, throughput):
 
 
 def test_scaling_efficiency_compares_with_the_one_process_cell(tmp_path):
-    from orchestrator.results.collect import scaling_table
+    from orchestrator.results.scaling import scaling_table
 
     parallel_task_file(tmp_path, "jax", 1, 1, 1000.0)
     parallel_task_file(tmp_path, "jax", 2, 2, 1500.0)  # 750 per device: 75% of one process
@@ -67,7 +68,7 @@ def test_scaling_efficiency_compares_with_the_one_process_cell(tmp_path):
 
 
 def test_no_scaling_table_without_data_parallel_cells(tmp_path):
-    from orchestrator.results.collect import scaling_table
+    from orchestrator.results.scaling import scaling_table
 
     task_file(tmp_path, "jax", 32, 2000.0)
     merge(tmp_path, tmp_path / "merged.parquet")
@@ -139,7 +140,7 @@ def test_the_command_reports_changed_and_deleted_files(tmp_path):
 
 
 def test_parts_are_compacted_and_an_interrupted_collect_is_repaired(tmp_path, monkeypatch):
-    monkeypatch.setattr(collect, "MAX_PARTS", 2)
+    monkeypatch.setattr(store, "MAX_PARTS", 2)
     out = tmp_path / "merged.parquet"
     for batch in range(1, 6):  # one new file per collect: a new part each time, compacted past two
         task_file(tmp_path, "jax", batch, float(batch))
@@ -149,7 +150,7 @@ def test_parts_are_compacted_and_an_interrupted_collect_is_repaired(tmp_path, mo
     # A part left by an interrupted collect is not counted twice; a damaged index means a merge from scratch.
     (out / "part-stray.parquet").write_bytes(next(out.glob("part-*.parquet")).read_bytes())
     assert not merge(tmp_path, out).from_scratch and merged_rows(out) == merged_rows_from_scratch(tmp_path)
-    (out / collect.INDEX).write_text("{not json")
+    (out / store.INDEX).write_text("{not json")
     assert merge(tmp_path, out).from_scratch and merged_rows(out) == merged_rows_from_scratch(tmp_path)
 
 
@@ -212,10 +213,10 @@ def test_a_merged_dataset_of_another_result_schema_is_rebuilt(tmp_path):
     out = tmp_path / "merged.parquet"
     task_file(tmp_path, "jax", 8, 100.0)
     assert merge(tmp_path, out).from_scratch
-    index = json.loads((out / collect.INDEX).read_text())
+    index = json.loads((out / store.INDEX).read_text())
     assert index["columns"] == SCHEMA.names
     index["columns"] = SCHEMA.names[:-1]  # as written before the last column was added
-    (out / collect.INDEX).write_text(json.dumps(index))
+    (out / store.INDEX).write_text(json.dumps(index))
     collected = merge(tmp_path, out)
     assert collected.from_scratch and collected.rows == 3
     assert pq.read_table(out).schema.equals(SCHEMA)

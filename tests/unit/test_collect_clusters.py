@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 from helpers import result_context, run_cli
 
 from orchestrator.results import collect
-from orchestrator.results.collect import merge, missing_cells
+from orchestrator.results.collect import merge
+from orchestrator.results.missing import missing_cells
 
 CROSS_DEVICE_TITLE = "Across device models: JAX and PyTorch throughput, speed-up JAX/PyTorch [95% CI]"
 

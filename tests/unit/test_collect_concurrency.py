@@ -8,19 +8,20 @@ import sys
 import pandas as pd
 from helpers import REPO_ROOT, task_file
 
-from orchestrator.results.collect import merge, remove_merged
+from orchestrator.results.collect import merge
+from orchestrator.results.store import remove_merged
 
 # A real `python main.py collect` process, with one step slowed down or cut short so that the two processes
 # meet at the point where they used to collide: after the new parts are written, before the index names them.
 DRIVER = """
 import os, signal, sys, time
 sys.path.insert(0, {root!r})
-from orchestrator.results import collect
-real = collect.{step}
+from orchestrator.results import store
+real = store.{step}
 def step(*args):
     {action}
     return real(*args)
-collect.{step} = step
+store.{step} = step
 sys.argv = ["main.py", "collect", "--results-dir", {results!r}]
 from orchestrator.cli import run
 run()

@@ -7,7 +7,7 @@ import io
 
 from helpers import run_cli, task_file
 
-from orchestrator.results import collect
+from orchestrator.results import progress_bar
 
 
 class Terminal(io.StringIO):
@@ -18,12 +18,12 @@ class Terminal(io.StringIO):
 def test_the_bar_is_redrawn_in_place_at_most_every_interval_and_ends_with_the_total():
     now = [100.0]
     screen = Terminal()
-    bar = collect.Progress(2048, screen, clock=lambda: now[0])
+    bar = progress_bar.Progress(2048, screen, clock=lambda: now[0])
     for _ in range(3):  # 512 files each, within one redraw interval: nothing drawn
-        now[0] += collect.PROGRESS_REDRAW_S / 4
+        now[0] += progress_bar.PROGRESS_REDRAW_S / 4
         bar.advance(512)
     assert screen.getvalue() == ""
-    now[0] += collect.PROGRESS_REDRAW_S
+    now[0] += progress_bar.PROGRESS_REDRAW_S
     bar.advance(512)
     bar.done()
     draws = screen.getvalue().split("\r")[1:]
@@ -35,7 +35,7 @@ def test_the_bar_is_redrawn_in_place_at_most_every_interval_and_ends_with_the_to
 
 def test_a_part_read_shows_the_rate_and_the_time_left():
     now = [0.0]
-    bar = collect.Progress(10_000, Terminal(), clock=lambda: now[0])
+    bar = progress_bar.Progress(10_000, Terminal(), clock=lambda: now[0])
     now[0] = 2.0
     bar.read = 5_000
     assert bar.line(now[0]) == (f"collect: [{'#' * 15}{'.' * 15}] 5,000/10,000 task files read, 2,500 files/s, "
@@ -43,10 +43,10 @@ def test_a_part_read_shows_the_rate_and_the_time_left():
 
 
 def test_by_default_the_bar_shows_on_a_terminal_for_thousands_of_files_only():
-    assert collect.progress_for(collect.PROGRESS_MIN_FILES, None, Terminal()).enabled
-    assert not collect.progress_for(collect.PROGRESS_MIN_FILES - 1, None, Terminal()).enabled
-    assert not collect.progress_for(10_000, None, io.StringIO()).enabled  # a pipe or a file
-    assert collect.progress_for(3, True, io.StringIO()).enabled and not collect.progress_for(10_000, False,
+    assert progress_bar.progress_for(progress_bar.PROGRESS_MIN_FILES, None, Terminal()).enabled
+    assert not progress_bar.progress_for(progress_bar.PROGRESS_MIN_FILES - 1, None, Terminal()).enabled
+    assert not progress_bar.progress_for(10_000, None, io.StringIO()).enabled  # a pipe or a file
+    assert progress_bar.progress_for(3, True, io.StringIO()).enabled and not progress_bar.progress_for(10_000, False,
                                                                                              Terminal()).enabled
 
 

@@ -163,7 +163,7 @@ def test_only_the_writer_rank_reports(tmp_path):
 
 
 def test_the_heartbeat_sits_beside_rows_and_failures_where_collect_and_status_never_look(tmp_path):
-    from orchestrator.results.collect import task_files
+    from orchestrator.results.task_files import task_files
     from orchestrator.run.status import result_problem
 
     results = tmp_path / "camp" / "rows" / "torch" / "torch-cell.parquet"

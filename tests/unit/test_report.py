@@ -26,8 +26,9 @@ def test_report_writes_every_format(tmp_path):
 
 
 def test_the_confidence_interval_appears_with_two_runs_per_side(tmp_path):
-    from orchestrator.results.collect import merge, summary_frame
+    from orchestrator.results.collect import merge
     from orchestrator.results.compare import comparison_frame
+    from orchestrator.results.views import summary_frame
 
     for campaign in ("a", "b"):  # the same cells run in two campaigns: two runs per side
         task_file(tmp_path / campaign, "jax", 32, 2000.0 if campaign == "a" else 2200.0, campaign=campaign)
@@ -63,7 +64,9 @@ def test_export_to_wandb_offline(tmp_path):
 
 
 def test_data_parallel_cells_get_a_scaling_efficiency_plot(tmp_path):
-    from orchestrator.results.collect import merge, scaling_frame, summary_frame
+    from orchestrator.results.collect import merge
+    from orchestrator.results.scaling import scaling_frame
+    from orchestrator.results.views import summary_frame
 
     for framework, single, pair in (("jax", 1000.0, 1500.0), ("torch", 800.0, 1600.0)):
         task_file(tmp_path, framework, 32, single, use_case=1, world_size=1)
@@ -153,13 +156,13 @@ def test_a_compile_time_that_was_not_measured_is_no_bar(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from orchestrator.results import report
+    from orchestrator.results import report_plots
 
     drawn = {}
-    monkeypatch.setattr(report, "_save", lambda plt, fig, path, plots, title: drawn.setdefault("fig", fig))
+    monkeypatch.setattr(report_plots, "_save", lambda plt, fig, path, plots, title: drawn.setdefault("fig", fig))
     block = pd.DataFrame({"benchmark": ["digits", "digits"], "model": ["mlp", "mlp"], "use_case": 1, "batch_size": [32, 64],
                           "jax_compile_time": [0.5, 0.7], "torch_compile_time": [float("nan"), 0.2]})
-    report.draw_compile_times(plt, block, "CPU X", tmp_path / "c.png", [])
+    report_plots.draw_compile_times(plt, block, "CPU X", tmp_path / "c.png", [])
     ax = drawn["fig"].axes[0]
     heights = sorted(round(bar.get_height(), 3) for bar in ax.patches)
     assert heights == [0.2, 0.5, 0.7]  # three measured values, no bar of 0 for the missing one

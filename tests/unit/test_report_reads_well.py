@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from helpers import result_context, run_cli
 
-from orchestrator.results import report
+from orchestrator.results import report_plots
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 def drawn(monkeypatch):
     """The figures the report draws, kept open instead of saved."""
     figures = []
-    monkeypatch.setattr(report, "_save", lambda plt, fig, path, plots, title: figures.append(fig))
+    monkeypatch.setattr(report_plots, "_save", lambda plt, fig, path, plots, title: figures.append(fig))
     yield figures
     plt.close("all")
 
@@ -28,7 +28,7 @@ def test_the_speedup_colour_scale_covers_the_data_and_centres_on_1(drawn, tmp_pa
     """The scale stopped at 2: 4.6x and 2.8x had the same colour."""
     block = pd.DataFrame({"benchmark": "digits", "model": "mlp", "use_case": 1, "batch_size": [16, 32, 64],
                           "speedup": [4.6, 2.8, 0.5]})
-    report.draw_speedup(plt, block, "CPU X", tmp_path / "s.png", [])
+    report_plots.draw_speedup(plt, block, "CPU X", tmp_path / "s.png", [])
     image = drawn[0].axes[0].images[0]
     assert image.norm(1.0) == pytest.approx(0.5)  # no difference: the middle colour
     assert image.norm(4.6) <= 1 and image.norm(0.5) >= 0  # every value inside the scale
@@ -54,7 +54,7 @@ def test_roofline_labels_do_not_overlap(drawn, tmp_path):
     each other at one fixed offset."""
     cells = [("mlp", 16, 10.0, {"jax": 2e9, "torch": 1.9e9}), ("mlp", 32, 10.5, {"jax": 2.1e9, "torch": 2e9}),
              ("mlp", 64, 11.0, {"jax": 2.2e9, "torch": 2.1e9}), ("cnn", 16, 10.2, {"jax": 2.05e9, "torch": 1.8e9})]
-    report.draw_rooflines(plt, roofline_rows(cells), {"CPU X": 0}, tmp_path, [])
+    report_plots.draw_rooflines(plt, roofline_rows(cells), {"CPU X": 0}, tmp_path, [])
     fig = drawn[0]
     fig.tight_layout()  # as _save does before writing the file
     renderer = fig.canvas.get_renderer()
@@ -68,10 +68,10 @@ def test_the_compile_time_plot_says_eager_pytorch_has_no_compile_step(drawn, tmp
     """PyTorch had a legend entry and no bar, and the plot did not say why."""
     block = pd.DataFrame({"benchmark": "digits", "model": "mlp", "use_case": 1, "batch_size": [16, 32],
                           "jax_compile_time": [0.5, 0.7], "torch_compile_time": [np.nan, np.nan]})
-    report.draw_compile_times(plt, block, "CPU X", tmp_path / "c.png", [])
+    report_plots.draw_compile_times(plt, block, "CPU X", tmp_path / "c.png", [])
     ax = drawn[0].axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["JAX"]
-    assert report.EAGER_NOTE in [t.get_text() for t in ax.texts]
+    assert report_plots.EAGER_NOTE in [t.get_text() for t in ax.texts]
 
 
 def test_batch_size_axes_read_16_and_32(drawn, tmp_path):
@@ -79,7 +79,7 @@ def test_batch_size_axes_read_16_and_32(drawn, tmp_path):
     frame = pd.DataFrame({"device_model": "CPU X", "benchmark": "digits", "use_case": 1, "model": "mlp",
                           "precision": "fp32", "batch_size": [16, 32], "jax_throughput": [1000.0, 1800.0],
                           "torch_throughput": [900.0, 1500.0]})
-    report.draw_metric_lines(plt, frame, {"CPU X": 0}, tmp_path, [])
+    report_plots.draw_metric_lines(plt, frame, {"CPU X": 0}, tmp_path, [])
     fig = drawn[0]
     fig.canvas.draw()
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["16", "32"]

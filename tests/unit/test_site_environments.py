@@ -19,7 +19,7 @@ from bench_contract.run.runner import base_context
 from bench_contract.spec import JobSpec
 from orchestrator.errors import OrchestratorError
 from orchestrator.plan.profile import ClusterProfile, SiteEnvironment
-from orchestrator.results.report import provenance_sections
+from orchestrator.results.report_html import provenance_sections
 from orchestrator.run import doctor, envs
 
 

@@ -172,7 +172,8 @@ def test_collect_warns_of_rows_that_ran_on_a_device_their_system_does_not_expect
     from helpers import result_context
 
     from bench_contract.results import ResultRows
-    from orchestrator.results.collect import device_mismatch_lines, merge
+    from orchestrator.results.collect import merge
+    from orchestrator.results.device_mismatch import device_mismatch_lines
 
     for system, node in (("h100", "n2"), ("cpu", "n1")):
         ctx = result_context(framework="jax", benchmark="digits", use_case=1, model="mlp", batch_size=32,

@@ -1,0 +1,270 @@
+"""The merged dataset on disk: generations of merged.parquet, the index of its parts, atomic publication.
+
+The merged dataset is a folder of Parquet parts (`merged.parquet/part-*.parquet`; pandas and pyarrow read the
+folder as one table) with an index (`_index.json`) of every merged task file: its size and mtime, and which rows
+of which part hold its rows. Rows are dropped by rewriting only the parts that held them, and when parts pile up
+they are compacted into one.
+
+Readers never see a half-collected dataset, and two collects never write at once. `merged.parquet` is a
+symbolic link to one complete generation, a hidden sibling folder (`.merged.parquet.gen-*`). A collect holds
+the lock `.merged.parquet.lock` (orchestrator.lock; a second collect waits for it), builds the next generation
+in a fresh folder (hard links to the parts it keeps, new parts for the rest), and switches the link with one
+rename. The previous generation stays until the next switch, so a reader that resolved it can finish; a
+collect killed mid-way leaves only an unpublished folder, removed by the next collect.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+from orchestrator.errors import OrchestratorError
+
+MERGED = "merged.parquet"  # the merged dataset's default place in the results folder
+INDEX = "_index.json"  # pyarrow and pandas skip names that start with "_" when they read the folder
+INDEX_VERSION = 2  # 2: each file's cell key and start time, and the files superseded by a newer run
+ROW_GROUP = 100_000  # rows buffered before they are written out as one row group
+MAX_PARTS = 16  # more parts than this are compacted into one (each part costs readers a file open)
+
+
+def lock_path(output: Path) -> Path:
+    return output.parent / f".{output.name}.lock"
+
+
+def generation_prefix(output: Path) -> str:
+    return f".{output.name}.gen-"
+
+
+def fresh_generation_name(output: Path) -> Path:
+    return output.parent / f"{generation_prefix(output)}{secrets.token_hex(6)}"
+
+
+def current_generation(output: Path) -> Path | None:
+    """The generation folder `output` links to, or None when there is none yet (or the link is broken)."""
+    if not output.is_symlink():
+        return None
+    folder = output.parent / os.readlink(output)
+    return folder if folder.is_dir() else None
+
+
+def new_generation(output: Path, current: Path | None, parts: dict[str, int]) -> Path:
+    """A fresh, unpublished generation folder beside `output`, holding hard links to the current generation's
+    parts (a copy where the file system has no hard links). Parts are never changed in place."""
+    gen = fresh_generation_name(output)
+    gen.mkdir(parents=True)
+    for part in parts if current is not None else {}:
+        try:
+            os.link(current / part, gen / part)
+        except OSError:
+            shutil.copy2(current / part, gen / part)
+    return gen
+
+
+def publish_generation(output: Path, gen: Path) -> None:
+    """Point `output` at `gen` with one rename of a symbolic link: a reader sees the old or the new one."""
+    link = output.parent / f".{output.name}.link-{secrets.token_hex(6)}"
+    os.symlink(gen.name, link)  # relative: the results folder can be moved or copied whole
+    try:
+        os.replace(link, output)  # also replaces a merged.parquet file of the single-file layout
+    finally:
+        link.unlink(missing_ok=True)
+
+
+def remove_old_generations(output: Path, keep: set[str]) -> None:
+    """Remove the generations other than `keep` (the new one and the one readers may still be reading), with
+    what collects left unpublished; only the files collect writes there are removed."""
+    for folder in output.parent.glob(f"{generation_prefix(output)}*"):
+        if folder.name not in keep and folder.is_dir() and not folder.is_symlink():
+            clear_output(folder)
+            try:
+                folder.rmdir()
+            except OSError:
+                pass  # something else was put there: left alone
+    for link in output.parent.glob(f".{output.name}.link-*"):
+        link.unlink(missing_ok=True)
+
+
+def remove_merged(output: Path) -> None:
+    """Remove a merged dataset whole (its link and its generations; not a collect's lock), so that the next
+    collect starts from scratch; for tools and benchmarks, since rmtree refuses a symbolic link."""
+    if output.is_symlink() or output.is_file():
+        output.unlink()
+    elif output.is_dir():
+        shutil.rmtree(output)
+    for path in output.parent.glob(f".{output.name}.*"):
+        if path == lock_path(output):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def adopt_folder_layout(output: Path) -> None:
+    """A merged dataset written before generations (a plain folder of parts) becomes the first generation, so
+    that its parts are kept; an empty folder goes. A folder that collect did not write is refused."""
+    if output.is_symlink() or not output.is_dir():
+        return
+    if not any(output.iterdir()):
+        output.rmdir()
+        return
+    if not (output / INDEX).exists() and not any(output.glob("part-*.parquet")):
+        raise OrchestratorError(f"{output} is a folder that collect did not write; move it away or give "
+                                "another --output")
+    gen = fresh_generation_name(output)
+    os.rename(output, gen)
+    publish_generation(output, gen)
+
+
+def clear_output(output: Path) -> None:
+    """Empty a generation folder of what collect itself wrote there (parts, index, temporary files)."""
+    for path in [*output.glob("part-*.parquet"), *output.glob(".part-*.tmp"), *output.glob(f".{INDEX}.tmp-*"),
+                 output / INDEX]:
+        path.unlink(missing_ok=True)
+
+
+def new_index() -> dict:
+    from bench_contract.results import SCHEMA
+
+    return {"version": INDEX_VERSION, "columns": SCHEMA.names, "parts": {}, "files": {}, "superseded": {}}
+
+
+def load_index(output: Path) -> dict | None:
+    """The index of a merged dataset, or None when it must be rebuilt: absent, from another version, or not
+    matching the parts on disk (a collect that was interrupted, or a folder someone changed)."""
+    try:
+        index = json.loads((output / INDEX).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(index, dict) or index.get("version") != INDEX_VERSION:
+        return None
+    from bench_contract.results import SCHEMA
+
+    if index.get("columns") != SCHEMA.names:  # parts written with other columns (or before this was kept)
+        return None
+    for part, size in index.get("parts", {}).items():
+        try:
+            if (output / part).stat().st_size != size:
+                return None
+        except OSError:
+            return None
+    # Parts that the index does not name are left over from an interrupted run; readers would count them.
+    for stray in output.glob("part-*.parquet"):
+        if stray.name not in index["parts"]:
+            stray.unlink()
+    return index
+
+
+def save_index(output: Path, index: dict) -> None:
+    tmp = output / f".{INDEX}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(index, separators=(",", ":")))
+    os.replace(tmp, output / INDEX)
+
+
+def save_merged(output: Path, index: dict, parts: list[str]) -> None:
+    """Save the index naming these parts in the unpublished generation `output`, and remove the parts it no
+    longer names (links to parts that other generations still hold)."""
+    from bench_contract.results import SCHEMA
+
+    index["parts"] = {part: (output / part).stat().st_size for part in parts}
+    index["columns"] = SCHEMA.names
+    save_index(output, index)
+    for part in output.glob("part-*.parquet"):
+        if part.name not in index["parts"]:
+            part.unlink()
+
+
+def drop_rows(output: Path, files: dict[str, dict], dropped: set[str]) -> None:
+    """Take the rows of `dropped` files out of the parts that hold them (rewriting only those parts) and out
+    of the index."""
+    import pyarrow.parquet as pq
+
+    from bench_contract.results import SCHEMA
+
+    for part in sorted({files[rel]["part"] for rel in dropped if rel in files}):
+        keep = [rel for rel, info in files.items() if info["part"] == part and rel not in dropped]
+        if keep:
+            table = pq.read_table(output / part, schema=SCHEMA)
+            new_part = write_part(output, (table.slice(files[rel]["offset"], files[rel]["rows"]) for rel in keep))
+            place(files, keep, new_part)
+        for rel in dropped:
+            if files.get(rel, {}).get("part") == part:
+                del files[rel]
+
+
+def compact(output: Path, files: dict[str, dict]) -> list[str]:
+    """The parts that hold the indexed files: compacted into one when there are more than MAX_PARTS, and one
+    empty part when nothing is merged (the folder stays readable as a table with the schema)."""
+    import pyarrow.parquet as pq
+
+    from bench_contract.results import SCHEMA
+
+    parts = sorted({info["part"] for info in files.values()})
+    if len(parts) > MAX_PARTS:
+        order = list(files)
+        whole = write_part(output, (pq.read_table(output / part, schema=SCHEMA) for part in parts))
+        offset = 0
+        for part in parts:  # parts were written whole and in this order: offsets shift by the parts before
+            for rel in order:
+                if files[rel]["part"] == part:
+                    files[rel]["offset"] += offset
+            offset += pq.ParquetFile(output / part).metadata.num_rows
+        for rel in order:
+            files[rel]["part"] = whole
+        parts = [whole]
+    if not parts:
+        parts = [write_part(output, iter([SCHEMA.empty_table()]), empty_ok=True)]
+    return parts
+
+
+def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
+    """Write the tables, in order, as one new part (atomically); None when there were no rows to write."""
+    import pyarrow.parquet as pq
+
+    from bench_contract.results import SCHEMA
+
+    name = f"part-{secrets.token_hex(6)}.parquet"
+    tmp = output / f".{name}.tmp"
+    rows, buffer, buffered = 0, [], 0
+    try:
+        with pq.ParquetWriter(tmp, SCHEMA) as writer:
+            for table in tables:
+                buffer.append(table)
+                buffered += table.num_rows
+                if buffered >= ROW_GROUP:
+                    writer.write_table(row_group(buffer))
+                    rows, buffer, buffered = rows + buffered, [], 0
+            if buffer or empty_ok:
+                writer.write_table(row_group(buffer) if buffer else SCHEMA.empty_table())
+                rows += buffered
+        if rows == 0 and not empty_ok:
+            return None
+        os.replace(tmp, output / name)
+        return name
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+COMBINE_ABOVE = 64  # tables buffered for one row group: more (a file's slice each) are first made contiguous
+
+
+def row_group(tables: list):
+    """The buffered tables as one. Widened batches (bench_contract.results.widen) are few and contiguous, and
+    copying their 49 columns again cost more than it saved; many small tables (the slices of the files a part
+    keeps) are combined, since a Parquet writer given thousands of tiny chunks is slower still."""
+    import pyarrow as pa
+
+    from bench_contract.results import contiguous
+
+    return contiguous(tables) if len(tables) > COMBINE_ABOVE else pa.concat_tables(tables)
+
+
+def place(files: dict[str, dict], order: list[str], part: str | None) -> None:
+    """Record that `order`'s rows now lie in `part`, one file after another."""
+    offset = 0
+    for rel in order:
+        files[rel]["part"], files[rel]["offset"] = part, offset
+        offset += files[rel]["rows"]
