@@ -5,6 +5,14 @@ loop, saved in PyTorch names and layout (vmap/<name>, loop/<name>, each with a l
 
 Synthetic data, tiny variant, the contract's initial weights (seed 0) and the first batch of epoch 0, so
 the files the two frameworks write can be compared value by value.
+
+Both frameworks compute in float64. A ReLU is not differentiable at 0, and the vmapped and the per-example
+computation sum in different orders: in float32 an input within ~1e-6 of the kink can change sign between them,
+which stops or passes one unit's gradient and moves every earlier parameter's gradient of that example by percents.
+The tiny ResNets hold ~1e5 ReLU inputs per example, so in float32 such a unit is likely (seen on an AMD EPYC:
+resnet50_gn's example 1 had one at -7e-8 one way and +5e-7 the other, 24% of conv1.weight off by up to 1.2%).
+In float64 the gap is ~1e-15 and a unit inside it improbable (~1e5 x 1e-15), so what is compared is vmap's
+arithmetic, not which side of a kink rounding fell on.
 """
 
 from __future__ import annotations
@@ -26,11 +34,13 @@ def jax_probe(benchmark, model, data, idx):
     from jax_backend import layout, models, steps
 
     jax.config.update("jax_default_matmul_precision", "highest")
+    jax.config.update("jax_enable_x64", True)
     specs = models.param_specs(model, data.sample_shape, data.num_classes, "tiny", data.graph)
     weights = make_initial_weights(specs, seed=0)
     module, variables = models.build_with_variables(model, weights, data.sample_shape, data.num_classes, "tiny",
                                                     data.graph)
-    x, y = models.to_model_layout(model, data.x_train[idx]), data.y_train[idx]  # vision models: channel-last
+    x, y = models.to_model_layout(model, data.x_train[idx]).astype(np.float64), data.y_train[idx]  # channel-last
+    params = jax.tree.map(lambda p: jax.numpy.asarray(p, jax.numpy.float64), variables["params"])
 
     def torch_layout(tree):
         out = {}
@@ -39,8 +49,8 @@ def jax_probe(benchmark, model, data, idx):
             out[layout.torch_name(key)] = np.stack([layout.to_torch_layout(key[-1], g) for g in np.asarray(value)])
         return out
 
-    _, vmapped = steps.per_sample_grads(module, variables["params"], x, y)
-    looped = jax_per_sample_grads_loop(module, variables["params"], x, y)
+    _, vmapped = steps.per_sample_grads(module, params, x, y)
+    looped = jax_per_sample_grads_loop(module, params, x, y)
     return torch_layout(vmapped), torch_layout(looped)
 
 
@@ -51,7 +61,8 @@ def torch_probe(benchmark, model, data, idx):
 
     net = models.build(model, data.sample_shape, data.num_classes, "tiny", data.graph)
     models.load_shared_weights(net, make_initial_weights(models.param_specs(net), seed=0))
-    x, y = torch.from_numpy(data.x_train[idx]), torch.from_numpy(data.y_train[idx]).long()
+    net.double()
+    x, y = torch.from_numpy(data.x_train[idx]).double(), torch.from_numpy(data.y_train[idx]).long()
     params = per_sample.detached_params(net)
     vmapped, _ = per_sample.per_sample_grads(net, params, x, y)
     looped = torch_per_sample_grads_loop(net, params, x, y)
