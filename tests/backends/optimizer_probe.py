@@ -6,7 +6,8 @@ once for every optimizer and schedule in CASES, each built by the backend's own 
 The first framework to run writes the shared weights file and the second reads it, as the backends do. OUT.npz
 holds, per case, the losses of the STEPS steps (`<case>/losses`), the final parameters in PyTorch's names
 and layout (`<case>/<parameter>`), and `<case>/fixed`: a vector after STEPS updates by the same given gradients
-in both frameworks, which compares the update formulas alone, without the training's feedback.
+in both frameworks, which compares the update formulas alone, without the training's feedback. The training
+steps run in float64, the fixed updates in float32 (tests/backends/test_optimizers.py says why).
 """
 
 from __future__ import annotations
@@ -83,13 +84,16 @@ def jax_probe(weights_path, x, y):
     from jax_backend.optim import build_optimizer
 
     jax.config.update("jax_default_matmul_precision", "highest")
+    jax.config.update("jax_enable_x64", True)
+    x = x.astype(np.float64)
     weights, _ = load_or_create(weights_path, models.param_specs(MODEL, x.shape[2:], 10, "full"), seed=0)
     results = {}
     for case in CASES:
         module, variables = models.build_with_variables(MODEL, weights, x.shape[2:], 10, "full")
         optimizer = build_optimizer(case_spec("jax", case))
         step = jax.jit(steps.plain_step(module, optimizer))
-        params, stats, opt_state, k = variables["params"], {}, optimizer.init(variables["params"]), 0
+        params = jax.tree.map(lambda p: jax.numpy.asarray(p, jax.numpy.float64), variables["params"])
+        stats, opt_state, k = {}, optimizer.init(params), 0
         losses = []
         for i in range(STEPS):
             params, stats, opt_state, k, loss = step(params, stats, opt_state, k, x[i], y[i])
@@ -113,11 +117,12 @@ def torch_probe(weights_path, x, y):
         model = models.build(MODEL, x.shape[2:], 10, "full")
         weights, _ = load_or_create(weights_path, models.param_specs(model), seed=0)
         models.load_shared_weights(model, weights)
+        model.double()
         optimizer = build_optimizer(model.parameters(), case_spec("torch", case))
         losses = []
         for i in range(STEPS):
             optimizer.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(torch.from_numpy(x[i])), torch.from_numpy(y[i]).long())
+            loss = F.cross_entropy(model(torch.from_numpy(x[i]).double()), torch.from_numpy(y[i]).long())
             loss.backward()
             optimizer.step()
             losses.append(float(loss.detach()))
