@@ -10,7 +10,12 @@ tests/backends/test_opacus_engine.py:
 
     python tests/backends/opacus_probe.py BENCHMARK MODEL OUT.npz BATCH CLIP_NORM
 
-Synthetic data, tiny variant, the contract's initial weights (seed 0) and the first batch of epoch 0.
+Synthetic data, tiny variant, the contract's initial weights (seed 0) and the first batch of epoch 0, in
+float64: Opacus (expanded weights or hooks on the batched forward) and torch.func (vmap) sum in different
+orders, and in float32 a ReLU input within ~1e-6 of zero can take different signs in the two, which passes one
+unit's gradient in one engine and stops it in the other (seen on an AMD EPYC: resnet18_gn's clipped sums 1% of
+their largest entry apart). In float64 the gap is ~1e-15 and such a unit improbable; what is compared is the
+engines' arithmetic (tests/backends/model_per_sample_probe.py has the numbers).
 """
 
 from __future__ import annotations
@@ -42,9 +47,10 @@ def main() -> None:
     torch.set_float32_matmul_precision("highest")  # as the backend's fp32 policy
     data = load_dataset(benchmark, "synthetic", synthetic_samples=160, variant="tiny")
     idx = epoch_batches(len(data.x_train), int(batch), seed=0, epoch=0)[0]
-    x, y = torch.from_numpy(data.x_train[idx]), torch.from_numpy(data.y_train[idx]).long()
+    x, y = torch.from_numpy(data.x_train[idx]).double(), torch.from_numpy(data.y_train[idx]).long()
     net = models.build(model, data.sample_shape, data.num_classes, "tiny", data.graph)
     models.load_shared_weights(net, make_initial_weights(models.param_specs(net), seed=0))
+    net.double()
     net.train()
     nets = {"torchfunc": net, "opacus": copy.deepcopy(net)}
     device = torch.device("cpu")
