@@ -36,6 +36,9 @@ def cluster(tmp_path):
     write_tool(bin_dir, "sacctmgr", "exit 0\n")  # no association or QOS limits
     write_tool(bin_dir, "squeue", "exit 0\n")
     write_tool(bin_dir, "sacct", "exit 0\n")
+    # submitit's executor refuses to start where `srun` is not on PATH (the unit tests run before, or without, the
+    # local cluster's installation); the array it submits is never run here.
+    write_tool(bin_dir, "srun", "exit 0\n")
     env_dir = tmp_path / "envs"
     for framework in ("jax", "torch"):
         activate = env_dir / framework / "bin" / "activate"
