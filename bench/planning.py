@@ -19,12 +19,12 @@ SAMPLES = 100_000  # synthetic samples: the training split must hold the largest
 def plan(results: Path, scripts: Path, batches: int, dry_run: bool = True, profile=None, executor="slurm",
          report=lambda line: None):
     """The default command's own flow (orchestrator.run.launch), called in this process."""
-    from orchestrator.plan import matrix
     from orchestrator.plan.profile import ClusterProfile
+    from orchestrator.plan.settings import RunSettings
     from orchestrator.run.launch import LaunchRequest, launch
 
-    settings = matrix.RunSettings(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=5,
-                                  data_source="synthetic", data_dir=None, synthetic_samples=SAMPLES, device="auto")
+    settings = RunSettings(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=5,
+                           data_source="synthetic", data_dir=None, synthetic_samples=SAMPLES, device="auto")
     request = LaunchRequest("mnist", 1, [], [], list(range(1, batches + 1)), [], settings,
                             profile or ClusterProfile(), executor, dry_run, False, results, scripts, "bench")
     return launch(request, report=report)

@@ -163,7 +163,7 @@ def main(
         typer.echo("error: give --benchmark and --use-case (see `python main.py -h`), or a command such as "
                    "`collect`", err=True)
         raise typer.Exit(code=2)
-    from orchestrator.plan.matrix import one_process_warning
+    from orchestrator.plan.rules import one_process_warning
     from orchestrator.run.launch import LaunchOptions, launch
 
     with domain_errors():
@@ -286,7 +286,7 @@ def envs(
     profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML): where environments live, JAX CPU or CUDA recipe.")] = None,
 ) -> None:
     """Create each framework's own environment from its pinned requirements (reused while they are unchanged)."""
-    from orchestrator.plan.matrix import parse_list
+    from orchestrator.plan.settings import parse_list
     from orchestrator.run.envs import ensure_envs
 
     with domain_errors():

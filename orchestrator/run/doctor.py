@@ -163,13 +163,14 @@ def check_slurm(profile: ClusterProfile) -> list[Check]:
 
 
 def check_data(benchmark: str, data_dir: Path | None) -> Check:
-    from orchestrator.plan import matrix
+    from orchestrator.plan import rules
+    from orchestrator.plan.settings import RunSettings
 
-    settings = matrix.RunSettings(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=0,
-                                  data_source="real", data_dir=str(data_dir) if data_dir else None,
-                                  synthetic_samples=2048, device="auto")
+    settings = RunSettings(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=0,
+                           data_source="real", data_dir=str(data_dir) if data_dir else None,
+                           synthetic_samples=2048, device="auto")
     try:
-        matrix.check_data(benchmark, settings)
+        rules.check_data(benchmark, settings)
     except UsageError as exc:
         return Check(f"{benchmark} data", False, str(exc))
     where = str(data_dir) if catalog.BENCHMARKS[benchmark].needs_data_dir else "ships with its package"

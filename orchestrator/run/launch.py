@@ -13,9 +13,17 @@ from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
-from orchestrator.plan import catalog, matrix
+from orchestrator.plan import catalog, matrix, rules
 from orchestrator.plan.profile import ClusterProfile, load_profile
 from orchestrator.plan.render import RenderedScript, collect_script_name, render_collect, render_scripts
+from orchestrator.plan.settings import (
+    RunSettings,
+    data_source,
+    parse_batch_sizes,
+    parse_list,
+    parse_memory_size,
+    privacy_settings,
+)
 from orchestrator.run import submit
 from orchestrator.run.doctor import check_partition
 from orchestrator.run.status import follow_up
@@ -30,7 +38,7 @@ class LaunchRequest:
     models: list[str]
     batch_sizes: list[int]
     precisions: list[str]
-    settings: matrix.RunSettings
+    settings: RunSettings
     profile: ClusterProfile
     executor: str
     dry_run: bool
@@ -101,7 +109,7 @@ class LaunchOptions:
     torch_modes: list[str] | None = None
     torch_compile_mode: str = "default"
     dp_engine: list[str] | None = None  # --dp-engine as typed
-    sampling: str | None = None  # None: Poisson for DP-SGD (matrix.privacy_settings)
+    sampling: str | None = None  # None: Poisson for DP-SGD (settings.privacy_settings)
     delta: float | None = None
     target_epsilon: float | None = None
 
@@ -110,10 +118,10 @@ class LaunchOptions:
         return LaunchRequest(
             benchmark=self.benchmark,
             use_case=self.use_case,
-            frameworks=matrix.parse_list(self.frameworks),
-            models=matrix.parse_list(self.models),
-            batch_sizes=matrix.parse_batch_sizes(self.batch_sizes),
-            precisions=matrix.parse_list(self.precision),
+            frameworks=parse_list(self.frameworks),
+            models=parse_list(self.models),
+            batch_sizes=parse_batch_sizes(self.batch_sizes),
+            precisions=parse_list(self.precision),
             settings=settings,
             profile=load_profile(self.profile),
             executor=self.executor,
@@ -124,14 +132,14 @@ class LaunchOptions:
             command=command,
             rerun_completed=self.rerun_completed,
             new_campaign=self.new_campaign,
-            systems=tuple(matrix.parse_list(self.systems)),
+            systems=tuple(parse_list(self.systems)),
             collect_after=self.collect_after,
-            torch_modes=matrix.parse_list(self.torch_modes) or None,
-            dp_engines=matrix.parse_list(self.dp_engine) or None,
+            torch_modes=parse_list(self.torch_modes) or None,
+            dp_engines=parse_list(self.dp_engine) or None,
         )
 
-    def settings(self, bench: catalog.Benchmark) -> matrix.RunSettings:
-        return matrix.RunSettings(
+    def settings(self, bench: catalog.Benchmark) -> RunSettings:
+        return RunSettings(
             epochs=self.epochs if self.epochs is not None else bench.default_epochs,
             learning_rate=self.learning_rate,
             optimizer=self.optimizer,
@@ -143,13 +151,13 @@ class LaunchOptions:
             lr_schedule=self.lr_schedule,
             lr_warmup_steps=self.lr_warmup_steps,
             lr_decay_steps=self.lr_decay_steps,
-            data_source=matrix.data_source(self.synthetic, self.find_max_batch),
+            data_source=data_source(self.synthetic, self.find_max_batch),
             data_dir=str(self.data_dir) if self.data_dir else None,
             synthetic_samples=self.synthetic_samples,
             device=self.device,
             clip_norm=self.clip_norm,
-            **matrix.privacy_settings(self.use_case, self.sampling, self.noise_multiplier, self.delta,
-                                      self.target_epsilon, self.find_max_batch),
+            **privacy_settings(self.use_case, self.sampling, self.noise_multiplier, self.delta,
+                               self.target_epsilon, self.find_max_batch),
             loop_batch_size=self.loop_batch_size,
             nodes=self.nodes,
             tasks_per_node=self.tasks_per_node,
@@ -163,7 +171,7 @@ class LaunchOptions:
             channels_last=self.channels_last,
             batch_search=self.find_max_batch,
             batch_search_limit=self.max_batch_limit,
-            memory_limit_bytes=matrix.parse_memory_size(self.memory_limit) if self.memory_limit else 0,
+            memory_limit_bytes=parse_memory_size(self.memory_limit) if self.memory_limit else 0,
             trace_steps=self.trace_steps,
         )
 
@@ -277,7 +285,7 @@ def submitted_ids(manifest: dict) -> str:
 def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None]) -> None:
     """Everything that can be checked before a campaign is written: the data, the partition, the executor."""
     try:
-        matrix.check_data(req.benchmark, req.settings, req.use_case)
+        rules.check_data(req.benchmark, req.settings, req.use_case)
     except UsageError as exc:
         if not req.dry_run:
             raise

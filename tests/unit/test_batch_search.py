@@ -5,6 +5,7 @@ import pytest
 from bench_contract.run.batch_search import Attempt, classify, search
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
+from orchestrator.plan.settings import RunSettings, parse_memory_size
 
 
 def fits_up_to(largest):
@@ -47,17 +48,17 @@ def test_only_memory_failures_count_as_out_of_memory(code, stderr, oom):
 
 
 def test_memory_sizes_parse_like_slurm_and_bad_ones_are_refused():
-    assert matrix.parse_memory_size("6G") == 6 * 2**30 and matrix.parse_memory_size("512m") == 512 * 2**20
+    assert parse_memory_size("6G") == 6 * 2**30 and parse_memory_size("512m") == 512 * 2**20
     for bad in ("6", "six G", "5X", "10K"):
         with pytest.raises(UsageError):
-            matrix.parse_memory_size(bad)
+            parse_memory_size(bad)
 
 
 def settings(**overrides):
     values = dict(epochs=1, learning_rate=0.1, optimizer="sgd", seed=0, warmup_steps=1, data_source="synthetic",
                   data_dir=None, synthetic_samples=100, device="cpu", batch_search=True)
     values.update(overrides)
-    return matrix.RunSettings(**values)
+    return RunSettings(**values)
 
 
 def test_a_search_cell_starts_at_one_by_default_and_is_named_for_it():

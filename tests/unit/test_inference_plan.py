@@ -12,7 +12,7 @@ from bench_contract.run import parity
 from bench_contract.run.inference import sample_shape, synthetic_inputs
 from bench_contract.spec import JobSpec, SpecError
 from orchestrator.errors import UsageError
-from orchestrator.plan import catalog, matrix
+from orchestrator.plan import catalog, matrix, rules
 from orchestrator.plan.campaign import job_spec
 
 
@@ -51,10 +51,10 @@ def test_unknown_variant_and_bad_timed_steps_are_refused():
 
 def test_inference_on_real_data_checks_the_folder_before_anything_is_written(tmp_path):
     with pytest.raises(UsageError, match="give --data-dir"):
-        matrix.check_data("imagenet", settings())
+        rules.check_data("imagenet", settings())
     with pytest.raises(UsageError, match="has no class subfolders"):
-        matrix.check_data("imagenet", settings(data_dir=str(tmp_path)))
-    matrix.check_data("imagenet", settings(data_source="synthetic"))
+        rules.check_data("imagenet", settings(data_dir=str(tmp_path)))
+    rules.check_data("imagenet", settings(data_source="synthetic"))
 
 
 def test_every_model_that_infers_has_an_input_shape():

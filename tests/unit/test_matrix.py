@@ -1,14 +1,15 @@
 import pytest
 
 from orchestrator.errors import UsageError
-from orchestrator.plan import catalog, matrix
+from orchestrator.plan import catalog, matrix, rules
+from orchestrator.plan.settings import RunSettings, parse_batch_sizes, parse_list
 
 
 def settings(**overrides):
     values = {"epochs": 2, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1, "data_source": "real",
                   "data_dir": None, "synthetic_samples": 256, "device": "auto"}
     values.update(overrides)
-    return matrix.RunSettings(**values)
+    return RunSettings(**values)
 
 
 def test_defaults_come_from_the_registry():
@@ -20,31 +21,31 @@ def test_defaults_come_from_the_registry():
 
 
 def test_lists_accept_commas_and_repeats_and_drop_duplicates():
-    assert matrix.parse_list(["jax,torch", "jax", " torch "]) == ["jax", "torch"]
-    assert matrix.parse_batch_sizes(["16,32", "64"]) == [16, 32, 64]
+    assert parse_list(["jax,torch", "jax", " torch "]) == ["jax", "torch"]
+    assert parse_batch_sizes(["16,32", "64"]) == [16, 32, 64]
 
 
 @pytest.mark.parametrize("value", ["0", "-4", "abc", "3.5"])
 def test_bad_batch_sizes_are_refused(value):
     with pytest.raises(UsageError, match="batch size"):
-        matrix.parse_batch_sizes([value])
+        parse_batch_sizes([value])
 
 
 @pytest.mark.parametrize("values", [["32,,64"], ["32,"], [",32"], ["32", ""]])
 def test_an_empty_item_in_a_list_is_refused_not_skipped(values):
     with pytest.raises(UsageError, match="empty item between its commas; remove the extra comma"):
-        matrix.parse_batch_sizes(values)
+        parse_batch_sizes(values)
     with pytest.raises(UsageError, match="empty item"):
-        matrix.parse_list(["jax,,torch"])
+        parse_list(["jax,,torch"])
 
 
 @pytest.mark.parametrize("use_case, single", [(2, 1), (4, 3)])
 def test_a_data_parallel_use_case_with_one_process_is_warned_of(use_case, single):
-    warning = matrix.one_process_warning(use_case, 1, 1)
+    warning = rules.one_process_warning(use_case, 1, 1)
     assert f"use case {use_case} is data parallel" in warning and "measures one device" in warning
     assert f"or use case {single} for one device" in warning
-    assert matrix.one_process_warning(use_case, 2, 1) is None and matrix.one_process_warning(use_case, 1, 2) is None
-    assert matrix.one_process_warning(single, 1, 1) is None
+    assert rules.one_process_warning(use_case, 2, 1) is None and rules.one_process_warning(use_case, 1, 2) is None
+    assert rules.one_process_warning(single, 1, 1) is None
 
 
 @pytest.mark.parametrize("flags, verb", [({"channels_last": True}, "--channels-last is implemented"),
@@ -111,13 +112,13 @@ def test_the_four_training_use_cases_and_inference_are_declared():
 
 def test_mnist_data_dir_is_checked(tmp_path):
     with pytest.raises(UsageError, match="give --data-dir"):
-        matrix.check_data("mnist", settings())
+        rules.check_data("mnist", settings())
     with pytest.raises(UsageError, match="does not exist"):
-        matrix.check_data("mnist", settings(data_dir=str(tmp_path / "nope")))
+        rules.check_data("mnist", settings(data_dir=str(tmp_path / "nope")))
     (tmp_path / "train-images-idx3-ubyte.gz").write_bytes(b"")
     with pytest.raises(UsageError, match="lacks the MNIST files train-labels-idx1-ubyte, t10k-images"):
-        matrix.check_data("mnist", settings(data_dir=str(tmp_path)))
-    matrix.check_data("mnist", settings(data_source="synthetic"))  # synthetic data needs no folder
+        rules.check_data("mnist", settings(data_dir=str(tmp_path)))
+    rules.check_data("mnist", settings(data_source="synthetic"))  # synthetic data needs no folder
 
 
 def declared_but_not_implemented():

@@ -13,13 +13,14 @@ from bench_contract.spec import JobSpec, SpecError
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix, render
 from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.settings import RunSettings
 
 
 def settings(**overrides):
     values = dict(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=1, data_source="real",
                   data_dir=None, synthetic_samples=256, device="auto")
     values.update(overrides)
-    return matrix.RunSettings(**values)
+    return RunSettings(**values)
 
 
 def spec(**overrides):

@@ -5,13 +5,14 @@ import pytest
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
+from orchestrator.plan.settings import RunSettings
 
 
 def settings(**overrides):
     values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
               "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "cpu",
               "model_variant": "tiny"}
-    return matrix.RunSettings(**(values | overrides))
+    return RunSettings(**(values | overrides))
 
 
 def test_bf16_and_fp32_with_both_pytorch_modes_pair_jax_with_each_mode():

@@ -10,7 +10,7 @@ from bench_contract.data import datasets as data
 from bench_contract.data import loading
 from bench_contract.models.vision import INPUT_SHAPES, NUM_CLASSES
 from orchestrator.errors import UsageError
-from orchestrator.plan import catalog, matrix
+from orchestrator.plan import catalog, matrix, rules
 
 VISION = [("cifar10", "resnet18"), ("imagenet", "resnet50"), ("imagenet", "mobilenet_v3_small"),
           ("imagenet", "efficientnet_b0"), ("imagenet", "vit_b_16")]
@@ -82,8 +82,8 @@ def test_training_on_image_folders_needs_train_and_val(tmp_path):
     with pytest.raises(data.DataError, match="needs .*train/<class>/<image>; it does not exist"):
         loading.load_dataset("imagenet", "real", str(root))
     with pytest.raises(UsageError, match="training on image folders needs"):
-        matrix.check_data("imagenet", settings(data_dir=str(root)), use_case=1)
-    matrix.check_data("imagenet", settings(data_dir=str(root)), use_case=catalog.INFERENCE)  # val/ is enough
+        rules.check_data("imagenet", settings(data_dir=str(root)), use_case=1)
+    rules.check_data("imagenet", settings(data_dir=str(root)), use_case=catalog.INFERENCE)  # val/ is enough
     write_image_folder(root, classes=3, per_class=2, split="train")
     with pytest.raises(data.DataError, match="different class folders"):
         loading.load_dataset("imagenet", "real", str(root))

@@ -1,0 +1,205 @@
+"""Which options combine: the checks `matrix.expand` runs over a request's axes and settings (each refusal one
+sentence naming the options), the warning for a data-parallel use case planned with one process, and the data
+directory a request needs."""
+
+from __future__ import annotations
+
+import shlex
+
+from bench_contract.spec import (
+    DEFAULT_DP_ENGINE,
+    DP_ENGINES,
+    OPACUS_GRAD_SAMPLE_MODES,
+    PAIRED_ORDER,
+    PER_SAMPLE_USE_CASES,
+    SAMPLINGS,
+    JobSpec,
+)
+from orchestrator.errors import UsageError
+from orchestrator.plan import catalog
+from orchestrator.plan.settings import RunSettings
+
+
+def check_sampling(case: catalog.UseCase, settings: RunSettings) -> None:
+    """Poisson sampling means something for DP-SGD only (settings built without privacy_settings)."""
+    if settings.sampling not in SAMPLINGS:
+        raise UsageError(f"unknown sampling {settings.sampling!r}; choose from: {', '.join(SAMPLINGS)}")
+    if settings.sampling == "poisson" and case.number not in PER_SAMPLE_USE_CASES:
+        raise UsageError(f"Poisson sampling is for DP-SGD (use cases {' and '.join(map(str, PER_SAMPLE_USE_CASES))}), "
+                         f"not use case {case.number} ({case.title})")
+
+
+def check_batch_search(case: catalog.UseCase, batch_sizes: list[int], settings: RunSettings) -> None:
+    """A search starts from one batch size (the first of --batch-sizes, or 1) on one device."""
+    if case.number in catalog.DATA_PARALLEL_USE_CASES:
+        raise UsageError(f"--find-max-batch searches on one device; use case {case.number} runs several processes "
+                         "(use 1, 3 or 5)")
+    if len(batch_sizes) > 1:
+        raise UsageError("--find-max-batch starts from one batch size; give at most one --batch-sizes value")
+    if settings.world_size > 1:
+        raise UsageError("--find-max-batch searches on one device; it does not combine with --nodes or --tasks-per-node")
+    if batch_sizes[0] > settings.batch_search_limit:
+        raise UsageError(f"the starting batch size {batch_sizes[0]} is above --max-batch-limit {settings.batch_search_limit}")
+
+
+def one_process_warning(use_case: int, nodes: int, tasks_per_node: int) -> str | None:
+    """The warning for a data-parallel use case planned with one process, which measures one device under the
+    data-parallel name; None otherwise. A warning, not a refusal: the plan is valid, only not what its name says."""
+    if use_case not in catalog.DATA_PARALLEL_USE_CASES or nodes * tasks_per_node != 1:
+        return None
+    return (f"warning: use case {use_case} is data parallel, but --nodes 1 --tasks-per-node 1 gives it one process, "
+            f"so it measures one device, not data parallelism; give --nodes or --tasks-per-node above 1 (or use "
+            f"case {catalog.ONE_PROCESS_USE_CASE[use_case]} for one device)")
+
+
+def check_torch_modes(torch_modes: list[str] | None, settings: RunSettings) -> list[str]:
+    """The PyTorch modes to plan: --torch-modes, or --torch-compile's short form of `compiled`, or eager."""
+    for mode in torch_modes or []:
+        if mode not in catalog.TORCH_MODES:
+            raise UsageError(f"unknown PyTorch mode {mode!r} in --torch-modes; choose from: {', '.join(catalog.TORCH_MODES)}")
+    if torch_modes and settings.torch_compile and torch_modes != ["compiled"]:
+        raise UsageError("--torch-compile is the short form of --torch-modes compiled; give one of them")
+    modes = torch_modes or ["compiled" if settings.torch_compile else "eager"]
+    if settings.torch_compile_mode != "default" and "compiled" not in modes:
+        raise UsageError(f"--torch-compile-mode {settings.torch_compile_mode} is for compiled PyTorch; add "
+                         "--torch-modes compiled (or eager,compiled)")
+    return modes
+
+
+def check_dp_engines(case: catalog.UseCase, engines: list[str] | None, frameworks: list[str], models: list[str],
+                     modes: list[str], settings: RunSettings) -> list[str]:
+    """PyTorch's DP-SGD engines to plan: --dp-engine, else torchfunc where PyTorch computes per-sample gradients;
+    [] where it computes none."""
+    for engine in engines or []:
+        if engine not in DP_ENGINES:
+            raise UsageError(f"unknown DP-SGD engine {engine!r} in --dp-engine; choose from: {', '.join(DP_ENGINES)}")
+    if case.number not in PER_SAMPLE_USE_CASES or "torch" not in frameworks:
+        if engines:
+            raise UsageError(f"--dp-engine chooses how PyTorch computes DP-SGD's per-sample gradients (use cases "
+                             f"{' and '.join(map(str, PER_SAMPLE_USE_CASES))}, framework torch; JAX always uses "
+                             f"jax.vmap), which use case {case.number} with {', '.join(frameworks)} does not compute")
+        return []
+    engines = engines or [DEFAULT_DP_ENGINE]
+    if "opacus" in engines:
+        check_opacus(models, modes)
+    if settings.paired and len(engines) > 1:
+        raise UsageError("--paired runs each JAX cell with one PyTorch cell; give one --dp-engine per paired campaign")
+    return engines
+
+
+def check_opacus(models: list[str], modes: list[str]) -> None:
+    """Opacus runs the models its grad_sample_modes handle, eagerly."""
+    if "compiled" in modes:
+        raise UsageError("--dp-engine opacus runs eagerly: its per-sample gradients come from hooks or expanded "
+                         "weights, not a graph torch.compile captures; plan compiled PyTorch with --dp-engine torchfunc")
+    others = [m for m in models if m not in OPACUS_GRAD_SAMPLE_MODES]
+    if others:
+        raise UsageError(f"--dp-engine opacus runs {', '.join(OPACUS_GRAD_SAMPLE_MODES)}; {', '.join(others)} "
+                         f"{'runs' if len(others) == 1 else 'run'} in neither of its modes (hooks, expanded weights): "
+                         f"plan {'it' if len(others) == 1 else 'them'} with --dp-engine torchfunc")
+
+
+def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunSettings) -> None:
+    """channels_last is implemented for inference, and only means something for convolutional networks
+    (torch.compile runs in every use case)."""
+    if settings.channels_last and case.number != catalog.INFERENCE:
+        raise UsageError(f"--channels-last is implemented for the inference use case ({catalog.INFERENCE}) only, "
+                         f"not for use case {case.number}")
+    if settings.channels_last:
+        flat = [m for m in models if m not in catalog.CONVOLUTIONAL]
+        if flat:
+            raise UsageError(f"--channels-last is for convolutional networks; {', '.join(flat)} "
+                             f"{'is' if len(flat) == 1 else 'are'} not one (they are: {', '.join(catalog.CONVOLUTIONAL)})")
+
+
+OPTIMIZER_OPTIONS = {"optimizer": "--optimizer", "learning_rate": "--learning-rate", "momentum": "--momentum",
+                     "nesterov": "--nesterov", "weight_decay": "--weight-decay", "lr_schedule": "--lr-schedule",
+                     "lr_warmup_steps": "--lr-warmup-steps", "lr_decay_steps": "--lr-decay-steps"}
+
+
+def check_optimizer_options(case: catalog.UseCase, settings: RunSettings) -> None:
+    """The optimizer's options where they mean something: training (DP-SGD's use cases too, where adam is DP-Adam),
+    the momentum ones with the momentum optimizer, the schedule's steps with a schedule."""
+    catalog.check_lr_schedule(settings.lr_schedule)
+    given = [option for name, option in OPTIMIZER_OPTIONS.items()
+             if getattr(settings, name) != JobSpec.__dataclass_fields__[name].default]  # the contract's defaults
+    if given and not case.trains:
+        raise UsageError(f"use case {case.number} trains nothing ({case.title}), so {', '.join(given)} "
+                         f"{'does' if len(given) == 1 else 'do'} not apply")
+    momentum_options = [option for option in ("--momentum", "--nesterov") if option in given]
+    if momentum_options and settings.optimizer != "momentum":
+        raise UsageError(f"{' and '.join(momentum_options)} belong to --optimizer momentum, not {settings.optimizer}")
+    if not 0 <= settings.momentum < 1:
+        raise UsageError(f"--momentum must be at least 0 and below 1, got {settings.momentum}")
+    if not settings.weight_decay >= 0:
+        raise UsageError(f"--weight-decay cannot be negative, got {settings.weight_decay}")
+    schedule_steps = [option for option in ("--lr-warmup-steps", "--lr-decay-steps") if option in given]
+    if schedule_steps and settings.lr_schedule == "constant":
+        raise UsageError(f"{' and '.join(schedule_steps)} shape a schedule; give --lr-schedule warmup_cosine too")
+    if settings.lr_warmup_steps < 0 or settings.lr_decay_steps < 1:
+        raise UsageError(f"--lr-warmup-steps cannot be negative and --lr-decay-steps must be at least 1, got "
+                         f"{settings.lr_warmup_steps} and {settings.lr_decay_steps}")
+
+
+def check_paired(frameworks: list[str], settings: RunSettings) -> None:
+    """A paired job runs one JAX and one PyTorch process at a time on one node."""
+    if not settings.paired:
+        return
+    if sorted(frameworks) != sorted(PAIRED_ORDER):
+        raise UsageError(f"--paired runs JAX and PyTorch alternately in one job; it needs both frameworks "
+                         f"({', '.join(PAIRED_ORDER)}), not only {', '.join(frameworks)}")
+    if settings.world_size > 1:
+        raise UsageError("--paired runs one process per framework at a time; a data-parallel cell "
+                         f"({settings.world_size} processes) cannot be paired")
+
+
+def fetch_hint(benchmark: str, data_dir) -> str:
+    """The command that fetches the data, for the benchmarks `data fetch` knows; "" for the others."""
+    from orchestrator.data.fetch import SOURCES
+
+    if benchmark not in SOURCES:
+        return ""
+    return f"; fetch it with: python main.py data fetch {benchmark} --data-dir {shlex.quote(str(data_dir))}"
+
+
+def check_data(benchmark: str, settings: RunSettings, use_case: int | None = None) -> None:
+    """Refuse a data directory that is missing or lacks the benchmark's files, before anything is written.
+    Training (any use case but inference) also needs an image folder's train/ split."""
+    bench = catalog.benchmark(benchmark)
+    if settings.data_source == "synthetic" or not bench.needs_data_dir:
+        return
+    if not settings.data_dir:
+        raise UsageError(f"benchmark {benchmark!r} reads real data: give --data-dir, or ask for --synthetic data"
+                         f"{fetch_hint(benchmark, 'DIR')}")
+    from pathlib import Path
+
+    root = Path(settings.data_dir)
+    if not root.is_dir():
+        raise UsageError(f"data directory {root} does not exist")
+    if benchmark == "mnist":
+        from bench_contract.data.datasets import missing_mnist_files
+
+        missing = missing_mnist_files(root)
+        if missing:
+            raise UsageError(f"data directory {root} lacks the MNIST files {', '.join(missing)} (each may be .gz)"
+                             f"{fetch_hint(benchmark, root)}")
+    if benchmark == "cifar10":
+        from bench_contract.data.datasets import missing_cifar10_files
+
+        missing = missing_cifar10_files(root)
+        if missing:
+            raise UsageError(f"data directory {root} lacks the CIFAR-10 python batches {', '.join(missing)}"
+                             f"{fetch_hint(benchmark, root)}")
+    if benchmark == "imagenet":
+        from bench_contract.data.images import folder_problem
+
+        problem = folder_problem(root, "val")
+        if problem:
+            raise UsageError(problem)
+        if use_case is not None and use_case != catalog.INFERENCE:
+            if not (root / "train").is_dir() or not (root / "val").is_dir():
+                raise UsageError(f"training on image folders needs {root}/train/<class>/<image> and "
+                                 f"{root}/val/<class>/<image> (the test split)")
+            problem = folder_problem(root, "train")
+            if problem:
+                raise UsageError(problem)

@@ -1,0 +1,204 @@
+"""The settings every cell of a request shares (RunSettings, each option checked on its own), and the command
+line's values turned into them: comma-separated lists, batch and memory sizes, the data source, the DP-SGD fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+
+from bench_contract.spec import PER_SAMPLE_USE_CASES, SAMPLINGS, TORCH_COMPILE_MODES, JobSpec
+from orchestrator.errors import UsageError
+from orchestrator.plan import catalog
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Settings shared by every cell of one request."""
+
+    epochs: int
+    learning_rate: float
+    optimizer: str
+    seed: int
+    warmup_steps: int
+    data_source: str  # "real" or "synthetic"
+    data_dir: str | None
+    synthetic_samples: int
+    device: str
+    # the optimizer's hyperparameters and the learning-rate schedule, with the job spec's defaults (one definition
+    # of each, bench_contract.spec; bench_contract.run.optim)
+    momentum: float = JobSpec.momentum
+    nesterov: bool = JobSpec.nesterov
+    weight_decay: float = JobSpec.weight_decay
+    lr_schedule: str = JobSpec.lr_schedule
+    lr_warmup_steps: int = JobSpec.lr_warmup_steps
+    lr_decay_steps: int = JobSpec.lr_decay_steps
+    # DP-SGD (use cases 3 and 4)
+    clip_norm: float = JobSpec.clip_norm
+    noise_multiplier: float = JobSpec.noise_multiplier
+    loop_batch_size: int = JobSpec.loop_batch_size
+    dp_engine: str = JobSpec.dp_engine  # PyTorch's DP-SGD engine, set per PyTorch cell by expand (--dp-engine)
+    # which examples a step takes, and the privacy budget (privacy_settings; the budget is per cell, with_privacy)
+    sampling: str = JobSpec.sampling
+    delta: float | None = None
+    target_epsilon: float | None = None
+    privacy: dict = field(default_factory=dict)
+    # data parallelism (use cases 2 and 4): one process per device
+    nodes: int = 1
+    tasks_per_node: int = 1
+    # model size and inference options (use case 5)
+    model_variant: str = "full"
+    timed_steps: int = 50  # at least this many timed repeats of one step (inference, vectorisation timing)
+    torch_compile: bool = False  # PyTorch under torch.compile (in training the whole step), in this mode
+    torch_compile_mode: str = JobSpec.torch_compile_mode
+    channels_last: bool = False
+    # ... and at least this many seconds of timed steps
+    min_duration_s: float = 1.0
+    # each cell runs as `trials` independent trials, each in a fresh process
+    trials: int = 1
+    # one job per JAX/PyTorch cell pair, the two alternating on one node (trials interleaved A B A B)
+    paired: bool = False
+    # the largest batch that fits (--find-max-batch), instead of measuring at given batch sizes
+    batch_search: bool = False
+    batch_search_limit: int = 65536
+    memory_limit_bytes: int = 0
+    # after measuring, this many steps under the framework's profiler, traced to a file next to the results
+    trace_steps: int = 0
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.tasks_per_node
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise UsageError(f"--epochs must be at least 1, got {self.epochs}")
+        if not self.learning_rate > 0:
+            raise UsageError(f"--learning-rate must be positive, got {self.learning_rate}")
+        if self.warmup_steps < 0:
+            raise UsageError(f"--warmup-steps cannot be negative, got {self.warmup_steps}")
+        if self.synthetic_samples < 10:
+            raise UsageError(f"--synthetic-samples must be at least 10, got {self.synthetic_samples}")
+        if not self.clip_norm > 0:
+            raise UsageError(f"--clip-norm must be positive, got {self.clip_norm}")
+        if not self.noise_multiplier >= 0:
+            raise UsageError(f"--noise-multiplier cannot be negative, got {self.noise_multiplier}")
+        for option, value in (("--nodes", self.nodes), ("--tasks-per-node", self.tasks_per_node)):
+            if value < 1:
+                raise UsageError(f"{option} must be at least 1, got {value}")
+        if self.loop_batch_size < 0:
+            raise UsageError(f"--loop-batch-size cannot be negative (0: the training batch), got {self.loop_batch_size}")
+        if self.timed_steps < 1:
+            raise UsageError(f"--min-iterations (--timed-steps) must be at least 1, got {self.timed_steps}")
+        if not self.min_duration_s >= 0:
+            raise UsageError(f"--min-duration cannot be negative, got {self.min_duration_s}")
+        if self.trials < 1:
+            raise UsageError(f"--trials must be at least 1, got {self.trials}")
+        if self.trace_steps < 0:
+            raise UsageError(f"--trace-steps cannot be negative, got {self.trace_steps}")
+        if self.trace_steps and self.world_size > 1:
+            raise UsageError("--trace-steps traces one process; it does not combine with --nodes or --tasks-per-node")
+        if self.trace_steps and self.batch_search:
+            raise UsageError("--trace-steps and --find-max-batch do not combine: a search records no steps to trace")
+        if self.batch_search_limit < 1:
+            raise UsageError(f"--max-batch-limit must be at least 1, got {self.batch_search_limit}")
+        catalog.check_optimizer(self.optimizer)
+        if self.torch_compile_mode not in TORCH_COMPILE_MODES:
+            raise UsageError(f"unknown --torch-compile-mode {self.torch_compile_mode!r}; choose from: "
+                             f"{', '.join(TORCH_COMPILE_MODES)}")
+        catalog.check_variant(self.model_variant)
+        if self.device not in catalog.DEVICES:
+            raise UsageError(f"unknown device {self.device!r}; choose from: {', '.join(catalog.DEVICES)}")
+        if self.memory_limit_bytes and not self.batch_search:
+            raise UsageError("--memory-limit caps the tries of --find-max-batch; give --find-max-batch too")
+
+    @cached_property
+    def as_dict(self) -> dict:
+        # Shared by every cell of a request: computed once, not once per cell (10,000 cells plan in well under 1 s).
+        return asdict(self)
+
+    @cached_property
+    def without_dp_engine(self) -> dict:
+        """Every setting but the DP-SGD engine: what a DP-SGD cell's id hashes (Cell._digest)."""
+        return {name: value for name, value in self.as_dict.items() if name != "dp_engine"}
+
+
+def data_source(synthetic: bool, batch_search: bool) -> str:
+    """The data a request runs on, "synthetic" or "real". A batch search runs on synthetic data: memory depends on
+    the shapes, not on the values."""
+    return "synthetic" if synthetic or batch_search else "real"
+
+
+def parse_list(values: list[str] | None) -> list[str]:
+    """Options that take a comma-separated list or repeat: ["a,b", "c"] -> ["a", "b", "c"], order kept, no repeats.
+    An empty item ("32,,64", "jax,") is refused: it is a typo more often than a wish, and skipping it would hide
+    which value was meant."""
+    items: list[str] = []
+    for value in values or []:
+        for item in value.split(","):
+            item = item.strip()
+            if not item:
+                raise UsageError(f"{value!r} has an empty item between its commas; remove the extra comma")
+            if item not in items:
+                items.append(item)
+    return items
+
+
+def parse_batch_sizes(values: list[str] | None) -> list[int]:
+    sizes = []
+    for item in parse_list(values):
+        try:
+            size = int(item)
+        except ValueError:
+            raise UsageError(f"batch size {item!r} is not a whole number; give positive integers such as 32,64") from None
+        if size < 1:
+            raise UsageError(f"batch size {size} must be a positive integer")
+        sizes.append(size)
+    return sizes
+
+
+MEMORY_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_memory_size(text: str) -> int:
+    """'6G' -> bytes: a number with a K, M, G or T suffix (powers of 1024, as Slurm's --mem)."""
+    value, unit = text.strip()[:-1], text.strip()[-1:].upper()
+    try:
+        size = float(value) * MEMORY_UNITS[unit]
+    except (KeyError, ValueError):
+        raise UsageError(f"memory size {text!r} is not a number with a K, M, G or T suffix, such as 6G") from None
+    if size < 2**20:
+        raise UsageError(f"memory size {text!r} is below 1M: no framework starts in that")
+    return int(size)
+
+
+def privacy_settings(use_case: int, sampling: str | None, noise_multiplier: float | None, delta: float | None,
+                     target_epsilon: float | None, batch_search: bool = False) -> dict:
+    """RunSettings' sampling and DP-SGD fields from the command line, its refusals in one sentence each.
+    Poisson sampling is the default for DP-SGD (use cases 3 and 4) outside a batch search, which measures
+    memory at fixed shapes; the budget options ask the accountant, which assumes Poisson sampling."""
+    private = use_case in PER_SAMPLE_USE_CASES
+    if sampling is not None and sampling not in SAMPLINGS:
+        raise UsageError(f"unknown --sampling {sampling!r}; choose from: {', '.join(SAMPLINGS)}")
+    given = [option for option, value in (("--delta", delta), ("--target-epsilon", target_epsilon)) if value is not None]
+    if not private and (sampling or given):
+        options = ", ".join(([f"--sampling {sampling}"] if sampling else []) + given)
+        raise UsageError(f"use case {use_case} trains without DP-SGD, so {options} "
+                         f"{'does' if len(given) + bool(sampling) == 1 else 'do'} not apply (use cases "
+                         f"{' and '.join(map(str, PER_SAMPLE_USE_CASES))} do)")
+    if sampling == "poisson" and batch_search:
+        raise UsageError("--find-max-batch measures memory at fixed batch shapes; it does not combine with "
+                         "--sampling poisson")
+    sampling = sampling or ("poisson" if private and not batch_search else JobSpec.sampling)
+    if given and sampling != "poisson":
+        one = len(given) == 1
+        raise UsageError(f"{' and '.join(given)} {'asks' if one else 'ask'} the privacy accountant, whose guarantee "
+                         f"assumes Poisson sampling; {'it does' if one else 'they do'} not combine with --sampling "
+                         f"{sampling}")
+    if target_epsilon is not None and noise_multiplier is not None:
+        raise UsageError("--target-epsilon derives the noise multiplier; give it or --noise-multiplier, not both")
+    if delta is not None and not 0 < delta < 1:
+        raise UsageError(f"--delta must be between 0 and 1, got {delta}")
+    if target_epsilon is not None and not target_epsilon > 0:
+        raise UsageError(f"--target-epsilon must be positive, got {target_epsilon}")
+    return {"sampling": sampling, "delta": delta, "target_epsilon": target_epsilon,
+            "noise_multiplier": JobSpec.noise_multiplier if noise_multiplier is None else noise_multiplier}
