@@ -60,7 +60,7 @@ def wait_until_gone(job_ids: list[str], most_s: float = LEAVE_WAIT_S) -> float |
 
 def measure(repeats: int) -> list[Result]:
     from orchestrator.plan.profile import load_profile
-    from orchestrator.run import submit
+    from orchestrator.run import limits, submit
 
     reason = cluster_unavailable()
     if reason:
@@ -73,7 +73,7 @@ def measure(repeats: int) -> list[Result]:
         plan(work / "r", work / "s", CELLS_PER_FRAMEWORK, dry_run=True, profile=profile)
         scripts = sorted((work / "s").glob("*.sh"))
         assert len(scripts) == 2 and all("#SBATCH --hold" in s.read_text() for s in scripts)
-        limit = submit.array_limit(profile)
+        limit = limits.array_limit(profile)
         held: list[list[submit.Submission]] = []
 
         def by_arrays():
@@ -83,7 +83,7 @@ def measure(repeats: int) -> list[Result]:
 
         arrays_s = median_time(by_arrays, repeats)
         calls_per_submission = sum(len(sub.job_ids) for sub in held[0])
-        polling = measure_polling(submit, held[0])
+        polling = measure_polling(held[0])
         cancel(submitted)
 
         per_cell_calls, start = 0, time.perf_counter()
@@ -118,13 +118,16 @@ def measure(repeats: int) -> list[Result]:
     ]
 
 
-def measure_polling(submit, subs) -> list[Result]:
+def measure_polling(subs) -> list[Result]:
     """Run the real wait loop on the held campaign for a few seconds, counting what it asks Slurm."""
+    from orchestrator.errors import OrchestratorError
+    from orchestrator.run import queue, wait
+
     calls: list[tuple[str, float]] = []
     started: list[float] = []  # when each squeue call began, from the start of the wait
     whole_campaign: list[bool] = []  # per squeue call: did it ask for every job of the campaign at once?
     every_job = {job for sub in subs for job in sub.job_ids}
-    real_run = submit.subprocess.run
+    real_run = queue.subprocess.run
 
     def counting_run(args, *a, **kw):
         start = time.perf_counter()
@@ -137,14 +140,14 @@ def measure_polling(submit, subs) -> list[Result]:
             if Path(args[0]).name == "squeue":
                 whole_campaign.append(set(args[args.index("-j") + 1].split(",")) == every_job)
 
-    submit.subprocess.run = counting_run  # the wait loop's own calls, counted where it makes them
+    queue.subprocess.run = counting_run  # the wait loop's own calls, counted where it makes them (queue.query)
     wait_start = time.perf_counter()
     try:
-        submit.wait_for_slurm(subs, timeout_s=POLL_WINDOW_S, report=lambda line: None)
-    except submit.OrchestratorError:
+        wait.wait_for_slurm(subs, timeout_s=POLL_WINDOW_S, report=lambda line: None)
+    except OrchestratorError:
         pass  # the held jobs never finish: the wait ends at its timeout, as intended here
     finally:
-        submit.subprocess.run = real_run
+        queue.subprocess.run = real_run
     squeue = [t for name, t in calls if name == "squeue"]
     if not squeue:
         return [Result("status polling", "not measured", "", "wait_for_slurm made no squeue call")]
@@ -152,11 +155,11 @@ def measure_polling(submit, subs) -> list[Result]:
     one = statistics.median(squeue)
     # Each gap at least the back-off's delay (5% slack for timer jitter): no tight loop.
     gaps = [b - a for a, b in zip(started, started[1:])]
-    backed_off = all(gap >= 0.95 * min(submit.POLL_FIRST_S * submit.POLL_BACKOFF ** i, submit.POLL_MAX_S)
+    backed_off = all(gap >= 0.95 * min(wait.POLL_FIRST_S * wait.POLL_BACKOFF ** i, wait.POLL_MAX_S)
                      for i, gap in enumerate(gaps))
     return [Result("status poll of the 1,000-cell campaign", f"{one * 1000:.0f} ms", "1 call per poll, back-off",
                    "met" if all(whole_campaign) and backed_off else "missed",
                    f"{len(squeue)} squeue calls at {', '.join(f'{t:.1f}' for t in started)} s, each for all "
                    f"{tasks} tasks; back-off "
-                   f"{submit.POLL_FIRST_S:.0f} s x{submit.POLL_BACKOFF} up to {submit.POLL_MAX_S:.0f} s: "
-                   f"{submit.polls_within(3600)} polls in the first hour")]
+                   f"{wait.POLL_FIRST_S:.0f} s x{wait.POLL_BACKOFF} up to {wait.POLL_MAX_S:.0f} s: "
+                   f"{wait.polls_within(3600)} polls in the first hour")]

@@ -26,7 +26,10 @@ from orchestrator.plan.settings import (
 )
 from orchestrator.run import submit
 from orchestrator.run.doctor import check_partition
+from orchestrator.run.limits import check_submit_limits, executor_array_limit
+from orchestrator.run.record import record_failed, recorder, submitting
 from orchestrator.run.status import follow_up
+from orchestrator.run.wait import wait_for_slurm, wait_for_submitit
 from orchestrator.tables import format_table
 
 
@@ -179,7 +182,7 @@ class LaunchOptions:
 def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     """Plan, render and (unless dry-run) submit one campaign. Returns the exit code.
 
-    Planning and submission hold the results folder's lock (submit.submitting): the same command started twice at
+    Planning and submission hold the results folder's lock (record.submitting): the same command started twice at
     once, or a resubmit meanwhile, refuses the second, naming the first, instead of submitting everything twice.
     Waiting for the jobs (--wait) holds it no longer."""
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
@@ -188,7 +191,7 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     check_request(req, cells, report)
     with ExitStack() as held:
         if not req.dry_run:
-            held.enter_context(submit.submitting(req.results_dir, f"`{req.command}`"))
+            held.enter_context(submitting(req.results_dir, f"`{req.command}`"))
         return plan_and_submit(req, cells, report, release=held.close)
 
 
@@ -202,7 +205,7 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
     """Plan and submit under the lock, then `release` it before anything is waited for."""
     same = None if req.dry_run or req.new_campaign else find_same(req, cells)
     if not same and not req.dry_run and req.executor in catalog.SLURM_EXECUTORS:
-        submit.check_submit_limits(req.profile, campaign_tasks(req, cells))
+        check_submit_limits(req.profile, campaign_tasks(req, cells))
     campaign_dir, scripts, manifest = write_planned(req, cells, same)
     if same:
         release()  # resubmit takes it again and reads the manifest just written; nothing can slip in between
@@ -259,15 +262,15 @@ def chain_collect(req: LaunchRequest, campaign_dir: Path, manifest: dict, submis
 
 def wait_for_jobs(req: LaunchRequest, campaign_dir: Path, submissions: list[submit.Submission],
                   submitit_jobs: dict[str, list], report: Callable[[str], None]) -> None:
-    """--wait: until every job has ended, then record each failed task (submit.record_failed)."""
+    """--wait: until every job has ended, then record each failed task (record.record_failed)."""
     if req.executor == "slurm":
         report("waiting for the jobs to finish (polling squeue with back-off)")
-        submit.wait_for_slurm(submissions, report=report)
+        wait_for_slurm(submissions, report=report)
     for sub in submissions:
         if sub.framework in submitit_jobs:
             report(f"waiting for submitit job {sub.job_id}")
-            submit.wait_for_submitit(sub, submitit_jobs[sub.framework])
-    submit.record_failed(campaign_dir, {s.framework: {i: (s.task_ids[i], why) for i, why in s.failed.items()}
+            wait_for_submitit(sub, submitit_jobs[sub.framework])
+    record_failed(campaign_dir, {s.framework: {i: (s.task_ids[i], why) for i, why in s.failed.items()}
                                         for s in submissions}, f"`{req.command}`")
 
 
@@ -381,7 +384,7 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
     submissions = []
     log_dir = campaign_dir / "logs"
     submitit_jobs = {}
-    max_array = submit.executor_array_limit(req.executor, req.profile)
+    max_array = executor_array_limit(req.executor, req.profile)
     for script in scripts:
         key = script.key
         info = manifest["scripts"][key]
@@ -389,14 +392,14 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
         n = script.tasks
         if req.executor == "slurm":
             sub = submit.submit_sbatch(key, Path(info["path"]), n, max_array,
-                                       campaign=campaign_dir.name, record=submit.recorder(campaign_dir, manifest))
+                                       campaign=campaign_dir.name, record=recorder(campaign_dir, manifest))
         elif req.executor == "local":
             sub = submit.run_local(key, Path(info["campaign_copy"]), n, log_dir, job_name, report)
         else:
             sub, jobs = submit.submit_submitit(key, Path(info["campaign_copy"]), n,
                                                campaign_dir / "submitit" / key, req.profile.for_system(script.system),
                                                job_name, log_dir, max_array, campaign=campaign_dir.name,
-                                               record=submit.recorder(campaign_dir, manifest))
+                                               record=recorder(campaign_dir, manifest))
             submitit_jobs[key] = jobs
         submissions.append(sub)
         if req.executor == "local":  # Slurm's arrays were recorded as each was submitted

@@ -23,7 +23,11 @@ from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile, System
 from orchestrator.run import submit
+from orchestrator.run.limits import executor_array_limit
+from orchestrator.run.reconcile import reconcile
+from orchestrator.run.record import record_failed, recorder, submitting
 from orchestrator.run.status import ACTIVE, SUCCESS, CellStatus, campaign_status, unknown_note
+from orchestrator.run.wait import wait_for_slurm, wait_for_submitit
 
 
 @dataclass
@@ -121,14 +125,14 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
     the same command again, never submit the same cells twice; the manifest is read once the lock is held.
     Waiting for the jobs (`wait`) comes after, without it; their failures are then recorded under it again."""
     doing = f"`resubmit {folder.name}`"
-    with submit.submitting(folder.parent, doing):
+    with submitting(folder.parent, doing):
         run, done = submit_missing(folder, executor, rerun_completed, todo, report)
         if done and run.executor == "local":  # ran here, under the lock
             run.record_failures(done)
     if not done or not wait or run.executor == "local":
         return done
     run.wait_for_jobs(done)
-    submit.record_failed(folder, run.failed_tasks(done), doing)
+    record_failed(folder, run.failed_tasks(done), doing)
     return done
 
 
@@ -154,13 +158,13 @@ def submit_missing(folder: Path, executor: str | None, rerun_completed: bool, to
 def reconcile_unknown(folder: Path, manifest: dict, report: Callable[[str], None]) -> None:
     """Arrays whose sbatch gave no answer: look them up in Slurm by their job names (one squeue and one sacct call)
     and record what was found, before anything is submitted again."""
-    settled = submit.reconcile(manifest)
+    settled = reconcile(manifest)
     if not settled:
         return
     campaigns.save_manifest(folder, manifest)
     for entry in settled:
         what = f"found as job {entry['job_id']}" if entry.get("job_id") else "not in Slurm: it was never accepted"
-        if entry["state"] == "cancelled":  # submit.ORPHAN: its cells go again
+        if entry["state"] == "cancelled":  # reconcile.ORPHAN: its cells go again
             what += f"; {entry['reason']}"
         report(f"{entry['script']}: the array at offset {entry['offset']} whose submission was unknown is {what}")
 
@@ -198,8 +202,8 @@ class Rerun:
 
     def __post_init__(self) -> None:
         self.profile = profile_of(self.manifest)
-        self.max_array = submit.executor_array_limit(self.executor, self.profile)
-        self.record = submit.recorder(self.folder, self.manifest)  # each array's outcome, as soon as it is known
+        self.max_array = executor_array_limit(self.executor, self.profile)
+        self.record = recorder(self.folder, self.manifest)  # each array's outcome, as soon as it is known
 
     def resubmit_script(self, key: str, indices: list[int]) -> Resubmission:
         """Submit (or run) the script's tasks at these array indices, and record them before anything is waited for."""
@@ -289,15 +293,15 @@ class Rerun:
                                     arrays=[{"job_id": j} for j in r.job_ids]) for r in done]
         if self.executor == "slurm":
             self.report("waiting for the jobs to finish (polling squeue with back-off)")
-            submit.wait_for_slurm(waited, report=self.report)
+            wait_for_slurm(waited, report=self.report)
         for r, w in zip(done, waited):
             if r.jobs:
                 self.report(f"waiting for submitit job {', '.join(r.job_ids)}")
-                submit.wait_for_submitit(w, r.jobs)
+                wait_for_submitit(w, r.jobs)
             r.failed = {r.indices[k]: why for k, why in w.failed.items()}
 
     def failed_tasks(self, done: list[Resubmission]) -> dict[str, dict[int, tuple[str, str]]]:
-        """For submit.record_failed: script key -> array index -> (task id, why)."""
+        """For record.record_failed: script key -> array index -> (task id, why)."""
         return {r.framework: {i: (self.task_id(r, i), why) for i, why in r.failed.items()} for r in done}
 
     def record_failures(self, done: list[Resubmission]) -> None:

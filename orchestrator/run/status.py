@@ -27,7 +27,9 @@ from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.run.progress import progress_lines, text_bar
-from orchestrator.run.submit import POLL_BACKOFF, Backoff, QueueUnreadable, log_tail, read_sacct, read_squeue
+from orchestrator.run.queue import QueueUnreadable, read_sacct, read_squeue
+from orchestrator.run.submit import log_tail
+from orchestrator.run.wait import POLL_BACKOFF, Backoff
 from orchestrator.tables import format_table
 
 # Slurm's job states, grouped into what a user of a campaign needs to know.

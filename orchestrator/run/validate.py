@@ -187,6 +187,7 @@ def validate_on_slurm(req: ValidateRequest, results_dir: Path, command: str,
     """Submit the check as one Slurm job, wait for it, and compare what it wrote (the folder must be shared)."""
     from orchestrator.plan import campaign
     from orchestrator.run import submit
+    from orchestrator.run.wait import wait_for_slurm
 
     check_request(req)
     submit.require_command("sbatch")
@@ -198,7 +199,7 @@ def validate_on_slurm(req: ValidateRequest, results_dir: Path, command: str,
     script.write_text(render_script(req, spec_path, work, command))
     sub = submit.submit_sbatch("parity", script, 1)
     report(f"submitted {script} as job {sub.job_id}; waiting for it")
-    submit.wait_for_slurm([sub], report=report)
+    wait_for_slurm([sub], report=report)
     logs = sorted(work.glob("*.out"))
     missing = [fw for fw in ORDER if not spec.logits_path(fw).is_file()]
     if sub.failed or missing:

@@ -186,7 +186,8 @@ def test_submitit_gets_the_profile_resources():
 
 
 def test_waiting_polls_squeue_once_per_round_for_the_whole_campaign(tmp_path, monkeypatch):
-    from orchestrator.run import submit
+    from orchestrator.run import wait
+    from orchestrator.run.submit import Submission
 
     calls = tmp_path / "calls"
     bin_dir = tmp_path / "bin"
@@ -199,9 +200,9 @@ def test_waiting_polls_squeue_once_per_round_for_the_whole_campaign(tmp_path, mo
     for name in ("squeue", "sacct"):
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setattr(submit.time, "sleep", lambda s: None)
-    subs = [submit.Submission("jax", "7", ["7_0", "7_1"]), submit.Submission("torch", "8", ["8_0"])]
-    submit.wait_for_slurm(subs)
+    monkeypatch.setattr(wait.time, "sleep", lambda s: None)
+    subs = [Submission("jax", "7", ["7_0", "7_1"]), Submission("torch", "8", ["8_0"])]
+    wait.wait_for_slurm(subs)
     lines = calls.read_text().splitlines()
     assert len(lines) == 3 and all("-j 7,8 " in line for line in lines)
     assert subs[0].failed == {1: "FAILED"} and subs[1].failed == {0: "CANCELLED"}
@@ -220,7 +221,8 @@ def test_a_partition_sinfo_does_not_know_is_refused_before_anything_is_written(t
 
 
 def test_waiting_lets_accounting_catch_up_with_the_controller(tmp_path, monkeypatch):
-    from orchestrator.run import submit
+    from orchestrator.run import wait
+    from orchestrator.run.submit import Submission
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -232,9 +234,9 @@ def test_waiting_lets_accounting_catch_up_with_the_controller(tmp_path, monkeypa
     for name in ("squeue", "sacct"):
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setattr(submit.time, "sleep", lambda s: None)
-    sub = submit.Submission("torch", "9", ["9_0"])
-    submit.wait_for_slurm([sub])
+    monkeypatch.setattr(wait.time, "sleep", lambda s: None)
+    sub = Submission("torch", "9", ["9_0"])
+    wait.wait_for_slurm([sub])
     assert sub.failed == {}
     assert len(count.read_text().splitlines()) == 2
 

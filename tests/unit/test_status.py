@@ -174,14 +174,14 @@ def test_a_failed_squeue_or_sacct_is_unknown_never_not_queued(tmp_path):
 
 
 def test_a_timed_out_squeue_is_unknown(tmp_path, monkeypatch):
-    from orchestrator.run import submit
+    from orchestrator.run import queue
     from orchestrator.run.status import campaign_status
 
     folder = campaign(tmp_path)
     env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
     failing("squeue", tmp_path, "sleep 5")
     monkeypatch.setenv("PATH", env["PATH"])
-    monkeypatch.setattr(submit, "QUERY_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(queue, "QUERY_TIMEOUT_S", 0.3)
     cells = campaign_status(folder)
     assert {(c.state, c.detail) for c in cells} == {("unknown", "squeue failed: no answer within 0 s")}
 
@@ -207,7 +207,7 @@ def test_sacct_range_records_and_a_forgotten_job(tmp_path):
     proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
     assert "unknown" not in proc.stdout and "2 cells ended without a result" in proc.stdout
 
-    from orchestrator.run.submit import task_ids_of
+    from orchestrator.run.queue import task_ids_of
 
     assert task_ids_of("2001_[0-1,5]") == ["2001_0", "2001_1", "2001_5"]
     assert task_ids_of("2001_[0-4:2%1]") == ["2001_0", "2001_2", "2001_4"]

@@ -1,0 +1,103 @@
+"""What the cluster lets a campaign hold: tasks per array job (MaxArraySize, or the profile's cap) and jobs queued
+at once (MaxJobCount, the association's and the QOS's submit limits), read from scontrol and sacctmgr where they
+answer; a limit that cannot be read is no limit."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import subprocess
+
+from orchestrator.errors import UsageError
+from orchestrator.plan import catalog
+from orchestrator.plan.profile import ClusterProfile
+
+
+def cluster_max_array_size() -> int | None:
+    """The cluster's MaxArraySize (array indices run from 0 to MaxArraySize-1); None when scontrol cannot say."""
+    found = cluster_config().get("MaxArraySize", "")
+    return int(found) if found.isdigit() else None
+
+
+def array_limit(profile: ClusterProfile) -> int | None:
+    """Most tasks one array job may hold here: the cluster's MaxArraySize, or the profile's cap if smaller."""
+    limits = [n for n in (cluster_max_array_size(), profile.max_array_size) if n is not None]
+    return min(limits) if limits else None
+
+
+def executor_array_limit(executor: str, profile: ClusterProfile) -> int | None:
+    """The array limit where the executor submits to Slurm; None (no limit) for the local executor."""
+    return array_limit(profile) if executor in catalog.SLURM_EXECUTORS else None
+
+
+def cluster_config() -> dict[str, str]:
+    """`scontrol show config` as {name: value}; {} when scontrol is absent, slow or refuses."""
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return {}
+    try:
+        proc = subprocess.run([scontrol, "show", "config"], check=False, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return {}
+    if proc.returncode != 0:
+        return {}
+    pairs = (line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    return {name.strip(): value.strip() for name, value in pairs}
+
+
+def sacctmgr_rows(*args: str) -> list[list[str]]:
+    """`sacctmgr -n -P show ARGS` as rows of fields; [] when sacctmgr is absent, slow or refuses."""
+    sacctmgr = shutil.which("sacctmgr")
+    if sacctmgr is None:
+        return []
+    try:
+        proc = subprocess.run([sacctmgr, "-n", "-P", "show", *args], check=False, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return []
+    return [line.split("|") for line in proc.stdout.splitlines() if line.strip()] if proc.returncode == 0 else []
+
+
+def profile_qos(profile: ClusterProfile) -> str | None:
+    """The QOS the profile's extra sbatch options ask for (--qos=NAME), if any."""
+    for option in profile.extra_sbatch:
+        if option.startswith("--qos="):
+            return option.split("=", 1)[1]
+    return None
+
+
+def submit_limits(profile: ClusterProfile, user: str | None = None) -> list[tuple[str, int]]:
+    """The limits on how many jobs (each array task counts as one) may be queued, where they can be read:
+    the controller's MaxJobCount, the user's association's MaxSubmitJobs and GrpSubmitJobs, and the QOS's
+    MaxSubmitJobsPerUser and GrpSubmitJobs (the profile's --qos, else the association's default QOS)."""
+    limits = []
+    max_jobs = cluster_config().get("MaxJobCount", "")
+    if max_jobs.isdigit():
+        limits.append(("the controller's MaxJobCount", int(max_jobs)))
+    who = user or os.environ.get("USER") or getpass.getuser()
+    where = [f"user={who}"] + ([f"account={profile.account}"] if profile.account else [])
+    qos = profile_qos(profile)
+    for account, max_submit, grp_submit, default_qos in (
+            row[:4] for row in sacctmgr_rows("assoc", "where", *where, "format=Account,MaxSubmit,GrpSubmit,DefaultQOS")
+            if len(row) >= 4):
+        for value, name in ((max_submit, "MaxSubmitJobs"), (grp_submit, "GrpSubmitJobs")):
+            if value.isdigit():
+                limits.append((f"{name} of your association with account {account}", int(value)))
+        qos = qos or default_qos or None
+    qos = qos or "normal"
+    for row in sacctmgr_rows("qos", "where", f"name={qos}", "format=Name,MaxSubmitPU,GrpSubmit"):
+        if len(row) >= 3:
+            for value, name in ((row[1], "MaxSubmitJobsPerUser"), (row[2], "GrpSubmitJobs")):
+                if value.isdigit():
+                    limits.append((f"{name} of QOS {row[0]}", int(value)))
+    return limits
+
+
+def check_submit_limits(profile: ClusterProfile, tasks: int) -> None:
+    """Refuse, before anything is written, a campaign with more array tasks than a known limit lets be queued."""
+    over = [(name, limit) for name, limit in submit_limits(profile) if tasks > limit]
+    if over:
+        name, limit = min(over, key=lambda item: item[1])
+        raise UsageError(
+            f"the campaign has {tasks} array tasks and Slurm counts each as a job, but {name} is {limit}: plan at "
+            f"most {limit} (fewer models, batch sizes, precisions or trials per command), or ask for a higher limit")

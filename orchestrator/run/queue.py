@@ -1,0 +1,114 @@
+"""The queue's answers: squeue and sacct, read once (status, the polls of a wait, the lookups by job name).
+
+A call that fails or does not answer raises QueueUnreadable: which tasks are queued is then unknown, never "not
+queued". Only the controller's own answers count as "none": squeue refusing the one job id it has forgotten, or
+sacct saying the cluster keeps no accounting.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+from orchestrator.errors import OrchestratorError
+
+
+class QueueUnreadable(OrchestratorError):
+    """squeue or sacct gave no answer (not on PATH, a non-zero exit, no answer in time): which tasks are queued
+    is then unknown, never "not queued"."""
+
+    def __init__(self, command: str, reason: str) -> None:
+        self.command, self.reason = command, reason
+        super().__init__(f"{command} failed: {reason}")
+
+
+QUERY_TIMEOUT_S = 60
+
+
+def query(command: str, args: list[str], timeout_s: float | None = None) -> subprocess.CompletedProcess:
+    """One squeue or sacct call; QueueUnreadable when the command is missing, cannot start or does not answer
+    within timeout_s (QUERY_TIMEOUT_S by default)."""
+    timeout_s = QUERY_TIMEOUT_S if timeout_s is None else timeout_s
+    path = shutil.which(command)
+    if path is None:
+        raise QueueUnreadable(command, f"'{command}' is not on PATH")
+    try:
+        return subprocess.run([path, *args], check=False, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise QueueUnreadable(command, f"no answer within {timeout_s:.0f} s") from None
+    except OSError as exc:
+        raise QueueUnreadable(command, str(exc)) from None
+
+
+def refusal(command: str, proc: subprocess.CompletedProcess) -> QueueUnreadable:
+    """A non-zero exit, in the command's own words (its last line on stderr, else stdout)."""
+    lines = [line.strip() for line in (proc.stderr or proc.stdout or "").splitlines() if line.strip()]
+    return QueueUnreadable(command, f"exit status {proc.returncode}" + (f": {lines[-1]}" if lines else ""))
+
+
+def task_ids_of(record: str) -> list[str]:
+    """The array task ids in one squeue or sacct job id: "2001_3" is itself; tasks that have not started yet
+    share one record, "2001_[0-1,5]" (with a throttle, "2001_[0-9%2]"; with a step, "2001_[0-9:3]")."""
+    found = re.fullmatch(r"(\d+)_\[([0-9,:\-]+)(?:%\d+)?\]", record)
+    if not found:
+        return [record]
+    job, ids = found.groups()
+    tasks = []
+    for part in ids.split(","):
+        span, _, step = part.partition(":")
+        first, _, last = span.partition("-")
+        tasks += [f"{job}_{i}" for i in range(int(first), int(last or first) + 1, int(step or 1))]
+    return tasks
+
+
+# What sacct says where the cluster keeps no accounting: squeue is then the only source, and that is no failure.
+ACCOUNTING_OFF = "accounting storage is disabled"
+
+
+def read_sacct(job_ids: list[str]) -> dict[str, str]:
+    """State of every array task sacct has a record of ("123_4" -> "COMPLETED", a record for tasks not yet
+    started expanded to each); empty without accounting (no sacct here, or accounting disabled). Raises
+    QueueUnreadable when sacct fails otherwise or does not answer."""
+    if not job_ids or shutil.which("sacct") is None:
+        return {}
+    proc = query("sacct", ["-j", ",".join(job_ids), "-X", "-n", "-P", "-o", "JobID,State"])
+    if proc.returncode != 0:
+        if ACCOUNTING_OFF in proc.stderr + proc.stdout:
+            return {}
+        raise refusal("sacct", proc)
+    states = {}
+    for line in proc.stdout.splitlines():
+        if "|" in line:
+            job, state = line.split("|", 1)
+            state = state.split()[0] if state.strip() else "UNKNOWN"  # "CANCELLED by 0" -> CANCELLED
+            states.update(dict.fromkeys(task_ids_of(job.strip()), state))
+    return states
+
+
+def sacct_states(job_ids: list[str]) -> dict[str, str]:
+    """read_sacct for waiting, where the next poll asks again: empty when sacct cannot be read."""
+    try:
+        return read_sacct(job_ids)
+    except QueueUnreadable:
+        return {}
+
+
+def read_squeue(job_ids: list[str]) -> dict[str, str]:
+    """Array task id -> Slurm state for the tasks still queued or running (pending ranges expanded). Raises
+    QueueUnreadable when squeue is missing, fails or does not answer: a failed call never reads as "none queued"."""
+    if not job_ids:
+        return {}
+    proc = query("squeue", ["-h", "-r", "-j", ",".join(job_ids), "-o", "%i %T"])
+    if proc.returncode != 0:
+        # Asked about one job only, squeue refuses the id of a job the controller has forgotten (MinJobAge after
+        # it ended): the controller's own answer that it is not queued. Asked about several, it lists those it knows.
+        if "Invalid job id specified" in proc.stderr and len(job_ids) == 1:
+            return {}
+        raise refusal("squeue", proc)
+    states = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            states.update(dict.fromkeys(task_ids_of(parts[0]), parts[1]))
+    return states

@@ -1,0 +1,89 @@
+"""Arrays whose submission is unknown (sbatch gave no answer), settled by looking their job names up in Slurm:
+submitted with the job id found, or never accepted; a submitit array found so is cancelled, since its tasks
+cannot get their work."""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import os
+import shutil
+import subprocess
+
+from orchestrator.plan import campaign as campaigns
+from orchestrator.run import queue
+from orchestrator.run.submit import number_submitit_tasks
+
+
+def reconcile(manifest: dict, user: str | None = None) -> list[dict]:
+    """Look up the campaign's arrays whose submission is unknown in Slurm by their job names, in one squeue and
+    one sacct call, and record what was found: submitted, with the job id, or "not found" (never accepted).
+
+    Both are asked since each misses some: sacct may not list an array just accepted (accounting lags the
+    controller, and lists a held array only once it is eligible), squeue forgets a job MinJobAge after it ended.
+    An array either lists is found; one is "not found" only when both answered (or the cluster keeps no
+    accounting). Returns the entries it settled."""
+    unknown = [a for a in manifest.get("arrays", []) if a.get("state") == "unknown" and a.get("job_name")]
+    if not unknown:
+        return []
+    found, complete = jobs_named([a["job_name"] for a in unknown], min(a["at"] for a in unknown), user)
+    settled = []
+    for entry in unknown:
+        job_id = found.get(entry["job_name"])
+        if job_id and entry.get("executor") == "submitit" and cancel_orphan(job_id):
+            entry.update(state="cancelled", job_id=job_id, reconciled_at=campaigns.now_utc(), reason=ORPHAN)
+            settled.append(entry)
+        elif job_id or complete:
+            campaigns.settle_array(manifest, entry, job_id)
+            number_submitit_tasks(manifest, entry)
+            settled.append(entry)
+    return settled
+
+
+# A submitit array found in Slurm after its submission's outcome was unknown: submitit files each task's work
+# under the job id sbatch answered, so without that answer its tasks wait 60 s for it and fail.
+ORPHAN = "submitit never learnt its job id, so its tasks could not get their work: it was cancelled"
+
+
+def cancel_orphan(job_id: str) -> bool:
+    """scancel a submitit array whose tasks cannot run (ORPHAN); whether scancel did. Where it did not, the array
+    stays recorded as submitted: its tasks fail, and a resubmit runs their cells again."""
+    scancel = shutil.which("scancel")
+    if scancel is None:
+        return False
+    try:
+        proc = subprocess.run([scancel, job_id], check=False, capture_output=True, text=True,
+                              timeout=queue.QUERY_TIMEOUT_S)
+    except (subprocess.TimeoutExpired, OSError):
+        return False
+    return proc.returncode == 0
+
+
+def jobs_named(names: list[str], since: str, user: str | None = None) -> tuple[dict[str, str], bool]:
+    """(job name -> job id of the user's jobs so named, found by squeue or sacct; whether both answered, so that a
+    name not found is no job at all). `since`: the UTC time of the first call that may have submitted one."""
+    who = user or os.environ.get("USER") or getpass.getuser()
+    listed = ",".join(names)
+    # sacct reads -S in the local time zone: from the day before the first unknown call, whatever the zone.
+    day_before = (dt.date.fromisoformat(since[:10]) - dt.timedelta(days=1)).isoformat()
+    found: dict[str, str] = {}
+    complete = True
+    for tool, args in (("squeue", ["-h", "-t", "all", "-u", who, f"--name={listed}", "-o", "%F|%j"]),
+                       ("sacct", ["-X", "-n", "-P", "-u", who, "-S", day_before, f"--name={listed}",
+                                  "-o", "JobID,JobName"])):
+        if tool == "sacct" and shutil.which("sacct") is None:
+            continue  # no accounting here: squeue alone knows the jobs
+        try:
+            proc = queue.query(tool, args)
+        except queue.QueueUnreadable:
+            complete = False
+            continue
+        if proc.returncode != 0:
+            complete = complete and tool == "sacct" and queue.ACCOUNTING_OFF in proc.stderr + proc.stdout
+            continue
+        for line in proc.stdout.splitlines():
+            job, _, name = line.strip().partition("|")
+            job_id = job.split("_")[0]
+            if job_id.isdigit():
+                found.setdefault(name.strip(), job_id)
+    return found, complete

@@ -1,0 +1,125 @@
+"""Waiting for submitted arrays to end: squeue polled with a back-off until none of their jobs is queued, then
+sacct's final state of each task (accounting lags the controller), or each submitit job's result."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from orchestrator.errors import OrchestratorError
+from orchestrator.run.queue import QueueUnreadable, query, sacct_states
+from orchestrator.run.submit import Submission, require_command
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """The one back-off of every polling loop: the first poll at once, the next after `first` seconds, each
+    later wait `factor` times longer, never more than `most` seconds."""
+
+    first: float
+    factor: float
+    most: float
+
+    def delays(self) -> Iterator[float]:
+        delay = self.first
+        while True:
+            yield delay
+            delay = min(delay * self.factor, self.most)
+
+    def rounds(self) -> Iterator[int]:
+        """Round numbers 0, 1, 2, ... for a polling loop, sleeping the back-off's delay before each but the first;
+        the loop breaks (or returns) when its poll says it is done."""
+        for round_number, delay in enumerate(self.delays()):
+            yield round_number
+            time.sleep(delay)
+
+    def polls_within(self, seconds: float) -> int:
+        """How many polls the back-off makes in the first `seconds` of a wait."""
+        polls, elapsed = 1, 0.0
+        for delay in self.delays():
+            if elapsed + delay > seconds:
+                break
+            elapsed += delay
+            polls += 1
+        return polls
+
+
+# Waiting polls squeue after 1 s, then 1.5x longer each time, never more than 30 s apart: quick for short
+# campaigns, and about two polls a minute for long ones, so the controller is not hammered.
+POLL_FIRST_S, POLL_BACKOFF, POLL_MAX_S = 1.0, 1.5, 30.0
+SQUEUE_POLLS = Backoff(POLL_FIRST_S, POLL_BACKOFF, POLL_MAX_S)
+# sacct, once squeue has let go of the jobs: quicker at first, since accounting lags the controller by seconds.
+SACCT_POLLS = Backoff(0.5, 2.0, 5.0)
+
+
+def polls_within(seconds: float) -> int:
+    """How many polls waiting for Slurm makes in the first `seconds` of a wait."""
+    return SQUEUE_POLLS.polls_within(seconds)
+
+
+def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None,
+                   report: Callable[[str], None] = print) -> None:
+    """Poll squeue once per round for all jobs of the campaign, backing off, until none is queued or running.
+
+    Then ask sacct (when accounting is there) for the final state of every array task, and mark failures.
+    """
+    job_ids = [job_id for s in submissions for job_id in s.job_ids]
+    wait_for_squeue(job_ids, timeout_s)
+    states = final_sacct_states(job_ids)
+    for sub in submissions:
+        for index, task_id in enumerate(sub.task_ids):
+            state = states.get(task_id)
+            if state is not None and state != "COMPLETED":
+                sub.failed[index] = state
+    if not states:
+        report("sacct gave no states (accounting may be off); check the results folder for each task's rows")
+
+
+def wait_for_squeue(job_ids: list[str], timeout_s: float | None = None) -> None:
+    """Return once squeue lists none of the jobs; raise after 5 failed squeue calls in a row (a non-zero exit or
+    no answer in time), or after timeout_s."""
+    require_command("squeue")
+    ids = ",".join(job_ids)
+    start, errors = time.monotonic(), 0
+    for _ in SQUEUE_POLLS.rounds():
+        try:
+            proc = query("squeue", ["-h", "-j", ids, "-o", "%i %T"])
+            said = proc.stderr.strip() if proc.returncode != 0 else None
+        except QueueUnreadable as exc:
+            proc, said = None, exc.reason
+        if said is None and not proc.stdout.strip():
+            return
+        if said is not None:
+            # Slurm forgets finished jobs after MinJobAge; squeue then calls their ids invalid: they are done.
+            if "Invalid job id" in said:
+                return
+            errors += 1
+            if errors >= 5:
+                raise OrchestratorError(f"squeue failed {errors} times in a row: {said}")
+        else:
+            errors = 0
+        if timeout_s is not None and time.monotonic() - start > timeout_s:
+            raise OrchestratorError(f"jobs {ids} still queued or running after {timeout_s:.0f} s")
+
+
+# States sacct may still show for a task that squeue no longer lists: accounting lags the controller.
+UNSETTLED = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "REQUEUED"}
+
+
+def final_sacct_states(job_ids: list[str], settle_s: float = 60.0) -> dict[str, str]:
+    """sacct's states once none of them is still pending or running (or after settle_s, as they then are)."""
+    deadline = time.monotonic() + settle_s
+    for _ in SACCT_POLLS.rounds():
+        states = sacct_states(job_ids)
+        if not UNSETTLED & set(states.values()) or time.monotonic() > deadline:
+            break
+    return states
+
+
+def wait_for_submitit(sub: Submission, jobs) -> None:
+    for index, job in enumerate(jobs):
+        try:
+            job.result()
+        except Exception as exc:  # noqa: BLE001 - submitit raises FailedJobError and friends, with the task's stderr
+            sub.failed[index] = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
