@@ -15,17 +15,24 @@ from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
 
 # Values that go into #SBATCH lines, which sbatch reads itself: only a plain character set is accepted.
-SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,:@+-]+$")
-TIME_LIMIT = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
+# \Z, not $: $ also matches before a final line break, and a value with one would end its #SBATCH line early.
+SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,:@+-]+\Z")
+TIME_LIMIT = re.compile(r"^(\d{1,5}-)?\d{1,3}(:\d{2}){0,2}\Z")
+# The profile's name goes into a "# ..." comment line of every rendered script: one line of printable characters.
+PROFILE_NAME_LENGTH = 100
+# Slurm keeps a task's CPU count in 16 bits (65534 is the largest it takes); GPUs are held to the same bound.
+MAX_PER_TASK = 65534
+# Slurm's MaxArraySize may not exceed 4000001, so no array holds more tasks than that.
+MAX_ARRAY_SIZE = 4000001
 JAX_RECIPES = ("cpu", "cuda12", "cuda13")
 # Signals a backend turns into a failure row that says how far it got (bench_contract.run.stop_signals.STOP_SIGNALS).
 WARNING_SIGNALS = ("TERM", "USR1", "none")
 SITE_KEYS = ("python", "setup_lines")  # the keys of an [envs.<framework>] table
 # A system's name: it becomes part of script names, job names and specs file names.
-SYSTEM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+SYSTEM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*\Z")
 # The keys a [systems.<name>] table may set; each but constraint and expect replaces the profile's own value.
 SYSTEM_KEYS = ("partition", "constraint", "gpu_type", "gpus_per_task", "cpus_per_task", "mem", "time_limit", "expect")
-XLA_FLAGS = re.compile(r"^--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?)*$")
+XLA_FLAGS = re.compile(r"^--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?)*\Z")
 
 
 @dataclass(frozen=True)
@@ -119,22 +126,31 @@ class ClusterProfile:
     default_system: str | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not 0 < len(self.name) <= PROFILE_NAME_LENGTH \
+                or not self.name.isprintable():
+            raise UsageError(f"profile key 'name': {self.name!r} is not a profile name, which is one line of 1 to "
+                             f"{PROFILE_NAME_LENGTH} printable characters without line breaks or control characters "
+                             "(without a name key, a profile is named after its file)")
         for key in ("partition", "account"):
             value = getattr(self, key)
             if value is not None and not SLURM_NAME.match(value):
                 raise UsageError(f"profile key {key!r}: {value!r} may only hold letters, digits and _.,:@+-")
         if not TIME_LIMIT.match(self.time_limit):
             raise UsageError(f"profile key 'time_limit': {self.time_limit!r} is not a Slurm time such as 00:30:00 or 1-00:00:00")
-        if self.mem is not None and not re.match(r"^\d+[KMGT]?$", self.mem):
+        if self.mem is not None and not re.match(r"^\d{1,15}[KMGT]?\Z", self.mem):
             raise UsageError(f"profile key 'mem': {self.mem!r} is not a Slurm memory size such as 16G")
         for key in ("gpus_per_task", "cpus_per_task"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise UsageError(f"profile key {key!r} must be a non-negative integer, got {value!r}")
+            if value > MAX_PER_TASK:
+                raise UsageError(f"profile key {key!r}: {value} is more than the {MAX_PER_TASK} per task that Slurm "
+                                 "can count")
         if self.max_array_size is not None and (
                 not isinstance(self.max_array_size, int) or isinstance(self.max_array_size, bool)
-                or self.max_array_size < 1):
-            raise UsageError(f"profile key 'max_array_size' must be a positive integer, got {self.max_array_size!r}")
+                or not 1 <= self.max_array_size <= MAX_ARRAY_SIZE):
+            raise UsageError(f"profile key 'max_array_size' must be a whole number from 1 to {MAX_ARRAY_SIZE} (Slurm's "
+                             f"largest MaxArraySize), got {self.max_array_size!r}")
         if self.cpus_per_task < 1:
             raise UsageError("profile key 'cpus_per_task' must be at least 1")
         if self.jax_recipe not in JAX_RECIPES:
@@ -154,7 +170,7 @@ class ClusterProfile:
         if not isinstance(self.requeue, bool):
             raise UsageError(f"profile key 'requeue' must be true or false, got {self.requeue!r}")
         for option in self.extra_sbatch:
-            if not re.match(r"^--[a-z][a-z-]*(=[A-Za-z0-9_.,:@+%=/-]+)?$", option):
+            if not re.match(r"^--[a-z][a-z-]*(=[A-Za-z0-9_.,:@+%=/-]+)?\Z", option):
                 raise UsageError(
                     f"profile key 'extra_sbatch': {option!r} is not a plain sbatch option such as --qos=normal"
                 )
@@ -173,7 +189,7 @@ class ClusterProfile:
                 raise UsageError(f"profile table 'data_mirrors': {name!r} is not a data set `data fetch` knows "
                                  f"({', '.join(SOURCES)})")
             for url in urls:
-                if not re.match(r"^(https?|file)://\S+$", url):
+                if not re.match(r"^(https?|file)://\S+\Z", url):
                     raise UsageError(f"profile table 'data_mirrors', {name}: {url!r} is not an http(s):// or file:// "
                                      "base URL")
         if self.gpu_type is not None and not SLURM_NAME.match(self.gpu_type):
