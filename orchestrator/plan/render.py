@@ -119,7 +119,7 @@ def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_
     pairs = [
         ("job-name", job_name),
         ("array", f"0-{n_tasks - 1}"),
-        ("output", str(log_dir / f"{job_name}_%A_%a.out")),
+        ("output", slurm_filename(log_dir, f"{job_name}_%A_%a.out")),
         ("partition", profile.partition),
         ("account", profile.account),
         ("time", profile.time_limit),
@@ -139,6 +139,13 @@ def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_
     return directives + list(profile.extra_sbatch)
 
 
+def slurm_filename(folder: Path, pattern: str) -> str:
+    """A log path for --output: `folder` as it is, then the file name `pattern` with Slurm's replacement symbols
+    (%A, %a, %j). Slurm expands every % of the whole path, so a % of the folder (--results-dir 100%) is written %%,
+    which Slurm's filename patterns read as one literal %."""
+    return f"{str(folder).replace('%', '%%')}/{pattern}"
+
+
 def sbatch_value(key: str, value: str) -> str:
     """A value as sbatch reads it in an #SBATCH line: no shell runs there, but a line break or quote would
     cut the directive short, so those are refused and a value with spaces is put in double quotes."""
@@ -148,6 +155,11 @@ def sbatch_value(key: str, value: str) -> str:
             "choose a folder name without them"
         )
     return f'"{value}"' if " " in value else value
+
+
+def comment(value: object) -> str:
+    """Text for a "# ..." comment line: line breaks and other control characters written as escapes (\\n)."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(value))
 
 
 def _environment():
@@ -163,7 +175,7 @@ def _environment():
     )
     env.filters["q"] = lambda value: shlex.quote(str(value))
     # Text inside a "# ..." comment must stay on its line, whatever the user typed.
-    env.filters["comment"] = lambda value: str(value).replace("\r", "\\r").replace("\n", "\\n")
+    env.filters["comment"] = comment
     return env
 
 
@@ -265,7 +277,7 @@ def render_collect(profile: ClusterProfile, *, campaign: str, campaign_dir: Path
     dependency on the arrays is given to sbatch when they have ids."""
     name = collect_script_name(campaign)
     qos = [option for option in profile.extra_sbatch if option.startswith(("--qos=", "--account="))]
-    pairs = [("job-name", f"collect:{campaign}"), ("output", str(campaign_dir / "logs" / "collect_%j.out")),
+    pairs = [("job-name", f"collect:{campaign}"), ("output", slurm_filename(campaign_dir / "logs", "collect_%j.out")),
              ("partition", profile.partition), ("account", profile.account), ("time", COLLECT_TIME_LIMIT),
              ("ntasks", "1"), ("cpus-per-task", "1")]
     directives = [f"--{key}={sbatch_value(key, value)}" for key, value in pairs if value is not None] + qos

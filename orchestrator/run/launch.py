@@ -301,6 +301,9 @@ def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable
     if req.collect_after and req.executor not in catalog.SLURM_EXECUTORS:
         raise UsageError(f"--collect-after chains a Slurm job after the arrays; the {req.executor} executor runs the "
                          "cells here, so run `python main.py collect` when it returns")
+    if req.executor == "submitit" and "%" in str(req.results_dir.resolve()):
+        raise UsageError(f"--results-dir {str(req.results_dir)!r} holds a %, which Slurm would expand in the log paths "
+                         "submitit gives it; choose a folder without %, or use --executor slurm, which escapes it")
     if req.settings.world_size > 1 and req.executor != "slurm":
         raise UsageError(
             f"{req.settings.world_size} processes per cell are started by srun inside an sbatch allocation; "
