@@ -20,6 +20,20 @@ from orchestrator.plan import catalog
 from orchestrator.plan.settings import RunSettings
 
 
+# Array tasks one campaign may plan (cells x trials, on every system): twice the 10,000 cells `make bench` plans in
+# well under a second, so that planning stays small; a larger study is several campaigns.
+MAX_TASKS = 20_000
+
+
+def check_campaign_size(cells: int, trials: int) -> None:
+    """Refuse a plan of more than MAX_TASKS array tasks before any of it is written: its specs, scripts and
+    manifest grow with every task (--trials 100000000 once grew a dry run to 7.4 GB)."""
+    if cells * trials > MAX_TASKS:
+        raise UsageError(f"the campaign would plan {cells} cells x {trials} trials = {cells * trials} array tasks, more "
+                         f"than the {MAX_TASKS} one campaign may hold; ask for fewer batch sizes, models, precisions, "
+                         "systems or trials, or split the study into several campaigns")
+
+
 def check_sampling(case: catalog.UseCase, settings: RunSettings) -> None:
     """Poisson sampling means something for DP-SGD only (settings built without privacy_settings)."""
     if settings.sampling not in SAMPLINGS:

@@ -4,12 +4,55 @@ line's values turned into them: comma-separated lists, batch and memory sizes, t
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
 from bench_contract.spec import PER_SAMPLE_USE_CASES, SAMPLINGS, TORCH_COMPILE_MODES, JobSpec
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
+
+
+# Bounds of the numbers a request may hold, so that each fits where it goes: the result columns (epochs, batch_size,
+# trial and device_count are 32-bit integers), the seeds numpy and JAX take, and a plan that stays small.
+INT32_MAX = 2**31 - 1
+SEED_MAX = 2**32 - 1  # numpy's generators take no negative seed, and JAX's keys 32 bits
+MAX_TRIALS = 1000
+MAX_MIN_DURATION_S = 86400.0  # a day of timed steps: no Slurm job of one cell needs more
+# Each whole-number option and its bound (from 0 or 1, as its own check below says, to INT32_MAX unless given).
+INTEGER_OPTIONS = {"epochs": "--epochs", "warmup_steps": "--warmup-steps",
+                   "synthetic_samples": "--synthetic-samples", "lr_warmup_steps": "--lr-warmup-steps",
+                   "lr_decay_steps": "--lr-decay-steps", "loop_batch_size": "--loop-batch-size", "nodes": "--nodes",
+                   "tasks_per_node": "--tasks-per-node", "timed_steps": "--min-iterations", "trials": "--trials",
+                   "batch_search_limit": "--max-batch-limit", "trace_steps": "--trace-steps"}
+INTEGER_BOUNDS = {"trials": (MAX_TRIALS, "so that a plan stays small")}
+FLOAT_OPTIONS = {"learning_rate": "--learning-rate", "momentum": "--momentum", "weight_decay": "--weight-decay",
+                 "clip_norm": "--clip-norm", "noise_multiplier": "--noise-multiplier", "delta": "--delta",
+                 "target_epsilon": "--target-epsilon", "min_duration_s": "--min-duration"}
+
+
+def check_bounds(settings: RunSettings) -> None:
+    """Every number finite and within what its column, its library or the plan can hold: one sentence each."""
+    for name, option in FLOAT_OPTIONS.items():
+        value = getattr(settings, name)
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{option} must be a finite number, got {value}")
+    if settings.min_duration_s > MAX_MIN_DURATION_S:
+        raise UsageError(f"--min-duration must be at most {MAX_MIN_DURATION_S:.0f} seconds (a day of timed steps), "
+                         f"got {settings.min_duration_s}")
+    for name, option in INTEGER_OPTIONS.items():
+        value = getattr(settings, name)
+        bound, why = INTEGER_BOUNDS.get(name, (INT32_MAX, "a 32-bit integer, as the results hold it"))
+        if value > bound:
+            raise UsageError(f"{option} must be at most {bound} ({why}), got {value}")
+    if not 0 <= settings.seed <= SEED_MAX:
+        raise UsageError(f"--seed must be a whole number from 0 to {SEED_MAX} (the seeds numpy's generators and JAX "
+                         f"take), got {settings.seed}")
+    if settings.world_size > INT32_MAX:
+        raise UsageError(f"--nodes x --tasks-per-node must be at most {INT32_MAX} processes (a 32-bit integer, as the "
+                         f"results hold it), got {settings.world_size}")
+    if settings.memory_limit_bytes > 2**63 - 1:
+        raise UsageError(f"--memory-limit must be below 8E bytes (a 64-bit integer), got {settings.memory_limit_bytes}")
 
 
 @dataclass(frozen=True)
@@ -70,6 +113,7 @@ class RunSettings:
         return self.nodes * self.tasks_per_node
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         if self.epochs < 1:
             raise UsageError(f"--epochs must be at least 1, got {self.epochs}")
         if not self.learning_rate > 0:
@@ -150,8 +194,9 @@ def parse_batch_sizes(values: list[str] | None) -> list[int]:
             size = int(item)
         except ValueError:
             raise UsageError(f"batch size {item!r} is not a whole number; give positive integers such as 32,64") from None
-        if size < 1:
-            raise UsageError(f"batch size {size} must be a positive integer")
+        if not 1 <= size <= INT32_MAX:
+            raise UsageError(f"batch size {size} must be a positive integer of at most {INT32_MAX} (a 32-bit integer, "
+                             "as the results hold it)")
         sizes.append(size)
     return sizes
 
@@ -166,6 +211,8 @@ def parse_memory_size(text: str) -> int:
         size = float(value) * MEMORY_UNITS[unit]
     except (KeyError, ValueError):
         raise UsageError(f"memory size {text!r} is not a number with a K, M, G or T suffix, such as 6G") from None
+    if not math.isfinite(size) or size >= 2**63:
+        raise UsageError(f"memory size {text!r} is not a finite size below 8E (a 64-bit count of bytes)")
     if size < 2**20:
         raise UsageError(f"memory size {text!r} is below 1M: no framework starts in that")
     return int(size)

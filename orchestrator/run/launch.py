@@ -188,6 +188,7 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
                           req.precisions, req.settings, req.torch_modes, req.dp_engines)
     cells = on_systems(cells, req.profile.system_names(list(req.systems)))
+    rules.check_campaign_size(len(cells), req.settings.trials)
     check_request(req, cells, report)
     with ExitStack() as held:
         if not req.dry_run:
