@@ -56,6 +56,54 @@ def tree(folder) -> dict[str, str]:
     return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def test_a_full_disk_while_planning_leaves_nothing_of_the_new_campaign(tmp_path):
+    """Before: specs and scripts of the new campaign without its manifest, the scripts folder's latest copies
+    replaced by the new campaign's, and a traceback."""
+    results, scripts = tmp_path / "results", tmp_path / "scripts"
+    plan = ["--benchmark", "digits", "--use-case", "1", "--dry-run", "--results-dir", str(results),
+            "--scripts-dir", str(scripts)]
+    assert run_cli(*plan, "--epochs", "1").returncode == 0
+    before = tree(results), tree(scripts)
+    # The manifest is written last: by then the old code had written every spec and script.
+    proc = run_with_full_disk("manifest.json", *plan, "--epochs", "2")
+    sentence = one_sentence(proc)
+    assert "no space left on device" in sentence and "was kept" in sentence, sentence
+    assert (tree(results), tree(scripts)) == before  # the first campaign and its latest scripts, as they were
+    assert len(list(results.iterdir())) == 1
+
+
+def test_a_full_disk_before_anything_of_the_plan_leaves_no_folder(tmp_path):
+    results, scripts = tmp_path / "results", tmp_path / "scripts"
+    proc = run_with_full_disk("jax.jsonl", "--benchmark", "digits", "--use-case", "1", "--dry-run",
+                              "--results-dir", str(results), "--scripts-dir", str(scripts))
+    assert "no space left on device" in one_sentence(proc)
+    assert not results.exists() and not scripts.exists()
+
+
+def test_publish_all_puts_every_file_in_place_or_none(tmp_path, monkeypatch):
+    from bench_contract import atomic
+
+    (tmp_path / "old.txt").write_text("old")
+    files = [(tmp_path / "old.txt", "new", None), (tmp_path / "a" / "b" / "c.sh", "echo", 0o755),
+             (tmp_path / "a" / "last.json", "{}", None)]
+    write_text = atomic.Path.write_text
+
+    def full_at_last(self, *args, **kwargs):
+        if "last.json" in self.name:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(atomic.Path, "write_text", full_at_last)
+    with pytest.raises(OSError) as raised:
+        atomic.publish_all(files, folders=[tmp_path / "logs"])
+    assert raised.value.filename == str(tmp_path / "a" / "last.json")  # the file's name, not its temporary one
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.txt"] and (tmp_path / "old.txt").read_text() == "old"
+    monkeypatch.undo()
+    atomic.publish_all(files, folders=[tmp_path / "logs"])
+    assert (tmp_path / "old.txt").read_text() == "new" and (tmp_path / "logs").is_dir()
+    assert os.access(tmp_path / "a" / "b" / "c.sh", os.X_OK) and (tmp_path / "a" / "last.json").read_text() == "{}"
+
+
 def test_a_full_disk_that_a_command_does_not_word_is_still_one_sentence(capsys):
     import typer
 
