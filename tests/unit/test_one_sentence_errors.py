@@ -104,6 +104,19 @@ def test_publish_all_puts_every_file_in_place_or_none(tmp_path, monkeypatch):
     assert os.access(tmp_path / "a" / "b" / "c.sh", os.X_OK) and (tmp_path / "a" / "last.json").read_text() == "{}"
 
 
+def test_a_lock_that_could_not_be_written_is_not_left_behind(tmp_path, monkeypatch):
+    """Before: an empty lock file, which names no holder and is never taken over."""
+    from orchestrator import lock
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(lock.os, "fsync", full)
+    with pytest.raises(OSError), lock.exclusive(tmp_path / ".launch.lock", "a test"):
+        pass
+    assert not (tmp_path / ".launch.lock").exists()
+
+
 def test_a_full_disk_that_a_command_does_not_word_is_still_one_sentence(capsys):
     import typer
 
