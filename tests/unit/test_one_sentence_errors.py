@@ -104,6 +104,27 @@ def test_publish_all_puts_every_file_in_place_or_none(tmp_path, monkeypatch):
     assert os.access(tmp_path / "a" / "b" / "c.sh", os.X_OK) and (tmp_path / "a" / "last.json").read_text() == "{}"
 
 
+def test_a_full_disk_during_collect_keeps_the_previous_merged_dataset(tmp_path):
+    """Before: the previous generation stayed, but with a traceback (from pyarrow's writer) and exit 1."""
+    import pandas as pd
+
+    merged_results(tmp_path)
+    merged = tmp_path / "merged.parquet"
+    generation = os.readlink(merged)
+    rows = len(pd.read_parquet(merged))
+    hidden = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+    task_file(tmp_path, "jax", 128, 4000.0)  # a new result, so that collect writes a new part
+    proc = run_with_full_disk("parquet", "collect", "--results-dir", str(tmp_path))
+    sentence = one_sentence(proc)
+    assert "no space left on device" in sentence and "as the last collect left it" in sentence, sentence
+    assert os.readlink(merged) == generation and len(pd.read_parquet(merged)) == rows
+    # The unpublished generation is gone at once (before, only the next collect removed it).
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == hidden
+    proc = run_cli("collect", "--results-dir", str(tmp_path))  # with room again, the new result is merged
+    assert proc.returncode == 0, proc.stderr
+    assert len(pd.read_parquet(merged)) > rows
+
+
 def test_a_lock_that_could_not_be_written_is_not_left_behind(tmp_path, monkeypatch):
     """Before: an empty lock file, which names no holder and is never taken over."""
     from orchestrator import lock
