@@ -148,3 +148,16 @@ def test_a_full_disk_that_a_command_does_not_word_is_still_one_sentence(capsys):
     assert raised.value.exit_code == 1
     assert capsys.readouterr().err == ("error: no space left on device (/results/report/report.md); free some space "
                                        "and run the command again\n")
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p.write_bytes(b'name = "caf\xe9"\n'), "is not UTF-8 text (byte 0xe9 at offset 11)"),
+    (lambda p: p.mkdir(), "is a folder"),
+])
+def test_a_profile_that_is_not_utf8_or_is_a_folder_is_one_sentence(tmp_path, make, words):
+    profile = tmp_path / "site.toml"
+    make(profile)
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--dry-run", "--profile", str(profile),
+                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
+    assert words in one_sentence(proc, code=2)
+    assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
