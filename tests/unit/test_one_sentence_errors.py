@@ -161,3 +161,21 @@ def test_a_profile_that_is_not_utf8_or_is_a_folder_is_one_sentence(tmp_path, mak
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
     assert words in one_sentence(proc, code=2)
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("option, under, words", [
+    ("--results-dir", "", "is a file, not a folder"),
+    ("--scripts-dir", "", "is a file, not a folder"),  # before: refused after the campaign's files were written
+    ("--results-dir", "sub", "cannot be made"),
+    ("--scripts-dir", "sub", "cannot be made"),
+])
+def test_a_results_or_scripts_folder_that_is_a_file_is_refused_before_anything_is_written(tmp_path, option, under,
+                                                                                           words):
+    (tmp_path / "a-file").write_text("not a folder")
+    folders = {"--results-dir": tmp_path / "r", "--scripts-dir": tmp_path / "s"}
+    folders[option] = tmp_path / "a-file" / under if under else tmp_path / "a-file"
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--dry-run",
+                   *(arg for name, path in folders.items() for arg in (name, str(path))))
+    sentence = one_sentence(proc, code=2)
+    assert option in sentence and words in sentence, sentence
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
