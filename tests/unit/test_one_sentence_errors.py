@@ -179,3 +179,26 @@ def test_a_results_or_scripts_folder_that_is_a_file_is_refused_before_anything_i
     sentence = one_sentence(proc, code=2)
     assert option in sentence and words in sentence, sentence
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+@pytest.mark.parametrize("interval", ["nan", "inf", "-inf", "-1", "0", "1e9", "1e-300"])
+def test_watch_refuses_an_interval_out_of_bounds_in_one_sentence(tmp_path, interval):
+    """A campaign with a cell still pending. Before: nan and inf reached time.sleep after the first poll (a
+    ValueError, an OverflowError), 1e9 slept for 31 years and 1e-300 polled without pause; 0 and -1 were
+    refused with exit 1."""
+    from test_status import campaign, fake_slurm
+
+    campaign(tmp_path, with_results={("jax", 0), ("jax", 1), ("jax", 2), ("torch", 0), ("torch", 1)})
+    env, _ = fake_slurm(tmp_path, sacct_lines=["71_2|PENDING"], squeue_lines=["71_2 PENDING"])
+    proc = run_cli("watch", f"--interval={interval}", "--results-dir", str(tmp_path / "results"), env=env,
+                   timeout=30)
+    assert "--interval takes seconds from 0.01 to 60" in one_sentence(proc, code=2)
+    assert proc.stdout == ""  # refused before the first poll
+
+
+def test_watch_itself_refuses_nan():
+    from orchestrator.errors import UsageError
+    from orchestrator.run.status import watch_campaign
+
+    with pytest.raises(UsageError, match="--interval"):
+        watch_campaign(REPO_ROOT / "results", None, float("nan"))
