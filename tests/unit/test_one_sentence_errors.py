@@ -202,3 +202,20 @@ def test_watch_itself_refuses_nan():
 
     with pytest.raises(UsageError, match="--interval"):
         watch_campaign(REPO_ROOT / "results", None, float("nan"))
+
+
+def test_wandb_online_without_an_api_key_is_one_sentence_that_says_what_to_do(tmp_path):
+    pytest.importorskip("wandb")
+    merged_results(tmp_path)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
+    # A home and W&B settings of its own: no ~/.netrc or settings file gives a key, nothing says offline.
+    env.update(HOME=str(tmp_path / "home"), WANDB_CONFIG_DIR=str(tmp_path / "wandb-config"),
+               WANDB_DISABLE_GIT="true")
+    proc = run_cli("report", "--results-dir", str(tmp_path), "--wandb-project", "jaxtorch-test", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, proc.stderr
+    for words in ("no W&B API key", "WANDB_API_KEY", "`wandb login`", "WANDB_MODE=offline", "the report is written"):
+        assert words in errors[0], errors[0]
+    assert (tmp_path / "report" / "report.html").is_file()
