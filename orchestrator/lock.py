@@ -62,10 +62,14 @@ def try_create(path: Path, doing: str) -> dict | None:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return None
-    with os.fdopen(fd, "w") as f:
-        json.dump(holder, f)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(holder, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:  # a full disk: an empty lock would name no holder, and stop everyone after
+        path.unlink(missing_ok=True)
+        raise
     return holder
 
 

@@ -81,13 +81,14 @@ def watch(
     campaign: CampaignArg = None,
     campaign_option: CampaignOption = None,
     results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
-    interval: Annotated[float, typer.Option(help="Seconds between the first polls; it backs off to a minute.")] = 5.0,
+    interval: Annotated[float, typer.Option(help="Seconds between the first polls, 0.01 to 60; it backs off to a minute.")] = 5.0,
 ) -> None:
     """Show live progress until every cell of the campaign has ended, each running cell's from its heartbeat;
     exit 1 if any ended without a result, 3 if the queue stayed unreadable for 10 minutes."""
-    from orchestrator.run.status import watch_campaign
+    from orchestrator.run.status import check_interval, watch_campaign
 
     with domain_errors():
+        check_interval(interval)  # before the campaign is looked for: the option is wrong whatever the campaign
         code = watch_campaign(results_dir, chosen_campaign(results_dir, campaign, campaign_option), interval,
                               report=typer.echo, warn=warn)
     raise typer.Exit(code=code)

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, is_disk_full, oserror_reason
 
 
 class PanelledHelp(TyperGroup):
@@ -40,12 +40,18 @@ def completes(names):
 
 @contextmanager
 def domain_errors() -> Iterator[None]:
-    """An OrchestratorError leaves as one sentence on stderr and its exit code, never as a traceback."""
+    """An OrchestratorError leaves as one sentence on stderr and its exit code, never as a traceback; so does a
+    full disk that a command did not say in its own words (where each command that writes says what it kept)."""
     try:
         yield
     except OrchestratorError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=exc.exit_code) from None
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        typer.echo(f"error: {oserror_reason(exc)}; free some space and run the command again", err=True)
+        raise typer.Exit(code=1) from None
 
 
 def warn(line: str) -> None:

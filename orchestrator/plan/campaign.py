@@ -23,9 +23,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_contract.atomic import publish_all
 from bench_contract.spec import JobSpec, write_text_atomic
 from orchestrator import PROJECT_ROOT
-from orchestrator.errors import UsageError
+from orchestrator.errors import OrchestratorError, UsageError, oserror_reason
 from orchestrator.plan.matrix import Cell
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.render import PAIRED, RenderedScript, specs_path
@@ -123,7 +124,11 @@ def write_campaign(
     created_at: str,
     previous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write specs, scripts and the manifest. Everything was validated before: this only writes.
+    """Write specs, scripts and the manifest, all or nothing. Everything was validated before: this only writes.
+
+    Every file is written whole before any is put in place, the manifest last (bench_contract.atomic.publish_all):
+    a disk that fills up mid-way leaves no part of a new campaign, nor of a new latest copy in scripts_dir, and a
+    campaign planned again stays as it was; the error says so in one sentence.
 
     `previous` is the manifest of the same campaign planned before (the same command run again): its job
     ids and history are carried over, so that only the cells without a result are submitted again."""
@@ -141,23 +146,30 @@ def write_campaign(
         "cells": [],
         "submissions": {},
     }
+    files: list[tuple[Path, str, int | None]] = []
     for script in scripts:
         for framework in sorted({c.framework for c in script.cells}):  # a paired script runs two frameworks
-            manifest["cells"] += write_specs(script, framework, campaign, campaign_dir, commit, profile)
-        manifest["scripts"][script.key] = write_script(script, campaign_dir, scripts_dir)
-    (campaign_dir / "logs").mkdir(parents=True, exist_ok=True)
+            manifest["cells"] += write_specs(script, framework, campaign, campaign_dir, commit, profile, files)
+        manifest["scripts"][script.key] = write_script(script, campaign_dir, scripts_dir, files)
     if previous is not None:
         manifest.update({key: previous[key] for key in ("created_at", "submissions", "resubmissions", "arrays")
                          if key in previous})
         manifest["replanned_at"] = now_utc()
-    save_manifest(campaign_dir, manifest)
+    files.append((campaign_dir / MANIFEST, manifest_text(manifest), None))  # last: it makes the campaign whole
+    try:
+        publish_all(files, folders=[campaign_dir / "logs"])
+    except OSError as exc:
+        kept = (f"campaign {campaign} stays as it was planned before" if previous is not None
+                else f"nothing of campaign {campaign} was kept")
+        raise OrchestratorError(f"could not write the campaign: {oserror_reason(exc)}; {kept}, and {scripts_dir} "
+                                "is unchanged") from None
     return manifest
 
 
 def write_specs(script: RenderedScript, framework: str, campaign: str, campaign_dir: Path, commit: str,
-                profile: ClusterProfile) -> list[dict[str, Any]]:
-    """Write the framework's specs file and return the manifest's entries of its cells, in the same order. The
-    cell at `index` of this framework, trial `trial`, is line index * trials + trial (render.spec_line)."""
+                profile: ClusterProfile, files: list[tuple[Path, str, int | None]]) -> list[dict[str, Any]]:
+    """Add the framework's specs file to `files` and return the manifest's entries of its cells, in the same order.
+    The cell at `index` of this framework, trial `trial`, is line index * trials + trial (render.spec_line)."""
     cells, lines = [], []
     for index, cell in enumerate(c for c in script.cells if c.framework == framework):
         for trial in range(script.trials):
@@ -179,17 +191,17 @@ def write_specs(script: RenderedScript, framework: str, campaign: str, campaign_
                 "results": spec.results_path,
             })
     # One file per framework, not one per cell: on a network file system each file costs a round trip.
-    write_text_atomic(specs_path(campaign_dir, framework, script.system), "\n".join(lines) + "\n")
+    files.append((specs_path(campaign_dir, framework, script.system), "\n".join(lines) + "\n", None))
     return cells
 
 
-def write_script(script: RenderedScript, campaign_dir: Path, scripts_dir: Path) -> dict[str, Any]:
-    """Write the script into the campaign and, as the latest copy, into scripts_dir; return its manifest entry."""
+def write_script(script: RenderedScript, campaign_dir: Path, scripts_dir: Path,
+                 files: list[tuple[Path, str, int | None]]) -> dict[str, Any]:
+    """Add the script to `files`, in the campaign and, as the latest copy, in scripts_dir; return its manifest
+    entry."""
     copy = campaign_dir / "scripts" / script.name
     latest = scripts_dir / script.name
-    for path in (copy, latest):
-        write_text_atomic(path, script.text)
-        path.chmod(0o755)
+    files += [(copy, script.text, 0o755), (latest, script.text, 0o755)]
     frameworks = sorted({c.framework for c in script.cells})
     return {
         **({} if script.framework == PAIRED else {"specs": str(specs_path(campaign_dir, script.framework,

@@ -309,16 +309,29 @@ def system_tables(table: object) -> dict[str, System]:
     return systems
 
 
+def parse_toml(path: Path) -> dict:
+    """The profile's TOML as a dict; a file that is missing, a folder, unreadable, not UTF-8 (as TOML must be) or
+    not TOML is refused in one sentence."""
+    try:
+        return tomllib.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"cluster profile {path} does not exist") from None
+    except IsADirectoryError:
+        raise UsageError(f"cluster profile {path} is a folder; give the profile's TOML file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"cluster profile {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                         f"{exc.start}), as TOML must be; save it as UTF-8") from None
+    except OSError as exc:
+        raise UsageError(f"cluster profile {path} cannot be read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"cluster profile {path} is not valid TOML: {exc}") from None
+
+
 def load_profile(path: str | Path | None) -> ClusterProfile:
     if path is None:
         return ClusterProfile()
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"cluster profile {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"cluster profile {path} is not valid TOML: {exc}") from None
+    data = parse_toml(path)
     known = {f.name: f for f in fields(ClusterProfile)}
     unknown = sorted(set(data) - set(known))
     if unknown:

@@ -5,8 +5,10 @@ line's values turned into them: comma-separated lists, batch and memory sizes, t
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 from bench_contract.spec import PER_SAMPLE_USE_CASES, SAMPLINGS, TORCH_COMPILE_MODES, JobSpec
 from orchestrator.errors import UsageError
@@ -170,6 +172,20 @@ def data_source(synthetic: bool, batch_search: bool) -> str:
     """The data a request runs on, "synthetic" or "real". A batch search runs on synthetic data: memory depends on
     the shapes, not on the values."""
     return "synthetic" if synthetic or batch_search else "real"
+
+
+def check_output_folder(path: Path, option: str) -> None:
+    """A folder that planning writes into (--results-dir, --scripts-dir), refused in one sentence before anything
+    is written: a file, a folder under a file, or one that cannot be written. A missing folder is made later."""
+    existing = path
+    while not os.path.lexists(existing) and existing.parent != existing:
+        existing = existing.parent
+    if existing == path and not path.is_dir():
+        raise UsageError(f"{option} {path} is a file, not a folder; give a folder (a missing one is made)")
+    if not existing.is_dir():
+        raise UsageError(f"{option} {path} cannot be made: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path} cannot be written: {existing} is not writable")
 
 
 def parse_list(values: list[str] | None) -> list[str]:

@@ -35,10 +35,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.errors import UsageError
+from orchestrator.errors import OrchestratorError, UsageError, is_disk_full, oserror_reason
 from orchestrator.results import store
 from orchestrator.results.campaign_rows import campaign_id_in, write_campaign_rows
 from orchestrator.results.device_mismatch import device_mismatch_lines
@@ -88,18 +89,24 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
     # Named wrongly: refused before anything is written.
     campaign = campaign and campaign_id_in([results_dir, *others], campaign)
     output = output or results_dir / store.MERGED
-    collected = merge(results_dir, output, others, lambda total: progress_for(total, progress))
+    with written_or_said(f"collect could not update {output}", f"{output} is as the last collect left it"):
+        collected = merge(results_dir, output, others, lambda total: progress_for(total, progress))
     for line in merge_notes(collected):
         warn(line)
     how = "from scratch" if collected.from_scratch else f"{collected.read} new or changed"
     report(f"merged {collected.rows} rows from {collected.files} task files ({how}) into {collected.output}")
     missing = missing_cells(results_dir, log_lines, dict(collected.skipped), others)
-    failures_path = write_failures(failures or results_dir / FAILURES, missing)
+    failures_path = failures or results_dir / FAILURES
+    with written_or_said(f"collect merged into {output}, but could not write {failures_path}",
+                         f"{failures_path} is as the last collect left it"):
+        write_failures(failures_path, missing)
     for line in missing_lines([m for m in missing if campaign in (None, m["campaign"])], failures_path):
         report(line)
     merged = collected.generation or output  # the generation just merged
     if campaign:
-        merged = write_campaign_rows(merged, results_dir, campaign)
+        with written_or_said(f"collect merged into {output}, but could not write the rows of campaign {campaign}",
+                             "its earlier rows file, if any, is unchanged"):
+            merged = write_campaign_rows(merged, results_dir, campaign)
         report(f"campaign {campaign}: its rows are in {merged}")
     for line in summary_lines(summary_frame(merged), curve_frame(merged)):
         report(line)
@@ -107,6 +114,16 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
         warn(line)
     for line in unreadable_lines(collected.skipped, missing):  # last, where it cannot be missed
         report(line)
+
+
+@contextmanager
+def written_or_said(what: str, kept: str) -> Iterator[None]:
+    """An OSError while writing (a full disk, mostly) leaves as one sentence: what failed, why, what stands."""
+    try:
+        yield
+    except OSError as exc:
+        then = "free some space" if is_disk_full(exc) else "correct that"
+        raise OrchestratorError(f"{what}: {oserror_reason(exc)}; {kept}: {then} and run collect again") from None
 
 
 def check_results_dirs(folders: list[Path]) -> None:
@@ -148,12 +165,16 @@ def merge_generation(results_dir: Path, output: Path, others: Sequence[Path] = (
         return Collected(files=len(files), rows=sum(info["rows"] for info in files.values()), output=output,
                          from_scratch=False, generation=current)
     gen = store.new_generation(output, current if not from_scratch else None, index["parts"])
-    # Drop the rows of removed and changed files from the parts that hold them; only those parts are rewritten.
-    store.drop_rows(gen, files, set(removed) | set(changed))
-    skipped = read_new_files(results_dir, gen, to_read, on_disk, files, progress and progress(len(to_read)))
-    losers = keep_newest_runs(gen, files, on_disk, index["superseded"])
-    store.save_merged(gen, index, store.compact(gen, files))
-    store.publish_generation(output, gen)
+    try:
+        # Drop the rows of removed and changed files from the parts that hold them; only those parts are rewritten.
+        store.drop_rows(gen, files, set(removed) | set(changed))
+        skipped = read_new_files(results_dir, gen, to_read, on_disk, files, progress and progress(len(to_read)))
+        losers = keep_newest_runs(gen, files, on_disk, index["superseded"])
+        store.save_merged(gen, index, store.compact(gen, files))
+        store.publish_generation(output, gen)
+    except BaseException:  # a full disk, mostly: the published generation stays, the unpublished one goes
+        store.discard_generation(output, gen)
+        raise
     store.remove_old_generations(output, keep={gen.name, *([current.name] if current is not None else [])})
 
     def paths(pairs):

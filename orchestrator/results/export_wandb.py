@@ -29,7 +29,12 @@ def export(df, frame, project: str, folder: Path) -> Path:
         "device_models": sorted(df["device_model"].unique()),
         "rows": len(df),
     }
-    run = wandb.init(project=project, dir=str(folder), job_type="jax-vs-pytorch", config=config)
+    try:
+        run = wandb.init(project=project, dir=str(folder), job_type="jax-vs-pytorch", config=config)
+    except wandb.errors.Error as exc:  # online without an API key, a key W&B refuses, W&B out of reach
+        raise OrchestratorError(f"the report is written, but its export to W&B project {project} failed: "
+                                f"{init_failure(exc)}; or export offline with WANDB_MODE=offline (`wandb sync` "
+                                "uploads the run later)") from None
     try:
         run.log({
             "comparison": wandb.Table(dataframe=frame.astype({"use_case": int, "batch_size": int})),
@@ -39,3 +44,12 @@ def export(df, frame, project: str, folder: Path) -> Path:
     finally:
         run.finish()
     return run_dir
+
+
+def init_failure(exc: Exception) -> str:
+    """Why wandb.init failed and what to do, in a few words: W&B's own message runs to several sentences."""
+    text = str(exc).strip()
+    if "api key" in text.lower() and ("no " in text.lower() or "not configured" in text.lower()):
+        return "no W&B API key is configured (set WANDB_API_KEY or run `wandb login`)"
+    first = text.splitlines()[0].split(". ")[0].rstrip(".") if text else type(exc).__name__
+    return f"{first} (check the network and the API key)"

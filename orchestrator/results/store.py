@@ -55,12 +55,28 @@ def new_generation(output: Path, current: Path | None, parts: dict[str, int]) ->
     parts (a copy where the file system has no hard links). Parts are never changed in place."""
     gen = fresh_generation_name(output)
     gen.mkdir(parents=True)
-    for part in parts if current is not None else {}:
-        try:
-            os.link(current / part, gen / part)
-        except OSError:
-            shutil.copy2(current / part, gen / part)
+    try:
+        for part in parts if current is not None else {}:
+            try:
+                os.link(current / part, gen / part)
+            except OSError:
+                shutil.copy2(current / part, gen / part)
+    except BaseException:
+        discard_generation(output, gen)
+        raise
     return gen
+
+
+def discard_generation(output: Path, gen: Path) -> None:
+    """Remove an unpublished generation whose building failed (a full disk), freeing its space at once; one that
+    `output` links to is never removed."""
+    if current_generation(output) == gen:
+        return
+    clear_output(gen)
+    try:
+        gen.rmdir()
+    except OSError:
+        pass  # something else was put there: left alone, as remove_old_generations does
 
 
 def publish_generation(output: Path, gen: Path) -> None:

@@ -18,6 +18,7 @@ from orchestrator.plan.profile import ClusterProfile, load_profile
 from orchestrator.plan.render import RenderedScript, collect_script_name, render_collect, render_scripts
 from orchestrator.plan.settings import (
     RunSettings,
+    check_output_folder,
     data_source,
     parse_batch_sizes,
     parse_list,
@@ -287,7 +288,10 @@ def submitted_ids(manifest: dict) -> str:
 
 
 def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None]) -> None:
-    """Everything that can be checked before a campaign is written: the data, the partition, the executor."""
+    """Everything that can be checked before a campaign is written: the folders it goes to, the data, the
+    partition, the executor."""
+    check_output_folder(req.results_dir, "--results-dir")
+    check_output_folder(req.scripts_dir, "--scripts-dir")
     try:
         rules.check_data(req.benchmark, req.settings, req.use_case)
     except UsageError as exc:

@@ -289,9 +289,18 @@ def ended_lines(cell: CellStatus, log_lines: int) -> list[str]:
 
 # Watching polls every `interval` seconds at first, backing off like waiting for Slurm, to a minute apart.
 WATCH_MAX_S = 60.0
+WATCH_MIN_S = 0.01  # --interval's least: a first poll every 10 ms, backing off
 # How long the queue may stay unreadable before watch gives up (StateUnknown): a controller restart or a
 # failover takes minutes, and watch goes on through it; a squeue that never answers is said within this.
 WATCH_UNREADABLE_S = float(os.environ.get("ORCHESTRATOR_WATCH_UNREADABLE_S", "600"))
+
+
+def check_interval(interval: float) -> None:
+    """watch's --interval: from WATCH_MIN_S to WATCH_MAX_S seconds (the back-off's longest wait), so that nan, inf,
+    0, a negative number or a flood of polls never reach the loop."""
+    if not WATCH_MIN_S <= interval <= WATCH_MAX_S:  # false for nan too
+        raise UsageError(f"--interval takes seconds from {WATCH_MIN_S:g} to {WATCH_MAX_S:g} (watch backs off to "
+                         f"a minute between polls), not {interval:g}")
 
 
 def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
@@ -300,8 +309,7 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
     the whole campaign), then warn of each cell that did not complete. Returns the exit code: 1 if any did not.
     Cells whose state is unknown are not ended: watch polls on, and raises StateUnknown (exit 3) only once the
     queue has stayed unreadable for WATCH_UNREADABLE_S."""
-    if interval <= 0:
-        raise OrchestratorError("--interval must be positive")
+    check_interval(interval)
     folder = find_campaign(results_dir, campaign)
     report(f"campaign {folder.name}")
     unreadable_since = None  # when the queue last became unreadable, while it stays so
