@@ -37,8 +37,19 @@ demo: setup
 	$(PY) main.py --benchmark digits --use-case 1 --executor local --results-dir results/demo
 	$(PY) main.py collect --results-dir results/demo
 
-test: setup
-	$(PY) -m pytest
+# Two pytest workers share the two cores (tests/integration mostly waits on Slurm), a file's tests on one worker
+# so that its probes run once; then the tests marked serial, alone. Both halves share one local cluster, taken
+# down at the end if this run brought it up (tests/cluster_run.py). Exit 1 when either half failed.
+# The whole run's time, setup included, is recorded for `make bench` (bench/suite_budget.py: at most 30 minutes).
+PYTEST_WORKERS ?= 2
+test:
+	@start=$$(date +%s); export JAXTORCH_TEST_RUN="make-test-$$$$"; rc=0; \
+	$(MAKE) --no-print-directory setup || exit 1; \
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS) || rc=1; \
+	$(PY) -m pytest -m serial $(PYTEST_ARGS) || rc=1; \
+	$(PY) tests/cluster_run.py down-if-started || rc=1; \
+	$(PY) -m bench.suite_budget record $$start $$rc; \
+	exit $$rc
 
 test-unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit

@@ -1,4 +1,6 @@
 import sys
+import time
+from collections import defaultdict
 from pathlib import Path
 
 # Tests import the project's packages and tests/helpers.py from the repository, installed or not.
@@ -6,3 +8,63 @@ ROOT = Path(__file__).resolve().parents[1]
 for path in (ROOT, ROOT / "tests"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
+
+import cluster_run  # noqa: E402  (after the path above)
+import pytest  # noqa: E402
+
+OWNS_RUN = pytest.StashKey[bool]()
+
+SECONDS_BY_DIRECTORY: dict[str, float] = defaultdict(float)
+TESTS_BY_DIRECTORY: dict[str, set] = defaultdict(set)
+STARTED = time.monotonic()
+
+
+def is_xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config):
+    # The controller (or a lone pytest) names the run before any worker starts, so that all share one cluster.
+    if not is_xdist_worker(config):
+        config.stash[OWNS_RUN] = cluster_run.name_this_run()
+
+
+# The order in which pytest-xdist hands out files: the integration tests first (they mostly wait on Slurm, so their
+# waits overlap the other worker's computing), the many short unit tests last (they even out the workers' ends).
+DIRECTORY_ORDER = ("tests/integration", "tests/backends", "tests/unit")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        directory = "/".join(Path(item.nodeid.split("::")[0]).parts[:2])
+        return DIRECTORY_ORDER.index(directory) if directory in DIRECTORY_ORDER else len(DIRECTORY_ORDER)
+
+    items.sort(key=rank)  # stable: within a directory, the usual order
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if not is_xdist_worker(config) and config.stash.get(OWNS_RUN, False):
+        error = cluster_run.take_down_if_started()
+        if error:
+            sys.stderr.write(error + "\n")
+            session.exitstatus = 1
+
+
+def pytest_runtest_logreport(report):
+    # Setup, call and teardown of every test, in the process that prints the summary (the xdist controller too).
+    directory = "/".join(Path(report.nodeid.split("::")[0]).parts[:2])
+    SECONDS_BY_DIRECTORY[directory] += report.duration
+    TESTS_BY_DIRECTORY[directory].add(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The suite's time per directory (summed over tests; with several workers the sum exceeds the wall time)."""
+    if is_xdist_worker(config) or not SECONDS_BY_DIRECTORY:
+        return
+    terminalreporter.section("time per directory")
+    for directory, seconds in sorted(SECONDS_BY_DIRECTORY.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{directory:<24} {len(TESTS_BY_DIRECTORY[directory]):>5} tests "
+                                    f"{seconds / 60:7.1f} min")
+    terminalreporter.write_line(f"{'wall time':<24} {'':>11} {(time.monotonic() - STARTED) / 60:7.1f} min")
+

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,20 +76,27 @@ class Lock:
 
         return packages_sha256(self.pins())
 
-    def compile_command(self, uv: str) -> list[str]:
+    def compile_command(self, uv: str, output: Path) -> list[str]:
         extras = ["--extra", "test"] if self.requirements.name == "pyproject.toml" else []
-        return [uv, "pip", "compile", *COMPILE_OPTIONS, *extras, str(self.requirements)]
+        return [uv, "pip", "compile", *COMPILE_OPTIONS, *extras, "--output-file", str(output), str(self.requirements)]
 
     def write(self, uv: str) -> None:
-        """Resolve the requirements with uv and write the lock, its fingerprint first."""
-        proc = subprocess.run(self.compile_command(uv), capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise OrchestratorError(f"uv could not resolve {self.requirements} (exit {proc.returncode}):\n"
-                                    + proc.stderr.strip())
+        """Resolve the requirements with uv and write the lock, its fingerprint first. uv keeps the versions the
+        current lock pins wherever the requirements still allow them (it reads its output file as preferences),
+        so a changed pin changes what it needs to, not every package that had a release since."""
+        with tempfile.TemporaryDirectory() as tmp:
+            output = Path(tmp) / self.lock.name
+            if self.lock.is_file():
+                shutil.copyfile(self.lock, output)
+            proc = subprocess.run(self.compile_command(uv, output), capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise OrchestratorError(f"uv could not resolve {self.requirements} (exit {proc.returncode}):\n"
+                                        + proc.stderr.strip())
+            pins = "".join(line for line in output.read_text().splitlines(keepends=True) if not line.startswith("#"))
         header = (f"{FINGERPRINT_PREFIX}{self.fingerprint()}\n"
                   f"# Every package of the environment, pinned with its hashes: generated from "
                   f"{self.requirements.name} by `{REGENERATE}`; do not edit.\n")
-        self.lock.write_text(header + proc.stdout)
+        self.lock.write_text(header + pins)
 
 
 ORCHESTRATOR = Lock(PROJECT_ROOT / "pyproject.toml", PROJECT_ROOT / "requirements-orchestrator.lock")

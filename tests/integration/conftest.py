@@ -7,7 +7,7 @@
 - Where the cluster cannot run (not root, no apt-get), the script exits 3 and the tests are skipped with
   the script's own sentence as the reason.
 - A cluster that was already up before the session (a developer's) is used and left running; one that this
-  fixture brought up is taken down at the end, so that no daemon outlives a CI run.
+  test run brought up is taken down at its end (tests/cluster_run.py), so that no daemon outlives a CI run.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import cluster_run
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -93,37 +94,30 @@ def _last_line(text: str) -> str:
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmCluster]:
-    """Bring up (or reuse) the local two-node Slurm cluster and point SLURM_CONF at it for the session."""
-    was_up = _run_script("status", STATUS_TIMEOUT_S).returncode == 0
+    """Bring up (or reuse) the local two-node Slurm cluster and point SLURM_CONF at it for the session.
 
-    up = _run_script("up", UP_TIMEOUT_S)
-    if up.returncode == EXIT_CANNOT_RUN_HERE:
-        pytest.skip(f"local Slurm cluster cannot run here: {_last_line(up.stderr)}")
-    if up.returncode != 0:
-        pytest.fail(
-            f"scripts/local_slurm.sh up failed with exit code {up.returncode}:\n{up.stderr}",
-            pytrace=False,
-        )
-    started_by_fixture = not was_up
-
+    Under pytest-xdist every worker asks for it: `status` and `up` run under one lock, the first worker's `up`
+    starts the daemons and records that this test run started them, and the run's last step (cluster_run.py's
+    `take_down_if_started`, called by the controller) takes them down after every worker has finished."""
+    with cluster_run.exclusive():
+        was_up = _run_script("status", STATUS_TIMEOUT_S).returncode == 0
+        up = _run_script("up", UP_TIMEOUT_S)
+        if up.returncode == EXIT_CANNOT_RUN_HERE:
+            pytest.skip(f"local Slurm cluster cannot run here: {_last_line(up.stderr)}")
+        if up.returncode != 0:
+            pytest.fail(
+                f"scripts/local_slurm.sh up failed with exit code {up.returncode}:\n{up.stderr}",
+                pytrace=False,
+            )
+        if not was_up:
+            cluster_run.record_started()
+    slurm_conf = _parse_slurm_conf(up.stdout)
+    old_slurm_conf = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(slurm_conf)
     try:
-        slurm_conf = _parse_slurm_conf(up.stdout)
-        old_slurm_conf = os.environ.get("SLURM_CONF")
-        os.environ["SLURM_CONF"] = str(slurm_conf)
-        try:
-            yield SlurmCluster(slurm_conf=slurm_conf, env=dict(os.environ), started_by_fixture=started_by_fixture)
-        finally:
-            if old_slurm_conf is None:
-                os.environ.pop("SLURM_CONF", None)
-            else:
-                os.environ["SLURM_CONF"] = old_slurm_conf
+        yield SlurmCluster(slurm_conf=slurm_conf, env=dict(os.environ), started_by_fixture=cluster_run.started())
     finally:
-        # Only take down what this fixture brought up: a developer's running cluster stays, CI's goes.
-        if started_by_fixture:
-            down = _run_script("down", DOWN_TIMEOUT_S)
-            if down.returncode != 0:
-                pytest.fail(
-                    f"scripts/local_slurm.sh down failed with exit code {down.returncode}; daemons may still run:\n"
-                    f"{down.stderr}",
-                    pytrace=False,
-                )
+        if old_slurm_conf is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old_slurm_conf
