@@ -3,6 +3,7 @@ use case 1), wait for states, and check that resubmit + collect end with the com
 
 from __future__ import annotations
 
+import datetime
 import json
 import shlex
 import subprocess
@@ -78,6 +79,12 @@ class Campaign:
     def node_of(self, task_id: str) -> str:
         return subprocess.run(["squeue", "-h", "-r", "-j", task_id, "-o", "%N"], capture_output=True, text=True,
                               env=self.env).stdout.strip()
+
+    def start_time(self, task_id: str) -> datetime.datetime:
+        """When Slurm started the task, in this machine's local time (as squeue prints it)."""
+        start = subprocess.run(["squeue", "-h", "-r", "-j", task_id, "-o", "%S"], capture_output=True, text=True,
+                               env=self.env, check=True).stdout.strip()
+        return datetime.datetime.fromisoformat(start)
 
     def jobs_on(self, node: str) -> list[str]:
         return subprocess.run(["squeue", "-h", "-r", "-w", node, "-o", "%i"], capture_output=True, text=True,

@@ -6,6 +6,8 @@ so that it can be hit while it trains. Run them one at a time: the machine has t
 
 from __future__ import annotations
 
+import datetime
+import math
 import os
 import re
 import signal
@@ -142,32 +144,50 @@ def test_a_requeued_task_runs_again_and_its_result_replaces_the_failure_row(slur
     assert merged.started_at.nunique() == 1 and (merged.metric == "throughput").sum() == 1
 
 
+# slurmctld sends the warning signal at its first periodic check (every PERIODIC_TIMEOUT, 30 s) at which the task's
+# end is within its warning time plus that period; it ends a task whose time is up at such a check too.
+SLURM_CHECK_PERIOD_S = 30
+WARNING_S = 30
+
+
+def time_limit_that_warns_soon(task_start: datetime.datetime) -> int:
+    """The time limit, in Slurm's whole minutes, that makes the task's end come 35 to 95 s from now: the warning is
+    then due within a minute, at a check before the end, and never before this call."""
+    elapsed = (datetime.datetime.now() - task_start).total_seconds()
+    return math.ceil((elapsed + SLURM_CHECK_PERIOD_S + 5) / 60)
+
+
 def test_a_task_that_exceeds_its_time_limit_stops_at_the_warning_signal(slurm_cluster, tmp_path):
-    """Time limit 2 minutes, SIGUSR1 30 s before it (Slurm may send it up to a minute early): the long cell is
-    told in time, records its step and exits; the same command with a longer limit completes the campaign."""
-    run = Campaign(tmp_path, slurm_cluster.env, 'time_limit = "2"\nwarning_signal = "USR1"\nwarning_seconds = 30\n')
-    # About 125,000 steps. Measured here: 190 to 250 steps a second with five other test runs on the two cores,
-    # over 700 on a quiet machine (31,000 steps ended before the warning), so the long cell needs well over
-    # two minutes even then; the short cell (batch 64) still ends within the limit.
-    args = ("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "800")
+    """SIGUSR1 30 s before the time limit: the long cell is told in time, records its step and exits; the same
+    command again completes the campaign. The test waits for events, not for times: the long cell's limit is
+    shortened (scontrol) only once it trains, so that the warning reaches it while it trains, however loaded the
+    machine; the short cell keeps the profile's 15 minutes."""
+    run = Campaign(tmp_path, slurm_cluster.env,
+                   f'time_limit = "15"\nwarning_signal = "USR1"\nwarning_seconds = {WARNING_S}\n')
+    # About 50,000 steps for the long cell: 70 s at the 700 steps a second of a quiet machine here, longer when
+    # loaded, so it still trains when the warning comes (at most 65 s after its limit is shortened).
+    args = ("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "320")
     proc = run.launch(*args)
     assert proc.returncode == 0, proc.stderr
-    assert "#SBATCH --signal=B:USR1@30" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
+    assert f"#SBATCH --signal=B:USR1@{WARNING_S}" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
+    task = run.wait_training(0)
+    limit = time_limit_that_warns_soon(run.start_time(task))
+    subprocess.run(["scontrol", "update", f"jobid={task}", f"timelimit={limit}"], check=True, env=run.env)
     if run.watch().returncode == 0:
         pytest.fail("the long cell finished before Slurm's warning signal: this machine trains faster than the "
                     "test assumes; raise --epochs here")
-    assert run.result(1).is_file()  # the short cell finished within the limit
+    assert run.result(1).is_file()  # the short cell finished within the profile's limit
     failure = run.failure(0)
     assert failure["signal"] == "SIGUSR1" and failure["exit_code"] == 128 + signal.SIGUSR1
     assert re.fullmatch(r"terminated by SIGUSR1 at step \d+/\d+", failure["failure_reason"]), failure
     assert 0 < failure["steps_done"] < failure["steps_total"]
     assert re.search(rf"jax +0 +\S+ +\S+ +failed +FAILED: {failure['failure_reason']}", run.status())
-    # The user gives the cell more time and runs the same command again: only the stopped cell goes again.
-    run.write_profile('time_limit = "15"\n')
+    # The same command again: only the stopped cell goes again, with the profile's limit.
     run.check_complete_after_same_command(args, resubmitted=[0])
     assert "#SBATCH --time=15" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
 
 
+@pytest.mark.serial  # a node taken down fails every other test's task on it
 def test_a_node_set_down_while_its_task_runs(slurm_cluster, tmp_path):
     run = Campaign(tmp_path, slurm_cluster.env)
     proc = run.launch("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "60")
