@@ -1,0 +1,43 @@
+"""`make bench`'s check of the test suite's time: the record `make test` leaves, read on both sides of 30 minutes."""
+
+import json
+import time
+
+import pytest
+
+from bench import suite_budget
+
+
+@pytest.fixture
+def record_path(tmp_path, monkeypatch):
+    path = tmp_path / "results" / "test-suite-time.json"
+    monkeypatch.setattr(suite_budget, "RECORD", path)
+    return path
+
+
+def write(path, minutes, exit_code=0):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"minutes": minutes, "exit_code": exit_code, "finished_at": "2026-11-26T08:00:00+00:00",
+                                "cpu": "AMD EPYC"}))
+
+
+@pytest.mark.parametrize("minutes, verdict", [(29.9, "met"), (30.0, "met"), (31.5, "missed by 1.05x")])
+def test_the_last_run_is_held_to_30_minutes(record_path, minutes, verdict):
+    write(record_path, minutes)
+    (row,) = suite_budget.measure(1)
+    assert row.verdict == verdict and row.measured == f"{minutes:.1f} min"
+    assert "passed" in row.note and "AMD EPYC" in row.note
+
+
+def test_make_test_records_its_minutes_since_it_started(record_path):
+    entry = suite_budget.record(time.time() - 12 * 60, 0)
+    assert json.loads(record_path.read_text()) == entry
+    assert entry["minutes"] == pytest.approx(12, abs=0.05) and entry["exit_code"] == 0
+
+
+def test_a_failed_run_says_so_and_no_record_says_what_to_do(record_path):
+    (row,) = suite_budget.measure(1)
+    assert row.measured == "not measured" and "run it" in row.verdict
+    suite_budget.record(time.time() - 60, 1)
+    (row,) = suite_budget.measure(1)
+    assert row.verdict == "met" and "failed (exit 1)" in row.note
