@@ -27,6 +27,11 @@ from bench_contract.data.loading import load_dataset
 from bench_contract.models.weights import make_initial_weights
 
 
+def float64(x: np.ndarray) -> np.ndarray:
+    """Pixels and features in float64; token ids and node indices stay integers."""
+    return x.astype(np.float64) if np.issubdtype(x.dtype, np.floating) else x
+
+
 def jax_probe(benchmark, model, data, idx):
     import jax
     from flax import traverse_util
@@ -39,7 +44,7 @@ def jax_probe(benchmark, model, data, idx):
     weights = make_initial_weights(specs, seed=0)
     module, variables = models.build_with_variables(model, weights, data.sample_shape, data.num_classes, "tiny",
                                                     data.graph)
-    x, y = models.to_model_layout(model, data.x_train[idx]).astype(np.float64), data.y_train[idx]  # channel-last
+    x, y = float64(models.to_model_layout(model, data.x_train[idx])), data.y_train[idx]  # vision: channel-last
     params = jax.tree.map(lambda p: jax.numpy.asarray(p, jax.numpy.float64), variables["params"])
 
     def torch_layout(tree):
@@ -62,7 +67,7 @@ def torch_probe(benchmark, model, data, idx):
     net = models.build(model, data.sample_shape, data.num_classes, "tiny", data.graph)
     models.load_shared_weights(net, make_initial_weights(models.param_specs(net), seed=0))
     net.double()
-    x, y = torch.from_numpy(data.x_train[idx]).double(), torch.from_numpy(data.y_train[idx]).long()
+    x, y = torch.from_numpy(float64(data.x_train[idx])), torch.from_numpy(data.y_train[idx]).long()
     params = per_sample.detached_params(net)
     vmapped, _ = per_sample.per_sample_grads(net, params, x, y)
     looped = torch_per_sample_grads_loop(net, params, x, y)

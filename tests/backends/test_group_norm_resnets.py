@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from helpers import REPO_ROOT, env_python, metric, run_cli
 from test_backends import FRAMEWORKS
-from test_training_models import curve, train_both
+from test_training_models import PER_SAMPLE_TOLERANCE, curve, train_both
 
 from bench_contract.models.vision import GROUP_NORM_EPS, GROUP_NORM_VARIANTS
 from orchestrator.plan import catalog
@@ -83,7 +83,6 @@ def test_each_frameworks_group_norm_equals_a_numpy_reference(tmp_path, framework
 
 
 PROBE_BATCH = 4
-PER_SAMPLE_TOLERANCE = 1e-9  # of a tensor's largest entry, float64: derived where it is used
 
 
 @pytest.fixture(scope="module")
@@ -112,12 +111,8 @@ def test_per_sample_gradients_of_the_tiny_variant_equal_a_per_example_loop(per_s
     assert {"bn1.weight", "layer1.0.bn1.bias", "fc.weight"} <= vmapped.keys()  # GroupNorm's parameters too
     for name, grads in vmapped.items():
         assert grads.shape[0] == PROBE_BATCH
-        # The probe computes in float64 (model_per_sample_probe.py says why: ReLU kinks). A batched convolution sums
-        # in another order than one example's; a float64 sum of K terms in any order is off by at most K * u of
-        # its terms' magnitude (u = 1.1e-16), K <= 3 * 3 * 512 = 4608 here: ~5e-13 per layer, ~1e-11 through the
-        # ~20 layers of a gradient's path. PER_SAMPLE_TOLERANCE (1e-9 of the tensor's largest entry) is 100x that;
-        # a ReLU whose side flipped moves an example's gradients by ~1e-2 of it, and a wrong vmap by more.
-        # Measured on AMD EPYC: 3e-15.
+        # float64, relative to the tensor's largest entry: PER_SAMPLE_TOLERANCE's comment derives it. Measured on
+        # AMD EPYC: 3e-15.
         scale = np.abs(grads).max()
         np.testing.assert_allclose(grads, probe[f"loop/{name}"], rtol=0, atol=PER_SAMPLE_TOLERANCE * scale,
                                    err_msg=f"{framework} {name}")
