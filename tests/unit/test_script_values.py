@@ -3,43 +3,14 @@ and a % of the results folder stays a % in Slurm's --output."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from helpers import run_cli
+from test_request_bounds import dry_run, profile_file, refused_before_writing, settings
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
 from orchestrator.plan.profile import ClusterProfile, load_profile
 from orchestrator.plan.render import render_collect, render_scripts, sbatch_directives
-from orchestrator.plan.settings import RunSettings
-
-
-def settings(**overrides) -> RunSettings:
-    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
-              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "auto"}
-    return RunSettings(**{**values, **overrides})
-
-
-def profile_file(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "site.toml"
-    path.write_text(text)
-    return path
-
-
-def dry_run(tmp_path: Path, *args: str):
-    return run_cli("--benchmark", "digits", "--use-case", "1", "--synthetic", "--dry-run",
-                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), *args)
-
-
-def refused_before_writing(tmp_path: Path, proc, *words: str) -> None:
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    assert "Traceback" not in proc.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
-    assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
 
 
 @pytest.mark.parametrize("name", ["x\necho owned", "x\recho owned", "a\x1bb", "", "n" * 101])
