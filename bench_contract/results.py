@@ -178,8 +178,9 @@ def write_table_atomic(table: pa.Table, path: str | os.PathLike[str]) -> Path:
 
 
 def unreadable_reason(path: str | os.PathLike[str]) -> str | None:
-    """Why a result file cannot count as a result (missing, empty, truncated, not Parquet, no rows, a schema
-    from elsewhere), or None when it is whole. Reads only the footer and the schema, not the rows."""
+    """The words for what is wrong with a file whose footer or schema is wrong (missing, empty, truncated, not
+    Parquet, no rows, a schema from elsewhere), or None when those look whole. It reads only the footer: it names
+    why read_task_file failed, and is no verdict on its own (result_problem is)."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -320,3 +321,15 @@ def widen_narrow(files: list[TaskFile]) -> pa.Table:
 def read_task_table(path: str | os.PathLike[str]) -> pa.Table:
     """One task file as a table of SCHEMA (the context on every row), whichever layout it was written in."""
     return widen([read_task_file(path)])
+
+
+def result_problem(path: str | os.PathLike[str]) -> str | None:
+    """The one definition of a readable result, which status, resubmit and collect share: None when the file reads
+    whole as collect reads it (every page, each column in its schema type, its context widened), else why it cannot
+    count ("no file" when there is none). A footer alone is not enough: a damaged data page or a column of the wrong
+    type shows only when the rows are read."""
+    try:
+        read_task_table(path)
+    except UnreadableTaskFile as exc:
+        return str(exc)
+    return None

@@ -62,6 +62,16 @@ def result_context(**values) -> dict:
     return ctx
 
 
+def write_result(path: str | Path, cell_id: str = "c") -> Path:
+    """A whole result file at path, one row, as a backend writes it (bench_contract.results.result_problem
+    accepts it): for tests of status and resubmit, which ask only whether a cell has a readable result."""
+    from bench_contract.results import ResultRows
+
+    rows = ResultRows(result_context(cell_id=cell_id, framework="jax", benchmark="digits", model="mlp"))
+    rows.add("throughput", 1.0, "samples/s")
+    return rows.write(path)
+
+
 def task_file(root: Path, framework: str, batch: int, throughput: float, device: str = "CPU X",
               accuracy: float | None = 0.97, use_case: int = 1, world_size: int | None = None,
               campaign: str = "", step_times_ms: list[float] = (), metrics: dict[str, float] | None = None) -> Path:

@@ -5,9 +5,10 @@ publish the next generation of the merged dataset (store), list the cells withou
 the comparison (views).
 
 Each task wrote its own file atomically; collect only reads them. A result counts only when it reads whole
-(bench_contract.results.unreadable_reason): a file that is empty, truncated, without rows or of another
-schema is left out and reported by path and reason, its cell listed among the cells without a result, and
-the output ends by counting such files and pointing to resubmit. The rest are merged.
+(bench_contract.results.result_problem, the definition status and resubmit use too): a file that is empty,
+truncated, damaged, without rows, of another schema or with a column of the wrong type is left out and reported by
+path and reason, its cell listed among the cells without a result, and the output ends by counting such files and
+pointing to resubmit. The rest are merged.
 
 Collecting is incremental, because campaigns grow to thousands of task files and re-reading all of them
 on every run grows with the square of the campaign. The merged dataset is a folder of Parquet parts with an

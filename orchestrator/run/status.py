@@ -1,13 +1,13 @@
 """Where every cell of a campaign stands: pending, running, completed, failed, timed out, cancelled, or
 finished without a result.
 
-One `sacct` and one `squeue` call per campaign, never one per cell. The queue is read first: a cell whose
-latest task is queued or running is pending or running, even where an earlier run left a result. Otherwise
-a readable result file is the final word for success (bench_contract.results.unreadable_reason: an empty,
-truncated or foreign file is a "bad result", not a success). A cell whose task ended but left no result is
-reported as such, with the reason its failure row gives (bench_contract.run.failure), else Slurm's state,
-else "no result", and the end of its log. When squeue or sacct cannot be read, a submitted cell that could
-still be queued is "unknown", never "not queued".
+One `sacct` and one `squeue` call per campaign, never one per cell. The queue is read first: a cell whose latest
+task is queued or running is pending or running, even where an earlier run left a result. Otherwise a readable
+result file is the final word for success (bench_contract.results.result_problem, the definition collect reads by:
+an empty, truncated, damaged or foreign file is a "bad result", not a success). A cell whose task ended but left no
+result is reported as such, with the reason its failure row gives (bench_contract.run.failure), else Slurm's state,
+else "no result", and the end of its log. When squeue or sacct cannot be read, a submitted cell that could still be
+queued is "unknown", never "not queued".
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_contract.results import read_task_file, unreadable_reason
+from bench_contract.results import read_task_file
+from bench_contract.results import result_problem as readable_result_problem
 from bench_contract.run.failure import failure_path, read_failure
 from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
@@ -54,7 +55,7 @@ class StateUnknown(OrchestratorError):
 
     exit_code = 3
 UNSETTLED = (*ACTIVE, UNKNOWN)
-NO_FILE = "no file"  # unreadable_reason's word for a result that was never written
+NO_FILE = "no file"  # result_problem's word for a result that was never written
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def queue_states(job_ids: list[str]) -> tuple[dict[str, str], str]:
         return {}, str(exc)
 
 
-# A result file's verdict, kept while the file is unchanged: watch asks every poll, and a footer read is not free.
+# A result file's verdict, kept while the file is unchanged: watch asks every poll, and reading a file is not free.
 _VERDICTS: dict[str, tuple[tuple[int, int, int], str | None]] = {}
 
 
@@ -113,7 +114,7 @@ def result_problem(path: str) -> str | None:
     key = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
     known = _VERDICTS.get(path)
     if known is None or known[0] != key:
-        known = _VERDICTS[path] = (key, unreadable_reason(path))
+        known = _VERDICTS[path] = (key, readable_result_problem(path))
     return known[1]
 
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, run_cli
+from helpers import REPO_ROOT, run_cli, write_result
 
 from bench_contract.run.failure import write_failure
 from orchestrator.run.resubmit import array_expression, blocks
@@ -57,15 +57,6 @@ def plan(tmp_path, env, profile, *extra):
 def manifest_of(tmp_path):
     (path,) = (tmp_path / "r").glob("*/manifest.json")
     return json.loads(path.read_text())
-
-
-def write_result(path, cell_id="c"):
-    """A whole result file: the smallest Parquet table that bench_contract.results.unreadable_reason accepts."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"cell_id": [cell_id], "metric": ["throughput"], "value": [1.0]}), path)
 
 
 def succeed(manifest, framework, index):
@@ -215,9 +206,9 @@ def test_the_local_executor_runs_only_the_missing_cells_again(tmp_path):
             f'grep -qx "{framework} $4" {shlex.quote(str(tmp_path / "broken.txt"))} && exit 1\n'
             'path=$(sed -n "$(( $4 + 1 ))p" "$3" | python3 -c "import json,sys; print(json.load(sys.stdin)[\'results_path\'])")\n'
             'mkdir -p "$(dirname "$path")"\n'
-            f'{shlex.quote(sys.executable)} -c "import sys, pyarrow as pa, pyarrow.parquet as pq; '
-            'pq.write_table(pa.table({\'cell_id\': [\'c\'], \'metric\': [\'m\'], \'value\': [1.0]}), sys.argv[1])" '
-            '"$path"\n')
+            f'{shlex.quote(sys.executable)} -c "import sys; sys.path[:0] = sys.argv[2:]; '
+            'from helpers import write_result; write_result(sys.argv[1])" '
+            f'"$path" {shlex.quote(str(REPO_ROOT))} {shlex.quote(str(REPO_ROOT / "tests"))}\n')
         (bin_dir / "python").chmod(0o755)
     (tmp_path / "broken.txt").write_text("jax 1\ntorch 0\n")
     profile = tmp_path / "p.toml"

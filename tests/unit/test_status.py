@@ -3,17 +3,7 @@
 import json
 import os
 
-from helpers import run_cli
-
-
-def write_result(path, cell_id="c"):
-    """A whole result file: the smallest Parquet table that bench_contract.results.unreadable_reason accepts."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"cell_id": [cell_id], "metric": ["throughput"], "value": [1.0]}), path)
-    return path
+from helpers import run_cli, write_result
 
 
 def campaign(tmp_path, with_results=()):

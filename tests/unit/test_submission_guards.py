@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, run_cli
-from test_resubmit import write_result
+from helpers import REPO_ROOT, run_cli, write_result
 
 ARGS = ("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32")
 
