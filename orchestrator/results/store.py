@@ -21,6 +21,7 @@ import secrets
 import shutil
 from pathlib import Path
 
+from bench_contract.atomic import flush_to_disk, publish
 from orchestrator.errors import OrchestratorError
 
 MERGED = "merged.parquet"  # the merged dataset's default place in the results folder
@@ -80,13 +81,17 @@ def discard_generation(output: Path, gen: Path) -> None:
 
 
 def publish_generation(output: Path, gen: Path) -> None:
-    """Point `output` at `gen` with one rename of a symbolic link: a reader sees the old or the new one."""
+    """Point `output` at `gen` with one rename of a symbolic link: a reader sees the old or the new one. As in
+    bench_contract.atomic.publish, what is published is on disk first (the generation's folder, whose files
+    were each flushed as they were published) and the switch is durable once the results folder is."""
+    flush_to_disk(gen)  # its entries: hard links to kept parts, and the new parts and index
     link = output.parent / f".{output.name}.link-{secrets.token_hex(6)}"
     os.symlink(gen.name, link)  # relative: the results folder can be moved or copied whole
     try:
         os.replace(link, output)  # also replaces a merged.parquet file of the single-file layout
     finally:
         link.unlink(missing_ok=True)
+    flush_to_disk(output.parent)
 
 
 def remove_old_generations(output: Path, keep: set[str]) -> None:
@@ -132,13 +137,15 @@ def adopt_folder_layout(output: Path) -> None:
                                 "another --output")
     gen = fresh_generation_name(output)
     os.rename(output, gen)
+    flush_to_disk(output.parent)  # the rename is durable before the link that names it
     publish_generation(output, gen)
 
 
 def clear_output(output: Path) -> None:
-    """Empty a generation folder of what collect itself wrote there (parts, index, temporary files)."""
-    for path in [*output.glob("part-*.parquet"), *output.glob(".part-*.tmp"), *output.glob(f".{INDEX}.tmp-*"),
-                 output / INDEX]:
+    """Empty a generation folder of what collect itself wrote there (parts, index, temporary files: those of
+    bench_contract.atomic.publish, `.<name>.tmp-<host>-<pid>-<random>`, and `.part-*.tmp` of earlier versions)."""
+    for path in [*output.glob("part-*.parquet"), *output.glob(".part-*.tmp"), *output.glob(".part-*.tmp-*"),
+                 *output.glob(f".{INDEX}.tmp-*"), output / INDEX]:
         path.unlink(missing_ok=True)
 
 
@@ -175,9 +182,8 @@ def load_index(output: Path) -> dict | None:
 
 
 def save_index(output: Path, index: dict) -> None:
-    tmp = output / f".{INDEX}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(index, separators=(",", ":")))
-    os.replace(tmp, output / INDEX)
+    text = json.dumps(index, separators=(",", ":"))
+    publish(output / INDEX, lambda tmp: tmp.write_text(text))
 
 
 def save_merged(output: Path, index: dict, parts: list[str]) -> None:
@@ -236,16 +242,19 @@ def compact(output: Path, files: dict[str, dict]) -> list[str]:
     return parts
 
 
+class NoRows(Exception):
+    """A part that would hold no rows: its temporary file is dropped, not published."""
+
+
 def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
-    """Write the tables, in order, as one new part (atomically); None when there were no rows to write."""
+    """Write the tables, in order, as one new part (bench_contract.atomic.publish: whole or not at all); None
+    when there were no rows to write."""
     import pyarrow.parquet as pq
 
     from bench_contract.results import SCHEMA
 
-    name = f"part-{secrets.token_hex(6)}.parquet"
-    tmp = output / f".{name}.tmp"
-    rows, buffer, buffered = 0, [], 0
-    try:
+    def write(tmp: Path) -> None:
+        rows, buffer, buffered = 0, [], 0
         with pq.ParquetWriter(tmp, SCHEMA) as writer:
             for table in tables:
                 buffer.append(table)
@@ -257,11 +266,14 @@ def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
                 writer.write_table(row_group(buffer) if buffer else SCHEMA.empty_table())
                 rows += buffered
         if rows == 0 and not empty_ok:
-            return None
-        os.replace(tmp, output / name)
-        return name
-    finally:
-        tmp.unlink(missing_ok=True)
+            raise NoRows
+
+    name = f"part-{secrets.token_hex(6)}.parquet"
+    try:
+        publish(output / name, write)
+    except NoRows:
+        return None
+    return name
 
 
 COMBINE_ABOVE = 64  # tables buffered for one row group: more (a file's slice each) are first made contiguous

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench_contract.atomic import flush_to_disk
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog
@@ -78,6 +79,7 @@ def move_aside(cells: list[CellStatus], report: Callable[[str], None] = print) -
             n += 1
             target = path.with_name(f"{path.name}.bad-{stamp}-{n}")
         path.rename(target)
+        flush_to_disk(path.parent)  # the move is durable before the cell runs again and writes a new result there
         report(f"{cell.framework} {cell.array_index} ({cell.cell_id}): its result file is {cell.bad_result}; "
                f"moved aside to {target.name}")
         moved.append(target)
