@@ -19,6 +19,7 @@ from typer._click import exceptions as click_errors  # typer 0.29 (pinned) parse
 
 from orchestrator.cli import campaigns, launch, prepare, results
 from orchestrator.cli.common import PanelledHelp
+from orchestrator.signals import Stopped, stop_on_signals
 
 app = typer.Typer(
     cls=PanelledHelp,
@@ -68,9 +69,14 @@ def usage_sentence(exc: click_errors.UsageError) -> str:
 def run() -> None:
     """The entry point of `python main.py` and of the `jaxtorch-bench` command. Click's own usage errors (an
     unknown option, a value of the wrong type, a missing value) leave as one sentence and exit 2, as the
-    domain's bad input does, instead of a box of help."""
+    domain's bad input does, instead of a box of help. SIGTERM and SIGHUP stop a command as Ctrl-C does, its
+    `finally` blocks run (orchestrator.signals)."""
+    stop_on_signals()
     try:
         code = app(standalone_mode=False)
+    except Stopped as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
     except click_errors.UsageError as exc:
         where = f" (see `{exc.ctx.command_path} -h`)" if exc.ctx is not None else ""
         typer.echo(f"error: {usage_sentence(exc)}{where}", err=True)

@@ -144,7 +144,7 @@ def merge(results_dir: Path, output: Path, others: Sequence[Path] = (),
     """Bring the merged dataset `output` up to date with the task files under results_dir and the `others`
     folders: one collect at a time (the others wait for the lock beside the dataset), and readers see the old
     or the new dataset whole. `progress(files to read)` gives the bar to advance while reading (none: no bar)."""
-    from orchestrator.lock import exclusive
+    from orchestrator.run.file_lock import exclusive
 
     with exclusive(store.lock_path(output), f"collect into {output}", LOCK_WAIT_S):
         return merge_generation(results_dir, output, others, progress)

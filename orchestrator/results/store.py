@@ -5,12 +5,12 @@ folder as one table) with an index (`_index.json`) of every merged task file: it
 of which part hold its rows. Rows are dropped by rewriting only the parts that held them, and when parts pile up
 they are compacted into one.
 
-Readers never see a half-collected dataset, and two collects never write at once. `merged.parquet` is a
-symbolic link to one complete generation, a hidden sibling folder (`.merged.parquet.gen-*`). A collect holds
-the lock `.merged.parquet.lock` (orchestrator.lock; a second collect waits for it), builds the next generation
-in a fresh folder (hard links to the parts it keeps, new parts for the rest), and switches the link with one
-rename. The previous generation stays until the next switch, so a reader that resolved it can finish; a
-collect killed mid-way leaves only an unpublished folder, removed by the next collect.
+Readers never see a half-collected dataset, and two collects never write at once. `merged.parquet` is a symbolic
+link to one complete generation, a hidden sibling folder (`.merged.parquet.gen-*`). A collect holds the lock
+`.merged.parquet.lock` (orchestrator.run.file_lock; a second collect waits for it), builds the next generation in a
+fresh folder (hard links to the parts it keeps, new parts for the rest), and switches the link with one rename. The
+previous generation stays until the next switch, so a reader that resolved it can finish; a collect killed mid-way
+leaves only an unpublished folder, removed by the next collect.
 """
 
 from __future__ import annotations

@@ -14,6 +14,19 @@ import subprocess
 from orchestrator.errors import OrchestratorError
 
 
+# Slurm's job states, grouped into what a user of a campaign needs to know.
+SLURM_STATE_NAMES = {
+    "PENDING": "pending", "CONFIGURING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending",
+    "RESV_DEL_HOLD": "pending", "SUSPENDED": "pending",
+    "RUNNING": "running", "COMPLETING": "running", "STAGE_OUT": "running", "SIGNALING": "running",
+    "RESIZING": "running",
+    "FAILED": "failed", "BOOT_FAIL": "failed", "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed",
+    "DEADLINE": "timed out", "TIMEOUT": "timed out",
+    "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
+}
+ACTIVE = ("pending", "running")
+
+
 class QueueUnreadable(OrchestratorError):
     """squeue or sacct gave no answer (not on PATH, a non-zero exit, no answer in time): which tasks are queued
     is then unknown, never "not queued"."""
@@ -112,3 +125,16 @@ def read_squeue(job_ids: list[str]) -> dict[str, str]:
         if len(parts) == 2:
             states.update(dict.fromkeys(task_ids_of(parts[0]), parts[1]))
     return states
+
+
+def job_ended(job_id: str) -> bool:
+    """Whether the queue says that this job (or array task) has ended: squeue no longer lists it and sacct has a
+    record of a state other than pending or running. False when either cannot be read or sacct keeps no record:
+    an ended job is never guessed."""
+    try:
+        if read_squeue([job_id]):
+            return False
+        state = read_sacct([job_id]).get(job_id)
+    except QueueUnreadable:
+        return False
+    return state is not None and SLURM_STATE_NAMES.get(state) not in (*ACTIVE, None)

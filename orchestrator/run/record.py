@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError
-from orchestrator.lock import exclusive
+from orchestrator.run.file_lock import exclusive
 from orchestrator.plan import campaign as campaigns
 from orchestrator.run.submit import number_submitit_tasks
 

@@ -28,22 +28,11 @@ from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.run.progress import progress_lines, text_bar
-from orchestrator.run.queue import QueueUnreadable, read_sacct, read_squeue
+from orchestrator.run.queue import ACTIVE, SLURM_STATE_NAMES, QueueUnreadable, read_sacct, read_squeue
 from orchestrator.run.submit import log_tail
 from orchestrator.run.wait import POLL_BACKOFF, Backoff
 from orchestrator.tables import format_table
 
-# Slurm's job states, grouped into what a user of a campaign needs to know.
-SLURM_STATE_NAMES = {
-    "PENDING": "pending", "CONFIGURING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending",
-    "RESV_DEL_HOLD": "pending", "SUSPENDED": "pending",
-    "RUNNING": "running", "COMPLETING": "running", "STAGE_OUT": "running", "SIGNALING": "running",
-    "RESIZING": "running",
-    "FAILED": "failed", "BOOT_FAIL": "failed", "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed",
-    "DEADLINE": "timed out", "TIMEOUT": "timed out",
-    "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
-}
-ACTIVE = ("pending", "running")
 SUCCESS = "completed"
 UNKNOWN = "unknown"  # submitted, and the queue could not be read: it may still be queued or running
 

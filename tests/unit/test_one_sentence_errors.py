@@ -127,7 +127,7 @@ def test_a_full_disk_during_collect_keeps_the_previous_merged_dataset(tmp_path):
 
 def test_a_lock_that_could_not_be_written_is_not_left_behind(tmp_path, monkeypatch):
     """Before: an empty lock file, which names no holder and is never taken over."""
-    from orchestrator import lock
+    from orchestrator.run import file_lock as lock
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")

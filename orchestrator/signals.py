@@ -1,0 +1,36 @@
+"""Stopping a command cleanly: SIGTERM and SIGHUP (a `kill`, Slurm at a job's time limit, a dropped ssh session)
+end a command as Ctrl-C does, by an exception, so that every `finally` runs: locks are released, temporary files
+removed, and a submission in flight is recorded as unknown rather than lost. A second such signal ends the
+process at once, for a user who does not want to wait for that."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+HANDLED = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(BaseException):
+    """A command stopped by a signal. A BaseException, as KeyboardInterrupt is: `except Exception` must not
+    swallow it on its way out."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # what a shell reports for a process ended by that signal
+
+
+def _stop(signum: int, frame: Any) -> None:
+    for handled in HANDLED:
+        signal.signal(handled, signal.SIG_DFL)
+    raise Stopped(signum)
+
+
+def stop_on_signals() -> None:
+    """From here on, SIGTERM and SIGHUP raise Stopped in the main thread."""
+    for signum in HANDLED:
+        signal.signal(signum, _stop)
