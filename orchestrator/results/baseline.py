@@ -23,6 +23,7 @@ import numpy as np
 from bench_contract.atomic import publish
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.results.compare import ROW_KEY, differing_settings, run_values, with_row_key
+from orchestrator.results.store import read_merged_rows
 
 FOLDER = "baselines"
 METRIC = "throughput"  # higher is better; the one figure every use case records per run
@@ -115,15 +116,13 @@ def plain(value):
 def read_rows(merged: Path, campaigns: tuple[str, ...] = ()):
     """The summary rows of the merged dataset, with the version columns, of the given campaigns (all if none)."""
     import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
 
     if not merged.exists():
         raise UsageError(f"{merged} does not exist: run `python main.py collect` first")
-    present = set(ds.dataset(merged, format="parquet").schema.names)
     wanted = [*ROW_KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order", "metric",
               "value", "epoch", "step", *VERSION_COLUMNS]
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
-    df = pq.read_table(merged, columns=[c for c in wanted if c in present], filters=summary).to_pandas()
+    df = read_merged_rows(merged, wanted, summary).to_pandas()
     if campaigns:
         unknown = sorted(set(campaigns) - set(df["campaign"].astype(str)))
         if unknown:

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError
+from orchestrator.results.store import read_merged_rows
 
 
 def campaign_id(results_dir: Path, campaign: str) -> str:
@@ -34,11 +34,12 @@ def campaign_rows_path(results_dir: Path, campaign: str) -> Path:
 def write_campaign_rows(merged: Path, results_dir: Path, campaign: str) -> Path:
     """Write the rows of one campaign, read from the merged dataset `merged`, to campaign_rows_path, whole or not
     at all; a campaign without rows there is refused in one sentence."""
+    import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
     from bench_contract.atomic import publish
 
-    table = pq.read_table(os.path.realpath(merged), filters=[("campaign", "==", campaign)])
+    table = read_merged_rows(merged, filters=ds.field("campaign") == campaign)
     if table.num_rows == 0:
         raise OrchestratorError(f"campaign {campaign} has no result rows in {merged} yet; `python main.py status "
                                 f"--campaign {campaign}` shows where its cells stand")

@@ -176,7 +176,7 @@ def merge_generation(results_dir: Path, output: Path, others: Sequence[Path] = (
     except BaseException:  # a full disk, mostly: the published generation stays, the unpublished one goes
         store.discard_generation(output, gen)
         raise
-    store.remove_old_generations(output, keep={gen.name, *([current.name] if current is not None else [])})
+    store.remove_old_generations(output, keep={gen.name})
 
     def paths(pairs):
         return [(task_path(results_dir, loser), task_path(results_dir, winner)) for loser, winner, _ in pairs]

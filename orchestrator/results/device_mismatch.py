@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from orchestrator.results.store import merged_dataset
+
 
 def expected_devices_of(folders: Sequence[Path]) -> dict[tuple[str, str], str]:
     """(campaign, system) -> the device pattern its profile's system expects, from every campaign's manifest."""
@@ -24,13 +26,13 @@ def expected_devices_of(folders: Sequence[Path]) -> dict[tuple[str, str], str]:
 def device_mismatch_lines(merged: Path, folders: Sequence[Path]) -> list[str]:
     """A sentence for each system whose rows ran on a device it does not expect (a constraint the site ignored)."""
     import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
 
     from orchestrator.results.compare import mismatch_lines, system_mismatches
 
     expected = expected_devices_of(folders)
     columns = ["campaign", "cell_id", "trial", "system", "device_model", "slurm_nodelist"]
-    if not expected or not set(columns) <= set(ds.dataset(merged, format="parquet").schema.names):
+    dataset = merged_dataset(merged)
+    if not expected or not set(columns) <= set(dataset.schema.names):
         return []
-    rows = pq.read_table(merged, columns=columns, filters=ds.field("system") != "").to_pandas()
+    rows = dataset.to_table(columns=columns, filter=ds.field("system") != "").to_pandas()
     return mismatch_lines(system_mismatches(rows, expected))

@@ -7,7 +7,6 @@ plots, so it is one file that can be mailed or archived.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from orchestrator.results.device_mismatch import device_mismatch_lines
 from orchestrator.results.report_html import write_html
 from orchestrator.results.report_plots import draw_plots
 from orchestrator.results.report_tables import baseline_tables, extra_tables, write_tables
-from orchestrator.results.store import MERGED
+from orchestrator.results.store import MERGED, read_merged_rows
 from orchestrator.results.views import cross_device_table, use_case_frame, view_tables
 
 
@@ -88,6 +87,4 @@ def add_device_mismatches(written: Report, lines: list[str], report: Callable[[s
 def read_merged(merged: Path):
     """The merged dataset as one DataFrame, read from the one generation `merged` links to when reading starts
     (collect switches the link when it publishes the next one, and keeps this one until the switch after)."""
-    import pandas as pd
-
-    return pd.read_parquet(os.path.realpath(merged))
+    return read_merged_rows(merged).to_pandas()

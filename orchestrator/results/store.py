@@ -9,8 +9,8 @@ Readers never see a half-collected dataset, and two collects never write at once
 link to one complete generation, a hidden sibling folder (`.merged.parquet.gen-*`). A collect holds the lock
 `.merged.parquet.lock` (orchestrator.run.file_lock; a second collect waits for it), builds the next generation in a
 fresh folder (hard links to the parts it keeps, new parts for the rest), and switches the link with one rename. The
-previous generation stays until the next switch, so a reader that resolved it can finish; a collect killed mid-way
-leaves only an unpublished folder, removed by the next collect.
+previous generation stays for READER_GRACE_S after the switch, so a reader that resolved it can finish; a collect
+killed mid-way leaves only an unpublished folder, removed by the next collect.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import shutil
+import time
 from pathlib import Path
 
 from bench_contract.atomic import flush_to_disk, publish
@@ -29,6 +30,10 @@ INDEX = "_index.json"  # pyarrow and pandas skip names that start with "_" when 
 INDEX_VERSION = 2  # 2: each file's cell key and start time, and the files superseded by a newer run
 ROW_GROUP = 100_000  # rows buffered before they are written out as one row group
 MAX_PARTS = 16  # more parts than this are compacted into one (each part costs readers a file open)
+# A generation replaced by the next stays this long, for readers that resolved it before the switch (a report
+# reading a large dataset while collects follow each other); the marker file's mtime says when it was replaced.
+READER_GRACE_S = 600.0
+SUPERSEDED = ".superseded"
 
 
 def lock_path(output: Path) -> Path:
@@ -87,18 +92,22 @@ def publish_generation(output: Path, gen: Path) -> None:
     flush_to_disk(gen)  # its entries: hard links to kept parts, and the new parts and index
     link = output.parent / f".{output.name}.link-{secrets.token_hex(6)}"
     os.symlink(gen.name, link)  # relative: the results folder can be moved or copied whole
+    previous = current_generation(output)
     try:
         os.replace(link, output)  # also replaces a merged.parquet file of the single-file layout
     finally:
         link.unlink(missing_ok=True)
     flush_to_disk(output.parent)
+    if previous is not None and previous != gen:
+        (previous / SUPERSEDED).touch()  # from now, READER_GRACE_S for the readers still in it
 
 
 def remove_old_generations(output: Path, keep: set[str]) -> None:
-    """Remove the generations other than `keep` (the new one and the one readers may still be reading), with
-    what collects left unpublished; only the files collect writes there are removed."""
+    """Remove the generations other than `keep` (the published one) that were replaced more than READER_GRACE_S
+    ago, with what collects left unpublished (no marker: no reader was ever pointed there); only the files
+    collect writes there are removed."""
     for folder in output.parent.glob(f"{generation_prefix(output)}*"):
-        if folder.name not in keep and folder.is_dir() and not folder.is_symlink():
+        if folder.name not in keep and folder.is_dir() and not folder.is_symlink() and not in_grace(folder):
             clear_output(folder)
             try:
                 folder.rmdir()
@@ -106,6 +115,32 @@ def remove_old_generations(output: Path, keep: set[str]) -> None:
                 pass  # something else was put there: left alone
     for link in output.parent.glob(f".{output.name}.link-*"):
         link.unlink(missing_ok=True)
+
+
+def in_grace(gen: Path) -> bool:
+    """Whether readers may still be reading this replaced generation."""
+    try:
+        return time.time() - (gen / SUPERSEDED).stat().st_mtime < READER_GRACE_S
+    except FileNotFoundError:
+        return False
+
+
+def merged_dataset(output: Path):
+    """The merged dataset as a pyarrow dataset of the one generation `output` links to now: the listing of its
+    parts and their reading see the same folder, however often collects switch the link meanwhile (a reader that
+    listed through the link opened parts the next generation no longer had). Every reader reads through this."""
+    import pyarrow.dataset as ds
+
+    return ds.dataset(os.path.realpath(output), format="parquet")
+
+
+def read_merged_rows(output: Path, columns: list[str] | None = None, filters=None):
+    """Rows of the merged dataset (merged_dataset) as a pyarrow table: the `columns` it has (a dataset merged
+    before a column existed lacks it; None: all) of the rows that pass `filters` (a pyarrow.dataset expression)."""
+    dataset = merged_dataset(output)
+    present = set(dataset.schema.names)
+    return dataset.to_table(columns=None if columns is None else [c for c in columns if c in present],
+                            filter=filters)
 
 
 def remove_merged(output: Path) -> None:
@@ -145,7 +180,7 @@ def clear_output(output: Path) -> None:
     """Empty a generation folder of what collect itself wrote there (parts, index, temporary files: those of
     bench_contract.atomic.publish, `.<name>.tmp-<host>-<pid>-<random>`, and `.part-*.tmp` of earlier versions)."""
     for path in [*output.glob("part-*.parquet"), *output.glob(".part-*.tmp"), *output.glob(".part-*.tmp-*"),
-                 *output.glob(f".{INDEX}.tmp-*"), output / INDEX]:
+                 *output.glob(f".{INDEX}.tmp-*"), output / INDEX, output / SUPERSEDED]:
         path.unlink(missing_ok=True)
 
 

@@ -41,6 +41,7 @@ from orchestrator.results.compare import (
     with_variant_label,
 )
 from orchestrator.results.scaling import scaling_frame
+from orchestrator.results.store import read_merged_rows
 
 # Per-framework summary metrics the use-case tables show besides compare.TABLE_METRICS.
 EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vectorized_time_p50",
@@ -266,26 +267,22 @@ def summary_frame(output: Path):
     """The summary rows (one value per run, not per step or epoch) with the columns a comparison needs, read
     from the merged dataset: a small part of it, since the per-step curves are most of the rows."""
     import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
 
     wanted = [*ROW_KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order",
               "metric", "value", "unit", "epoch", "step"]
     # A dataset merged before a column existed lacks it; the comparison reads it as empty (with_row_key).
-    present = set(ds.dataset(output, format="parquet").schema.names)
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
-    return pq.read_table(output, columns=[c for c in wanted if c in present], filters=summary).to_pandas()
+    return read_merged_rows(output, wanted, summary).to_pandas()
 
 
 def curve_frame(merged: Path):
     """The per-epoch validation accuracy and epoch time of every run, from the merged dataset: what
     use_case_frame needs beside the summary rows (summary_frame) for the time to the target."""
     import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
 
     wanted = [*ROW_KEY, "model_variant", "framework", *RUN, "metric", "value", "unit", "epoch", "step"]
-    present = set(ds.dataset(merged, format="parquet").schema.names)
     curves = ds.field("step").is_null() & ds.field("epoch").is_valid() & ds.field("metric").isin(CURVE_METRICS)
-    return pq.read_table(merged, columns=[c for c in wanted if c in present], filters=curves).to_pandas()
+    return read_merged_rows(merged, wanted, curves).to_pandas()
 
 
 # --- the tables -------------------------------------------------------------------------------------

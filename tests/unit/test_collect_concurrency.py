@@ -125,3 +125,76 @@ def test_a_merged_folder_of_the_layout_before_generations_is_kept_and_read_incre
     collected = merge(root, out)
     assert not collected.from_scratch and collected.read == 1
     assert out.is_symlink() and rows(out) == from_scratch(root)
+
+
+# #30 item 5: readers of merged.parquet while collects switch generations. The collector rewrites one task file
+# per collect (its rows dropped, a part rewritten) and adds one, so parts come and go and are compacted; each
+# reader reads as the comparison, the report and the curves do, again and again, and counts what failed.
+COLLECTOR = """
+import sys, time
+sys.path[:0] = [{root!r}, {tests!r}]
+from pathlib import Path
+from helpers import task_file
+from orchestrator.results.collect import merge
+root, until = Path({results!r}), time.monotonic() + {seconds}
+n = 0
+while time.monotonic() < until:
+    n += 1
+    task_file(root, "jax", 1 + n % 40, float(n))  # changed: its old rows dropped from their part
+    task_file(root, "torch", 100 + n, float(n))  # new
+    merge(root, root / "merged.parquet")
+print(n)
+"""
+READER = """
+import sys, time
+sys.path[:0] = [{root!r}]
+from pathlib import Path
+from orchestrator.results.report import read_merged
+from orchestrator.results.views import curve_frame, summary_frame
+merged, until = Path({merged!r}), time.monotonic() + {seconds}
+reads, failures = 0, []
+while time.monotonic() < until:
+    for read in (summary_frame, curve_frame, read_merged):
+        reads += 1
+        try:
+            assert len(read(merged)) > 0 or read is curve_frame
+        except Exception as exc:
+            failures.append(f"{{read.__name__}}: {{type(exc).__name__}}: {{exc}}")
+print(reads, len(failures))
+print("\\n".join(failures[:3]))
+"""
+
+
+def test_readers_never_fail_while_collects_switch_generations(tmp_path):
+    root = tmp_path / "results"
+    task_files(root, "jax", range(1, 41))
+    merge(root, root / "merged.parquet")
+    values = {"root": str(REPO_ROOT), "tests": str(REPO_ROOT / "tests"), "results": str(root),
+              "merged": str(root / "merged.parquet"), "seconds": 12}
+    procs = [subprocess.Popen([sys.executable, "-c", code.format(**values)], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for code in (COLLECTOR, READER, READER)]
+    (collects, _), *readers = [proc.communicate(timeout=300) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0, 0], readers
+    assert int(collects) >= 5  # generations did switch under the readers
+    for out, _ in readers:
+        reads, failed = map(int, out.split("\n")[0].split())
+        assert reads >= 10 and failed == 0, out
+
+
+def test_a_replaced_generation_stays_for_its_readers_for_the_grace_time_then_goes(tmp_path, monkeypatch):
+    from orchestrator.results import store
+
+    root = tmp_path / "results"
+    task_files(root, "jax", range(1, 5))
+    first = os.path.realpath(merge(root, root / "merged.parquet").output)
+    before = rows(first)
+    for batch in (5, 6):  # two more collects: before, the first generation went with the second
+        task_files(root, "jax", [batch])
+        merge(root, root / "merged.parquet")
+    assert rows(first) == before  # a reader that resolved it before the switches still reads it whole
+    monkeypatch.setattr(store, "READER_GRACE_S", 0.0)
+    task_files(root, "jax", [7])
+    merge(root, root / "merged.parquet")
+    assert not os.path.exists(first)
+    assert [p.name for p in root.glob(".merged.parquet.gen-*")] == [os.path.basename(os.path.realpath(
+        root / "merged.parquet"))]
