@@ -15,11 +15,12 @@ $(UV):
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
 # The orchestrator's environment: no jax, no torch; exactly the packages of requirements-orchestrator.lock (uv
-# removes the rest, pip included), then this project without dependencies. Rebuilt when the lock changes; a lock
+# removes the rest, pip included), compiled to bytecode (see orchestrator/run/envs.py, RECIPE), then this project
+# without dependencies. Rebuilt when the lock changes; a lock
 # that no longer matches pyproject.toml is refused with the command that regenerates it.
 $(VENV)/.installed: pyproject.toml requirements-orchestrator.lock | $(UV)
 	$(PY) -m orchestrator.run.locks check requirements-orchestrator.lock
-	$(UV) pip sync --quiet --require-hashes --python $(PY) requirements-orchestrator.lock
+	$(UV) pip sync --quiet --require-hashes --compile-bytecode --python $(PY) requirements-orchestrator.lock
 	$(UV) pip install --quiet --no-deps --python $(PY) -e .
 	touch $@
 
@@ -37,15 +38,20 @@ demo: setup
 	$(PY) main.py --benchmark digits --use-case 1 --executor local --results-dir results/demo
 	$(PY) main.py collect --results-dir results/demo
 
-# Two pytest workers share the two cores (tests/integration mostly waits on Slurm), a file's tests on one worker
-# so that its probes run once; then the tests marked serial, alone. Both halves share one local cluster, taken
-# down at the end if this run brought it up (tests/cluster_run.py). Exit 1 when either half failed.
-# The whole run's time, setup included, is recorded for `make bench` (bench/suite_budget.py: at most 30 minutes).
+# Our own modules are compiled to bytecode first: where PYTHONDONTWRITEBYTECODE is set (CI machines), every
+# process would compile them from source again. Two pytest workers share the two cores (the suite keeps both
+# busy), a file's tests on one worker so that its probes run once, the files in the order tests/conftest.py
+# gives (the long integration files first, the many short unit tests last to even out the workers' ends; not
+# xdist's own order, which puts the files with most tests first); then the tests marked serial, alone. Both
+# halves share one local cluster, taken down at the end if this run brought it up (tests/cluster_run.py). Exit 1
+# when either half failed. The whole run's time, setup included, is recorded for `make bench`
+# (bench/suite_budget.py: at most 30 minutes).
 PYTEST_WORKERS ?= 2
 test:
 	@start=$$(date +%s); export JAXTORCH_TEST_RUN="make-test-$$$$"; rc=0; \
 	$(MAKE) --no-print-directory setup || exit 1; \
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS) || rc=1; \
+	$(PY) -m compileall -q -j 0 orchestrator bench_contract jax_backend torch_backend tests >/dev/null || rc=1; \
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" $(PYTEST_ARGS) || rc=1; \
 	$(PY) -m pytest -m serial $(PYTEST_ARGS) || rc=1; \
 	$(PY) tests/cluster_run.py down-if-started || rc=1; \
 	$(PY) -m bench.suite_budget record $$start $$rc; \

@@ -29,8 +29,9 @@ def pytest_configure(config):
         config.stash[OWNS_RUN] = cluster_run.name_this_run()
 
 
-# The order in which pytest-xdist hands out files: the integration tests first (they mostly wait on Slurm, so their
-# waits overlap the other worker's computing), the many short unit tests last (they even out the workers' ends).
+# The order in which pytest-xdist hands out files (the Makefile turns xdist's own order off): the integration tests
+# first (the longest files: a long one started last would leave the other worker idle at the end), the many short
+# unit tests last (they even out the workers' ends).
 DIRECTORY_ORDER = ("tests/integration", "tests/backends", "tests/unit")
 
 

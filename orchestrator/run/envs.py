@@ -39,8 +39,16 @@ def lock_for(framework: str, profile: ClusterProfile) -> locks.Lock:
     return locks.JAX[profile.jax_recipe] if framework == "jax" else locks.TORCH
 
 
+# How an environment is built, beside its lock: 2 compiles every module to bytecode at build time. A site whose
+# environments are read-only on the compute nodes, or that sets PYTHONDONTWRITEBYTECODE (as our CI machines do),
+# otherwise compiles torch, torchvision and torch._dynamo from source in every process: 7.7 s of CPU for
+# `import torch, torchvision` here, against 3.2 s with bytecode (and 1.2 against 0.7 s for jax, flax and optax).
+# An environment built by another recipe is not current, and is built again.
+RECIPE = 2
+
+
 def fingerprint(lock: Path) -> str:
-    return hashlib.sha256(lock.read_bytes()).hexdigest()
+    return f"{hashlib.sha256(lock.read_bytes()).hexdigest()} recipe {RECIPE}"
 
 
 def is_current(env: Path, lock: Path) -> bool:
@@ -80,7 +88,8 @@ def ensure_env(framework: str, profile: ClusterProfile, report: Callable[[str], 
     # The stamp is written last: a build that was interrupted never looks current, and is redone from scratch.
     shutil.rmtree(env, ignore_errors=True)
     run_uv([uv, "venv", "--quiet", "--python", python, str(env)], lambda line: report(f"{framework}: {line}"))
-    run_uv([uv, "pip", "sync", "--require-hashes", "--python", str(env / "bin" / "python"), str(lock.lock)],
+    run_uv([uv, "pip", "sync", "--require-hashes", "--compile-bytecode", "--python", str(env / "bin" / "python"),
+            str(lock.lock)],
            lambda line: report(f"{framework}: {line}"))
     (env / STAMP).write_text(fingerprint(lock.lock) + "\n")
     report(f"{framework}: environment ready at {env}")

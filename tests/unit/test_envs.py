@@ -1,6 +1,7 @@
 """`main.py envs`: an environment is built with uv from its lock file and reused while the lock is unchanged; a lock
 that no longer matches its requirements is refused with the command that regenerates it."""
 
+import hashlib
 import stat
 
 import pytest
@@ -59,7 +60,7 @@ def test_built_with_uv_from_the_lock_once_then_reused_then_rebuilt_when_the_lock
     assert env == tmp_path / "envs" / "jax" and (env / "bin" / "python").exists()
     calls = (tmp_path / "uv_calls.txt").read_text().splitlines()
     assert calls[0].startswith("venv --quiet --python ") and calls[0].endswith(str(env))
-    assert calls[1] == f"pip sync --require-hashes --python {env / 'bin' / 'python'} {lock.lock}"
+    assert calls[1] == f"pip sync --require-hashes --compile-bytecode --python {env / 'bin' / 'python'} {lock.lock}"
     marker = env / "marker"
     marker.write_text("")
     envs.ensure_env("jax", profile, report=said.append)
@@ -116,6 +117,18 @@ def test_an_interrupted_build_is_not_current(tmp_path):
     env = tmp_path / "env"
     (env / "bin").mkdir(parents=True)  # a venv without the stamp: its sync never finished
     assert not envs.is_current(env, lock.lock)
+
+
+def test_an_environment_built_by_an_earlier_recipe_is_not_current(tmp_path):
+    """Environments built before bytecode was compiled at build time (their stamp, the lock's hash alone) are
+    built again, so that no process compiles torch from source."""
+    lock = a_lock(tmp_path)
+    env = tmp_path / "env"
+    env.mkdir()
+    (env / envs.STAMP).write_text(hashlib.sha256(lock.lock.read_bytes()).hexdigest() + "\n")
+    assert not envs.is_current(env, lock.lock)
+    (env / envs.STAMP).write_text(envs.fingerprint(lock.lock) + "\n")
+    assert envs.is_current(env, lock.lock)
 
 
 def test_the_profile_chooses_the_jax_lock():
