@@ -396,6 +396,19 @@ def find_same_campaign(results_dir: Path, layout: list[tuple[str, str, int]]) ->
     return None
 
 
+def lost_arrays(manifest: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    """(script key, array index) -> the array entry covering that cell whose submission is still unknown: sbatch's
+    answer was lost, and no lookup by its job name has settled it (reconcile). Such a cell may be queued."""
+    lost = {}
+    for entry in manifest.get("arrays", []):
+        if entry.get("state") != "unknown":
+            continue
+        offset = entry["offset"]
+        cells = [offset + i for i in entry["indices"]] if "indices" in entry else range(offset, offset + entry["count"])
+        lost.update({(entry["script"], cell): entry for cell in cells})
+    return lost
+
+
 def slurm_job_ids(manifest: dict[str, Any]) -> list[str]:
     """Every Slurm array job of the campaign: each part of a split array, and each resubmission."""
     # An array split to fit MaxArraySize has one job id per part; task_ids already name every task.

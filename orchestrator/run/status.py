@@ -129,6 +129,7 @@ def campaign_status(folder: Path) -> list[CellStatus]:
     states, unreadable = queue_states(campaigns.slurm_job_ids(manifest))
     reran = reran_jobs(manifest) if unreadable else set()
     expected = expected_devices(manifest.get("profile", {}))
+    lost = campaigns.lost_arrays(manifest)
     cells = []
     for cell in manifest["cells"]:
         framework, index = cell["framework"], cell["array_index"]
@@ -148,6 +149,10 @@ def campaign_status(folder: Path) -> list[CellStatus]:
         if problem is None and not active:
             detail = "result written" + device_note(cell, expected.get(cell.get("system", "")))
             cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, detail, **found))
+            continue
+        if (script, index) in lost:  # before "not submitted": the array may be queued under a job id never heard
+            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, UNKNOWN,
+                                    lost_answer(lost[script, index]), **found))
             continue
         log = str(log_path(folder, manifest, script, index, task_id) or "")  # looked up for the rest only
         failure = read_failure(failure_path(cell["results"])) if sub else None
@@ -229,13 +234,23 @@ def is_active(cells: list[CellStatus]) -> bool:
     return any(c.state in UNSETTLED for c in cells)
 
 
+LOST = "the answer to its array's submission was lost"
+
+
+def lost_answer(entry: dict) -> str:
+    """The detail of a cell whose array's submission is unknown."""
+    return (f"{LOST} ({entry.get('reason', 'no reason recorded')}); it is looked up in Slurm by its job name "
+            f"{entry.get('job_name', '')!r} before anything is submitted again")
+
+
 def unknown_note(cells: list[CellStatus]) -> str | None:
     """One sentence for the cells whose state is unknown, naming the failed command; None when there are none."""
     unknown = [c for c in cells if c.state == UNKNOWN]
     if not unknown:
         return None
-    return (f"{len(unknown)} cells may still be queued or running, and the queue could not be read "
-            f"({unknown[0].detail})")
+    why = "the answer to their array's submission was lost" if unknown[0].detail.startswith(LOST) else \
+        "the queue could not be read"
+    return f"{len(unknown)} cells may still be queued or running, and {why} ({unknown[0].detail})"
 
 
 def follow_up(command: str, results_dir: Path) -> str:

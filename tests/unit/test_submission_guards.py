@@ -383,3 +383,30 @@ def test_a_slow_submitit_sbatch_is_said_while_it_waits(tmp_path, cluster):
     assert proc.returncode == 0, proc.stderr
     waiting = [line for line in proc.stderr.splitlines() if re.match(r"sbatch has not answered for \d+ s: ", line)]
     assert len(waiting) == 2 and "submitit waits for it" in waiting[0], proc.stderr  # once per framework's array
+
+
+def test_an_unknown_array_is_never_submitted_again_while_the_queue_cannot_be_read(tmp_path, cluster):
+    """#30 item 1: a hung sbatch that in fact accepted the campaign's only array, then squeue and sacct failing.
+    Before, with no job id to ask about, the queue counted as readable: the cell was "not submitted", the same
+    command submitted it again, status said 1/1 ended and exit 0, and watch stopped at once."""
+    env, run = cluster
+    bin_dir = Path(env["PATH"].split(":")[0])
+    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\nexec sleep 30\n')
+    env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
+    assert run("--frameworks", "jax", timeout=25).returncode == 1
+    for tool in ("squeue", "sacct"):
+        write_tool(bin_dir, tool, f"echo '{tool}: error: Socket timed out on send/recv operation' >&2\nexit 1\n")
+    again = run("--frameworks", "jax")
+    assert again.returncode == 1 and "nothing was submitted" in again.stderr, again.stdout + again.stderr
+    assert "the answer to their array's submission was lost" in again.stderr
+    assert len(calls(tmp_path)) == 1  # sbatch was not called again
+    results = ["--results-dir", str(tmp_path / "r")]
+    status = run_cli("status", *results, env=env)
+    assert status.returncode == 3 and re.search(r"jax +0 +\S+ +unknown +the answer to its array's submission was "
+                                                r"lost", status.stdout), status.stdout
+    assert "0/3 ended (3 unknown)" in status.stdout
+    resubmit = run_cli("resubmit", *results, env=env)
+    assert resubmit.returncode == 1 and len(calls(tmp_path)) == 1
+    watch = run_cli("watch", "--interval", "0.2", *results, env={**env, "ORCHESTRATOR_WATCH_UNREADABLE_S": "2"},
+                    timeout=60)
+    assert watch.returncode == 3, watch.stdout + watch.stderr  # waited, then said unknown: never "ended"
