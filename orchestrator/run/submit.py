@@ -102,6 +102,19 @@ LIMITS = {
 }
 
 
+# sbatch's words when its request or the controller's answer was lost on the way: it exits non-zero, yet the
+# controller may have accepted the job. Only an `error:` line without any of these is a refusal.
+LOST_ON_THE_WAY = ("Socket timed out", "Unable to contact slurm controller", "Zero Bytes were transmitted or received",
+                   "Connection refused", "Connection reset", "Connection timed out", "Communication connection failure",
+                   "Transport endpoint is not connected", "backup controller in standby mode", "Unexpected message")
+
+
+def is_refusal(said: str) -> bool:
+    """Whether the words of an sbatch that exited non-zero say that nothing was submitted: sbatch's own `error:`
+    (a bad option, a limit, an invalid account), not a lost connection, and not silence."""
+    return "error:" in said and not any(words in said for words in LOST_ON_THE_WAY)
+
+
 class SubmissionUnknown(OrchestratorError):
     """sbatch gave no answer in time (or an answer that names no job): the array may or may not exist."""
 
@@ -112,6 +125,14 @@ class SbatchRefused(OrchestratorError):
     def __init__(self, script: Path, said: str, where: str = ""):
         super().__init__(sbatch_refusal(script, said, where))
         self.script, self.said = script, said
+
+
+def unknown_outcome(script: Path, said: str, how: str) -> SubmissionUnknown:
+    """An sbatch call whose outcome is unknown, in one sentence: `how` it ended, and what it said."""
+    return SubmissionUnknown(
+        f"{how} for {script}" + (f" (it said: {said})" if said else "") + ", so whether Slurm accepted it is "
+        "unknown; run the same command again: it first looks the array up in Slurm by its job name and submits only "
+        "what is missing")
 
 
 def say(line: str) -> None:
@@ -189,6 +210,8 @@ def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: st
         err = written(stderr)
     if proc.returncode != 0:
         said = "; ".join(line.strip() for line in (err or out).splitlines() if line.strip())
+        if not is_refusal(said):  # "Socket timed out on send/recv operation": the job may exist
+            raise unknown_outcome(script, said, f"sbatch exited with status {proc.returncode}")
         raise SbatchRefused(script, said)
     job_id = out.strip().split(";")[0]  # --parsable prints "jobid" or "jobid;cluster"
     if not job_id.isdigit():
@@ -436,7 +459,9 @@ def submitit_failure(script: Path, exc: Exception) -> OrchestratorError:
     if refused is not None:
         said = "; ".join(line.strip() for line in str(refused.stderr or refused.output or "").splitlines()
                          if line.strip())
-        return SbatchRefused(script, said or f"exit status {refused.returncode}")
+        if not is_refusal(said):
+            return unknown_outcome(script, said, f"submitit's sbatch call exited with status {refused.returncode}")
+        return SbatchRefused(script, said)
     why = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
     return SubmissionUnknown(
         f"submitit's sbatch call for {script} failed ({why}), so whether Slurm accepted it is unknown; run the same "

@@ -410,3 +410,41 @@ def test_an_unknown_array_is_never_submitted_again_while_the_queue_cannot_be_rea
     watch = run_cli("watch", "--interval", "0.2", *results, env={**env, "ORCHESTRATOR_WATCH_UNREADABLE_S": "2"},
                     timeout=60)
     assert watch.returncode == 3, watch.stdout + watch.stderr  # waited, then said unknown: never "ended"
+
+
+SOCKET_TIMEOUT = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
+
+
+@pytest.mark.parametrize("executor", ["slurm", "submitit"])
+def test_an_sbatch_that_lost_the_controllers_answer_is_unknown_and_found_again_by_name(tmp_path, cluster, executor):
+    """#30 item 11: sbatch exits 1 after "Socket timed out on send/recv operation", yet the controller took the
+    array (as job 4100). Before, that was a refusal, and the next run submitted the cells again."""
+    env, run = cluster
+    bin_dir = Path(env["PATH"].split(":")[0])
+    lost = f"echo '{SOCKET_TIMEOUT}' >&2\nexit 1"
+    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path, lost) if executor == "submitit" else
+               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n{lost}\n')
+    proc = run("--executor", executor, "--frameworks", "jax")
+    no_traceback(proc)
+    assert proc.returncode == 1 and "whether Slurm accepted it is unknown" in proc.stderr, proc.stderr
+    assert "Socket timed out" in proc.stderr
+    [array] = manifest(tmp_path)["arrays"]
+    assert array["state"] == "unknown", array
+    name = array["job_name"]
+    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    write_tool(bin_dir, "squeue", 'case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    write_tool(bin_dir, "scancel", "exit 0\n")  # a submitit array found so is cancelled (reconcile.ORPHAN)
+    again = run("--executor", executor, "--frameworks", "jax")
+    assert "whose submission was unknown is found as job 4100" in again.stdout, again.stdout + again.stderr
+    assert len(calls(tmp_path)) == (1 if executor == "slurm" else 2)  # submitit's orphan goes again; sbatch's not
+
+
+def test_only_sbatchs_own_error_is_a_refusal():
+    from orchestrator.run.submit import is_refusal
+
+    assert is_refusal("sbatch: error: Batch job submission failed: Invalid account or account/partition combination")
+    assert not is_refusal(SOCKET_TIMEOUT)
+    assert not is_refusal("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect "
+                          "failure)")
+    assert not is_refusal("")  # exit 1 and no words: nothing says that nothing was submitted
