@@ -399,7 +399,7 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
         job_name = script.name.removesuffix(".sh")
         n = script.tasks
         if req.executor == "slurm":
-            sub = submit.submit_sbatch(key, Path(info["path"]), n, max_array,
+            sub = submit.submit_sbatch(key, Path(info["campaign_copy"]), n, max_array,
                                        campaign=campaign_dir.name, record=recorder(campaign_dir, manifest))
         elif req.executor == "local":
             sub = submit.run_local(key, Path(info["campaign_copy"]), n, log_dir, job_name, report)

@@ -448,3 +448,35 @@ def test_only_sbatchs_own_error_is_a_refusal():
     assert not is_refusal("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect "
                           "failure)")
     assert not is_refusal("")  # exit 1 and no words: nothing says that nothing was submitted
+
+
+def test_sbatch_gets_the_campaigns_own_script_not_the_shared_latest_copy(tmp_path, cluster):
+    """#30 item 3: campaign A's sbatch is slow to read its script, and meanwhile a dry run of campaign B (other
+    batch sizes, the same script names) rewrites slurm_scripts/. Before, A's array ran B's script: B's cells,
+    written into B's folder, under A's job id."""
+    env, run = cluster
+    submitted = tmp_path / "submitted"
+    submitted.mkdir()
+    started = tmp_path / "sbatch_started"
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
+               f'touch "{started}"\nsleep 3\n'
+               f'for arg in "$@"; do case "$arg" in *.sh) cp "$arg" "{submitted}/$SBATCH_JOB_NAME.sh";; esac; done\n'
+               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4001\n')
+    a = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--frameworks", "jax", "--profile",
+                          str(tmp_path / "p.toml"), "--results-dir", str(tmp_path / "r"), "--scripts-dir",
+                          str(tmp_path / "s")], env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    b = run_cli("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "64,128", "--frameworks", "jax",
+                "--dry-run", "--profile", str(tmp_path / "p.toml"), "--results-dir", str(tmp_path / "rb"),
+                "--scripts-dir", str(tmp_path / "s"), env=env)
+    assert b.returncode == 0, b.stderr
+    out, err = a.communicate(timeout=60)
+    assert a.returncode == 0, out + err
+    record = manifest(tmp_path)
+    info = record["scripts"]["jax"]
+    (copy,) = submitted.iterdir()
+    assert copy.read_text() == Path(info["campaign_copy"]).read_text()  # A's own script, with A's cells
+    assert Path(info["path"]).read_text() != copy.read_text()  # the latest copy is now B's, for reading
