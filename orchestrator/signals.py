@@ -1,5 +1,5 @@
-"""Stopping a command cleanly: SIGTERM and SIGHUP (a `kill`, Slurm at a job's time limit, a dropped ssh session)
-end a command as Ctrl-C does, by an exception, so that every `finally` runs: locks are released, temporary files
+"""Stopping a command cleanly: SIGINT (Ctrl-C), SIGTERM and SIGHUP (a `kill`, Slurm at a job's time limit, a
+dropped ssh session) end a command by an exception, so that every `finally` runs: locks are released, temporary files
 removed, and a submission in flight is recorded as unknown rather than lost. A second such signal ends the
 process at once, for a user who does not want to wait for that."""
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-HANDLED = (signal.SIGTERM, signal.SIGHUP)
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Stopped(BaseException):
     """A command stopped by a signal. A BaseException, as KeyboardInterrupt is: `except Exception` must not
-    swallow it on its way out."""
+    swallow it on its way out (and a KeyboardInterrupt typer would turn into a silent exit 130)."""
 
     def __init__(self, signum: int) -> None:
         self.signum = signum
@@ -31,6 +31,8 @@ def _stop(signum: int, frame: Any) -> None:
 
 
 def stop_on_signals() -> None:
-    """From here on, SIGTERM and SIGHUP raise Stopped in the main thread."""
+    """From here on, SIGINT, SIGTERM and SIGHUP raise Stopped in the main thread; one that this process was
+    started ignoring (SIGINT of a job started in the background, SIGHUP under nohup) stays ignored."""
     for signum in HANDLED:
-        signal.signal(signum, _stop)
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _stop)

@@ -240,12 +240,23 @@ def manifest_text(manifest: dict[str, Any]) -> str:
     return head.removesuffix("\n}") + (',\n  "cells": [\n' + cells + "\n  ]\n}\n" if cells else ',\n  "cells": []\n}\n')
 
 
+# The reason of an array recorded before its sbatch call: should the command be stopped or killed while sbatch
+# works, the array is unknown, and the next run looks it up by its job name.
+CALLING_SBATCH = "sbatch was called and its answer never recorded (the command was stopped or killed meanwhile)"
+
+
 def record_array(manifest: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
     """One sbatch call's outcome, recorded in the manifest's "arrays": {"script", "offset", "count", "job_name",
-    "state": "submitted" (with "job_id"), "refused" or "unknown" (with "reason"), "at"}. A submitted array also
-    goes into "submissions" at once: its job id and the ids of its tasks. Returns the recorded entry."""
-    entry = {**entry, "at": now_utc()}
-    manifest.setdefault("arrays", []).append(entry)
+    "state": "submitted" (with "job_id"), "refused" or "unknown" (with "reason"), "at"}. The intent recorded before
+    the call (unknown, CALLING_SBATCH) is replaced by the outcome, keeping its time. A submitted array also goes
+    into "submissions" at once: its job id and the ids of its tasks. Returns the recorded entry."""
+    arrays = manifest.setdefault("arrays", [])
+    intent = next((a for a in arrays if a.get("reason") == CALLING_SBATCH and a["state"] == "unknown"
+                   and a.get("job_name") == entry.get("job_name")), None) if entry.get("job_name") else None
+    entry = {**entry, "at": intent["at"] if intent else now_utc()}
+    if intent is not None:
+        arrays.remove(intent)
+    arrays.append(entry)
     if entry["state"] == "submitted":
         add_submitted(manifest, entry)
     return entry

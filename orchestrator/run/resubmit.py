@@ -249,6 +249,7 @@ class Rerun:
         refused or unknown) in the manifest as soon as sbatch returns."""
         entry = {"script": key, "offset": offset, "count": len(local), "indices": local,
                  "job_name": f"{submit.array_job_name(self.folder.name, key, offset)}:rerun{attempt}"}
+        self.record({**entry, "state": "unknown", "reason": campaigns.CALLING_SBATCH})  # the intent first
         try:
             job_id = submit.sbatch(script, *([str(offset)] if offset else []),
                                    options=(f"--array={array_expression(local)}",), job_name=entry["job_name"])

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.plan.campaign import CALLING_SBATCH
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.run.progress import run_streaming
 
@@ -270,6 +271,8 @@ def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | N
         entry = {"script": framework, "offset": offset, "count": count}
         if campaign:
             entry["job_name"] = array_job_name(campaign, framework, offset)
+        if record and campaign:  # the intent first: a kill while sbatch works leaves "unknown", not nothing
+            record({**entry, "state": "unknown", "reason": CALLING_SBATCH})
         try:
             job_id = sbatch(script, *args, options=options, job_name=entry.get("job_name"))
         except OrchestratorError as exc:
@@ -401,6 +404,8 @@ def submit_submitit(framework: str, script: Path, n_tasks: int, folder: Path, pr
         entry = submitit_entry(framework, chunk, campaign, rerun)
         if "job_name" in entry:
             executor.update_parameters(name=entry["job_name"])
+        if record and "job_name" in entry:  # the intent first, as for sbatch
+            record({**entry, "state": "unknown", "reason": CALLING_SBATCH})
         try:
             with saying_while_slow(warn), redirect_stderr(io.StringIO()), executor.batch():  # one sbatch call
                 part = [executor.submit(run_array_task, str(script), i, str(log_dir / f"{job_name}_submitit_{i}.out"))

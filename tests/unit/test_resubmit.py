@@ -129,7 +129,8 @@ def test_the_same_command_again_completes_its_campaign(tmp_path, cluster):
     assert calls.read_text().splitlines()[4].startswith("--parsable --array=0-3 ")
     plan(tmp_path, env, profile, "--new-campaign")
     assert len(list((tmp_path / "r").glob("*/manifest.json"))) == 2
-    assert calls.read_text().splitlines()[-1] == f"--parsable {tmp_path / 's' / 'torch_digits_1.sh'}"
+    (new,) = [m.parent for m in (tmp_path / "r").glob("*/manifest.json") if m.parent != folder]
+    assert calls.read_text().splitlines()[-1] == f"--parsable {new / 'scripts' / 'torch_digits_1.sh'}"  # its own copy
 
 
 def test_a_changed_setting_is_a_new_campaign(tmp_path, cluster):

@@ -98,8 +98,11 @@ def test_slurm_executor_calls_sbatch_once_per_framework_and_records_job_ids(tmp_
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
     assert proc.returncode == 0, proc.stderr
     lines = calls.read_text().splitlines()
-    assert lines == [f"--parsable {tmp_path / 's' / 'jax_digits_1.sh'}", f"--parsable {tmp_path / 's' / 'torch_digits_1.sh'}"]
     manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
+    copies = [manifest["scripts"][key]["campaign_copy"] for key in ("jax", "torch")]
+    assert lines == [f"--parsable {copy}" for copy in copies]  # the campaign's own copies
+    assert [Path(copy).read_text() for copy in copies] == [(tmp_path / "s" / name).read_text()
+                                                          for name in ("jax_digits_1.sh", "torch_digits_1.sh")]
     assert manifest["executor"] == "slurm"
     assert manifest["submissions"]["jax"]["task_ids"] == ["4001_0", "4001_1", "4001_2"]
     assert manifest["submissions"]["torch"]["job_id"] == "4002"
@@ -117,7 +120,8 @@ def test_an_array_larger_than_allowed_is_submitted_in_parts(tmp_path, fake_slurm
                    "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
                    "--scripts-dir", str(tmp_path / "s"), env=env)
     assert proc.returncode == 0, proc.stderr
-    jax_script = tmp_path / "s" / "jax_digits_1.sh"
+    (folder,) = (tmp_path / "r").glob("*/")
+    jax_script = folder / "scripts" / "jax_digits_1.sh"  # the campaign's own copy
     assert calls.read_text().splitlines()[:3] == [
         f"--parsable --array=0-1 {jax_script} 0", f"--parsable --array=0-1 {jax_script} 2",
         f"--parsable --array=0-0 {jax_script} 4",
@@ -158,8 +162,10 @@ def test_a_refused_submission_is_one_sentence(tmp_path, fake_slurm):
     proc = run_cli("--benchmark", "digits", "--use-case", "1", "--profile", str(profile),
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
     assert proc.returncode == 1
+    (folder,) = (tmp_path / "r").glob("*/")
     assert proc.stderr.strip().splitlines() == [
-        f"error: sbatch refused {tmp_path / 's' / 'jax_digits_1.sh'}: sbatch: error: invalid partition specified: debug"
+        f"error: sbatch refused {folder / 'scripts' / 'jax_digits_1.sh'}: sbatch: error: invalid partition specified: "
+        "debug"
     ]
 
 

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -480,3 +481,39 @@ def test_sbatch_gets_the_campaigns_own_script_not_the_shared_latest_copy(tmp_pat
     (copy,) = submitted.iterdir()
     assert copy.read_text() == Path(info["campaign_copy"]).read_text()  # A's own script, with A's cells
     assert Path(info["path"]).read_text() != copy.read_text()  # the latest copy is now B's, for reading
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGKILL],
+                         ids=lambda s: s.name)
+def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_rerun_finds_it(tmp_path, cluster,
+                                                                                              signum):
+    """#30 item 2: Ctrl-C, a dropped ssh session, a kill (even -9) while a slow sbatch works, which in fact took
+    the array as job 4100. Before, nothing was recorded and the rerun submitted the cells again."""
+    env, run = cluster
+    bin_dir = Path(env["PATH"].split(":")[0])
+    started = tmp_path / "sbatch_started"
+    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
+                                  f'touch "{started}"\nexec sleep 30\n')
+    launch = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--frameworks", "jax", "--profile",
+                               str(tmp_path / "p.toml"), "--results-dir", str(tmp_path / "r"), "--scripts-dir",
+                               str(tmp_path / "s")], env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, start_new_session=True)  # a signal for it alone, not sbatch
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    launch.send_signal(signum)
+    _, err = launch.communicate(timeout=60)
+    if signum != signal.SIGKILL:
+        assert launch.returncode == 128 + signum and err.strip().splitlines()[-1] == f"error: stopped by {signum.name}"
+    [array] = manifest(tmp_path)["arrays"]
+    assert array["state"] == "unknown" and "stopped or killed" in array["reason"], array
+    name = array["job_name"]
+    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
+    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    write_tool(bin_dir, "squeue", 'case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    again = run("--frameworks", "jax")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "whose submission was unknown is found as job 4100" in again.stdout
+    assert len(calls(tmp_path)) == 1  # not submitted again
+    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
