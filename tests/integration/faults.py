@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
-import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -144,19 +142,3 @@ class Campaign:
         assert (runs == 1).all().all(), runs
         assert (merged.metric == "throughput").sum() == len(cells)
         return merged
-
-
-def standin_env(env_dir, broken=None, gate=None):
-    """A JAX environment whose `python` runs the stand-in backend; it exits 1 at once for the array indices
-    listed in the file `broken` (one per line), as a task that crashes before Python starts would. With `gate`
-    (a path), every task waits until that file exists, so a test decides when the tasks may finish."""
-    bin_dir = env_dir / "jax" / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
-    python = bin_dir / "python"
-    crash = f'grep -qx "$4" {shlex.quote(str(broken))} && exit 1\n' if broken else ""
-    crash += f'while [ ! -e {shlex.quote(str(gate))} ]; do sleep 0.2; done\n' if gate else ""
-    # Called as `python -m jax_backend.run SPECS INDEX`; the stand-in takes SPECS INDEX.
-    python.write_text(f'#!/bin/bash\n{crash}exec {shlex.quote(sys.executable)} '
-                      f'{shlex.quote(str(REPO_ROOT / "tests" / "integration" / "standin_backend.py"))} "$3" "$4"\n')
-    python.chmod(0o755)

@@ -1,7 +1,7 @@
 """Load: over a hundred tiny array tasks, running side by side and finishing together, lose no result.
 
 The tasks run the real runner (spec line in, shared weights file, atomic Parquet out) with a stand-in use case
-(tests/integration/standin_backend.py), so each takes about a second of CPU. They run in the local cluster's
+(bench/standin_backend.py), so each takes about a second of CPU. They run in the local cluster's
 `load` partition, where each core is shared by up to 40 jobs: Slurm starts them in waves of about eighty, and a
 wave ends within seconds, every task publishing into the same folders at once. collect runs while results
 arrive and once at the end, and status counts every cell. sacct's start and end times show that the tasks did
@@ -16,7 +16,9 @@ import time
 from datetime import datetime
 
 import pandas as pd
-from faults import Campaign, standin_env
+from faults import Campaign
+
+from bench.standin_backend import standin_env
 
 TASKS = 160  # two waves of about eighty: enough to overlap, and half the time of 300 in the suite
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import subprocess
 
-from faults import Campaign, standin_env
+from faults import Campaign
+
+from bench.standin_backend import standin_env
 from helpers import run_cli
 
 SQUEUE_DOWN = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"

@@ -8,8 +8,10 @@ import shlex
 import shutil
 import subprocess
 
-from faults import Campaign, standin_env
+from faults import Campaign
 from helpers import run_cli
+
+from bench.standin_backend import standin_env
 
 
 def test_submitit_resubmits_only_the_missing_cell(slurm_cluster, tmp_path):

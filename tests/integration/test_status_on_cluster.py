@@ -50,7 +50,9 @@ def test_status_says_unknown_with_exit_3_and_watch_goes_on_until_the_queue_answe
     """#22: squeue fails (the controller restarting, say) for watch's first polls while real tasks are queued:
     status exits 3, watch neither ends on the unknown cells nor gives up, and ends 0 once every cell has completed;
     collect then has each cell once. The tasks run the stand-in backend."""
-    from faults import Campaign, standin_env
+    from faults import Campaign
+
+    from bench.standin_backend import standin_env
 
     gate = tmp_path / "gate"  # the tasks wait for it: none may finish before the queue has failed to answer
     standin_env(tmp_path / "envs", gate=gate)

@@ -12,7 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from faults import Campaign, standin_env
+from faults import Campaign
+
+from bench.standin_backend import standin_env
 from helpers import REPO_ROOT, run_cli
 
 ARGS = ("--batch-sizes", "16,32", "--synthetic")
