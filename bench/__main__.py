@@ -7,11 +7,11 @@ import os
 import platform
 import sys
 
-from bench import collecting, harness_overhead, planning, startup, submission, suite_budget, vectorization
+from bench import collecting, harness_overhead, planning, soak, startup, submission, suite_budget, vectorization
 from bench_contract.measure.device import cpu_model
 
 SUITES = {"startup": startup, "planning": planning, "submission": submission, "collecting": collecting,
-          "overhead": harness_overhead, "vectorization": vectorization, "suite": suite_budget}
+          "overhead": harness_overhead, "vectorization": vectorization, "suite": suite_budget, "soak": soak}
 
 
 def machine() -> str:
