@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, env_python, metric, write_mnist_folder
+from helpers import BRIEF_TIMING, REPO_ROOT, env_python, metric, write_mnist_folder
 
 from bench_contract.measure.device import cpu_model
 from bench_contract.results import read_task_table
@@ -29,10 +29,12 @@ def run_backend(framework: str, spec: JobSpec, tmp_path: Path) -> subprocess.Com
 
 
 def make_spec(framework: str, tmp_path: Path, **overrides) -> JobSpec:
+    """A digits MLP cell of use case 1, with `overrides`. Its repeated measurements are brief (BRIEF_TIMING):
+    these tests check what a run records and computes; the timing rules have their own tests."""
     values = dict(campaign="test", cell_id=f"{framework}-cell", pair_key="cell", framework=framework,
                   benchmark="digits", use_case=1, model="mlp", batch_size=32, precision="fp32", epochs=2,
                   warmup_steps=3, device="cpu", results_path=str(tmp_path / f"{framework}.parquet"),
-                  init_weights_path=str(tmp_path / "init.npz"))
+                  init_weights_path=str(tmp_path / "init.npz"), **BRIEF_TIMING)
     values.update(overrides)
     return JobSpec(**values)
 

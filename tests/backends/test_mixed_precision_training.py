@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import REPO_ROOT, env_python, metric
+from helpers import BRIEF_TIMING, REPO_ROOT, env_python, metric
 
 from bench_contract.results import read_task_table
 from bench_contract.spec import JobSpec
@@ -37,7 +37,8 @@ LOWERED = 1e-5  # a mixed curve differs from fp32 by more than this: its precisi
 def run(framework: str, tmp_path: Path, **overrides) -> subprocess.CompletedProcess:
     values = {"campaign": "test", "cell_id": f"{framework}-cell", "pair_key": "cell", "framework": framework,
               "benchmark": "digits", "use_case": 1, "model": "mlp", "batch_size": 32, "precision": "fp32",
-              "epochs": 2, "warmup_steps": 2, "device": "cpu", "init_weights_path": str(tmp_path / "init.npz")}
+              "epochs": 2, "warmup_steps": 2, "device": "cpu", "init_weights_path": str(tmp_path / "init.npz"),
+              **BRIEF_TIMING}
     values.update(overrides)
     name = f"{framework}-{values['precision']}-{'compiled' if values.get('torch_compile') else 'eager'}"
     spec = JobSpec(**values, results_path=str(tmp_path / f"{name}.parquet"))

@@ -6,7 +6,7 @@ import subprocess
 import time
 
 import pytest
-from helpers import REPO_ROOT, env_python
+from helpers import BRIEF_TIMING, REPO_ROOT, env_python
 
 from bench_contract.run.progress import INTERVAL_ENV, heartbeat_path
 from bench_contract.spec import JobSpec
@@ -25,7 +25,8 @@ def test_a_dp_sgd_cell_logs_its_progress_as_it_runs_and_keeps_a_heartbeat(framew
     results = tmp_path / "camp" / "rows" / framework / "cell.parquet"
     spec = JobSpec(campaign="camp", cell_id=f"{framework}-cell", pair_key="cell", framework=framework,
                    benchmark="digits", use_case=3, model="mlp", batch_size=32, precision="fp32", epochs=2,
-                   warmup_steps=3, device="cpu", min_duration_s=1.0, results_path=str(results),
+                   warmup_steps=3, device="cpu", timed_steps=BRIEF_TIMING["timed_steps"], min_duration_s=1.0,
+                   results_path=str(results),
                    init_weights_path=str(tmp_path / "init.npz"))
     path = tmp_path / "spec.json"
     path.write_text(spec.to_json())

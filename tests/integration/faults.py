@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
-from helpers import REPO_ROOT, run_cli
+from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, run_cli
 
 LOCAL_PROFILE = REPO_ROOT / "profiles" / "local_slurm.toml"
 
@@ -34,11 +34,15 @@ class Campaign:
     def cli(self, *args: str, timeout: float = 900):
         return run_cli(*args, "--results-dir", str(self.results), env=self.env, timeout=timeout)
 
-    def launch(self, *args: str, timeout: float = 900):
-        """`python main.py --benchmark digits --use-case 1 --frameworks jax ARGS` with this campaign's profile."""
-        return run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", *args,
-                       "--profile", str(self.profile), "--results-dir", str(self.results),
-                       "--scripts-dir", str(self.scripts), env=self.env, timeout=timeout)
+    def launch_args(self, *args: str) -> list[str]:
+        """The arguments of `python main.py --benchmark digits --use-case 1 --frameworks jax ARGS` with this
+        campaign's profile and folders: the same command each time, as a user runs it again."""
+        return ["--benchmark", "digits", "--use-case", "1", *BRIEF_TIMING_ARGS, "--frameworks", "jax", *args,
+                "--profile", str(self.profile), "--results-dir", str(self.results), "--scripts-dir", str(self.scripts)]
+
+    def launch(self, *args: str, env: dict | None = None, timeout: float = 900):
+        """The launch command (launch_args), in this campaign's environment or `env`."""
+        return run_cli(*self.launch_args(*args), env=env or self.env, timeout=timeout)
 
     @property
     def folder(self) -> Path:

@@ -11,7 +11,7 @@ import json
 import shlex
 
 import pytest
-from helpers import REPO_ROOT, run_cli
+from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, run_cli
 
 
 def recording_env(env_dir, record):
@@ -31,7 +31,8 @@ def test_parts_of_an_array_run_every_cell_once(slurm_cluster, tmp_path, executor
     profile = tmp_path / "parts.toml"
     base = (REPO_ROOT / "profiles" / "local_slurm.toml").read_text()
     profile.write_text(base + f'env_dir = "{tmp_path / "envs"}"\nmax_array_size = 2\n')
-    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", "--batch-sizes", "8,16,32,64,128",
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", *BRIEF_TIMING_ARGS, "--frameworks", "jax",
+                   "--batch-sizes", "8,16,32,64,128",
                    "--profile", str(profile), "--executor", executor, "--wait", "--results-dir", str(tmp_path / "r"),
                    "--scripts-dir", str(tmp_path / "s"), env=slurm_cluster.env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

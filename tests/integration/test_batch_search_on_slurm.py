@@ -2,14 +2,15 @@
 is a fresh process whose address space is capped (like `ulimit -v`), and out-of-memory tries are data."""
 
 import pandas as pd
-from helpers import REPO_ROOT, metric, run_cli
+from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, metric, run_cli
 
 CAP = "4G"  # each framework starts in well under this; the CIFAR-10 CNN's batches then run out of it
 
 
 def test_both_frameworks_find_a_limit_and_record_the_out_of_memory_tries(slurm_cluster, tmp_path):
     results = tmp_path / "results"
-    proc = run_cli("--benchmark", "cifar10", "--use-case", "1", "--find-max-batch", "--memory-limit", CAP,
+    proc = run_cli("--benchmark", "cifar10", "--use-case", "1", *BRIEF_TIMING_ARGS, "--find-max-batch",
+                   "--memory-limit", CAP,
                    "--batch-sizes", "128", "--max-batch-limit", "16384",
                    "--profile", str(REPO_ROOT / "profiles" / "local_slurm.toml"), "--wait",
                    "--results-dir", str(results), "--scripts-dir", str(tmp_path / "scripts"),

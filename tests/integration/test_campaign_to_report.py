@@ -3,12 +3,13 @@
 import json
 
 import pandas as pd
-from helpers import REPO_ROOT, run_cli
+from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, run_cli
 
 
 def test_two_benchmarks_submitted_watched_collected_and_reported(slurm_cluster, tmp_path):
     results = tmp_path / "results"
-    common = ["--use-case", "1", "--epochs", "2", "--profile", str(REPO_ROOT / "profiles" / "local_slurm.toml"),
+    common = ["--use-case", "1", *BRIEF_TIMING_ARGS, "--epochs", "2",
+              "--profile", str(REPO_ROOT / "profiles" / "local_slurm.toml"),
               "--results-dir", str(results), "--scripts-dir", str(tmp_path / "s")]
     campaigns = []
     for benchmark in (["--benchmark", "digits", "--batch-sizes", "32"],

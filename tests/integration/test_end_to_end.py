@@ -9,7 +9,7 @@ import re
 
 import pandas as pd
 import pytest
-from helpers import REPO_ROOT, missing_envs, run_cli
+from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, missing_envs, run_cli
 
 from bench_contract.measure.device import cpu_model
 
@@ -27,7 +27,8 @@ def framework_envs():
 def launch_and_collect(tmp_path, executor, env=None):
     results, scripts = tmp_path / "results", tmp_path / "slurm_scripts"
     profile = ["--profile", str(REPO_ROOT / "profiles" / "local_slurm.toml")] if executor != "local" else []
-    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--executor", executor, "--wait", *profile,
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", *BRIEF_TIMING_ARGS, "--executor", executor, "--wait",
+                   *profile,
                    "--results-dir", str(results), "--scripts-dir", str(scripts), env=env, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     manifest = json.loads(next(results.glob("*/manifest.json")).read_text())

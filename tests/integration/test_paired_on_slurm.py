@@ -5,12 +5,13 @@ interval from them."""
 import json
 
 import pandas as pd
-from helpers import REPO_ROOT, run_cli
+from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, run_cli
 
 
 def test_a_paired_cell_runs_interleaved_trials_of_both_frameworks_in_one_job(slurm_cluster, tmp_path):
     results = tmp_path / "results"
-    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "64", "--epochs", "1",
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", *BRIEF_TIMING_ARGS, "--batch-sizes", "64",
+                   "--epochs", "1",
                    "--warmup-steps", "2", "--paired", "--trials", "2",
                    "--profile", str(REPO_ROOT / "profiles" / "local_slurm.toml"), "--wait",
                    "--results-dir", str(results), "--scripts-dir", str(tmp_path / "scripts"),

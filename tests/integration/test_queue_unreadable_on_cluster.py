@@ -33,9 +33,7 @@ def test_held_tasks_are_unknown_while_squeue_fails_and_nothing_is_submitted(slur
         assert status.stdout.count(f"unknown  squeue failed: exit status 1: {SQUEUE_DOWN}") == 2, status.stdout
         assert "0/2 ended" in status.stdout and "ended without a result" not in status.stdout
         resubmitted = run_cli("resubmit", "--results-dir", str(run.results), env=broken)
-        again = run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", *args,
-                        "--profile", str(run.profile), "--results-dir", str(run.results),
-                        "--scripts-dir", str(run.scripts), env=broken)
+        again = run.launch(*args, env=broken)
         for refused in (resubmitted, again):
             assert refused.returncode == 1, refused.stdout + refused.stderr
             assert "nothing was submitted" in refused.stderr and f"squeue failed: exit status 1: {SQUEUE_DOWN}" \

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 
 from faults import Campaign
-from helpers import run_cli
 
 from bench.standin_backend import standin_env
 
@@ -50,9 +49,7 @@ def test_a_submitit_array_whose_answer_was_lost_is_found_by_its_name_and_not_run
     (lost / "sbatch").write_text(f"#!/bin/bash\n{shlex.quote(real)} \"$@\" > /dev/null || exit $?\n"
                                  "echo 'sbatch: error: slurm_receive_msg: Socket timed out on send/recv operation'\n")
     (lost / "sbatch").chmod(0o755)
-    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", *args, "--profile",
-                   str(run.profile), "--results-dir", str(run.results), "--scripts-dir", str(run.scripts),
-                   env={**run.env, "PATH": f"{lost}:{run.env['PATH']}"})
+    proc = run.launch(*args, env={**run.env, "PATH": f"{lost}:{run.env['PATH']}"})
     assert proc.returncode == 1 and "whether Slurm accepted it is unknown" in proc.stderr, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     [array] = run.manifest["arrays"]

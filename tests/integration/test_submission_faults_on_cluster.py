@@ -38,9 +38,7 @@ def wrapped(tmp_path: Path, env: dict, name: str, body: str) -> dict:
 
 def launch_process(run: Campaign, env: dict) -> subprocess.Popen:
     """The launch command in its own session, so that a signal reaches it and not the sbatch it waits for."""
-    return subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), "--benchmark", "digits", "--use-case", "1",
-                             "--frameworks", "jax", *ARGS, "--profile", str(run.profile), "--results-dir",
-                             str(run.results), "--scripts-dir", str(run.scripts)],
+    return subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *run.launch_args(*ARGS)],
                             env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
 
@@ -98,9 +96,7 @@ def test_an_unknown_array_is_not_submitted_again_while_the_queue_cannot_be_read(
     hung = wrapped(tmp_path, run.env, "sbatch", '"$REAL" "$@" >/dev/null\nexec sleep 120')
     hung["ORCHESTRATOR_SBATCH_TIMEOUT_S"] = "3"
     try:
-        first = run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", *ARGS, "--profile",
-                        str(run.profile), "--results-dir", str(run.results), "--scripts-dir", str(run.scripts),
-                        env=hung, timeout=120)
+        first = run.launch(*ARGS, env=hung, timeout=120)
         assert first.returncode == 1 and "whether Slurm accepted it is unknown" in first.stderr, first.stderr
         [array] = run.manifest["arrays"]
         assert array["state"] == "unknown" and len(jobs_named(run, array["job_name"])) == 1
@@ -109,9 +105,7 @@ def test_an_unknown_array_is_not_submitted_again_while_the_queue_cannot_be_read(
         status = run_cli("status", "--results-dir", str(run.results), env=broken)
         assert status.returncode == 3 and "0/2 ended (2 unknown)" in status.stdout, status.stdout + status.stderr
         for refused in (run_cli("resubmit", "--results-dir", str(run.results), env=broken),
-                        run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", *ARGS,
-                                "--profile", str(run.profile), "--results-dir", str(run.results),
-                                "--scripts-dir", str(run.scripts), env=broken)):
+                        run.launch(*ARGS, env=broken)):
             assert refused.returncode == 1 and "nothing was submitted" in refused.stderr, refused.stderr
         assert len(jobs_named(run, array["job_name"])) == 1 and len(run.manifest["arrays"]) == 1
         again = run.launch(*ARGS)  # the queue answers again: the array is found, nothing submitted twice

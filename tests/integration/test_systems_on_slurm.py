@@ -14,7 +14,7 @@ import time
 
 import pandas as pd
 import pytest
-from helpers import missing_envs, run_cli
+from helpers import BRIEF_TIMING_ARGS, missing_envs, run_cli
 
 from bench_contract.measure.device import cpu_model
 
@@ -78,7 +78,8 @@ def test_one_command_runs_a_campaign_on_two_systems_and_the_collect_job_merges_i
     env = featured_nodes
     results = tmp_path / "results"
     profile = two_system_profile(tmp_path / "two_systems.toml")
-    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--epochs", "1", "--batch-sizes", "32",
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", *BRIEF_TIMING_ARGS, "--epochs", "1",
+                   "--batch-sizes", "32",
                    "--systems", "fakea,fakeb", "--profile", str(profile), "--collect-after", "--wait",
                    "--results-dir", str(results), "--scripts-dir", str(tmp_path / "scripts"), env=env, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
