@@ -32,6 +32,16 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
     )
 
 
+def default_signals() -> None:
+    """For Popen's preexec_fn: the child starts with SIGINT, SIGTERM and SIGHUP at their default actions, as from a
+    login shell, whatever this test run inherited (under nohup SIGHUP is ignored, in a background job SIGINT;
+    a command keeps such a disposition, orchestrator.signals)."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def env_python(framework: str) -> Path:
     return ENVS[framework] / "bin" / "python"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from faults import Campaign
 
 from bench.standin_backend import standin_env
-from helpers import REPO_ROOT, run_cli
+from helpers import REPO_ROOT, default_signals, run_cli
 
 ARGS = ("--batch-sizes", "16,32", "--synthetic")
 SOCKET = "Socket timed out on send/recv operation"
@@ -40,7 +40,7 @@ def launch_process(run: Campaign, env: dict) -> subprocess.Popen:
     """The launch command in its own session, so that a signal reaches it and not the sbatch it waits for."""
     return subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *run.launch_args(*ARGS)],
                             env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=default_signals)
 
 
 def wait_for(path: Path, timeout_s: float = 120) -> None:

@@ -128,7 +128,7 @@ def test_the_lock_of_a_slurm_job_that_ended_is_taken_at_once_and_of_one_that_run
 def test_a_command_stopped_by_sigterm_or_sighup_lets_go_of_its_lock(tmp_path):
     """A collect holding its lock, stopped by SIGTERM (Slurm at a time limit, a kill) or SIGHUP (a dropped ssh
     session): the lock goes, and the command says why it stopped, exiting as a shell reports such a signal."""
-    from helpers import REPO_ROOT
+    from helpers import REPO_ROOT, default_signals
 
     from orchestrator.results.store import MERGED, lock_path
 
@@ -139,7 +139,7 @@ def test_a_command_stopped_by_sigterm_or_sighup_lets_go_of_its_lock(tmp_path):
                "from orchestrator.cli import run; run()\n")
     for signum in (signal.SIGTERM, signal.SIGHUP):
         proc = subprocess.Popen([sys.executable, "-c", holding, str(tmp_path)], cwd=REPO_ROOT, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_signals)
         assert proc.stdout.readline() == "holding\n"
         assert lock_path(tmp_path / MERGED).exists()
         proc.send_signal(signum)

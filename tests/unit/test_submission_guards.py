@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, run_cli, write_result
+from helpers import REPO_ROOT, default_signals, run_cli, write_result
 
 ARGS = ("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32")
 
@@ -497,7 +497,8 @@ def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_r
     launch = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--frameworks", "jax", "--profile",
                                str(tmp_path / "p.toml"), "--results-dir", str(tmp_path / "r"), "--scripts-dir",
                                str(tmp_path / "s")], env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, start_new_session=True)  # a signal for it alone, not sbatch
+                              stderr=subprocess.PIPE, start_new_session=True,  # a signal for it alone, not sbatch
+                              preexec_fn=default_signals)
     deadline = time.monotonic() + 60
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
