@@ -84,6 +84,12 @@ class Soak:
     def campaigns(self) -> list[Path]:
         return sorted(manifest.parent for manifest in self.results.glob("*/manifest.json"))
 
+    def manifests(self) -> dict[str, dict]:
+        """Each campaign's manifest as it is now, by campaign name."""
+        from orchestrator.plan.campaign import load_manifest
+
+        return {folder.name: load_manifest(folder) for folder in self.campaigns()}
+
 
 def flaky_queue(folder: Path) -> Path:
     """squeue and sacct that fail one call in QUEUE_FAILS_ONE_IN, as a controller that times out does."""
@@ -137,16 +143,17 @@ def soak(work: Path, seconds: float, seed: int = 0) -> dict:
         actor.join()
     reads, failures = map(int, reader.communicate(timeout=600)[0].split())
     unfinished = settle(run)
-    runs, unrecorded = task_starts(run, started)
-    merged = merged_runs(run)
-    cells = expected_cells(run)
-    never = cells - set(runs)
+    manifests = run.manifests()  # as the soak left them: read once for the three counts
+    runs, unrecorded = task_starts(run, manifests, started)
+    merged = merged_runs(run, manifests)
+    cells = {(name, cell["array_index"]) for name, manifest in manifests.items() for cell in manifest["cells"]}
+    never = sorted(cells - set(runs))
     if never:  # what sacct and the manifests say of them, to look into
-        print(f"soak: cells no task of which started, by sacct: {sorted(never)}\n{sacct_lines(run, started)}",
+        print(f"soak: cells no task of which started, by sacct: {never}\n{sacct_lines(run, started)}",
               file=sys.stderr)
-    return {"campaigns": len(run.campaigns()), "cells": len(cells), "commands": dict(run.ran),
+    return {"campaigns": len(manifests), "cells": len(cells), "commands": dict(run.ran),
             "killed": dict(run.killed), "unfinished": unfinished, "unrecorded_jobs": unrecorded,
-            "ran_twice": sorted(c for c, n in runs.items() if n > 1), "never_ran": sorted(cells - set(runs)),
+            "ran_twice": sorted(c for c, n in runs.items() if n > 1), "never_ran": never,
             "merged_twice": sorted(c for c, n in merged.items() if n > 1), "not_merged": sorted(cells - set(merged)),
             "reads": reads, "read_failures": failures}
 
@@ -154,49 +161,34 @@ def soak(work: Path, seconds: float, seed: int = 0) -> dict:
 def settle(run: Soak) -> int:
     """With the queue reliable: resubmit each campaign and wait, until every cell has a result; then collect.
     Returns the cells still without a result after SETTLE_ROUNDS."""
-    import json
-
     from bench_contract.results import result_problem
 
     left = 0
     for _ in range(SETTLE_ROUNDS):
         for folder in run.campaigns():
             run.cli("resubmit", folder.name, "--wait", env=run.reliable)
-        left = sum(result_problem(cell["results"]) is not None for folder in run.campaigns()
-                   for cell in json.loads((folder / "manifest.json").read_text())["cells"])
+        left = sum(result_problem(cell["results"]) is not None for manifest in run.manifests().values()
+                   for cell in manifest["cells"])
         if not left:
             break
     run.cli("collect", env=run.reliable)
     return left
 
 
-def expected_cells(run: Soak) -> set[tuple[str, int]]:
-    import json
-
-    return {(folder.name, cell["array_index"]) for folder in run.campaigns()
-            for cell in json.loads((folder / "manifest.json").read_text())["cells"]}
-
-
-def task_starts(run: Soak, since: str) -> tuple[Counter, list[str]]:
+def task_starts(run: Soak, manifests: dict[str, dict], since: str) -> tuple[Counter, list[str]]:
     """(campaign, array index) -> how many of its tasks started, by sacct: every array job named for a campaign
     here (`jax:<campaign>:<offset>[:rerunN]`), each task mapped to its cell by the manifest's record of that array
     (task i of an array at `offset` runs cell offset + i); and the jobs Slurm ran for a campaign here that no
     manifest records (each a cell run that nothing knows of)."""
-    import json
-
-    arrays = {}
-    for folder in run.campaigns():
-        for entry in json.loads((folder / "manifest.json").read_text()).get("arrays", []):
-            if entry.get("job_id"):
-                arrays[entry["job_id"]] = (folder.name, entry)
-    names = {folder.name for folder in run.campaigns()}
+    arrays = {entry["job_id"]: (name, entry) for name, manifest in manifests.items()
+              for entry in manifest.get("arrays", []) if entry.get("job_id")}
     out = sacct_lines(run, since)
     starts: Counter = Counter()
     unrecorded: list[str] = []
     for line in out.splitlines():
         job, name, start = line.split("|")
         parts = name.split(":")
-        if len(parts) < 3 or parts[1] not in names or start in ("Unknown", "None", "") or "_" not in job:
+        if len(parts) < 3 or parts[1] not in manifests or start in ("Unknown", "None", "") or "_" not in job:
             continue
         job_id, task = job.split("_", 1)
         if not task.isdigit():
@@ -214,17 +206,14 @@ def sacct_lines(run: Soak, since: str) -> str:
                           capture_output=True, text=True, check=True, env=run.reliable).stdout
 
 
-def merged_runs(run: Soak) -> Counter:
+def merged_runs(run: Soak, manifests: dict[str, dict]) -> Counter:
     """(campaign, array index) -> how many runs of it the merged dataset holds (distinct start times)."""
-    import json
+    from orchestrator.results.store import read_merged_rows
 
-    import pandas as pd
-
-    index = {(folder.name, cell["cell_id"], cell["trial"]): cell["array_index"] for folder in run.campaigns()
-             for cell in json.loads((folder / "manifest.json").read_text())["cells"]}
-    merged = pd.read_parquet(os.path.realpath(run.results / "merged.parquet"),
-                             columns=["campaign", "cell_id", "trial", "started_at"])
-    runs = merged.drop_duplicates().groupby(["campaign", "cell_id", "trial"]).size()
+    index = {(name, cell["cell_id"], cell["trial"]): cell["array_index"] for name, manifest in manifests.items()
+             for cell in manifest["cells"]}
+    merged = read_merged_rows(run.results / "merged.parquet", ["campaign", "cell_id", "trial", "started_at"])
+    runs = merged.to_pandas().drop_duplicates().groupby(["campaign", "cell_id", "trial"]).size()
     return Counter({(c, index[(c, cell, t)]): n for (c, cell, t), n in runs.items() if (c, cell, t) in index})
 
 
@@ -252,10 +241,10 @@ def measure(repeats: int) -> list[Result]:
 
 def cancel_all(work: Path) -> None:
     """Cancel whatever of the soak's jobs is still queued, and remove its folder."""
-    import json
+    from orchestrator.plan.campaign import load_manifest
 
     for manifest in (work / "results").glob("*/manifest.json"):
-        for entry in json.loads(manifest.read_text()).get("arrays", []):
+        for entry in load_manifest(manifest.parent).get("arrays", []):
             if entry.get("job_name"):
                 subprocess.run(["scancel", f"--name={entry['job_name']}"], capture_output=True)
     shutil.rmtree(work, ignore_errors=True)

@@ -69,8 +69,8 @@ def usage_sentence(exc: click_errors.UsageError) -> str:
 def run() -> None:
     """The entry point of `python main.py` and of the `jaxtorch-bench` command. Click's own usage errors (an
     unknown option, a value of the wrong type, a missing value) leave as one sentence and exit 2, as the
-    domain's bad input does, instead of a box of help. SIGTERM and SIGHUP stop a command as Ctrl-C does, its
-    `finally` blocks run (orchestrator.signals)."""
+    domain's bad input does, instead of a box of help. SIGINT, SIGTERM and SIGHUP stop a command by an
+    exception, so its `finally` blocks run, and it says so in one sentence (orchestrator.signals)."""
     stop_on_signals()
     try:
         code = app(standalone_mode=False)

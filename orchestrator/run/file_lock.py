@@ -35,7 +35,7 @@ POLL_S = 0.5
 # A holder writes its name within microseconds of creating the file; one that names no holder this long after
 # its last change belongs to a process killed in between (a slow file system flushes within seconds).
 UNWRITTEN_STALE_S = 30.0
-# Breaking a stale lock takes a rename and a read; a `.break` file this old belongs to a process killed meanwhile.
+# Breaking a stale lock takes a read and an unlink; a `.break` file this old belongs to a process killed meanwhile.
 BREAK_STALE_S = 30.0
 
 
