@@ -1,17 +1,18 @@
 """The vision models in PyTorch: torchvision's builders for the full networks, torchvision's classes fed from
-bench_contract.models.vision for the tiny ones, and the small CNN (MNIST, CIFAR-10)."""
+bench_contract.models.vision for the tiny ones, and the small CNN (MNIST, CIFAR-10).
+
+torchvision is imported by the builders that use it, not here: importing it imports TorchDynamo (through
+torchvision.ops), about 1.2 s of CPU in every process, which the models without it (the MLP, the CNN, the
+transformer, the GCN) never need, eager or compiled alike.
+"""
 
 from __future__ import annotations
 
 import functools
+import sys
 
 import torch
-import torchvision.models as tvm
 from torch import nn
-from torchvision.models.efficientnet import EfficientNet, MBConvConfig
-from torchvision.models.mobilenetv3 import InvertedResidualConfig, MobileNetV3
-from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
-from torchvision.ops import StochasticDepth
 
 from bench_contract.models import vision
 
@@ -23,6 +24,9 @@ def group_norm(channels: int) -> nn.GroupNorm:
 
 def resnet50(num_classes: int, variant: str, norm_layer=None) -> nn.Module:
     """torchvision's ResNet-50; norm_layer None is its batch norm."""
+    import torchvision.models as tvm
+    from torchvision.models.resnet import Bottleneck, ResNet
+
     if variant == "full":
         return tvm.resnet50(weights=None, num_classes=num_classes, norm_layer=norm_layer)
     return ResNet(Bottleneck, list(vision.resnet_blocks("resnet50", variant)), num_classes=num_classes,
@@ -32,6 +36,8 @@ def resnet50(num_classes: int, variant: str, norm_layer=None) -> nn.Module:
 def resnet18_cifar(num_classes: int, variant: str, norm_layer=None) -> nn.Module:
     """torchvision's ResNet-18 for 32x32 inputs: a 3x3 stride-1 stem and no max-pool, the usual CIFAR choice
     (a 7x7 stride-2 stem and a max-pool would leave a 1x1 map before the last stage)."""
+    from torchvision.models.resnet import BasicBlock, ResNet
+
     model = ResNet(BasicBlock, list(vision.resnet_blocks("resnet18", variant)), num_classes=num_classes,
                    norm_layer=norm_layer)
     model.conv1 = nn.Conv2d(3, vision.RESNET_WIDTHS[0], kernel_size=3, stride=1, padding=1, bias=False)
@@ -40,6 +46,8 @@ def resnet18_cifar(num_classes: int, variant: str, norm_layer=None) -> nn.Module
 
 
 def vit_b_16(num_classes: int, variant: str) -> nn.Module:
+    import torchvision.models as tvm
+
     if variant == "full":
         return tvm.vit_b_16(weights=None, num_classes=num_classes)
     c = vision.VIT[variant]
@@ -49,6 +57,9 @@ def vit_b_16(num_classes: int, variant: str) -> nn.Module:
 
 
 def mobilenet_v3_small(num_classes: int, variant: str) -> nn.Module:
+    import torchvision.models as tvm
+    from torchvision.models.mobilenetv3 import InvertedResidualConfig, MobileNetV3
+
     if variant == "full":
         return tvm.mobilenet_v3_small(weights=None, num_classes=num_classes)
     blocks, last_channel = vision.MOBILENET_V3_SMALL[variant]
@@ -58,6 +69,9 @@ def mobilenet_v3_small(num_classes: int, variant: str) -> nn.Module:
 
 
 def efficientnet_b0(num_classes: int, variant: str) -> nn.Module:
+    import torchvision.models as tvm
+    from torchvision.models.efficientnet import EfficientNet, MBConvConfig
+
     if variant == "full":
         return tvm.efficientnet_b0(weights=None, num_classes=num_classes)
     setting = [MBConvConfig(s.expand_ratio, s.kernel, s.stride, s.input_channels, s.out_channels, s.num_layers,
@@ -89,9 +103,14 @@ def disable_random_regularisers(model: nn.Module) -> list[str]:
     dropout, EfficientNet's stochastic depth; torchvision's ViT has dropout 0 already). They draw from
     PyTorch's RNG, which JAX cannot reproduce, so with them on the two frameworks could not take the same
     steps. Returns the names of the modules changed."""
+    random_regularisers: tuple[type, ...] = (nn.Dropout,)
+    if "torchvision" in sys.modules:  # only a model built by torchvision holds its StochasticDepth
+        from torchvision.ops import StochasticDepth
+
+        random_regularisers += (StochasticDepth,)
     changed = []
     for name, module in model.named_modules():
-        if isinstance(module, (nn.Dropout, StochasticDepth)) and module.p > 0:
+        if isinstance(module, random_regularisers) and module.p > 0:
             module.p = 0.0
             changed.append(name)
     return changed

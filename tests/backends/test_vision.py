@@ -211,3 +211,20 @@ def test_pytorch_options_torch_compile_and_channels_last_are_run_and_recorded(tm
     assert metric(df, "compile_first_call_time") > metric(df, "compile_time") > 0
     assert metric(df, "step_time_p50") > 0 and metric(df, "timed_steps") == 3
     assert metric(df, "recompilations_timed") == 0  # compiled once, before the timed region, and never again
+
+
+NO_TORCHVISION_UNTIL_NEEDED = """
+import sys
+from torch_backend import models, run, vision
+for name in ("mlp", "cnn", "transformer"):
+    vision.disable_random_regularisers(models.build(name, (1, 28, 28) if name != "transformer" else (16,), 10, "tiny"))
+print(sorted(m for m in ("torchvision", "torch._dynamo") if m in sys.modules))
+"""
+
+
+def test_the_torch_backend_imports_torchvision_only_for_its_models():
+    """Importing torchvision imports TorchDynamo, about 1.2 s of CPU in each of the suite's hundreds of PyTorch
+    processes: a backend that trains a model of its own (MLP, CNN, transformer) must import neither."""
+    proc = run_in("torch", "-c", NO_TORCHVISION_UNTIL_NEEDED)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split("\n")[-2] == "[]", proc.stdout
