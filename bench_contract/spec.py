@@ -48,7 +48,7 @@ SAMPLINGS = ("shuffle", "poisson")
 PAIRED_ORDER = ("jax", "torch")
 
 
-# Every JobSpec field, in one of three classes (tests/unit/test_comparison_settings.py fails on a new field until
+# Every JobSpec field, in one of four classes (tests/unit/test_comparison_settings.py fails on a new field until
 # it is placed here). A comparison pools runs, as trials of one cell, only where the key and the measured
 # settings agree; bookkeeping differs between runs of the same thing.
 COMPARISON_KEY = ("benchmark", "use_case", "model", "batch_size", "precision")  # columns of their own
@@ -56,11 +56,15 @@ MEASURED_SETTINGS = (
     "device", "data_source", "epochs", "optimizer", "learning_rate", "seed", "warmup_steps", "synthetic_samples",
     "clip_norm", "noise_multiplier", "loop_batch_size", "nodes", "tasks_per_node", "model_variant", "timed_steps",
     "min_duration_s", "torch_compile", "torch_compile_mode", "channels_last", "batch_search", "batch_search_limit", "memory_limit_bytes",
-    "xla_flags", "momentum", "nesterov", "weight_decay", "lr_schedule", "lr_warmup_steps", "lr_decay_steps",
+    "momentum", "nesterov", "weight_decay", "lr_schedule", "lr_warmup_steps", "lr_decay_steps",
     "sampling",
     "system",  # the kind of node asked for (the profile's systems): runs on two systems are not trials of one cell
     "dp_engine",  # the JAX side has none ("") and is compared with each PyTorch engine (orchestrator.results.compare)
 )
+# A framework's own tuning knobs: they belong to one side (only JAX reads XLA_FLAGS), so they never split a JAX
+# run from its PyTorch pair. The rows record them as run (`xla_flags`), the tables show them beside the row, and a
+# row that pools runs of one side made with different values is not comparable (orchestrator.results.certificate).
+FRAMEWORK_TUNING = ("xla_flags",)
 BOOKKEEPING = (
     "campaign", "cell_id", "pair_key", "framework",  # which cell and side: the comparison puts the sides together
     "trial", "trials", "paired",  # repeats of the same settings; pairing is resampled as such by the comparison

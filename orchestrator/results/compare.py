@@ -15,6 +15,7 @@ import numpy as np
 from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES
 from orchestrator.plan.profile import device_matches
+from orchestrator.results.certificate import COMPARABLE, certificates, tuning_notes
 
 KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
 # One comparison row: the same device (kind and model), the same cell key, and the same measured settings (a
@@ -378,6 +379,12 @@ def comparison_frame(df):
                   if (note := spread_note(_runs(step_cv, index, fw), _runs(throughput, index, fw))))
         for index in out.index
     ]
+    certified = certificates(rows, ROW_KEY)
+    out["comparable"] = [certified.get(tuple(index), COMPARABLE) for index in out.index]
+    tuning = tuning_notes(rows, ROW_KEY)
+    out["tuning"] = [tuning.get(tuple(index), "") for index in out.index]
+    # Never a speed-up for a row that is not comparable: not in a table, a plot, report.csv or a baseline.
+    out.loc[out["comparable"] != COMPARABLE, ["speedup", "speedup_ci_low", "speedup_ci_high"]] = np.nan
     out = out.reset_index()
     out["differs_in"] = differing_settings(out)
     return out
@@ -400,7 +407,16 @@ def _runs(series, index, framework) -> np.ndarray:
         return np.array([], dtype=float)
 
 
+def comparable(row) -> bool:
+    """Whether the row's certificate passed (a frame from before the certificate has no column: it did not)."""
+    return row.get("comparable", "") == COMPARABLE
+
+
 def format_speedup(row) -> str:
+    """The speed-up with its interval; never for a row that is not comparable (certificate), whose reasons
+    the tables say below them."""
+    if not comparable(row):
+        return "not comparable"
     if np.isnan(row["speedup"]):
         return "n/a"
     if np.isnan(row["speedup_ci_low"]):
@@ -437,6 +453,7 @@ def display_rows(frame, device_model: str, only: tuple[str, ...] | None = None) 
             headers.append("speed-up JAX/PyTorch [95% CI]")
     headers.append("runs JAX/PyTorch")
     headers.append(f"spread too wide (CV > {CV_THRESHOLD:.0%})")
+    headers.append("comparable")
     rows = []
     for _, row in block.iterrows():
         cells = [row["benchmark"], str(row["use_case"]), row["model"], str(row["batch_size"]), row["precision"]]
@@ -447,5 +464,6 @@ def display_rows(frame, device_model: str, only: tuple[str, ...] | None = None) 
                 cells.append(format_speedup(row))
         cells.append(row["runs_jax_torch"])
         cells.append(row["spread_too_wide"] or "no")
+        cells.append(row["comparable"])
         rows.append(cells)
     return headers, rows

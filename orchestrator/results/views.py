@@ -29,10 +29,12 @@ import numpy as np
 from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES, PER_SAMPLE_USE_CASES
 from orchestrator.results.batch_search import batch_search_table
+from orchestrator.results.certificate import CERTIFIED_COLUMNS
 from orchestrator.results.compare import (
     FRAMEWORKS,
     KEY,
     ROW_KEY,
+    comparable,
     comparison_frame,
     format_speedup,
     format_value,
@@ -269,7 +271,7 @@ def summary_frame(output: Path):
     import pyarrow.dataset as ds
 
     wanted = [*ROW_KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order",
-              "metric", "value", "unit", "epoch", "step"]
+              *CERTIFIED_COLUMNS, "metric", "value", "unit", "epoch", "step"]
     # A dataset merged before a column existed lacks it; the comparison reads it as empty (with_row_key).
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
     return read_merged_rows(output, wanted, summary).to_pandas()
@@ -327,11 +329,19 @@ def view_table(frame, view: View, device: str) -> ViewTable | None:
                       else "" for c in view.columns]
             cells += ["wide" if first and row["spread_too_wide"] else ""] if wide.any() else []
             rows.append(cells)
-    notes = [f"spread too wide (CV > {CV_THRESHOLD:.0%}), {row['benchmark']} {row['model']} batch {row['batch_size']}: "
-             f"{row['spread_too_wide']}" for _, row in block[wide].iterrows()]
+    notes = [f"spread too wide (CV > {CV_THRESHOLD:.0%}), {cell_words(row)}: {row['spread_too_wide']}"
+             for _, row in block[wide].iterrows()]
+    notes += [f"not comparable, {cell_words(row)}: {row['comparable']}" for _, row in block.iterrows()
+              if not comparable(row)]
+    notes += [f"tuning, {cell_words(row)}: {row['tuning']}" for _, row in block.iterrows() if row["tuning"]]
     if view.use_cases == PER_SAMPLE_USE_CASES:
         notes += [note for note in (privacy_note(row) for _, row in block.iterrows()) if note]
     return ViewTable(f"{view.title} on {device}", said_once, headers, rows, notes, key_columns=len(keys))
+
+
+def cell_words(row) -> str:
+    """A comparison row in the words of a note below its table: "digits mlp batch 32"."""
+    return f"{row['benchmark']} {row['model']} batch {row['batch_size']}"
 
 
 KEY_HEADERS = {"benchmark": "benchmark", "use_case": "use case", "model": "model", "batch_size": "batch",

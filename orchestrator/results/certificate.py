@@ -1,0 +1,84 @@
+"""The comparability certificate of each comparison row: whether its JAX and PyTorch sides measured like things,
+judged from what each run recorded it did, not from what its spec asked for.
+
+A row is comparable ("yes") when every check passes; otherwise its `comparable` column lists the reasons, and
+no table shows its speed-up (compare.format_speedup). The checks:
+- software: the runs pooled on one side share one framework version and one kind of environment (locked,
+  site interpreter, ...): JAX 0.4.30 from one campaign and JAX 0.10.2 from another are not trials of one cell;
+- tuning: the runs of one side share their framework's own tuning knobs (spec.FRAMEWORK_TUNING: JAX's XLA_FLAGS).
+  Such a knob belongs to one side, so it never splits a pair, but runs made with different values are not pooled;
+- compilation: no side recompiled inside its timed steps (`recompilations_timed`, and the per-sample timings'
+  own counts): a timed step that compiled timed the compiler.
+"""
+
+from __future__ import annotations
+
+from bench_contract.spec import FRAMEWORK_TITLES
+
+COMPARABLE = "yes"
+# What identifies a run, and the columns whose value must be one per side (absent in a table written before
+# they existed: then the check has nothing to tell apart and passes).
+RUN = ["campaign", "cell_id", "trial"]
+SOFTWARE = ("framework_version", "environment_kind")
+# Per framework, its own tuning knobs as the rows record them (column, words): only JAX reads XLA_FLAGS.
+TUNING = {"jax": {"xla_flags": "XLA_FLAGS"}, "torch": {}}
+NOT_SET = "not set"  # bench_contract.measure.device's value of a variable that was not set
+CERTIFIED_COLUMNS = (*SOFTWARE, *(c for knobs in TUNING.values() for c in knobs))  # what a reader of the merged dataset must read besides the key
+# A count of compilations inside timed steps: the training or inference step's, and each per-sample timing's.
+RECOMPILATIONS = ("recompilations_timed", "per_sample_grads_vectorized_recompilations_timed",
+                  "per_sample_grads_loop_recompilations_timed")
+
+
+def certificates(df, row_key: list[str]) -> dict[tuple, str]:
+    """Per comparison row (the values of row_key), "yes" or the reasons it is not comparable, "; "-joined.
+    `df` holds every run's summary rows with the row_key columns (compare.with_row_key)."""
+    reasons: dict[tuple, list[str]] = {}
+    for key, side in df.groupby([*row_key, "framework"], dropna=False, sort=False):
+        row, framework = tuple(key[:-1]), key[-1]
+        found = reasons.setdefault(row, [])
+        found += pooled_differently(side, framework) + recompiled(side, framework)
+    return {row: "; ".join(found) or COMPARABLE for row, found in reasons.items()}
+
+
+def pooled_differently(side, framework: str) -> list[str]:
+    """A reason per column of SOFTWARE and TUNING in which the side's runs differ."""
+    title = FRAMEWORK_TITLES.get(framework, framework)
+    runs = side.drop_duplicates([c for c in RUN if c in side])
+    reasons = []
+    software = [c for c in SOFTWARE if c in runs]
+    if software:
+        kinds = sorted({" ".join(str(v) for v in values) for values in runs[software].itertuples(index=False)})
+        if len(kinds) > 1:
+            reasons.append(f"{title} runs of {len(kinds)} versions pooled ({', '.join(kinds)})")
+    for column, words in TUNING.get(framework, {}).items():
+        if column in runs and runs[column].nunique(dropna=False) > 1:
+            values = ", ".join(repr(v) for v in sorted(runs[column].fillna("").astype(str).unique()))
+            reasons.append(f"{title} runs with different {words} pooled ({values})")
+    return reasons
+
+
+def recompiled(side, framework: str) -> list[str]:
+    """A reason when any run of the side recompiled inside its timed steps (the most any run did)."""
+    counts = side.loc[side["metric"].isin(RECOMPILATIONS), "value"].dropna()
+    most = counts.max() if len(counts) else 0
+    if most > 0:
+        return [f"{FRAMEWORK_TITLES.get(framework, framework)} recompiled in its timed steps (up to {most:.0f} "
+                "times in a run)"]
+    return []
+
+
+def tuning_notes(df, row_key: list[str]) -> dict[tuple, str]:
+    """Per comparison row whose runs set one, each framework's own tuning as run ("JAX XLA_FLAGS
+    --xla_cpu_enable_fast_math=false"): shown beside the row, since it is no reason to split the pair."""
+    notes: dict[tuple, list[str]] = {}
+    for framework, knobs in TUNING.items():
+        side = df[df["framework"] == framework]
+        for column, words in knobs.items():
+            if column not in side:
+                continue
+            for key, values in side.groupby(row_key, dropna=False, sort=False)[column]:
+                used = sorted(v for v in values.dropna().astype(str).unique() if v not in ("", NOT_SET))
+                if used:
+                    title = FRAMEWORK_TITLES.get(framework, framework)
+                    notes.setdefault(tuple(key), []).append(f"{title} {words} {' | '.join(used)}")
+    return {row: "; ".join(found) for row, found in notes.items()}

@@ -1,0 +1,95 @@
+"""The comparability certificate (issue 29): each comparison row says whether its two sides measured like things,
+from what the runs recorded, and a row that is not comparable shows no speed-up, anywhere, only its reasons."""
+
+import re
+
+import pandas as pd
+from helpers import result_context, run_cli
+
+from bench_contract.results import ResultRows
+from bench_contract.run.runner import base_context
+from bench_contract.spec import JobSpec
+from orchestrator.results.compare import comparison_frame, display_rows
+
+VERSIONS = {"old": {"jax": "0.4.30", "torch": "2.3.0"}, "new": {"jax": "0.10.2", "torch": "2.9.1"}}
+
+
+def write_run(root, campaign, framework, throughput, version="0.10.2", environment="locked", xla_flags="",
+              recompilations=0.0):
+    """One task's result file as a backend writes it (identity from a real job spec), with the software and the
+    recompilations in timed steps that the run recorded. xla_flags: the spec's, as a profile gives them to JAX
+    (plan.campaign.write_specs); the run records them as its XLA_FLAGS, as the JAX backend sets them."""
+    values = {"campaign": campaign, "cell_id": f"{framework}-cell", "pair_key": "cell", "framework": framework,
+              "benchmark": "digits", "use_case": 1, "model": "mlp", "batch_size": 32, "precision": "fp32",
+              "xla_flags": xla_flags}
+    spec = JobSpec(**values)
+    context = result_context(**(base_context(spec) | {"environment_kind": environment}), device_kind="cpu",
+                             device_model="CPU X", bound_cpus=2, intra_op_threads=2, framework_version=version,
+                             xla_flags=xla_flags or "not set")
+    rows = ResultRows(context)
+    rows.add("throughput", throughput, "samples/s")
+    rows.add("recompilations_timed", recompilations, "compilations")
+    rows.write(root / campaign / "rows" / framework / f"{framework}-cell.parquet")
+    return pd.DataFrame(rows.rows).assign(**context)
+
+
+def both(root, campaign, jax=None, torch=None, jax_speed=2000, torch_speed=1000):
+    """A JAX and a PyTorch run of one cell in one campaign; jax/torch: write_run's keywords for that side."""
+    return [write_run(root, campaign, "jax", jax_speed, **(jax or {})),
+            write_run(root, campaign, "torch", torch_speed, **(torch or {}))]
+
+
+def test_runs_of_one_software_and_no_recompilation_are_comparable(tmp_path):
+    frame = comparison_frame(pd.concat([*both(tmp_path, "a"), *both(tmp_path, "b")], ignore_index=True))
+    assert len(frame) == 1 and frame["comparable"].iloc[0] == "yes"
+    assert frame["speedup"].iloc[0] == 2.0 and frame["runs_jax_torch"].iloc[0] == "2/2"
+
+
+def test_runs_of_different_framework_versions_are_pooled_only_as_not_comparable(tmp_path):
+    """Defect 6: JAX 0.4.30 and PyTorch 2.3 (locked) in campaign a, JAX 0.10.2 and PyTorch 2.9 (site) in b
+    became one row, runs 2/2, speed-up 1.5 [1.0, 2.0], and nothing said why."""
+    old = both(tmp_path, "a", {"version": "0.4.30"}, {"version": "2.3.0"}, torch_speed=1000)
+    new = both(tmp_path, "b", {"version": "0.10.2", "environment": "site"}, {"version": "2.9.1", "environment": "site"},
+               torch_speed=2000)
+    frame = comparison_frame(pd.concat([*old, *new], ignore_index=True))
+    (reasons,) = frame["comparable"]
+    assert reasons == ("JAX runs of 2 versions pooled (0.10.2 site, 0.4.30 locked); "
+                       "PyTorch runs of 2 versions pooled (2.3.0 locked, 2.9.1 site)")
+    assert frame[["speedup", "speedup_ci_low", "speedup_ci_high"]].isna().all(axis=None)
+    headers, rows = display_rows(frame, "CPU X")
+    assert rows[0][headers.index("speed-up JAX/PyTorch [95% CI]")] == "not comparable"
+    assert rows[0][headers.index("comparable")] == reasons
+    # collect, as the user runs it: no speed-up on the line, the reasons below the table.
+    proc = run_cli("collect", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "not comparable, digits mlp batch 32: JAX runs of 2 versions pooled" in proc.stdout
+    line = next(line for line in proc.stdout.splitlines() if line.lstrip().startswith("digits"))
+    assert "not comparable" in line and re.search(r"\d\.\d+x", line) is None, line
+
+
+def test_the_environment_kind_alone_splits_the_software(tmp_path):
+    frame = comparison_frame(pd.concat([*both(tmp_path, "a"), *both(tmp_path, "b", torch={"environment": "site"})]))
+    assert frame["comparable"].iloc[0] == "PyTorch runs of 2 versions pooled (0.10.2 locked, 0.10.2 site)"
+
+
+def test_a_recompilation_inside_the_timed_steps_makes_the_row_not_comparable(tmp_path):
+    frame = comparison_frame(pd.concat(both(tmp_path, "a", torch={"recompilations": 8.0})))
+    assert frame["comparable"].iloc[0] == "PyTorch recompiled in its timed steps (up to 8 times in a run)"
+    assert frame["speedup"].isna().all()
+
+
+def test_xla_flags_of_a_profile_never_split_the_pair_and_are_shown_beside_it(tmp_path):
+    """Defect 5: a profile's per-model xla_flags reach the JAX specs only, and as a measured setting they split
+    the cell into two rows, runs 1/0 and 0/1, with no speed-up at all."""
+    flags = "--xla_cpu_enable_fast_math=false"
+    frame = comparison_frame(pd.concat(both(tmp_path, "a", {"xla_flags": flags}), ignore_index=True))
+    assert len(frame) == 1 and frame["runs_jax_torch"].iloc[0] == "1/1" and frame["speedup"].iloc[0] == 2.0
+    assert frame["comparable"].iloc[0] == "yes" and frame["tuning"].iloc[0] == f"JAX XLA_FLAGS {flags}"
+    proc = run_cli("collect", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert f"tuning, digits mlp batch 32: JAX XLA_FLAGS {flags}" in proc.stdout and "2.00x" in proc.stdout
+
+
+def test_jax_runs_with_different_xla_flags_are_not_comparable(tmp_path):
+    frame = comparison_frame(pd.concat([*both(tmp_path, "a", {"xla_flags": "--xla_a=1"}), *both(tmp_path, "b")]))
+    assert frame["comparable"].iloc[0] == "JAX runs with different XLA_FLAGS pooled ('--xla_a=1', 'not set')"
