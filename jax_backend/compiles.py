@@ -9,6 +9,8 @@ JAX shows up as a failing test rather than as a silent zero.
 
 from __future__ import annotations
 
+import time
+
 import jax
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -28,3 +30,18 @@ jax.monitoring.register_event_duration_secs_listener(_on_duration)
 def count() -> int:
     """Compilations so far in this process."""
     return _count
+
+
+def ahead_of_time(jitted, *args):
+    """(the compiled function, {metric: seconds}) of a jitted function for these arguments' shapes, timed as
+    PyTorch's compile time is (torch.compile's first call minus a steady one: Dynamo's tracing, then Inductor's
+    code generation): `compile_time` is tracing and lowering to StableHLO plus XLA's compilation, and the two
+    parts are recorded too (`lowering_time`, `xla_compile_time`). XLA's part alone left out about a fifth of
+    the MLP's (1.78 s against 0.44 s of lowering)."""
+    start = time.perf_counter()
+    lowered = jitted.lower(*args)
+    lowering = time.perf_counter() - start
+    start = time.perf_counter()
+    compiled = lowered.compile()
+    xla = time.perf_counter() - start
+    return compiled, {"compile_time": lowering + xla, "lowering_time": lowering, "xla_compile_time": xla}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import jax
 import jax.numpy as jnp
@@ -31,12 +30,8 @@ class JaxInference:
         return synchronize(jax.device_put(x, self.device))
 
     def compile(self, x) -> dict[str, float]:
-        start = time.perf_counter()
-        lowered = self.jitted.lower(self.variables, x)
-        lowering = time.perf_counter() - start
-        start = time.perf_counter()
-        self.compiled = lowered.compile()
-        return {"lowering_time": lowering, "compile_time": time.perf_counter() - start}
+        self.compiled, seconds = compiles.ahead_of_time(self.jitted, self.variables, x)
+        return seconds
 
     def flops_per_step(self, x):
         from jax_backend.efficiency import xla_flops

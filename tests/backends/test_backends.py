@@ -75,7 +75,10 @@ def test_jax_compile_time_is_measured_apart_from_the_steps(both):
     timed step either."""
     df = both["jax"]
     compile_s = metric(df, "compile_time")
-    assert compile_s > 0
+    # Tracing and lowering are part of it, as Dynamo's tracing is of PyTorch's (issue 29, defect 9): XLA's
+    # compilation alone left out about a fifth of the MLP's.
+    assert metric(df, "lowering_time") > 0 and metric(df, "xla_compile_time") > 0
+    assert compile_s == metric(df, "lowering_time") + metric(df, "xla_compile_time")
     first_step_s = df[(df.metric == "step_time") & (df.step == 0)]["value"].item() / 1e3
     assert first_step_s < compile_s / 2, (first_step_s, compile_s)
     assert metric(df, "recompilations_timed") == 0
