@@ -22,35 +22,42 @@ from bench_contract.measure.timing import fastest_call
 
 T = 1e12
 # (pattern on NVML's device name, {precision: dense peak FLOP/s}). First match wins, so the more specific
-# names come first. A precision missing from a GPU's entry has no tensor-core (or any) support there.
+# names come first. A precision missing from a GPU's entry has no hardware support there (TF32 came with Ampere,
+# bfloat16 too): every entry of an Ampere or later GPU has all four (tests/unit/test_flops.py).
 PEAK_FLOPS: list[tuple[str, dict[str, float]]] = [
-    # NVIDIA H100 datasheet (nvidia.com/en-us/data-center/h100): FP32 67 / 51 / 60 TF; BF16/FP16 tensor
-    # 1,979 / 1,513 / 1,671 TF with sparsity, halved here for dense.
-    (r"H100.*NVL", {"fp32": 60 * T, "bf16": 835.5 * T, "fp16": 835.5 * T}),
-    (r"H100.*PCIe", {"fp32": 51 * T, "bf16": 756.5 * T, "fp16": 756.5 * T}),
-    (r"H100", {"fp32": 67 * T, "bf16": 989.5 * T, "fp16": 989.5 * T}),  # SXM5: "NVIDIA H100 80GB HBM3"
-    # NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): SXM FP32 67 TF, BF16 1,979 TF sparse;
-    # NVL FP32 60 TF, BF16 1,671 TF sparse.
-    (r"H200.*NVL", {"fp32": 60 * T, "bf16": 835.5 * T, "fp16": 835.5 * T}),
-    (r"H200", {"fp32": 67 * T, "bf16": 989.5 * T, "fp16": 989.5 * T}),
-    # NVIDIA A100 datasheet (nvidia.com/en-us/data-center/a100): SXM and PCIe alike, FP32 19.5 TF,
-    # BF16/FP16 tensor 312 TF dense (624 sparse).
-    (r"A100", {"fp32": 19.5 * T, "bf16": 312 * T, "fp16": 312 * T}),
-    # NVIDIA L40S datasheet: FP32 91.6 TF; BF16/FP16 tensor 362.05 TF dense (733 sparse).
-    (r"L40S", {"fp32": 91.6 * T, "bf16": 362.05 * T, "fp16": 362.05 * T}),
-    # NVIDIA A40 datasheet: FP32 37.4 TF; BF16/FP16 tensor 149.7 TF dense (299.4 sparse).
-    (r"\bA40\b", {"fp32": 37.4 * T, "bf16": 149.7 * T, "fp16": 149.7 * T}),
-    # NVIDIA L4 datasheet: FP32 30.3 TF; BF16/FP16 tensor 121 TF dense (242 sparse).
-    (r"\bL4\b", {"fp32": 30.3 * T, "bf16": 121 * T, "fp16": 121 * T}),
-    # NVIDIA A10 datasheet: FP32 31.2 TF; BF16/FP16 tensor 125 TF dense (250 sparse).
-    (r"\bA10\b", {"fp32": 31.2 * T, "bf16": 125 * T, "fp16": 125 * T}),
-    # NVIDIA RTX A5000 datasheet: FP32 27.8 TF; tensor 222.2 TF with sparsity, so 111.1 dense.
-    (r"RTX A5000", {"fp32": 27.8 * T, "bf16": 111.1 * T, "fp16": 111.1 * T}),
-    # NVIDIA Ampere GA102 whitepaper (RTX 3080): FP32 29.8 TF; FP16 tensor with FP32 accumulate 59.5 TF dense
-    # (GeForce runs FP32 accumulation at half the FP16-accumulate rate); BF16 the same.
-    (r"RTX 3080$", {"fp32": 29.8 * T, "bf16": 59.5 * T, "fp16": 59.5 * T}),
-    # NVIDIA Ada whitepaper (RTX 4090): FP32 82.6 TF; FP16 tensor with FP32 accumulate 165.2 TF dense.
-    (r"RTX 4090$", {"fp32": 82.6 * T, "bf16": 165.2 * T, "fp16": 165.2 * T}),
+    # NVIDIA H100 datasheet (nvidia.com/en-us/data-center/h100): FP32 67 / 51 / 60 TF; TF32 tensor 989 / 756 /
+    # 835 TF and BF16/FP16 tensor 1,979 / 1,513 / 1,671 TF with sparsity, halved here for dense.
+    (r"H100.*NVL", {"fp32": 60 * T, "tf32": 417.5 * T, "bf16": 835.5 * T, "fp16": 835.5 * T}),
+    (r"H100.*PCIe", {"fp32": 51 * T, "tf32": 378 * T, "bf16": 756.5 * T, "fp16": 756.5 * T}),
+    (r"H100", {"fp32": 67 * T, "tf32": 494.5 * T, "bf16": 989.5 * T, "fp16": 989.5 * T}),  # SXM5: "NVIDIA H100 80GB HBM3"
+    # NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): SXM FP32 67 TF, TF32 989 TF and BF16 1,979 TF
+    # sparse; NVL FP32 60 TF, TF32 835 TF and BF16 1,671 TF sparse.
+    (r"H200.*NVL", {"fp32": 60 * T, "tf32": 417.5 * T, "bf16": 835.5 * T, "fp16": 835.5 * T}),
+    (r"H200", {"fp32": 67 * T, "tf32": 494.5 * T, "bf16": 989.5 * T, "fp16": 989.5 * T}),
+    # NVIDIA A100 datasheet (nvidia.com/en-us/data-center/a100): SXM and PCIe alike, FP32 19.5 TF, TF32 tensor
+    # 156 TF dense (312 sparse), BF16/FP16 tensor 312 TF dense (624 sparse).
+    (r"A100", {"fp32": 19.5 * T, "tf32": 156 * T, "bf16": 312 * T, "fp16": 312 * T}),
+    # NVIDIA L40S datasheet: FP32 91.6 TF; TF32 tensor 183 TF dense (366 sparse); BF16/FP16 tensor 362.05 TF
+    # dense (733 sparse).
+    (r"L40S", {"fp32": 91.6 * T, "tf32": 183 * T, "bf16": 362.05 * T, "fp16": 362.05 * T}),
+    # NVIDIA A40 datasheet: FP32 37.4 TF; TF32 tensor 74.8 TF dense (149.6 sparse); BF16/FP16 tensor 149.7 TF
+    # dense (299.4 sparse).
+    (r"\bA40\b", {"fp32": 37.4 * T, "tf32": 74.8 * T, "bf16": 149.7 * T, "fp16": 149.7 * T}),
+    # NVIDIA L4 datasheet: FP32 30.3 TF; TF32 tensor 120 TF sparse, so 60 dense; BF16/FP16 tensor 121 TF dense
+    # (242 sparse).
+    (r"\bL4\b", {"fp32": 30.3 * T, "tf32": 60 * T, "bf16": 121 * T, "fp16": 121 * T}),
+    # NVIDIA A10 datasheet: FP32 31.2 TF; TF32 tensor 62.5 TF dense (125 sparse); BF16/FP16 tensor 125 TF dense
+    # (250 sparse).
+    (r"\bA10\b", {"fp32": 31.2 * T, "tf32": 62.5 * T, "bf16": 125 * T, "fp16": 125 * T}),
+    # NVIDIA RTX A5000 datasheet: FP32 27.8 TF; TF32 tensor 111.1 TF and BF16/FP16 tensor 222.2 TF with
+    # sparsity, so 55.6 and 111.1 dense.
+    (r"RTX A5000", {"fp32": 27.8 * T, "tf32": 55.6 * T, "bf16": 111.1 * T, "fp16": 111.1 * T}),
+    # NVIDIA Ampere GA102 whitepaper (RTX 3080): FP32 29.8 TF; TF32 tensor 29.8 TF dense; FP16 tensor with FP32
+    # accumulate 59.5 TF dense (GeForce runs FP32 accumulation at half the FP16-accumulate rate); BF16 the same.
+    (r"RTX 3080$", {"fp32": 29.8 * T, "tf32": 29.8 * T, "bf16": 59.5 * T, "fp16": 59.5 * T}),
+    # NVIDIA Ada whitepaper (RTX 4090): FP32 82.6 TF; TF32 tensor 82.6 TF dense; FP16 tensor with FP32
+    # accumulate 165.2 TF dense.
+    (r"RTX 4090$", {"fp32": 82.6 * T, "tf32": 82.6 * T, "bf16": 165.2 * T, "fp16": 165.2 * T}),
     # NVIDIA Turing whitepaper (RTX 2080 Ti reference): FP32 13.4 TF; FP16 tensor with FP32 accumulate
     # 53.8 TF. Turing has no bfloat16.
     (r"RTX 2080 Ti$", {"fp32": 13.4 * T, "fp16": 53.8 * T}),

@@ -32,6 +32,12 @@ T = 1e12
     ("Tesla V100-PCIE-16GB", "fp32", 14),
     ("NVIDIA A40", "fp32", 37.4),
     ("NVIDIA L4", "bf16", 121),
+    # TF32 tensor-core rates, dense (issue 29, defect 8: tf32 MFU was always n/a, "no hardware support")
+    ("NVIDIA H100 80GB HBM3", "tf32", 494.5),
+    ("NVIDIA H100 PCIe", "tf32", 378),
+    ("NVIDIA H200", "tf32", 494.5),
+    ("NVIDIA A100-SXM4-80GB", "tf32", 156),
+    ("NVIDIA L4", "tf32", 60),
 ])
 def test_gpu_peaks_are_looked_up_by_nvml_name_and_precision(nvml_name, precision, tflops):
     peak = gpu_peak(nvml_name, precision)
@@ -41,12 +47,26 @@ def test_gpu_peaks_are_looked_up_by_nvml_name_and_precision(nvml_name, precision
 @pytest.mark.parametrize("nvml_name, precision, reason", [
     ("Tesla V100-SXM2-32GB", "bf16", "no bf16 rate"),  # Volta has no bfloat16
     ("NVIDIA GeForce RTX 2080 Ti", "bf16", "no bf16 rate"),
+    ("Tesla V100-SXM2-32GB", "tf32", "no tf32 rate"),  # TF32 came with Ampere
+    ("Tesla T4", "tf32", "no tf32 rate"),
     ("NVIDIA GeForce RTX 3080 Ti", "fp32", "no peak FLOP/s for GPU"),  # not the RTX 3080's figure
     ("NVIDIA B200", "bf16", "no peak FLOP/s for GPU"),
 ])
 def test_a_gpu_or_precision_outside_the_table_is_not_available(nvml_name, precision, reason):
     peak = gpu_peak(nvml_name, precision)
     assert peak.flops is None and peak.method.startswith("not available: ") and reason in peak.method
+
+
+AMPERE_AND_LATER = ("H100", "H200", "A100", "L40S", "A40", "L4", "A10", "RTX A5000", "RTX 3080", "RTX 4090")
+
+
+def test_every_ampere_or_later_gpu_has_a_rate_for_every_precision():
+    """A precision missing from an entry reads as "no hardware support", which is false from Ampere on."""
+    checked = [(pattern, peaks) for pattern, peaks in flops.PEAK_FLOPS
+               if any(name in pattern.replace("\\b", "") for name in AMPERE_AND_LATER)]
+    assert len(checked) >= len(AMPERE_AND_LATER)  # every name matched an entry (H100 and H200 have several)
+    for pattern, peaks in checked:
+        assert set(peaks) == {"fp32", "tf32", "bf16", "fp16"}, pattern
 
 
 def test_the_cpu_calibration_is_measured_once_per_process_and_precision(monkeypatch):
