@@ -125,8 +125,14 @@ def privacy_budget_mismatch(spec: JobSpec, num_samples: int) -> str | None:
     usual training split (CIFAR-10's 45,000); a user's folder may hold another, and then its epsilon would be
     wrong: the run goes on, and its rows say why they have none."""
     budget = spec.privacy
+    if not budget:
+        return None
+    noise = budget.get("noise_multiplier", spec.noise_multiplier)
+    if noise != spec.noise_multiplier:
+        return (f"the budget was computed at plan time for noise multiplier {noise:g}, but this run adds noise of "
+                f"multiplier {spec.noise_multiplier:g}")
     steps = spec.epochs * steps_per_epoch(num_samples, spec.batch_size)
-    if not budget or (budget["train_samples"], budget["steps"]) == (num_samples, steps):
+    if (budget["train_samples"], budget["steps"]) == (num_samples, steps):
         return None
     return (f"the budget was computed at plan time for {budget['train_samples']} training samples and "
             f"{budget['steps']} steps, but this run has {num_samples} and {steps}")
@@ -172,6 +178,10 @@ def record_privacy(spec: JobSpec, rows: ResultRows, num_samples: int) -> None:
         rows.add_unavailable("privacy_epsilon", "epsilon", mismatch)
         return
     budget = spec.privacy
+    delta = f"at delta {budget['delta']:.3g}" + (f" ({budget['delta_rule']})" if budget.get("delta_rule") else "")
     rows.add("privacy_epsilon", budget["epsilon"], "epsilon",
-             note=f"at delta {budget['delta']:.3g} after {budget['steps']} steps; {budget['accountant']}")
-    rows.add("privacy_delta", budget["delta"], "delta")
+             note=f"{delta} after {budget['steps']} steps; {budget['accountant']}")
+    if "epsilon_rdp" in budget:  # a spec planned before the PLD accountant has the RDP epsilon as its epsilon
+        rows.add("privacy_epsilon_rdp", budget["epsilon_rdp"], "epsilon",
+                 note=f"the RDP accountant's epsilon (TF Privacy's), {delta}: looser than the PLD one")
+    rows.add("privacy_delta", budget["delta"], "delta", note=budget.get("delta_rule"))

@@ -47,10 +47,11 @@ from orchestrator.results.store import read_merged_rows
 
 # Per-framework summary metrics the use-case tables show besides compare.TABLE_METRICS.
 EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vectorized_time_p50",
-                 "per_sample_grads_loop_time_p50", "vectorization_speedup", "privacy_epsilon", "privacy_delta"]
+                 "per_sample_grads_loop_time_p50", "vectorization_speedup", "privacy_epsilon", "privacy_epsilon_rdp",
+                 "privacy_delta"]
 # The privacy budget is one value per cell: the orchestrator computed it once, and both frameworks record it. The
 # DP-SGD table says it below the table, a line per cell, so its columns stay those of the timings.
-PRIVACY_METRICS = ("privacy_epsilon", "privacy_delta")
+PRIVACY_METRICS = ("privacy_epsilon", "privacy_epsilon_rdp", "privacy_delta")
 CURVE_METRICS = ["val_accuracy", "epoch_time"]
 RUN = ["campaign", "cell_id", "trial"]  # what identifies one run of a cell (compare.run_values)
 
@@ -167,10 +168,13 @@ def privacy_note(row) -> str | None:
     import json
 
     cell = f"{row['benchmark']} {row['model']} batch {row['batch_size']}"
-    epsilon, delta = row.get("privacy_epsilon"), row.get("privacy_delta")
+    epsilon, rdp, delta = row.get("privacy_epsilon"), row.get("privacy_epsilon_rdp"), row.get("privacy_delta")
     if not missing(epsilon):
         spent = f"{epsilon:.3g}" if np.isfinite(epsilon) else "infinite (no noise)"
-        return f"privacy, {cell}: epsilon {spent} at delta {delta:.2g}, the same budget for both frameworks"
+        # A cell planned before the PLD accountant recorded no RDP epsilon: its epsilon is the RDP one.
+        accountants = " (PLD accountant; RDP: {:.3g})".format(rdp) if not missing(rdp) and np.isfinite(epsilon) else ""
+        return (f"privacy, {cell}: epsilon {spent}{accountants} at delta {delta:.2g}, the same budget for both "
+                "frameworks")
     settings = row.get("settings")
     if isinstance(settings, str) and settings and json.loads(settings).get("sampling") == "shuffle":
         return f"privacy, {cell}: shuffled batches, so the accountant's guarantee (Poisson sampling) does not apply"

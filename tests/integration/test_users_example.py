@@ -32,5 +32,6 @@ def test_cifar10_dp_sgd_renders_submits_and_collects(slurm_cluster, tmp_path):
         assert metric(rows, "clip_norm") == 1.0 and metric(rows, "noise_multiplier") == 1.0
         assert metric(rows, "vectorization_speedup") > 0 and metric(rows, "throughput") > 0
         assert len(rows[rows.metric == "train_loss"]) == 900 // 128
-        # The budget was planned for the 900 images the folder holds (counted at plan time), so the rows carry it.
-        assert 0 < metric(rows, "privacy_epsilon") < float("inf") and abs(metric(rows, "privacy_delta") - 1 / 900) < 1e-12
+        # The budget was planned for the 900 images the folder holds (counted at plan time), so the rows carry it, at
+        # delta 1e-3: the largest power of ten below 1/900.
+        assert 0 < metric(rows, "privacy_epsilon") < float("inf") and metric(rows, "privacy_delta") == 1e-3

@@ -133,3 +133,23 @@ def test_a_budget_planned_for_another_training_set_is_not_recorded_and_the_rows_
     other = recorded(spec(privacy=budget), num_samples=999)["privacy_epsilon"]
     assert other["value"] is None and other["note"].endswith(
         "computed at plan time for 1000 training samples and 31 steps, but this run has 999 and 31")
+
+
+def test_a_budget_records_the_pld_epsilon_the_rdp_one_beside_it_and_the_delta_rule():
+    budget = {"epsilon": 0.27, "epsilon_rdp": 0.84, "delta": 1e-3, "delta_rule": "the largest power of ten below 1/N",
+              "steps": 31, "train_samples": 1000, "noise_multiplier": 1.0, "accountant": "dp-accounting x"}
+    rows = recorded(spec(privacy=budget, noise_multiplier=1.0))
+    assert rows["privacy_epsilon"]["value"] == 0.27 and rows["privacy_epsilon_rdp"]["value"] == 0.84
+    assert rows["privacy_epsilon"]["note"].startswith("at delta 0.001 (the largest power of ten below 1/N) after 31")
+    assert rows["privacy_delta"]["note"] == "the largest power of ten below 1/N"
+
+
+def test_a_budget_planned_for_other_noise_is_not_recorded_and_the_rows_say_why():
+    """A spec written by hand (or a plan edited after) with noise of its own: the budget would claim privacy the
+    run did not have (sigma 0 is no privacy at all)."""
+    budget = {"epsilon": 2.5, "delta": 1e-3, "steps": 31, "train_samples": 1000, "noise_multiplier": 1.0,
+              "accountant": "x"}
+    assert recorded(spec(privacy=budget, noise_multiplier=1.0))["privacy_epsilon"]["value"] == 2.5
+    other = recorded(spec(privacy=budget, noise_multiplier=0.0))["privacy_epsilon"]
+    assert other["value"] is None and other["note"].endswith(
+        "computed at plan time for noise multiplier 1, but this run adds noise of multiplier 0")

@@ -16,26 +16,51 @@ from orchestrator.plan.settings import RunSettings
 # --batch_size=256 --noise_multiplier=1.12 --epochs=60 --delta=1e-5 ... The output states that DP-SGD with these
 # parameters satisfies (2.92, 1e-5)-DP." (tensorflow/privacy, tensorflow_privacy/privacy/analysis/
 # compute_dp_sgd_privacy.py; it takes ceil(epochs * N / batch) = 14063 steps and converts RDP to (epsilon, delta)
-# with epsilon = min over orders a of RDP(a) + log(1/delta) / (a - 1), at its orders 1.1 ... 10.9, 12 ... 63).
-# dp-accounting converts the same RDP curve with the tighter bound of Balle et al. 2020 (arXiv:2004.00010,
-# Proposition 12, cited in its rdp_privacy_accountant._compute_epsilon), so its epsilon is below 2.92.
-TF_PRIVACY_ORDERS = np.array([1 + x / 10 for x in range(1, 100)] + list(range(12, 64)))
+# with epsilon = min over orders a of RDP(a) + log(1/delta) / (a - 1)).
 N, BATCH, SIGMA, STEPS, DELTA = 60000, 256, 1.12, math.ceil(60 * 60000 / 256), 1e-5
+INTEGER_ORDERS = np.arange(2, 64)
 
 
-def rdp_curve() -> np.ndarray:
-    from dp_accounting.rdp.rdp_privacy_accountant import _compute_rdp_poisson_subsampled_gaussian
+def rdp_at_integer_orders(q: float, sigma: float, steps: int) -> np.ndarray:
+    """The Poisson-subsampled Gaussian's RDP at integer orders a, computed here rather than by the accountant:
+    RDP(a) = log(sum_k C(a, k) (1-q)^(a-k) q^k exp((k^2 - k) / (2 sigma^2))) / (a - 1) (Mironov, Talwar and Zhang
+    2019, arXiv:1908.10530, section 3.3, exact for integer a), composed over the steps by adding."""
+    from scipy.special import gammaln, logsumexp
 
-    return STEPS * _compute_rdp_poisson_subsampled_gaussian(BATCH / N, SIGMA, TF_PRIVACY_ORDERS)
+    curve = []
+    for a in INTEGER_ORDERS:
+        k = np.arange(a + 1)
+        log_binomial = gammaln(a + 1) - gammaln(k + 1) - gammaln(a - k + 1)
+        terms = log_binomial + (a - k) * np.log1p(-q) + k * np.log(q) + (k * k - k) / (2 * sigma**2)
+        curve.append(logsumexp(terms) / (a - 1))
+    return steps * np.array(curve)
 
 
-def test_epsilon_matches_tf_privacys_documented_example():
-    a = TF_PRIVACY_ORDERS
-    classic = np.min(rdp_curve() - math.log(DELTA) / (a - 1))
-    assert round(classic, 2) == 2.92  # the accountant's RDP reproduces the documented value
-    tighter = np.min(rdp_curve() + np.log1p(-1 / a) - (math.log(DELTA) + np.log(a)) / (a - 1))
-    ours = privacy.epsilon(BATCH / N, SIGMA, STEPS, DELTA)
-    assert ours == pytest.approx(tighter, rel=1e-3) and ours < 2.92
+def test_the_rdp_epsilon_matches_tf_privacys_documented_example_from_a_curve_computed_here():
+    a, curve = INTEGER_ORDERS, rdp_at_integer_orders(BATCH / N, SIGMA, STEPS)
+    classic = np.min(curve - math.log(DELTA) / (a - 1))
+    assert round(classic, 2) == 2.92  # the documented value, from this curve and TF Privacy's conversion
+    # dp-accounting converts with the tighter bound of Balle et al. 2020 (arXiv:2004.00010, Proposition 12) and
+    # also at fractional orders, which can only lower the minimum, and by little: its epsilon lies just below
+    # this curve's under the same conversion.
+    tighter = np.min(curve + np.log1p(-1 / a) - (math.log(DELTA) + np.log(a)) / (a - 1))
+    ours = privacy.epsilon_rdp(BATCH / N, SIGMA, STEPS, DELTA)
+    assert tighter - 0.01 < ours <= tighter
+
+
+def test_the_reported_epsilon_is_the_pld_one_tighter_than_rdp():
+    """CIFAR-10, B=128, sigma 1, one epoch at delta 1e-5: RDP says 0.84, the PLD accountant (and Opacus's PRV,
+    tests/backends/test_privacy_accountants.py) about 0.27. A budget reported with RDP overstates it threefold."""
+    q, steps = 128 / 50000, 50000 // 128
+    pld, rdp = privacy.epsilon(q, 1.0, steps, 1e-5), privacy.epsilon_rdp(q, 1.0, steps, 1e-5)
+    assert 0.2 < pld < 0.35 and 0.75 < rdp < 0.9
+    assert privacy.epsilon(BATCH / N, SIGMA, STEPS, DELTA) < privacy.epsilon_rdp(BATCH / N, SIGMA, STEPS, DELTA)
+
+
+def test_the_default_delta_is_the_largest_power_of_ten_below_one_over_n():
+    assert [privacy.default_delta(n) for n in (900, 999, 1000, 1257, 45000, 55000, 100000)] == \
+        [1e-3, 1e-3, 1e-4, 1e-4, 1e-5, 1e-5, 1e-6]
+    assert all(privacy.default_delta(n) < 1 / n for n in range(1, 20000))
 
 
 def test_no_noise_spends_an_infinite_budget_and_more_steps_spend_more():
@@ -45,8 +70,9 @@ def test_no_noise_spends_an_infinite_budget_and_more_steps_spend_more():
 
 def test_a_target_epsilon_derives_the_noise_that_spends_it():
     sigma = privacy.noise_for_epsilon(BATCH / N, STEPS, 2.5, DELTA)
-    assert privacy.epsilon(BATCH / N, sigma, STEPS, DELTA) == pytest.approx(2.5, abs=0.02)
-    assert sigma == pytest.approx(SIGMA, abs=0.02)  # 1.12 spends 2.52
+    # Calibrated on a coarser PLD grid, which rounds the loss up: at most the target, and close to it.
+    assert 2.45 < privacy.epsilon(BATCH / N, sigma, STEPS, DELTA) <= 2.5
+    assert sigma < SIGMA  # the RDP accountant needs 1.12 for 2.52: the tighter accountant, less noise
 
 
 def plan(tmp_path, *args):
@@ -67,8 +93,11 @@ def test_dp_cells_sample_poisson_by_default_with_one_budget_for_both_frameworks(
     assert jax["privacy"] == torch["privacy"]
     budget = jax["privacy"]
     steps = 2 * (1257 // 32)  # digits' training split; warm-up steps included: they update the model too
-    assert (budget["train_samples"], budget["steps"], budget["delta"]) == (1257, steps, 1 / 1257)
-    assert budget["epsilon"] == pytest.approx(privacy.epsilon(32 / 1257, 1.1, steps, 1 / 1257))
+    # delta: the largest power of ten below 1/1257, never 1/N itself
+    assert (budget["train_samples"], budget["steps"], budget["delta"]) == (1257, steps, 1e-4)
+    assert budget["delta_rule"] == "the largest power of ten below 1/N"
+    assert budget["epsilon"] == pytest.approx(privacy.epsilon(32 / 1257, 1.1, steps, 1e-4))
+    assert budget["epsilon_rdp"] == pytest.approx(privacy.epsilon_rdp(32 / 1257, 1.1, steps, 1e-4))
     assert "dp-accounting" in budget["accountant"]
 
 
