@@ -192,7 +192,9 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     sampled.finish(rows, len(data.x_train))
     if topology.is_writer:
         rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test, progress), "fraction")
-    record_pipelined(spec, ops, batch, rows)  # after the test accuracy: its extra updates change the model
+    # After the test accuracy (its extra updates change the model), on the last batch: its drawn examples are the
+    # work, never the nominal B nor the padded size (a Poisson batch is either larger or smaller than B).
+    record_pipelined(spec, ops, batch, len(idx), rows)
     efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)
     record_trace(spec, rows, lambda: ops.train_step(batch), ops.synchronize, tracer)  # after all measuring
     progress.note(f"training done in {time.perf_counter() - train_start:.1f} s", eta_s=None)
@@ -208,12 +210,14 @@ def measure_pipelined(ops: TrainingOps, batch: Any, steps: int) -> float:
     return time.perf_counter() - start
 
 
-def record_pipelined(spec: JobSpec, ops: TrainingOps, batch: Any, rows: ResultRows) -> None:
+def record_pipelined(spec: JobSpec, ops: TrainingOps, batch: Any, examples: int, rows: ResultRows) -> None:
     """throughput_pipelined beside the per-step throughput: spec.timed_steps updates on the last batch (already
-    on the device), after training, so they change no recorded loss or accuracy."""
+    on the device), after training, so they change no recorded loss or accuracy; `examples` is the batch's drawn
+    examples over all ranks (padding computes, but is no work done)."""
     seconds = measure_pipelined(ops, batch, spec.timed_steps)
     rows.add("pipelined_steps", spec.timed_steps, "steps")
-    rows.add("throughput_pipelined", spec.timed_steps * spec.batch_size / seconds, "samples/s")
+    rows.add("pipelined_batch_size", examples, "samples", note="the last training batch's drawn examples")
+    rows.add("throughput_pipelined", spec.timed_steps * examples / seconds, "samples/s")
 
 
 class PerSampleOps(Protocol):

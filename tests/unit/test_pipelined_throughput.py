@@ -8,6 +8,7 @@ from helpers import rows_for_test
 
 from bench_contract.data.datasets import Dataset
 from bench_contract.measure.flops import Flops
+from bench_contract.run import training
 from bench_contract.run.training import measure_pipelined, run_training
 from bench_contract.spec import JobSpec
 
@@ -41,6 +42,7 @@ class CountingOps:
         return None
 
     compiles_lazily = False
+    pads_batches = False  # as PyTorch: each Poisson batch runs as drawn
 
     def predict(self, x):
         return np.zeros(len(x), np.int64)
@@ -57,17 +59,53 @@ def test_a_pipelined_run_synchronises_once_on_its_last_step():
     assert seconds >= 7 * STEP_S
 
 
-def test_training_rows_have_pipelined_throughput_after_the_per_step_measurement(tmp_path):
+def trained(tmp_path, monkeypatch, ops=None, **spec_values):
+    """run_training of a 40-example set at batch 4 with a pipelined run that takes exactly PIPELINED_S; the rows
+    without a step, and the ops."""
+    monkeypatch.setattr(training, "measure_pipelined", lambda ops, batch, steps: PIPELINED_S)
+    x, y = np.zeros((40, 3), np.float32), np.zeros(40, np.int64)
+    data = Dataset("digits", "synthetic", x, y, x[:4], y[:4], x[:4], y[:4], 2)
+    values = dict(campaign="c", cell_id="jax-cell", pair_key="cell", framework="jax", benchmark="digits", use_case=1,
+                  model="mlp", batch_size=4, precision="fp32", warmup_steps=2, timed_steps=5,
+                  results_path=str(tmp_path / "rows.parquet"))
+    ops, rows = ops or CountingOps(), rows_for_test()
+    run_training(JobSpec(**(values | spec_values)), data, ops, rows)
+    return rows, ops
+
+
+PIPELINED_S = 0.5
+
+
+def test_training_rows_have_pipelined_throughput_after_the_per_step_measurement(tmp_path, monkeypatch):
+    rows, ops = trained(tmp_path, monkeypatch)
+    values = {row["metric"]: row["value"] for row in rows.rows if row.get("step") is None}
+    assert values["pipelined_steps"] == 5 and values["pipelined_batch_size"] == 4
+    assert values["throughput_pipelined"] == 5 * 4 / PIPELINED_S
+    assert ops.syncs == [*range(1, 11)]  # each of the epoch's 10 steps is synchronised, warm-up ones too
+
+
+def test_the_pipelined_run_synchronises_once_after_training(tmp_path):
     x, y = np.zeros((40, 3), np.float32), np.zeros(40, np.int64)
     data = Dataset("digits", "synthetic", x, y, x[:4], y[:4], x[:4], y[:4], 2)
     spec = JobSpec(campaign="c", cell_id="jax-cell", pair_key="cell", framework="jax", benchmark="digits",
                    use_case=1, model="mlp", batch_size=4, precision="fp32", warmup_steps=2, timed_steps=5,
                    results_path=str(tmp_path / "rows.parquet"))
-    ops, rows = CountingOps(), rows_for_test()
-    run_training(spec, data, ops, rows)
-    values = {row["metric"]: row["value"] for row in rows.rows if row.get("step") is None}
-    assert values["pipelined_steps"] == 5
-    # 5 steps of at least STEP_S each: at most 4 / STEP_S samples per second, and more than nothing
-    assert 0 < values["throughput_pipelined"] <= spec.batch_size / STEP_S
+    ops = CountingOps()
+    run_training(spec, data, ops, rows_for_test())
     # Each of the epoch's 10 steps is synchronised (warm-up ones too); the 5 pipelined steps are once, at the end.
     assert ops.syncs == [*range(1, 11), 15] and ops.steps == 15
+
+
+class PaddingOps(CountingOps):
+    pads_batches = True  # as JAX: Poisson batches padded to one compiled size
+
+
+def test_pipelined_throughput_counts_the_last_batchs_drawn_examples_not_b_nor_the_padding(tmp_path, monkeypatch):
+    """Defect 4 of issue 29: the pipelined run times the last batch, drawn (PyTorch) or padded (JAX), and its
+    throughput assumed B examples: 6.7% too high for digits at B=32, 7% too low for CIFAR-10 at B=128."""
+    for ops in (CountingOps(), PaddingOps()):
+        rows, _ = trained(tmp_path, monkeypatch, ops=ops, use_case=3, sampling="poisson", noise_multiplier=0.0)
+        drawn = [row["value"] for row in rows.rows if row["metric"] == "drawn_batch_size"]
+        values = {row["metric"]: row["value"] for row in rows.rows if row.get("step") is None}
+        assert values["pipelined_batch_size"] == drawn[-1] != 4  # this seed's last Poisson batch is not B
+        assert values["throughput_pipelined"] == 5 * drawn[-1] / PIPELINED_S
