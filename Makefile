@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup envs locks demo test test-unit bench clean
+.PHONY: setup envs locks demo test test-unit test-avx2 bench clean
 
 setup: $(VENV)/.installed envs
 
@@ -59,6 +59,17 @@ test:
 
 test-unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit
+
+# The numeric tests (tests/backends) with every CPU kernel library held to AVX2: oneDNN, MKL, ATen's own kernels
+# and XLA pick the code an AVX2-only CPU runs (Intel before Skylake-SP, AMD before Zen 4), not this machine's
+# AVX-512 code, so that a tolerance tuned to one CPU's kernels fails here rather than on someone else's machine.
+# A fresh Inductor cache: Inductor's on-disk cache does not key on ATEN_CPU_CAPABILITY, and reused kernels compiled
+# for AVX-512 gave wrong compiled steps (and SystemErrors) under the AVX2 setting.
+test-avx2: $(VENV)/.installed
+	@$(MAKE) --no-print-directory setup
+	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && TORCHINDUCTOR_CACHE_DIR=$$cache ATEN_CPU_CAPABILITY=avx2 \
+	ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 XLA_FLAGS=--xla_cpu_max_isa=AVX2 \
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile tests/backends $(PYTEST_ARGS)
 
 # The orchestrator's own speed (issue 8), printed as one table. The submission rows need a Slurm cluster: the
 # one in SLURM_CONF, else the local one (`scripts/local_slurm.sh up` is idempotent); without one they say so.

@@ -77,9 +77,8 @@ class OpacusDPSGDUpdate(DPSGDUpdate):
         super().__init__(model, optimizer, device, **update_options)  # DPSGDUpdate's own options, passed as given
         self.per_sample_grads = OpacusPerSampleGrads(model, mode)
 
-    def clipped_sum_and_loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor]:
-        grads, losses = self.per_sample_grads(x, y)
-        return clipped_sum(grads, self.clip_norm), losses.mean()
+    def per_example(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor]:
+        return self.per_sample_grads(x, y)
 
 
 class OpacusPerSampleOps(TorchPerSampleOps):

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
+from bench_contract.run.sampling import PAD_LABEL
 from bench_contract.spec import CLIP_EPSILON
 from torch_backend import compiles
 from torch_backend.sync import batch_to_device, synchronize
@@ -75,17 +76,27 @@ class DPSGDUpdate:
         # Seeded alike on every rank: the same noise everywhere keeps the replicas identical.
         self.generator = torch.Generator(device=device).manual_seed(seed)
 
-    def clipped_sum_and_loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor]:
-        """This process's sum of clipped per-example gradients and its examples' mean loss: the engine's part of
-        the update (torch.func here; torch_backend.opacus_engine computes it with Opacus), the rest is shared."""
-        grads, losses = per_sample_grads(self.model, detached_params(self.model), x, y)
-        return clipped_sum(grads, self.clip_norm), losses.mean()
+    def per_example(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor]:
+        """(per-example gradients with a leading batch axis, per-example losses): the engine's part of the update
+        (torch.func here; torch_backend.opacus_engine computes it with Opacus), the rest is shared."""
+        return per_sample_grads(self.model, detached_params(self.model), x, y)
+
+    def clipped_sum_and_loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor, torch.Tensor]:
+        """(this process's sum of clipped per-example gradients, the sum of its examples' losses, their count).
+        Examples labelled PAD_LABEL are padding (a Poisson batch padded to the one shape a compiled step takes,
+        bench_contract.run.sampling): no loss, no gradient, not counted, as in JAX's step (jax_backend.steps)."""
+        real = y != PAD_LABEL
+        grads, losses = self.per_example(x, torch.where(real, y, 0))
+        # A padding example's gradient may be NaN (an all-padding sequence attends to nothing), and a zero factor
+        # times NaN is NaN: it is replaced by zeros, not scaled away.
+        grads = {name: torch.where(real.view(-1, *(1,) * (g.ndim - 1)), g, 0.0) for name, g in grads.items()}
+        factors = torch.where(real, clip_factors(grads, self.clip_norm), 0.0)
+        summed = {name: torch.tensordot(factors, g, dims=1) for name, g in grads.items()}
+        return summed, torch.where(real, losses, 0.0).sum(), real.sum().to(losses.dtype)
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        summed, loss = self.clipped_sum_and_loss(x, y)
-        # The loss summed over this rank's examples and their count (an empty batch's mean is NaN: it adds 0).
-        count = torch.tensor(float(x.shape[0]), device=loss.device, dtype=loss.dtype)
-        loss_sum = loss * count if x.shape[0] else torch.zeros_like(loss)
+        # The loss summed over this rank's real examples and their count (an empty batch adds 0 to both).
+        summed, loss_sum, count = self.clipped_sum_and_loss(x, y)
         if self.world_size > 1:
             # One flat all_reduce for all parameters, the loss and the count, rather than one per tensor.
             flat = torch.cat([g.flatten() for g in summed.values()] + [loss_sum.reshape(1), count.reshape(1)])

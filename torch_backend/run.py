@@ -109,6 +109,10 @@ class TorchDPOps(TorchOps):
     def __init__(self, update: DPSGDUpdate, compile_mode: str | None = None) -> None:
         self.update = update
         super().__init__(update.model, update.optimizer, update.device, update.world_size, compile_mode=compile_mode)
+        # Compiled, a step takes one shape, as JAX's does: Poisson batches are padded to it and the padding masked
+        # (DPSGDUpdate.clipped_sum_and_loss). At their drawn sizes Dynamo recompiled at every new size until its
+        # recompile limit (8), then ran the step eagerly under the compiled row's name (issue 29, defect 1).
+        self.pads_batches = self.compiles_lazily
 
     def eager_step(self, x, y):
         return self.update(x, y)

@@ -65,9 +65,9 @@ def main() -> None:
     grads, _ = per_sample_grads(net, detached_params(net), x, y)
     arrays["norms"] = torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads.values())).numpy()
     for engine, update in updates.items():
-        summed, loss = update.clipped_sum_and_loss(x, y)
+        summed, loss_sum, count = update.clipped_sum_and_loss(x, y)
         arrays |= {f"{engine}/{k}": v for k, v in numpy(summed).items()}
-        arrays[f"loss/{engine}"] = loss.detach().numpy()
+        arrays[f"loss/{engine}"] = (loss_sum / count).detach().numpy()
         update(x, y)
         arrays |= {f"step_{engine}/{k}": v for k, v in numpy(dict(nets[engine].named_parameters())).items()}
     # The per-example loop of the vectorisation timing, on each engine's network after its update (equal weights):
