@@ -16,9 +16,8 @@ from __future__ import annotations
 from bench_contract.spec import FRAMEWORK_TITLES
 
 COMPARABLE = "yes"
-# What identifies a run, and the columns whose value must be one per side (absent in a table written before
-# they existed: then the check has nothing to tell apart and passes).
-RUN = ["campaign", "cell_id", "trial"]
+# The columns whose value must be one per side (absent in a table written before they existed: then the check has
+# nothing to tell apart and passes).
 SOFTWARE = ("framework_version", "environment_kind")
 # Per framework, its own tuning knobs as the rows record them (column, words): only JAX reads XLA_FLAGS.
 TUNING = {"jax": {"xla_flags": "XLA_FLAGS"}, "torch": {}}
@@ -29,21 +28,22 @@ RECOMPILATIONS = ("recompilations_timed", "per_sample_grads_vectorized_recompila
                   "per_sample_grads_loop_recompilations_timed")
 
 
-def certificates(df, row_key: list[str]) -> dict[tuple, str]:
+def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]:
     """Per comparison row (the values of row_key), "yes" or the reasons it is not comparable, "; "-joined.
-    `df` holds every run's summary rows with the row_key columns (compare.with_row_key)."""
+    `df` holds every run's summary rows with the row_key columns (compare.with_row_key); run_key: the columns
+    that tell one run of a side from another."""
     reasons: dict[tuple, list[str]] = {}
     for key, side in df.groupby([*row_key, "framework"], dropna=False, sort=False):
         row, framework = tuple(key[:-1]), key[-1]
+        runs = side.drop_duplicates([c for c in run_key if c in side])
         found = reasons.setdefault(row, [])
-        found += pooled_differently(side, framework) + recompiled(side, framework)
+        found += pooled_differently(runs, framework) + recompiled(side, framework)
     return {row: "; ".join(found) or COMPARABLE for row, found in reasons.items()}
 
 
-def pooled_differently(side, framework: str) -> list[str]:
-    """A reason per column of SOFTWARE and TUNING in which the side's runs differ."""
+def pooled_differently(runs, framework: str) -> list[str]:
+    """A reason per column of SOFTWARE and TUNING in which the side's runs (a row each) differ."""
     title = FRAMEWORK_TITLES.get(framework, framework)
-    runs = side.drop_duplicates([c for c in RUN if c in side])
     reasons = []
     software = [c for c in SOFTWARE if c in runs]
     if software:

@@ -118,9 +118,16 @@ def looked_up(df, mask, series, keys: list[str]) -> np.ndarray:
 
 
 # One peak FLOP/s per device kind, model and precision; one bandwidth per device kind and model (the bandwidth is
-# measured with float32 copies whatever the cell's precision: it is the memory's, not the arithmetic's).
-PEAK_GROUP = ["device_kind", "device_model", "precision"]
-BANDWIDTH_GROUP = ["device_kind", "device_model"]
+# measured with float32 copies whatever the cell's precision: it is the memory's, not the arithmetic's). On a CPU
+# the CPUs a run was bound to and its threads are part of the device (with_row_key; "" elsewhere): a 2-CPU run's
+# MFU against a 32-CPU campaign's peak came out 16 times too small (issue 29, defect 7).
+PEAK_GROUP = ["device_kind", "device_model", *CPU_SETTINGS, "precision"]
+BANDWIDTH_GROUP = ["device_kind", "device_model", *CPU_SETTINGS]
+
+
+def present(columns: list[str], df) -> list[str]:
+    """The columns of `columns` that df has (a frame from before a column existed lacks it)."""
+    return [c for c in columns if c in df]
 SHARED_NOTE = ("shared by both frameworks: the highest {metric} any run of either recorded on this device kind "
                "and model{precision} (comparison, orchestrator.results.compare)")
 
@@ -131,18 +138,18 @@ def with_shared_peak(df):
     of the frameworks' own matmul calibrations). Each backend divides by its own peak, and two calibrations on
     one CPU differ (69 against 88 GFLOP/s here), which would make the MFU of the two sides incomparable. The
     peak_flops rows then say the shared peak too."""
-    run = [c for c in RUN if c in df]
-    shared = highest_per(df, "peak_flops", PEAK_GROUP)
+    run, group = present(list(RUN), df), present(PEAK_GROUP, df)
+    shared = highest_per(df, "peak_flops", group)
     if shared.empty or not (df["metric"] == "mfu").any():
         return df
-    own = df[summary_metric(df, "peak_flops") & df["value"].notna()].drop_duplicates([*PEAK_GROUP, *run])
-    own = own.set_index([*PEAK_GROUP, *run])["value"]
+    own = df[summary_metric(df, "peak_flops") & df["value"].notna()].drop_duplicates([*group, *run])
+    own = own.set_index([*group, *run])["value"]
     df = df.copy()
     mfu = summary_metric(df, "mfu")
-    scale = looked_up(df, mfu, own, [*PEAK_GROUP, *run]) / looked_up(df, mfu, shared, PEAK_GROUP)
+    scale = looked_up(df, mfu, own, [*group, *run]) / looked_up(df, mfu, shared, group)
     df.loc[mfu, "value"] = df.loc[mfu, "value"].to_numpy() * scale
     peak = summary_metric(df, "peak_flops")
-    df.loc[peak, "value"] = looked_up(df, peak, shared, PEAK_GROUP)
+    df.loc[peak, "value"] = looked_up(df, peak, shared, group)
     if "note" in df:
         df.loc[peak, "note"] = SHARED_NOTE.format(metric="peak_flops", precision=" at this precision")
     return df
@@ -156,22 +163,23 @@ def with_shared_roofline(df):
     shared peak FLOP/s over the shared bandwidth) and compute_bound (its own arithmetic intensity against that
     ridge) are rewritten, with notes that say so where the frame has notes; an intensity that was not
     measured leaves compute_bound not available."""
-    bandwidth = highest_per(df, "peak_bandwidth", BANDWIDTH_GROUP)
+    peak_group, bandwidth_group = present(PEAK_GROUP, df), present(BANDWIDTH_GROUP, df)
+    bandwidth = highest_per(df, "peak_bandwidth", bandwidth_group)
     if bandwidth.empty:
         return df
-    run = [c for c in RUN if c in df]
-    peak = highest_per(df, "peak_flops", PEAK_GROUP)
+    run = present(list(RUN), df)
+    peak = highest_per(df, "peak_flops", peak_group)
     intensity = df[summary_metric(df, "arithmetic_intensity") & df["value"].notna()]
-    intensity = intensity.drop_duplicates([*PEAK_GROUP, *run]).set_index([*PEAK_GROUP, *run])["value"]
+    intensity = intensity.drop_duplicates([*peak_group, *run]).set_index([*peak_group, *run])["value"]
     df = df.copy()
     rows = summary_metric(df, "peak_bandwidth")
-    df.loc[rows, "value"] = looked_up(df, rows, bandwidth, BANDWIDTH_GROUP)
+    df.loc[rows, "value"] = looked_up(df, rows, bandwidth, bandwidth_group)
     rows = summary_metric(df, "ridge_point")
-    ridge = looked_up(df, rows, peak, PEAK_GROUP) / looked_up(df, rows, bandwidth, BANDWIDTH_GROUP)
+    ridge = looked_up(df, rows, peak, peak_group) / looked_up(df, rows, bandwidth, bandwidth_group)
     df.loc[rows, "value"] = ridge
     rows = summary_metric(df, "compute_bound")
-    ridge = looked_up(df, rows, peak, PEAK_GROUP) / looked_up(df, rows, bandwidth, BANDWIDTH_GROUP)
-    own = looked_up(df, rows, intensity, [*PEAK_GROUP, *run])
+    ridge = looked_up(df, rows, peak, peak_group) / looked_up(df, rows, bandwidth, bandwidth_group)
+    own = looked_up(df, rows, intensity, [*peak_group, *run])
     df.loc[rows, "value"] = np.where(np.isnan(own) | np.isnan(ridge), np.nan, (own >= ridge).astype(float))
     if "note" in df:
         df = with_shared_roofline_notes(df, own, ridge)
@@ -379,7 +387,7 @@ def comparison_frame(df):
                   if (note := spread_note(_runs(step_cv, index, fw), _runs(throughput, index, fw))))
         for index in out.index
     ]
-    certified = certificates(rows, ROW_KEY)
+    certified = certificates(rows, ROW_KEY, [c for c in RUN if c != "framework"])
     out["comparable"] = [certified.get(tuple(index), COMPARABLE) for index in out.index]
     tuning = tuning_notes(rows, ROW_KEY)
     out["tuning"] = [tuning.get(tuple(index), "") for index in out.index]

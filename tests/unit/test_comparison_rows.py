@@ -99,3 +99,20 @@ def test_mfu_of_both_frameworks_divides_by_one_peak_per_device_and_precision():
     mfu = frame[frame.metric == "mfu"].set_index("framework")["value"]
     assert mfu["jax"] == pytest.approx(mfu["torch"]) == pytest.approx(50 / 88)
     assert (mfu <= 1).all()
+
+
+def test_a_cpu_peak_is_shared_only_by_runs_bound_to_as_many_cpus():
+    """Defect 7 of issue 29: a 2-CPU run's MFU of 0.40 was divided again by a 32-CPU campaign's peak, to 0.025."""
+    from orchestrator.results.compare import with_shared_peak
+
+    def run(campaign, framework, cpus, peak, achieved):
+        base = {"device_kind": "cpu", "device_model": "CPU X", "bound_cpus": str(cpus), "intra_op_threads": str(cpus),
+                "precision": "fp32", "campaign": campaign, "cell_id": f"{framework}-c", "trial": 0,
+                "framework": framework, "step": float("nan"), "epoch": float("nan")}
+        return [base | {"metric": "peak_flops", "value": peak}, base | {"metric": "mfu", "value": achieved / peak}]
+
+    frame = with_shared_peak(pd.DataFrame(run("a", "jax", 2, 50e9, 20e9) + run("a", "torch", 2, 40e9, 20e9)
+                                          + run("b", "jax", 32, 800e9, 300e9) + run("b", "torch", 32, 700e9, 300e9)))
+    mfu = frame[frame.metric == "mfu"].set_index(["campaign", "framework"])["value"]
+    assert mfu["a", "jax"] == pytest.approx(0.4) and mfu["a", "torch"] == pytest.approx(0.4)  # 20 of 50 GFLOP/s
+    assert mfu["b", "jax"] == pytest.approx(300 / 800) and mfu["b", "torch"] == pytest.approx(300 / 800)

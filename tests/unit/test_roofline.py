@@ -68,11 +68,12 @@ def test_no_roofline_without_its_metrics(tmp_path):
     assert not list((tmp_path / "report" / "plots").glob("roofline_*"))
 
 
-def roofline_run(framework, peak, bandwidth, intensity):
-    """A CPU run's summary rows as the backend records them: its own peak and bandwidth, its own ridge point."""
-    base = {"device_kind": "cpu", "device_model": "CPU X", "precision": "fp32", "campaign": "a",
-            "cell_id": f"{framework}-c", "trial": 0, "framework": framework, "step": float("nan"),
-            "epoch": float("nan"), "note": "measured"}
+def roofline_run(framework, peak, bandwidth, intensity, cpus=2, campaign="a"):
+    """A CPU run's summary rows as the backend records them: its own peak and bandwidth, its own ridge point; bound
+    to `cpus` CPUs with as many threads (as compare.with_row_key gives them, in text)."""
+    base = {"device_kind": "cpu", "device_model": "CPU X", "bound_cpus": str(cpus), "intra_op_threads": str(cpus),
+            "precision": "fp32", "campaign": campaign, "cell_id": f"{framework}-c", "trial": 0, "framework": framework,
+            "step": float("nan"), "epoch": float("nan"), "note": "measured"}
     own_ridge = peak / bandwidth
     return [base | {"metric": m, "value": v} for m, v in (
         ("peak_flops", peak), ("peak_bandwidth", bandwidth), ("arithmetic_intensity", intensity),
@@ -97,6 +98,21 @@ def test_both_frameworks_roofline_against_one_bandwidth_per_device():
         assert got.loc[(framework, "peak_bandwidth"), "note"].startswith("shared by both frameworks: the highest")
         assert "shared ridge point" in got.loc[(framework, "compute_bound"), "note"]
         assert got.loc[(framework, "arithmetic_intensity"), "value"] == 15.0  # each run's own
+
+
+def test_runs_on_other_numbers_of_cpus_share_no_bandwidth():
+    """32 CPUs move more bytes a second than 2: a 2-CPU run against a 32-CPU campaign's bandwidth and peak would
+    move its ridge and its bound (issue 29, defect 7)."""
+    import pandas as pd
+
+    from orchestrator.results.compare import with_shared_roofline
+
+    rows = roofline_run("jax", 69e9, 3.5e9, 15.0) + roofline_run("torch", 88e9, 8.4e9, 15.0)
+    rows += roofline_run("jax", 900e9, 60e9, 10.0, cpus=32, campaign="b")  # ridge 15: memory-bound there
+    got = with_shared_roofline(pd.DataFrame(rows)).set_index(["campaign", "framework", "metric"])["value"]
+    assert got["a", "jax", "peak_bandwidth"] == got["a", "torch", "peak_bandwidth"] == 8.4e9
+    assert got["a", "jax", "ridge_point"] == pytest.approx(88 / 8.4) and got["a", "jax", "compute_bound"] == 1.0
+    assert got["b", "jax", "peak_bandwidth"] == 60e9 and got["b", "jax", "compute_bound"] == 0.0
 
 
 def test_the_comparison_shows_the_bound_against_the_shared_ridge():
