@@ -83,13 +83,18 @@ def device_details(kind: str, device_ids: list[str] | tuple[str, ...] = ()) -> d
     return details
 
 
-def device_model(kind: str, details: dict[str, Any]) -> str:
-    """The model name for the device kind the framework actually runs on ("gpu" or "cpu")."""
+UNKNOWN_GPU = "unknown GPU"  # the start of a GPU model no one could name: such runs are never compared (certificate)
+
+
+def device_model(kind: str, details: dict[str, Any], framework_gpu_name: str | None = None) -> str:
+    """The model name for the device kind the framework actually runs on ("gpu" or "cpu"). A GPU's is NVML's,
+    else the framework's own (CUDA's device name, which NVML's is too: "NVIDIA H100 80GB HBM3"): without either,
+    an A100 and an H100 would both be "unknown" and pool into one comparison."""
     if kind == "gpu":
         if isinstance(details.get("gpus"), list) and details["gpus"]:
             # A job sees one model in practice; several distinct ones are recorded together, not hidden.
             return " + ".join(sorted({gpu["name"] for gpu in details["gpus"]}))
-        return "unknown GPU (NVML unavailable)"
+        return framework_gpu_name or f"{UNKNOWN_GPU} (NVML unavailable, and the framework named none)"
     return details["cpu"]["cpu_model"]
 
 
@@ -163,13 +168,14 @@ def recorded_environment() -> dict[str, str]:
 def environment_context(*, device_kind: str, device_count: int, framework_version: str, libraries: list[str],
                         device_ids: tuple[str, ...] = (), runtime_versions: dict[str, str] | None = None,
                         model: str | None = None, unused_accelerators: tuple[str, ...] = (),
-                        devices_seen: int | None = None) -> dict:
+                        devices_seen: int | None = None, framework_gpu_name: str | None = None) -> dict:
     """The environment columns of a result row.
 
     runtime_versions: what the framework reports of its native libraries (CUDA, cuDNN, NCCL), each a version
     or "not available: <reason>"; they go into library_versions beside the Python packages.
     model: the framework's own name for a device that is neither an NVIDIA GPU nor the CPU (a TPU's device
-    kind); unused_accelerators: what else the framework sees, recorded in device_details.
+    kind); framework_gpu_name: the framework's name of its GPU, the model where NVML names none;
+    unused_accelerators: what else the framework sees, recorded in device_details.
     device_count: the devices the cell computes on; devices_seen: those of its kind the framework sees in this
     process (a process uses one), recorded in device_details."""
     details = device_details(device_kind, device_ids)
@@ -181,7 +187,7 @@ def environment_context(*, device_kind: str, device_count: int, framework_versio
     versions.update(runtime_versions or {})
     return {
         "device_kind": device_kind,
-        "device_model": model or device_model(device_kind, details),
+        "device_model": model or device_model(device_kind, details, framework_gpu_name),
         "device_count": device_count,
         "device_details": json.dumps(details, sort_keys=True),
         "hostname": socket.gethostname(),

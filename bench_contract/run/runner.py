@@ -64,6 +64,8 @@ class DeviceSetup:
     runtime_versions: dict[str, str] | None = None
     # The device's model as the framework names it, for what NVML and /proc/cpuinfo do not describe (a TPU).
     model: str | None = None
+    # The GPU's name as the framework reports it (CUDA's device name): the model where NVML is not available.
+    framework_gpu_name: str | None = None
     # Accelerators the framework sees but this cell does not use (an Apple GPU beside the CPU), by name.
     unused_accelerators: tuple[str, ...] = ()
     # The intra-op threads the framework computes with on the CPU, and how that number is set or derived
@@ -304,6 +306,7 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
             runtime_versions=setup.runtime_versions,
             model=setup.model,
             unused_accelerators=setup.unused_accelerators,
+            framework_gpu_name=setup.framework_gpu_name,
         )
     )
     context.update(binding_context(binding, setup))

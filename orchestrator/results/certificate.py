@@ -8,11 +8,14 @@ no table shows its speed-up (compare.format_speedup). The checks:
 - tuning: the runs of one side share their framework's own tuning knobs (spec.FRAMEWORK_TUNING: JAX's XLA_FLAGS).
   Such a knob belongs to one side, so it never splits a pair, but runs made with different values are not pooled;
 - compilation: no side recompiled inside its timed steps (`recompilations_timed`, and the per-sample timings'
-  own counts): a timed step that compiled timed the compiler.
+  own counts): a timed step that compiled timed the compiler;
+- device: the GPU's model is known (a GPU neither NVML nor the framework named may be an A100 on one side and an
+  H100 on the other, and pools them).
 """
 
 from __future__ import annotations
 
+from bench_contract.measure.device import UNKNOWN_GPU
 from bench_contract.spec import FRAMEWORK_TITLES
 
 COMPARABLE = "yes"
@@ -33,12 +36,19 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
     `df` holds every run's summary rows with the row_key columns (compare.with_row_key); run_key: the columns
     that tell one run of a side from another."""
     reasons: dict[tuple, list[str]] = {}
+    model_at = row_key.index("device_model")
     for key, side in df.groupby([*row_key, "framework"], dropna=False, sort=False):
         row, framework = tuple(key[:-1]), key[-1]
         runs = side.drop_duplicates([c for c in run_key if c in side])
-        found = reasons.setdefault(row, [])
+        found = reasons.setdefault(row, unknown_device(str(row[model_at])))
         found += pooled_differently(runs, framework) + recompiled(side, framework)
     return {row: "; ".join(found) or COMPARABLE for row, found in reasons.items()}
+
+
+def unknown_device(model: str) -> list[str]:
+    """A reason when the row's GPU model is unknown."""
+    return [f"the GPU model is unknown ({model}): runs on different GPUs may be pooled"] if model.startswith(
+        UNKNOWN_GPU) else []
 
 
 def pooled_differently(runs, framework: str) -> list[str]:

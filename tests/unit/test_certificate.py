@@ -93,3 +93,23 @@ def test_xla_flags_of_a_profile_never_split_the_pair_and_are_shown_beside_it(tmp
 def test_jax_runs_with_different_xla_flags_are_not_comparable(tmp_path):
     frame = comparison_frame(pd.concat([*both(tmp_path, "a", {"xla_flags": "--xla_a=1"}), *both(tmp_path, "b")]))
     assert frame["comparable"].iloc[0] == "JAX runs with different XLA_FLAGS pooled ('--xla_a=1', 'not set')"
+
+
+def test_a_gpu_no_one_could_name_is_never_compared(tmp_path):
+    """Every GPU run without NVML was "unknown GPU (NVML unavailable)", which pooled an A100 with an H100."""
+    frames = both(tmp_path, "a")
+    for frame in frames:
+        frame["device_kind"], frame["device_model"] = "gpu", "unknown GPU (NVML unavailable)"
+    frame = comparison_frame(pd.concat(frames, ignore_index=True))
+    assert frame["comparable"].iloc[0] == ("the GPU model is unknown (unknown GPU (NVML unavailable)): runs on "
+                                           "different GPUs may be pooled")
+
+
+def test_without_nvml_the_gpu_model_is_the_frameworks_name_for_it():
+    from bench_contract.measure.device import device_model
+
+    nvml_failed = {"gpus": "not available: NVML: libnvidia-ml.so.1 not found", "cpu": {"cpu_model": "CPU X"}}
+    assert device_model("gpu", nvml_failed, "NVIDIA H100 80GB HBM3") == "NVIDIA H100 80GB HBM3"
+    assert device_model("gpu", nvml_failed).startswith("unknown GPU")
+    nvml = {"gpus": [{"name": "NVIDIA A100-SXM4-80GB"}], "cpu": {"cpu_model": "CPU X"}}
+    assert device_model("gpu", nvml, "NVIDIA A100-SXM4-80GB") == "NVIDIA A100-SXM4-80GB"  # NVML's, as before
