@@ -41,6 +41,9 @@ CONTEXT_FIELDS: list[pa.Field] = [
     pa.field("batch_size", pa.int32()),
     pa.field("precision", pa.string()),
     pa.field("precision_policy", pa.string()),
+    # JSON: the dtypes each class of operation computed in during one training step, as it ran
+    # (bench_contract.run.census); "" where none was taken.
+    pa.field("precision_census", pa.string()),
     pa.field("framework_options", pa.string()),
     pa.field("data_source", pa.string()),
     pa.field("epochs", pa.int32()),
@@ -104,6 +107,7 @@ ADDED_COLUMN_DEFAULTS: dict[str, Any] = {
     "environment_kind": not_available("written before the environment kind was recorded"),
     "system": "",
     "dp_engine": "", "dp_engine_mode": "",
+    "precision_census": "",
 }
 # The variable a rendered script exports to tell the backend which environment it runs in, and its two kinds.
 ENVIRONMENT_KIND_VARIABLE = "BENCH_ENVIRONMENT_KIND"

@@ -30,7 +30,7 @@ class JaxInference:
         return synchronize(jax.device_put(x, self.device))
 
     def compile(self, x) -> dict[str, float]:
-        self.compiled, seconds = compiles.ahead_of_time(self.jitted, self.variables, x)
+        self.compiled, seconds, _ = compiles.ahead_of_time(self.jitted, self.variables, x)
         return seconds
 
     def flops_per_step(self, x):

@@ -92,14 +92,15 @@ def scaled_plain_step(module, optimizer: optax.GradientTransformation):
 
     def loss_fn(params, batch_stats, x, y, scale):
         logits, batch_stats = steps.train_forward(module, params, batch_stats, x)
-        loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
-        return loss * scale, (loss, batch_stats)
+        with jax.named_scope(steps.LOSS_SCOPE):
+            loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+            return loss * scale, (loss, batch_stats)
 
     def step_fn(params, batch_stats, opt_state, step, x, y):
         (_, (loss, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             params, batch_stats, x, y, opt_state.scale)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), batch_stats, opt_state, step + 1, loss
+        params, opt_state = steps.apply_update(optimizer, grads, opt_state, params)
+        return params, batch_stats, opt_state, step + 1, loss
 
     return step_fn
 

@@ -28,7 +28,7 @@ from bench_contract.run.sampling import compiled_batch_size
 from bench_contract.run.topology import topology_for
 from bench_contract.run.training import refuse_batch_norm
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
-from jax_backend import compiles, mixed, models, steps
+from jax_backend import census, compiles, mixed, models, steps
 from jax_backend.efficiency import cuda_ordinals, efficiency, runtime_versions, xla_flops
 from jax_backend.inference import JaxInference
 from jax_backend.optim import build_optimizer
@@ -53,7 +53,7 @@ class JaxOps:
         self.batch_stats = placement.replicate(variables.get("batch_stats", {}))
         self.opt_state = placement.replicate(optimizer.init(variables["params"]))
         self.step = placement.replicate(np.zeros((), np.uint32))
-        self.step_fn, self.compile_times = compiles.ahead_of_time(
+        self.step_fn, self.compile_times, self.step_jaxpr = compiles.ahead_of_time(
             placement.jit_step(step_fn), self.params, self.batch_stats, self.opt_state, self.step,
             *self.to_device(*sample_batch))
         self.predict_fn = jax.jit(
@@ -61,6 +61,9 @@ class JaxOps:
 
     def flops_per_step(self, batch):
         return xla_flops(self.step_fn, self.placement.device_count)
+
+    def precision_census(self, batch) -> dict[str, set[str]]:
+        return census.census(self.step_jaxpr)  # the step as traced for compilation: every step ran that program
 
     def to_device(self, x: np.ndarray, y: np.ndarray):
         # The layout change (channel-last for convolutions) is a host-side copy, outside the timed step.

@@ -25,12 +25,25 @@ from bench_contract.run.sampling import PAD_LABEL
 from bench_contract.spec import CLIP_EPSILON
 
 
+# Named scopes around the loss and the optimizer's update: the precision census tells their arithmetic from the
+# network's by them (jax_backend.census).
+LOSS_SCOPE, UPDATE_SCOPE = "loss", "optimizer update"
+
+
+def apply_update(optimizer, grads, opt_state, params):
+    """(the parameters after the optimizer's update, its new state), under UPDATE_SCOPE."""
+    with jax.named_scope(UPDATE_SCOPE):
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+
 def example_loss(module):
     """The loss of one example (no batch axis) as a function of the parameters."""
 
     def loss(params, x, y):
         logits = module.apply({"params": params}, x[None])
-        return optax.softmax_cross_entropy_with_integer_labels(logits, y[None])[0]
+        with jax.named_scope(LOSS_SCOPE):
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y[None])[0]
 
     return loss
 
@@ -127,8 +140,8 @@ def dp_sgd_step(module, optimizer, clip_norm: float, noise_multiplier: float, se
         key = jax.random.fold_in(base_key, step)  # fresh noise every step, reproducible from the seed
         loss, grads = private_gradient(module, params, x, y, key, clip_norm, noise_multiplier, expected_batch_size,
                                        mesh)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), batch_stats, opt_state, step + 1, loss
+        params, opt_state = apply_update(optimizer, grads, opt_state, params)
+        return params, batch_stats, opt_state, step + 1, loss
 
     return step_fn
 
@@ -153,11 +166,14 @@ def plain_step(module, optimizer):
 
     def loss_fn(params, batch_stats, x, y):
         logits, batch_stats = train_forward(module, params, batch_stats, x)
-        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), batch_stats
+        with jax.named_scope(LOSS_SCOPE):
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), batch_stats
 
     def step_fn(params, batch_stats, opt_state, step, x, y):
         (loss, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch_stats, x, y)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), batch_stats, opt_state, step + 1, loss
+        params, opt_state = apply_update(optimizer, grads, opt_state, params)
+        return params, batch_stats, opt_state, step + 1, loss
+
+    return step_fn
 
     return step_fn

@@ -30,7 +30,7 @@ from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.topology import Topology, topology_for
 from bench_contract.run.training import refuse_batch_norm
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
-from torch_backend import compiles, models, vision
+from torch_backend import census, compiles, models, vision
 from torch_backend.compiled import compiled
 from torch_backend.efficiency import counted_flops, efficiency, pci_bus_id, runtime_versions
 from torch_backend.inference import TorchInference
@@ -92,6 +92,11 @@ class TorchOps:
         # Each rank counts its own shard's work.
         # Counted on the eager step: the same operations, without a recompilation for the counter's mode.
         return counted_flops(lambda: self.eager_step(*batch), self.world_size)
+
+    def precision_census(self, batch) -> dict[str, set[str]]:
+        # One more eager step, after everything measured. A compiled step runs the same ATen operations in the
+        # dtypes autocast gives them; Inductor's fused kernels may compute inside in float32, as XLA's do.
+        return census.step_census(lambda: self.eager_step(*batch), self.optimizer)
 
     @torch.no_grad()
     def predict(self, x: np.ndarray) -> np.ndarray:

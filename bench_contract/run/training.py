@@ -24,7 +24,7 @@ from bench_contract.measure.flops import Flops
 from bench_contract.measure.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.measure.tracing import Tracer, record_trace
 from bench_contract.results import ResultRows
-from bench_contract.run import sampling
+from bench_contract.run import census, sampling
 from bench_contract.run.progress import ProgressReporter
 from bench_contract.run.topology import Topology
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
@@ -61,6 +61,10 @@ class TrainingOps(Protocol):
     def flops_per_step(self, batch: Any) -> Flops:
         """FLOPs of one step on the global batch, and how they were counted. Called once, after training
         and evaluation, so that counting cannot disturb the timed steps or the model they train."""
+
+    def precision_census(self, batch: Any) -> dict[str, set[str]]:
+        """The dtypes each class of operation computed in during one step (bench_contract.run.census), taken
+        from the framework as the step ran. Called once, after flops_per_step."""
 
 
 def refuse_batch_norm(spec: JobSpec, has_batch_norm: bool) -> None:
@@ -196,6 +200,9 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     # work, never the nominal B nor the padded size (a Poisson batch is either larger or smaller than B).
     record_pipelined(spec, ops, batch, len(idx), rows)
     efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)
+    # A step without a census (a test's fake ops) records none; the certificate says so where the other side has one.
+    if hasattr(ops, "precision_census"):
+        rows.context["precision_census"] = census.census_text(ops.precision_census(batch))
     record_trace(spec, rows, lambda: ops.train_step(batch), ops.synchronize, tracer)  # after all measuring
     progress.note(f"training done in {time.perf_counter() - train_start:.1f} s", eta_s=None)
 

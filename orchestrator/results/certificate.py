@@ -7,6 +7,9 @@ no table shows its speed-up (compare.format_speedup). The checks:
   site interpreter, ...): JAX 0.4.30 from one campaign and JAX 0.10.2 from another are not trials of one cell;
 - tuning: the runs of one side share their framework's own tuning knobs (spec.FRAMEWORK_TUNING: JAX's XLA_FLAGS).
   Such a knob belongs to one side, so it never splits a pair, but runs made with different values are not pooled;
+- precision as run: the two sides' precision censuses (bench_contract.run.census: the dtype each class of operation
+  computed in during one step, read from the framework) are equal, else the classes that differ are named
+  ("normalisation bfloat16 in JAX, float32 in PyTorch");
 - compilation: no side recompiled inside its timed steps (`recompilations_timed`, and the per-sample timings'
   own counts): a timed step that compiled timed the compiler;
 - device: the GPU's model is known (a GPU neither NVML nor the framework named may be an A100 on one side and an
@@ -16,6 +19,7 @@ no table shows its speed-up (compare.format_speedup). The checks:
 from __future__ import annotations
 
 from bench_contract.measure.device import UNKNOWN_GPU
+from bench_contract.run import census
 from bench_contract.spec import FRAMEWORK_TITLES
 
 COMPARABLE = "yes"
@@ -25,7 +29,8 @@ SOFTWARE = ("framework_version", "environment_kind")
 # Per framework, its own tuning knobs as the rows record them (column, words): only JAX reads XLA_FLAGS.
 TUNING = {"jax": {"xla_flags": "XLA_FLAGS"}, "torch": {}}
 NOT_SET = "not set"  # bench_contract.measure.device's value of a variable that was not set
-CERTIFIED_COLUMNS = (*SOFTWARE, *(c for knobs in TUNING.values() for c in knobs))  # what a reader of the merged dataset must read besides the key
+CENSUS = "precision_census"
+CERTIFIED_COLUMNS = (*SOFTWARE, *(c for knobs in TUNING.values() for c in knobs), CENSUS)  # what a reader of the merged dataset must read besides the key
 # A count of compilations inside timed steps: the training or inference step's, and each per-sample timing's.
 RECOMPILATIONS = ("recompilations_timed", "per_sample_grads_vectorized_recompilations_timed",
                   "per_sample_grads_loop_recompilations_timed")
@@ -36,13 +41,31 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
     `df` holds every run's summary rows with the row_key columns (compare.with_row_key); run_key: the columns
     that tell one run of a side from another."""
     reasons: dict[tuple, list[str]] = {}
+    censuses: dict[tuple, dict[str, str]] = {}  # row -> side -> its runs' one census text
     model_at = row_key.index("device_model")
     for key, side in df.groupby([*row_key, "framework"], dropna=False, sort=False):
         row, framework = tuple(key[:-1]), key[-1]
         runs = side.drop_duplicates([c for c in run_key if c in side])
         found = reasons.setdefault(row, unknown_device(str(row[model_at])))
         found += pooled_differently(runs, framework) + recompiled(side, framework)
+        texts = set(runs[CENSUS].fillna("")) if CENSUS in runs else {""}
+        if len(texts) == 1:
+            censuses.setdefault(row, {})[framework] = texts.pop()
+    for row, sides in censuses.items():
+        reasons[row] += census_reasons(sides)
     return {row: "; ".join(found) or COMPARABLE for row, found in reasons.items()}
+
+
+def census_reasons(sides: dict[str, str]) -> list[str]:
+    """The classes in which two sides' precision censuses differ; that one side took none where the other did (a
+    row from before the census, on both sides, has nothing to compare)."""
+    if len(sides) < 2 or not any(sides.values()):
+        return []
+    sides = {side: sides[side] for side in sorted(sides, key=lambda side: (side != "jax", side))}  # JAX first
+    missing = [FRAMEWORK_TITLES.get(side, side) for side, text in sides.items() if not text]
+    if missing:
+        return [f"no precision census from {' or '.join(missing)}"]
+    return census.differences({side: census.parse(text) for side, text in sides.items()}, FRAMEWORK_TITLES)
 
 
 def unknown_device(model: str) -> list[str]:
@@ -60,6 +83,8 @@ def pooled_differently(runs, framework: str) -> list[str]:
         kinds = sorted({" ".join(str(v) for v in values) for values in runs[software].itertuples(index=False)})
         if len(kinds) > 1:
             reasons.append(f"{title} runs of {len(kinds)} versions pooled ({', '.join(kinds)})")
+    if CENSUS in runs and runs[CENSUS].nunique(dropna=False) > 1:
+        reasons.append(f"{title} runs of {runs[CENSUS].nunique(dropna=False)} precision censuses pooled")
     for column, words in TUNING.get(framework, {}).items():
         if column in runs and runs[column].nunique(dropna=False) > 1:
             values = ", ".join(repr(v) for v in sorted(runs[column].fillna("").astype(str).unique()))

@@ -14,8 +14,14 @@ from orchestrator.results.compare import comparison_frame, display_rows
 VERSIONS = {"old": {"jax": "0.4.30", "torch": "2.3.0"}, "new": {"jax": "0.10.2", "torch": "2.9.1"}}
 
 
+MLP_BF16 = '{"loss": ["float32"], "matmul": ["bfloat16"], "optimizer update": ["float32"]}'
+LAYER_NORM_BF16 = ('{"loss": ["float32"], "matmul": ["bfloat16"], "normalisation": ["bfloat16"], '
+                   '"optimizer update": ["float32"], "softmax": ["bfloat16"]}')
+LAYER_NORM_FP32 = LAYER_NORM_BF16.replace('"normalisation": ["bfloat16"]', '"normalisation": ["float32"]')
+
+
 def write_run(root, campaign, framework, throughput, version="0.10.2", environment="locked", xla_flags="",
-              recompilations=0.0):
+              recompilations=0.0, census=MLP_BF16):
     """One task's result file as a backend writes it (identity from a real job spec), with the software and the
     recompilations in timed steps that the run recorded. xla_flags: the spec's, as a profile gives them to JAX
     (plan.campaign.write_specs); the run records them as its XLA_FLAGS, as the JAX backend sets them."""
@@ -23,9 +29,9 @@ def write_run(root, campaign, framework, throughput, version="0.10.2", environme
               "benchmark": "digits", "use_case": 1, "model": "mlp", "batch_size": 32, "precision": "fp32",
               "xla_flags": xla_flags}
     spec = JobSpec(**values)
-    context = result_context(**(base_context(spec) | {"environment_kind": environment}), device_kind="cpu",
-                             device_model="CPU X", bound_cpus=2, intra_op_threads=2, framework_version=version,
-                             xla_flags=xla_flags or "not set")
+    context = result_context(**(base_context(spec) | {"environment_kind": environment, "precision_census": census}),
+                             device_kind="cpu", device_model="CPU X", bound_cpus=2, intra_op_threads=2,
+                             framework_version=version, xla_flags=xla_flags or "not set")
     rows = ResultRows(context)
     rows.add("throughput", throughput, "samples/s")
     rows.add("recompilations_timed", recompilations, "compilations")
@@ -113,3 +119,32 @@ def test_without_nvml_the_gpu_model_is_the_frameworks_name_for_it():
     assert device_model("gpu", nvml_failed).startswith("unknown GPU")
     nvml = {"gpus": [{"name": "NVIDIA A100-SXM4-80GB"}], "cpu": {"cpu_model": "CPU X"}}
     assert device_model("gpu", nvml, "NVIDIA A100-SXM4-80GB") == "NVIDIA A100-SXM4-80GB"  # NVML's, as before
+
+
+def test_different_precision_censuses_make_the_row_not_comparable_and_name_the_classes(tmp_path):
+    """Defect 2 of issue 29, as the backends record it for the nlp transformer in bf16 on a CPU: JAX casts the
+    LayerNorm's parameters and runs it in bfloat16, PyTorch's autocast leaves it in float32."""
+    both(tmp_path, "a", {"census": LAYER_NORM_BF16}, {"census": LAYER_NORM_FP32})
+    proc = run_cli("collect", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert ("not comparable, digits mlp batch 32: normalisation bfloat16 in JAX, float32 in PyTorch"
+            in proc.stdout), proc.stdout
+
+
+def test_one_side_without_a_census_is_not_comparable_and_runs_of_two_censuses_are_not_pooled(tmp_path):
+    frame = comparison_frame(pd.concat(both(tmp_path, "a", None, {"census": ""})))
+    assert frame["comparable"].iloc[0] == "no precision census from PyTorch"
+    frame = comparison_frame(pd.concat([*both(tmp_path, "b"), *both(tmp_path, "c", {"census": LAYER_NORM_BF16})]))
+    assert frame["comparable"].iloc[0] == "JAX runs of 2 precision censuses pooled"
+    old = comparison_frame(pd.concat(both(tmp_path, "d", {"census": ""}, {"census": ""})))
+    assert old["comparable"].iloc[0] == "yes"  # rows from before the census, on both sides: nothing to compare
+
+
+def test_census_differences_name_each_class_and_a_class_one_side_never_ran():
+    from bench_contract.run import census
+
+    jax = census.parse(LAYER_NORM_BF16)
+    torch = {k: v for k, v in census.parse(LAYER_NORM_FP32).items() if k != "softmax"}
+    assert census.differences({"jax": jax, "torch": torch}, {"jax": "JAX", "torch": "PyTorch"}) == [
+        "normalisation bfloat16 in JAX, float32 in PyTorch", "softmax bfloat16 in JAX, none in PyTorch"]
+    assert census.differences({"jax": jax, "torch": jax}, {}) == []

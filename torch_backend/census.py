@@ -1,0 +1,84 @@
+"""The precision census of a PyTorch step (bench_contract.run.census), from the ATen operations one step dispatched:
+what autocast actually did (its casts happen before dispatch), not what the policy's words claim.
+
+Each operation is classed by its ATen name:
+- matmul: mm, addmm, bmm, baddbmm, convolution and their backward: their first operand's dtype;
+- normalisation: native layer, group and batch norm, forward: their output's dtype;
+- softmax: _softmax: its input's dtype (it computes in it); scaled dot-product attention counts as a matmul and a
+  softmax in its inputs' dtype;
+- loss: _log_softmax and nll_loss: their input's dtype;
+- optimizer update: every floating-point result between the optimizer step's pre- and post-hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+MATMULS = {"mm", "addmm", "bmm", "baddbmm", "convolution", "convolution_backward", "_convolution"}
+NORMS = {"native_layer_norm", "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
+         "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional"}
+LOSSES = {"_log_softmax", "nll_loss_forward", "nll_loss2d_forward"}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def float_dtypes(values) -> set[str]:
+    return {dtype_name(t.dtype) for t in tree_leaves(values) if isinstance(t, torch.Tensor) and t.is_floating_point()}
+
+
+class Census(TorchDispatchMode):
+    """Records, while active, the dtypes of each class of operation (`found`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: dict[str, set[str]] = {}
+        self.in_update = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        first = float_dtypes(args[:1])
+        if self.in_update:
+            self.add("optimizer update", float_dtypes(out))
+        elif name in MATMULS:
+            self.add("matmul", first)
+        elif name.startswith("_scaled_dot_product"):
+            self.add("matmul", first)
+            self.add("softmax", first)
+        elif name in NORMS:
+            self.add("normalisation", float_dtypes(out[0] if isinstance(out, (tuple, list)) else out))
+        elif name == "_softmax":
+            self.add("softmax", first)
+        elif name in LOSSES:
+            self.add("loss", first)
+        return out
+
+    def add(self, cls: str, dtypes: set[str]) -> None:
+        if dtypes:
+            self.found.setdefault(cls, set()).update(dtypes)
+
+
+def step_census(step: Callable[[], object], optimizer: torch.optim.Optimizer) -> dict[str, set[str]]:
+    """The census of one call of `step` (a whole training step), whose update is optimizer.step()."""
+    census = Census()
+
+    def entering(*_):
+        census.in_update = True
+
+    def leaving(*_):
+        census.in_update = False
+
+    hooks = [optimizer.register_step_pre_hook(entering), optimizer.register_step_post_hook(leaving)]
+    try:
+        with census:
+            step()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return census.found
