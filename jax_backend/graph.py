@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from bench_contract.data.graph import GCN_HIDDEN, Graph
+from jax_backend import autocast
 
 
 class GraphConv(nn.Module):
@@ -22,7 +23,7 @@ class GraphConv(nn.Module):
 
     @nn.compact
     def __call__(self, h, source, target, weight):
-        h = nn.Dense(self.features, use_bias=False, name="lin")(h)
+        h = autocast.dense(self.features, use_bias=False, name="lin")(h)
         out = jax.ops.segment_sum(h[source] * weight[:, None], target, num_segments=h.shape[0])
         return out + self.param("bias", nn.initializers.zeros, (self.features,))
 

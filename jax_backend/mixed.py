@@ -1,8 +1,8 @@
-"""Mixed-precision training in JAX with an explicit policy, the equivalent of PyTorch's autocast
-(torch_backend.mixed): float32 master parameters and optimizer state; inside the step the parameters and the
-inputs are cast to bfloat16 or float16, so that every matmul and convolution computes in it and the gradient
-reaches the float32 masters through the cast; the logits are cast back to float32 for the loss. Batch-norm
-statistics stay float32 (the running ones are not cast; Flax reduces the batch's mean and variance in float32).
+"""Mixed-precision training in JAX with PyTorch autocast's policy (torch_backend.mixed), operation class by
+operation class (jax_backend.autocast): float32 master parameters and optimizer state; every matmul and
+convolution casts its input and weight to bfloat16 or float16, so the gradient reaches the float32 masters through
+the cast; the norms run as autocast runs them; the logits are cast back to float32 for the loss. Batch-norm
+statistics stay float32.
 
 fp16 adds dynamic loss scaling with PyTorch GradScaler's rule and settings (bench_contract.run.precision
 .LossScaling): the loss is multiplied by the scale before differentiation, the gradients divided by it, a step
@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import optax
 
 from bench_contract.run.precision import DTYPE_NAMES, LOSS_SCALING, MIXED, LossScaling, refuse_tf32_without_support
-from jax_backend import steps
+from jax_backend import autocast, steps
 
 
 def set_matmul_precision(precision: str, device) -> None:
@@ -29,32 +29,29 @@ def set_matmul_precision(precision: str, device) -> None:
     jax.config.update("jax_default_matmul_precision", "default" if precision == "tf32" else "highest")
 
 
-def _cast(dtype):
-    def cast(a):
-        return a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a
+class AutocastForward:
+    """A Flax module's apply under the mixed policy, autocast's (jax_backend.autocast): float32 parameters and
+    inputs, each matmul and convolution in `dtype`, the norms as autocast runs them on this device, the logits
+    returned in float32 for the loss (mutated collections, batch norm's running statistics, stay float32)."""
 
-    return cast
-
-
-class CastForward:
-    """A Flax module's apply under the mixed policy: float parameters and inputs cast to `dtype`, the logits
-    returned in float32 (mutated collections, batch norm's running statistics, stay as they are: float32)."""
-
-    def __init__(self, module, dtype) -> None:
-        self.module, self.dtype = module, dtype
+    def __init__(self, module, dtype, norms_in_float32: bool) -> None:
+        self.module, self.dtype, self.norms_in_float32 = module, dtype, norms_in_float32
 
     def apply(self, variables: dict, x, **kwargs):
-        low = _cast(self.dtype)
-        out = self.module.apply({**variables, "params": jax.tree.map(low, variables["params"])}, low(x), **kwargs)
+        with autocast.policy(self.dtype, self.norms_in_float32):  # read while the module is traced
+            out = self.module.apply(variables, x, **kwargs)
         if kwargs.get("mutable"):
             logits, mutated = out
             return logits.astype(jnp.float32), mutated
         return out.astype(jnp.float32)
 
 
-def with_precision(module, precision: str):
-    """The module as the training precision runs it: cast for bf16 and fp16, as it is otherwise."""
-    return CastForward(module, getattr(jnp, DTYPE_NAMES[precision])) if precision in MIXED else module
+def with_precision(module, precision: str, on_gpu: bool):
+    """The module as the training precision runs it: under autocast's policy for bf16 and fp16 (layer and group
+    norm in float32 on a GPU, as autocast lists them for CUDA), as it is otherwise."""
+    if precision not in MIXED:
+        return module
+    return AutocastForward(module, getattr(jnp, DTYPE_NAMES[precision]), norms_in_float32=on_gpu)
 
 
 class LossScaleState(NamedTuple):

@@ -10,7 +10,7 @@ import numpy as np
 
 from bench_contract.models.mlp import MLP_HIDDEN
 from bench_contract.models.weights import ParamSpec
-from jax_backend import layout, text, vision
+from jax_backend import autocast, layout, text, vision
 from jax_backend.graph import gcn
 
 
@@ -24,8 +24,8 @@ class MLP(nn.Module):
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
         x = x.reshape((x.shape[0], -1))  # inputs are channel-first like PyTorch's, so flattening agrees
         for i, width in enumerate(self.hidden, start=1):
-            x = nn.relu(nn.Dense(width, name=f"fc{i}")(x))
-        return nn.Dense(self.num_classes, name=f"fc{len(self.hidden) + 1}")(x)
+            x = nn.relu(autocast.dense(width, name=f"fc{i}")(x))
+        return autocast.dense(self.num_classes, name=f"fc{len(self.hidden) + 1}")(x)
 
 
 # Every model as a bare module; the vision ones take channel-last inputs (see channels_last).

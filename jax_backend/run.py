@@ -169,7 +169,7 @@ class JaxBackend:
         rows.add("parameter_count", sum(p.size for p in jax.tree_util.tree_leaves(variables["params"])), "parameters")
         optimizer = build_optimizer(spec)
         refuse_batch_norm(spec, "batch_stats" in variables)
-        module = mixed.with_precision(module, spec.precision)  # bf16, fp16: cast inside the step
+        module = mixed.with_precision(module, spec.precision, self.kind == "gpu")  # bf16, fp16: autocast's policy
         placement = Placement(self.topology)
         if spec.use_case in PER_SAMPLE_USE_CASES:
             step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed,

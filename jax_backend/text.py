@@ -10,12 +10,13 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from bench_contract.data import text
-from jax_backend import vision
+from jax_backend import autocast, vision
 
 
 def layer_norm(x, name: str):
     # Two-pass variance, as PyTorch computes it.
-    return nn.LayerNorm(epsilon=text.LAYER_NORM_EPS, use_fast_variance=False, name=name)(x)
+    return nn.LayerNorm(epsilon=text.LAYER_NORM_EPS, use_fast_variance=False, dtype=autocast.layer_or_group_norm_dtype(x),
+                        name=name)(x)
 
 
 class TextTransformer(nn.Module):
@@ -31,12 +32,12 @@ class TextTransformer(nn.Module):
         for i in range(c.layers):
             p = f"layers.{i}"
             x = x + vision.self_attention(layer_norm(x, f"{p}.norm1"), c.heads, f"{p}.self_attn", keep)
-            y = nn.gelu(nn.Dense(c.mlp_dim, name=f"{p}.linear1")(layer_norm(x, f"{p}.norm2")), approximate=False)
-            x = x + nn.Dense(c.d_model, name=f"{p}.linear2")(y)
+            y = nn.gelu(autocast.dense(c.mlp_dim, name=f"{p}.linear1")(layer_norm(x, f"{p}.norm2")), approximate=False)
+            x = x + autocast.dense(c.d_model, name=f"{p}.linear2")(y)
         # Mean over the real tokens (the class token included, so never over none).
         weights = keep.astype(x.dtype)[:, :, None]
         pooled = (layer_norm(x, "norm") * weights).sum(axis=1) / weights.sum(axis=1)
-        return nn.Dense(self.num_classes, name="head")(pooled)
+        return autocast.dense(self.num_classes, name="head")(pooled)
 
 
 def transformer(num_classes: int, variant: str) -> nn.Module:

@@ -22,13 +22,14 @@ import jax
 import jax.numpy as jnp
 
 from bench_contract.models import vision
+from jax_backend import autocast
 
 
 def conv(x, features: int, kernel: int, stride: int = 1, *, name: str, groups: int = 1, bias: bool = False,
          padding: int | None = None):
     pad = (kernel - 1) // 2 if padding is None else padding
-    return nn.Conv(features, (kernel, kernel), strides=(stride, stride), padding=((pad, pad), (pad, pad)),
-                   feature_group_count=groups, use_bias=bias, name=name)(x)
+    return autocast.conv(features, (kernel, kernel), strides=(stride, stride), padding=((pad, pad), (pad, pad)),
+                         feature_group_count=groups, use_bias=bias, name=name)(x)
 
 
 class BatchNorm(nn.Module):
@@ -47,7 +48,8 @@ class BatchNorm(nn.Module):
 
     @nn.compact
     def __call__(self, x, train: bool = False):
-        c = x.shape[-1]
+        c, dtype = x.shape[-1], x.dtype
+        x = x.astype(jnp.float32)  # statistics and arithmetic in float32, returned in the input's dtype (autocast)
         scale = self.param("scale", nn.initializers.ones, (c,))
         bias = self.param("bias", nn.initializers.zeros, (c,))
         running_mean = self.variable("batch_stats", "mean", lambda: jnp.zeros((c,), jnp.float32))
@@ -65,7 +67,7 @@ class BatchNorm(nn.Module):
             mean, var = running_mean.value, running_var.value
         # The order of Flax's _normalize: rsqrt(var + eps) * scale, then (x - mean) * that, plus bias.
         mul = jax.lax.rsqrt(var + self.epsilon) * scale
-        return (x - mean) * mul + bias
+        return ((x - mean) * mul + bias).astype(dtype)
 
 
 def batch_norm(x, name: str, eps: float = 1e-5, train: bool = False):
@@ -77,7 +79,13 @@ def group_norm(x, name: str):
     Flax's defaults differ from PyTorch's in two ways, both set here: epsilon 1e-6 (PyTorch: 1e-5), and the
     variance as E[x^2] - E[x]^2 (PyTorch: the mean of squared deviations)."""
     groups = vision.group_norm_groups(x.shape[-1])
-    return nn.GroupNorm(num_groups=groups, epsilon=vision.GROUP_NORM_EPS, use_fast_variance=False, name=name)(x)
+    return nn.GroupNorm(num_groups=groups, epsilon=vision.GROUP_NORM_EPS, use_fast_variance=False,
+                        dtype=autocast.layer_or_group_norm_dtype(x), name=name)(x)
+
+
+def layer_norm(x, eps: float, name: str):
+    """PyTorch's LayerNorm: the two-pass variance, in the dtype autocast gives it."""
+    return nn.LayerNorm(epsilon=eps, use_fast_variance=False, dtype=autocast.layer_or_group_norm_dtype(x), name=name)(x)
 
 
 def conv_norm_act(x, features: int, kernel: int, stride: int = 1, *, name: str, groups: int = 1, eps: float = 1e-5,
@@ -136,7 +144,7 @@ class ResNet(nn.Module):
                                     f"{p}.downsample.1")
                 x = nn.relu(out + identity)
                 inplanes = planes * expansion
-        return nn.Dense(self.num_classes, name="fc")(x.mean(axis=(1, 2)))
+        return autocast.dense(self.num_classes, name="fc")(x.mean(axis=(1, 2)))
 
 
 def self_attention(x, heads: int, name: str, keep=None):
@@ -144,13 +152,13 @@ def self_attention(x, heads: int, name: str, keep=None):
     order), then out_proj. `keep` (batch, keys), when given, masks padding: the other keys get the lowest
     float, so their softmax weight is zero."""
     n, s, d = x.shape
-    qkv = nn.Dense(3 * d, name=f"{name}.in_proj")(x)
+    qkv = autocast.dense(3 * d, name=f"{name}.in_proj")(x)
     q, k, v = (t.reshape(n, s, heads, d // heads) for t in jnp.split(qkv, 3, axis=-1))
     logits = jnp.einsum("nqhd,nkhd->nhqk", q, k) / math.sqrt(d // heads)
     if keep is not None:
         logits = jnp.where(keep[:, None, None, :], logits, jnp.finfo(logits.dtype).min)
     out = jnp.einsum("nhqk,nkhd->nqhd", jax.nn.softmax(logits, axis=-1), v).reshape(n, s, d)
-    return nn.Dense(d, name=f"{name}.out_proj")(out)
+    return autocast.dense(d, name=f"{name}.out_proj")(out)
 
 
 class VisionTransformer(nn.Module):
@@ -163,8 +171,8 @@ class VisionTransformer(nn.Module):
     def __call__(self, x, train: bool = False):
         c = self.config
         eps = vision.VIT_LAYER_NORM_EPS
-        x = nn.Conv(c.hidden_dim, (c.patch_size, c.patch_size), strides=(c.patch_size, c.patch_size),
-                    padding="VALID", name="conv_proj")(x)
+        x = autocast.conv(c.hidden_dim, (c.patch_size, c.patch_size), strides=(c.patch_size, c.patch_size),
+                          padding="VALID", name="conv_proj")(x)
         n, h, w, d = x.shape
         x = x.reshape(n, h * w, d)  # row-major over the patch grid, as torchvision's reshape and permute
         cls = self.param("class_token", nn.initializers.zeros, (1, 1, d))
@@ -172,13 +180,13 @@ class VisionTransformer(nn.Module):
         x = x + self.param("encoder.pos_embedding", nn.initializers.normal(0.02), (1, h * w + 1, d))
         for i in range(c.num_layers):
             p = f"encoder.layers.encoder_layer_{i}"
-            y = nn.LayerNorm(epsilon=eps, use_fast_variance=False, name=f"{p}.ln_1")(x)
+            y = layer_norm(x, eps, f"{p}.ln_1")
             x = x + self_attention(y, c.num_heads, f"{p}.self_attention")
-            y = nn.LayerNorm(epsilon=eps, use_fast_variance=False, name=f"{p}.ln_2")(x)
-            y = nn.gelu(nn.Dense(c.mlp_dim, name=f"{p}.mlp.0")(y), approximate=False)  # PyTorch's GELU is exact
-            x = x + nn.Dense(d, name=f"{p}.mlp.3")(y)
-        x = nn.LayerNorm(epsilon=eps, use_fast_variance=False, name="encoder.ln")(x)
-        return nn.Dense(self.num_classes, name="heads.head")(x[:, 0])
+            y = layer_norm(x, eps, f"{p}.ln_2")
+            y = nn.gelu(autocast.dense(c.mlp_dim, name=f"{p}.mlp.0")(y), approximate=False)  # PyTorch's GELU is exact
+            x = x + autocast.dense(d, name=f"{p}.mlp.3")(y)
+        x = layer_norm(x, eps, "encoder.ln")
+        return autocast.dense(self.num_classes, name="heads.head")(x[:, 0])
 
 
 class MobileNetV3(nn.Module):
@@ -211,8 +219,8 @@ class MobileNetV3(nn.Module):
         last = len(self.blocks) + 1
         x = conv_norm_act(x, 6 * self.blocks[-1].out_channels, 1, name=f"features.{last}", eps=eps,
                           act=nn.hard_swish, train=train)
-        x = nn.hard_swish(nn.Dense(self.last_channel, name="classifier.0")(x.mean(axis=(1, 2))))
-        return nn.Dense(self.num_classes, name="classifier.3")(x)
+        x = nn.hard_swish(autocast.dense(self.last_channel, name="classifier.0")(x.mean(axis=(1, 2))))
+        return autocast.dense(self.num_classes, name="classifier.3")(x)
 
 
 class EfficientNet(nn.Module):
@@ -240,7 +248,7 @@ class EfficientNet(nn.Module):
                 x = y + x if stride == 1 and inp == s.out_channels else y
         last = len(self.stages) + 1
         x = conv_norm_act(x, 4 * self.stages[-1].out_channels, 1, name=f"features.{last}", act=nn.silu, train=train)
-        return nn.Dense(self.num_classes, name="classifier.1")(x.mean(axis=(1, 2)))
+        return autocast.dense(self.num_classes, name="classifier.1")(x.mean(axis=(1, 2)))
 
 
 class SmallCNN(nn.Module):
@@ -256,7 +264,7 @@ class SmallCNN(nn.Module):
         x = nn.max_pool(nn.relu(conv(x, c2, 3, name="conv2", bias=True)), (2, 2), strides=(2, 2))
         # Flatten in PyTorch's (C, H, W) order, so fc1's shared weights line up with the same features.
         x = jnp.transpose(x, (0, 3, 1, 2)).reshape(x.shape[0], -1)
-        return nn.Dense(self.num_classes, name="fc2")(nn.relu(nn.Dense(hidden, name="fc1")(x)))
+        return autocast.dense(self.num_classes, name="fc2")(nn.relu(autocast.dense(hidden, name="fc1")(x)))
 
 
 def resnet50(num_classes: int, variant: str, group_norm: bool = False) -> nn.Module:

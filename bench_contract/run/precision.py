@@ -19,15 +19,16 @@ PRECISION_POLICIES = {
             "float16 (inference); logits cast to float32 on the host, outside the timed step",
 }
 # What stays float32 under mixed-precision training, in both frameworks: PyTorch's autocast keeps these ops in
-# float32 by its own op lists; the JAX backend computes them in float32 on purpose (jax_backend.mixed, Flax's
-# normalisation layers reduce in float32).
+# float32 by its own op lists; the JAX backend runs autocast's policy operation class by operation class
+# (jax_backend.autocast), and each run's precision census shows what ran (bench_contract.run.census).
 FLOAT32_IN_MIXED = ("the loss (log-softmax and cross-entropy, on logits cast to float32)",
                     "normalisation statistics (batch-norm and layer-norm mean and variance)",
                     "the master parameters, their gradients and the optimizer's update and state")
-_MIXED_TRAINING = ("{name}: float32 master parameters and optimizer state; matmuls and convolutions compute in "
-                   "{dtype} (PyTorch torch.autocast(dtype=torch.{dtype}); JAX casts the parameters and inputs to "
-                   "{dtype} inside the step, so the gradient reaches the float32 masters through the cast); "
-                   "float32: " + "; ".join(FLOAT32_IN_MIXED))
+_MIXED_TRAINING = ("{name}: float32 master parameters and optimizer state; autocast's policy: matmuls and "
+                   "convolutions cast their input and weight to {dtype} (PyTorch torch.autocast(dtype=torch.{dtype}); "
+                   "JAX the same per operation class, jax_backend.autocast); layer and group norm in float32 on a "
+                   "GPU, in their input's dtype on a CPU; every other operation in its inputs' promoted dtype (a "
+                   "transformer's residual stream and layer norms stay float32); float32: " + "; ".join(FLOAT32_IN_MIXED))
 # The training use cases (1-4): mixed precision keeps float32 masters, as practitioners train.
 TRAINING_POLICIES = {
     "fp32": PRECISION_POLICIES["fp32"],

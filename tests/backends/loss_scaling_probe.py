@@ -40,7 +40,7 @@ def jax_probe(weights_path, x, y):
     weights, _ = load_or_create(weights_path, models.param_specs(MODEL, SHAPE, CLASSES), seed=0)
     module, variables = models.build_with_variables(MODEL, weights, SHAPE, CLASSES)
     optimizer = mixed.dynamic_loss_scaling(optax.sgd(LEARNING_RATE), SCALING)
-    step = jax.jit(mixed.scaled_plain_step(mixed.with_precision(module, "fp16"), optimizer))
+    step = jax.jit(mixed.scaled_plain_step(mixed.with_precision(module, "fp16", on_gpu=False), optimizer))
     params, stats, state, k = variables["params"], {}, optimizer.init(variables["params"]), 0
     losses, scales = [], []
     for i in range(STEPS):

@@ -3,10 +3,14 @@ operation computed in during one training step, read from the traced jaxpr in JA
 operations in PyTorch, and the certificate that compares the two in collect."""
 
 import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import run_cli
+from helpers import REPO_ROOT, env_python, run_cli
 from test_backends import make_spec, run_backend
 
 from bench_contract.results import read_task_table
@@ -43,19 +47,41 @@ def test_the_mlps_bf16_step_computes_alike_in_both(bf16_runs):
     assert census_of(frames, "mlp", "jax") == census_of(frames, "mlp", "torch") == expected
 
 
-def test_the_census_finds_the_transformers_layer_norm_in_bfloat16_in_jax_and_float32_in_pytorch(bf16_runs):
-    """Defect 2 of issue 29, found at run time: JAX's mixed policy casts every parameter to bf16 and runs LayerNorm
-    in it; PyTorch's autocast leaves LayerNorm (and the residual stream it reads) in float32. Matmuls, attention's
-    softmax, the loss and the update agree."""
-    root, frames = bf16_runs
+def test_the_transformers_bf16_steps_compute_alike_in_both(bf16_runs):
+    """Defect 2 of issue 29: JAX's mixed policy cast every parameter to bf16 and ran LayerNorm and the residual
+    stream in it; PyTorch's autocast leaves them in float32. JAX now runs autocast's policy (jax_backend.autocast)."""
+    _, frames = bf16_runs
     jax, torch = census_of(frames, "transformer", "jax"), census_of(frames, "transformer", "torch")
-    assert jax["normalisation"] == ["bfloat16"] and torch["normalisation"] == ["float32"]
-    assert {k: v for k, v in jax.items() if k != "normalisation"} == \
-        {k: v for k, v in torch.items() if k != "normalisation"}
-    assert jax["softmax"] == jax["matmul"] == ["bfloat16"]
-    proc = run_cli("collect", "--results-dir", str(root))
-    assert proc.returncode == 0, proc.stderr
-    assert "normalisation bfloat16 in JAX, float32 in PyTorch" in proc.stdout
-    merged = pd.read_parquet(root / "merged.parquet")
-    assert set(merged.precision_census) == {json.dumps(c, sort_keys=True) for c in (jax, torch,
-                                            census_of(frames, "mlp", "jax"))}
+    assert jax == torch
+    assert jax["normalisation"] == ["float32"] and jax["softmax"] == jax["matmul"] == ["bfloat16"]
+
+
+def test_the_certificate_catches_a_jax_policy_that_casts_everything(bf16_runs):
+    """The policy before autocast's, swapped back in (cast_everything_probe.py): collect and the report say the row
+    is not comparable and why, and show no speed-up for it."""
+    root, frames = bf16_runs
+    benchmark, model = CASES["transformer"]
+    results = root / "broken-results"  # a campaign of its own: the census test's PyTorch row and this JAX row
+    spec = make_spec("jax", root, campaign="broken", cell_id="jax-transformer", pair_key="transformer",
+                     benchmark=benchmark, model=model, model_variant="tiny", precision="bf16", data_source="synthetic",
+                     synthetic_samples=64, batch_size=8, epochs=1, warmup_steps=1,
+                     init_weights_path=str(root / "init-transformer.npz"),
+                     results_path=str(results / "broken" / "rows" / "jax" / "transformer.parquet"))
+    path = root / "broken.json"
+    path.write_text(spec.to_json())
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.run([str(env_python("jax")), str(Path(__file__).with_name("cast_everything_probe.py")),
+                           str(path)], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (results / "broken" / "rows" / "torch").mkdir(parents=True)
+    shutil.copy(root / "c" / "rows" / "torch" / "transformer.parquet", results / "broken" / "rows" / "torch")
+    broken = json.loads(read_task_table(spec.results_path).to_pandas().precision_census.iloc[0])
+    assert broken["normalisation"] == ["bfloat16"]
+    reason = "normalisation bfloat16 in JAX, float32 in PyTorch"
+    collected = run_cli("collect", "--results-dir", str(results))
+    assert collected.returncode == 0, collected.stderr
+    assert f"not comparable, nlp transformer (tiny) batch 8: {reason}" in collected.stdout, collected.stdout
+    report = run_cli("report", "--results-dir", str(results))
+    assert report.returncode == 0, report.stderr
+    markdown = next(results.rglob("report.md")).read_text()
+    assert reason in markdown and "not comparable" in markdown
