@@ -22,6 +22,7 @@ import numpy as np
 
 from bench_contract.atomic import publish
 from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.results.certificate import CERTIFIED_COLUMNS, side_reasons, unknown_device
 from orchestrator.results.compare import ROW_KEY, differing_settings, run_values, with_row_key
 from orchestrator.results.store import read_merged_rows
 
@@ -40,9 +41,10 @@ class Verdict:
     interval: tuple[float, float] | None
     runs: int
     change: float | None  # median / baseline median - 1
-    flag: str  # "regression", "improvement", "within tolerance", "within noise", "new", "missing"
+    flag: str  # "regression", "improvement", "within tolerance", "within noise", "new", "missing", "not comparable"
     changed_versions: list[str]
     campaign: str = ""  # the campaign judged; "" for a baseline cell that no campaign ran
+    reasons: str = ""  # why the campaign's runs of the cell cannot be judged (flag "not comparable")
 
 
 def path_of(results_dir: Path, name: str) -> Path:
@@ -98,9 +100,12 @@ def summarize(df) -> list[dict]:
         key = dict(zip(key_columns, (plain(k) for k in key)))
         rows = df[np.logical_and.reduce([df[c].astype(str) == str(v) for c, v in key.items()])]
         interval = median_interval(values)
+        runs = rows.drop_duplicates([c for c in ("campaign", "cell_id", "trial") if c in rows])
+        reasons = unknown_device(str(key["device_model"])) + side_reasons(rows, runs, key["framework"])
         entries.append({"key": key, "median": float(np.median(values)), "interval": interval, "runs": len(values),
                         "campaigns": sorted(set(rows["campaign"].dropna().astype(str))),
-                        "versions": versions_of(rows.drop_duplicates("cell_id" if "cell_id" in rows else None))})
+                        "versions": versions_of(rows.drop_duplicates("cell_id" if "cell_id" in rows else None)),
+                        "not_comparable": "; ".join(reasons)})
     return entries
 
 
@@ -120,7 +125,7 @@ def read_rows(merged: Path, campaigns: tuple[str, ...] = ()):
     if not merged.exists():
         raise UsageError(f"{merged} does not exist: run `python main.py collect` first")
     wanted = [*ROW_KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order", "metric",
-              "value", "epoch", "step", *VERSION_COLUMNS]
+              "value", "epoch", "step", *dict.fromkeys([*VERSION_COLUMNS, *CERTIFIED_COLUMNS])]
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
     df = read_merged_rows(merged, wanted, summary).to_pandas()
     if campaigns:
@@ -165,6 +170,10 @@ def judge(baseline: dict, current: list[dict], tolerance: float) -> list[Verdict
         old, new = before.get(key), now.get(key)
         if new is None:
             verdicts.append(Verdict(dict(key), old, None, None, 0, None, "missing", []))
+            continue
+        if new.get("not_comparable"):  # its runs cannot stand for the cell (certificate): shown apart, not judged
+            verdicts.append(Verdict(dict(key), old, new["median"], tuple_or_none(new["interval"]), new["runs"], None,
+                                    "not comparable", [], reasons=new["not_comparable"]))
             continue
         if old is None:
             verdicts.append(Verdict(dict(key), None, new["median"], tuple_or_none(new["interval"]), new["runs"],
@@ -239,7 +248,8 @@ def verdict_rows(verdicts: list[Verdict]) -> tuple[list[str], list[list[str]]]:
             cell += f" ({differ})"
         rows.append([v.campaign, k["device_model"], cell, k["framework"], figure(v.baseline and v.baseline["median"]),
                      figure(v.median), f"{v.change:+.1%}" if v.change is not None else "",
-                     FLAG_WORDS.get(v.flag, v.flag), "; ".join(v.changed_versions)])
+                     FLAG_WORDS.get(v.flag, v.flag) + (f": {v.reasons}" if v.reasons else ""),
+                     "; ".join(v.changed_versions)])
     return headers, rows
 
 
@@ -254,8 +264,9 @@ def regressions(verdicts: list[Verdict]) -> list[Verdict]:
 def verdict_summary(name: str, verdicts: list[Verdict], tolerance: float) -> str:
     """`2 regression(s) against baseline NAME (tolerance 5%), 1 improvement(s)`: the line under a verdict table."""
     improved = sum(v.flag == "improvement" for v in verdicts)
+    apart = sum(v.flag == "not comparable" for v in verdicts)
     return (f"{len(regressions(verdicts))} regression(s) against baseline {name} (tolerance {tolerance:.0%}), "
-            f"{improved} improvement(s)")
+            f"{improved} improvement(s)" + (f", {apart} not comparable (not judged)" if apart else ""))
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
         row, framework = tuple(key[:-1]), key[-1]
         runs = side.drop_duplicates([c for c in run_key if c in side])
         found = reasons.setdefault(row, unknown_device(str(row[model_at])))
-        found += pooled_differently(runs, framework) + recompiled(side, framework)
+        found += side_reasons(side, runs, framework)
         texts = set(runs[CENSUS].fillna("")) if CENSUS in runs else {""}
         if len(texts) == 1:
             censuses.setdefault(row, {})[framework] = texts.pop()
@@ -66,6 +66,12 @@ def census_reasons(sides: dict[str, str]) -> list[str]:
     if missing:
         return [f"no precision census from {' or '.join(missing)}"]
     return census.differences({side: census.parse(text) for side, text in sides.items()}, FRAMEWORK_TITLES)
+
+
+def side_reasons(side, runs, framework: str) -> list[str]:
+    """What makes one side's runs unfit to stand for it: `side`, its summary rows; `runs`, a row per run. Also a
+    baseline's test of each framework against its own past (orchestrator.results.baseline)."""
+    return pooled_differently(runs, framework) + recompiled(side, framework)
 
 
 def unknown_device(model: str) -> list[str]:

@@ -17,7 +17,7 @@ THROUGHPUTS = {"jax": (1000.0, 1010.0, 990.0), "torch": (800.0, 805.0, 795.0)}
 
 
 def campaign(root: Path, name: str, slower: float = 1.0, versions: dict | None = None,
-             throughputs: dict = THROUGHPUTS) -> None:
+             throughputs: dict = THROUGHPUTS, recompilations: int = 0) -> None:
     """Three trials per framework of one cell, as the backends write them; `slower` stretches every step."""
     from bench_contract.results import ResultRows
 
@@ -31,6 +31,7 @@ def campaign(root: Path, name: str, slower: float = 1.0, versions: dict | None =
             rows = ResultRows(ctx)
             rows.add("throughput", throughput / slower, "samples/s")
             rows.add("step_time_p50", 32 / throughput * 1000 * slower, "ms")
+            rows.add("recompilations_timed", recompilations if framework == "torch" else 0, "compilations")
             rows.write(root / name / "rows" / framework / f"{ctx['cell_id']}.parquet")
 
 
@@ -116,3 +117,19 @@ def test_the_commands_save_and_compare_and_fail_only_when_asked(results):
     assert run_cli("compare", "--baseline", "release-1", "--results-dir", str(results)).returncode == 0
     bad = run_cli("compare", "--baseline", "release-1", "--results-dir", str(results), "--tolerance", "x")
     assert bad.returncode == 2 and bad.stderr.startswith("error: --tolerance 'x'")
+
+
+def test_a_campaign_whose_runs_are_not_comparable_is_shown_apart_with_its_reasons_not_judged(tmp_path):
+    """Issue 29: a regression is read off runs that stand for the cell. Runs that recompiled in their timed steps,
+    or pool two versions of a framework, are listed apart with the certificate's reasons."""
+    campaign(tmp_path, "base")
+    campaign(tmp_path, "recompiled", slower=1.5, recompilations=3)
+    merge(tmp_path, tmp_path / "merged.parquet")
+    baseline.save(tmp_path, tmp_path / "merged.parquet", "b", ("base",))
+    judged = baseline.judge_merged(tmp_path, tmp_path / "merged.parquet", "b", "5%")
+    assert flags(judged.verdicts) == {"jax": "regression", "torch": "not comparable"}
+    torch = next(v for v in judged.verdicts if v.key["framework"] == "torch")
+    assert torch.reasons == "PyTorch recompiled in its timed steps (up to 3 times in a run)"
+    assert baseline.regressions(judged.verdicts) == [v for v in judged.verdicts if v.key["framework"] == "jax"]
+    assert "1 not comparable (not judged)" in judged.summary
+    assert "not comparable: PyTorch recompiled" in baseline.verdict_table(judged.verdicts)
