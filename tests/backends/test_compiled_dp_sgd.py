@@ -3,8 +3,11 @@ step at every new batch size ("expected 35, actual 26") until its recompile limi
 the first timed steps taking seconds each, under a row that still said torch.compile. Now the compiled step takes
 one shape, as JAX's does: each Poisson batch is padded to it and the padding masked out."""
 
+import subprocess
+
 import numpy as np
 import pytest
+from helpers import REPO_ROOT, env_python
 from test_backends import make_spec, run_backend
 
 from bench_contract.results import read_task_table
@@ -51,3 +54,27 @@ def test_padded_compiled_steps_take_the_eager_steps_and_jaxs(runs):
     assert len(eager) == len(compiled) == TRAIN_SAMPLES // BATCH
     np.testing.assert_allclose(compiled, eager, rtol=1e-5)
     np.testing.assert_allclose(compiled, jax, rtol=1e-3)
+
+
+NEW_SHAPE_EVERY_CALL = """
+import torch
+from torch_backend.compiled import compiled
+torch._dynamo.config.recompile_limit = 2
+torch._dynamo.config.automatic_dynamic_shapes = False  # a new shape recompiles, as a new Poisson size did
+step = compiled(lambda x: (x * 2).sum(), "default")
+try:
+    for n in range(1, 6):
+        step(torch.ones(n, n + 1))
+except Exception as error:
+    print("refused:", type(error).__name__)
+else:
+    print("ran eagerly after the limit")
+"""
+
+
+def test_a_compiled_step_that_reaches_the_recompile_limit_fails_rather_than_running_eagerly():
+    env = {"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([str(env_python("torch")), "-c", NEW_SHAPE_EVERY_CALL], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "refused: FailOnRecompileLimitHit", proc.stdout + proc.stderr[-2000:]
