@@ -4,8 +4,9 @@ of both frameworks is autocast's (issue 29, defect 2), and the precision census 
 Under autocast the parameters stay float32 and each operation decides its own dtype:
 - matmuls and convolutions cast their input and weight to the low dtype and return it (dense, conv here: Flax's
   `dtype` is exactly that cast);
-- layer and group norm run in float32 where autocast lists them (CUDA) and otherwise in their input's dtype, as do
-  batch norm's outputs everywhere (norm_dtype); their statistics accumulate in float32 in both frameworks;
+- layer and group norm return float32 where autocast lists them (CUDA) and otherwise their input's dtype
+  (layer_or_group_norm_dtype); batch norm returns its input's dtype everywhere (jax_backend.vision.BatchNorm); all
+  three accumulate their statistics in float32 in both frameworks;
 - everything else follows its inputs, with the same promotion in both (bfloat16 + float32 is float32): so the
   residual stream of a transformer, fed by float32 embeddings and positions, stays float32 in both, and attention,
   fed by bfloat16 projections, computes its softmax in bfloat16 in both.

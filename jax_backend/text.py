@@ -14,9 +14,7 @@ from jax_backend import autocast, vision
 
 
 def layer_norm(x, name: str):
-    # Two-pass variance, as PyTorch computes it.
-    return nn.LayerNorm(epsilon=text.LAYER_NORM_EPS, use_fast_variance=False, dtype=autocast.layer_or_group_norm_dtype(x),
-                        name=name)(x)
+    return vision.layer_norm(x, text.LAYER_NORM_EPS, name)
 
 
 class TextTransformer(nn.Module):

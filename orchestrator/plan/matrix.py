@@ -178,7 +178,7 @@ def with_privacy(bench: catalog.Benchmark, settings: RunSettings, batch_size: in
         return {}
     from orchestrator.plan import privacy
 
-    delta = privacy.default_delta(train_samples) if settings.delta is None else settings.delta
+    delta = privacy.chosen_delta(train_samples, settings.delta)
     steps = settings.epochs * (train_samples // batch_size)
     sigma = settings.noise_multiplier
     if settings.target_epsilon is not None:

@@ -23,7 +23,7 @@ import numpy as np
 from bench_contract.atomic import publish
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.results.certificate import CERTIFIED_COLUMNS, side_reasons, unknown_device
-from orchestrator.results.compare import ROW_KEY, differing_settings, run_values, with_row_key
+from orchestrator.results.compare import CELL_RUN, ROW_KEY, differing_settings, run_values, with_row_key
 from orchestrator.results.store import read_merged_rows
 
 FOLDER = "baselines"
@@ -100,7 +100,7 @@ def summarize(df) -> list[dict]:
         key = dict(zip(key_columns, (plain(k) for k in key)))
         rows = df[np.logical_and.reduce([df[c].astype(str) == str(v) for c, v in key.items()])]
         interval = median_interval(values)
-        runs = rows.drop_duplicates([c for c in ("campaign", "cell_id", "trial") if c in rows])
+        runs = rows.drop_duplicates([c for c in CELL_RUN if c in rows])
         reasons = unknown_device(str(key["device_model"])) + side_reasons(rows, runs, key["framework"])
         entries.append({"key": key, "median": float(np.median(values)), "interval": interval, "runs": len(values),
                         "campaigns": sorted(set(rows["campaign"].dropna().astype(str))),

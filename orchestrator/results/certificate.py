@@ -30,7 +30,8 @@ SOFTWARE = ("framework_version", "environment_kind")
 TUNING = {"jax": {"xla_flags": "XLA_FLAGS"}, "torch": {}}
 NOT_SET = "not set"  # bench_contract.measure.device's value of a variable that was not set
 CENSUS = "precision_census"
-CERTIFIED_COLUMNS = (*SOFTWARE, *(c for knobs in TUNING.values() for c in knobs), CENSUS)  # what a reader of the merged dataset must read besides the key
+# What a reader of the merged dataset must read, besides the row key, for the certificate.
+CERTIFIED_COLUMNS = (*SOFTWARE, *(c for knobs in TUNING.values() for c in knobs), CENSUS)
 # A count of compilations inside timed steps: the training or inference step's, and each per-sample timing's.
 RECOMPILATIONS = ("recompilations_timed", "per_sample_grads_vectorized_recompilations_timed",
                   "per_sample_grads_loop_recompilations_timed")

@@ -98,7 +98,8 @@ def run_values(df, metric: str):
     return rows.groupby([*ROW_KEY, "framework", *run], dropna=False)["value"].median()
 
 
-RUN = ("campaign", "cell_id", "trial", "framework")  # what identifies one run of one framework in the merged rows
+CELL_RUN = ("campaign", "cell_id", "trial")  # what identifies one run of a cell: a trial of it in one campaign
+RUN = (*CELL_RUN, "framework")  # what identifies one run of one framework in the merged rows
 
 
 def summary_metric(df, metric: str):
@@ -387,7 +388,7 @@ def comparison_frame(df):
                   if (note := spread_note(_runs(step_cv, index, fw), _runs(throughput, index, fw))))
         for index in out.index
     ]
-    certified = certificates(rows, ROW_KEY, [c for c in RUN if c != "framework"])
+    certified = certificates(rows, ROW_KEY, list(CELL_RUN))
     out["comparable"] = [certified.get(tuple(index), COMPARABLE) for index in out.index]
     tuning = tuning_notes(rows, ROW_KEY)
     out["tuning"] = [tuning.get(tuple(index), "") for index in out.index]

@@ -31,6 +31,7 @@ from bench_contract.spec import FRAMEWORK_TITLES, PER_SAMPLE_USE_CASES
 from orchestrator.results.batch_search import batch_search_table
 from orchestrator.results.certificate import CERTIFIED_COLUMNS
 from orchestrator.results.compare import (
+    CELL_RUN,
     FRAMEWORKS,
     KEY,
     ROW_KEY,
@@ -53,7 +54,6 @@ EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vector
 # DP-SGD table says it below the table, a line per cell, so its columns stay those of the timings.
 PRIVACY_METRICS = ("privacy_epsilon", "privacy_epsilon_rdp", "privacy_delta")
 CURVE_METRICS = ["val_accuracy", "epoch_time"]
-RUN = ["campaign", "cell_id", "trial"]  # what identifies one run of a cell (compare.run_values)
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,7 @@ def run_curves(labelled) -> dict[tuple, list[tuple[np.ndarray, np.ndarray]]]:
     rows = labelled[labelled["metric"].isin(CURVE_METRICS) & labelled["epoch"].notna() & labelled["step"].isna()]
     if rows.empty:
         return {}
-    run = [*ROW_KEY, "framework", *(c for c in RUN if c in rows)]
+    run = [*ROW_KEY, "framework", *(c for c in CELL_RUN if c in rows)]
     wide = rows.groupby([*run, "epoch", "metric"], dropna=False)["value"].median().unstack("metric").sort_index()
     if not set(CURVE_METRICS) <= set(wide.columns):
         return {}
@@ -286,7 +286,7 @@ def curve_frame(merged: Path):
     use_case_frame needs beside the summary rows (summary_frame) for the time to the target."""
     import pyarrow.dataset as ds
 
-    wanted = [*ROW_KEY, "model_variant", "framework", *RUN, "metric", "value", "unit", "epoch", "step"]
+    wanted = [*ROW_KEY, "model_variant", "framework", *CELL_RUN, "metric", "value", "unit", "epoch", "step"]
     curves = ds.field("step").is_null() & ds.field("epoch").is_valid() & ds.field("metric").isin(CURVE_METRICS)
     return read_merged_rows(merged, wanted, curves).to_pandas()
 
