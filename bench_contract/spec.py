@@ -148,7 +148,8 @@ class JobSpec:
     torch_compile_mode: str = "default"
     channels_last: bool = False
     # The largest batch that fits (bench_contract.run.batch_search): from batch_size, doubling then bisecting up to
-    # batch_search_limit, each try a fresh process, whose address space is capped at memory_limit_bytes (0: no cap).
+    # batch_search_limit, each try a fresh process, capped at memory_limit_bytes (0: no cap): on a GPU its device
+    # memory (the try's spec carries the cap; its backend sets the allocator's limit), on a CPU its address space.
     batch_search: bool = False
     batch_search_limit: int = 65536
     memory_limit_bytes: int = 0

@@ -9,10 +9,9 @@ from importlib import metadata
 import jax
 import jax.numpy as jnp
 
-from bench_contract.measure.device import nvml_gpu_names
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.measure.energy import meter_for
-from bench_contract.measure.flops import Flops, Peak, cpu_peak, gpu_peak
+from bench_contract.measure.flops import Flops, Peak, cpu_peak, device_gpu_peak
 from bench_contract.measure.roofline import COPY_BYTES, cpu_bandwidth
 from bench_contract.results import not_available
 from bench_contract.run.precision import DTYPE_NAMES
@@ -47,14 +46,19 @@ def cuda_ordinals(devices) -> tuple[str, ...]:
     return tuple(str(d.local_hardware_id) for d in devices if d.platform == "gpu")
 
 
+def gpu_description(device) -> dict:
+    """JAX's own description of its GPU, recorded beside NVML's (which has no multiprocessor count)."""
+    return {"name": device.device_kind, "multiprocessors": getattr(device, "core_count", None),
+            "compute_capability": getattr(device, "compute_capability", None), "source": "jax Device attributes"}
+
+
 def efficiency(kind: str, devices, precision: str, world_size: int) -> Efficiency:
     ids = cuda_ordinals(devices)
     dtype = getattr(jnp, DTYPE_NAMES[precision])
 
     def peak() -> Peak:
         if kind == "gpu":
-            names = nvml_gpu_names(ids)
-            return gpu_peak(names[0], precision) if names else Peak(None, "not available: NVML gave no GPU name")
+            return device_gpu_peak(ids, devices[0].device_kind, precision)
         n = 1024
         a = jax.device_put(jnp.ones((n, n), dtype), devices[0])
         matmul = jax.jit(lambda x: x @ x)
@@ -70,8 +74,11 @@ def efficiency(kind: str, devices, precision: str, world_size: int) -> Efficienc
 
 def runtime_versions() -> dict[str, str]:
     """CUDA, cuDNN and NCCL as this jaxlib loads them; a CPU build says so."""
-    from jax._src.lib import cuda_versions  # None in a CPU-only jaxlib
-
+    try:
+        from jax._src.lib import cuda_versions  # None in a CPU-only jaxlib
+    except ImportError as exc:  # a private module: a jaxlib that moved it must still run its cells
+        reason = not_available(f"jaxlib has no jax._src.lib.cuda_versions ({exc})")
+        return {"cuda": reason, "cudnn": reason, "nccl": reason}
     if cuda_versions is None:
         reason = not_available("CPU-only jaxlib (no CUDA plugin)")
         return {"cuda": reason, "cudnn": reason, "nccl": reason}

@@ -21,7 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bench_contract.data.datasets import Dataset
+from bench_contract.measure.device import nvml_memory_total
 from bench_contract.results import ResultRows
+from bench_contract.run.batch_search import device_memory_fraction
 from bench_contract.run.precision import DTYPE_NAMES, precision_policy
 from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.sampling import compiled_batch_size
@@ -29,7 +31,7 @@ from bench_contract.run.topology import topology_for
 from bench_contract.run.training import refuse_batch_norm
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from jax_backend import census, compiles, mixed, models, steps
-from jax_backend.efficiency import cuda_ordinals, efficiency, runtime_versions, xla_flops
+from jax_backend.efficiency import cuda_ordinals, efficiency, gpu_description, runtime_versions, xla_flops
 from jax_backend.inference import JaxInference
 from jax_backend.optim import build_optimizer
 from jax_backend.parallel import Placement, initialize
@@ -103,6 +105,16 @@ def jax_trace(folder: Path):
         yield
 
 
+def cap_device_memory(spec: JobSpec) -> None:
+    """A capped batch-search try on a GPU: XLA's allocator may take that share of the GPU's memory. XLA reads
+    XLA_PYTHON_CLIENT_MEM_FRACTION when its GPU backend starts (below, in prepare); with preallocation off it is
+    still the allocator's limit (bench_contract.run.batch_search)."""
+    total = nvml_memory_total() if spec.search_try and spec.memory_limit_bytes else None
+    fraction = device_memory_fraction(spec, total) if total else None
+    if fraction is not None:
+        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.6f}"
+
+
 INTRA_OP_THREADS_SOURCE = ("XLA's CPU client: one intra-op thread per CPU of the process's affinity mask when "
                            "the client starts (XLA ignores OMP_NUM_THREADS)")
 
@@ -121,6 +133,8 @@ class JaxBackend:
             os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {spec.xla_flags}".strip()
         if spec.device == "cpu":
             jax.config.update("jax_platforms", "cpu")
+        else:
+            cap_device_memory(spec)
         self.topology = topology_for(spec)
         initialize(self.topology)  # before anything asks JAX for its devices
         devices = jax.local_devices()
@@ -143,6 +157,7 @@ class JaxBackend:
             runtime_versions=runtime_versions(),
             model=None if kind in ("gpu", "cpu") else devices[0].device_kind,
             framework_gpu_name=self.device.device_kind if kind == "gpu" else None,
+            framework_device=gpu_description(self.device) if kind == "gpu" else None,
             # XLA has no thread setting to read back: its CPU client, started by local_devices() above, sized
             # its intra-op pool from the affinity mask, which is what this records (cpu_binding's docstring).
             intra_op_threads=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -194,6 +209,9 @@ class JaxBackend:
 
     def trace(self, folder: Path):
         return jax_trace(folder)
+
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.asarray(jnp.matmul(jax.device_put(a, self.device), jax.device_put(b, self.device)))
 
     def reset_device_memory(self) -> None:
         """Nothing to do: JAX cannot reset its peak statistics, which is why each cell has its own process."""

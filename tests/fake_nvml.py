@@ -31,6 +31,8 @@ class FakeGpu:
     energy_mj: list[int] | None = field(default_factory=lambda: [1_000_000])  # successive counter readings
     power_mw: int | None = 300_000
     energy_reads: int = 0
+    compute_capability: tuple[int, int] = (9, 0)
+    clocks_mhz: dict[str, int] | None = field(default_factory=lambda: {"sm max": 1980, "mem max": 2619, "sm": 345})
 
     def next_energy(self) -> int:
         if self.energy_mj is None:
@@ -47,6 +49,7 @@ def fake_pynvml(gpus: list[FakeGpu], *, driver_loaded: bool = True, driver: str 
     m.NVMLError, m.NVMLError_NotSupported, m.NVMLError_DriverNotLoaded = (
         NVMLError, NVMLError_NotSupported, NVMLError_DriverNotLoaded)
     m.NVML_DEVICE_MIG_ENABLE = 1
+    m.NVML_CLOCK_SM, m.NVML_CLOCK_MEM = 1, 2
     m.inits = 0
 
     def init():
@@ -88,6 +91,10 @@ def fake_pynvml(gpus: list[FakeGpu], *, driver_loaded: bool = True, driver: str 
     m.nvmlDeviceGetEnforcedPowerLimit = lambda g: supported(g.power_limit_mw)
     m.nvmlDeviceGetTotalEnergyConsumption = lambda g: g.next_energy()
     m.nvmlDeviceGetPowerUsage = lambda g: supported(g.power_mw)
+    m.nvmlDeviceGetCudaComputeCapability = lambda g: g.compute_capability
+    clock_names = {m.NVML_CLOCK_SM: "sm", m.NVML_CLOCK_MEM: "mem"}
+    m.nvmlDeviceGetMaxClockInfo = lambda g, kind: supported(g.clocks_mhz)[f"{clock_names[kind]} max"]
+    m.nvmlDeviceGetClockInfo = lambda g, kind: supported(g.clocks_mhz)[clock_names[kind]]
     m.nvmlSystemGetDriverVersion = lambda: driver
     m.nvmlSystemGetCudaDriverVersion = lambda: cuda
     return m

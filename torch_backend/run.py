@@ -25,6 +25,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from bench_contract.data.datasets import Dataset
 from bench_contract.results import ResultRows
+from bench_contract.run.batch_search import device_memory_fraction
 from bench_contract.run.precision import DTYPE_NAMES, precision_policy
 from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.topology import Topology, topology_for
@@ -32,7 +33,7 @@ from bench_contract.run.training import refuse_batch_norm
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from torch_backend import census, compiles, models, vision
 from torch_backend.compiled import compiled
-from torch_backend.efficiency import counted_flops, efficiency, pci_bus_id, runtime_versions
+from torch_backend.efficiency import counted_flops, cuda_description, efficiency, pci_bus_id, runtime_versions
 from torch_backend.inference import TorchInference
 from torch_backend.mixed import LossScaler, set_tf32, with_precision
 from torch_backend.optim import build_optimizer
@@ -161,6 +162,10 @@ class TorchBackend:
         self.topology = topology = topology_for(spec)
         # One process per device: with several ranks on a node, each takes the GPU of its local rank.
         self.device = torch.device(f"cuda:{topology.local_rank if topology.world_size > 1 else 0}" if use_gpu else "cpu")
+        if use_gpu:  # a capped batch-search try: the allocator's limit is the cap (bench_contract.run.batch_search)
+            fraction = device_memory_fraction(spec, torch.cuda.get_device_properties(self.device).total_memory)
+            if fraction is not None:
+                torch.cuda.set_per_process_memory_fraction(fraction, self.device)
         # TF32 only for the tf32 policy, refused where the device has none: fp32 means fp32 on both sides.
         set_tf32(spec.precision, self.device)
         if topology.world_size > 1:
@@ -177,6 +182,7 @@ class TorchBackend:
             precision_policy=policy,
             device_ids=(pci_bus_id(self.device),) if use_gpu else (),
             framework_gpu_name=torch.cuda.get_device_name(self.device) if use_gpu else None,
+            framework_device=cuda_description(self.device) if use_gpu else None,
             runtime_versions=runtime_versions(),
             unused_accelerators=unused_accelerators(),
             intra_op_threads=torch.get_num_threads(),
@@ -245,6 +251,9 @@ class TorchBackend:
         with profile(activities=activities) as prof:
             yield
         prof.export_chrome_trace(str(folder / "torch_trace.json"))
+
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return (torch.from_numpy(a).to(self.device) @ torch.from_numpy(b).to(self.device)).cpu().numpy()
 
     def reset_device_memory(self) -> None:
         if self.device.type == "cuda":

@@ -29,6 +29,15 @@ def nvml_gpu_names(device_ids: list[str] | tuple[str, ...] = ()) -> list[str]:
         return []
 
 
+def nvml_memory_total(device_id: str = "0") -> int | None:
+    """Memory of one GPU this process may use (a CUDA ordinal, UUID or PCI bus id), in bytes; None without NVML."""
+    try:
+        with session() as nvml:
+            return int(gpu_details(nvml, resolve(nvml, [device_id]))["gpus"][0]["memory_total_bytes"])
+    except NvmlUnavailable:
+        return None
+
+
 def gpus_on_node() -> int:
     """How many GPUs this task was given, as NVML or the scheduler (CUDA_VISIBLE_DEVICES) says: a framework
     that runs on the CPU on such a node measures the wrong device."""
@@ -168,19 +177,23 @@ def recorded_environment() -> dict[str, str]:
 def environment_context(*, device_kind: str, device_count: int, framework_version: str, libraries: list[str],
                         device_ids: tuple[str, ...] = (), runtime_versions: dict[str, str] | None = None,
                         model: str | None = None, unused_accelerators: tuple[str, ...] = (),
-                        devices_seen: int | None = None, framework_gpu_name: str | None = None) -> dict:
+                        devices_seen: int | None = None, framework_gpu_name: str | None = None,
+                        framework_device: dict[str, Any] | None = None) -> dict:
     """The environment columns of a result row.
 
     runtime_versions: what the framework reports of its native libraries (CUDA, cuDNN, NCCL), each a version
     or "not available: <reason>"; they go into library_versions beside the Python packages.
     model: the framework's own name for a device that is neither an NVIDIA GPU nor the CPU (a TPU's device
     kind); framework_gpu_name: the framework's name of its GPU, the model where NVML names none;
-    unused_accelerators: what else the framework sees, recorded in device_details.
+    unused_accelerators: what else the framework sees, recorded in device_details; framework_device: the framework's
+    own description of its GPU (name, multiprocessors, compute capability), recorded there beside NVML's.
     device_count: the devices the cell computes on; devices_seen: those of its kind the framework sees in this
     process (a process uses one), recorded in device_details."""
     details = device_details(device_kind, device_ids)
     if devices_seen is not None:
         details["devices_seen"] = devices_seen
+    if framework_device:
+        details["framework_device"] = framework_device
     if unused_accelerators:
         details["unused_accelerators"] = list(unused_accelerators)
     versions = package_versions(libraries + ["numpy", "pyarrow", "nvidia-ml-py", "scikit-learn"])

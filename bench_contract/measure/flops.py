@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench_contract.measure.device import nvml_gpu_names
 from bench_contract.measure.roofline import gpu_bandwidth, record_roofline
 from bench_contract.measure.timing import fastest_call
 
@@ -87,6 +88,13 @@ def gpu_peak(name: str, precision: str) -> Peak:
                         *gpu_bandwidth(name))
     return Peak(None, f"not available: no peak FLOP/s for GPU {name!r} in bench_contract.measure.flops.PEAK_FLOPS",
                 *gpu_bandwidth(name))
+
+
+def device_gpu_peak(device_ids, framework_name: str, precision: str) -> Peak:
+    """The peak of the GPU a framework uses, looked up by NVML's name, else by the framework's own name for it
+    (the GPU model tag's rule, bench_contract.measure.device.device_model): without NVML an H100 still has its MFU."""
+    names = nvml_gpu_names(device_ids)
+    return gpu_peak(names[0] if names else framework_name, precision)
 
 
 CALIBRATION_N = 1024  # 2 GFLOP per matmul: long enough to time, short enough for every cell

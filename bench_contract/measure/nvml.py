@@ -130,6 +130,12 @@ def gpu_details(nvml: Any, gpus: list[Gpu]) -> dict[str, Any]:
             "nvml_index": _optional(nvml.nvmlDeviceGetIndex, h),
             "matched_by": gpu.how,
             "memory_total_bytes": int(nvml.nvmlDeviceGetMemoryInfo(h).total),
+            "compute_capability": _optional(lambda d: "%d.%d" % tuple(nvml.nvmlDeviceGetCudaComputeCapability(d)), h),
+            # Clocks as NVML gives them: the SM and memory clocks' maxima, and the SM clock when the task started
+            # (an idle GPU sits far below its maximum; a reader comparing two runs wants to know both).
+            "sm_clock_max_mhz": _optional(lambda d: nvml.nvmlDeviceGetMaxClockInfo(d, nvml.NVML_CLOCK_SM), h),
+            "memory_clock_max_mhz": _optional(lambda d: nvml.nvmlDeviceGetMaxClockInfo(d, nvml.NVML_CLOCK_MEM), h),
+            "sm_clock_at_start_mhz": _optional(lambda d: nvml.nvmlDeviceGetClockInfo(d, nvml.NVML_CLOCK_SM), h),
             "mig_mode": _optional(mig, h),
             "power_limit_w": _optional(power_limit, h),
         })

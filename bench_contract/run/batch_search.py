@@ -8,8 +8,12 @@ before. A try that runs out of memory is a data point, never a crash: the search
 Tries use synthetic data of the benchmark's shapes, sized to give two steps (training) or the batch itself
 (inference): memory depends on shapes, not on values, and a try never walks a whole real epoch.
 
-`--memory-limit` puts an artificial ceiling on each try's address space (RLIMIT_AS, like `ulimit -v`), so a
-CPU node with plenty of memory still has a limit to find; without it the node's own memory is the limit.
+`--memory-limit` puts an artificial ceiling on each try, so that a device with plenty of memory still has a limit
+to find; without it the device's own memory is the limit. On a CPU it caps the try's address space (RLIMIT_AS,
+like `ulimit -v`). On a GPU the memory a batch fills is the GPU's, and CUDA reserves far more address space than
+memory (a process under such a cap cannot even start CUDA, and every try would look out of memory): there the cap
+goes to the try's spec, and its backend sets its allocator's limit to that share of the GPU's memory
+(`device_memory_fraction`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_contract.measure.device import gpus_on_node
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.results import CONTEXT_NAMES, ResultRows, read_task_file
 from bench_contract.run.failure import failure_path, read_failure
@@ -121,13 +126,28 @@ def fatal_error(failure: dict | None, stderr: str) -> str:
     return "\n".join(stderr.splitlines()[-TAIL_LINES:])
 
 
-def try_spec(spec: JobSpec, batch_size: int, folder: Path) -> JobSpec:
-    """The cell at one batch size, as an ordinary (non-search) spec with synthetic data and two steps."""
+def caps_device_memory(spec: JobSpec) -> bool:
+    """Whether the search's memory cap is the GPU's (the tries run on a GPU) rather than the address space's."""
+    return bool(spec.memory_limit_bytes) and spec.device != "cpu" and gpus_on_node() > 0
+
+
+def device_memory_fraction(spec: JobSpec, total_bytes: int) -> float | None:
+    """The share of a GPU's memory (total_bytes) a try may allocate: its cap over the total, at most 1; None
+    where the spec is not a capped try (the backends then leave their allocators alone)."""
+    if not (spec.search_try and spec.memory_limit_bytes):
+        return None
+    return min(1.0, spec.memory_limit_bytes / total_bytes)
+
+
+def try_spec(spec: JobSpec, batch_size: int, folder: Path, device_cap: bool = False) -> JobSpec:
+    """The cell at one batch size, as an ordinary (non-search) spec with synthetic data and two steps; with
+    device_cap, carrying the search's memory cap for its backend to set on the GPU."""
     train = 2 * batch_size
     # load_dataset keeps a tenth each for validation and test: size the set so training has two full batches.
     samples = math.ceil(train / 0.8) + 10
     return dataclasses.replace(
-        spec, batch_size=batch_size, batch_search=False, search_try=True, memory_limit_bytes=0, data_source="synthetic",
+        spec, batch_size=batch_size, batch_search=False, search_try=True,
+        memory_limit_bytes=spec.memory_limit_bytes if device_cap else 0, data_source="synthetic",
         synthetic_samples=samples, epochs=1, warmup_steps=1, timed_steps=1, min_duration_s=0.0, loop_batch_size=1,
         results_path=str(folder / f"try-{batch_size}.parquet"),
     )
@@ -157,18 +177,20 @@ def backend_try(spec: JobSpec, folder: Path, progress: ProgressReporter | None =
     Each try is a line of progress; while one runs, its heartbeat is kept fresh (bench_contract.run.progress)."""
     progress = progress or search_progress(spec)
     tries = 0
+    device_cap = caps_device_memory(spec)
+    address_cap = None if device_cap else limit_address_space(spec.memory_limit_bytes)
 
     def fits(batch_size: int) -> Attempt:
         nonlocal tries
         tries += 1
-        one = try_spec(spec, batch_size, folder)
+        one = try_spec(spec, batch_size, folder, device_cap)
         path = folder / f"try-{batch_size}.json"
         path.write_text(one.to_json())
         progress.note(f"try {tries}: batch size {batch_size}")
         with progress.kept_alive():
             proc = subprocess.run([sys.executable, "-m", f"{spec.framework}_backend.run", str(path)],
                                   capture_output=True, text=True, check=False,
-                                  preexec_fn=limit_address_space(spec.memory_limit_bytes), env=os.environ.copy())
+                                  preexec_fn=address_cap, env=os.environ.copy())
         if proc.returncode == 0:
             progress.note(f"try {tries}: batch size {batch_size} fits")
             return Attempt(batch_size, True, "fits")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from bench_contract.spec import INFERENCE_USE_CASE, PER_SAMPLE_USE_CASES
 
 # The precision policies of the inference use case, in the words both backends record on every row.
@@ -86,3 +88,35 @@ def refuse_tf32_without_support(precision: str, device_kind: str, tensor_float_c
               f"this {device_kind} device has no TF32 (NVIDIA GPUs have it from Ampere, compute capability 8.0)")
     raise ValueError(f"precision 'tf32' cannot run here: {reason}, so it would silently be float32; "
                      "use fp32 on this device")
+
+
+# A float32 matrix product tells float32 arithmetic from TF32 where no setting can be trusted to have taken effect
+# (a library that turned TF32 on at import, a flag read before the backend set it): both frameworks' products run
+# on the cell's device after its precision setup, and every row records the relative error against float64.
+MATMUL_PROBE_SIZE = 256
+# The bound between float32 and reduced-precision inputs, from the arithmetic of a K = 256 product of standard
+# normal entries. float32 rounds each product and partial sum to u = 2**-24: the relative error of a random-sign
+# sum grows as about sqrt(K) * u = 16 * 6e-8 = 1e-6 (less with blocked or pairwise sums). TF32 rounds each
+# operand to 10 explicit mantissa bits, relative error up to 2**-11 (RMS 2**-11 / sqrt(3)), so each product is
+# off by about sqrt(2) * 2**-11 / sqrt(3) = 4e-4 relative, and a sum of K random-sign terms keeps that relative
+# error (errors and values both grow as sqrt(K)); bfloat16 (2**-8) is near 3e-3. 2**-14 = 6.1e-5 lies 60 times
+# above the float32 error and 6 times below TF32's, whatever the CPU or GPU.
+REDUCED_MATMUL_BOUND = 2.0**-14
+
+
+def float32_matmul_error(matmul) -> float:
+    """Relative (Frobenius) error of matmul(a, b) on float32 standard normal matrices against float64 on the host."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((MATMUL_PROBE_SIZE, MATMUL_PROBE_SIZE), dtype=np.float32) for _ in range(2))
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    product = np.asarray(matmul(a, b), dtype=np.float64)
+    return float(np.linalg.norm(product - exact) / np.linalg.norm(exact))
+
+
+def record_matmul_probe(rows, matmul) -> None:
+    """The float32_matmul_error row: above REDUCED_MATMUL_BOUND, float32 matmuls ran with reduced-precision inputs."""
+    error = float32_matmul_error(matmul)
+    arithmetic = "reduced precision (TF32 or lower)" if error > REDUCED_MATMUL_BOUND else "float32"
+    rows.add("float32_matmul_error", error, "relative",
+             note=f"{MATMUL_PROBE_SIZE}x{MATMUL_PROBE_SIZE} float32 matmul on the cell's device after its precision "
+                  f"setup, against float64: {arithmetic} (bound {REDUCED_MATMUL_BOUND:.2g})")

@@ -37,6 +37,7 @@ from bench_contract.run import cpu_binding, stop_signals
 from bench_contract.run.batch_search import run_search, try_efficiency
 from bench_contract.run.failure import clear_failure, exception_reason, write_failure
 from bench_contract.run.inference import InferenceOps, inference_dataset, run_inference
+from bench_contract.run.precision import record_matmul_probe
 from bench_contract.run.stop_signals import STOP_SIGNALS
 from bench_contract.run.topology import topology_for
 from bench_contract.run.training import PerSampleOps, TrainingOps, record_dp_settings, run_training, time_vectorization
@@ -66,6 +67,9 @@ class DeviceSetup:
     model: str | None = None
     # The GPU's name as the framework reports it (CUDA's device name): the model where NVML is not available.
     framework_gpu_name: str | None = None
+    # The framework's own description of that GPU (name, multiprocessors, compute capability, memory), recorded in
+    # device_details beside NVML's: NVML gives no multiprocessor count, and the two names must agree.
+    framework_device: dict[str, Any] | None = None
     # Accelerators the framework sees but this cell does not use (an Apple GPU beside the CPU), by name.
     unused_accelerators: tuple[str, ...] = ()
     # The intra-op threads the framework computes with on the CPU, and how that number is set or derived
@@ -107,6 +111,9 @@ class Backend(Protocol):
     def trace(self, folder: Path) -> AbstractContextManager[None]:
         """The framework's own profiler, writing its trace into `folder`."""
 
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """a @ b of two float32 arrays on the device `prepare` chose, with the precision it set."""
+
     def reset_device_memory(self) -> None:
         """Start the peak device memory count here, where the framework allows it."""
 
@@ -132,6 +139,7 @@ def run_use_case(spec: JobSpec, backend: Backend, data: Dataset, weights: dict[s
 
 def run_inference_case(spec: JobSpec, backend: Backend, data: Dataset, weights: dict[str, np.ndarray],
                        rows: ResultRows) -> None:
+    record_matmul_probe(rows, backend.matmul)  # what the precision setup really gave a float32 matmul
     ops = backend.inference_ops(spec, weights, data.sample_shape, data.num_classes)
     efficiency = measurement_efficiency(spec, backend)
     backend.reset_device_memory()
@@ -142,6 +150,7 @@ def run_training_case(spec: JobSpec, backend: Backend, data: Dataset, weights: d
                       rows: ResultRows) -> None:
     refuse_unknown_optimizer(spec, backend.framework)
     refuse_inference_options(spec)
+    record_matmul_probe(rows, backend.matmul)  # what the precision setup really gave a float32 matmul
     ops = backend.training_ops(spec, data, weights, rows)
     private = spec.use_case in PER_SAMPLE_USE_CASES
     if private:
@@ -308,6 +317,7 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
             model=setup.model,
             unused_accelerators=setup.unused_accelerators,
             framework_gpu_name=setup.framework_gpu_name,
+            framework_device=setup.framework_device,
         )
     )
     context.update(binding_context(binding, setup))
@@ -337,7 +347,7 @@ def main(backend: Backend, argv: list[str] | None = None, use_case: UseCase = ru
             progress.phase = "importing the framework"
             raise Terminated(stop_signals.received[0])
         # A search cell runs the backend once per try, each in a fresh process (bench_contract.run.batch_search).
-        rows = run_search(spec) if spec.batch_search else run_spec(spec, backend, progress, use_case)
+        rows = search_rows(spec, progress) if spec.batch_search else run_spec(spec, backend, progress, use_case)
         if not topology_for(spec).is_writer:
             # Every rank measured the same global steps; one file per cell, written by rank 0.
             print(f"rank {topology_for(spec).rank}: done; rank 0 writes the results")
@@ -366,6 +376,12 @@ def main(backend: Backend, argv: list[str] | None = None, use_case: UseCase = ru
         return 1
     print(f"wrote {len(rows.rows)} result rows to {path}")
     return 0
+
+
+def search_rows(spec: JobSpec, progress: Progress) -> ResultRows:
+    """The rows of a batch-search cell; should it fail, its failure row names the cell and the search."""
+    progress.context, progress.phase = base_context(spec), "searching for the largest batch that fits"
+    return run_search(spec)
 
 
 def record_failure_after_leaving(spec: JobSpec | None, progress: Progress, failed: dict[str, Any]) -> None:

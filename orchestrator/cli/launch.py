@@ -82,7 +82,7 @@ def main(
     paired: Annotated[bool, typer.Option("--paired", help="One job per JAX/PyTorch cell pair: both run alternately on one node, trials interleaved A B A B.", rich_help_panel=MEASUREMENT)] = False,
     find_max_batch: Annotated[bool, typer.Option("--find-max-batch", help="Instead of measuring, find the largest batch that fits in memory: doubling, then binary search, each try a fresh process on synthetic data; --batch-sizes gives the start (default 1).", rich_help_panel=MEASUREMENT)] = False,
     max_batch_limit: Annotated[int, typer.Option(help="Largest batch size --find-max-batch tries.", rich_help_panel=MEASUREMENT)] = 65536,
-    memory_limit: Annotated[str | None, typer.Option(help="Artificial memory cap of each --find-max-batch try (its address space, like ulimit -v), e.g. 6G or 512M.", rich_help_panel=MEASUREMENT)] = None,
+    memory_limit: Annotated[str | None, typer.Option(help="Artificial memory cap of each --find-max-batch try, e.g. 6G or 512M: on a GPU its device memory (the framework's allocator limit), on a CPU its address space (like ulimit -v).", rich_help_panel=MEASUREMENT)] = None,
     trace_steps: Annotated[int, typer.Option(help="After measuring, run this many more steps under the framework's profiler and keep the trace (Perfetto/TensorBoard) beside the results; 0 for none.", rich_help_panel=MEASUREMENT)] = 0,
     version: Annotated[bool, typer.Option("--version", help="Print the version and the git commit, then exit.", callback=show_version, is_eager=True)] = False,
 ) -> None:

@@ -112,6 +112,16 @@ def test_through_the_comparison_every_mfu_is_above_0_and_at_most_1_against_one_p
     assert 0 < frame.jax_mfu.iloc[0] <= 1 and 0 < frame.torch_mfu.iloc[0] <= 1
 
 
+def test_each_backend_records_that_its_float32_matmuls_ran_in_float32(training):
+    """The probe runs in the backend's own precision setup (runner.run_use_case); on a GPU with TF32 left on it
+    would read about 3e-4 (tests/unit/test_matmul_probe.py), here float32's rounding, far below the bound."""
+    from bench_contract.run.precision import REDUCED_MATMUL_BOUND
+
+    for framework, df in training.items():
+        assert 0 < metric(df, "float32_matmul_error") < REDUCED_MATMUL_BOUND / 10, framework
+        assert "against float64: float32" in note(df, "float32_matmul_error")
+
+
 def test_on_cpu_energy_and_device_memory_are_not_available_with_a_reason(training):
     for df in training.values():
         for name in ("energy_timed", "energy_window_time", "energy_per_sample", "samples_per_joule",

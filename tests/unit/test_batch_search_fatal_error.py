@@ -71,3 +71,26 @@ def test_an_allocator_warning_in_a_try_that_ran_is_a_fit(monkeypatch, tmp_path):
 def test_the_error_that_ended_the_try_decides(monkeypatch, tmp_path, returncode, stderr, failure_reason, expected):
     attempt = one_try(monkeypatch, tmp_path, returncode, stderr, failure_reason)
     assert not attempt.fits and attempt.reason.startswith(expected), attempt.reason
+
+
+@pytest.mark.parametrize("gpus, device", [(1, "auto"), (0, "auto"), (1, "cpu")])
+def test_a_memory_cap_goes_to_the_gpu_on_a_gpu_and_to_the_address_space_on_a_cpu(monkeypatch, tmp_path, gpus, device):
+    """Under an address-space cap CUDA cannot start (it reserves far more address space than memory), so on a GPU
+    every try would have been 'out of memory': there the try's spec carries the cap for its backend's allocator."""
+    seen = {}
+
+    def run(args, preexec_fn=None, **kwargs):
+        seen.update(spec=JobSpec.read(args[-1]), preexec_fn=preexec_fn)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(batch_search.subprocess, "run", run)
+    monkeypatch.setattr(batch_search, "gpus_on_node", lambda: gpus)
+    cap = 4 * 2**30
+    spec = JobSpec(**(cell(tmp_path).__dict__ | {"memory_limit_bytes": cap, "device": device}))
+    assert backend_try(spec, tmp_path)(64).fits
+    on_gpu = gpus > 0 and device != "cpu"
+    assert (seen["preexec_fn"] is None) == on_gpu
+    assert seen["spec"].memory_limit_bytes == (cap if on_gpu else 0)
+    fraction = batch_search.device_memory_fraction(seen["spec"], 80 * 2**30)
+    assert fraction == (pytest.approx(0.05) if on_gpu else None)
+    assert batch_search.device_memory_fraction(seen["spec"], 2**30) in (None, 1.0)  # never more than the GPU

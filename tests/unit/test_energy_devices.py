@@ -181,6 +181,25 @@ def test_gpu_details_name_memory_versions_count_mig_and_power(nvml, monkeypatch)
     assert json.loads(context["device_details"]) == json.loads(json.dumps(details))
 
 
+def test_gpu_details_have_the_compute_capability_and_the_clocks_or_say_why_not(nvml):
+    nvml([FakeGpu(), FakeGpu(name="NVIDIA A100-SXM4-80GB", uuid="GPU-aaaa", bus_id="00000000:07:00.0",
+                           compute_capability=(8, 0), clocks_mhz=None)])
+    h100, a100 = device.device_details("gpu", ())["gpus"]
+    assert (h100["compute_capability"], h100["sm_clock_max_mhz"], h100["memory_clock_max_mhz"],
+            h100["sm_clock_at_start_mhz"]) == ("9.0", 1980, 2619, 345)
+    assert a100["compute_capability"] == "8.0" and a100["sm_clock_max_mhz"].startswith("not available: NVML")
+
+
+def test_the_frameworks_own_description_of_its_gpu_is_recorded_beside_nvmls(nvml):
+    """NVML has no multiprocessor count, and NVML's name and the framework's must be seen side by side."""
+    nvml([FakeGpu()])
+    own = {"name": "NVIDIA H100 80GB HBM3", "multiprocessors": 132, "compute_capability": "9.0"}
+    context = device.environment_context(device_kind="gpu", device_count=1, framework_version="x", libraries=[],
+                                         device_ids=("0",), framework_device=own)
+    details = json.loads(context["device_details"])
+    assert details["framework_device"] == own and details["gpus"][0]["name"] == own["name"]
+
+
 def test_cpu_run_records_cpu_and_why_there_are_no_gpu_details(nvml):
     nvml(TWO)
     details = device.device_details("cpu")

@@ -9,6 +9,7 @@ import pytest
 
 from bench_contract.models.weights import ParamSpec
 from bench_contract.run import runner
+from bench_contract.run.batch_search import SearchError
 from bench_contract.run.failure import exception_reason, failure_path, read_failure
 from bench_contract.spec import JobSpec
 
@@ -164,3 +165,18 @@ def test_the_failed_steps_arrays_are_freed_before_the_failure_row_is_written(tmp
                         lambda *args, **kwargs: alive_when_written.append(held[0]() is not None) or write(*args, **kwargs))
     assert run_stand_in(StandInBackend(fail_holding_an_array), [str(path)]) == 1
     assert alive_when_written == [False]
+
+
+def test_a_failed_batch_search_names_its_cell_and_the_search(tmp_path, monkeypatch):
+    """A search cell's failure row had no identity (cell_id None) and said 'while reading the job spec'."""
+    path, spec = spec_file(tmp_path, batch_search=True)
+
+    def fail(spec):
+        raise SearchError("the try at batch size 8 failed for a reason other than memory")
+
+    monkeypatch.setattr(runner, "run_search", fail)
+    assert run_stand_in(StandInBackend(lambda rows: None), [str(path)]) == 1
+    row = read_failure(failure_path(spec.results_path))
+    assert (row["cell_id"], row["campaign"]) == ("jax-cell", "c")
+    assert row["phase"] == "searching for the largest batch that fits"
+    assert row["failure_reason"].endswith("(while searching for the largest batch that fits)")

@@ -57,6 +57,14 @@ def test_a_gpu_or_precision_outside_the_table_is_not_available(nvml_name, precis
     assert peak.flops is None and peak.method.startswith("not available: ") and reason in peak.method
 
 
+def test_without_nvml_the_gpu_peak_is_looked_up_by_the_frameworks_name(monkeypatch):
+    """The GPU model tag's rule (NVML's name, else the framework's): an H100 without NVML still has its MFU."""
+    monkeypatch.setattr(flops, "nvml_gpu_names", lambda ids: [])
+    assert flops.device_gpu_peak(("0",), "NVIDIA H100 80GB HBM3", "bf16").flops == pytest.approx(989.5 * T)
+    monkeypatch.setattr(flops, "nvml_gpu_names", lambda ids: ["NVIDIA A100-SXM4-80GB"])
+    assert flops.device_gpu_peak(("0",), "NVIDIA H100 80GB HBM3", "bf16").flops == pytest.approx(312 * T)
+
+
 AMPERE_AND_LATER = ("H100", "H200", "A100", "L40S", "A40", "L4", "A10", "RTX A5000", "RTX 3080", "RTX 4090")
 
 

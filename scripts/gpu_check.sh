@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The measuring path on one real GPU, in one call (issue 34): every GPU field a row carries, checked.
+#
+#   bash scripts/gpu_check.sh                          # on a GPU machine, full-size models
+#   bash scripts/gpu_check.sh --device cpu --variant tiny   # the rehearsal on a CPU machine
+#
+# Made for a lent GPU machine with no Slurm and no package index: the local executor runs every cell, and a
+# profile of site environments points both frameworks at one interpreter (PYTHON, default python3; JAX_PYTHON
+# and TORCH_PYTHON override it per framework, for a rehearsal with two environments). Wheels in .whl/ (opacus,
+# dp-accounting, submitit) are installed into that interpreter first. Four lanes run side by side, each on its
+# own CPUs: training (use case 1), inference and validate (5), DP-SGD and traces (3, and 1 with TF32), and the
+# batch search. Then scripts/gpu_check.py checks the rows and writes the summary; everything is packed into
+# $OUT/gpu_check.tar.gz, traces apart (OUT defaults to ./gpu_check_out; the work folder is $WORK/gpu_check, WORK
+# defaulting to /tmp/gpu_check_work). Exit status: the checker's.
+set -uo pipefail
+
+device=gpu
+variant=full
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --device) device=$2; shift 2 ;;
+    --variant) variant=$2; shift 2 ;;
+    *) echo "usage: $0 [--device gpu|cpu] [--variant full|tiny]" >&2; exit 2 ;;
+  esac
+done
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+OUT=${OUT:-$root/gpu_check_out}
+# The rows, logs and scripts live outside $OUT: the device tool brings back a few files from there, not folders.
+work=${WORK:-/tmp/gpu_check_work}/gpu_check
+rm -rf "$work" && mkdir -p "$work/logs" "$OUT"
+lane_seconds=${LANE_SECONDS:-330}  # every lane stops this long after the start, so that the checks and packing run
+deadline=$(( $(date +%s) + lane_seconds ))
+python=$(command -v "${PYTHON:-python3}") || { echo "no ${PYTHON:-python3} here" >&2; exit 1; }
+jax_python=${JAX_PYTHON:-$python}
+torch_python=${TORCH_PYTHON:-$python}
+orchestrator_python=${ORCHESTRATOR_PYTHON:-$python}
+
+if ! { "$orchestrator_python" -c "import dp_accounting, submitit" && "$torch_python" -c "import opacus"; } 2>/dev/null; then
+  # Into the interpreter's own site-packages: the rendered scripts set PYTHONPATH to the project alone. Where that
+  # is read-only, into the project's root, which is on that PYTHONPATH (the device machine's copy is thrown away).
+  wheels=(--no-index --no-deps --no-compile --no-cache-dir .whl/*.whl)
+  { "$torch_python" -m pip install -q "${wheels[@]}" || "$torch_python" -m pip install -q --target "$root" "${wheels[@]}"; } \
+    > "$work/logs/wheels.log" 2>&1 || { echo "installing the carried wheels failed:"; cat "$work/logs/wheels.log"; exit 1; }
+fi
+
+{ date -u; nvidia-smi 2>&1 || echo "no nvidia-smi"; nproc; free -g; "$python" --version
+  "$torch_python" -m pip list 2>/dev/null | grep -iE "^(jax|jaxlib|jax-cuda|flax|optax|torch|torchvision|opacus|numpy|nvidia-ml-py|dp-accounting|pandas|pyarrow) "
+} > "$work/machine.txt" 2>&1
+
+# One profile per lane: its cpus_per_task is the lane's share of the cores, which each backend binds to.
+cores=$(nproc)
+share=$(( cores >= 8 ? cores / 4 : 1 ))
+profile() {  # profile FILE
+  cat > "$1" <<EOF
+cpus_per_task = $share
+[envs.jax]
+python = "$jax_python"
+[envs.torch]
+python = "$torch_python"
+EOF
+}
+
+# lane NAME FIRST_CPU COMMAND...: the commands of one lane run one after another, on the lane's CPUs.
+lane() {
+  local name=$1 first=$2; shift 2
+  local cpus=$(( first % cores ))-$(( (first + share - 1) % cores ))
+  [ "$share" -ge "$cores" ] && cpus=0-$((cores - 1))
+  profile "$work/$name.toml"
+  ( for step in "$@"; do
+      left=$(( deadline - $(date +%s) ))
+      if [ "$left" -lt 10 ]; then echo "== not run (the lanes' time is up): $step"; continue; fi
+      echo "== $(date -u +%T) $step"
+      # timeout signals its whole process group: the backend processes too, which write their failure rows.
+      eval "taskset -c $cpus timeout --kill-after=15 $left $step" || echo "== exit $? from: $step"
+    done ) > "$work/logs/$name.log" 2>&1 &
+}
+
+bench() {  # bench LANE ARGS...: one campaign of the lane, run here
+  echo "$orchestrator_python main.py --executor local --synthetic --device $device --variant $variant" \
+       "--profile $work/$1.toml --results-dir $work/results/$1 --scripts-dir $work/scripts/$1 ${*:2}"
+}
+
+tf32=tf32
+[ "$device" = cpu ] && tf32=""  # refused on a CPU (no TF32 arithmetic)
+mlp_batches=64,128
+samples=4096
+search_start=128  # resnet50 in float32 under a 4 GiB cap: about 400 images fit, so about 8 tries
+[ "$variant" = tiny ] && samples=1024 && search_start=32
+
+# JAX beside PyTorch eager, then PyTorch compiled alone: with --torch-modes eager,compiled the JAX cells would run
+# once for each mode.
+training="--use-case 1 --precision fp32,bf16 --epochs 1 --synthetic-samples $samples"
+lane training 0 \
+  "$(bench training --benchmark mnist --models mlp --batch-sizes $mlp_batches $training)" \
+  "$(bench training --benchmark cifar10 --models cnn --batch-sizes 128 $training)" \
+  "$(bench training --benchmark mnist --models mlp --batch-sizes $mlp_batches $training --frameworks torch --torch-compile)" \
+  "$(bench training --benchmark cifar10 --models cnn --batch-sizes 128 $training --frameworks torch --torch-compile)"
+
+lane inference $share \
+  "$(bench inference --benchmark imagenet --models resnet50,vit_b_16 --use-case 5 --batch-sizes 128 --precision fp32,bf16 --synthetic-samples 256)" \
+  "$(bench inference --benchmark mnist --models mlp --use-case 5 --batch-sizes 128 --precision fp32 --synthetic-samples 256)"
+
+lane dpsgd $(( 2 * share )) \
+  "$(bench dpsgd --benchmark cifar10 --models cnn --use-case 3 --batch-sizes 128 --dp-engine torchfunc,opacus --epochs 1 --synthetic-samples $samples --min-iterations 10)" \
+  "$(bench dpsgd --benchmark mnist --models mlp --use-case 1 --batch-sizes 128 --precision fp32${tf32:+,$tf32} --epochs 1 --synthetic-samples $samples --trace-steps 3)" \
+  "$orchestrator_python main.py validate --model resnet50 --device $device --variant $variant --profile $work/dpsgd.toml" \
+  "$orchestrator_python main.py validate --model vit_b_16 --device $device --variant $variant --profile $work/dpsgd.toml"
+
+lane search $(( 3 * share )) \
+  "$(bench search --benchmark imagenet --models resnet50 --use-case 5 --precision fp32 --find-max-batch --batch-sizes $search_start --max-batch-limit 4096 --memory-limit ${SEARCH_CAP:-4G})"
+
+wait
+echo "lanes done at $(date -u +%T)"
+for name in training inference dpsgd search; do
+  "$orchestrator_python" main.py collect --results-dir "$work/results/$name" > "$work/logs/collect_$name.log" 2>&1 \
+    || echo "collect of $name failed (see logs/collect_$name.log)"
+done
+[ "$device" = gpu ] && "$torch_python" scripts/gpu_check.py --work "$work" --nvml-probe > "$work/logs/nvml_probe.log" 2>&1
+"$orchestrator_python" scripts/gpu_check.py --device "$device" --work "$work" --memory-limit "${SEARCH_CAP:-4G}"
+status=$?
+# Traces apart (they may be large); everything else in one file to bring back.
+find "$work/results" -path "*trace*" -type f > "$work/trace_files.txt"
+tar -czf "$OUT/gpu_check_traces.tar.gz" -T "$work/trace_files.txt" 2>/dev/null
+tar -czf "$OUT/gpu_check.tar.gz" -C "$(dirname "$work")" --exclude="*trace*" --exclude="*/init/*" gpu_check
+cp "$work/summary.md" "$OUT/summary.md" 2>/dev/null
+exit $status

@@ -1,0 +1,35 @@
+"""The float32 matmul probe every row carries tells float32 arithmetic from TF32 and bfloat16 (issue 34): a TF32
+setting that did not take (or one a library turned on) shows in the row, on any CPU or GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import rows_for_test
+
+from bench_contract.run.precision import REDUCED_MATMUL_BOUND, float32_matmul_error, record_matmul_probe
+
+
+def rounded(x: np.ndarray, mantissa_bits: int) -> np.ndarray:
+    """x rounded to nearest with `mantissa_bits` explicit mantissa bits, as the tensor cores read TF32 (10) or
+    bfloat16 (7) operands."""
+    drop = 23 - mantissa_bits
+    bits = x.astype(np.float32).view(np.uint32)
+    bits = (bits + np.uint32(1 << (drop - 1))) & ~np.uint32((1 << drop) - 1)
+    return bits.view(np.float32)
+
+
+@pytest.mark.parametrize("mantissa_bits", [10, 7])  # TF32, bfloat16
+def test_reduced_precision_operands_are_above_the_bound_and_float32_below(mantissa_bits):
+    assert float32_matmul_error(lambda a, b: a @ b) < REDUCED_MATMUL_BOUND / 10
+    reduced = float32_matmul_error(lambda a, b: rounded(a, mantissa_bits) @ rounded(b, mantissa_bits))
+    assert reduced > 4 * REDUCED_MATMUL_BOUND
+
+
+def test_the_row_says_which_arithmetic_the_probe_saw():
+    rows = rows_for_test()
+    record_matmul_probe(rows, lambda a, b: a @ b)
+    record_matmul_probe(rows, lambda a, b: rounded(a, 10) @ rounded(b, 10))
+    fp32, tf32 = rows.rows
+    assert fp32["metric"] == "float32_matmul_error" and "against float64: float32" in fp32["note"]
+    assert "reduced precision (TF32 or lower)" in tf32["note"] and tf32["value"] > fp32["value"]
