@@ -83,9 +83,12 @@ def runtime_versions() -> dict[str, str]:
         reason = not_available("CPU-only jaxlib (no CUDA plugin)")
         return {"cuda": reason, "cudnn": reason, "nccl": reason}
     versions = {}
+    # jaxlib gives CUDA as one integer (13000); PyTorch, and every row beside it, spells it "13.0". cuDNN is an
+    # integer (91900) in both.
+    spell = {"cuda": lambda v: f"{v // 1000}.{v % 1000 // 10}", "cudnn": str}
     for key, function in (("cuda", "cuda_runtime_get_version"), ("cudnn", "cudnn_get_version")):
         try:
-            versions[key] = str(getattr(cuda_versions, function)())
+            versions[key] = spell[key](int(getattr(cuda_versions, function)()))
         except Exception as exc:
             versions[key] = not_available(f"jaxlib: {exc}")
     # jaxlib does not report NCCL; the pip wheel it loads does.

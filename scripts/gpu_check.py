@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-LANES = ("training", "inference", "dpsgd", "search")
+LANES = ("mnist", "inference", "cifar", "search")
 GIB = 2**30
 
 
@@ -135,6 +135,11 @@ class Checker:
             self.expect(c.name, f"library_versions.{library}", not str(versions.get(library, "not")).startswith("not"),
                         versions.get(library), "a version")
 
+    @staticmethod
+    def details_gpus(c: Cell) -> list[dict]:
+        gpus = c.details.get("gpus")
+        return gpus if isinstance(gpus, list) else []
+
     def precision(self, c: Cell) -> None:
         from bench_contract.run.precision import REDUCED_MATMUL_BOUND
 
@@ -162,6 +167,13 @@ class Checker:
         self.expect(c.name, "energy_timed", c.value("energy_timed") > 0 and c.note("energy_timed").startswith(
             "NVML total-energy counter"), f"{c.value('energy_timed'):.4g} J ({c.note('energy_timed')[:80]})",
             "> 0 J, from NVML's total-energy counter")
+        # Energy over its window's time is the mean power: between nothing and the GPU's power limit, or the energy
+        # is wrong (per-step windows summed against a counter that moves every 100 ms gave 4,500 W on a 700 W GPU).
+        nvml = (self.details_gpus(c) or [{}])[0]
+        limit = nvml.get("power_limit_w") if isinstance(nvml.get("power_limit_w"), (int, float)) else math.nan
+        power = c.value("energy_timed") / c.value("energy_window_time")
+        self.expect(c.name, "energy_timed / energy_window_time", 0 < power <= limit, f"{power:.0f} W",
+                    f"in (0, {limit:.0f} W], the GPU's power limit")
         self.expect(c.name, "peak_device_memory_allocated", c.value("peak_device_memory_allocated") > 0,
                     c.value("peak_device_memory_allocated"), "> 0 bytes")
         mfu = c.value("mfu")
@@ -202,17 +214,35 @@ class Checker:
                         f"{mine / GIB:.3f} GiB after a cell of {biggest / GIB:.3f} GiB", "< a tenth of the large cell's")
 
 
+def flop_counts_agree(checker: Checker, cells: list[Cell]) -> None:
+    """Both frameworks' FLOPs per step of one inference cell: one counting method (matmuls and convolutions of
+    the traced program), so the same model and batch must give nearly the same count. XLA's cost analysis, which
+    leaves out the cuBLAS and cuDNN calls on a GPU, gave JAX a hundredth of PyTorch's count on the H200."""
+    pairs: dict[tuple, dict[str, float]] = {}
+    for c in cells:
+        if c.context["use_case"] == 5 and not c.searched:
+            key = (c.context["model"], c.context["batch_size"], c.context["precision"])
+            pairs.setdefault(key, {})[c.context["framework"]] = c.value("flops_per_step")
+    for (model, batch, precision), counts in sorted(pairs.items()):
+        if len(counts) == 2:
+            ratio = counts["jax"] / counts["torch"]
+            # 10%: the same multiply-adds; only operations one model has and the other does not (a different but
+            # equivalent layer) may differ, and none of the models here has one.
+            checker.expect(f"{model} batch {batch} {precision} inference", "flops_per_step, JAX / PyTorch",
+                           0.9 <= ratio <= 1.1, f"{ratio:.3f} ({counts['jax']:.3g} / {counts['torch']:.3g})",
+                           "within 10%")
+
+
 def traces_found(work: Path) -> dict[str, list[str]]:
-    found = {}
-    for framework in ("jax", "torch"):
-        found[framework] = sorted(str(p.relative_to(work)) for p in (work / "results" / "dpsgd").rglob("*")
-                                  if p.is_file() and "trace" in p.name.lower() and f"{framework}" in str(p))
-    return found
+    """The trace files of the --trace-steps cells, per framework (a trace folder is named after its cell)."""
+    files = [p for p in (work / "results").rglob("*") if p.is_file() and ".trace" in str(p.relative_to(work))]
+    return {framework: sorted(str(p.relative_to(work)) for p in files if f"/{framework}-" in str(p))
+            for framework in ("jax", "torch")}
 
 
 def validate_lines(work: Path) -> list[str]:
-    log = work / "logs" / "dpsgd.log"
-    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    lines = [line for lane in LANES if (work / "logs" / f"{lane}.log").exists()
+             for line in (work / "logs" / f"{lane}.log").read_text(errors="replace").splitlines()]
     return [line for line in lines if line.startswith("== ") and "validate" in line or "PASS" in line or "FAIL" in line]
 
 
@@ -252,6 +282,7 @@ def run_checks(work: Path, gpu: bool, cap: str) -> int:
         checker.precision(c)
         checker.measured(c)
     checker.small_after_large(cells)
+    flop_counts_agree(checker, cells)
     traces = traces_found(work)
     for framework, files in traces.items():
         checker.expect(f"{framework} --trace-steps 3", "trace file", bool(files), ", ".join(files) or "none", "a trace")

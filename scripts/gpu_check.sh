@@ -8,8 +8,8 @@
 # profile of site environments points both frameworks at one interpreter (PYTHON, default python3; JAX_PYTHON
 # and TORCH_PYTHON override it per framework, for a rehearsal with two environments). Wheels in .whl/ (opacus,
 # dp-accounting, submitit) are installed into that interpreter first. Four lanes run side by side, each on its
-# own CPUs: training (use case 1), inference and validate (5), DP-SGD and traces (3, and 1 with TF32), and the
-# batch search. Then scripts/gpu_check.py checks the rows and writes the summary; everything is packed into
+# own CPUs: MNIST training (use case 1), inference and validate (5), CIFAR-10 training, DP-SGD, traces and TF32
+# (1 and 3), and the batch search. Then scripts/gpu_check.py checks the rows and writes the summary; everything is packed into
 # $OUT/gpu_check.tar.gz, traces apart (OUT defaults to ./gpu_check_out; the work folder is $WORK/gpu_check, WORK
 # defaulting to /tmp/gpu_check_work). Exit status: the checker's.
 set -uo pipefail
@@ -89,31 +89,33 @@ samples=4096
 search_start=128  # resnet50 in float32 under a 4 GiB cap: about 400 images fit, so about 8 tries
 [ "$variant" = tiny ] && samples=1024 && search_start=32
 
-# JAX beside PyTorch eager, then PyTorch compiled alone: with --torch-modes eager,compiled the JAX cells would run
-# once for each mode.
+# Four lanes of about the same length (on an H200 each took 3.5 to 4.5 minutes). JAX beside PyTorch eager, then
+# PyTorch compiled alone: with --torch-modes eager,compiled the JAX cells would run once for each mode. Use case 3
+# runs PyTorch alone: JAX's DP-SGD step of the CIFAR-10 CNN did not finish compiling in 4.5 minutes on the H200
+# (XLA: "Very slow compile" of a reduce fusion), which is issue 36's to solve.
 training="--use-case 1 --precision fp32,bf16 --epochs 1 --synthetic-samples $samples"
-lane training 0 \
-  "$(bench training --benchmark mnist --models mlp --batch-sizes $mlp_batches $training)" \
-  "$(bench training --benchmark cifar10 --models cnn --batch-sizes 128 $training)" \
-  "$(bench training --benchmark mnist --models mlp --batch-sizes $mlp_batches $training --frameworks torch --torch-compile)" \
-  "$(bench training --benchmark cifar10 --models cnn --batch-sizes 128 $training --frameworks torch --torch-compile)"
+lane mnist 0 \
+  "$(bench mnist --benchmark mnist --models mlp --batch-sizes $mlp_batches $training)" \
+  "$(bench mnist --benchmark mnist --models mlp --batch-sizes $mlp_batches $training --frameworks torch --torch-compile)"
 
 lane inference $share \
   "$(bench inference --benchmark imagenet --models resnet50,vit_b_16 --use-case 5 --batch-sizes 128 --precision fp32,bf16 --synthetic-samples 256)" \
-  "$(bench inference --benchmark mnist --models mlp --use-case 5 --batch-sizes 128 --precision fp32 --synthetic-samples 256)"
+  "$(bench inference --benchmark mnist --models mlp --use-case 5 --batch-sizes 128 --precision fp32 --synthetic-samples 256)" \
+  "$orchestrator_python main.py validate --model resnet50 --device $device --variant $variant --profile $work/inference.toml"
 
-lane dpsgd $(( 2 * share )) \
-  "$(bench dpsgd --benchmark cifar10 --models cnn --use-case 3 --batch-sizes 128 --dp-engine torchfunc,opacus --epochs 1 --synthetic-samples $samples --min-iterations 10)" \
-  "$(bench dpsgd --benchmark mnist --models mlp --use-case 1 --batch-sizes 128 --precision fp32${tf32:+,$tf32} --epochs 1 --synthetic-samples $samples --trace-steps 3)" \
-  "$orchestrator_python main.py validate --model resnet50 --device $device --variant $variant --profile $work/dpsgd.toml" \
-  "$orchestrator_python main.py validate --model vit_b_16 --device $device --variant $variant --profile $work/dpsgd.toml"
+lane cifar $(( 2 * share )) \
+  "$(bench cifar --benchmark cifar10 --models cnn --batch-sizes 128 $training)" \
+  "$(bench cifar --benchmark cifar10 --models cnn --batch-sizes 128 $training --frameworks torch --torch-compile)" \
+  "$(bench cifar --benchmark cifar10 --models cnn --use-case 3 --batch-sizes 128 --dp-engine torchfunc,opacus --frameworks torch --epochs 1 --synthetic-samples $samples --min-iterations 10)" \
+  "$(bench cifar --benchmark mnist --models mlp --use-case 1 --batch-sizes 128 --precision fp32${tf32:+,$tf32} --epochs 1 --synthetic-samples $samples --trace-steps 3)" \
+  "$orchestrator_python main.py validate --model vit_b_16 --device $device --variant $variant --profile $work/cifar.toml"
 
 lane search $(( 3 * share )) \
   "$(bench search --benchmark imagenet --models resnet50 --use-case 5 --precision fp32 --find-max-batch --batch-sizes $search_start --max-batch-limit 4096 --memory-limit ${SEARCH_CAP:-4G})"
 
 wait
 echo "lanes done at $(date -u +%T)"
-for name in training inference dpsgd search; do
+for name in mnist inference cifar search; do
   "$orchestrator_python" main.py collect --results-dir "$work/results/$name" > "$work/logs/collect_$name.log" 2>&1 \
     || echo "collect of $name failed (see logs/collect_$name.log)"
 done

@@ -24,6 +24,10 @@ class Efficiency:
     def unmeasured(cls, reason: str) -> "Efficiency":
         return cls(EnergyMeter(unavailable=reason), lambda: Peak(None, f"not available: {reason}"))
 
-    def record(self, rows, flops: Flops, times_s: list[float], samples_per_step: int) -> None:
-        self.meter.result().record(rows, samples_per_step * len(times_s))
+    def record(self, rows, flops: Flops, times_s: list[float], samples_per_step: int,
+               energy_samples: int | None = None) -> None:
+        """Energy per sample over `energy_samples` (the samples of the meter's window; by default the timed
+        steps'), and utilisation over the timed steps."""
+        samples = samples_per_step * len(times_s) if energy_samples is None else energy_samples
+        self.meter.result().record(rows, samples)
         record_utilisation(rows, flops, self.peak(), times_s, self.devices)

@@ -26,6 +26,27 @@ from bench_contract.measure.nvml import NvmlUnavailable, resolve, start
 
 POWER_INTERVAL_S = 0.02  # NVML refreshes power every 20-100 ms depending on the GPU
 MIN_POWER_SAMPLES = 10
+# NVML's energy counter moves in steps: on an H200 (driver 580) once every 100 ms, measured by gpu_check's probe.
+# Read at both ends of a window of D seconds it is off by less than one step's energy, so by less than T/D of the
+# window's energy (T the update period); N windows, less than N*T/D. Energy is reported only where that bound is
+# at most MAX_COUNTER_ERROR: one window of at least T/MAX_COUNTER_ERROR seconds (2 s on that H200). Per-step
+# windows of a millisecond each gave 1,500 to 4,500 W on a 700 W GPU there.
+MAX_COUNTER_ERROR = 0.05
+COUNTER_PROBE_S = 0.5  # how long the update period is looked for; a counter slower than that counts as that slow
+
+
+def counter_update_period(read: Callable[[], float], clock: Callable[[], float] = time.perf_counter,
+                          timeout_s: float = COUNTER_PROBE_S) -> float:
+    """Seconds between two successive changes of an energy counter (`read`), watched for at most timeout_s; a
+    counter that did not change twice in that time is taken to be that slow (an upper bound, so refusals err on
+    the safe side)."""
+    start, last, changes = clock(), read(), []
+    while clock() - start < timeout_s and len(changes) < 2:
+        value = read()
+        if value != last:
+            changes.append(clock())
+            last = value
+    return changes[1] - changes[0] if len(changes) == 2 else timeout_s
 
 
 @dataclass(frozen=True)
@@ -53,8 +74,11 @@ class EnergyMeter:
     for one window. Without GPUs (or NVML), every call is cheap and the result says why nothing was measured."""
 
     def __init__(self, *, unavailable: str | None = None, nvml: Any = None, handles: list[Any] = (),
-                 clock: Callable[[], float] = time.perf_counter, interval_s: float = POWER_INTERVAL_S) -> None:
+                 clock: Callable[[], float] = time.perf_counter, interval_s: float = POWER_INTERVAL_S,
+                 counter_period_s: float | None = None) -> None:
         self.unavailable, self.nvml, self.handles = unavailable, nvml, list(handles)
+        # How often the energy counter moves (counter_update_period): meter_for measures it; None where nobody did.
+        self.counter_period_s = counter_period_s
         self.clock, self.interval_s = clock, interval_s
         self.window_s = 0.0
         self.counter_mj = 0.0
@@ -90,6 +114,19 @@ class EnergyMeter:
 
     def _read_power_w(self) -> float:
         return sum(self.nvml.nvmlDeviceGetPowerUsage(h) for h in self.handles) / 1000.0
+
+    @property
+    def min_window_s(self) -> float:
+        """The shortest single window whose energy this meter reports (MAX_COUNTER_ERROR); 0 where any will do."""
+        if self.method != "counter" or not self.counter_period_s:
+            return 0.0
+        return self.counter_period_s / MAX_COUNTER_ERROR
+
+    def counter_error_bound(self) -> float | None:
+        """Upper bound of the counter's relative error over the windows: N windows x T / their total time."""
+        if not self.counter_period_s or self.window_s <= 0:
+            return None
+        return len(self.windows) * self.counter_period_s / self.window_s
 
     @property
     def running(self) -> bool:
@@ -157,9 +194,16 @@ class EnergyMeter:
                 return EnergyResult(None, self.window_s, (
                     f"not available: NVML's energy counter did not advance over the timed region "
                     f"({self.window_s:.3f} s), too short for its resolution; time more steps"))
+            bound = self.counter_error_bound()
+            if bound is not None and bound > MAX_COUNTER_ERROR:
+                return EnergyResult(None, self.window_s, (
+                    f"not available: NVML's energy counter moves once every {self.counter_period_s * 1000:.0f} ms "
+                    f"on this GPU; read at the ends of {len(self.windows)} window(s) of {self.window_s:.3f} s in all, "
+                    f"its error could reach {bound:.0%} (at most {MAX_COUNTER_ERROR:.0%} is reported)"))
+            period = f", counter moving every {self.counter_period_s * 1000:.0f} ms" if self.counter_period_s else ""
             return EnergyResult(self.counter_mj / 1000.0, self.window_s,
                                 f"NVML total-energy counter, read at both ends of each of {len(self.windows)} "
-                                f"window(s), {gpus}")
+                                f"window(s), {gpus}{period}")
         # The two ends of every window are sampled for the integral, but they say nothing about the power in
         # between: only samples strictly inside a window count towards the minimum.
         samples = sorted(self.samples)  # the sampler's and the windows' ends, appended by two threads
@@ -200,4 +244,7 @@ def meter_for(device_kind: str, device_ids: tuple[str, ...] = (), world_size: in
     except Exception as exc:  # an NVMLError while matching the devices
         nvml.nvmlShutdown()
         return EnergyMeter(unavailable=f"NVML could not match the framework's GPUs: {exc}")
-    return EnergyMeter(nvml=nvml, handles=handles)
+    meter = EnergyMeter(nvml=nvml, handles=handles)
+    if meter.method == "counter":
+        meter.counter_period_s = counter_update_period(meter._read_counter_mj)
+    return meter

@@ -132,8 +132,10 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
         timer.run(lambda: ops.forward(batch))
     progress.note(f"batch size {spec.batch_size}: timing at least {spec.timed_steps} passes and "
                   f"{spec.min_duration_s:g} s, after {spec.warmup_steps} warm-up passes")
+    # One window over the timed passes, and no shorter than the energy counter needs (EnergyMeter.min_window_s).
     with efficiency.meter:  # opened after the warm-up, so the window holds the timed passes only
-        timer.measure(lambda: ops.forward(batch), spec.timed_steps, spec.min_duration_s)
+        timer.measure(lambda: ops.forward(batch), spec.timed_steps,
+                      max(spec.min_duration_s, efficiency.meter.min_window_s))
     rows.add("warmup_steps", spec.warmup_steps, "steps")
     record_repeat_settings(spec, rows)
     rows.add("recompilations_timed", timer.recompilations, "compilations")

@@ -20,6 +20,7 @@ import numpy as np
 
 from bench_contract.data.datasets import Dataset, epoch_batches
 from bench_contract.measure.efficiency import Efficiency
+from bench_contract.measure.energy import EnergyMeter
 from bench_contract.measure.flops import Flops
 from bench_contract.measure.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.measure.tracing import Tracer, record_trace
@@ -123,10 +124,11 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     energy over the timed steps and FLOP utilisation.
 
     With several ranks, only the writer (rank 0) evaluates: every rank holds the same parameters.
-    Energy is measured over the timed steps only: a window opens just before each timed step and closes when
-    the device has finished it, so the host's work between steps (the next batch and its transfer, the loss
-    read, the rows) and the evaluations stay out (energy_window_time records the windows' total length).
-    Progress (bench_contract.run.progress) is reported between steps, beside the loss read, outside both.
+    Energy is measured over the pipelined steps after training (record_pipelined): one window of consecutive
+    updates on the device, long enough for the energy counter (EnergyMeter.min_window_s). A window per timed
+    step kept the host's work out, but NVML's counter moves only every 100 ms on an H200: summed over windows of
+    a millisecond, it gave 1,500 to 4,500 W on a 700 W GPU.
+    Progress (bench_contract.run.progress) is reported between steps, beside the loss read.
     """
     topology = topology or Topology()
     efficiency = efficiency or Efficiency.unmeasured("the backend gave no energy meter or peak")
@@ -153,14 +155,11 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
         for idx in sampling.training_batches(spec, len(data.x_train), epoch):
             batch = ops.to_device(*sampling.rank_batch(data.x_train, data.y_train, idx, topology, padded_to))
             sampled.step(rows, idx, epoch, step)
-            if step >= spec.warmup_steps:
-                efficiency.meter.resume()
             timed_before = len(timer.times_s)
             started = time.perf_counter()
             out = timer.run(partial(ops.train_step, batch))
             if step == 0:  # a lazily compiled step compiles here (record_lazy_compilation)
                 first_step_s = time.perf_counter() - started
-            efficiency.meter.pause()  # no-op after a warm-up step, which opened no window
             if len(timer.times_s) > timed_before:  # every timed step, for latency distributions and loss vs time
                 rows.add("step_time", timer.times_s[-1] * 1e3, "ms", epoch=epoch, step=step)
             loss = ops.loss_value(out)
@@ -170,7 +169,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             scales.record(rows, ops.loss_scale(), epoch, step)
             losses.append(loss)
             step += 1
-            progress.step(step, epoch=epoch, loss=loss)  # the step's clock and energy window are closed here
+            progress.step(step, epoch=epoch, loss=loss)  # the step's clock is stopped here
         epoch_time = time.perf_counter() - epoch_start
         rows.add("epoch_time", epoch_time, "s", epoch=epoch)
         rows.add("train_loss_epoch_mean", float(np.mean(losses)), "nats", epoch=epoch)
@@ -198,8 +197,8 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
         rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test, progress), "fraction")
     # After the test accuracy (its extra updates change the model), on the last batch: its drawn examples are the
     # work, never the nominal B nor the padded size (a Poisson batch is either larger or smaller than B).
-    record_pipelined(spec, ops, batch, len(idx), rows)
-    efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size)
+    pipelined_samples = record_pipelined(spec, ops, batch, len(idx), rows, efficiency.meter)
+    efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size, pipelined_samples)
     # A step without a census (a test's fake ops) records none; the certificate says so where the other side has one.
     if hasattr(ops, "precision_census"):
         rows.context["precision_census"] = census.census_text(ops.precision_census(batch))
@@ -207,24 +206,37 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     progress.note(f"training done in {time.perf_counter() - train_start:.1f} s", eta_s=None)
 
 
-def measure_pipelined(ops: TrainingOps, batch: Any, steps: int) -> float:
-    """Seconds for `steps` consecutive updates with one synchronisation, after the last: the device queues the
-    next step while the previous one runs, as a training loop that does not read every loss does."""
+def measure_pipelined(ops: TrainingOps, batch: Any, steps: int, meter: EnergyMeter | None = None,
+                      min_seconds: float = 0.0) -> tuple[float, int]:
+    """(seconds, updates) of consecutive updates, synchronised after every `steps` of them: the device queues the
+    next step while the previous one runs, as a training loop that does not read every loss does. At least
+    `steps` updates, and groups of `steps` more until min_seconds have passed; `meter` measures exactly them."""
+    done = 0
+    if meter is not None:
+        meter.resume()
     start = time.perf_counter()
-    for _ in range(steps):
-        out = ops.train_step(batch)
-    ops.synchronize(out)
-    return time.perf_counter() - start
+    while done == 0 or time.perf_counter() - start < min_seconds:
+        for _ in range(steps):
+            out = ops.train_step(batch)
+        ops.synchronize(out)
+        done += steps
+    seconds = time.perf_counter() - start
+    if meter is not None:
+        meter.pause()
+    return seconds, done
 
 
-def record_pipelined(spec: JobSpec, ops: TrainingOps, batch: Any, examples: int, rows: ResultRows) -> None:
+def record_pipelined(spec: JobSpec, ops: TrainingOps, batch: Any, examples: int, rows: ResultRows,
+                     meter: EnergyMeter | None = None) -> int:
     """throughput_pipelined beside the per-step throughput: spec.timed_steps updates on the last batch (already
-    on the device), after training, so they change no recorded loss or accuracy; `examples` is the batch's drawn
-    examples over all ranks (padding computes, but is no work done)."""
-    seconds = measure_pipelined(ops, batch, spec.timed_steps)
-    rows.add("pipelined_steps", spec.timed_steps, "steps")
+    on the device), or more for the energy meter's window, after training, so they change no recorded loss or
+    accuracy; `examples` is the batch's drawn examples over all ranks (padding computes, but is no work done).
+    Returns the examples those updates processed, the samples the energy is divided by."""
+    seconds, updates = measure_pipelined(ops, batch, spec.timed_steps, meter, meter.min_window_s if meter else 0.0)
+    rows.add("pipelined_steps", updates, "steps")
     rows.add("pipelined_batch_size", examples, "samples", note="the last training batch's drawn examples")
-    rows.add("throughput_pipelined", spec.timed_steps * examples / seconds, "samples/s")
+    rows.add("throughput_pipelined", updates * examples / seconds, "samples/s")
+    return updates * examples
 
 
 class PerSampleOps(Protocol):

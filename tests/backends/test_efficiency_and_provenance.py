@@ -246,3 +246,24 @@ assert "x 2 devices" in two.method
     proc = subprocess.run([str(env_python("jax")), "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)})
     assert proc.returncode == 0, proc.stderr
+
+
+JAX_CUDA_VERSIONS = """
+import json, types
+import jax._src.lib as lib
+lib.cuda_versions = types.SimpleNamespace(cuda_runtime_get_version=lambda: 13000, cudnn_get_version=lambda: 91900)
+from jax_backend.efficiency import runtime_versions
+print(json.dumps(runtime_versions()))
+"""
+
+
+def test_jax_spells_the_cuda_version_as_pytorch_does():
+    """On the H200, JAX's rows said cuda "13000" and PyTorch's "13.0" for the same CUDA 13.0."""
+    import subprocess
+
+    from helpers import REPO_ROOT, env_python
+
+    out = subprocess.run([str(env_python("jax")), "-c", JAX_CUDA_VERSIONS], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=True)
+    versions = json.loads(out.stdout.splitlines()[-1])
+    assert (versions["cuda"], versions["cudnn"]) == ("13.0", "91900")

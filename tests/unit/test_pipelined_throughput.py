@@ -53,16 +53,25 @@ class CountingOps:
 
 def test_a_pipelined_run_synchronises_once_on_its_last_step():
     ops = CountingOps()
-    seconds = measure_pipelined(ops, batch=None, steps=7)
-    assert ops.steps == 7
+    seconds, updates = measure_pipelined(ops, batch=None, steps=7)
+    assert ops.steps == updates == 7
     assert ops.syncs == [7]  # once, and on the last step's output: everything before it is then done too
     assert seconds >= 7 * STEP_S
+
+
+def test_a_pipelined_run_goes_on_in_groups_until_the_energy_window_is_long_enough():
+    """NVML's counter needs one long window (EnergyMeter.min_window_s): groups of `steps`, each synchronised."""
+    ops = CountingOps()
+    seconds, updates = measure_pipelined(ops, batch=None, steps=7, min_seconds=8 * STEP_S)
+    # 7 sleeps of STEP_S take at least 7 * STEP_S, under 8: a second group at least, then as many as the clock says.
+    assert updates >= 14 and updates % 7 == 0 and ops.syncs == list(range(7, updates + 1, 7))
+    assert seconds >= 8 * STEP_S
 
 
 def trained(tmp_path, monkeypatch, ops=None, **spec_values):
     """run_training of a 40-example set at batch 4 with a pipelined run that takes exactly PIPELINED_S; the rows
     without a step, and the ops."""
-    monkeypatch.setattr(training, "measure_pipelined", lambda ops, batch, steps: PIPELINED_S)
+    monkeypatch.setattr(training, "measure_pipelined", lambda ops, batch, steps, meter, min_seconds: (PIPELINED_S, steps))
     x, y = np.zeros((40, 3), np.float32), np.zeros(40, np.int64)
     data = Dataset("digits", "synthetic", x, y, x[:4], y[:4], x[:4], y[:4], 2)
     values = dict(campaign="c", cell_id="jax-cell", pair_key="cell", framework="jax", benchmark="digits", use_case=1,
