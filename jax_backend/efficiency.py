@@ -1,5 +1,6 @@
-"""JAX's side of energy, MFU and provenance: FLOPs from XLA's cost analysis, a CPU matmul peak, the GPUs
-this process uses (CUDA ordinals, matched to NVML by bench_contract.measure.nvml) and the CUDA libraries jaxlib loads."""
+"""JAX's side of energy, MFU and provenance: FLOPs from the traced jaxpr (jax_backend.flops) and bytes from XLA's
+cost analysis, a CPU matmul peak, the GPUs this process uses (CUDA ordinals, matched to NVML by
+bench_contract.measure.nvml) and the CUDA libraries jaxlib loads."""
 
 from __future__ import annotations
 
@@ -15,30 +16,54 @@ from bench_contract.measure.flops import Flops, Peak, cpu_peak, device_gpu_peak
 from bench_contract.measure.roofline import COPY_BYTES, cpu_bandwidth
 from bench_contract.results import not_available
 from bench_contract.run.precision import DTYPE_NAMES
+from jax_backend import flops
 from jax_backend.sync import synchronize
 
 
+def cost_analysis(compiled) -> dict:
+    analysis = compiled.cost_analysis()
+    if isinstance(analysis, list):  # older jax returned one dict per program
+        analysis = analysis[0] if analysis else {}
+    return analysis or {}
+
+
+def xla_method(devices: int) -> str:
+    method = "XLA cost analysis of the compiled step (compiled.cost_analysis())"
+    return method + (f", per-device program x {devices} devices" if devices > 1 else "")
+
+
+def xla_bytes(compiled, devices: int = 1) -> tuple[float | None, str]:
+    """(bytes accessed by one call on all its devices, the method), from XLA's cost analysis: the roofline's
+    bytes. A sharded program is analysed per device (see xla_flops), hence the device count."""
+    moved = cost_analysis(compiled).get("bytes accessed")
+    if not moved or moved <= 0:
+        return None, "not available: XLA's cost analysis gave no bytes accessed"
+    return float(moved) * devices, xla_method(devices).replace("cost analysis", "cost analysis, bytes accessed,")
+
+
 def xla_flops(compiled, devices: int = 1) -> Flops:
-    """FLOPs of one call of a compiled executable on all its devices, from XLA's cost analysis.
+    """FLOPs of one call of a compiled executable on all its devices, from XLA's cost analysis. Not what the
+    backends record (traced_flops is): on a GPU it leaves out the cuBLAS and cuDNN custom calls, the matmuls and
+    convolutions themselves (ResNet-50 inference on an H200 had MFU 0.0027, not about 0.42).
 
     A program sharded over several devices is analysed as the per-device program XLA partitioned it into
     (checked: a batch-sharded step over 2 devices reports half the FLOPs), so the step's FLOPs are that
     times the device count."""
-    analysis = compiled.cost_analysis()
-    if isinstance(analysis, list):  # older jax returned one dict per program
-        analysis = analysis[0] if analysis else {}
-    if not analysis or "flops" not in analysis or analysis["flops"] <= 0:
+    analysis = cost_analysis(compiled)
+    if "flops" not in analysis or analysis["flops"] <= 0:
         return Flops(None, "not available: XLA's cost analysis gave no FLOP count for this program")
-    method = "XLA cost analysis of the compiled step (compiled.cost_analysis())"
-    if devices > 1:
-        method += f", per-device program x {devices} devices"
-    moved = analysis.get("bytes accessed")
-    if moved and moved > 0:
-        bytes_per_step = float(moved) * devices
-        bytes_method = method.replace("cost analysis", "cost analysis, bytes accessed,")
-    else:
-        bytes_per_step, bytes_method = None, "not available: XLA's cost analysis gave no bytes accessed"
-    return Flops(float(analysis["flops"]) * devices, method, bytes_per_step, bytes_method)
+    return Flops(float(analysis["flops"]) * devices, xla_method(devices), *xla_bytes(compiled, devices))
+
+
+def traced_flops(jaxpr, compiled, devices: int = 1) -> Flops:
+    """FLOPs of one step: the matmuls and convolutions of its traced jaxpr (jax_backend.flops), the whole step's
+    however it is sharded (the jaxpr has the global shapes; a shard_map body is multiplied by its devices); the
+    bytes from XLA's cost analysis of the compiled step, for the roofline."""
+    counted = flops.count(jaxpr)
+    if counted.flops <= 0:
+        return Flops(None, "not available: the traced jaxpr has no matmul or convolution",
+                     *xla_bytes(compiled, devices))
+    return Flops(float(counted.flops), flops.method(counted), *xla_bytes(compiled, devices))
 
 
 def cuda_ordinals(devices) -> tuple[str, ...]:

@@ -22,20 +22,20 @@ class JaxInference:
         variables = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), variables)
         self.variables = synchronize(jax.device_put(variables, device))
         self.jitted = jax.jit(net.apply)
-        self.compiled = None
+        self.compiled = self.jaxpr = None
 
     def to_device(self, x: np.ndarray):
         x = jnp.asarray(models.to_model_layout(self.model, x), self.dtype)
         return synchronize(jax.device_put(x, self.device))
 
     def compile(self, x) -> dict[str, float]:
-        self.compiled, seconds, _ = compiles.ahead_of_time(self.jitted, self.variables, x)
+        self.compiled, seconds, self.jaxpr = compiles.ahead_of_time(self.jitted, self.variables, x)
         return seconds
 
     def flops_per_step(self, x):
-        from jax_backend.efficiency import xla_flops
+        from jax_backend.efficiency import traced_flops
 
-        return xla_flops(self.compiled)
+        return traced_flops(self.jaxpr, self.compiled)
 
     def forward(self, x):
         return self.compiled(self.variables, x)

@@ -31,7 +31,7 @@ from bench_contract.run.topology import topology_for
 from bench_contract.run.training import refuse_batch_norm
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
 from jax_backend import census, compiles, mixed, models, steps
-from jax_backend.efficiency import cuda_ordinals, efficiency, gpu_description, runtime_versions, xla_flops
+from jax_backend.efficiency import cuda_ordinals, efficiency, gpu_description, runtime_versions, traced_flops
 from jax_backend.inference import JaxInference
 from jax_backend.optim import build_optimizer
 from jax_backend.parallel import Placement, initialize
@@ -62,7 +62,8 @@ class JaxOps:
             lambda params, batch_stats, x: jnp.argmax(steps.eval_forward(module, params, batch_stats, x), axis=-1))
 
     def flops_per_step(self, batch):
-        return xla_flops(self.step_fn, self.placement.device_count)
+        # FLOPs from the step's jaxpr (global shapes: the whole step's); bytes from XLA's per-device program.
+        return traced_flops(self.step_jaxpr, self.step_fn, self.placement.device_count)
 
     def precision_census(self, batch) -> dict[str, set[str]]:
         return census.census(self.step_jaxpr)  # the step as traced for compilation: every step ran that program

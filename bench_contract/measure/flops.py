@@ -1,10 +1,11 @@
 """Model FLOPs utilisation: FLOPs per step, achieved FLOP/s, the device's peak, and their ratio.
 
-FLOPs per step come from the framework (JAX: XLA's cost analysis of the compiled step; PyTorch:
-torch.utils.flop_counter.FlopCounterMode over one step), each recorded with its method. The peak is the
-vendor's dense (not sparse) figure for the GPU model and precision, looked up by NVML's device name, or on a
-CPU a measured one: the best of a few square matmuls in the framework's own environment and threads, at the
-cell's precision, measured once per process.
+FLOPs per step are the matmuls and convolutions of one step, 2 per multiply-add, in both frameworks (JAX: counted
+from the step's traced jaxpr, jax_backend.flops; PyTorch: torch.utils.flop_counter.FlopCounterMode over one step),
+each recorded with its method. Not XLA's cost analysis: on a GPU it leaves out the cuBLAS and cuDNN calls.
+The peak is the vendor's dense (not sparse) figure for the GPU model and precision, looked up by NVML's device
+name, or on a CPU a measured one: the best of a few square matmuls in the framework's own environment and
+threads, at the cell's precision, measured once per process.
 
 fp32 runs with TF32 off (both backends), so its GPU peak is the plain FP32 rate, not the TF32 tensor-core one;
 bf16 and fp16 use the dense tensor-core rate with FP32 accumulation (what frameworks use).
@@ -117,7 +118,7 @@ def cpu_peak(framework: str, precision: str, matmul: Callable[[], Any], synchron
 @dataclass(frozen=True)
 class Flops:
     per_step: float | None
-    method: str  # e.g. "XLA cost analysis of the compiled step", or "not available: <reason>"
+    method: str  # e.g. "matmul and convolution FLOPs of the traced jaxpr ...", or "not available: <reason>"
     bytes_per_step: float | None = None  # bytes moved to and from memory (bench_contract.measure.roofline)
     bytes_method: str = "not available: the backend did not count bytes"
 
