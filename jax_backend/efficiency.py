@@ -59,7 +59,11 @@ def traced_flops(jaxpr, compiled, devices: int = 1) -> Flops:
     """FLOPs of one step: the matmuls and convolutions of its traced jaxpr (jax_backend.flops), the whole step's
     however it is sharded (the jaxpr has the global shapes; a shard_map body is multiplied by its devices); the
     bytes from XLA's cost analysis of the compiled step, for the roofline."""
-    counted = flops.count(jaxpr)
+    try:
+        counted = flops.count(jaxpr)
+    except Exception as exc:  # a primitive or parameter layout of another JAX: the cell's measurements stand
+        return Flops(None, f"not available: counting the traced jaxpr failed ({type(exc).__name__}: {exc})",
+                     *xla_bytes(compiled, devices))
     if counted.flops <= 0:
         return Flops(None, "not available: the traced jaxpr has no matmul or convolution",
                      *xla_bytes(compiled, devices))
