@@ -23,7 +23,7 @@ import numpy as np
 from bench_contract.data.datasets import Dataset
 from bench_contract.measure.device import nvml_memory_total
 from bench_contract.results import ResultRows
-from bench_contract.run.batch_search import device_memory_fraction
+from bench_contract.run.batch_search import device_memory_fraction, try_memory_cap
 from bench_contract.run.precision import DTYPE_NAMES, precision_policy
 from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.sampling import compiled_batch_size
@@ -106,11 +106,11 @@ def jax_trace(folder: Path):
         yield
 
 
-def cap_device_memory(spec: JobSpec) -> None:
+def cap_device_memory(spec) -> None:
     """A capped batch-search try on a GPU: XLA's allocator may take that share of the GPU's memory. XLA reads
     XLA_PYTHON_CLIENT_MEM_FRACTION when its GPU backend starts (below, in prepare); with preallocation off it is
     still the allocator's limit (bench_contract.run.batch_search)."""
-    total = nvml_memory_total() if spec.search_try and spec.memory_limit_bytes else None
+    total = nvml_memory_total() if try_memory_cap(spec) else None
     fraction = device_memory_fraction(spec, total) if total else None
     if fraction is not None:
         os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.6f}"

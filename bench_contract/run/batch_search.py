@@ -131,12 +131,17 @@ def caps_device_memory(spec: JobSpec) -> bool:
     return bool(spec.memory_limit_bytes) and spec.device != "cpu" and gpus_on_node() > 0
 
 
-def device_memory_fraction(spec: JobSpec, total_bytes: int) -> float | None:
+def try_memory_cap(spec) -> int:
+    """The bytes a capped batch-search try may allocate on its GPU; 0 for any other spec. validate's ParitySpec,
+    which backends prepare too, has neither field: reading them crashed validate on the H200."""
+    return getattr(spec, "memory_limit_bytes", 0) if getattr(spec, "search_try", False) else 0
+
+
+def device_memory_fraction(spec, total_bytes: int) -> float | None:
     """The share of a GPU's memory (total_bytes) a try may allocate: its cap over the total, at most 1; None
     where the spec is not a capped try (the backends then leave their allocators alone)."""
-    if not (spec.search_try and spec.memory_limit_bytes):
-        return None
-    return min(1.0, spec.memory_limit_bytes / total_bytes)
+    cap = try_memory_cap(spec)
+    return min(1.0, cap / total_bytes) if cap else None
 
 
 def try_spec(spec: JobSpec, batch_size: int, folder: Path, device_cap: bool = False) -> JobSpec:

@@ -94,3 +94,13 @@ def test_a_memory_cap_goes_to_the_gpu_on_a_gpu_and_to_the_address_space_on_a_cpu
     fraction = batch_search.device_memory_fraction(seen["spec"], 80 * 2**30)
     assert fraction == (pytest.approx(0.05) if on_gpu else None)
     assert batch_search.device_memory_fraction(seen["spec"], 2**30) in (None, 1.0)  # never more than the GPU
+
+
+def test_validates_parity_spec_is_not_a_capped_try():
+    """Backends prepare validate's ParitySpec on a GPU too; it has no batch-search fields (a crash on the H200)."""
+    from bench_contract.run.parity import ParitySpec
+
+    spec = ParitySpec(model="resnet50", variant="full", benchmark="imagenet", sample_shape=(3, 224, 224),
+                      num_classes=1000, batch_size=2, precision="fp32", seed=0, device="gpu", weights_path="w.npz",
+                      input_path="x.npy", output_dir=".")
+    assert batch_search.try_memory_cap(spec) == 0 and batch_search.device_memory_fraction(spec, 2**30) is None
