@@ -7,7 +7,8 @@ Each operation is classed by its ATen name:
 - softmax: _softmax: its input's dtype (it computes in it); scaled dot-product attention counts as a matmul and a
   softmax in its inputs' dtype;
 - loss: _log_softmax and nll_loss: their input's dtype;
-- optimizer update: every floating-point result between the optimizer step's pre- and post-hooks.
+- optimizer update: every floating-point result between the optimizer step's pre- and post-hooks (for a
+  multi-tensor in-place operation, which returns nothing, the tensors it updates).
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ class Census(TorchDispatchMode):
         name = func.overloadpacket.__name__
         first = float_dtypes(args[:1])
         if self.in_update:
-            self.add("optimizer update", float_dtypes(out))
+            # An in-place update returns its target; the multi-tensor ones (_foreach_add_, what optimizers run on
+            # CUDA by default) return nothing, and their targets are their first argument. On the H200 every
+            # training row read "optimizer update float32 in JAX, none in PyTorch" for want of this.
+            self.add("optimizer update", float_dtypes(out) or float_dtypes(args[:1]))
         elif name in MATMULS:
             self.add("matmul", first)
         elif name.startswith("_scaled_dot_product"):
