@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bench_contract.measure.device import nvml_gpu_names
@@ -121,6 +121,15 @@ class Flops:
     method: str  # e.g. "matmul and convolution FLOPs of the traced jaxpr ...", or "not available: <reason>"
     bytes_per_step: float | None = None  # bytes moved to and from memory (bench_contract.measure.roofline)
     bytes_method: str = "not available: the backend did not count bytes"
+
+    def of_real_examples(self, real: int, computed: int) -> "Flops":
+        """The work of `real` examples of a step that computed `computed` (a padded Poisson batch): padding is no
+        work (issue 29, defect 4). Every counted FLOP is a matmul or a convolution over the batch's examples, so
+        the count scales with them; the bytes stay those moved."""
+        if self.per_step is None or real == computed:
+            return self
+        return replace(self, per_step=self.per_step * real / computed,
+                       method=f"{self.method}; x {real}/{computed}, the real examples of the padded batch")
 
 
 def record_utilisation(rows, flops: Flops, peak: Peak, times_s: list[float], devices: int) -> None:

@@ -198,7 +198,9 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     # After the test accuracy (its extra updates change the model), on the last batch: its drawn examples are the
     # work, never the nominal B nor the padded size (a Poisson batch is either larger or smaller than B).
     pipelined_samples = record_pipelined(spec, ops, batch, len(idx), rows, efficiency.meter)
-    efficiency.record(rows, ops.flops_per_step(batch), timer.times_s, spec.batch_size, pipelined_samples)
+    flops = ops.flops_per_step(batch)  # of the last batch, as computed: padded to padded_to where it was
+    flops = flops.of_real_examples(len(idx), padded_to) if padded_to else flops
+    efficiency.record(rows, flops, timer.times_s, spec.batch_size, pipelined_samples)
     # A step without a census (a test's fake ops) records none; the certificate says so where the other side has one.
     if hasattr(ops, "precision_census"):
         rows.context["precision_census"] = census.census_text(ops.precision_census(batch))
