@@ -241,9 +241,18 @@ def traces_found(work: Path) -> dict[str, list[str]]:
 
 
 def validate_lines(work: Path) -> list[str]:
-    lines = [line for lane in LANES if (work / "logs" / f"{lane}.log").exists()
-             for line in (work / "logs" / f"{lane}.log").read_text(errors="replace").splitlines()]
-    return [line for line in lines if line.startswith("== ") and "validate" in line or "PASS" in line or "FAIL" in line]
+    """Each `validate` step's header line and its PASS or FAIL verdict (the output between two step headers)."""
+    found, inside = [], False
+    for lane in LANES:
+        log = work / "logs" / f"{lane}.log"
+        for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
+            if line.startswith("== "):
+                inside = " validate " in line and not line.startswith("== exit")
+                if " validate " in line:
+                    found.append(line)
+            elif inside and line.strip() in ("PASS", "FAIL"):
+                found.append(line.strip())
+    return found
 
 
 def cell_table(cells: list[Cell]) -> list[str]:
