@@ -121,7 +121,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
                  topology: Topology | None = None, efficiency: Efficiency | None = None,
                  tracer: Tracer | None = None, progress: ProgressReporter | None = None) -> None:
     """Train for spec.epochs; record per-step loss, per-epoch validation accuracy, timings and test accuracy,
-    energy over the timed steps and FLOP utilisation.
+    energy over the pipelined steps after training, and FLOP utilisation.
 
     With several ranks, only the writer (rank 0) evaluates: every rank holds the same parameters.
     Energy is measured over the pipelined steps after training (record_pipelined): one window of consecutive
