@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.measure.energy import meter_for
 from bench_contract.measure.flops import Flops, Peak, cpu_peak, device_gpu_peak
+from bench_contract.measure.nvml import cuda_version_text
 from bench_contract.measure.roofline import COPY_BYTES, cpu_bandwidth
 from bench_contract.results import not_available
 from bench_contract.run.precision import DTYPE_NAMES
@@ -59,15 +60,14 @@ def traced_flops(jaxpr, compiled, devices: int = 1) -> Flops:
     """FLOPs of one step: the matmuls and convolutions of its traced jaxpr (jax_backend.flops), the whole step's
     however it is sharded (the jaxpr has the global shapes; a shard_map body is multiplied by its devices); the
     bytes from XLA's cost analysis of the compiled step, for the roofline."""
+    moved = xla_bytes(compiled, devices)
     try:
         counted = flops.count(jaxpr)
     except Exception as exc:  # a primitive or parameter layout of another JAX: the cell's measurements stand
-        return Flops(None, f"not available: counting the traced jaxpr failed ({type(exc).__name__}: {exc})",
-                     *xla_bytes(compiled, devices))
+        return Flops(None, f"not available: counting the traced jaxpr failed ({type(exc).__name__}: {exc})", *moved)
     if counted.flops <= 0:
-        return Flops(None, "not available: the traced jaxpr has no matmul or convolution",
-                     *xla_bytes(compiled, devices))
-    return Flops(float(counted.flops), flops.method(counted), *xla_bytes(compiled, devices))
+        return Flops(None, "not available: the traced jaxpr has no matmul or convolution", *moved)
+    return Flops(float(counted.flops), flops.method(counted), *moved)
 
 
 def cuda_ordinals(devices) -> tuple[str, ...]:
@@ -114,7 +114,7 @@ def runtime_versions() -> dict[str, str]:
     versions = {}
     # jaxlib gives CUDA as one integer (13000); PyTorch, and every row beside it, spells it "13.0". cuDNN is an
     # integer (91900) in both.
-    spell = {"cuda": lambda v: f"{v // 1000}.{v % 1000 // 10}", "cudnn": str}
+    spell = {"cuda": cuda_version_text, "cudnn": str}
     for key, function in (("cuda", "cuda_runtime_get_version"), ("cudnn", "cudnn_get_version")):
         try:
             versions[key] = spell[key](int(getattr(cuda_versions, function)()))

@@ -157,7 +157,6 @@ class JaxBackend:
             device_ids=cuda_ordinals([self.device]),
             runtime_versions=runtime_versions(),
             model=None if kind in ("gpu", "cpu") else devices[0].device_kind,
-            framework_gpu_name=self.device.device_kind if kind == "gpu" else None,
             framework_device=gpu_description(self.device) if kind == "gpu" else None,
             # XLA has no thread setting to read back: its CPU client, started by local_devices() above, sized
             # its intra-op pool from the affinity mask, which is what this records (cpu_binding's docstring).

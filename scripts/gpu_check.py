@@ -108,8 +108,7 @@ class Checker:
             self.expect(c.name, "device_kind", c.context["device_kind"] == "cpu", c.context["device_kind"], "cpu")
             return
         details = c.details
-        gpus = details.get("gpus")
-        nvml = gpus[0] if isinstance(gpus, list) and gpus else {}
+        nvml = (self.details_gpus(c) or [{}])[0]
         framework = details.get("framework_device") or {}
         self.expect(c.name, "device_kind", c.context["device_kind"] == "gpu", c.context["device_kind"], "gpu")
         self.expect(c.name, "device_model = NVML's name", nvml.get("name") == c.context["device_model"],

@@ -181,7 +181,6 @@ class TorchBackend:
             framework_version=torch.__version__,
             precision_policy=policy,
             device_ids=(pci_bus_id(self.device),) if use_gpu else (),
-            framework_gpu_name=torch.cuda.get_device_name(self.device) if use_gpu else None,
             framework_device=cuda_description(self.device) if use_gpu else None,
             runtime_versions=runtime_versions(),
             unused_accelerators=unused_accelerators(),

@@ -177,16 +177,16 @@ def recorded_environment() -> dict[str, str]:
 def environment_context(*, device_kind: str, device_count: int, framework_version: str, libraries: list[str],
                         device_ids: tuple[str, ...] = (), runtime_versions: dict[str, str] | None = None,
                         model: str | None = None, unused_accelerators: tuple[str, ...] = (),
-                        devices_seen: int | None = None, framework_gpu_name: str | None = None,
-                        framework_device: dict[str, Any] | None = None) -> dict:
+                        devices_seen: int | None = None, framework_device: dict[str, Any] | None = None) -> dict:
     """The environment columns of a result row.
 
     runtime_versions: what the framework reports of its native libraries (CUDA, cuDNN, NCCL), each a version
     or "not available: <reason>"; they go into library_versions beside the Python packages.
     model: the framework's own name for a device that is neither an NVIDIA GPU nor the CPU (a TPU's device
-    kind); framework_gpu_name: the framework's name of its GPU, the model where NVML names none;
+    kind);
     unused_accelerators: what else the framework sees, recorded in device_details; framework_device: the framework's
-    own description of its GPU (name, multiprocessors, compute capability), recorded there beside NVML's.
+    own description of its GPU (name, multiprocessors, compute capability), recorded there beside NVML's, its name
+    the model where NVML names none.
     device_count: the devices the cell computes on; devices_seen: those of its kind the framework sees in this
     process (a process uses one), recorded in device_details."""
     details = device_details(device_kind, device_ids)
@@ -200,7 +200,7 @@ def environment_context(*, device_kind: str, device_count: int, framework_versio
     versions.update(runtime_versions or {})
     return {
         "device_kind": device_kind,
-        "device_model": model or device_model(device_kind, details, framework_gpu_name),
+        "device_model": model or device_model(device_kind, details, (framework_device or {}).get("name")),
         "device_count": device_count,
         "device_details": json.dumps(details, sort_keys=True),
         "hostname": socket.gethostname(),

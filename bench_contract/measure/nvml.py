@@ -98,8 +98,8 @@ def _index_how() -> str:
     return "index (assumes CUDA's order is NVML's; set CUDA_DEVICE_ORDER=PCI_BUS_ID to make it so)"
 
 
-def _cuda_version(value: int) -> str:
-    # nvmlSystemGetCudaDriverVersion returns e.g. 12040 for CUDA 12.4.
+def cuda_version_text(value: int) -> str:
+    # nvmlSystemGetCudaDriverVersion (and jaxlib's runtime version) return e.g. 12040 for CUDA 12.4.
     return f"{value // 1000}.{value % 1000 // 10}"
 
 
@@ -144,5 +144,5 @@ def gpu_details(nvml: Any, gpus: list[Gpu]) -> dict[str, Any]:
         "gpu_count": len(devices),
         "node_gpu_count": nvml.nvmlDeviceGetCount(),
         "driver_version": _text(nvml.nvmlSystemGetDriverVersion()),
-        "cuda_driver_version": _cuda_version(nvml.nvmlSystemGetCudaDriverVersion()),
+        "cuda_driver_version": cuda_version_text(nvml.nvmlSystemGetCudaDriverVersion()),
     }

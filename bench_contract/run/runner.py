@@ -65,10 +65,9 @@ class DeviceSetup:
     runtime_versions: dict[str, str] | None = None
     # The device's model as the framework names it, for what NVML and /proc/cpuinfo do not describe (a TPU).
     model: str | None = None
-    # The GPU's name as the framework reports it (CUDA's device name): the model where NVML is not available.
-    framework_gpu_name: str | None = None
-    # The framework's own description of that GPU (name, multiprocessors, compute capability, memory), recorded in
-    # device_details beside NVML's: NVML gives no multiprocessor count, and the two names must agree.
+    # The framework's own description of its GPU (name, multiprocessors, compute capability, memory), recorded in
+    # device_details beside NVML's: NVML gives no multiprocessor count, the two names must agree, and the
+    # framework's name (CUDA's device name) is the model where NVML is not available.
     framework_device: dict[str, Any] | None = None
     # Accelerators the framework sees but this cell does not use (an Apple GPU beside the CPU), by name.
     unused_accelerators: tuple[str, ...] = ()
@@ -316,7 +315,6 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
             runtime_versions=setup.runtime_versions,
             model=setup.model,
             unused_accelerators=setup.unused_accelerators,
-            framework_gpu_name=setup.framework_gpu_name,
             framework_device=setup.framework_device,
         )
     )
