@@ -9,12 +9,13 @@ import numpy as np
 import torch
 
 from torch_backend import compiles, models
+from torch_backend.compiled import compiled
 from torch_backend.sync import synchronize
 
 
 class TorchInference:
     def __init__(self, model: str, variant: str, weights: dict[str, np.ndarray], sample_shape: tuple[int, ...],
-                 num_classes: int, device: torch.device, *, torch_compile: bool = False,
+                 num_classes: int, device: torch.device, *, compile_mode: str | None = None,
                  channels_last: bool = False, dtype: torch.dtype = torch.float32) -> None:
         self.device = device
         net = models.build(model, sample_shape, num_classes, variant)
@@ -27,9 +28,10 @@ class TorchInference:
         if channels_last:
             net = net.to(memory_format=torch.channels_last)
         self.parameter_count = sum(p.numel() for p in net.parameters())
-        self.torch_compile = torch_compile
+        # None: eager; else torch.compile's mode, the one the row names (runner.framework_options)
+        self.compile_mode = compile_mode
         self.eager_net = net  # FLOPs are counted on the eager module: the same operations, no recompilation
-        self.net = torch.compile(net) if torch_compile else net
+        self.net = compiled(net, compile_mode) if compile_mode is not None else net
 
     def to_device(self, x: np.ndarray):
         batch = torch.from_numpy(x).to(device=self.device, dtype=self.dtype)
@@ -42,7 +44,7 @@ class TorchInference:
         """Eager: nothing to compile. torch.compile compiles lazily inside the first call, which also runs
         the model once; its compile time is that first call minus the next (steady) call, so the execution
         is not counted as compilation."""
-        if not self.torch_compile:
+        if self.compile_mode is None:
             return {}
         first = self._timed_call(x)
         steady = self._timed_call(x)

@@ -80,6 +80,9 @@ class TorchOps:
     def compilations(self) -> int:
         return compiles.count()
 
+    def graph_breaks(self) -> dict[str, int]:
+        return compiles.graph_breaks()
+
     def loss_value(self, out) -> float:
         if self.world_size > 1:
             # Each rank's loss is its shard's mean; the global batch's loss is their average (equal shards).
@@ -125,6 +128,11 @@ class TorchDPOps(TorchOps):
 
     def loss_value(self, out) -> float:
         return float(out.item())  # already the global batch's mean: the update's all_reduce carried it
+
+
+def compile_mode_of(spec: JobSpec) -> str | None:
+    """torch.compile's mode for the cell's step or forward pass, the one its rows name; None: eager."""
+    return spec.torch_compile_mode if spec.torch_compile else None
 
 
 def dp_update_class(spec: JobSpec):
@@ -194,7 +202,7 @@ class TorchBackend:
 
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> TorchInference:
         return TorchInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
-                              torch_compile=spec.torch_compile, channels_last=spec.channels_last,
+                              compile_mode=compile_mode_of(spec), channels_last=spec.channels_last,
                               dtype=getattr(torch, DTYPE_NAMES[spec.precision]))
 
     def training_ops(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray],
@@ -208,7 +216,7 @@ class TorchBackend:
         model.to(self.device).train()
         rows.add("parameter_count", sum(p.numel() for p in model.parameters()), "parameters")
         model = with_precision(model, spec.precision)  # bf16, fp16: the forward pass under autocast
-        compile_mode = spec.torch_compile_mode if spec.torch_compile else None
+        compile_mode = compile_mode_of(spec)
         optimizer = build_optimizer(model.parameters(), spec)
         world_size = self.topology.world_size
         scaler = LossScaler(spec.precision, self.device)

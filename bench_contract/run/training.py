@@ -56,6 +56,10 @@ class TrainingOps(Protocol):
         """The dynamic loss scale the next step will use (fp16), None without loss scaling; may wait for the device."""
 
     compiles_lazily: bool  # compiled inside the first step (torch.compile), not ahead of time (JAX)
+
+    def graph_breaks(self) -> dict[str, int]:
+        """Where compiles_lazily: the graph breaks so far in this process by reason, places where the compiled
+        step ran eagerly between its graphs (TorchDynamo's count)."""
     # Poisson batches padded to one size (bench_contract.run.sampling; JAX: one compiled shape), not run as drawn
     pads_batches: bool
 
@@ -100,11 +104,18 @@ class LossScaleHistory:
             rows.add("skipped_steps", self.skipped, "steps")
 
 
-def record_lazy_compilation(rows: ResultRows, first_step_s: float, times_s: list[float]) -> None:
+def record_lazy_compilation(rows: ResultRows, first_step_s: float, times_s: list[float],
+                            graph_breaks: dict[str, int]) -> None:
     """A step compiled inside its first call (torch.compile): the compilation is that first step minus the steady
-    steps' median, as inference measures it (bench_contract.run.inference), so the execution is not counted."""
+    steps' median, as inference measures it (bench_contract.run.inference), so the execution is not counted; and
+    the graph breaks of the compiled step, by reason: where it ran eagerly between its graphs. PyTorch breaks a
+    training step's graph by design (around the optimizer's step, at backward(); issue 29), so a break is
+    recorded for the reader, not a fault in itself."""
     rows.add("compile_first_call_time", first_step_s, "s")
     rows.add("compile_time", max(first_step_s - float(np.median(times_s)), 0.0), "s")
+    reasons = "; ".join(f"{count}x {reason}" for reason, count in sorted(graph_breaks.items()))
+    rows.add("graph_breaks", sum(graph_breaks.values()), "breaks",
+             note=reasons or "none: the whole step ran as compiled graphs")
 
 
 def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray, progress: ProgressReporter | None = None) -> float:
@@ -184,7 +195,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     rows.add("recompilations_timed", timer.recompilations, "compilations")
     scales.record_skipped(rows)
     if ops.compiles_lazily:
-        record_lazy_compilation(rows, first_step_s, timer.times_s)
+        record_lazy_compilation(rows, first_step_s, timer.times_s, ops.graph_breaks())
     # batch_size is the global batch: throughput counts the samples of all ranks together.
     for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
         rows.add(metric, value, unit)

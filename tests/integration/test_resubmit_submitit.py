@@ -67,13 +67,12 @@ def test_a_submitit_array_whose_answer_was_lost_is_found_by_its_name_and_not_run
 
 
 def slurm_job_name(run: Campaign, job_id: str) -> str:
-    """The name Slurm has for a job: squeue's while the controller holds it (sacct may not list it yet), else
-    sacct's (the controller forgets a job MinJobAge after it ended)."""
-    for command in (["squeue", "-h", "-j", job_id, "-o", "%j"], ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobName"]):
-        proc = subprocess.run(command, capture_output=True, text=True, env=run.env, check=False)
-        if proc.returncode == 0 and proc.stdout.strip():
-            return proc.stdout.splitlines()[0].strip()
-    raise AssertionError(f"neither squeue nor sacct knows job {job_id}")
+    """The name Slurm's accounting has for a job (of its first record: an array's tasks share it), once it has one.
+    Not squeue's: once, under load, squeue named a job that had just ended "allocation" while sacct had its name."""
+    def name() -> str:
+        return subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobName"], capture_output=True,
+                              text=True, env=run.env, check=False).stdout.strip()
+    return run.wait_until(name, f"a sacct record of job {job_id}", 60).splitlines()[0].strip()
 
 
 def slurm_state(run: Campaign, job_id: str) -> str:

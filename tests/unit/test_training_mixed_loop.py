@@ -19,8 +19,9 @@ STEP_S = 0.005
 class FakeOps:
     """A step that compiles in its first call when `compiles_lazily`, and a loss scale that follows `scales`."""
 
-    def __init__(self, compiles_lazily=False, scales=None, recompiles_at=()):
+    def __init__(self, compiles_lazily=False, scales=None, recompiles_at=(), graph_breaks=None):
         self.compiles_lazily, self.scales, self.steps = compiles_lazily, scales, 0
+        self.breaks = graph_breaks or {}
         self.recompiles_at = set(recompiles_at)  # steps that compile again (a new shape), as Dynamo does
 
     def to_device(self, x, y):
@@ -40,6 +41,9 @@ class FakeOps:
     def compilations(self):
         return sum(1 for step in range(self.steps) if step == 0 or step in self.recompiles_at) \
             if self.compiles_lazily else 0
+
+    def graph_breaks(self):
+        return self.breaks
 
     def loss_value(self, out):
         return out
@@ -86,6 +90,17 @@ def test_a_lazily_compiled_step_has_its_compilation_recorded_apart_from_the_time
     assert max(values(rows, "step_time")) < COMPILE_S * 1e3 / 2  # ms: the compiling step is a warm-up step
     assert values(rows, "recompilations_timed") == [0]
     assert not values(train(FakeOps(), tmp_path), "compile_time")  # compiled ahead of time: the backend records it
+
+
+def test_a_lazily_compiled_step_records_its_graph_breaks_and_why(tmp_path):
+    breaks = {"Unsupported Tensor.backward() call": 1, "User-inserted graph break. Message: None": 2}
+    rows = train(FakeOps(compiles_lazily=True, graph_breaks=breaks), tmp_path)
+    (row,) = [r for r in rows if r["metric"] == "graph_breaks"]
+    assert row["value"] == 3
+    assert row["note"] == "1x Unsupported Tensor.backward() call; 2x User-inserted graph break. Message: None"
+    (whole,) = [r for r in train(FakeOps(compiles_lazily=True), tmp_path) if r["metric"] == "graph_breaks"]
+    assert whole["value"] == 0 and whole["note"].startswith("none")
+    assert not values(train(FakeOps(), tmp_path), "graph_breaks")  # nothing compiled lazily, nothing to break
 
 
 def test_a_recompilation_inside_the_timed_steps_is_counted_there(tmp_path):
