@@ -60,6 +60,7 @@ def test_pytorch_dp_sgd_defaults_to_torch_func_and_other_use_cases_have_no_engin
     ("digits", 3, {"dp_engines": ["torchfunc", "opacus"], "paired": True}, "give one --dp-engine per paired campaign"),
 ])
 def test_engines_are_refused_where_they_mean_nothing_in_one_sentence(benchmark, use_case, kwargs, message):
+    kwargs = dict(kwargs)  # a copy: the parameters are shared by every run of the test in this process (mutmut's)
     run = settings(paired=kwargs.pop("paired", False))
     frameworks, models = kwargs.pop("frameworks", []), kwargs.pop("models", [])
     with pytest.raises(UsageError) as error:
