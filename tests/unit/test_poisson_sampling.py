@@ -83,6 +83,8 @@ def test_a_padded_batch_masks_its_padding_and_splits_evenly_over_ranks():
     labels = np.concatenate([p[1] for p in parts])
     np.testing.assert_array_equal(labels, [1, 4, 5, PAD_LABEL, PAD_LABEL, PAD_LABEL])
     np.testing.assert_array_equal(np.concatenate([p[0] for p in parts])[3:], 0)
+    # The padded batch keeps the data's types (float32 inputs, int64 labels), as the compiled step expects them.
+    assert all(p[0].dtype == np.float32 and p[1].dtype == np.int64 for p in parts)
 
 
 def test_an_unpadded_batch_of_any_size_is_covered_once_by_the_ranks():
@@ -98,6 +100,8 @@ def test_a_draw_above_the_padded_size_is_refused_not_cut():
     x, y = np.zeros((10, 1), np.float32), np.zeros(10, np.int64)
     with pytest.raises(PoissonOverflow, match="refused rather than cut"):
         rank_batch(x, y, np.arange(5), Topology(), padded_to=4)
+    full = rank_batch(x, y, np.arange(4), Topology(), padded_to=4)  # a draw of exactly the padded size fits
+    assert full[0].shape == (4, 1) and (full[1] != PAD_LABEL).all()
 
 
 def test_the_spec_refuses_poisson_sampling_outside_dp_sgd_and_unknown_samplers():
@@ -160,3 +164,39 @@ def test_a_budget_planned_for_other_noise_is_not_recorded_and_the_rows_say_why()
     other = recorded(spec(privacy=budget, noise_multiplier=0.0))["privacy_epsilon"]
     assert other["value"] is None and other["note"].endswith(
         "computed at plan time for noise multiplier 1, but this run adds noise of multiplier 0")
+
+
+def test_every_sampling_and_privacy_row_has_its_unit_and_its_words():
+    """The rows a reader sees, whole: each metric's unit and note (mutation testing found them unchecked)."""
+    budget = {"epsilon": 0.27, "epsilon_rdp": 0.84, "delta": 1e-3, "delta_rule": "the largest power of ten below 1/N",
+              "steps": 31, "train_samples": 1000, "noise_multiplier": 1.0, "accountant": "dp-accounting x"}
+    rows = recorded(spec(privacy=budget, noise_multiplier=1.0), padded_to=40, draws=(30, 34))
+    assert {m: (r["unit"], r["note"]) for m, r in rows.items()} == {
+        "drawn_batch_size": ("samples", None),
+        "sampling_rate": ("fraction", "poisson sampling"),
+        "padded_batch_size": ("samples", "P(drawn batch > padded) <= 1e-09 per step"),
+        "padding_fraction": ("fraction", "share of the computed examples that were padding, over every training step"),
+        "privacy_epsilon": ("epsilon", "at delta 0.001 (the largest power of ten below 1/N) after 31 steps; "
+                                       "dp-accounting x"),
+        "privacy_epsilon_rdp": ("epsilon", "the RDP accountant's epsilon (TF Privacy's), at delta 0.001 (the largest "
+                                           "power of ten below 1/N): looser than the PLD one"),
+        "privacy_delta": ("delta", "the largest power of ten below 1/N"),
+    }
+    assert (rows["drawn_batch_size"]["value"], rows["drawn_batch_size"]["step"]) == (34, 1)  # the last draw's
+    assert rows["padded_batch_size"]["value"] == 40
+    without_rule = {k: v for k, v in budget.items() if k != "delta_rule"}
+    assert recorded(spec(privacy=without_rule, noise_multiplier=1.0))["privacy_epsilon"]["note"] == \
+        "at delta 0.001 after 31 steps; dp-accounting x"
+    assert recorded(spec(use_case=1, sampling="shuffle")) == {}  # not DP-SGD: no sampling row at all
+
+
+@pytest.mark.parametrize("spec_values, reason", [
+    ({"sampling": "shuffle"}, "shuffled fixed-size batches: the accountant's guarantee assumes Poisson sampling, so "
+                              "it does not apply to this run"),
+    ({}, "no budget was computed at plan time (the training split's size was not known there)"),
+    ({"privacy": {"epsilon": 1.0, "delta": 1e-3, "steps": 31, "train_samples": 999, "accountant": "x"}},
+     "the budget was computed at plan time for 999 training samples and 31 steps, but this run has 1000 and 31"),
+])
+def test_an_epsilon_that_is_not_available_says_why_in_epsilons(spec_values, reason):
+    row = recorded(spec(**spec_values))["privacy_epsilon"]
+    assert (row["value"], row["unit"], row["note"]) == (None, "epsilon", f"not available: {reason}")

@@ -155,3 +155,21 @@ def test_a_target_epsilon_needs_the_training_sets_size_at_plan_time():
         matrix.with_privacy(matrix.catalog.benchmark("nlp"), settings, 32)
     unknown = matrix.with_privacy(matrix.catalog.benchmark("nlp"), matrix.replace(settings, target_epsilon=None), 32)
     assert unknown == {}  # Poisson without a budget: the rows say why
+
+
+def test_the_budget_records_what_the_accountant_was_given_and_what_it_gave():
+    """In this process (the planning tests above plan through the command line): every field of the spec's budget."""
+    from importlib import metadata
+
+    steps = 2 * (1257 // 32)
+    budget = privacy.budget(1257, 32, 2, 1.1, None)
+    assert budget == {"epsilon": privacy.epsilon(32 / 1257, 1.1, steps, 1e-4),
+                      "epsilon_rdp": privacy.epsilon_rdp(32 / 1257, 1.1, steps, 1e-4), "delta": 1e-4,
+                      "delta_rule": "the largest power of ten below 1/N", "sampling_rate": 32 / 1257, "steps": steps,
+                      "train_samples": 1257, "noise_multiplier": 1.1,
+                      "accountant": "dp-accounting PLDAccountant (Poisson-subsampled Gaussian, add-or-remove-one; RDP "
+                                    f"beside it), dp-accounting {metadata.version('dp-accounting')}"}
+    assert 0 < budget["epsilon"] < budget["epsilon_rdp"] < math.inf
+    given = privacy.budget(1257, 32, 2, 1.1, 1e-6)
+    assert (given["delta"], given["delta_rule"]) == (1e-6, "--delta") and given["epsilon"] > budget["epsilon"]
+    assert privacy.chosen_delta(1257, None) == 1e-4 and privacy.chosen_delta(1257, 1e-6) == 1e-6

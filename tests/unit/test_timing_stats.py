@@ -64,3 +64,59 @@ def test_only_compilations_inside_timed_steps_are_counted():
 def test_the_minimum_count_must_be_positive():
     with pytest.raises(ValueError, match="min_iterations must be at least 1"):
         StepTimer(lambda out: None, 0).measure(lambda: None, 0, 1.0)
+
+
+def test_every_statistic_has_its_unit():
+    units = {metric: unit for metric, _, unit in step_time_statistics([0.001, 0.002], samples_per_step=4)}
+    assert units == {"throughput": "samples/s", "step_time_p50": "ms", "step_time_p90": "ms", "step_time_p95": "ms",
+                     "step_time_p99": "ms", "step_time_mean": "ms", "step_time_std": "ms", "step_time_cv": "ratio",
+                     "spread_too_wide": "flag", "timed_steps": "steps", "timed_duration": "s"}
+
+
+def test_the_percentiles_of_known_step_times():
+    s = stats([i / 1000 for i in range(1, 101)])  # 1 .. 100 ms
+    assert s["step_time_p50"] == pytest.approx(50.5) and s["step_time_p90"] == pytest.approx(90.1)
+    assert s["step_time_p95"] == pytest.approx(95.05) and s["step_time_p99"] == pytest.approx(99.01)
+    assert s["step_time_mean"] == pytest.approx(50.5) and s["timed_duration"] == pytest.approx(5.05)
+
+
+def test_a_spread_just_above_the_threshold_is_flagged_and_just_below_is_not():
+    def times(cv):  # two steps whose coefficient of variation (std with ddof 1 over the mean) is cv
+        half = cv / np.sqrt(2)
+        return [1 - half, 1 + half]
+
+    assert stats(times(CV_THRESHOLD * 1.01))["spread_too_wide"] == 1.0
+    assert stats(times(CV_THRESHOLD * 0.99))["spread_too_wide"] == 0.0
+
+
+def test_no_timed_step_is_refused_with_what_to_do():
+    with pytest.raises(ValueError, match="no timed steps: every step was a warm-up step; lower warmup_steps or "
+                                         "train longer"):
+        step_time_statistics([], 1)
+
+
+def test_the_repeat_settings_are_recorded_beside_the_measurement():
+    from types import SimpleNamespace
+
+    from helpers import rows_for_test
+
+    from bench_contract.measure.timing import record_repeat_settings
+
+    rows = rows_for_test()
+    record_repeat_settings(SimpleNamespace(timed_steps=7, min_duration_s=0.5), rows)
+    assert [(r["metric"], r["value"], r["unit"]) for r in rows.rows] == [("min_iterations", 7, "steps"),
+                                                                          ("min_duration", 0.5, "s")]
+
+
+def test_the_fastest_call_is_the_least_of_the_repeats_after_an_untimed_one(monkeypatch):
+    """On a clock only the calls move (the machine's load must not decide the answer)."""
+    from bench_contract.measure import timing
+
+    now, durations, synced = [0.0], iter([0.05, 0.03, 0.01, 0.02]), []
+
+    def call():  # the first call is not timed: its 0.05 never counts
+        now[0] += next(durations)
+
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+    assert timing.fastest_call(call, synced.append, repeats=3) == pytest.approx(0.01)
+    assert len(synced) == 4  # every call synchronised, the untimed one too
