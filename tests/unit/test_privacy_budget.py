@@ -173,3 +173,5 @@ def test_the_budget_records_what_the_accountant_was_given_and_what_it_gave():
     given = privacy.budget(1257, 32, 2, 1.1, 1e-6)
     assert (given["delta"], given["delta_rule"]) == (1e-6, "--delta") and given["epsilon"] > budget["epsilon"]
     assert privacy.chosen_delta(1257, None) == 1e-4 and privacy.chosen_delta(1257, 1e-6) == 1e-6
+    # Five digits, so that a delta taken from anything but N (str(None) has four characters) shows.
+    assert privacy.chosen_delta(45000, None) == privacy.budget(45000, 450, 1, 1.0, None)["delta"] == 1e-5
