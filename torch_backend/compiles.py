@@ -24,7 +24,6 @@ def count() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
-
 def graph_breaks() -> dict[str, int]:
     """Graph breaks so far in this process, by reason (its explanation's first words where Dynamo gives one):
     places where a compiled function ran eagerly between graphs."""

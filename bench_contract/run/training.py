@@ -56,12 +56,12 @@ class TrainingOps(Protocol):
         """The dynamic loss scale the next step will use (fp16), None without loss scaling; may wait for the device."""
 
     compiles_lazily: bool  # compiled inside the first step (torch.compile), not ahead of time (JAX)
+    # Poisson batches padded to one size (bench_contract.run.sampling; JAX: one compiled shape), not run as drawn
+    pads_batches: bool
 
     def graph_breaks(self) -> dict[str, int]:
         """Where compiles_lazily: the graph breaks so far in this process by reason, places where the compiled
         step ran eagerly between its graphs (TorchDynamo's count)."""
-    # Poisson batches padded to one size (bench_contract.run.sampling; JAX: one compiled shape), not run as drawn
-    pads_batches: bool
 
     def flops_per_step(self, batch: Any) -> Flops:
         """FLOPs of one step on the global batch, and how they were counted. Called once, after training
