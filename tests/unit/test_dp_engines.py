@@ -105,6 +105,7 @@ def test_every_row_names_the_engine_and_how_it_ran():
     ({"dp_engine": "opacus", "torch_compile": True}, "dp_engine opacus runs eagerly"),
 ])
 def test_a_hand_written_spec_with_an_engine_it_cannot_run_is_refused(overrides, message):
+    overrides = dict(overrides)  # a copy: the parameters are shared by every run of the test in this process
     with pytest.raises(SpecError, match=message):
         contract_spec(overrides.pop("framework", "torch"), **overrides)
 

@@ -128,6 +128,7 @@ def test_integrate_power_uses_trapezoids_inside_the_window():
     ("gpu", {"no_power": True}, "neither NVML's energy counter nor its power reading"),
 ])
 def test_energy_not_available_is_null_with_a_reason_never_zero(nvml, kind, setup, reason):
+    setup = dict(setup)  # a copy: the parameters are shared by every run of the test in this process (mutmut's)
     nvml([FakeGpu(energy_mj=None, power_mw=None) if setup.pop("no_power", False) else FakeGpu()], **setup)
     meter = energy.meter_for(kind, ())
     with meter:
