@@ -85,3 +85,45 @@ def test_runs_are_paired_only_when_every_run_of_both_sides_has_its_partner():
         data += [{**r, "pair_order": "jax,torch"} for r in rows("torch", trial, 1000.0 + trial, 0.02)]
     row = comparison_frame(pd.DataFrame(data)).iloc[0]
     assert row["runs_jax_torch"] == "3/2" and row["speedup_ci_low"] < row["speedup_ci_high"]
+
+
+@pytest.mark.parametrize("metric, value, shown", [
+    ("peak_host_rss", 3 * 2**20, "3"),  # bytes shown in MiB
+    ("peak_device_memory_allocated", 1536 * 2**20, "1,536"),
+    ("throughput", 1234.6, "1,235"),
+    ("throughput", 12.4, "12"),
+    ("test_accuracy", 0.98765, "0.988"),
+    ("test_accuracy", 0.5, "0.500"),  # three decimals always, not three significant digits
+    ("compute_bound", 1.0, "compute"),
+    ("compute_bound", 0.0, "memory"),
+    ("compute_bound", 0.5, "mixed"),  # the median of runs that disagree
+    ("mfu", 0.01234, "0.0123"),
+    ("step_time_p50", 99.94, "99.9"),
+    ("step_time_p50", 100.4, "100"),
+    ("compile_time", 1234.0, "1,234"),
+    ("mfu", float("nan"), "n/a"),
+    ("mfu", None, "n/a"),
+])
+def test_each_table_value_is_formatted_by_its_kind(metric, value, shown):
+    from orchestrator.results.compare import format_value
+
+    assert format_value(metric, value) == shown
+
+
+def test_a_row_is_comparable_only_when_its_certificate_says_yes():
+    from orchestrator.results.compare import comparable
+
+    assert comparable({"comparable": "yes"})
+    assert not comparable({"comparable": "PyTorch recompiled in its timed steps"}) and not comparable({})
+
+
+@pytest.mark.parametrize("settings, parts", [
+    ('{"b": 1, "dp_engine": "opacus", "a": 2}', ('{"a": 2, "b": 1}', "opacus")),  # keys sorted: one text per set
+    ('{"b": 1, "a": 2}', ('{"a": 2, "b": 1}', "")),
+    ("", ("{}", "")),
+    ("not json", ("not json", "")),  # a table from before settings were JSON keeps its text
+])
+def test_a_rows_settings_without_its_dp_engine(settings, parts):
+    from orchestrator.results.compare import without_engine
+
+    assert without_engine(settings) == parts
