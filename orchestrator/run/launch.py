@@ -30,7 +30,7 @@ from orchestrator.run.doctor import check_partition
 from orchestrator.run.limits import check_submit_limits, executor_array_limit
 from orchestrator.run.record import record_failed, recorder, submitting
 from orchestrator.run.status import follow_up
-from orchestrator.run.wait import wait_for_slurm, wait_for_submitit
+from orchestrator.run.wait import OutputsWritten, task_outputs, wait_for_slurm, wait_for_submitit
 from orchestrator.tables import format_table
 
 
@@ -267,7 +267,9 @@ def wait_for_jobs(req: LaunchRequest, campaign_dir: Path, submissions: list[subm
     """--wait: until every job has ended, then record each failed task (record.record_failed)."""
     if req.executor == "slurm":
         report("waiting for the jobs to finish (polling squeue with back-off)")
-        wait_for_slurm(submissions, report=report)
+        scripts = {sub.framework for sub in submissions}
+        cells = [c for c in campaigns.load_manifest(campaign_dir)["cells"] if c.get("script", c["framework"]) in scripts]
+        wait_for_slurm(submissions, report=report, woken=OutputsWritten(task_outputs(c["results"] for c in cells)))
     for sub in submissions:
         if sub.framework in submitit_jobs:
             report(f"waiting for submitit job {sub.job_id}")

@@ -28,7 +28,7 @@ from orchestrator.run.limits import executor_array_limit
 from orchestrator.run.reconcile import reconcile
 from orchestrator.run.record import record_failed, recorder, submitting
 from orchestrator.run.status import ACTIVE, SUCCESS, CellStatus, campaign_status, unknown_note
-from orchestrator.run.wait import wait_for_slurm, wait_for_submitit
+from orchestrator.run.wait import OutputsWritten, task_outputs, wait_for_slurm, wait_for_submitit
 
 
 @dataclass
@@ -296,7 +296,9 @@ class Rerun:
                                     arrays=[{"job_id": j} for j in r.job_ids]) for r in done]
         if self.executor == "slurm":
             self.report("waiting for the jobs to finish (polling squeue with back-off)")
-            wait_for_slurm(waited, report=self.report)
+            again = {(r.framework, index) for r in done for index in r.indices}
+            cells = [c for c in self.manifest["cells"] if (c.get("script", c["framework"]), c["array_index"]) in again]
+            wait_for_slurm(waited, report=self.report, woken=OutputsWritten(task_outputs(c["results"] for c in cells)))
         for r, w in zip(done, waited):
             if r.jobs:
                 self.report(f"waiting for submitit job {', '.join(r.job_ids)}")

@@ -30,7 +30,7 @@ from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.run.progress import progress_lines, text_bar
 from orchestrator.run.queue import ACTIVE, SLURM_STATE_NAMES, QueueUnreadable, read_sacct, read_squeue
 from orchestrator.run.submit import log_tail
-from orchestrator.run.wait import POLL_BACKOFF, Backoff
+from orchestrator.run.wait import POLL_BACKOFF, Backoff, OutputsWritten, task_outputs
 from orchestrator.tables import format_table
 
 SUCCESS = "completed"
@@ -318,8 +318,11 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
     folder = find_campaign(results_dir, campaign)
     report(f"campaign {folder.name}")
     unreadable_since = None  # when the queue last became unreadable, while it stays so
-    for _ in Backoff(interval, POLL_BACKOFF, WATCH_MAX_S).rounds():
+    woken = OutputsWritten()  # the outputs of the cells active at the first poll, once it has been made
+    for round_number in Backoff(interval, POLL_BACKOFF, WATCH_MAX_S).rounds(woken):
         cells = campaign_status(folder)
+        if round_number == 0:
+            woken.expect(task_outputs(c.results for c in cells if c.state in UNSETTLED))
         report(progress_bar(cells))
         # Each running cell's own progress, from the heartbeat its task writes (never from its log).
         for line in progress_lines([c for c in cells if c.state == "running"]):
