@@ -1,8 +1,8 @@
 """`main.py collect`: merge every task's Parquet file under results/ into one dataset, and compare JAX with PyTorch.
 
 The flow (collect_and_report), in named steps: find the task files and read the new ones (merge; task_files),
-publish the next generation of the merged dataset (store), list the cells without a result (missing), and show
-the comparison (views).
+publish the next generation of the merged dataset with the calibration both frameworks share (store;
+shared_calibration), list the cells without a result (missing), and show the comparison (views).
 
 Each task wrote its own file atomically; collect only reads them. A result counts only when it reads whole
 (bench_contract.results.result_problem, the definition status and resubmit use too): a file that is empty,
@@ -52,6 +52,7 @@ from orchestrator.results.missing import (
     write_failures,
 )
 from orchestrator.results.progress_bar import Progress, progress_for
+from orchestrator.results.shared_calibration import with_own_names, write_shared_part
 from orchestrator.results.task_files import all_task_files, read_task_file, task_path, widened
 from orchestrator.results.views import curve_frame, summary_frame, summary_lines
 from orchestrator.run.submit import LOG_LINES
@@ -171,7 +172,9 @@ def merge_generation(results_dir: Path, output: Path, others: Sequence[Path] = (
         store.drop_rows(gen, files, set(removed) | set(changed))
         skipped = read_new_files(results_dir, gen, to_read, on_disk, files, progress and progress(len(to_read)))
         losers = keep_newest_runs(gen, files, on_disk, index["superseded"])
-        store.save_merged(gen, index, store.compact(gen, files))
+        parts = store.compact(gen, files)
+        shared = write_shared_part(gen, parts)
+        store.save_merged(gen, index, [*parts, shared] if shared else parts)
         store.publish_generation(output, gen)
     except BaseException:  # a full disk, mostly: the published generation stays, the unpublished one goes
         store.discard_generation(output, gen)
@@ -222,7 +225,7 @@ def read_new_files(results_dir: Path, output: Path, to_read: list[str], on_disk:
         with ThreadPoolExecutor(READ_THREADS) as pool:
             for start in range(0, len(to_read), READ_BATCH):
                 batch = to_read[start:start + READ_BATCH]
-                yield from widened(batch, list(pool.map(read, batch)), skipped, good)
+                yield from map(with_own_names, widened(batch, list(pool.map(read, batch)), skipped, good))
                 progress.advance(len(batch))
 
     new_part = store.write_part(output, tables()) if to_read else None

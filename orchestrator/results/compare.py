@@ -141,7 +141,7 @@ def with_shared_peak(df):
     peak_flops rows then say the shared peak too."""
     run, group = present(list(RUN), df), present(PEAK_GROUP, df)
     shared = highest_per(df, "peak_flops", group)
-    if shared.empty or not (df["metric"] == "mfu").any():
+    if shared.empty:
         return df
     own = df[summary_metric(df, "peak_flops") & df["value"].notna()].drop_duplicates([*group, *run])
     own = own.set_index([*group, *run])["value"]
@@ -209,8 +209,14 @@ def with_variant_label(df):
 
 
 def with_row_key(df):
-    """The frame with every ROW_KEY column (a table from before a column existed reads it as empty), the CPU
-    settings as text: the count on a CPU, "" where not recorded or the device is not the CPU."""
+    """The frame with every ROW_KEY column and the CPU settings as text (with_device_key), JAX's rows beside each
+    PyTorch DP-SGD engine (with_jax_beside_each_engine)."""
+    return with_jax_beside_each_engine(with_device_key(df))
+
+
+def with_device_key(df):
+    """The frame (its rows and index as they are) with every ROW_KEY column (a table from before a column existed
+    reads it as empty), the CPU settings as text: the count on a CPU, "" where not recorded or not on the CPU."""
     import pandas as pd
 
     missing = {c: "" for c in ROW_KEY if c not in df}
@@ -220,7 +226,7 @@ def with_row_key(df):
     for column in CPU_SETTINGS:
         numbers = pd.to_numeric(df[column], errors="coerce")
         texts[column] = [str(int(n)) if cpu and not np.isnan(n) else "" for n, cpu in zip(numbers, on_cpu)]
-    return with_jax_beside_each_engine(df.assign(**texts))
+    return df.assign(**texts)
 
 
 def without_engine(settings: str) -> tuple[str, str]:

@@ -27,7 +27,9 @@ from orchestrator.errors import OrchestratorError
 
 MERGED = "merged.parquet"  # the merged dataset's default place in the results folder
 INDEX = "_index.json"  # pyarrow and pandas skip names that start with "_" when they read the folder
-INDEX_VERSION = 2  # 2: each file's cell key and start time, and the files superseded by a newer run
+# 2: each file's cell key and start time, and the files superseded by a newer run; 3: the calibrated metrics
+# renamed <metric>_own in the files' parts, and the shared ones in a derived part (results.shared_calibration).
+INDEX_VERSION = 3
 ROW_GROUP = 100_000  # rows buffered before they are written out as one row group
 MAX_PARTS = 16  # more parts than this are compacted into one (each part costs readers a file open)
 # A generation replaced by the next stays this long, for readers that resolved it before the switch (a report
@@ -281,9 +283,9 @@ class NoRows(Exception):
     """A part that would hold no rows: its temporary file is dropped, not published."""
 
 
-def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
-    """Write the tables, in order, as one new part (bench_contract.atomic.publish: whole or not at all); None
-    when there were no rows to write."""
+def write_part(output: Path, tables, empty_ok: bool = False, prefix: str = "part-") -> str | None:
+    """Write the tables, in order, as one new part named `prefix` and a token (bench_contract.atomic.publish:
+    whole or not at all); None when there were no rows to write."""
     import pyarrow.parquet as pq
 
     from bench_contract.results import SCHEMA
@@ -303,7 +305,7 @@ def write_part(output: Path, tables, empty_ok: bool = False) -> str | None:
         if rows == 0 and not empty_ok:
             raise NoRows
 
-    name = f"part-{secrets.token_hex(6)}.parquet"
+    name = f"{prefix}{secrets.token_hex(6)}.parquet"
     try:
         publish(output / name, write)
     except NoRows:
