@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_backend import compiles, models
+from jax_backend import census, compiles, models
 from jax_backend.sync import synchronize
 
 
@@ -36,6 +36,9 @@ class JaxInference:
         from jax_backend.efficiency import traced_flops
 
         return traced_flops(self.jaxpr, self.compiled)
+
+    def precision_census(self, x) -> dict[str, set[str]]:
+        return census.census(self.jaxpr)  # the forward pass as traced for compilation: what every pass ran
 
     def forward(self, x):
         return self.compiled(self.variables, x)

@@ -1,11 +1,11 @@
-"""The precision census of a PyTorch step (bench_contract.run.census), from the ATen operations one step dispatched:
-what autocast actually did (its casts happen before dispatch), not what the policy's words claim.
+"""The precision census of a PyTorch step or forward pass (bench_contract.run.census), from the ATen operations it
+dispatched: what autocast actually did (its casts happen before dispatch), not what the policy's words claim.
 
 Each operation is classed by its ATen name:
 - matmul: mm, addmm, bmm, baddbmm, convolution and their backward: their first operand's dtype;
 - normalisation: native layer, group and batch norm, forward: their output's dtype;
-- softmax: _softmax: its input's dtype (it computes in it); scaled dot-product attention counts as a matmul and a
-  softmax in its inputs' dtype;
+- softmax: _softmax: its input's dtype (it computes in it); scaled dot-product attention and the fused attention of
+  nn.MultiheadAttention's inference fast path count as a matmul and a softmax in their inputs' dtype;
 - loss: _log_softmax and nll_loss: their input's dtype;
 - optimizer update: every floating-point result between the optimizer step's pre- and post-hooks (for a
   multi-tensor in-place operation, which returns nothing, the tensors it updates).
@@ -23,6 +23,9 @@ MATMULS = {"mm", "addmm", "bmm", "baddbmm", "convolution", "convolution_backward
 NORMS = {"native_layer_norm", "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
          "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional"}
 LOSSES = {"_log_softmax", "nll_loss_forward", "nll_loss2d_forward"}
+# nn.MultiheadAttention's fast path in eval mode without gradients (inference): projections, softmax and the
+# weighted sum in one operation, computed in its inputs' dtype; the ViT's inference census saw no softmax without it.
+FUSED_ATTENTION = {"_native_multi_head_attention"}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -52,7 +55,7 @@ class Census(TorchDispatchMode):
             self.add("optimizer update", float_dtypes(out) or float_dtypes(args[:1]))
         elif name in MATMULS:
             self.add("matmul", first)
-        elif name.startswith("_scaled_dot_product"):
+        elif name.startswith("_scaled_dot_product") or name in FUSED_ATTENTION:
             self.add("matmul", first)
             self.add("softmax", first)
         elif name in NORMS:
@@ -85,4 +88,12 @@ def step_census(step: Callable[[], object], optimizer: torch.optim.Optimizer) ->
     finally:
         for hook in hooks:
             hook.remove()
+    return census.found
+
+
+def forward_census(forward: Callable[[], object]) -> dict[str, set[str]]:
+    """The census of one call of `forward` (an inference forward pass: no loss, no update)."""
+    census = Census()
+    with census:
+        forward()
     return census.found

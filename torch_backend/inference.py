@@ -8,7 +8,7 @@ import time
 import numpy as np
 import torch
 
-from torch_backend import compiles, models
+from torch_backend import census, compiles, models
 from torch_backend.compiled import compiled
 from torch_backend.sync import synchronize
 
@@ -59,14 +59,26 @@ class TorchInference:
         with torch.inference_mode():
             return self.net(x)
 
+    def eager_forward(self, x):
+        """The forward pass of the eager module: the same operations as the compiled one, which FLOPs and the
+        census are taken from (a dispatch mode sees no operation inside a compiled graph)."""
+        with torch.inference_mode():
+            return self.eager_net(x)
+
     def flops_per_step(self, x):
         from torch_backend.efficiency import counted_flops
 
-        def forward():
-            with torch.inference_mode():
-                self.eager_net(x)
+        return counted_flops(lambda: self.eager_forward(x))
 
-        return counted_flops(forward)
+    def precision_census(self, x) -> dict[str, set[str]]:
+        """The census of one eager forward pass, under no_grad rather than inference_mode: in inference mode a
+        dispatch mode sees the composite operations (aten.linear, aten.layer_norm) that the census does not
+        class, and saw nothing here; without gradients the same kernels run, as their ATen operations."""
+        def forward():
+            with torch.no_grad():
+                return self.eager_net(x)
+
+        return census.forward_census(forward)
 
     def synchronize(self, out) -> None:
         synchronize(self.device)

@@ -23,6 +23,7 @@ from bench_contract.measure.timing import StepTimer, record_repeat_settings, ste
 from bench_contract.measure.tracing import Tracer, record_trace
 from bench_contract.models import vision
 from bench_contract.results import ResultRows
+from bench_contract.run import census
 from bench_contract.run.progress import ProgressReporter
 from bench_contract.spec import JobSpec
 
@@ -118,6 +119,9 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
     batch = ops.to_device(x)
     for metric, seconds in ops.compile(batch).items():
         rows.add(metric, seconds, "s")
+    # The dtypes the forward pass computed in, as it ran (bench_contract.run.census); a test's fake ops take none.
+    if hasattr(ops, "precision_census"):
+        rows.context["precision_census"] = census.census_text(ops.precision_census(batch))
     progress.note(f"batch size {spec.batch_size}: first pass after compilation")
     start = time.perf_counter()
     out = ops.forward(batch)

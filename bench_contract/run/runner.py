@@ -266,7 +266,7 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         "settings": spec.measured_settings(),
         "dp_engine": engine,
         "dp_engine_mode": engine_mode,
-        "precision_census": "",  # a training step's, once it ran (run_training)
+        "precision_census": "",  # a training step's or a forward pass's, once it ran (run_training, run_inference)
     }
 
 

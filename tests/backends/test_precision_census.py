@@ -85,3 +85,25 @@ def test_the_certificate_catches_a_jax_policy_that_casts_everything(bf16_runs):
     assert report.returncode == 0, report.stderr
     markdown = next(results.rglob("report.md")).read_text()
     assert reason in markdown and "not comparable" in markdown
+
+
+# Inference (use case 5, image models): the forward pass's census, in eval mode. bf16 casts every parameter and
+# buffer in both (module.to(dtype), and JAX's variables alike), so every class computes in bfloat16: the ViT's layer
+# norm and attention's softmax, the GroupNorm ResNet's convolutions and group norm.
+INFERENCE_CASES = {"vit_b_16": ("imagenet", "vit_b_16"), "resnet18_gn": ("cifar10", "resnet18_gn")}
+
+
+@pytest.mark.parametrize("name", INFERENCE_CASES)
+def test_the_inference_forward_passes_take_a_census_that_agrees(tmp_path, name):
+    benchmark, model = INFERENCE_CASES[name]
+    censuses = {}
+    for framework in ("jax", "torch"):
+        spec = make_spec(framework, tmp_path, benchmark=benchmark, model=model, model_variant="tiny", use_case=5,
+                         precision="bf16", data_source="synthetic", synthetic_samples=64, batch_size=8,
+                         warmup_steps=1)
+        proc = run_backend(framework, spec, tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        censuses[framework] = json.loads(read_task_table(spec.results_path).to_pandas().precision_census.iloc[0])
+    assert censuses["jax"] == censuses["torch"]
+    assert censuses["jax"]["matmul"] == censuses["jax"]["normalisation"] == ["bfloat16"]
+    assert "loss" not in censuses["jax"] and "optimizer update" not in censuses["jax"]  # a forward pass only
