@@ -24,6 +24,7 @@ import contextvars
 from dataclasses import dataclass
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 
@@ -45,6 +46,19 @@ def policy(compute, norms_in_float32: bool):
         yield
     finally:
         _POLICY.reset(token)
+
+
+# The named scope of a residual connection's addition, by which the precision census (jax_backend.census) tells the
+# residual stream from the network's other additions. PyTorch's census finds the same additions by the block that
+# runs them (torch_backend.census.RESIDUAL_BLOCKS).
+RESIDUAL_SCOPE = "residual_stream"
+
+
+def residual(stream, branch):
+    """stream + branch, a residual connection (a transformer's or a ResNet's), in RESIDUAL_SCOPE; its dtype follows
+    the usual promotion, as in PyTorch (a float32 stream plus a bfloat16 branch is float32)."""
+    with jax.named_scope(RESIDUAL_SCOPE):
+        return stream + branch
 
 
 def dense(features: int, *, name: str, use_bias: bool = True) -> nn.Dense:

@@ -8,6 +8,8 @@ scopes the steps put around the loss and the optimizer's update, LOSS_SCOPE and 
   norm take rsqrt(variance + epsilon); the modules carry PyTorch's names, "blocks.0.ln_1", not their class's): its
   output's dtype;
 - softmax: exp outside the loss (the models' only exponentials are their attention's softmax): its dtype;
+- residual stream: the forward additions of the residual connections (autocast.residual's scope): their output's
+  dtype;
 - loss and optimizer update: every floating-point result inside their scopes.
 """
 
@@ -18,6 +20,7 @@ import re
 import jax.numpy as jnp
 import numpy as np
 
+from jax_backend.autocast import RESIDUAL_SCOPE
 from jax_backend.steps import LOSS_SCOPE, UPDATE_SCOPE
 
 MATMULS = ("dot_general", "conv_general_dilated")
@@ -63,6 +66,8 @@ def census(closed_jaxpr) -> dict[str, set[str]]:
         elif in_scope(stack, LOSS_SCOPE):
             if name != "convert_element_type":  # the cast into the loss is the loss's input, not its arithmetic
                 found.setdefault("loss", set()).update(float_dtypes(eqn.outvars))
+        elif name == "add" and in_scope(stack, RESIDUAL_SCOPE) and BACKWARD not in stack:
+            found.setdefault("residual stream", set()).update(float_dtypes(eqn.outvars))
         elif name in MATMULS:
             found.setdefault("matmul", set()).update(float_dtypes(eqn.invars[:1]))
         elif name == "exp":

@@ -29,9 +29,9 @@ class TextTransformer(nn.Module):
         keep = tokens != text.PAD_ID
         for i in range(c.layers):
             p = f"layers.{i}"
-            x = x + vision.self_attention(layer_norm(x, f"{p}.norm1"), c.heads, f"{p}.self_attn", keep)
+            x = autocast.residual(x, vision.self_attention(layer_norm(x, f"{p}.norm1"), c.heads, f"{p}.self_attn", keep))
             y = nn.gelu(autocast.dense(c.mlp_dim, name=f"{p}.linear1")(layer_norm(x, f"{p}.norm2")), approximate=False)
-            x = x + autocast.dense(c.d_model, name=f"{p}.linear2")(y)
+            x = autocast.residual(x, autocast.dense(c.d_model, name=f"{p}.linear2")(y))
         # Mean over the real tokens (the class token included, so never over none).
         weights = keep.astype(x.dtype)[:, :, None]
         pooled = (layer_norm(x, "norm") * weights).sum(axis=1) / weights.sum(axis=1)

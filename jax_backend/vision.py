@@ -142,7 +142,7 @@ class ResNet(nn.Module):
                 if i == 0 and (stride != 1 or inplanes != planes * expansion):
                     identity = norm(conv(x, planes * expansion, 1, stride, name=f"{p}.downsample.0"),
                                     f"{p}.downsample.1")
-                x = nn.relu(out + identity)
+                x = nn.relu(autocast.residual(identity, out))
                 inplanes = planes * expansion
         return autocast.dense(self.num_classes, name="fc")(x.mean(axis=(1, 2)))
 
@@ -181,10 +181,10 @@ class VisionTransformer(nn.Module):
         for i in range(c.num_layers):
             p = f"encoder.layers.encoder_layer_{i}"
             y = layer_norm(x, eps, f"{p}.ln_1")
-            x = x + self_attention(y, c.num_heads, f"{p}.self_attention")
+            x = autocast.residual(x, self_attention(y, c.num_heads, f"{p}.self_attention"))
             y = layer_norm(x, eps, f"{p}.ln_2")
             y = nn.gelu(autocast.dense(c.mlp_dim, name=f"{p}.mlp.0")(y), approximate=False)  # PyTorch's GELU is exact
-            x = x + autocast.dense(d, name=f"{p}.mlp.3")(y)
+            x = autocast.residual(x, autocast.dense(d, name=f"{p}.mlp.3")(y))
         x = layer_norm(x, eps, "encoder.ln")
         return autocast.dense(self.num_classes, name="heads.head")(x[:, 0])
 
@@ -215,7 +215,7 @@ class MobileNetV3(nn.Module):
                 y = squeeze_excitation(y, b.squeeze_channels, name=f"{p}.{k}", act=nn.relu, scale_act=nn.hard_sigmoid)
                 k += 1
             y = conv_norm_act(y, b.out_channels, 1, name=f"{p}.{k}", eps=eps, train=train)
-            x = y + x if b.stride == 1 and b.input_channels == b.out_channels else y
+            x = autocast.residual(x, y) if b.stride == 1 and b.input_channels == b.out_channels else y
         last = len(self.blocks) + 1
         x = conv_norm_act(x, 6 * self.blocks[-1].out_channels, 1, name=f"features.{last}", eps=eps,
                           act=nn.hard_swish, train=train)
@@ -245,7 +245,7 @@ class EfficientNet(nn.Module):
                                   train=train)
                 y = squeeze_excitation(y, max(1, inp // 4), name=f"{p}.{k + 1}", act=nn.silu, scale_act=nn.sigmoid)
                 y = conv_norm_act(y, s.out_channels, 1, name=f"{p}.{k + 2}", train=train)
-                x = y + x if stride == 1 and inp == s.out_channels else y
+                x = autocast.residual(x, y) if stride == 1 and inp == s.out_channels else y
         last = len(self.stages) + 1
         x = conv_norm_act(x, 4 * self.stages[-1].out_channels, 1, name=f"features.{last}", act=nn.silu, train=train)
         return autocast.dense(self.num_classes, name="classifier.1")(x.mean(axis=(1, 2)))

@@ -6,6 +6,9 @@ Each operation is classed by its ATen name:
 - normalisation: native layer, group and batch norm, forward: their output's dtype;
 - softmax: _softmax: its input's dtype (it computes in it); scaled dot-product attention and the fused attention of
   nn.MultiheadAttention's inference fast path count as a matmul and a softmax in their inputs' dtype;
+- residual stream: add and add_ of two tensors of one shape, run by a residual block itself (RESIDUAL_BLOCKS),
+  not by a module inside it: their output's dtype (the modules running are followed with global forward hooks
+  while the census is taken);
 - loss: _log_softmax and nll_loss: their input's dtype;
 - optimizer update: every floating-point result between the optimizer step's pre- and post-hooks (for a
   multi-tensor in-place operation, which returns nothing, the tensors it updates).
@@ -26,6 +29,13 @@ LOSSES = {"_log_softmax", "nll_loss_forward", "nll_loss2d_forward"}
 # nn.MultiheadAttention's fast path in eval mode without gradients (inference): projections, softmax and the
 # weighted sum in one operation, computed in its inputs' dtype; the ViT's inference census saw no softmax without it.
 FUSED_ATTENTION = {"_native_multi_head_attention"}
+# The blocks whose own additions are residual connections, by module and class name (importing torchvision here
+# would cost every process its 1.2 s import): the transformers' encoder layers, the ResNets' blocks, MobileNet's and
+# EfficientNet's inverted residuals. JAX marks the same additions with autocast.residual.
+RESIDUAL_BLOCKS = {("torchvision.models.vision_transformer", "EncoderBlock"), ("torchvision.models.resnet", "BasicBlock"),
+                   ("torchvision.models.resnet", "Bottleneck"), ("torchvision.models.mobilenetv3", "InvertedResidual"),
+                   ("torchvision.models.efficientnet", "MBConv"), ("torch_backend.text", "EncoderLayer")}
+ADDITIONS = {"add", "add_"}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -36,6 +46,13 @@ def float_dtypes(values) -> set[str]:
     return {dtype_name(t.dtype) for t in tree_leaves(values) if isinstance(t, torch.Tensor) and t.is_floating_point()}
 
 
+def same_shape(operands) -> bool:
+    """Whether an addition's two operands are tensors of one shape, as a residual connection's are: a bias added in
+    the block's own code (F.linear decomposed under vmap into a matmul and an add) is broadcast, and left out."""
+    return (len(operands) == 2 and all(isinstance(t, torch.Tensor) for t in operands)
+            and operands[0].shape == operands[1].shape)
+
+
 class Census(TorchDispatchMode):
     """Records, while active, the dtypes of each class of operation (`found`)."""
 
@@ -43,6 +60,26 @@ class Census(TorchDispatchMode):
         super().__init__()
         self.found: dict[str, set[str]] = {}
         self.in_update = False
+        self.modules: list[type] = []  # the classes of the modules running, innermost last
+
+    def __enter__(self):
+        self.hooks = [torch.nn.modules.module.register_module_forward_pre_hook(self.entering_module),
+                      torch.nn.modules.module.register_module_forward_hook(self.leaving_module)]
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for hook in self.hooks:
+            hook.remove()
+        return super().__exit__(*exc)
+
+    def entering_module(self, module, _inputs) -> None:
+        self.modules.append(type(module))
+
+    def leaving_module(self, _module, _inputs, _output) -> None:
+        self.modules.pop()
+
+    def in_residual_block(self) -> bool:
+        return bool(self.modules) and (self.modules[-1].__module__, self.modules[-1].__qualname__) in RESIDUAL_BLOCKS
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -53,6 +90,8 @@ class Census(TorchDispatchMode):
             # CUDA by default) return nothing, and their targets are their first argument. On the H200 every
             # training row read "optimizer update float32 in JAX, none in PyTorch" for want of this.
             self.add("optimizer update", float_dtypes(out) or float_dtypes(args[:1]))
+        elif name in ADDITIONS and self.in_residual_block() and same_shape(args[:2]):
+            self.add("residual stream", float_dtypes(out))
         elif name in MATMULS:
             self.add("matmul", first)
         elif name.startswith("_scaled_dot_product") or name in FUSED_ATTENTION:

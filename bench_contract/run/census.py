@@ -10,6 +10,8 @@ accumulator (oneDNN's and XLA's float32 accumulation of a bfloat16 matmul are al
 - matmul: matrix products and convolutions, forward and backward (their operands' dtype);
 - normalisation: layer, group and batch norm (their outputs, forward);
 - softmax: attention's softmax (what the exponentials are computed in);
+- residual stream: the additions of the residual connections of transformer and ResNet blocks (their outputs,
+  forward): what the stream between blocks is carried in;
 - loss: the log-softmax and cross-entropy of the loss;
 - optimizer update: the arithmetic of the optimizer's update of the parameters.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import json
 
-CLASSES = ("matmul", "normalisation", "softmax", "loss", "optimizer update")
+CLASSES = ("matmul", "normalisation", "softmax", "residual stream", "loss", "optimizer update")
 
 
 def census_text(census: dict[str, set[str] | list[str]]) -> str:

@@ -54,6 +54,8 @@ def test_the_transformers_bf16_steps_compute_alike_in_both(bf16_runs):
     jax, torch = census_of(frames, "transformer", "jax"), census_of(frames, "transformer", "torch")
     assert jax == torch
     assert jax["normalisation"] == ["float32"] and jax["softmax"] == jax["matmul"] == ["bfloat16"]
+    # The stream between the layers: float32 embeddings plus bfloat16 branches, promoted to float32 in both.
+    assert jax["residual stream"] == ["float32"]
 
 
 def test_the_certificate_catches_a_jax_policy_that_casts_everything(bf16_runs):
@@ -76,11 +78,12 @@ def test_the_certificate_catches_a_jax_policy_that_casts_everything(bf16_runs):
     (results / "broken" / "rows" / "torch").mkdir(parents=True)
     shutil.copy(root / "c" / "rows" / "torch" / "transformer.parquet", results / "broken" / "rows" / "torch")
     broken = json.loads(read_task_table(spec.results_path).to_pandas().precision_census.iloc[0])
-    assert broken["normalisation"] == ["bfloat16"]
+    assert broken["normalisation"] == broken["residual stream"] == ["bfloat16"]
     reason = "normalisation bfloat16 in JAX, float32 in PyTorch"
     collected = run_cli("collect", "--results-dir", str(results))
     assert collected.returncode == 0, collected.stderr
     assert f"not comparable, nlp transformer (tiny) batch 8: {reason}" in collected.stdout, collected.stdout
+    assert "residual stream bfloat16 in JAX, float32 in PyTorch" in collected.stdout, collected.stdout
     report = run_cli("report", "--results-dir", str(results))
     assert report.returncode == 0, report.stderr
     markdown = next(results.rglob("report.md")).read_text()
@@ -106,4 +109,5 @@ def test_the_inference_forward_passes_take_a_census_that_agrees(tmp_path, name):
         censuses[framework] = json.loads(read_task_table(spec.results_path).to_pandas().precision_census.iloc[0])
     assert censuses["jax"] == censuses["torch"]
     assert censuses["jax"]["matmul"] == censuses["jax"]["normalisation"] == ["bfloat16"]
+    assert censuses["jax"]["residual stream"] == ["bfloat16"]
     assert "loss" not in censuses["jax"] and "optimizer update" not in censuses["jax"]  # a forward pass only
