@@ -29,7 +29,8 @@ class TextTransformer(nn.Module):
         keep = tokens != text.PAD_ID
         for i in range(c.layers):
             p = f"layers.{i}"
-            x = autocast.residual(x, vision.self_attention(layer_norm(x, f"{p}.norm1"), c.heads, f"{p}.self_attn", keep))
+            attention = vision.self_attention(layer_norm(x, f"{p}.norm1"), c.heads, f"{p}.self_attn", keep)
+            x = autocast.residual(x, attention)
             y = nn.gelu(autocast.dense(c.mlp_dim, name=f"{p}.linear1")(layer_norm(x, f"{p}.norm2")), approximate=False)
             x = autocast.residual(x, autocast.dense(c.d_model, name=f"{p}.linear2")(y))
         # Mean over the real tokens (the class token included, so never over none).

@@ -8,7 +8,8 @@ from pathlib import Path
 # there are CPUs. An OpenMP thread that waits spins by default, and on a machine so shared the spinning threads
 # take the cores from the ones with work: next to a busy loop on one of two cores, a PyTorch digits cell here
 # took 9.0 s (9.7 s of CPU), against 7.8 s (7.8 s of CPU) with waiting threads asleep (PASSIVE; one run each).
-# The results are the same either way; only the waiting changes. Set before any test starts a process, so every one inherits it.
+# The results are the same either way; only the waiting changes. Set before any test starts a process, so that
+# every one inherits it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Tests import the project's packages and tests/helpers.py from the repository, installed or not.

@@ -32,8 +32,9 @@ FUSED_ATTENTION = {"_native_multi_head_attention"}
 # The blocks whose own additions are residual connections, by module and class name (importing torchvision here
 # would cost every process its 1.2 s import): the transformers' encoder layers, the ResNets' blocks, MobileNet's and
 # EfficientNet's inverted residuals. JAX marks the same additions with autocast.residual.
-RESIDUAL_BLOCKS = {("torchvision.models.vision_transformer", "EncoderBlock"), ("torchvision.models.resnet", "BasicBlock"),
-                   ("torchvision.models.resnet", "Bottleneck"), ("torchvision.models.mobilenetv3", "InvertedResidual"),
+RESIDUAL_BLOCKS = {("torchvision.models.vision_transformer", "EncoderBlock"),
+                   ("torchvision.models.resnet", "BasicBlock"), ("torchvision.models.resnet", "Bottleneck"),
+                   ("torchvision.models.mobilenetv3", "InvertedResidual"),
                    ("torchvision.models.efficientnet", "MBConv"), ("torch_backend.text", "EncoderLayer")}
 ADDITIONS = {"add", "add_"}
 

@@ -268,7 +268,8 @@ def wait_for_jobs(req: LaunchRequest, campaign_dir: Path, submissions: list[subm
     if req.executor == "slurm":
         report("waiting for the jobs to finish (polling squeue with back-off)")
         scripts = {sub.framework for sub in submissions}
-        cells = [c for c in campaigns.load_manifest(campaign_dir)["cells"] if c.get("script", c["framework"]) in scripts]
+        cells = [c for c in campaigns.load_manifest(campaign_dir)["cells"]
+                 if c.get("script", c["framework"]) in scripts]
         wait_for_slurm(submissions, report=report, woken=OutputsWritten(task_outputs(c["results"] for c in cells)))
     for sub in submissions:
         if sub.framework in submitit_jobs:

@@ -139,7 +139,8 @@ def test_wait_ends_within_a_poll_of_the_last_task_leaving_the_queue(tmp_path, mo
 
     folder = campaign(tmp_path)
     slurm_that_lets_go_at(tmp_path, monkeypatch, clock, WRITTEN_AT, GONE_AT)
-    submissions = [Submission("jax", "70", ["70_0", "70_1", "70_2"]), Submission("torch", "71", ["71_0", "71_1", "71_2"])]
+    submissions = [Submission("jax", "70", ["70_0", "70_1", "70_2"]),
+                   Submission("torch", "71", ["71_0", "71_1", "71_2"])]
     wait_for_jobs(SimpleNamespace(executor="slurm", command="main.py --wait"), folder, submissions, {},
                   report=lambda line: None)
     assert all(not sub.failed for sub in submissions)
