@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from functools import partial
 from pathlib import Path
@@ -277,5 +278,19 @@ class TorchBackend:
                                                       "statistics (host memory: peak_host_rss)")
 
 
+def leave(backend: TorchBackend, code: int) -> None:
+    """Exit with `code`. A rank of a multi-process run leaves without the interpreter's teardown: there PyTorch's
+    gloo threads aborted a finished rank ("terminate called without an active exception", twice in the cluster
+    tests under load, after the barrier and destroy_process_group of `finish`), and srun cancelled the whole step
+    though rank 0 had written the results. Once main has returned, the results and failure rows are published
+    (bench_contract.atomic flushes them to disk) and only the standard streams are left to flush."""
+    if backend.topology.world_size > 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(TorchBackend()))
+    torch_backend = TorchBackend()
+    leave(torch_backend, main(torch_backend))
