@@ -248,7 +248,8 @@ class TorchBackend:
         if self.topology.world_size > 1:
             # Every rank past its last collective before any tears the group down: a rank that exited while gloo
             # still had work of its peer in flight was aborted ("terminate called without an active exception",
-            # seen once in 58 cluster tests under load), and srun cancelled the whole step.
+            # seen once in 58 cluster tests under load), and srun cancelled the whole step. It came back once at
+            # the interpreter's teardown, after these two: see `leave`.
             dist.barrier()
             dist.destroy_process_group()
 
