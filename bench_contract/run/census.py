@@ -1,8 +1,7 @@
 """The precision census of a training step or an inference forward pass: the dtypes each class of operation
 computed in, as it ran, taken by each backend from its own framework (JAX: the traced program's jaxpr,
 jax_backend.census; PyTorch: the ops one call dispatched, torch_backend.census), never from the precision
-policy's words. Two sides whose censuses
-differ did not run the same precision policy, whatever their rows' `precision` says (issue 29): the comparison's
+policy's words. Two sides whose censuses differ did not run the same precision policy, whatever their rows' `precision` says (issue 29): the comparison's
 certificate names the classes that differ (orchestrator.results.certificate).
 
 A class's dtypes are those of the values it produces, as the rest of the step sees them, not a kernel's internal
@@ -10,8 +9,9 @@ accumulator (oneDNN's and XLA's float32 accumulation of a bfloat16 matmul are al
 - matmul: matrix products and convolutions, forward and backward (their operands' dtype);
 - normalisation: layer, group and batch norm (their outputs, forward);
 - softmax: attention's softmax (what the exponentials are computed in);
-- residual stream: the additions of the residual connections of transformer and ResNet blocks (their outputs,
-  forward): what the stream between blocks is carried in;
+- residual stream: the additions of the residual connections (the transformers' layers, the ResNets' blocks,
+  MobileNet's and EfficientNet's inverted residuals; their outputs, forward): what the stream between blocks is
+  carried in;
 - loss: the log-softmax and cross-entropy of the loss;
 - optimizer update: the arithmetic of the optimizer's update of the parameters.
 """
