@@ -1,8 +1,9 @@
 """The precision census of a training step or an inference forward pass: the dtypes each class of operation
 computed in, as it ran, taken by each backend from its own framework (JAX: the traced program's jaxpr,
 jax_backend.census; PyTorch: the ops one call dispatched, torch_backend.census), never from the precision
-policy's words. Two sides whose censuses differ did not run the same precision policy, whatever their rows' `precision` says (issue 29): the comparison's
-certificate names the classes that differ (orchestrator.results.certificate).
+policy's words. Two sides whose censuses differ did not run the same precision policy, whatever their rows'
+`precision` says (issue 29): the comparison's certificate names the classes that differ
+(orchestrator.results.certificate).
 
 A class's dtypes are those of the values it produces, as the rest of the step sees them, not a kernel's internal
 accumulator (oneDNN's and XLA's float32 accumulation of a bfloat16 matmul are alike):
