@@ -9,6 +9,9 @@ its hooks average the gradients of `backward()`, and per-sample gradients do not
 
 from __future__ import annotations
 
+import copy
+import itertools
+
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -33,8 +36,38 @@ def example_loss(model: nn.Module):
 
 
 def per_sample_grads(model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor):
-    """(gradients with a leading batch axis, per-example losses)."""
+    """(gradients with a leading batch axis, per-example losses). `model` is a vmap_twin: vmap computes group
+    norm differently from the module outside it (VmapGroupNorm)."""
     return vmap(grad_and_value(example_loss(model)), in_dims=(None, 0, 0))(params, x, y)
+
+
+class VmapGroupNorm(nn.GroupNorm):
+    """Group norm that returns under vmap the dtype it returns outside. vmap's rule for group norm normalises without
+    weight and bias and applies them after, as operations of their own: under CPU autocast, a bfloat16 input's
+    output is promoted to float32 there by the float32 weight, where group norm outside vmap (PyTorch's training
+    step, Opacus's, and JAX's under the same policy) returns bfloat16; a GroupNorm ResNet's residual stream then ran
+    in float32 in DP-SGD with torch.func alone (issue 29). Here the affine is applied as the rule does, in float32,
+    and the result is returned in the normalisation's dtype: its input's, or float32 where autocast lists group norm
+    (CUDA). A type of its own, so that Opacus, which picks its per-sample rule by a layer's exact type, never sees it:
+    only the twin that vmap runs has it (vmap_twin)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        normed = F.group_norm(x, self.num_groups, eps=self.eps)
+        if not self.affine:
+            return normed
+        shape = (-1,) + (1,) * (normed.ndim - 2)  # one weight per channel, over the spatial axes
+        return (normed * self.weight.view(shape) + self.bias.view(shape)).to(normed.dtype)
+
+
+def vmap_twin(model: nn.Module) -> nn.Module:
+    """The model as vmap runs it: the same modules, sharing its parameters and buffers (no copy of any tensor), with
+    each nn.GroupNorm a VmapGroupNorm. functional_call puts the parameters in by name, so they stay the model's."""
+    shared = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
+    twin = copy.deepcopy(model, memo=shared)
+    for module in twin.modules():
+        if type(module) is nn.GroupNorm:
+            module.__class__ = VmapGroupNorm  # the same state; only forward differs
+    return twin
 
 
 def clip_factors(grads: dict, clip_norm: float) -> torch.Tensor:
@@ -75,11 +108,13 @@ class DPSGDUpdate:
         self.expected_batch_size = expected_batch_size
         # Seeded alike on every rank: the same noise everywhere keeps the replicas identical.
         self.generator = torch.Generator(device=device).manual_seed(seed)
+        # Made here, not at its first use: inside a compiled step Dynamo would trace the copy.
+        self.vmapped = vmap_twin(model)
 
     def per_example(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor]:
         """(per-example gradients with a leading batch axis, per-example losses): the engine's part of the update
         (torch.func here; torch_backend.opacus_engine computes it with Opacus), the rest is shared."""
-        return per_sample_grads(self.model, detached_params(self.model), x, y)
+        return per_sample_grads(self.vmapped, detached_params(self.model), x, y)
 
     def clipped_sum_and_loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor, torch.Tensor]:
         """(this process's sum of clipped per-example gradients, the sum of its examples' losses, their count).
@@ -122,13 +157,14 @@ class TorchPerSampleOps:
     def __init__(self, model: nn.Module, clip_norm: float, device: torch.device) -> None:
         self.model, self.clip_norm, self.device = model, clip_norm, device
         self.params = detached_params(model)
+        self.vmapped = vmap_twin(model)
 
     def local_batch(self, x: np.ndarray, y: np.ndarray):
         return batch_to_device(x, y, self.device)
 
     def clipped_sum_vectorized(self, batch):
         x, y = batch
-        grads, _ = per_sample_grads(self.model, self.params, x, y)
+        grads, _ = per_sample_grads(self.vmapped, self.params, x, y)
         return clipped_sum(grads, self.clip_norm)
 
     def clipped_sum_loop(self, batch):
