@@ -39,6 +39,29 @@ JAX_DP_ENGINE = "vmap"
 # 17 ms for the tiny CNN at batch 64 here), else hooks. The ResNets' in-place residual add breaks the hooks; the ViT's
 # class token (expand) breaks expanded weights; the text transformer and the GCN run in neither (docs/measurement.md).
 OPACUS_GRAD_SAMPLE_MODES = {"mlp": "ew", "cnn": "ew", "resnet18_gn": "ew", "resnet50_gn": "ew", "vit_b_16": "hooks"}
+# Under mixed precision (bf16) Opacus runs hooks: its expanded weights multiply, in their backward (which autocast does
+# not reach), the bfloat16 gradient by the float32 weight, and fail ("expected m1 and m2 to have the same dtype").
+# The ResNets' in-place operations break the hooks, so Opacus runs bf16 on these models only.
+OPACUS_MIXED_PRECISION_MODELS = ("mlp", "cnn", "vit_b_16")
+
+
+def opacus_grad_sample_mode(model: str, precision: str) -> str | None:
+    """The grad_sample_mode Opacus runs `model` in at `precision`; None where it runs it in neither."""
+    from bench_contract.run.precision import MIXED  # precision imports this module
+
+    if precision in MIXED:
+        return "hooks" if model in OPACUS_MIXED_PRECISION_MODELS else None
+    return OPACUS_GRAD_SAMPLE_MODES.get(model)
+
+
+def opacus_refusal(model: str, precision: str) -> str | None:
+    """Why Opacus cannot run `model` at `precision`, in words; None where it can."""
+    if opacus_grad_sample_mode(model, precision) is not None:
+        return None
+    if model in OPACUS_GRAD_SAMPLE_MODES:
+        return (f"Opacus runs {precision} on {', '.join(OPACUS_MIXED_PRECISION_MODELS)} only ({model}'s in-place "
+                "operations break its hooks, and its expanded weights fail under autocast)")
+    return f"Opacus runs {', '.join(OPACUS_GRAD_SAMPLE_MODES)} only, not {model!r}"
 DATA_PARALLEL_USE_CASES = (2, 4)  # several processes, one per device, each on its shard of the global batch
 PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed, noised
 # Which examples a training step takes (bench_contract.run.sampling): a shuffled fixed-size batch, or each example
@@ -253,8 +276,8 @@ class JobSpec:
         if self.framework != "torch" or self.use_case not in PER_SAMPLE_USE_CASES:
             raise SpecError(f"dp_engine is PyTorch's DP-SGD engine (use cases {' and '.join(map(str, PER_SAMPLE_USE_CASES))});"
                             f" leave it empty for {self.framework} use case {self.use_case}")
-        if self.dp_engine == "opacus" and self.model not in OPACUS_GRAD_SAMPLE_MODES:
-            raise SpecError(f"dp_engine opacus runs {', '.join(OPACUS_GRAD_SAMPLE_MODES)}, not {self.model!r}")
+        if self.dp_engine == "opacus" and (refusal := opacus_refusal(self.model, self.precision)):
+            raise SpecError(f"dp_engine opacus: {refusal}")
         if self.dp_engine == "opacus" and self.torch_compile:
             raise SpecError("dp_engine opacus runs eagerly (its per-sample gradients come from hooks or expanded "
                             "weights, not a graph torch.compile captures); plan it without torch_compile")
@@ -267,7 +290,7 @@ class JobSpec:
         if self.framework != "torch":
             return JAX_DP_ENGINE, "jax.vmap(jax.value_and_grad) of one example's loss"
         if (self.dp_engine or DEFAULT_DP_ENGINE) == "opacus":
-            return "opacus", f"GradSampleModule, grad_sample_mode={OPACUS_GRAD_SAMPLE_MODES[self.model]}"
+            return "opacus", f"GradSampleModule, grad_sample_mode={opacus_grad_sample_mode(self.model, self.precision)}"
         return DEFAULT_DP_ENGINE, "torch.func.vmap(grad_and_value) over functional_call"
 
     @property

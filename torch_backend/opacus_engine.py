@@ -2,9 +2,10 @@
 everything else is DPSGDUpdate's, so the two engines differ in that part alone.
 
 Opacus's GradSampleModule fills `p.grad_sample` (one gradient per example) during `backward()`, in the
-grad_sample_mode the contract names for the model (bench_contract.spec.OPACUS_GRAD_SAMPLE_MODES: expanded weights
-where it runs, else hooks). The clipping is this project's `clip_factors` (min(1, C / (||g|| + 1e-6)), the norm
-over all parameters together), which is the formula of Opacus's own DPOptimizer.clip_and_accumulate, term for term.
+grad_sample_mode the contract names for the model and precision (bench_contract.spec.opacus_grad_sample_mode:
+expanded weights where they run, else hooks; hooks under bf16). The clipping is this project's `clip_factors`
+(min(1, C / (||g|| + 1e-6)), the norm over all parameters together), which is the formula of Opacus's own
+DPOptimizer.clip_and_accumulate, term for term.
 Not used from Opacus: its data loader and sampler (the batch is the one run_training draws for both frameworks),
 DPOptimizer's noise (drawn by DPSGDUpdate from the generator seeded alike on every rank) and its accountant.
 With several processes (use case 4) the clipped sums are all-reduced by DPSGDUpdate, as with torch.func.
@@ -18,7 +19,7 @@ from opacus import GradSampleModule
 from opacus.grad_sample.gsm_exp_weights import GradSampleModuleExpandedWeights
 from torch import nn
 
-from bench_contract.spec import OPACUS_GRAD_SAMPLE_MODES
+from bench_contract.spec import opacus_grad_sample_mode, opacus_refusal
 from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps, clipped_sum
 
 
@@ -36,11 +37,12 @@ def grad_sample_module(model: nn.Module, mode: str):
     raise ValueError(f"Opacus grad_sample_mode {mode!r} is not one this engine runs (ew, hooks)")
 
 
-def opacus_mode(model_name: str) -> str:
-    """The grad_sample_mode the contract names for this model (refused at plan time for the others)."""
-    if model_name not in OPACUS_GRAD_SAMPLE_MODES:
-        raise ValueError(f"the Opacus engine runs {', '.join(OPACUS_GRAD_SAMPLE_MODES)}, not {model_name!r}")
-    return OPACUS_GRAD_SAMPLE_MODES[model_name]
+def opacus_mode(model_name: str, precision: str = "fp32") -> str:
+    """The grad_sample_mode the contract names for this model and precision (refused at plan time for the others)."""
+    refusal = opacus_refusal(model_name, precision)
+    if refusal:
+        raise ValueError(refusal)
+    return opacus_grad_sample_mode(model_name, precision)
 
 
 class OpacusPerSampleGrads:

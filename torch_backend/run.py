@@ -143,7 +143,7 @@ def dp_update_class(spec: JobSpec):
         return DPSGDUpdate
     from torch_backend.opacus_engine import OpacusDPSGDUpdate, opacus_mode
 
-    return partial(OpacusDPSGDUpdate, mode=opacus_mode(spec.model))
+    return partial(OpacusDPSGDUpdate, mode=opacus_mode(spec.model, spec.precision))
 
 
 def unused_accelerators() -> tuple[str, ...]:

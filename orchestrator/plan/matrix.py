@@ -149,7 +149,7 @@ def expand(
     limit = train_split_size(bench, settings) if case.trains and not settings.batch_search else None
     if limit is not None and max(batch_sizes) > limit:
         raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
-    engines = check_dp_engines(case, dp_engines, frameworks, models, modes, settings)
+    engines = check_dp_engines(case, dp_engines, frameworks, models, modes, settings, precisions)
     per_mode = [replace(settings, torch_compile=mode == "compiled") for mode in modes]
     private = {size: with_privacy(bench, settings, size) for size in batch_sizes}  # one budget per batch size
     cells = [

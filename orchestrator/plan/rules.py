@@ -14,6 +14,7 @@ from bench_contract.spec import (
     PER_SAMPLE_USE_CASES,
     SAMPLINGS,
     JobSpec,
+    opacus_refusal,
 )
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
@@ -81,7 +82,7 @@ def check_torch_modes(torch_modes: list[str] | None, settings: RunSettings) -> l
 
 
 def check_dp_engines(case: catalog.UseCase, engines: list[str] | None, frameworks: list[str], models: list[str],
-                     modes: list[str], settings: RunSettings) -> list[str]:
+                     modes: list[str], settings: RunSettings, precisions: list[str]) -> list[str]:
     """PyTorch's DP-SGD engines to plan: --dp-engine, else torchfunc where PyTorch computes per-sample gradients;
     [] where it computes none."""
     for engine in engines or []:
@@ -95,14 +96,14 @@ def check_dp_engines(case: catalog.UseCase, engines: list[str] | None, framework
         return []
     engines = engines or [DEFAULT_DP_ENGINE]
     if "opacus" in engines:
-        check_opacus(models, modes)
+        check_opacus(models, modes, precisions)
     if settings.paired and len(engines) > 1:
         raise UsageError("--paired runs each JAX cell with one PyTorch cell; give one --dp-engine per paired campaign")
     return engines
 
 
-def check_opacus(models: list[str], modes: list[str]) -> None:
-    """Opacus runs the models its grad_sample_modes handle, eagerly."""
+def check_opacus(models: list[str], modes: list[str], precisions: list[str]) -> None:
+    """Opacus runs the models its grad_sample_modes handle, eagerly, and in bf16 those its hooks handle."""
     if "compiled" in modes:
         raise UsageError("--dp-engine opacus runs eagerly: its per-sample gradients come from hooks or expanded "
                          "weights, not a graph torch.compile captures; plan compiled PyTorch with --dp-engine torchfunc")
@@ -111,6 +112,12 @@ def check_opacus(models: list[str], modes: list[str]) -> None:
         raise UsageError(f"--dp-engine opacus runs {', '.join(OPACUS_GRAD_SAMPLE_MODES)}; {', '.join(others)} "
                          f"{'runs' if len(others) == 1 else 'run'} in neither of its modes (hooks, expanded weights): "
                          f"plan {'it' if len(others) == 1 else 'them'} with --dp-engine torchfunc")
+    for precision in precisions:
+        for model in models:
+            refusal = opacus_refusal(model, precision)
+            if refusal:
+                raise UsageError(f"--dp-engine opacus with --precision {precision}: {refusal}; plan {model} in "
+                                 f"{precision} with --dp-engine torchfunc")
 
 
 def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunSettings) -> None:

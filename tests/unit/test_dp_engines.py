@@ -58,13 +58,18 @@ def test_pytorch_dp_sgd_defaults_to_torch_func_and_other_use_cases_have_no_engin
     ("nlp", 3, {"dp_engines": ["torchfunc", "opacus"], "models": ["transformer"]},
      "transformer runs in neither of its modes (hooks, expanded weights): plan it with --dp-engine torchfunc"),
     ("digits", 3, {"dp_engines": ["torchfunc", "opacus"], "paired": True}, "give one --dp-engine per paired campaign"),
+    # Under autocast Opacus's expanded weights fail and a ResNet's in-place operations break its hooks.
+    ("cifar10", 3, {"dp_engines": ["opacus"], "models": ["cnn", "resnet18_gn"], "precisions": ["fp32", "bf16"]},
+     "--dp-engine opacus with --precision bf16: Opacus runs bf16 on mlp, cnn, vit_b_16 only (resnet18_gn's in-place "
+     "operations break its hooks, and its expanded weights fail under autocast); plan resnet18_gn in bf16 with "
+     "--dp-engine torchfunc"),
 ])
 def test_engines_are_refused_where_they_mean_nothing_in_one_sentence(benchmark, use_case, kwargs, message):
     kwargs = dict(kwargs)  # a copy: the parameters are shared by every run of the test in this process (mutmut's)
     run = settings(paired=kwargs.pop("paired", False))
     frameworks, models = kwargs.pop("frameworks", []), kwargs.pop("models", [])
     with pytest.raises(UsageError) as error:
-        matrix.expand(benchmark, use_case, frameworks, models, [32], [], run, **kwargs)
+        matrix.expand(benchmark, use_case, frameworks, models, [32], kwargs.pop("precisions", []), run, **kwargs)
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
@@ -94,6 +99,10 @@ def test_every_row_names_the_engine_and_how_it_ran():
     opacus = base_context(contract_spec("torch", dp_engine="opacus"))
     assert (opacus["dp_engine"], opacus["dp_engine_mode"]) == (
         "opacus", f"GradSampleModule, grad_sample_mode={OPACUS_GRAD_SAMPLE_MODES['resnet18_gn']}")
+    # In bf16, Opacus runs hooks: its expanded weights fail under autocast.
+    mixed = base_context(contract_spec("torch", dp_engine="opacus", model="cnn", precision="bf16"))
+    assert mixed["dp_engine_mode"] == "GradSampleModule, grad_sample_mode=hooks"
+    assert OPACUS_GRAD_SAMPLE_MODES["cnn"] == "ew"  # and in fp32 expanded weights
     plain = base_context(contract_spec("torch", use_case=1))
     assert (plain["dp_engine"], plain["dp_engine_mode"]) == ("", "")
 
@@ -103,6 +112,7 @@ def test_every_row_names_the_engine_and_how_it_ran():
     ({"use_case": 1, "dp_engine": "torchfunc"}, "leave it empty for torch use case 1"),
     ({"model": "gcn", "benchmark": "gnn", "dp_engine": "opacus"}, "not 'gcn'"),
     ({"dp_engine": "opacus", "torch_compile": True}, "dp_engine opacus runs eagerly"),
+    ({"dp_engine": "opacus", "precision": "bf16"}, "Opacus runs bf16 on mlp, cnn, vit_b_16 only"),
 ])
 def test_a_hand_written_spec_with_an_engine_it_cannot_run_is_refused(overrides, message):
     overrides = dict(overrides)  # a copy: the parameters are shared by every run of the test in this process
