@@ -38,6 +38,8 @@ JAX_DP_ENGINE = "vmap"
 # Opacus's grad_sample_mode per model it runs: expanded weights (ew, the faster of the two where both run: 12 against
 # 17 ms for the tiny CNN at batch 64 here), else hooks. The ResNets' in-place residual add breaks the hooks; the ViT's
 # class token (expand) breaks expanded weights; the text transformer and the GCN run in neither (docs/measurement.md).
+# The precision policies whose training computes in a narrower dtype than its float32 master parameters.
+MIXED = ("bf16", "fp16")
 OPACUS_GRAD_SAMPLE_MODES = {"mlp": "ew", "cnn": "ew", "resnet18_gn": "ew", "resnet50_gn": "ew", "vit_b_16": "hooks"}
 # Under mixed precision (bf16) Opacus runs hooks: its expanded weights multiply, in their backward (which autocast does
 # not reach), the bfloat16 gradient by the float32 weight, and fail ("expected m1 and m2 to have the same dtype").
@@ -47,8 +49,6 @@ OPACUS_MIXED_PRECISION_MODELS = ("mlp", "cnn", "vit_b_16")
 
 def opacus_grad_sample_mode(model: str, precision: str) -> str | None:
     """The grad_sample_mode Opacus runs `model` in at `precision`; None where it runs it in neither."""
-    from bench_contract.run.precision import MIXED  # precision imports this module
-
     if precision in MIXED:
         return "hooks" if model in OPACUS_MIXED_PRECISION_MODELS else None
     return OPACUS_GRAD_SAMPLE_MODES.get(model)

@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from bench_contract.run.precision import DTYPE_NAMES, LOSS_SCALING, MIXED, LossScaling, refuse_tf32_without_support
+from bench_contract.run.precision import DTYPE_NAMES, LOSS_SCALING, LossScaling, refuse_tf32_without_support
+from bench_contract.spec import MIXED
 from jax_backend import autocast, steps
 
 

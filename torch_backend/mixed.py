@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bench_contract.run.precision import DTYPE_NAMES, LOSS_SCALING, MIXED, LossScaling, refuse_tf32_without_support
+from bench_contract.run.precision import DTYPE_NAMES, LOSS_SCALING, LossScaling, refuse_tf32_without_support
+from bench_contract.spec import MIXED
 
 
 def set_tf32(precision: str, device: torch.device) -> None:

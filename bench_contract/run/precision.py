@@ -44,8 +44,6 @@ TRAINING_POLICIES = {
 # The dtype each policy casts to, by the name both numpy-like APIs use (jnp.float16, torch.float16, ...); tf32
 # stores float32.
 DTYPE_NAMES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-# The policies whose training computes in a narrower dtype than its float32 master parameters.
-MIXED = ("bf16", "fp16")
 
 
 @dataclass(frozen=True)
