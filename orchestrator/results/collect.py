@@ -54,7 +54,8 @@ from orchestrator.results.missing import (
 from orchestrator.results.progress_bar import Progress, progress_for
 from orchestrator.results.shared_calibration import with_own_names, write_shared_part
 from orchestrator.results.task_files import all_task_files, read_task_file, task_path, widened
-from orchestrator.results.views import curve_frame, summary_frame, summary_lines
+from orchestrator.results.summary import summary_lines
+from orchestrator.results.views import curve_frame, summary_frame
 from orchestrator.run.submit import LOG_LINES
 
 READ_BATCH = 512  # task files read at once: bounds the memory held by tables not yet written

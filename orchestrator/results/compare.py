@@ -100,6 +100,7 @@ def run_values(df, metric: str):
 
 CELL_RUN = ("campaign", "cell_id", "trial")  # what identifies one run of a cell: a trial of it in one campaign
 RUN = (*CELL_RUN, "framework")  # what identifies one run of one framework in the merged rows
+NODE = ("slurm_nodelist", "hostname")  # where a run ran: Slurm's node list, else (outside Slurm) its host
 
 
 def summary_metric(df, metric: str):
@@ -434,8 +435,9 @@ def format_speedup(row) -> str:
         return "not comparable"
     if np.isnan(row["speedup"]):
         return "n/a"
-    if np.isnan(row["speedup_ci_low"]):
-        return f"{row['speedup']:.2f}x"
+    if np.isnan(row["speedup_ci_low"]):  # fewer than two runs on a side: no interval, and why
+        runs = str(row.get("runs_jax_torch", "")).removesuffix(" paired")
+        return f"{row['speedup']:.2f}x [n/a ({'1 run' if runs == '1/1' else f'runs {runs}'})]"
     return f"{row['speedup']:.2f}x [{row['speedup_ci_low']:.2f}, {row['speedup_ci_high']:.2f}]"
 
 

@@ -20,6 +20,7 @@ from orchestrator.results.report_html import write_html
 from orchestrator.results.report_plots import draw_plots
 from orchestrator.results.report_tables import baseline_tables, extra_tables, write_tables
 from orchestrator.results.store import MERGED, read_merged_rows
+from orchestrator.results.verdict import verdict_lines, verdicts
 from orchestrator.results.views import cross_device_table, use_case_frame, view_tables
 
 
@@ -40,9 +41,10 @@ def write_report(merged: Path, folder: Path, judged: Judged | None = None) -> Re
     frame = use_case_frame(df)  # the comparison with every use case's columns: all of it goes to the CSV
     report = Report(folder)
     extras = baseline_tables(judged) + extra_tables(df, frame)
-    report.tables = write_tables(frame, view_tables(frame), folder, extras, cross_device_table(frame))
+    report.tables = write_tables(frame, view_tables(frame), folder, extras, cross_device_table(frame),
+                                 verdict_lines(frame, df))
     report.plots = draw_plots(df, frame, folder / "plots")
-    report.html = write_html(df, frame, report.plots, folder / "report.html", merged, extras)
+    report.html = write_html(df, frame, report.plots, folder / "report.html", merged, extras, verdicts(frame, df))
     return report
 
 

@@ -13,6 +13,7 @@ from bench_contract.results import LOCKED, SITE_PREFIX
 from orchestrator import PROJECT_ROOT
 from orchestrator.results.compare import FRAMEWORK_TITLES
 from orchestrator.results.report_tables import Extra
+from orchestrator.results.verdict import Verdict
 from orchestrator.results.views import cross_device_table, view_tables
 
 PROVENANCE = ["framework_version", "library_versions", "packages_sha256", "python_version", "precision_policy",
@@ -94,7 +95,8 @@ def trace_links(df, results_dir: Path, page_dir: Path) -> list[dict]:
     return links
 
 
-def write_html(df, frame, plots: list[tuple[str, Path]], path: Path, merged: Path, extras: list[Extra]) -> Path:
+def write_html(df, frame, plots: list[tuple[str, Path]], path: Path, merged: Path, extras: list[Extra],
+               verdicts: list[Verdict] = ()) -> Path:
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROJECT_ROOT / "templates")),
@@ -110,6 +112,7 @@ def write_html(df, frame, plots: list[tuple[str, Path]], path: Path, merged: Pat
     embedded = [{"title": title, "data": base64.b64encode(p.read_bytes()).decode()} for title, p in plots]
     page = env.get_template("report.html.j2").render(
         merged=str(merged), rows=len(df), tables=tables, cross_device=cross_device, plots=embedded,
+        verdicts=verdicts, reliable=sum(v.reliable for v in verdicts),
         provenance=provenance_sections(df),
         campaigns=sorted(df["campaign"].unique()), traces=trace_links(df, merged.parent, path.parent),
     )

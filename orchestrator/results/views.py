@@ -15,7 +15,7 @@ wide. A column whose value is the same on every line (precision, runs) is said o
 use case is a column only in the tables that hold two (data parallel, per-sample).
 
 The tables beside the use cases' are views' own too: strong scaling (scaling) and the largest batch that fits
-(batch_search), each in its module.
+(batch_search), each in its module; collect prints them after the verdicts (summary).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import numpy as np
 
 from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES, PER_SAMPLE_USE_CASES
-from orchestrator.results.batch_search import batch_search_table
 from orchestrator.results.certificate import CERTIFIED_COLUMNS
 from orchestrator.results.compare import (
     CELL_RUN,
     FRAMEWORKS,
     KEY,
+    NODE,
     ROW_KEY,
     comparable,
     comparison_frame,
@@ -43,6 +43,7 @@ from orchestrator.results.compare import (
     with_row_key,
     with_variant_label,
 )
+from orchestrator.results.plausibility import implausible_notes
 from orchestrator.results.scaling import scaling_frame
 from orchestrator.results.store import read_merged_rows
 
@@ -139,7 +140,8 @@ VIEWS = (
 
 def use_case_frame(df):
     """compare.comparison_frame, one row per comparison row, with per framework the EXTRA_METRICS' medians,
-    the scaling efficiency, the time to the accuracy target, and per row the processes and the target."""
+    the scaling efficiency, the time to the accuracy target, and per row the processes, the target and what is
+    implausible across its batch sizes (plausibility)."""
     import pandas as pd
 
     frame = comparison_frame(df)
@@ -152,6 +154,7 @@ def use_case_frame(df):
     # The larger side's process count; NaN (without numpy's all-NaN warning) where neither recorded one.
     frame["processes"] = pd.concat(sizes, axis=1).max(axis=1) if sizes else np.nan
     frame = with_scaling_efficiency(frame, summary)
+    frame["implausible"] = implausible_notes(frame)
     return with_time_to_target(with_privacy_budget(frame), labelled)
 
 
@@ -274,7 +277,7 @@ def summary_frame(output: Path):
     from the merged dataset: a small part of it, since the per-step curves are most of the rows."""
     import pyarrow.dataset as ds
 
-    wanted = [*ROW_KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order",
+    wanted = [*ROW_KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order", *NODE,
               *CERTIFIED_COLUMNS, "metric", "value", "unit", "epoch", "step"]
     # A dataset merged before a column existed lacks it; the comparison reads it as empty (with_row_key).
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
@@ -337,6 +340,10 @@ def view_table(frame, view: View, device: str) -> ViewTable | None:
              for _, row in block[wide].iterrows()]
     notes += [f"not comparable, {cell_words(row)}: {row['comparable']}" for _, row in block.iterrows()
               if not comparable(row)]
+    # Each contradiction is between two rows, and said once.
+    notes += list(dict.fromkeys(f"implausible, {row['benchmark']} {row['model']}: {note}"
+                                for _, row in block.iterrows() if row.get("implausible")
+                                for note in row["implausible"].split("; ")))
     notes += [f"tuning, {cell_words(row)}: {row['tuning']}" for _, row in block.iterrows() if row["tuning"]]
     if view.use_cases == PER_SAMPLE_USE_CASES:
         notes += [note for note in (privacy_note(row) for _, row in block.iterrows()) if note]
@@ -370,23 +377,10 @@ def table_text(table: ViewTable) -> str:
     return "\n".join([table.caption, format_table(table.headers, table.rows), *table.notes])
 
 
-def use_case_lines(df) -> list[str]:
-    """collect's output: every use case's table per device model, each after an empty line, then the table
-    across device models where there are several."""
-    frame = use_case_frame(df)
+def use_case_lines(frame) -> list[str]:
+    """collect's tables of `frame` (use_case_frame): every use case's table per device model, each after an empty
+    line, then the table across device models where there are several."""
     return [f"\n{table_text(table)}" for table in view_tables(frame)] + cross_device_lines(frame)
-
-
-def summary_lines(summary, curves=None) -> list[str]:
-    """collect's comparison: JAX against PyTorch per device model, one table per use case (use_case_lines: the
-    training table's time to accuracy reads the per-epoch `curves`), then the largest batches, where collected."""
-    import pandas as pd
-
-    lines = use_case_lines(summary if curves is None else pd.concat([summary, curves], ignore_index=True))
-    searched = batch_search_table(summary)
-    if searched:
-        lines.append(f"\nLargest batch that fits (each try a fresh process):\n{searched}")
-    return lines
 
 
 def comparison_tables(df) -> dict[str, str]:

@@ -30,8 +30,8 @@ for name, shape in [("mlp", (64,)), ("cnn", (3, 32, 32))]:
         expanded = str(error)
     options = dict(clip_norm=0.5, noise_multiplier=0.0, seed=0, world_size=1)
     engines = {}
-    for engine, update_class in [("torchfunc", DPSGDUpdate),
-                                 ("opacus", lambda *a, **k: OpacusDPSGDUpdate(*a, mode=opacus_mode(name, "bf16"), **k))]:
+    opacus = lambda *a, **k: OpacusDPSGDUpdate(*a, mode=opacus_mode(name, "bf16"), **k)
+    for engine, update_class in [("torchfunc", DPSGDUpdate), ("opacus", opacus)]:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: both engines see the same weights
         update = update_class(model, optimizer, torch.device("cpu"), **options)
         grads, _ = update.per_example(x, y)
@@ -53,7 +53,7 @@ def test_opacus_runs_bf16_with_its_hooks_and_computes_as_torch_func_does():
     out = json.loads(proc.stdout.splitlines()[-1])
     for name, found in out.items():
         assert found["mode"] == "hooks", name
-        assert "expected m1 and m2 to have the same dtype" in found["expanded weights"], (name, found["expanded weights"])
+        assert "expected m1 and m2 to have the same dtype" in found["expanded weights"], name
         assert found["opacus census"] == found["torchfunc census"], name
         assert found["opacus census"]["matmul"][0] == "bfloat16", name
         # Each example's gradient, all parameters together, points the same way in both engines and has the same

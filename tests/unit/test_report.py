@@ -12,7 +12,7 @@ def test_report_writes_every_format(tmp_path):
     folder = tmp_path / "report"
     md = (folder / "report.md").read_text()
     assert "## Training on CPU X (fp32; runs JAX/PyTorch 1/1)" in md
-    assert "| digits | mlp | 32 | JAX | 2,000 | 2.00x |" in md and "|  |  |  | PyTorch | 1,000 |  |" in md
+    assert "| digits | mlp | 32 | JAX | 2,000 | 2.00x [n/a (1 run)] |" in md and "|  |  |  | PyTorch | 1,000 |  |" in md
     tex = (folder / "report.tex").read_text()
     assert r"\begin{tabular}" in tex and r"speed-up JAX/PyTorch [95\% CI]" in tex
     rows = list(csv.DictReader((folder / "report.csv").open()))

@@ -131,5 +131,5 @@ def test_names_are_left_aligned_and_numbers_right_aligned_in_the_html_tables(tmp
     page = (tmp_path / "report" / "report.html").read_text()
     first_row = page[page.index("<tbody>") + len("<tbody>"):page.index("</tr>", page.index("<tbody>"))]
     assert first_row == ('<tr><td class="name">digits</td><td class="name">mlp</td><td class="name">32</td>'
-                         '<td class="name">JAX</td><td>2,000</td><td>2.00x</td><td>n/a</td><td>n/a</td>'
+                         '<td class="name">JAX</td><td>2,000</td><td>2.00x [n/a (1 run)]</td><td>n/a</td><td>n/a</td>'
                          '<td>n/a</td><td>0.970</td>')

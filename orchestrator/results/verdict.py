@@ -1,0 +1,164 @@
+"""A verdict per comparison row, in words, at the top of collect's output, report.md and the HTML page: who was
+faster, by how much with its interval, from how many runs on how many nodes, and whether the number can be quoted.
+
+The rule for "reliable" (docs/comparisons-and-report.md says it in words; tests/unit/test_verdict.py tests each
+condition on both sides of its edge). A row is reliable when all of these hold:
+- it is comparable (the certificate, orchestrator.results.certificate);
+- each framework has at least MIN_RUNS runs (trials, each in a fresh process; paired trials count as pairs);
+- the speed-up's 95% interval lies within MAX_INTERVAL of the speed-up on both sides;
+- neither side's spread is too wide (within a run the step times, between runs the throughputs: CV_THRESHOLD);
+- nothing about it is implausible across batch sizes (orchestrator.results.plausibility).
+Anything else is "not reliable", with the reasons and what to rerun.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench_contract.spec import FRAMEWORK_TITLES
+from orchestrator.results.compare import (
+    FRAMEWORKS,
+    NODE,
+    ROW_KEY,
+    comparable,
+    run_values,
+    with_row_key,
+    with_variant_label,
+)
+from orchestrator.results.views import VIEWS, cell_words
+
+# With two runs a side, the bootstrap resamples three distinct means per side: its interval is not a 95% one.
+MIN_RUNS = 3
+# The interval's half-width, relative to the speed-up, that a number one quotes may have: 1.30x [1.20, 1.40] is
+# within 8%; 1.30x [1.00, 1.80] is not.
+MAX_INTERVAL = 0.10
+TRIALS_HINT = 5  # the trials a rerun is told to ask for, at least (MIN_RUNS with room for a noisy one)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    device_model: str
+    use_case: int
+    text: str  # the whole line
+    reliable: bool
+
+
+def verdicts(frame, df) -> list[Verdict]:
+    """One verdict per row of `frame` (views.use_case_frame of the merged rows `df`), by device model and use case."""
+    if frame.empty:
+        return []
+    runs = run_counts(df)
+    nodes = node_counts(df)
+    out = []
+    for _, row in frame.sort_values(["device_model", "use_case", "benchmark", "model", "batch_size"]).iterrows():
+        key = tuple(row[c] for c in ROW_KEY)
+        counts = {fw: runs.get((*key, fw), 0) for fw in FRAMEWORKS}
+        out.append(verdict(row, counts, nodes.get(key, 0)))
+    return out
+
+
+def verdict(row, runs: dict[str, int], nodes: int) -> Verdict:
+    """The verdict of one comparison row, whose frameworks have `runs` runs on `nodes` nodes in all."""
+    head = f"{use_case_words(row['use_case'])}, {row_words(row)} on {row['device_model']}"
+    if not comparable(row):
+        return Verdict(row["device_model"], row["use_case"], f"{head}: not comparable ({row['comparable']}); "
+                       "no speed-up is given", False)
+    if np.isnan(row["speedup"]):
+        absent = [FRAMEWORK_TITLES[fw] for fw in FRAMEWORKS if not runs[fw]]
+        why = f"no throughput from {' or '.join(absent)}" if absent else "no throughput to compare"
+        return Verdict(row["device_model"], row["use_case"], f"{head}: {why}", False)
+    problems = reasons(row, runs)
+    said = f"{head}: {faster(row)}, {runs_words(row, runs, nodes)}"
+    if not problems:
+        return Verdict(row["device_model"], row["use_case"], f"{said}: reliable", True)
+    trials = max(TRIALS_HINT, 2 * min(runs.values()))
+    return Verdict(row["device_model"], row["use_case"], f"{said}: not reliable ({'; '.join(problems)}); rerun with "
+                   f"`--trials {trials} --paired` on an idle node", False)
+
+
+def reasons(row, runs: dict[str, int]) -> list[str]:
+    """Why a comparable row with a speed-up is not reliable, in words; [] when it is."""
+    found = []
+    if min(runs.values()) < MIN_RUNS:
+        found.append(f"fewer than {MIN_RUNS} runs a side")
+    width = interval_width(row)
+    if width is not None and width > MAX_INTERVAL:
+        found.append(f"the interval reaches {width:.0%} from the speed-up, more than {MAX_INTERVAL:.0%}")
+    if row.get("spread_too_wide"):
+        found.append(f"spread {row['spread_too_wide']}")
+    if row.get("implausible"):
+        found.append(f"implausible: {row['implausible']}")
+    return found
+
+
+def interval_width(row) -> float | None:
+    """How far the 95% interval reaches from the speed-up, relative to it, on its wider side; None without one."""
+    low, high, speedup = row["speedup_ci_low"], row["speedup_ci_high"], row["speedup"]
+    if np.isnan(low) or np.isnan(high):
+        return None
+    return float(max(high / speedup - 1, 1 - low / speedup))
+
+
+def faster(row) -> str:
+    """"JAX 1.32x faster [1.25, 1.40]", or PyTorch's ratio where it is the faster; the interval where there is one."""
+    speedup, low, high = row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"]
+    if speedup < 1:  # PyTorch faster: its own ratio, the interval's ends swapped
+        speedup, low, high = 1 / speedup, 1 / high, 1 / low
+        name = FRAMEWORK_TITLES["torch"]
+    else:
+        name = FRAMEWORK_TITLES["jax"]
+    interval = "" if np.isnan(low) else f" [{low:.2f}, {high:.2f}]"
+    return f"{name} {speedup:.2f}x faster{interval}"
+
+
+def runs_words(row, runs: dict[str, int], nodes: int) -> str:
+    """"6 paired trials on 3 nodes", "1 run each on 1 node", "3 JAX and 2 PyTorch runs on 2 nodes"."""
+    where = f"on {nodes} node{'s' if nodes != 1 else ''}"
+    if str(row.get("runs_jax_torch", "")).endswith("paired"):
+        return f"{runs['jax']} paired trial{'s' if runs['jax'] != 1 else ''} {where}"
+    if runs["jax"] == runs["torch"]:
+        return f"{runs['jax']} run{'s' if runs['jax'] != 1 else ''} each {where}"
+    return f"{runs['jax']} JAX and {runs['torch']} PyTorch runs {where}"
+
+
+def use_case_words(use_case: int) -> str:
+    """"Per-sample gradients (DP-SGD) (use case 3)": the title of the use case's table (views.VIEWS); a use case
+    no table shows (a row written by hand) is named by its number."""
+    title = next((view.title for view in VIEWS if use_case in view.use_cases), None)
+    return f"{title} (use case {use_case})" if title else f"Use case {use_case}"
+
+
+def row_words(row) -> str:
+    """The cell, its precision and the settings that tell it from the other rows of the cell."""
+    settings = f", {row['differs_in']}" if row.get("differs_in") else ""
+    return f"{cell_words(row)} {row['precision']}{settings}"
+
+
+def run_counts(df) -> dict[tuple, int]:
+    """The runs with a throughput per comparison row and framework (ROW_KEY + framework), as compare counts them."""
+    throughput = run_values(with_variant_label(df), "throughput")
+    return throughput.groupby(level=list(range(len(ROW_KEY) + 1)), dropna=False).size().to_dict()
+
+
+def node_counts(df) -> dict[tuple, int]:
+    """The nodes the runs of a comparison row ran on, both frameworks together: Slurm's node list of each run, or
+    its host where it ran outside Slurm."""
+    rows = with_row_key(with_variant_label(df))
+    rows = rows[(rows["metric"] == "throughput") & rows["step"].isna() & rows["epoch"].isna()]
+    if rows.empty:
+        return {}
+    nodelist, host = (rows[c].fillna("") if c in rows else "" for c in NODE)
+    rows = rows.assign(_node=np.where(nodelist != "", nodelist, host))
+    return rows.groupby(ROW_KEY, dropna=False)["_node"].nunique().to_dict()
+
+
+def verdict_lines(frame, df) -> list[str]:
+    """collect's verdicts: a heading, then one line per comparison row."""
+    found = verdicts(frame, df)
+    if not found:
+        return []
+    reliable = sum(v.reliable for v in found)
+    return [f"Verdicts ({reliable} of {len(found)} reliable; the rule: docs/comparisons-and-report.md):",
+            *(f"  {v.text}" for v in found)]

@@ -1,0 +1,159 @@
+"""The verdict of a comparison row (orchestrator.results.verdict) and what makes a row implausible across batch sizes
+(orchestrator.results.plausibility), each condition of the rule for "reliable" tested on both sides of its edge, and
+the verdicts at the top of collect's output, report.md and the HTML page (issue 31)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import result_context, run_cli
+
+from orchestrator.results.compare import COMPARABLE, format_speedup
+from orchestrator.results.plausibility import implausible_notes
+from orchestrator.results.verdict import MAX_INTERVAL, MIN_RUNS, verdict
+
+ENOUGH = {"jax": MIN_RUNS, "torch": MIN_RUNS}
+
+
+def row(speedup=1.20, half_width=0.05, **values) -> pd.Series:
+    """A comparable comparison row whose interval reaches `half_width` (relative) from the speed-up on both sides."""
+    low, high = (np.nan, np.nan) if half_width is None else (speedup * (1 - half_width), speedup * (1 + half_width))
+    return pd.Series({"benchmark": "digits", "use_case": 3, "model": "mlp", "batch_size": 32, "precision": "fp32",
+                      "device_model": "CPU X", "differs_in": "", "speedup": speedup, "speedup_ci_low": low,
+                      "speedup_ci_high": high, "runs_jax_torch": f"{MIN_RUNS}/{MIN_RUNS}", "spread_too_wide": "",
+                      "implausible": "", "comparable": COMPARABLE} | values)
+
+
+def test_a_row_that_meets_every_condition_is_reliable_and_says_so_in_words():
+    found = verdict(row(), ENOUGH, nodes=2)
+    assert found.reliable
+    assert found.text == ("Per-sample gradients (DP-SGD) (use case 3), digits mlp batch 32 fp32 on CPU X: JAX 1.20x "
+                          "faster [1.14, 1.26], 3 runs each on 2 nodes: reliable")
+
+
+def test_pytorch_faster_is_said_as_its_own_ratio_with_the_interval_turned_over():
+    found = verdict(row(speedup=0.5, speedup_ci_low=0.45, speedup_ci_high=0.52), ENOUGH, nodes=1)
+    assert "PyTorch 2.00x faster [1.92, 2.22], 3 runs each on 1 node" in found.text
+
+
+@pytest.mark.parametrize("runs, reliable", [(MIN_RUNS, True), (MIN_RUNS - 1, False)])
+def test_fewer_runs_than_the_minimum_on_either_side_are_not_reliable(runs, reliable):
+    found = verdict(row(), {"jax": MIN_RUNS, "torch": runs}, nodes=1)
+    assert found.reliable is reliable
+    assert ("fewer than 3 runs a side" in found.text) is not reliable
+
+
+@pytest.mark.parametrize("half_width, reliable", [(MAX_INTERVAL * 0.99, True), (MAX_INTERVAL * 1.01, False)])
+def test_an_interval_wider_than_the_maximum_is_not_reliable(half_width, reliable):
+    found = verdict(row(half_width=half_width), ENOUGH, nodes=1)
+    assert found.reliable is reliable
+    assert ("the interval reaches 10% from the speed-up, more than 10%" in found.text) is not reliable
+
+
+def test_the_interval_is_judged_on_its_wider_side():
+    lopsided = row(speedup_ci_low=1.19, speedup_ci_high=1.20 * (1 + MAX_INTERVAL * 1.5))
+    assert not verdict(lopsided, ENOUGH, nodes=1).reliable
+
+
+@pytest.mark.parametrize("spread, reliable", [("", True), ("JAX steps 12%", False)])
+def test_a_spread_too_wide_is_not_reliable(spread, reliable):
+    found = verdict(row(spread_too_wide=spread), ENOUGH, nodes=1)
+    assert found.reliable is reliable
+    assert ("spread JAX steps 12%" in found.text) is not reliable
+
+
+@pytest.mark.parametrize("implausible, reliable", [("", True), ("PyTorch's step at batch 128 ...", False)])
+def test_an_implausible_row_is_not_reliable(implausible, reliable):
+    assert verdict(row(implausible=implausible), ENOUGH, nodes=1).reliable is reliable
+
+
+def test_an_unreliable_row_says_why_and_what_to_rerun():
+    found = verdict(row(half_width=None, runs_jax_torch="1/1"), {"jax": 1, "torch": 1}, nodes=1)
+    assert found.text.endswith("JAX 1.20x faster, 1 run each on 1 node: not reliable (fewer than 3 runs a side); "
+                               "rerun with `--trials 5 --paired` on an idle node")
+
+
+def test_a_row_that_is_not_comparable_gets_no_speed_up_in_its_verdict():
+    found = verdict(row(comparable="precision census differs"), ENOUGH, nodes=1)
+    assert not found.reliable and "x faster" not in found.text
+    assert found.text.endswith("not comparable (precision census differs); no speed-up is given")
+
+
+def test_paired_trials_are_counted_as_pairs():
+    found = verdict(row(runs_jax_torch="6/6 paired"), {"jax": 6, "torch": 6}, nodes=3)
+    assert "6 paired trials on 3 nodes: reliable" in found.text
+
+
+def test_one_run_a_side_says_why_there_is_no_interval():
+    assert format_speedup(row(half_width=None, runs_jax_torch="1/1")) == "1.20x [n/a (1 run)]"
+    assert format_speedup(row(half_width=None, runs_jax_torch="1/3")) == "1.20x [n/a (runs 1/3)]"
+
+
+def series(framework_steps: dict[int, float], framework_throughputs: dict[int, float] | None = None) -> pd.DataFrame:
+    """One comparison series (a cell key but the batch), PyTorch's step times and throughputs per batch size;
+    JAX's step takes time in proportion to the batch."""
+    rows = []
+    for batch, step in framework_steps.items():
+        rate = (framework_throughputs or {}).get(batch, batch / step * 1000)
+        rows.append({"device_kind": "cpu", "device_model": "CPU X", "benchmark": "digits", "use_case": 5,
+                     "model": "mlp", "precision": "fp32", "settings": "", "bound_cpus": "", "intra_op_threads": "",
+                     "batch_size": batch, "torch_step_time_p50": step, "torch_throughput": rate,
+                     "jax_step_time_p50": batch / 8, "jax_throughput": 8000.0})  # JAX's: plausible
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("faster, flagged", [(1.9, False), (2.1, True)])
+def test_a_larger_batch_more_than_twice_as_fast_per_step_is_implausible(faster, flagged):
+    notes = implausible_notes(series({8: 32.6, 128: 32.6 / faster}))
+    assert bool(notes[0]) is flagged and notes[0] == notes[1]
+    if flagged:
+        assert notes[0] == (f"PyTorch's step at batch 128 ({32.6 / faster:.3g} ms) is {faster:.1f}x faster than at "
+                            "batch 8 (32.6 ms)")
+
+
+@pytest.mark.parametrize("fall, flagged", [(9.5, False), (10.5, True)])
+def test_throughput_falling_tenfold_between_two_batch_sizes_is_implausible(fall, flagged):
+    # Steps that take longer at the larger batch, as they should; only the throughput falls.
+    notes = implausible_notes(series({8: 1.0, 16: 2.0}, {8: 8000.0, 16: 8000.0 / fall}))
+    assert bool(notes[1]) is flagged
+    if flagged:
+        assert "PyTorch's throughput falls 10x from batch 8 (8,000 samples/s) to batch 16 (762)" in notes[1]
+
+
+def test_rows_of_other_series_are_never_compared():
+    frame = pd.concat([series({8: 32.6}), series({128: 5.0}).assign(model="cnn")], ignore_index=True)
+    assert implausible_notes(frame) == ["", ""]
+
+
+def write_runs(root, campaign, node, throughputs):
+    """One run of each framework of a digits use-case-1 cell in `campaign`, on `node`."""
+    from bench_contract.results import ResultRows
+
+    for framework, throughput in throughputs.items():
+        ctx = result_context(framework=framework, benchmark="digits", use_case=1, model="mlp", batch_size=32,
+                             precision="fp32", device_kind="cpu", device_model="CPU X", campaign=campaign,
+                             cell_id=f"{framework}-cell", slurm_nodelist=node)
+        rows = ResultRows(ctx)
+        rows.add("throughput", throughput, "samples/s")
+        rows.add("step_time_cv", 0.01, "")
+        rows.write(root / campaign / "rows" / framework / f"{framework}-cell.parquet")
+
+
+def test_collect_and_the_report_open_on_the_verdicts(tmp_path):
+    # Three runs a side on two nodes, JAX 2x faster within 1%: reliable.
+    for k, (node, jax) in enumerate([("n1", 2000.0), ("n2", 2010.0), ("n1", 1990.0)]):
+        write_runs(tmp_path, f"c{k}", node, {"jax": jax, "torch": 1000.0 + k})
+    collected = run_cli("collect", "--results-dir", str(tmp_path))
+    assert collected.returncode == 0, collected.stderr
+    lines = collected.stdout.splitlines()
+    heading = next(i for i, line in enumerate(lines) if line.startswith("Verdicts"))
+    assert lines[heading] == "Verdicts (1 of 1 reliable; the rule: docs/comparisons-and-report.md):"
+    assert lines[heading + 1].startswith(
+        "  Training (use case 1), digits mlp batch 32 fp32 on CPU X: JAX 2.00x faster [")
+    assert lines[heading + 1].endswith("], 3 runs each on 2 nodes: reliable")
+    assert heading < next(i for i, line in enumerate(lines) if line.startswith("Training on CPU X"))
+    assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert markdown.index("## Verdicts (1 of 1 reliable") < markdown.index("## Training on CPU X")
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert page.index("<h2>Verdicts</h2>") < page.index("<h2>JAX against PyTorch, a table per use case</h2>")
+    assert '<li class="reliable">Training (use case 1), digits mlp batch 32 fp32 on CPU X: JAX 2.00x faster' in page
