@@ -5,10 +5,13 @@ settings) and framework: the median throughput over its runs, a 95% bootstrap in
 of runs, and the versions the runs used (framework, libraries, CUDA, driver, XLA_FLAGS). It is a JSON file in
 `<results-dir>/baselines/NAME.json`, small enough to keep in git or copy between clusters.
 
-A cell is flagged when its throughput changed by more than the tolerance and, where both sides have several runs,
-the two intervals do not overlap: a change inside the noise of either side is not a regression, and a change
-smaller than the tolerance is not worth a red line even when it is real. A flagged cell names the versions that
-changed between the baseline and the campaign, which is where a regression usually comes from.
+A cell is judged by the 95% bootstrap interval of its change (campaign median over baseline median, minus one;
+the runs of both sides resampled, which needs the baseline's run values, kept in each entry): a regression only
+where the whole interval lies below minus the tolerance, an improvement where it lies above the tolerance, within
+tolerance where it lies inside both, and inconclusive where it straddles either edge, or where a side has a single
+run, so no interval, and its change passes the tolerance (issue 31: a noisy unchanged pair is never flagged). A
+flagged cell names the versions that changed between the baseline and the campaign, which is where a regression
+usually comes from.
 """
 
 from __future__ import annotations
@@ -41,10 +44,11 @@ class Verdict:
     interval: tuple[float, float] | None
     runs: int
     change: float | None  # median / baseline median - 1
-    flag: str  # "regression", "improvement", "within tolerance", "within noise", "new", "missing", "not comparable"
+    flag: str  # "regression", "improvement", "within tolerance", "inconclusive", "new", "missing", "not comparable"
     changed_versions: list[str]
     campaign: str = ""  # the campaign judged; "" for a baseline cell that no campaign ran
     reasons: str = ""  # why the campaign's runs of the cell cannot be judged (flag "not comparable")
+    change_interval: tuple[float, float] | None = None  # the change's 95% interval; None with a single run a side
 
 
 def path_of(results_dir: Path, name: str) -> Path:
@@ -103,6 +107,7 @@ def summarize(df) -> list[dict]:
         runs = rows.drop_duplicates([c for c in CELL_RUN if c in rows])
         reasons = unknown_device(str(key["device_model"])) + side_reasons(rows, runs, key["framework"])
         entries.append({"key": key, "median": float(np.median(values)), "interval": interval, "runs": len(values),
+                        "values": sorted(float(v) for v in values),
                         "campaigns": sorted(set(rows["campaign"].dropna().astype(str))),
                         "versions": versions_of(rows.drop_duplicates("cell_id" if "cell_id" in rows else None)),
                         "not_comparable": "; ".join(reasons)})
@@ -180,20 +185,38 @@ def judge(baseline: dict, current: list[dict], tolerance: float) -> list[Verdict
                                     None, "new", []))
             continue
         change = new["median"] / old["median"] - 1.0
-        flag = flag_of(change, tuple_or_none(old["interval"]), tuple_or_none(new["interval"]), tolerance)
+        interval = change_interval(old.get("values", []), new.get("values", []))
+        flag = flag_of(change, interval, tolerance)
         changed = changed_versions(old["versions"], new["versions"]) if flag in ("regression", "improvement") else []
         verdicts.append(Verdict(dict(key), old, new["median"], tuple_or_none(new["interval"]), new["runs"], change,
-                                flag, changed))
+                                flag, changed, change_interval=interval))
     return verdicts
 
 
-def flag_of(change: float, old: tuple[float, float] | None, new: tuple[float, float] | None,
-            tolerance: float) -> str:
-    if abs(change) <= tolerance:
+def change_interval(before: list[float], after: list[float], seed: int = 0) -> tuple[float, float] | None:
+    """95% percentile bootstrap interval of median(after) / median(before) - 1, each side's runs resampled on its
+    own; None where a side has fewer than two runs (a baseline saved before it kept its runs' values has none)."""
+    if len(before) < 2 or len(after) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    old = np.median(rng.choice(np.asarray(before), size=(BOOTSTRAP_SAMPLES, len(before))), axis=1)
+    new = np.median(rng.choice(np.asarray(after), size=(BOOTSTRAP_SAMPLES, len(after))), axis=1)
+    low, high = np.percentile(new / old - 1.0, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def flag_of(change: float, interval: tuple[float, float] | None, tolerance: float) -> str:
+    """The flag of a change and its interval against the tolerance (the module's docstring)."""
+    if interval is None:  # a single run on a side: nothing to tell the change from noise with
+        return "within tolerance" if abs(change) <= tolerance else "inconclusive"
+    low, high = interval
+    if high < -tolerance:
+        return "regression"
+    if low > tolerance:
+        return "improvement"
+    if -tolerance <= low and high <= tolerance:
         return "within tolerance"
-    if old is not None and new is not None and old[0] <= new[1] and new[0] <= old[1]:
-        return "within noise"  # the intervals overlap: the runs cannot tell the two apart
-    return "regression" if change < 0 else "improvement"
+    return "inconclusive"  # the interval straddles an edge of the tolerance: more runs would tell
 
 
 def changed_versions(old: dict[str, str], new: dict[str, str]) -> list[str]:
@@ -247,10 +270,19 @@ def verdict_rows(verdicts: list[Verdict]) -> tuple[list[str], list[list[str]]]:
         if differ:
             cell += f" ({differ})"
         rows.append([v.campaign, k["device_model"], cell, k["framework"], figure(v.baseline and v.baseline["median"]),
-                     figure(v.median), f"{v.change:+.1%}" if v.change is not None else "",
+                     figure(v.median), change_text(v),
                      FLAG_WORDS.get(v.flag, v.flag) + (f": {v.reasons}" if v.reasons else ""),
                      "; ".join(v.changed_versions)])
     return headers, rows
+
+
+def change_text(v: Verdict) -> str:
+    """"-16.7% [-18.3%, -15.0%]": the change and its interval, where there is one."""
+    if v.change is None:
+        return ""
+    if v.change_interval is None:
+        return f"{v.change:+.1%}"
+    return f"{v.change:+.1%} [{v.change_interval[0]:+.1%}, {v.change_interval[1]:+.1%}]"
 
 
 def figure(value: float | None) -> str:
