@@ -1,5 +1,7 @@
-"""The report's plots (matplotlib, PNG): metrics against batch size, speed-up heat maps, compile times, scaling,
-step-time distributions, rooflines and training curves, JAX beside PyTorch."""
+"""The report's plots (matplotlib): metrics against batch size, speed-up heat maps, compile times, scaling,
+step-time distributions, rooflines and training curves, JAX beside PyTorch. Each is written as PNG at 300 dpi (the
+HTML page embeds it), SVG and PDF (for a paper), titled in words; quantities are drawn from zero, and a figure or
+panel without data is not drawn (issue 31)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 from bench_contract.atomic import publish
 from orchestrator.results.compare import FRAMEWORK_TITLES, FRAMEWORKS, KEY, summary_rows
 from orchestrator.results.scaling import scaling_frame
+from orchestrator.results.views import use_case_words
 
 COLORS = {"jax": "#1f77b4", "torch": "#d62728"}
 
@@ -25,12 +28,22 @@ def _figure():
     return plt
 
 
+DPI = 300  # print quality: a figure 6 inches wide is 1,800 pixels
+FORMATS = ("png", "svg", "pdf")  # the PNG is the one the page embeds and `plots` lists; SVG and PDF beside it
+
+
 def _save(plt, fig, path: Path, plots: list, title: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    publish(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    for kind in FORMATS:
+        publish(path.with_suffix(f".{kind}"), lambda tmp: fig.savefig(tmp, dpi=DPI, format=kind))
     plt.close(fig)
     plots.append((title, path))
+
+
+def cell_title(bench, case, model, precision, batch=None) -> str:
+    """A cell in the words of a title: "digits mlp, batch 32, fp32: Per-sample gradients (DP-SGD) (use case 3)"."""
+    return f"{bench} {model}{f', batch {batch}' if batch is not None else ''}, {precision}: {use_case_words(case)}"
 
 
 def _slug(*parts) -> str:
@@ -91,7 +104,8 @@ def draw_metric_lines(plt, frame, device_index: dict, folder: Path, plots: list)
                     ax.plot(block["batch_size"], block[f"{fw}_{m}"] * scale, style, color=COLORS[fw],
                             label=f"{FRAMEWORK_TITLES[fw]} {label}")
             batch_size_axis(ax, block["batch_size"])
-            ax.set(xlabel="batch size", ylabel=ylabel, title=f"{bench} uc{case} {model} {precision}\n{device}")
+            ax.set(xlabel="batch size", ylabel=ylabel, title=f"{cell_title(bench, case, model, precision)}\n{device}")
+            ax.set_ylim(bottom=0)  # a quantity from zero: an axis cut above it makes a small gap look large
             ax.legend(fontsize=7)
             _save(plt, fig, folder / f"{prefix}_{slug}.png", plots, caption)
 
@@ -188,24 +202,36 @@ def draw_compile_times(plt, block, device, path: Path, plots: list) -> None:
     _save(plt, fig, path, plots, f"Compile time on {device}")
 
 
+# The training-curve panels: (the metrics a panel needs, x label, y label).
+CURVE_PANELS = [
+    (("train_loss",), "step", "training loss"),
+    (("val_accuracy",), "epoch", "validation accuracy"),
+    (("val_accuracy", "epoch_time"), "wall time (s, training only)", "validation accuracy"),
+    (("train_loss", "step_time"), "time in timed steps (s)", "training loss"),
+]
+
+
 def draw_training_curves(plt, df, device_index: dict, folder: Path, plots: list) -> None:
-    """Loss and accuracy against steps, epochs and time, JAX beside PyTorch, per device model and cell key."""
+    """Loss and accuracy against steps, epochs and time, JAX beside PyTorch, per device model and cell key: the
+    panels whose metrics the cell recorded, no figure where it recorded none (inference, use case 5)."""
     curves = df[df["metric"].isin(["train_loss", "val_accuracy", "epoch_time", "step_time"])]
     for group, block in curves.groupby(["device_model", *KEY]):
         device, bench, case, model, batch, precision = group
+        recorded = set(block.loc[block["value"].notna(), "metric"])
+        panels = [k for k, (needs, _, _) in enumerate(CURVE_PANELS) if set(needs) <= recorded]
+        if not panels:
+            continue
         d = device_index.get(str(device), 0)
-        fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
+        fig, shown = plt.subplots(1, len(panels), figsize=(4.3 * len(panels), 3.8), squeeze=False)
+        axes = dict(zip(panels, shown[0]))
         for fw in FRAMEWORKS:
             mine = block[block["framework"] == fw]
             if not mine.empty:
                 plot_run_curves(axes, one_run(mine), fw)
-        axes[0].set(xlabel="step", ylabel="training loss")
-        axes[1].set(xlabel="epoch", ylabel="validation accuracy")
-        axes[2].set(xlabel="wall time (s, training only)", ylabel="validation accuracy")
-        axes[3].set(xlabel="time in timed steps (s)", ylabel="training loss")
-        for ax in axes:
+        for k, ax in axes.items():
+            ax.set(xlabel=CURVE_PANELS[k][1], ylabel=CURVE_PANELS[k][2])
             ax.legend()
-        fig.suptitle(f"Training curves: {bench} uc{case} {model} batch {batch} {precision} on {device}")
+        fig.suptitle(f"Training curves: {cell_title(bench, case, model, precision, batch)} on {device}")
         _save(plt, fig, folder / f"curves_{_slug(d, bench, case, model, batch, precision)}.png", plots,
               f"Training curves: {bench}, use case {case}, {model}, batch {batch}, {precision} on {device}")
 
@@ -217,20 +243,23 @@ def one_run(rows):
     return run[run["trial"] == run["trial"].iloc[0]]
 
 
-def plot_run_curves(axes, run, fw: str) -> None:
-    """One run's loss against steps, accuracy against epochs and wall time, and loss against timed-step time."""
+def plot_run_curves(axes: dict, run, fw: str) -> None:
+    """One run's loss against steps, accuracy against epochs and wall time, and loss against timed-step time, in
+    the panels of `axes` (CURVE_PANELS' index -> axes) that are drawn."""
     title = FRAMEWORK_TITLES[fw]
     loss = run[run["metric"] == "train_loss"].sort_values("step")
-    axes[0].plot(loss["step"], loss["value"], color=COLORS[fw], label=title, lw=0.8)
     acc = run[run["metric"] == "val_accuracy"].sort_values("epoch")
-    axes[1].plot(acc["epoch"] + 1, acc["value"], "o-", color=COLORS[fw], label=title)
     times = run[run["metric"] == "epoch_time"].sort_values("epoch")["value"].cumsum()
-    if len(times) == len(acc):
-        axes[2].plot(times.to_numpy(), acc["value"].to_numpy(), "o-", color=COLORS[fw], label=title)
-    # Loss against the time spent in the timed steps (warm-up steps carry no time and are left out).
     steps = run[run["metric"] == "step_time"].sort_values("step")
-    timed_loss = loss.set_index("step")["value"].reindex(steps["step"])
-    if len(steps):
+    if 0 in axes:
+        axes[0].plot(loss["step"], loss["value"], color=COLORS[fw], label=title, lw=0.8)
+    if 1 in axes:
+        axes[1].plot(acc["epoch"] + 1, acc["value"], "o-", color=COLORS[fw], label=title)
+    if 2 in axes and len(times) == len(acc):
+        axes[2].plot(times.to_numpy(), acc["value"].to_numpy(), "o-", color=COLORS[fw], label=title)
+    if 3 in axes and len(steps):
+        # Loss against the time spent in the timed steps (warm-up steps carry no time and are left out).
+        timed_loss = loss.set_index("step")["value"].reindex(steps["step"])
         axes[3].plot(steps["value"].cumsum().to_numpy() / 1e3, timed_loss.to_numpy(), color=COLORS[fw],
                      label=title, lw=0.8)
 
@@ -258,8 +287,8 @@ def draw_latency_distributions(plt, df, device_index: dict, folder: Path, plots:
             ax.plot([], [], "s", color=COLORS[fw], label=FRAMEWORK_TITLES[fw])  # legend entry
         ax.set_xticks([i * 3 + 0.5 for i in range(len(batches))], [str(b) for b in batches])
         ax.set_yscale("log")
-        ax.set(xlabel="batch size", ylabel="step time (ms)",
-               title=f"Step-time distribution: {bench} uc{case} {model} {precision}\n{device}")
+        ax.set(xlabel="batch size", ylabel="step time (ms, log scale)",
+               title=f"Step-time distribution: {cell_title(bench, case, model, precision)}\n{device}")
         ax.legend(fontsize=7)
         d = device_index.get(str(device), 0)
         _save(plt, fig, folder / f"latency_distribution_{_slug(d, bench, case, model, precision)}.png", plots,

@@ -27,7 +27,7 @@ from orchestrator.results.compare import (
     with_row_key,
     with_variant_label,
 )
-from orchestrator.results.views import VIEWS, cell_words
+from orchestrator.results.views import cell_words, use_case_words
 
 # With two runs a side, the bootstrap resamples three distinct means per side: its interval is not a 95% one.
 MIN_RUNS = 3
@@ -121,13 +121,6 @@ def runs_words(row, runs: dict[str, int], nodes: int) -> str:
     if runs["jax"] == runs["torch"]:
         return f"{runs['jax']} run{'s' if runs['jax'] != 1 else ''} each {where}"
     return f"{runs['jax']} JAX and {runs['torch']} PyTorch runs {where}"
-
-
-def use_case_words(use_case: int) -> str:
-    """"Per-sample gradients (DP-SGD) (use case 3)": the title of the use case's table (views.VIEWS); a use case
-    no table shows (a row written by hand) is named by its number."""
-    title = next((view.title for view in VIEWS if use_case in view.use_cases), None)
-    return f"{title} (use case {use_case})" if title else f"Use case {use_case}"
 
 
 def row_words(row) -> str:

@@ -350,6 +350,13 @@ def view_table(frame, view: View, device: str) -> ViewTable | None:
     return ViewTable(f"{view.title} on {device}", said_once, headers, rows, notes, key_columns=len(keys))
 
 
+def use_case_words(use_case: int) -> str:
+    """"Per-sample gradients (DP-SGD) (use case 3)": the title of the use case's table (views.VIEWS); a use case
+    no table shows (a row written by hand) is named by its number."""
+    title = next((view.title for view in VIEWS if use_case in view.use_cases), None)
+    return f"{title} (use case {use_case})" if title else f"Use case {use_case}"
+
+
 def cell_words(row) -> str:
     """A comparison row in the words of a note below its table: "digits mlp batch 32"."""
     return f"{row['benchmark']} {row['model']} batch {row['batch_size']}"

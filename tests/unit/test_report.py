@@ -21,7 +21,10 @@ def test_report_writes_every_format(tmp_path):
     assert any(p.startswith("throughput_") for p in plots) and any(p.startswith("speedup_") for p in plots)
     assert any(p.startswith("curves_") for p in plots)
     page = (folder / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == len(plots)
+    figures = sorted(p.removesuffix(".png") for p in plots if p.endswith(".png"))
+    assert page.count("data:image/png;base64,") == len(figures)
+    # Every figure in the three formats (PNG for the page, SVG and PDF for a paper), and nothing else.
+    assert plots == sorted(f"{figure}.{kind}" for figure in figures for kind in ("pdf", "png", "svg"))
     assert "Provenance" in page
 
 
@@ -115,7 +118,8 @@ def test_timed_steps_get_a_latency_distribution_and_a_loss_against_time_curve(tm
     proc = run_cli("report", "--results-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     plots = [p.name for p in (tmp_path / "report" / "plots").iterdir()]
-    assert [p for p in plots if p.startswith("latency_distribution_")] == ["latency_distribution_0_digits_1_mlp_fp32.png"]
+    assert [p for p in plots if p.startswith("latency_distribution_") and p.endswith(".png")] == [
+        "latency_distribution_0_digits_1_mlp_fp32.png"]
     assert "Step-time distribution (every timed step): digits, use case 1, mlp, fp32 on CPU X" in (
         tmp_path / "report" / "report.html").read_text()
 
@@ -167,3 +171,43 @@ def test_a_compile_time_that_was_not_measured_is_no_bar(tmp_path, monkeypatch):
     heights = sorted(round(bar.get_height(), 3) for bar in ax.patches)
     assert heights == [0.2, 0.5, 0.7]  # three measured values, no bar of 0 for the missing one
     assert [t.get_text() for t in ax.texts] == ["n/a"]
+
+
+def test_no_figure_without_data_quantities_from_zero_and_titles_in_words(tmp_path, monkeypatch):
+    """Issue 31: inference cells got four empty "Training curves" panels; throughput axes started far above zero,
+    which made small gaps look large; titles read "digits uc3 mlp fp32"."""
+    from orchestrator.results import report_plots
+    from orchestrator.results.report import read_merged
+    from orchestrator.results.views import use_case_frame
+
+    for batch, (jax, torch) in {8: (9000.0, 8800.0), 32: (30000.0, 29000.0)}.items():  # close: a cut axis hides it
+        for framework, rate in (("jax", jax), ("torch", torch)):
+            task_file(tmp_path, framework, batch, rate, use_case=5, accuracy=None, step_times_ms=[1.0, 1.1],
+                      metrics={"step_time_p50": batch / rate * 1000})
+    assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
+    df = read_merged(tmp_path / "merged.parquet")
+    drawn = {}
+    monkeypatch.setattr(report_plots, "_save", lambda plt, fig, path, plots, title: drawn.update({path.name: fig}))
+    report_plots.draw_plots(df, use_case_frame(df), tmp_path / "plots")
+    assert not [name for name in drawn if name.startswith("curves_")]  # inference: no training curves at all
+    throughput = drawn["throughput_0_digits_5_mlp_fp32.png"].axes[0]
+    assert throughput.get_ylim()[0] == 0
+    assert throughput.get_title() == "digits mlp, fp32: Inference (use case 5)\nCPU X"
+    assert drawn["latency_0_digits_5_mlp_fp32.png"].axes[0].get_ylim()[0] == 0
+
+
+def test_a_training_cell_without_validation_draws_only_its_loss_panels(tmp_path, monkeypatch):
+    from orchestrator.results import report_plots
+    from orchestrator.results.report import read_merged
+    from orchestrator.results.views import use_case_frame
+
+    for framework in ("jax", "torch"):  # a loss per step and timed steps, no validation accuracy
+        task_file(tmp_path, framework, 32, 1000.0, step_times_ms=[1.0, 1.1])
+    assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
+    df = read_merged(tmp_path / "merged.parquet")
+    drawn = {}
+    monkeypatch.setattr(report_plots, "_save", lambda plt, fig, path, plots, title: drawn.update({path.name: fig}))
+    report_plots.draw_plots(df, use_case_frame(df), tmp_path / "plots")
+    (curves,) = [fig for name, fig in drawn.items() if name.startswith("curves_")]
+    assert [ax.get_xlabel() for ax in curves.axes] == ["step", "time in timed steps (s)"]
+    assert all(ax.lines for ax in curves.axes)  # every panel drawn has a line in it
