@@ -114,8 +114,9 @@ def write_html(df, frame, plots: list[tuple[str, Path]], path: Path, merged: Pat
                              undefined=jinja2.StrictUndefined, autoescape=True)
     # A use case's table names its cells in its key columns and the framework column.
     tables = [{"title": table.caption, "html": html_table(table.headers, table.rows, left=table.key_columns + 1),
-               "notes": table.notes} for table in view_tables(frame)]
-    tables += [{"title": extra.title, "html": html_table(extra.headers, extra.rows, left=extra.left), "notes": []}
+               "notes": table.notes, "info": table.info} for table in view_tables(frame)]
+    tables += [{"title": extra.title, "html": html_table(extra.headers, extra.rows, left=extra.left), "notes": [],
+                "info": []}
                for extra in extras]
     across = cross_device_table(frame)
     cross_device = None if across is None else {

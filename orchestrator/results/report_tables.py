@@ -105,8 +105,8 @@ def write_tables(frame, tables: list[ViewTable], folder: Path,
     named = [(table, table.key_columns + 1) for table in tables]
     named += [(cross_device, cross_device.key_columns)] if cross_device else []
     for table, left in named:
-        md += [f"## {table.caption}", "", markdown_table(table.headers, table.rows), "", *table.notes,
-               *([""] if table.notes else [])]
+        said = [*table.notes, *table.info]
+        md += [f"## {table.caption}", "", markdown_table(table.headers, table.rows), "", *said, *([""] if said else [])]
         tex.append(latex_table(table.caption, table.headers, table.rows, left=left))
     for extra in extras:
         md += [f"## {extra.title}", "", markdown_table(extra.headers, extra.rows), ""]

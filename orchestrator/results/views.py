@@ -79,7 +79,8 @@ class ViewTable:
     said_once: list[str]  # the values common to every line ("fp32", "runs JAX/PyTorch 1/1")
     headers: list[str]
     rows: list[list[str]]
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # warnings: what makes a number doubtful
+    info: list[str] = field(default_factory=list)  # information: tuning, the privacy budget (never a warning)
     key_columns: int = 0  # the leading columns that name the cell (left-aligned)
 
     @property
@@ -344,10 +345,10 @@ def view_table(frame, view: View, device: str) -> ViewTable | None:
     notes += list(dict.fromkeys(f"implausible, {row['benchmark']} {row['model']}: {note}"
                                 for _, row in block.iterrows() if row.get("implausible")
                                 for note in row["implausible"].split("; ")))
-    notes += [f"tuning, {cell_words(row)}: {row['tuning']}" for _, row in block.iterrows() if row["tuning"]]
+    info = [f"tuning, {cell_words(row)}: {row['tuning']}" for _, row in block.iterrows() if row["tuning"]]
     if view.use_cases == PER_SAMPLE_USE_CASES:
-        notes += [note for note in (privacy_note(row) for _, row in block.iterrows()) if note]
-    return ViewTable(f"{view.title} on {device}", said_once, headers, rows, notes, key_columns=len(keys))
+        info += [note for note in (privacy_note(row) for _, row in block.iterrows()) if note]
+    return ViewTable(f"{view.title} on {device}", said_once, headers, rows, notes, info, key_columns=len(keys))
 
 
 def use_case_words(use_case: int) -> str:
@@ -381,7 +382,7 @@ def table_text(table: ViewTable) -> str:
     """A use case's table as text for the terminal, its caption above and its notes below."""
     from orchestrator.tables import format_table
 
-    return "\n".join([table.caption, format_table(table.headers, table.rows), *table.notes])
+    return "\n".join([table.caption, format_table(table.headers, table.rows), *table.notes, *table.info])
 
 
 def use_case_lines(frame) -> list[str]:

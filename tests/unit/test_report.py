@@ -211,3 +211,16 @@ def test_a_training_cell_without_validation_draws_only_its_loss_panels(tmp_path,
     (curves,) = [fig for name, fig in drawn.items() if name.startswith("curves_")]
     assert [ax.get_xlabel() for ax in curves.axes] == ["step", "time in timed steps (s)"]
     assert all(ax.lines for ax in curves.axes)  # every panel drawn has a line in it
+
+
+def test_the_privacy_budget_is_information_not_a_warning(tmp_path):
+    """Issue 31: the privacy line was red like the warnings below a table."""
+    for framework, rate in (("jax", 2000.0), ("torch", 1000.0)):
+        task_file(tmp_path, framework, 32, rate, use_case=3,
+                  metrics={"privacy_epsilon": 1.5, "privacy_epsilon_rdp": 2.0, "privacy_delta": 1e-5})
+    assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
+    assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
+    page = (tmp_path / "report" / "report.html").read_text()
+    info = page[page.index('<ul class="info">'):]
+    assert info.startswith('<ul class="info"><li>privacy, digits mlp batch 32: epsilon 1.5 (PLD accountant; RDP: 2)')
+    assert '<ul class="notes"><li>privacy' not in page
