@@ -17,7 +17,7 @@ from orchestrator.results.baseline import Judged, judge_merged
 from orchestrator.results.compare import comparison_frame
 from orchestrator.results.device_mismatch import device_mismatch_lines
 from orchestrator.results.report_html import write_html
-from orchestrator.results.report_plots import draw_plots
+from orchestrator.results.report_plots import Plot, draw_plots
 from orchestrator.results.report_tables import baseline_tables, extra_tables, write_tables
 from orchestrator.results.store import MERGED, read_merged_rows
 from orchestrator.results.verdict import verdict_lines, verdicts
@@ -28,7 +28,7 @@ from orchestrator.results.views import cross_device_table, use_case_frame, view_
 class Report:
     folder: Path
     tables: dict[str, Path] = field(default_factory=dict)  # format -> path
-    plots: list[tuple[str, Path]] = field(default_factory=list)  # (title, path)
+    plots: list[Plot] = field(default_factory=list)
     html: Path | None = None
 
 

@@ -12,7 +12,7 @@ from bench_contract.atomic import publish
 from bench_contract.results import LOCKED, SITE_PREFIX
 from orchestrator import PROJECT_ROOT
 from orchestrator.results.compare import FRAMEWORK_TITLES
-from orchestrator.results.report_plots import DPI
+from orchestrator.results.report_plots import Plot
 from orchestrator.results.report_tables import Extra
 from orchestrator.results.verdict import Verdict
 from orchestrator.results.views import cross_device_table, view_tables
@@ -96,17 +96,7 @@ def trace_links(df, results_dir: Path, page_dir: Path) -> list[dict]:
     return links
 
 
-SCREEN_DPI = 110  # a plot is shown at this many pixels per inch of its figure: the PNG is drawn for print
-
-
-def screen_width(png: Path) -> int:
-    """The width in CSS pixels to show a plot at: its PNG's width (from the IHDR chunk, bytes 16-20) scaled from
-    the print resolution it was drawn at to the screen's."""
-    width = int.from_bytes(png.read_bytes()[16:20], "big")
-    return round(width * SCREEN_DPI / DPI)
-
-
-def write_html(df, frame, plots: list[tuple[str, Path]], path: Path, merged: Path, extras: list[Extra],
+def write_html(df, frame, plots: list[Plot], path: Path, merged: Path, extras: list[Extra],
                verdicts: list[Verdict] = ()) -> Path:
     import jinja2
 
@@ -121,8 +111,7 @@ def write_html(df, frame, plots: list[tuple[str, Path]], path: Path, merged: Pat
     across = cross_device_table(frame)
     cross_device = None if across is None else {
         "title": across.caption, "html": html_table(across.headers, across.rows, left=across.key_columns)}
-    embedded = [{"title": title, "data": base64.b64encode(p.read_bytes()).decode(), "width": screen_width(p)}
-                for title, p in plots]
+    embedded = [{"title": plot.title, "data": base64.b64encode(plot.screen).decode()} for plot in plots]
     page = env.get_template("report.html.j2").render(
         merged=str(merged), rows=len(df), tables=tables, cross_device=cross_device, plots=embedded,
         verdicts=verdicts, reliable=sum(v.reliable for v in verdicts),
