@@ -33,16 +33,53 @@ def latex_escape(text: str) -> str:
     return "".join(LATEX_SPECIAL.get(c, c) for c in str(text))
 
 
-def latex_table(caption: str, headers: list[str], rows: list[list[str]], left: int = 5) -> str:
-    """A LaTeX table; its first `left` columns (the names) are left-aligned, the numbers right-aligned."""
+# A table of more columns than this does not fit one column of a two-column paper: it spans the page (table*).
+COLUMN_WIDE = 7
+LATEX_PREAMBLE = ("% The report's tables, for a paper: \\input{report.tex} after \\usepackage{booktabs,graphicx} in\n"
+                  "% the preamble. Each table has a \\label (tab:...) to cite with \\ref; one of more than "
+                  f"{COLUMN_WIDE} columns is a\n% table*, across both columns of a two-column paper; one wider than "
+                  "its column is scaled down to fit.")
+# The tabular at its natural size, or scaled down to the column (\linewidth: the text's width in a table*) where it is
+# wider: graphicx's \resizebox reads the content's width as \width.
+FIT_OPEN = r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%"
+
+
+def latex_table(caption: str, headers: list[str], rows: list[list[str]], left: int = 5, label: str = "") -> str:
+    """A booktabs table; its first `left` columns (the names) are left-aligned, the numbers right-aligned; a header
+    of two lines (views.Column) stays two lines, so a column is as narrow as its values. A table of more than
+    COLUMN_WIDE columns is a table* (both columns of a two-column paper) in a smaller font; one still wider than its
+    column is scaled down to fit it (FIT_OPEN)."""
+    wide = len(headers) > COLUMN_WIDE
+    environment = "table*" if wide else "table"
     lines = [
-        r"\begin{table}[ht]", r"\centering\small", f"\\caption{{{latex_escape(caption)}}}",
-        r"\begin{tabular}{" + "l" * left + "r" * (len(headers) - left) + "}", r"\hline",
-        " & ".join(latex_escape(one_line(h)) for h in headers) + r" \\", r"\hline",
+        f"\\begin{{{environment}}}[t]", r"\centering", r"\footnotesize" if wide else r"\small",
+        r"\setlength{\tabcolsep}{4pt}",
+        f"\\caption{{{latex_escape(caption)}}}", *([f"\\label{{{label}}}"] if label else []),
+        FIT_OPEN, r"\begin{tabular}{@{}" + "l" * left + "r" * (len(headers) - left) + "@{}}", r"\toprule",
+        " & ".join(latex_header(h) for h in headers) + r" \\", r"\midrule",
         *(" & ".join(latex_escape(c) for c in row) + r" \\" for row in rows),
-        r"\hline", r"\end{tabular}", r"\end{table}",
+        r"\bottomrule", r"\end{tabular}}", f"\\end{{{environment}}}",
     ]
     return "\n".join(lines)
+
+
+def latex_header(header: str) -> str:
+    """A header cell; its two lines stacked (a tabular in the cell, so no package is needed for it)."""
+    parts = [latex_escape(part) for part in header.split("\n")]
+    # "\\{}": a line that starts with "[" (as "[95% CI]") would be read as the length argument of a bare "\\".
+    return parts[0] if len(parts) == 1 else r"\begin{tabular}[b]{@{}c@{}}" + r"\\{}".join(parts) + r"\end{tabular}"
+
+
+def latex_labels(captions: list[str]) -> list[str]:
+    """A label per table, from its title ("tab:training-on-cpu-x"), made unique by a number where two agree."""
+    import re
+
+    labels, seen = [], {}
+    for caption in captions:
+        slug = re.sub(r"[^a-z0-9]+", "-", caption.lower()).strip("-")[:60].rstrip("-") or "table"
+        seen[slug] = seen.get(slug, 0) + 1
+        labels.append(f"tab:{slug}" + (f"-{seen[slug]}" if seen[slug] > 1 else ""))
+    return labels
 
 
 EXTRA_NAME_COLUMNS = 6  # device model, benchmark, use case, model, batch or precision, precision or memory cap
@@ -104,16 +141,17 @@ def write_tables(frame, tables: list[ViewTable], folder: Path,
     # The names (and in a use case's table the framework column) are left-aligned.
     named = [(table, table.key_columns + 1) for table in tables]
     named += [(cross_device, cross_device.key_columns)] if cross_device else []
+    labels = iter(latex_labels([table.title for table, _ in named] + [extra.title for extra in extras]))
     for table, left in named:
         said = [*table.notes, *table.info]
         md += [f"## {table.caption}", "", markdown_table(table.headers, table.rows), "", *said, *([""] if said else [])]
-        tex.append(latex_table(table.caption, table.headers, table.rows, left=left))
+        tex.append(latex_table(table.caption, table.headers, table.rows, left=left, label=next(labels)))
     for extra in extras:
         md += [f"## {extra.title}", "", markdown_table(extra.headers, extra.rows), ""]
-        tex.append(latex_table(extra.title, extra.headers, extra.rows, left=extra.left))
+        tex.append(latex_table(extra.title, extra.headers, extra.rows, left=extra.left, label=next(labels)))
     paths = {
         "markdown": publish(folder / "report.md", lambda tmp: tmp.write_text("\n".join(md))),
-        "latex": publish(folder / "report.tex", lambda tmp: tmp.write_text("\n\n".join(tex) + "\n")),
+        "latex": publish(folder / "report.tex", lambda tmp: tmp.write_text("\n\n".join([LATEX_PREAMBLE, *tex]) + "\n")),
         "csv": publish(folder / "report.csv", lambda tmp: frame.to_csv(tmp, index=False)),
     }
     return paths
