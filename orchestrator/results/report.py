@@ -16,6 +16,7 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.results.baseline import Judged, judge_merged
 from orchestrator.results.compare import comparison_frame
 from orchestrator.results.device_mismatch import device_mismatch_lines
+from orchestrator.results.methods import methods_paragraph
 from orchestrator.results.report_html import write_html
 from orchestrator.results.report_plots import Plot, draw_plots
 from orchestrator.results.report_tables import baseline_tables, extra_tables, write_tables
@@ -41,10 +42,12 @@ def write_report(merged: Path, folder: Path, judged: Judged | None = None) -> Re
     frame = use_case_frame(df)  # the comparison with every use case's columns: all of it goes to the CSV
     report = Report(folder)
     extras = baseline_tables(judged) + extra_tables(df, frame)
+    judged_rows = verdicts(frame, df)
+    methods = methods_paragraph(df, frame, judged_rows)
     report.tables = write_tables(frame, view_tables(frame), folder, extras, cross_device_table(frame),
-                                 verdict_lines(frame, df))
+                                 verdict_lines(frame, df), methods)
     report.plots = draw_plots(df, frame, folder / "plots")
-    report.html = write_html(df, frame, report.plots, folder / "report.html", merged, extras, verdicts(frame, df))
+    report.html = write_html(df, frame, report.plots, folder / "report.html", merged, extras, judged_rows, methods)
     return report
 
 

@@ -97,7 +97,7 @@ def trace_links(df, results_dir: Path, page_dir: Path) -> list[dict]:
 
 
 def write_html(df, frame, plots: list[Plot], path: Path, merged: Path, extras: list[Extra],
-               verdicts: list[Verdict] = ()) -> Path:
+               verdicts: list[Verdict] = (), methods: str = "") -> Path:
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROJECT_ROOT / "templates")),
@@ -114,7 +114,7 @@ def write_html(df, frame, plots: list[Plot], path: Path, merged: Path, extras: l
     embedded = [{"title": plot.title, "data": base64.b64encode(plot.screen).decode()} for plot in plots]
     page = env.get_template("report.html.j2").render(
         merged=str(merged), rows=len(df), tables=tables, cross_device=cross_device, plots=embedded,
-        verdicts=verdicts, reliable=sum(v.reliable for v in verdicts),
+        verdicts=verdicts, reliable=sum(v.reliable for v in verdicts), methods=methods,
         provenance=provenance_sections(df),
         campaigns=sorted(df["campaign"].unique()), traces=trace_links(df, merged.parent, path.parent),
     )

@@ -131,13 +131,15 @@ def roofline_rows(frame) -> tuple[list[str], list[list[str]]]:
 
 def write_tables(frame, tables: list[ViewTable], folder: Path,
                  extras: list[Extra] = (),
-                 cross_device: ViewTable | None = None, verdicts: list[str] = ()) -> dict[str, Path]:
+                 cross_device: ViewTable | None = None, verdicts: list[str] = (), methods: str = "") -> dict[str, Path]:
     """Markdown and LaTeX: the verdicts (Markdown only), each use case's table per device model (views), the
     table across device models where there are several, then the extras; CSV: every column of every comparison row
     (views.use_case_frame), what the tables leave out included."""
     md, tex = ["# JAX vs PyTorch", ""], []
     if verdicts:  # verdict.verdict_lines: a heading line, then one line per comparison row
         md += [f"## {verdicts[0].rstrip(':')}", "", *(f"- {line.strip()}" for line in verdicts[1:]), ""]
+    if methods:  # methods.methods_paragraph: for a paper, ready to paste
+        md += ["## Methods", "", methods, ""]
     # The names (and in a use case's table the framework column) are left-aligned.
     named = [(table, table.key_columns + 1) for table in tables]
     named += [(cross_device, cross_device.key_columns)] if cross_device else []

@@ -1,0 +1,113 @@
+"""A methods paragraph for a paper, written from the merged rows (issue 31): the hardware, the driver and framework
+versions, precision, compilation, batch sizes, warm-up and timed steps, trials, how the intervals were computed, and
+how many comparisons were reliable or not comparable. `report` puts it in report.md and on the HTML page, ready to
+paste; every figure in it is read from the rows, none is written here."""
+
+from __future__ import annotations
+
+import json
+
+from bench_contract.spec import FRAMEWORK_TITLES
+from orchestrator.results.baseline import json_field
+from orchestrator.results.compare import BOOTSTRAP_SAMPLES, COMPARABLE, FRAMEWORKS, summary_rows
+from orchestrator.results.verdict import MAX_INTERVAL, MIN_RUNS, Verdict
+
+
+def methods_paragraph(df, frame, verdicts: list[Verdict]) -> str:
+    """The paragraph for the merged rows `df`, their comparison `frame` (views.use_case_frame) and its verdicts."""
+    rows = summary_rows(df)
+    if rows.empty:
+        return ""
+    runs = rows.drop_duplicates(["campaign", "cell_id", "trial", "framework"])
+    settings = [json.loads(s) for s in runs["settings"].dropna().unique() if s]
+    return " ".join(part for part in (
+        hardware(runs), software(runs), workload(runs), timing(settings), repeats(runs),
+        intervals(frame), judged(frame, verdicts)) if part)
+
+
+def listed(values) -> str:
+    """"a", "a and b", "a, b and c", sorted, each once."""
+    items = sorted({str(v) for v in values if str(v) not in ("", "nan", "None")})
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" and {items[-1]}" if items else ""
+
+
+def hardware(runs) -> str:
+    devices = []
+    for (kind, model), block in runs.groupby(["device_kind", "device_model"]):
+        if kind == "cpu":
+            cpus = listed(block["bound_cpus"].dropna().astype(int))
+            devices.append(f"{model} CPUs ({cpus} bound to each process)" if cpus else f"{model} CPUs")
+        else:
+            drivers = listed(json_field(d).get("driver_version", "") for d in block["device_details"])
+            devices.append(f"{model} GPUs" + (f" (driver {drivers})" if drivers else ""))
+    nodes = runs["slurm_nodelist"].where(runs["slurm_nodelist"].fillna("") != "", runs["hostname"]).nunique()
+    return f"All runs used {listed(devices)}, on {nodes} node{'s' if nodes != 1 else ''}."
+
+
+def software(runs) -> str:
+    versions = [f"{FRAMEWORK_TITLES[fw]} {listed(runs.loc[runs['framework'] == fw, 'framework_version'])}"
+                for fw in FRAMEWORKS if (runs["framework"] == fw).any()]
+    python = listed(runs["python_version"]) if "python_version" in runs else ""
+    return f"Software: {listed(versions)}" + (f", Python {python}" if python else "") + "."
+
+
+def workload(runs) -> str:
+    variants = runs["model_variant"].fillna("") if "model_variant" in runs else [""] * len(runs)
+    cells = listed(f"{b} {m}" + (f" ({v})" if v not in ("", "full") else "")
+                   for b, m, v in zip(runs["benchmark"], runs["model"], variants))
+    cases, batches = runs["use_case"].astype(int), runs["batch_size"].astype(int)
+    return (f"Workloads: {cells}; {plural(cases.nunique(), 'use case')} {listed(cases)}; "
+            f"{plural(batches.nunique(), 'batch size')} {listed(batches)}; precision {listed(runs['precision'])}, one "
+            "policy per precision in both frameworks (checked per run by a census of the dtype each class of "
+            "operation computed in).")
+
+
+def plural(count: int, noun: str) -> str:
+    """The noun for `count` of it, without the number: "batch size", "batch sizes"."""
+    return noun if count == 1 else f"{noun}s"
+
+
+def timing(settings: list[dict]) -> str:
+    if not settings:
+        return ""
+    warmup = listed(s.get("warmup_steps") for s in settings)
+    timed = listed(s.get("timed_steps") for s in settings)
+    modes = listed("torch.compile" + (f" ({s.get('torch_compile_mode')})" if s.get("torch_compile_mode") else "")
+                   if s.get("torch_compile") else "eager" for s in settings)
+    return (f"JAX ran jit-compiled (XLA) and PyTorch {modes}; compilation was timed apart from the steps. Each run "
+            f"warmed up for {warmup} steps, then timed at least {timed} steps, each ended by a device "
+            "synchronisation.")
+
+
+def repeats(runs) -> str:
+    per_cell = runs.groupby(["benchmark", "use_case", "model", "batch_size", "precision", "settings",
+                             "framework"]).size()
+    paired = "pair_order" in runs and (runs["pair_order"].fillna("") != "").any()
+    fewest, most = int(per_cell.min()), int(per_cell.max())
+    times = f"{most} {plural(most, 'time')}" if fewest == most else f"from {fewest} to {most} times"
+    return (f"Each cell ran {times} per framework, each run in a fresh process"
+            + (", JAX and PyTorch alternating within a job (paired)" if paired else "") + ".")
+
+
+def intervals(frame) -> str:
+    return ("A speed-up is the ratio of the two frameworks' mean throughputs; its 95% interval is a percentile "
+            f"bootstrap over runs ({BOOTSTRAP_SAMPLES:,} resamples; pairs resampled together where runs were paired), "
+            f"given where each framework has at least two runs. A speed-up is called reliable with at least {MIN_RUNS} "
+            f"runs a side, an interval within {MAX_INTERVAL:.0%} of it, a run-to-run and step-to-step spread (CV) "
+            "within 10%, and no implausible pattern across batch sizes.") if len(frame) else ""
+
+
+def judged(frame, verdicts: list[Verdict]) -> str:
+    if not len(frame):
+        return ""
+    apart = frame[frame["comparable"] != COMPARABLE]
+    reliable = sum(v.reliable for v in verdicts)
+    text = f"Of {len(frame)} {plural(len(frame), 'comparison')}, {reliable} {were(reliable)} reliable"
+    if not len(apart):
+        return f"{text}, and {'it was' if len(frame) == 1 else 'all were'} comparable."
+    reasons = listed(r for reason in apart["comparable"] for r in str(reason).split("; "))
+    return f"{text}; {len(apart)} {were(len(apart))} not comparable, so given no speed-up ({reasons})."
+
+
+def were(count: int) -> str:
+    return "was" if count == 1 else "were"
