@@ -22,6 +22,7 @@ from bench_contract.data.datasets import Dataset, epoch_batches
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.measure.energy import EnergyMeter
 from bench_contract.measure.flops import Flops
+from bench_contract.measure.host import HostShare
 from bench_contract.measure.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.measure.tracing import Tracer, record_trace
 from bench_contract.results import ResultRows
@@ -159,6 +160,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
                    detail=f"batch size {spec.batch_size}")
     step = 0
     scales = LossScaleHistory(ops.loss_scale())
+    host = HostShare.start()  # whether the bound CPUs stay this run's while it trains (bench_contract.measure.host)
     train_start = time.perf_counter()
     for epoch in range(spec.epochs):
         epoch_start = time.perf_counter()
@@ -191,6 +193,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             summary += f", validation accuracy {val:.4f}"
         progress.note(summary, step=step, epoch=epoch, loss=loss)
     rows.add("train_time_total", time.perf_counter() - train_start, "s")
+    host.record(rows, rows.context.get("intra_op_threads"))
     rows.add("warmup_steps", spec.warmup_steps, "steps")
     rows.add("recompilations_timed", timer.recompilations, "compilations")
     scales.record_skipped(rows)

@@ -7,7 +7,9 @@ condition on both sides of its edge). A row is reliable when all of these hold:
 - each framework has at least MIN_RUNS runs (trials, each in a fresh process; paired trials count as pairs);
 - the speed-up's 95% interval lies within MAX_INTERVAL of the speed-up on both sides;
 - neither side's spread is too wide (within a run the step times, between runs the throughputs: CV_THRESHOLD);
-- nothing about it is implausible across batch sizes (orchestrator.results.plausibility).
+- nothing about it is implausible across batch sizes (orchestrator.results.plausibility);
+- on neither side did other processes use more than SHARED_CPUS of the CPUs a run was bound to while it measured
+  (bench_contract.measure.host; the median over its runs).
 Anything else is "not reliable", with the reasons and what to rerun.
 """
 
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench_contract.measure.host import SHARED_CPUS
 from bench_contract.spec import FRAMEWORK_TITLES
 from orchestrator.results.compare import (
     FRAMEWORKS,
@@ -90,6 +93,10 @@ def reasons(row, runs: dict[str, int]) -> list[str]:
         found.append(f"spread {row['spread_too_wide']}")
     if row.get("implausible"):
         found.append(f"implausible: {row['implausible']}")
+    for framework in FRAMEWORKS:
+        others = row.get(f"{framework}_host_cpu_others")
+        if others is not None and not np.isnan(others) and others > SHARED_CPUS:
+            found.append(f"{FRAMEWORK_TITLES[framework]}'s CPUs were shared: other processes used {others:.0%} of them")
     return found
 
 

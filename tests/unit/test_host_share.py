@@ -1,0 +1,86 @@
+"""Whether a run's CPUs were its own while it measured (bench_contract.measure.host, issue 31): the share of the bound
+CPUs' time other processes used, from /proc/stat less the process's own CPU time, on a fake /proc/stat and clock;
+and the verdict that calls a run on shared CPUs not reliable."""
+
+import os
+
+import pytest
+from helpers import result_context
+from test_verdict import ENOUGH, row
+
+from bench_contract.measure import host
+from bench_contract.measure.host import SHARED_CPUS, HostShare
+from bench_contract.results import ResultRows
+from orchestrator.results.verdict import verdict
+
+
+def stat_text(busy: dict[int, int], idle: int = 5000) -> str:
+    """/proc/stat with cpuN lines whose user field holds `busy` ticks (the others but idle 0)."""
+    lines = ["cpu  1 2 3 4 5 6 7 8 9 10"]
+    lines += [f"cpu{cpu} {ticks} 0 0 {idle} 0 0 0 0 0 0" for cpu, ticks in busy.items()]
+    return "\n".join(lines + ["intr 1 2 3", "ctxt 99"]) + "\n"
+
+
+class Clock:
+    def __init__(self):
+        self.wall = self.cpu = 0.0
+
+    def advance(self, wall: float, own_cpu: float) -> None:
+        self.wall += wall
+        self.cpu += own_cpu
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """Two bound CPUs, a /proc/stat the test writes, and a clock and CPU time the test moves."""
+    stat, clock = tmp_path / "stat", Clock()
+    monkeypatch.setattr(host, "PROC_STAT", stat)
+    monkeypatch.setattr(host, "bound_cpus", lambda: [0, 1])
+    monkeypatch.setattr(host.time, "perf_counter", lambda: clock.wall)
+    monkeypatch.setattr(host.time, "process_time", lambda: clock.cpu)
+    return stat, clock
+
+
+def measured(rows: ResultRows) -> dict:
+    return {r["metric"]: (r["value"], r["note"]) for r in rows.rows}
+
+
+def test_other_processes_share_of_the_bound_cpus_is_their_busy_time_less_our_own(machine):
+    stat, clock = machine
+    ticks = os.sysconf("SC_CLK_TCK")
+    stat.write_text(stat_text({0: 1000, 1: 1000, 2: 7000}))
+    share = HostShare.start()
+    # 2 s of wall time; the bound CPUs were busy 1.5 s each (3 s), this process used 1 s: others used 2 of 4 s.
+    clock.advance(wall=2.0, own_cpu=1.0)
+    stat.write_text(stat_text({0: 1000 + int(1.5 * ticks), 1: 1000 + int(1.5 * ticks), 2: 9000}))
+    rows = ResultRows(result_context())
+    share.record(rows, threads=2)
+    found = measured(rows)
+    assert found["host_cpu_others"][0] == pytest.approx(0.5)
+    assert found["host_cpu_own"][0] == pytest.approx(0.25)  # 1 s of CPU over 2 s on 2 threads
+    assert "involuntary_switches_per_s" in found and "load_average" in found
+
+
+def test_a_window_too_short_for_the_ticks_or_no_proc_stat_is_not_available(machine):
+    stat, clock = machine
+    stat.write_text(stat_text({0: 10, 1: 10}))
+    share = HostShare.start()
+    clock.advance(wall=0.5, own_cpu=0.5)
+    rows = ResultRows(result_context())
+    share.record(rows, threads=2)
+    value, note = measured(rows)["host_cpu_others"]
+    assert value is None and "the measurement took 0.5 s, shorter than the 1 s" in note
+    stat.unlink()
+    share = HostShare.start()
+    clock.advance(wall=2.0, own_cpu=1.0)
+    rows = ResultRows(result_context())
+    share.record(rows, threads=2)
+    value, note = measured(rows)["host_cpu_others"]
+    assert value is None and "no /proc/stat" in note
+
+
+@pytest.mark.parametrize("others, reliable", [(SHARED_CPUS * 0.9, True), (SHARED_CPUS * 1.1, False)])
+def test_a_run_whose_cpus_were_shared_is_not_reliable(others, reliable):
+    found = verdict(row(torch_host_cpu_others=others), ENOUGH, nodes=1)
+    assert found.reliable is reliable
+    assert ("PyTorch's CPUs were shared: other processes used 11% of them" in found.text) is not reliable
