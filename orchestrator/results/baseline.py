@@ -27,12 +27,12 @@ from bench_contract.atomic import publish
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.results.certificate import CERTIFIED_COLUMNS, side_reasons, unknown_device
 from orchestrator.results.compare import CELL_RUN, ROW_KEY, differing_settings, run_values, with_row_key
+from orchestrator.results.intervals import BOOTSTRAP_SAMPLES
 from orchestrator.results.store import read_merged_rows
 
 FOLDER = "baselines"
 METRIC = "throughput"  # higher is better; the one figure every use case records per run
 VERSION_COLUMNS = ["framework_version", "library_versions", "xla_flags", "device_details"]
-BOOTSTRAP_SAMPLES = 2000
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 

@@ -2,10 +2,10 @@
 
 Input is the merged tidy table. A cell's summary value is the median over its runs (campaigns and trials).
 A run is one trial of a cell in one campaign (`--trials N` gives N runs). A speed-up gets a bootstrap 95%
-confidence interval only where each framework has at least two independent runs of the cell; with one run
-each, the interval is left empty rather than invented. Where every run of both sides came from paired jobs,
-the runs are resampled as pairs (one trial of one paired job). A cell whose step times or trials spread more
-than CV_THRESHOLD is flagged (`spread_too_wide`) in every table.
+confidence interval (orchestrator.results.intervals: as pairs where every run of both sides came from paired jobs,
+over the nodes first where runs ran on several) only where each framework has at least two independent runs of
+the cell; with fewer, the interval reads "n/a (1 run)" rather than being invented. A cell whose step times or
+trials spread more than CV_THRESHOLD is flagged (`spread_too_wide`) in every table.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES
 from orchestrator.plan.profile import device_matches
 from orchestrator.results.certificate import COMPARABLE, certificates, tuning_notes
+from orchestrator.results.intervals import bootstrap_ratio_ci, paired_bootstrap_ratio_ci, pairs_of
 
 KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
 # One comparison row: the same device (kind and model), the same cell key, and the same measured settings (a
@@ -57,7 +58,6 @@ TABLE_METRICS = [
     ("test_accuracy", "test acc", ""),
 ]
 BYTES_METRICS = {"peak_device_memory_allocated", "peak_host_rss"}
-BOOTSTRAP_SAMPLES = 2000
 
 
 def system_mismatches(df, expected: dict[tuple[str, str], str]):
@@ -94,8 +94,16 @@ def run_values(df, metric: str):
     campaign: trials of a cell are independent runs, each in its own process."""
     rows = summary_rows(with_row_key(df))
     rows = rows[rows["metric"] == metric]
+    rows = rows.assign(node=node_of(rows))
     run = [c for c in ("campaign", "cell_id", "trial", "pair_order") if c in rows]
-    return rows.groupby([*ROW_KEY, "framework", *run], dropna=False)["value"].median()
+    return rows.groupby([*ROW_KEY, "framework", *run, "node"], dropna=False)["value"].median()
+
+
+def node_of(rows) -> list[str]:
+    """Where each row's run ran (NODE): Slurm's node list, else its host; "" where neither was recorded."""
+    nodelist, host = ([str(v) if isinstance(v, str) else "" for v in rows[c]] if c in rows else [""] * len(rows)
+                      for c in NODE)
+    return [n or h for n, h in zip(nodelist, host)]
 
 
 CELL_RUN = ("campaign", "cell_id", "trial")  # what identifies one run of a cell: a trial of it in one campaign
@@ -312,48 +320,6 @@ def spread_note(step_cvs: np.ndarray, throughputs: np.ndarray) -> str:
     return " ".join(notes)
 
 
-def paired_bootstrap_ratio_ci(numerator: np.ndarray, denominator: np.ndarray,
-                              seed: int = 0) -> tuple[float, float] | None:
-    """95% CI of mean(numerator)/mean(denominator) where numerator[i] and denominator[i] ran as one pair (the
-    same trial of one paired job, on one node, one after the other): pairs are resampled together, so drift
-    that falls on both sides of a pair cancels instead of widening the interval."""
-    if len(numerator) < 2 or len(numerator) != len(denominator):
-        return None
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(numerator), size=(BOOTSTRAP_SAMPLES, len(numerator)))
-    low, high = np.percentile(numerator[picks].mean(axis=1) / denominator[picks].mean(axis=1), [2.5, 97.5])
-    return float(low), float(high)
-
-
-def pairs_of(jax, torch) -> tuple[np.ndarray, np.ndarray] | None:
-    """The two sides' runs matched pair by pair, when every run of both came from paired jobs; else None.
-
-    A pair is one trial of one campaign: a paired job runs exactly one JAX and one PyTorch run per trial."""
-    if not len(jax) or "pair_order" not in jax.index.names or "pair_order" not in torch.index.names:
-        return None
-    keyed = []
-    for side in (jax, torch):
-        frame = side.reset_index()
-        if (frame["pair_order"] == "").any() or frame.duplicated(["campaign", "trial"]).any():
-            return None
-        keyed.append(frame.set_index(["campaign", "trial"])["value"])
-    if set(keyed[0].index) != set(keyed[1].index):
-        return None
-    order = sorted(keyed[0].index)
-    return keyed[0].loc[order].to_numpy(dtype=float), keyed[1].loc[order].to_numpy(dtype=float)
-
-
-def bootstrap_ratio_ci(numerator: np.ndarray, denominator: np.ndarray, seed: int = 0) -> tuple[float, float] | None:
-    """95% CI of mean(numerator)/mean(denominator), resampling runs of each side independently."""
-    if len(numerator) < 2 or len(denominator) < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    num = rng.choice(numerator, size=(BOOTSTRAP_SAMPLES, len(numerator))).mean(axis=1)
-    den = rng.choice(denominator, size=(BOOTSTRAP_SAMPLES, len(denominator))).mean(axis=1)
-    low, high = np.percentile(num / den, [2.5, 97.5])
-    return float(low), float(high)
-
-
 def comparison_frame(df):
     """One row per device model and cell key; per framework the median of each table metric; the speed-up."""
     import pandas as pd
@@ -380,8 +346,10 @@ def comparison_frame(df):
         jax = _runs(throughput, index, "jax")
         torch = _runs(throughput, index, "torch")
         speedups.append(jax.mean() / torch.mean() if len(jax) and len(torch) else np.nan)
-        pairs = pairs_of(_run_series(throughput, index, "jax"), _run_series(throughput, index, "torch"))
-        ci = paired_bootstrap_ratio_ci(*pairs) if pairs else bootstrap_ratio_ci(jax, torch)
+        jax_runs, torch_runs = _run_series(throughput, index, "jax"), _run_series(throughput, index, "torch")
+        pairs = pairs_of(jax_runs, torch_runs)
+        ci = (paired_bootstrap_ratio_ci(*pairs[:2], nodes=pairs[2]) if pairs else
+              bootstrap_ratio_ci(jax, torch, numerator_nodes=_nodes(jax_runs), denominator_nodes=_nodes(torch_runs)))
         lows.append(ci[0] if ci else np.nan)
         highs.append(ci[1] if ci else np.nan)
         runs.append(f"{len(jax)}/{len(torch)}" + (" paired" if pairs else ""))
@@ -413,6 +381,11 @@ def _run_series(series, index, framework):
         return series.loc[key]
     except KeyError:
         return series.iloc[:0]
+
+
+def _nodes(runs) -> np.ndarray:
+    """The node of each run of a _run_series."""
+    return runs.index.get_level_values("node").to_numpy() if "node" in runs.index.names else np.zeros(len(runs))
 
 
 def _runs(series, index, framework) -> np.ndarray:

@@ -9,7 +9,8 @@ import json
 
 from bench_contract.spec import FRAMEWORK_TITLES
 from orchestrator.results.baseline import json_field
-from orchestrator.results.compare import BOOTSTRAP_SAMPLES, COMPARABLE, FRAMEWORKS, summary_rows
+from orchestrator.results.compare import COMPARABLE, FRAMEWORKS, node_of, summary_rows
+from orchestrator.results.intervals import BOOTSTRAP_SAMPLES
 from orchestrator.results.verdict import MAX_INTERVAL, MIN_RUNS, Verdict
 
 
@@ -40,7 +41,7 @@ def hardware(runs) -> str:
         else:
             drivers = listed(json_field(d).get("driver_version", "") for d in block["device_details"])
             devices.append(f"{model} GPUs" + (f" (driver {drivers})" if drivers else ""))
-    nodes = runs["slurm_nodelist"].where(runs["slurm_nodelist"].fillna("") != "", runs["hostname"]).nunique()
+    nodes = len(set(node_of(runs)))
     return f"All runs used {listed(devices)}, on {nodes} node{'s' if nodes != 1 else ''}."
 
 
@@ -91,7 +92,8 @@ def repeats(runs) -> str:
 
 def intervals(frame) -> str:
     return ("A speed-up is the ratio of the two frameworks' mean throughputs; its 95% interval is a percentile "
-            f"bootstrap over runs ({BOOTSTRAP_SAMPLES:,} resamples; pairs resampled together where runs were paired), "
+            f"bootstrap over runs ({BOOTSTRAP_SAMPLES:,} resamples; pairs resampled together where runs were paired, "
+            "and the nodes first, then the runs within each, where runs ran on several nodes), "
             f"given where each framework has at least two runs. A speed-up is called reliable with at least {MIN_RUNS} "
             f"runs a side, an interval within {MAX_INTERVAL:.0%} of it, a run-to-run and step-to-step spread (CV) "
             "within 10%, and no implausible pattern across batch sizes.") if len(frame) else ""

@@ -23,9 +23,9 @@ from bench_contract.measure.host import SHARED_CPUS
 from bench_contract.spec import FRAMEWORK_TITLES
 from orchestrator.results.compare import (
     FRAMEWORKS,
-    NODE,
     ROW_KEY,
     comparable,
+    node_of,
     run_values,
     with_row_key,
     with_variant_label,
@@ -143,15 +143,12 @@ def run_counts(df) -> dict[tuple, int]:
 
 
 def node_counts(df) -> dict[tuple, int]:
-    """The nodes the runs of a comparison row ran on, both frameworks together: Slurm's node list of each run, or
-    its host where it ran outside Slurm."""
+    """The nodes the runs of a comparison row ran on, both frameworks together (compare.node_of)."""
     rows = with_row_key(with_variant_label(df))
     rows = rows[(rows["metric"] == "throughput") & rows["step"].isna() & rows["epoch"].isna()]
     if rows.empty:
         return {}
-    nodelist, host = (rows[c].fillna("") if c in rows else "" for c in NODE)
-    rows = rows.assign(_node=np.where(nodelist != "", nodelist, host))
-    return rows.groupby(ROW_KEY, dropna=False)["_node"].nunique().to_dict()
+    return rows.assign(_node=node_of(rows)).groupby(ROW_KEY, dropna=False)["_node"].nunique().to_dict()
 
 
 def verdict_lines(frame, df) -> list[str]:
