@@ -46,6 +46,19 @@ def env_python(framework: str) -> Path:
     return ENVS[framework] / "bin" / "python"
 
 
+def probe_json(framework: str, code: str, timeout: float = 600):
+    """Run `code` in the framework's environment, from the repository root, and return the JSON its last line of
+    output holds (a probe prints its findings as one JSON object); a probe that fails fails the test with its
+    stderr."""
+    import json
+    import subprocess
+
+    proc = subprocess.run([str(env_python(framework)), "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
 def missing_envs() -> list[str]:
     return [fw for fw in ENVS if not env_python(fw).exists()]
 

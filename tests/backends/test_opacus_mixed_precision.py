@@ -4,10 +4,7 @@ opacus_grad_sample_mode), on the models whose hooks run (not the ResNets: their 
 Here, in the PyTorch environment: expanded weights still fail (when Opacus fixes them, this test says so), and the
 hooks' DP-SGD step computes in the dtypes torch.func's does and gives its per-example gradients."""
 
-import json
-import subprocess
-
-from helpers import REPO_ROOT, env_python
+from helpers import probe_json
 
 PROBE = """
 import json
@@ -47,10 +44,7 @@ print(json.dumps(out))
 
 
 def test_opacus_runs_bf16_with_its_hooks_and_computes_as_torch_func_does():
-    proc = subprocess.run([str(env_python("torch")), "-c", PROBE], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.splitlines()[-1])
+    out = probe_json("torch", PROBE)
     for name, found in out.items():
         assert found["mode"] == "hooks", name
         assert "expected m1 and m2 to have the same dtype" in found["expanded weights"], name

@@ -3,10 +3,7 @@ operations return nothing: the census saw no optimizer update, and on an H200 ev
 comparable: optimizer update float32 in JAX, none in PyTorch". Forced here on the CPU, where the default is one
 operation per tensor."""
 
-import json
-import subprocess
-
-from helpers import REPO_ROOT, env_python
+from helpers import probe_json
 
 CENSUS = """
 import json
@@ -35,7 +32,5 @@ print(json.dumps(out))
 
 
 def test_the_census_sees_the_optimizer_update_however_the_optimizer_runs_it():
-    out = subprocess.run([str(env_python("torch")), "-c", CENSUS], cwd=REPO_ROOT, capture_output=True, text=True,
-                         check=True)
-    updates = json.loads(out.stdout.splitlines()[-1])
+    updates = probe_json("torch", CENSUS)
     assert len(updates) == 6 and all(dtypes == ["float32"] for dtypes in updates.values()), updates

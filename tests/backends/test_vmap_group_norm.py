@@ -4,10 +4,7 @@ bfloat16 outside vmap and in JAX: DP-SGD with torch.func on a GroupNorm ResNet i
 float32, and its rows were "not comparable: residual stream bfloat16 in JAX, float32 in PyTorch" (issue 29). The
 DP-SGD step now runs a twin of the model whose group norms keep their dtype under vmap (per_sample.vmap_twin)."""
 
-import json
-import subprocess
-
-from helpers import REPO_ROOT, env_python
+from helpers import probe_json
 
 PROBE = """
 import json
@@ -48,10 +45,7 @@ print(json.dumps(out))
 
 
 def test_dp_sgd_with_torch_func_computes_group_norm_and_the_residual_stream_as_training_does():
-    proc = subprocess.run([str(env_python("torch")), "-c", PROBE], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.splitlines()[-1])
+    out = probe_json("torch", PROBE)
     bf16 = out["bf16"]["censuses"]
     for name in ("normalisation", "residual stream"):
         assert bf16["dp-sgd step"][name] == bf16["training step"][name] == ["bfloat16"], (name, bf16)

@@ -41,7 +41,14 @@ def machine(tmp_path, monkeypatch):
     return stat, clock
 
 
-def measured(rows: ResultRows) -> dict:
+def measured(clock: Clock, wall: float, own_cpu: float, during=lambda: None) -> dict:
+    """The rows of a window of `wall` seconds in which this process used `own_cpu` seconds of CPU (and `during`
+    ran, to change /proc/stat), as {metric: (value, note)}."""
+    share = HostShare.start()
+    clock.advance(wall, own_cpu)
+    during()
+    rows = ResultRows(result_context())
+    share.record(rows, threads=2)
     return {r["metric"]: (r["value"], r["note"]) for r in rows.rows}
 
 
@@ -49,13 +56,9 @@ def test_other_processes_share_of_the_bound_cpus_is_their_busy_time_less_our_own
     stat, clock = machine
     ticks = os.sysconf("SC_CLK_TCK")
     stat.write_text(stat_text({0: 1000, 1: 1000, 2: 7000}))
-    share = HostShare.start()
     # 2 s of wall time; the bound CPUs were busy 1.5 s each (3 s), this process used 1 s: others used 2 of 4 s.
-    clock.advance(wall=2.0, own_cpu=1.0)
-    stat.write_text(stat_text({0: 1000 + int(1.5 * ticks), 1: 1000 + int(1.5 * ticks), 2: 9000}))
-    rows = ResultRows(result_context())
-    share.record(rows, threads=2)
-    found = measured(rows)
+    later = stat_text({0: 1000 + int(1.5 * ticks), 1: 1000 + int(1.5 * ticks), 2: 9000})
+    found = measured(clock, wall=2.0, own_cpu=1.0, during=lambda: stat.write_text(later))
     assert found["host_cpu_others"][0] == pytest.approx(0.5)
     assert found["host_cpu_own"][0] == pytest.approx(0.25)  # 1 s of CPU over 2 s on 2 threads
     assert "involuntary_switches_per_s" in found and "load_average" in found
@@ -64,18 +67,10 @@ def test_other_processes_share_of_the_bound_cpus_is_their_busy_time_less_our_own
 def test_a_window_too_short_for_the_ticks_or_no_proc_stat_is_not_available(machine):
     stat, clock = machine
     stat.write_text(stat_text({0: 10, 1: 10}))
-    share = HostShare.start()
-    clock.advance(wall=0.5, own_cpu=0.5)
-    rows = ResultRows(result_context())
-    share.record(rows, threads=2)
-    value, note = measured(rows)["host_cpu_others"]
+    value, note = measured(clock, wall=0.5, own_cpu=0.5)["host_cpu_others"]
     assert value is None and "the measurement took 0.5 s, shorter than the 1 s" in note
     stat.unlink()
-    share = HostShare.start()
-    clock.advance(wall=2.0, own_cpu=1.0)
-    rows = ResultRows(result_context())
-    share.record(rows, threads=2)
-    value, note = measured(rows)["host_cpu_others"]
+    value, note = measured(clock, wall=2.0, own_cpu=1.0)["host_cpu_others"]
     assert value is None and "no /proc/stat" in note
 
 
