@@ -45,7 +45,7 @@ def write_report(merged: Path, folder: Path, judged: Judged | None = None) -> Re
     judged_rows = verdicts(frame, df)
     methods = methods_paragraph(df, frame, judged_rows)
     report.tables = write_tables(frame, view_tables(frame), folder, extras, cross_device_table(frame),
-                                 verdict_lines(frame, df), methods)
+                                 verdict_lines(judged_rows), methods)
     report.plots = draw_plots(df, frame, folder / "plots")
     report.html = write_html(df, frame, report.plots, folder / "report.html", merged, extras, judged_rows, methods)
     return report

@@ -4,7 +4,7 @@ across device models (views), then the largest batches, where a campaign searche
 from __future__ import annotations
 
 from orchestrator.results.batch_search import batch_search_table
-from orchestrator.results.verdict import verdict_lines
+from orchestrator.results.verdict import verdict_lines, verdicts
 from orchestrator.results.views import use_case_frame, use_case_lines
 
 
@@ -14,7 +14,7 @@ def summary_lines(summary, curves=None) -> list[str]:
     import pandas as pd
 
     frame = use_case_frame(summary if curves is None else pd.concat([summary, curves], ignore_index=True))
-    lines = verdict_lines(frame, summary) + use_case_lines(frame)
+    lines = verdict_lines(verdicts(frame, summary)) + use_case_lines(frame)
     searched = batch_search_table(summary)
     if searched:
         lines.append(f"\nLargest batch that fits (each try a fresh process):\n{searched}")

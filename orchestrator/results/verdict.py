@@ -25,9 +25,7 @@ from orchestrator.results.compare import (
     FRAMEWORKS,
     ROW_KEY,
     comparable,
-    node_of,
     run_values,
-    with_row_key,
     with_variant_label,
 )
 from orchestrator.results.views import cell_words, use_case_words
@@ -52,8 +50,7 @@ def verdicts(frame, df) -> list[Verdict]:
     """One verdict per row of `frame` (views.use_case_frame of the merged rows `df`), by device model and use case."""
     if frame.empty:
         return []
-    runs = run_counts(df)
-    nodes = node_counts(df)
+    runs, nodes = run_and_node_counts(df)
     out = []
     for _, row in frame.sort_values(["device_model", "use_case", "benchmark", "model", "batch_size"]).iterrows():
         key = tuple(row[c] for c in ROW_KEY)
@@ -136,24 +133,17 @@ def row_words(row) -> str:
     return f"{cell_words(row)} {row['precision']}{settings}"
 
 
-def run_counts(df) -> dict[tuple, int]:
-    """The runs with a throughput per comparison row and framework (ROW_KEY + framework), as compare counts them."""
+def run_and_node_counts(df) -> tuple[dict[tuple, int], dict[tuple, int]]:
+    """The runs with a throughput per comparison row and framework (ROW_KEY + framework), as compare counts them,
+    and the nodes each row's runs ran on, both frameworks together (compare.run_values keeps each run's node)."""
     throughput = run_values(with_variant_label(df), "throughput")
-    return throughput.groupby(level=list(range(len(ROW_KEY) + 1)), dropna=False).size().to_dict()
+    runs = throughput.groupby(level=[*ROW_KEY, "framework"], dropna=False).size().to_dict()
+    nodes = throughput.index.to_frame(index=False).groupby(ROW_KEY, dropna=False)["node"].nunique()
+    return runs, nodes.to_dict()
 
 
-def node_counts(df) -> dict[tuple, int]:
-    """The nodes the runs of a comparison row ran on, both frameworks together (compare.node_of)."""
-    rows = with_row_key(with_variant_label(df))
-    rows = rows[(rows["metric"] == "throughput") & rows["step"].isna() & rows["epoch"].isna()]
-    if rows.empty:
-        return {}
-    return rows.assign(_node=node_of(rows)).groupby(ROW_KEY, dropna=False)["_node"].nunique().to_dict()
-
-
-def verdict_lines(frame, df) -> list[str]:
-    """collect's verdicts: a heading, then one line per comparison row."""
-    found = verdicts(frame, df)
+def verdict_lines(found: list[Verdict]) -> list[str]:
+    """collect's verdicts (verdicts()): a heading, then one line per comparison row."""
     if not found:
         return []
     reliable = sum(v.reliable for v in found)
