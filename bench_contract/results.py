@@ -83,6 +83,9 @@ CONTEXT_FIELDS: list[pa.Field] = [
     # the paired job ran the two frameworks within each trial ("jax,torch"), empty when the run was not paired.
     pa.field("trial", pa.int32()),
     pa.field("pair_order", pa.string()),
+    # `--trials auto`: the sequential rule that decided how many trials the pair ran (bench_contract.sequential:
+    # "stein first=5 target=0.05"); empty for a fixed number of trials.
+    pa.field("trial_rule", pa.string()),
     # DP-SGD (use cases 3 and 4): the engine that computed the per-sample gradients (JAX's vmap; PyTorch's torchfunc or
     # opacus) and how (Opacus's grad_sample_mode), JobSpec.dp_engine_columns; "" elsewhere.
     pa.field("dp_engine", pa.string()),
@@ -101,7 +104,7 @@ def not_available(reason: str) -> str:
 # that collect keeps merging those files (they ran once, unpaired, and recorded no CPU binding).
 _NOT_RECORDED = not_available("written before the CPU binding was recorded")
 ADDED_COLUMN_DEFAULTS: dict[str, Any] = {
-    "trial": 0, "pair_order": "", "settings": "",
+    "trial": 0, "pair_order": "", "trial_rule": "", "settings": "",
     "bound_cpus": None, "bound_cpu_list": _NOT_RECORDED, "cpu_binding": _NOT_RECORDED,
     "intra_op_threads": None, "intra_op_threads_source": _NOT_RECORDED,
     "environment_kind": not_available("written before the environment kind was recorded"),

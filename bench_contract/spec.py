@@ -69,6 +69,9 @@ PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed,
 SAMPLINGS = ("shuffle", "poisson")
 # The order in which a paired job runs the two frameworks within each trial (trials alternate A B A B).
 PAIRED_ORDER = ("jax", "torch")
+# `--trials auto`: a paired job runs this many trials before Stein's rule says how many the pair needs in all
+# (bench_contract.sequential; with fewer, the rule's t quantile grows fast: 4.30 at 3 trials against 2.78 at 5).
+FIRST_STAGE = 5
 
 
 # Every JobSpec field, in one of four classes (tests/unit/test_comparison_settings.py fails on a new field until
@@ -91,6 +94,7 @@ FRAMEWORK_TUNING = ("xla_flags",)
 BOOKKEEPING = (
     "campaign", "cell_id", "pair_key", "framework",  # which cell and side: the comparison puts the sides together
     "trial", "trials", "paired",  # repeats of the same settings; pairing is resampled as such by the comparison
+    "target_interval",  # how many trials a sequential pair runs, not what each measures (bench_contract.sequential)
     "search_try", "trace_steps",  # a try is internal to a search; traced steps run after the measurement
     "data_dir",  # where the same data set lies on this cluster; data_source says real or synthetic
     "results_path", "init_weights_path", "git_commit", "schema_version", "extra",
@@ -165,6 +169,9 @@ class JobSpec:
     trials: int = 1
     trial: int = 0
     paired: bool = False
+    # `--trials auto`: above 0, a paired job runs FIRST_STAGE trials, then as many as Stein's rule needs for a
+    # speed-up interval within this fraction (0.05: 5%), at most `trials` (bench_contract.sequential).
+    target_interval: float = 0.0
     # PyTorch options: torch.compile instead of eager (every use case; in training the whole step), in which
     # mode; channels_last memory format for CNNs (inference)
     torch_compile: bool = False
@@ -219,6 +226,7 @@ class JobSpec:
             raise SpecError(f"trial must be an integer from 0 to trials - 1 ({self.trials - 1}), got {self.trial!r}")
         if not self.min_duration_s >= 0:
             raise SpecError(f"min_duration_s cannot be negative, got {self.min_duration_s!r}")
+        self._check_target_interval()
         if self.paired and self.framework not in PAIRED_ORDER:
             raise SpecError(f"a paired run is one of {', '.join(PAIRED_ORDER)}, not {self.framework!r}")
         if not self.learning_rate > 0:
@@ -251,6 +259,14 @@ class JobSpec:
                 f"spec schema version {self.schema_version} does not match this code's {SCHEMA_VERSION}; "
                 "re-plan the campaign with the current code"
             )
+
+    def _check_target_interval(self) -> None:
+        target = self.target_interval
+        if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 <= target < 1:
+            raise SpecError(f"target_interval must be a fraction from 0 (fixed trials) to below 1, got {target!r}")
+        if target and not (self.paired and self.trials >= FIRST_STAGE):
+            raise SpecError(f"a target_interval needs a paired run of at least {FIRST_STAGE} trials (Stein's first "
+                            f"stage), got paired={self.paired}, trials={self.trials}")
 
     def _check_optimizer(self) -> None:
         if self.optimizer not in OPTIMIZERS:

@@ -41,7 +41,9 @@ from bench_contract.run.precision import record_matmul_probe
 from bench_contract.run.stop_signals import STOP_SIGNALS
 from bench_contract.run.topology import topology_for
 from bench_contract.run.training import PerSampleOps, TrainingOps, record_dp_settings, run_training, time_vectorization
+from bench_contract.sequential import Rule
 from bench_contract.spec import (
+    FIRST_STAGE,
     FRAMEWORK_TITLES,
     INFERENCE_USE_CASE,
     OPTIMIZERS,
@@ -263,6 +265,7 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         or not_available(f"{ENVIRONMENT_KIND_VARIABLE} is not set: the task was not started by a rendered script"),
         "trial": spec.trial,
         "pair_order": ",".join(PAIRED_ORDER) if spec.paired else "",
+        "trial_rule": Rule(FIRST_STAGE, spec.target_interval).label() if spec.target_interval else "",
         "settings": spec.measured_settings(),
         "dp_engine": engine,
         "dp_engine_mode": engine_mode,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench_contract.results import ENVIRONMENT_KIND_VARIABLE, LOCKED
-from bench_contract.spec import PAIRED_ORDER
+from bench_contract.spec import FIRST_STAGE, PAIRED_ORDER
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
@@ -312,5 +312,7 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         order=" ".join(catalog.FRAMEWORKS[fw] for fw in PAIRED_ORDER),
         trials=trials,
         runs=runs,
+        first_stage=FIRST_STAGE if first.settings.target_interval else 0,
+        target_percent=f"{first.settings.target_interval * 100:g}%",
     )
     return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials, system)

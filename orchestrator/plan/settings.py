@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from bench_contract.spec import PER_SAMPLE_USE_CASES, SAMPLINGS, TORCH_COMPILE_MODES, JobSpec
+from bench_contract.spec import FIRST_STAGE, PER_SAMPLE_USE_CASES, SAMPLINGS, TORCH_COMPILE_MODES, JobSpec
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 
@@ -20,6 +20,9 @@ from orchestrator.plan import catalog
 INT32_MAX = 2**31 - 1
 SEED_MAX = 2**32 - 1  # numpy's generators take no negative seed, and JAX's keys 32 bits
 MAX_TRIALS = 1000
+# `--trials auto`: the most trials a pair may run (--max-trials), and the interval it aims at (--target-interval)
+DEFAULT_MAX_TRIALS = 20
+DEFAULT_TARGET_INTERVAL = 0.05
 MAX_MIN_DURATION_S = 86400.0  # a day of timed steps: no Slurm job of one cell needs more
 # Each whole-number option and its bound (from 0 or 1, as its own check below says, to INT32_MAX unless given).
 INTEGER_OPTIONS = {"epochs": "--epochs", "warmup_steps": "--warmup-steps",
@@ -103,6 +106,9 @@ class RunSettings:
     trials: int = 1
     # one job per JAX/PyTorch cell pair, the two alternating on one node (trials interleaved A B A B)
     paired: bool = False
+    # `--trials auto`: trials until the speed-up's interval is within this fraction (bench_contract.sequential);
+    # `trials` is then the most a pair may run. 0: exactly `trials` trials.
+    target_interval: float = 0.0
     # the largest batch that fits (--find-max-batch), instead of measuring at given batch sizes
     batch_search: bool = False
     batch_search_limit: int = 65536
@@ -139,6 +145,8 @@ class RunSettings:
             raise UsageError(f"--min-duration cannot be negative, got {self.min_duration_s}")
         if self.trials < 1:
             raise UsageError(f"--trials must be at least 1, got {self.trials}")
+        if self.target_interval and not self.paired:
+            raise UsageError("a target interval needs paired trials (--trials auto pairs them)")
         if self.trace_steps < 0:
             raise UsageError(f"--trace-steps cannot be negative, got {self.trace_steps}")
         if self.trace_steps and self.world_size > 1:
@@ -166,6 +174,40 @@ class RunSettings:
     def without_dp_engine(self) -> dict:
         """Every setting but the DP-SGD engine: what a DP-SGD cell's id hashes (Cell._digest)."""
         return {name: value for name, value in self.as_dict.items() if name != "dp_engine"}
+
+
+def trial_settings(trials: str, paired: bool, target_interval: str | None, max_trials: int | None) -> dict:
+    """--trials N, or --trials auto with its --target-interval and --max-trials, as RunSettings fields: `trials`
+    (the most a cell runs), `paired` (auto pairs), `target_interval` (0 for a fixed number)."""
+    if trials.strip().lower() != "auto":
+        given = [option for option, value in (("--target-interval", target_interval), ("--max-trials", max_trials))
+                 if value is not None]
+        if given:
+            verb = "go" if len(given) > 1 else "goes"
+            raise UsageError(f"{' and '.join(given)} {verb} with --trials auto, not --trials {trials}")
+        try:
+            return {"trials": int(trials), "paired": paired, "target_interval": 0.0}
+        except ValueError:
+            raise UsageError(f"--trials takes a whole number or `auto`, got {trials!r}") from None
+    most = DEFAULT_MAX_TRIALS if max_trials is None else max_trials
+    if not FIRST_STAGE <= most <= MAX_TRIALS:
+        raise UsageError(f"--max-trials must be from {FIRST_STAGE} (the trials before the rule decides) to "
+                         f"{MAX_TRIALS}, got {most}")
+    return {"trials": most, "paired": True, "target_interval": parse_fraction(target_interval)}
+
+
+def parse_fraction(text: str | None) -> float:
+    """--target-interval as typed ("5%", "0.05"; None: the default) as a fraction, refused outside (0, 1)."""
+    if text is None:
+        return DEFAULT_TARGET_INTERVAL
+    try:
+        value = float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
+    except ValueError:
+        raise UsageError(f"--target-interval takes a percentage such as 5% or a fraction such as 0.05, "
+                         f"got {text!r}") from None
+    if not 0 < value < 1:
+        raise UsageError(f"--target-interval must be above 0% and below 100%, got {text}")
+    return value
 
 
 def data_source(synthetic: bool, batch_search: bool) -> str:

@@ -26,7 +26,7 @@ import numpy as np
 from bench_contract.atomic import publish
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.results.certificate import CERTIFIED_COLUMNS, side_reasons, unknown_device
-from orchestrator.results.compare import CELL_RUN, ROW_KEY, differing_settings, run_values, with_row_key
+from orchestrator.results.compare import CELL_RUN, ROW_KEY, RUN_COLUMNS, differing_settings, run_values, with_row_key
 from orchestrator.results.intervals import BOOTSTRAP_SAMPLES
 from orchestrator.results.store import read_merged_rows
 
@@ -129,7 +129,7 @@ def read_rows(merged: Path, campaigns: tuple[str, ...] = ()):
 
     if not merged.exists():
         raise UsageError(f"{merged} does not exist: run `python main.py collect` first")
-    wanted = [*ROW_KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order", "metric",
+    wanted = [*ROW_KEY, "model_variant", "framework", *RUN_COLUMNS, "metric",
               "value", "epoch", "step", *dict.fromkeys([*VERSION_COLUMNS, *CERTIFIED_COLUMNS])]
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
     df = read_merged_rows(merged, wanted, summary).to_pandas()

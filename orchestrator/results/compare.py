@@ -16,7 +16,13 @@ from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES
 from orchestrator.plan.profile import device_matches
 from orchestrator.results.certificate import COMPARABLE, certificates, tuning_notes
-from orchestrator.results.intervals import bootstrap_ratio_ci, paired_bootstrap_ratio_ci, pairs_of
+from orchestrator.results.intervals import (
+    bootstrap_ratio_ci,
+    paired_bootstrap_ratio_ci,
+    pairs_of,
+    sequential_rule,
+    sequential_speedup,
+)
 
 KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
 # One comparison row: the same device (kind and model), the same cell key, and the same measured settings (a
@@ -95,7 +101,7 @@ def run_values(df, metric: str):
     rows = summary_rows(with_row_key(df))
     rows = rows[rows["metric"] == metric]
     rows = rows.assign(node=node_of(rows))
-    run = [c for c in ("campaign", "cell_id", "trial", "pair_order") if c in rows]
+    run = [c for c in RUN_COLUMNS if c in rows]
     return rows.groupby([*ROW_KEY, "framework", *run, "node"], dropna=False)["value"].median()
 
 
@@ -108,6 +114,9 @@ def node_of(rows) -> list[str]:
 
 CELL_RUN = ("campaign", "cell_id", "trial")  # what identifies one run of a cell: a trial of it in one campaign
 RUN = (*CELL_RUN, "framework")  # what identifies one run of one framework in the merged rows
+# A run's columns that the comparison reads beside CELL_RUN: how it was paired and under which sequential rule
+# (a paired run's interval resamples pairs; --trials auto's is Stein's: orchestrator.results.intervals).
+RUN_COLUMNS = (*CELL_RUN, "pair_order", "trial_rule")
 NODE = ("slurm_nodelist", "hostname")  # where a run ran: Slurm's node list, else (outside Slurm) its host
 
 
@@ -341,22 +350,29 @@ def comparison_frame(df):
             column = medians.get((metric, framework))
             out[f"{framework}_{metric}"] = column if column is not None else np.nan
     throughput = run_values(df, "throughput")
-    speedups, lows, highs, runs = [], [], [], []
+    speedups, lows, highs, runs, rules = [], [], [], [], []
     for index in out.index:
         jax = _runs(throughput, index, "jax")
         torch = _runs(throughput, index, "torch")
-        speedups.append(jax.mean() / torch.mean() if len(jax) and len(torch) else np.nan)
         jax_runs, torch_runs = _run_series(throughput, index, "jax"), _run_series(throughput, index, "torch")
         pairs = pairs_of(jax_runs, torch_runs)
-        ci = (paired_bootstrap_ratio_ci(*pairs[:2], nodes=pairs[2]) if pairs else
-              bootstrap_ratio_ci(jax, torch, numerator_nodes=_nodes(jax_runs), denominator_nodes=_nodes(torch_runs)))
+        rule = sequential_rule(jax_runs, torch_runs) if pairs else None
+        if rule:  # --trials auto: Stein's interval, the one whose coverage the rule keeps (bench_contract.sequential)
+            speedup, *ci = sequential_speedup(pairs[0], pairs[1], rule)
+        else:
+            speedup = jax.mean() / torch.mean() if len(jax) and len(torch) else np.nan
+            ci = (paired_bootstrap_ratio_ci(*pairs[:2], nodes=pairs[2]) if pairs else bootstrap_ratio_ci(
+                jax, torch, numerator_nodes=_nodes(jax_runs), denominator_nodes=_nodes(torch_runs)))
+        speedups.append(speedup)
         lows.append(ci[0] if ci else np.nan)
         highs.append(ci[1] if ci else np.nan)
         runs.append(f"{len(jax)}/{len(torch)}" + (" paired" if pairs else ""))
+        rules.append(rule.target if rule else np.nan)
     out["speedup"] = speedups
     out["speedup_ci_low"] = lows
     out["speedup_ci_high"] = highs
     out["runs_jax_torch"] = runs
+    out["target_interval"] = rules  # the interval --trials auto aimed at; NaN for a fixed number of trials
     step_cv = run_values(df, "step_time_cv")
     out["spread_too_wide"] = [
         "; ".join(f"{FRAMEWORK_TITLES[fw]} {note}" for fw in FRAMEWORKS

@@ -6,11 +6,17 @@ one node) as pairs, so drift a pair shares cancels. Where a side's runs ran on s
 hierarchical (issue 31): the nodes are drawn with replacement first, then each drawn node's runs, so that ten runs on
 one slow node and one on another count as two nodes' worth of evidence, not eleven independent runs, and a node
 effect widens the interval as it should. On one node it is the plain bootstrap, draw for draw.
+
+Pairs that ran under `--trials auto` (all of one campaign, under one sequential rule) get Stein's interval
+instead (sequential_speedup): the rule chose their number from the first trials' spread, and that interval is the
+one whose coverage it keeps (bench_contract.sequential).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from bench_contract.sequential import Rule, parse_rule, stein_interval
 
 BOOTSTRAP_SAMPLES = 2000
 
@@ -87,3 +93,22 @@ def pairs_of(jax, torch) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     order = sorted(keyed[0].index)
     pair_nodes = nodes.loc[order].to_numpy() if nodes is not None else one_node(len(order))
     return keyed[0].loc[order].to_numpy(dtype=float), keyed[1].loc[order].to_numpy(dtype=float), pair_nodes
+
+
+def sequential_rule(jax, torch) -> Rule | None:
+    """The rule under which every one of these runs (_run_series of both sides) ran, where they are the pairs of
+    one campaign and one rule and at least its first stage ran; None otherwise (fixed trials, or runs pooled from
+    several campaigns: the bootstrap then)."""
+    if "trial_rule" not in jax.index.names:
+        return None
+    labels = set(jax.index.get_level_values("trial_rule")) | set(torch.index.get_level_values("trial_rule"))
+    campaigns = set(jax.index.get_level_values("campaign")) | set(torch.index.get_level_values("campaign"))
+    rule = parse_rule(labels.pop()) if len(labels) == 1 and len(campaigns) == 1 else None
+    first_stage_ran = rule is not None and set(range(rule.first_stage)) <= set(jax.index.get_level_values("trial"))
+    return rule if first_stage_ran else None
+
+
+def sequential_speedup(numerator: np.ndarray, denominator: np.ndarray, rule: Rule) -> tuple[float, float, float]:
+    """(speed-up, low, high) of pairs in trial order under `rule`: the geometric mean of the pairs' ratios, and
+    Stein's 95% interval about it."""
+    return stein_interval(list(np.log(numerator / denominator)), rule.first_stage)

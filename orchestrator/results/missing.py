@@ -22,7 +22,7 @@ def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dic
     merge) leaves its cell without a result, and says why. Dry-run campaigns are not counted: nothing was meant
     to run there. One sacct call per campaign that misses something and ran on this cluster."""
     from orchestrator.plan import campaign as campaigns
-    from orchestrator.run.status import SUCCESS, campaign_status
+    from orchestrator.run.status import DONE, SUCCESS, campaign_status
 
     bad = {os.path.realpath(path): reason for path, reason in (unreadable or {}).items()}
     missing = []
@@ -42,7 +42,7 @@ def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dic
             if result in bad:
                 state = "unreadable result" if state == SUCCESS else state
                 reason = f"result file {result} does not count: {bad[result]}"
-            if state != SUCCESS:
+            if state not in DONE:
                 missing.append({"campaign": manifest["campaign"], "framework": cell.framework,
                                 "array_index": cell.array_index, "cell_id": cell.cell_id, "task_id": cell.task_id,
                                 "state": state, "reason": reason, "log": cell.log,

@@ -35,7 +35,6 @@ MIN_RUNS = 3
 # The interval's half-width, relative to the speed-up, that a number one quotes may have: 1.30x [1.20, 1.40] is
 # within 8%; 1.30x [1.00, 1.80] is not.
 MAX_INTERVAL = 0.10
-TRIALS_HINT = 5  # the trials a rerun is told to ask for, at least (MIN_RUNS with room for a noisy one)
 
 
 @dataclass(frozen=True)
@@ -73,9 +72,21 @@ def verdict(row, runs: dict[str, int], nodes: int) -> Verdict:
     said = f"{head}: {faster(row)}, {runs_words(row, runs, nodes)}"
     if not problems:
         return Verdict(row["device_model"], row["use_case"], f"{said}: reliable", True)
-    trials = max(TRIALS_HINT, 2 * min(runs.values()))
     return Verdict(row["device_model"], row["use_case"], f"{said}: not reliable ({'; '.join(problems)}); rerun with "
-                   f"`--trials {trials} --paired` on an idle node", False)
+                   f"`{rerun_options(row, runs)}` on an idle node", False)
+
+
+def rerun_options(row, runs: dict[str, int]) -> str:
+    """The trials a rerun should ask for: --trials auto, with room for twice the trials where auto ran out."""
+    if sequential(row):
+        return f"--trials auto --target-interval {row['target_interval']:.0%} --max-trials {2 * runs['jax']}"
+    return f"--trials auto --target-interval {MAX_INTERVAL:.0%}"
+
+
+def sequential(row) -> bool:
+    """Whether the row's trials ran under --trials auto (compare: its target_interval)."""
+    target = row.get("target_interval")
+    return target is not None and not np.isnan(target)
 
 
 def reasons(row, runs: dict[str, int]) -> list[str]:
@@ -120,6 +131,10 @@ def faster(row) -> str:
 def runs_words(row, runs: dict[str, int], nodes: int) -> str:
     """"6 paired trials on 3 nodes", "1 run each on 1 node", "3 JAX and 2 PyTorch runs on 2 nodes"."""
     where = f"on {nodes} node{'s' if nodes != 1 else ''}"
+    if sequential(row):
+        width = interval_width(row)
+        met = "within" if width is not None and width <= row["target_interval"] else "short of"
+        return f"{runs['jax']} paired trials {where} (--trials auto, {met} its {row['target_interval']:.0%} target)"
     if str(row.get("runs_jax_torch", "")).endswith("paired"):
         return f"{runs['jax']} paired trial{'s' if runs['jax'] != 1 else ''} {where}"
     if runs["jax"] == runs["torch"]:

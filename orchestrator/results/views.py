@@ -35,6 +35,7 @@ from orchestrator.results.compare import (
     KEY,
     NODE,
     ROW_KEY,
+    RUN_COLUMNS,
     comparable,
     comparison_frame,
     format_speedup,
@@ -278,7 +279,7 @@ def summary_frame(output: Path):
     from the merged dataset: a small part of it, since the per-step curves are most of the rows."""
     import pyarrow.dataset as ds
 
-    wanted = [*ROW_KEY, "model_variant", "framework", "campaign", "cell_id", "trial", "pair_order", *NODE,
+    wanted = [*ROW_KEY, "model_variant", "framework", *RUN_COLUMNS, *NODE,
               *CERTIFIED_COLUMNS, "metric", "value", "unit", "epoch", "step"]
     # A dataset merged before a column existed lacks it; the comparison reads it as empty (with_row_key).
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()

@@ -23,6 +23,7 @@ from orchestrator.plan.settings import (
     parse_batch_sizes,
     parse_list,
     parse_memory_size,
+    trial_settings,
     privacy_settings,
 )
 from orchestrator.run import submit
@@ -89,7 +90,7 @@ class LaunchOptions:
     lr_decay_steps: int
     timed_steps: int
     min_duration: float
-    trials: int
+    trials: str  # a whole number, or "auto" (settings.trial_settings)
     paired: bool
     data_dir: Path | None
     synthetic: bool
@@ -116,6 +117,8 @@ class LaunchOptions:
     sampling: str | None = None  # None: Poisson for DP-SGD (settings.privacy_settings)
     delta: float | None = None
     target_epsilon: float | None = None
+    target_interval: str | None = None  # with --trials auto: "5%" or "0.05"
+    max_trials: int | None = None
 
     def request(self, command: str) -> LaunchRequest:
         settings = self.settings(catalog.benchmark(self.benchmark))
@@ -168,8 +171,7 @@ class LaunchOptions:
             model_variant=self.variant,
             timed_steps=self.timed_steps,
             min_duration_s=self.min_duration,
-            trials=self.trials,
-            paired=self.paired,
+            **trial_settings(str(self.trials), self.paired, self.target_interval, self.max_trials),
             torch_compile=self.torch_compile,
             torch_compile_mode=self.torch_compile_mode,
             channels_last=self.channels_last,

@@ -27,7 +27,7 @@ from orchestrator.run import submit
 from orchestrator.run.limits import executor_array_limit
 from orchestrator.run.reconcile import reconcile
 from orchestrator.run.record import record_failed, recorder, submitting
-from orchestrator.run.status import ACTIVE, SUCCESS, CellStatus, campaign_status, unknown_note
+from orchestrator.run.status import ACTIVE, NOT_NEEDED, SUCCESS, CellStatus, campaign_status, unknown_note
 from orchestrator.run.wait import OutputsWritten, task_outputs, wait_for_slurm, wait_for_submitit
 
 
@@ -47,7 +47,7 @@ def chosen_cells(folder: Path, rerun_completed: bool = False) -> list[CellStatus
     if note:
         raise OrchestratorError(f"campaign {folder.name}: nothing was submitted, since {note}; run it again once "
                                 "the queue can be read")
-    leave = ACTIVE + (() if rerun_completed else (SUCCESS,))
+    leave = ACTIVE + (NOT_NEEDED,) + (() if rerun_completed else (SUCCESS,))
     return [cell for cell in cells if cell.state not in leave]
 
 

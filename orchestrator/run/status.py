@@ -23,6 +23,7 @@ from pathlib import Path
 from bench_contract.results import read_task_file
 from bench_contract.results import result_problem as readable_result_problem
 from bench_contract.run.failure import failure_path, read_failure
+from bench_contract.sequential import not_needed_reason
 from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
@@ -34,6 +35,9 @@ from orchestrator.run.wait import POLL_BACKOFF, Backoff, OutputsWritten, task_ou
 from orchestrator.tables import format_table
 
 SUCCESS = "completed"
+# A trial of a --trials auto pair that its sequential rule left out: the pair had enough trials without it.
+NOT_NEEDED = "not needed"
+DONE = (SUCCESS, NOT_NEEDED)  # nothing left to run
 UNKNOWN = "unknown"  # submitted, and the queue could not be read: it may still be queued or running
 
 
@@ -53,7 +57,7 @@ class CellStatus:
     array_index: int
     cell_id: str
     task_id: str
-    state: str  # one of: not submitted, pending, running, completed, failed, timed out, cancelled, no result, unknown
+    state: str  # one of: not submitted, pending, running, completed, not needed, failed, timed out, cancelled, no result, unknown
     detail: str  # the Slurm state and the failure row's reason, as reported
     log: str = ""  # the task's log file, where there is one
     script: str = ""  # the key of the script and submission that run it (the framework, or "paired")
@@ -62,7 +66,7 @@ class CellStatus:
 
     @property
     def ended_without_result(self) -> bool:
-        return self.state not in (*UNSETTLED, SUCCESS, "not submitted")
+        return self.state not in (*UNSETTLED, *DONE, "not submitted")
 
 
 def find_campaign(results_dir: Path, campaign: str | None) -> Path:
@@ -145,6 +149,10 @@ def campaign_status(folder: Path) -> list[CellStatus]:
                 problem is not None or task_id.rsplit("_", 1)[0] in reran):
             # No result, or a result that a queued run of --rerun-completed may replace: it may still be queued.
             cells.append(CellStatus(framework, index, cell["cell_id"], task_id, UNKNOWN, unreadable, **found))
+            continue
+        skipped = not_needed_reason(cell["results"]) if problem == NO_FILE else None
+        if skipped:
+            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, NOT_NEEDED, skipped, **found))
             continue
         if problem is None and not active:
             detail = "result written" + device_note(cell, expected.get(cell.get("system", "")))
@@ -337,7 +345,7 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
             raise StateUnknown(f"campaign {folder.name}: {note} for {WATCH_UNREADABLE_S:.0f} s; watch stops here")
         if not is_active(cells):  # unknown cells are not ended: watch never stops on them as if they were
             break
-    unfinished = [c for c in cells if c.state != SUCCESS]
+    unfinished = [c for c in cells if c.state not in DONE]
     for c in unfinished:
         warn(f"{c.framework} {c.array_index} ({c.cell_id}): {c.state}: {c.detail}")
     return 1 if unfinished else 0

@@ -69,7 +69,7 @@ def test_an_implausible_row_is_not_reliable(implausible, reliable):
 def test_an_unreliable_row_says_why_and_what_to_rerun():
     found = verdict(row(half_width=None, runs_jax_torch="1/1"), {"jax": 1, "torch": 1}, nodes=1)
     assert found.text.endswith("JAX 1.20x faster, 1 run each on 1 node: not reliable (fewer than 3 runs a side); "
-                               "rerun with `--trials 5 --paired` on an idle node")
+                               "rerun with `--trials auto --target-interval 10%` on an idle node")
 
 
 def test_a_row_that_is_not_comparable_gets_no_speed_up_in_its_verdict():
@@ -157,3 +157,12 @@ def test_collect_and_the_report_open_on_the_verdicts(tmp_path):
     page = (tmp_path / "report" / "report.html").read_text()
     assert page.index("<h2>Verdicts</h2>") < page.index("<h2>JAX against PyTorch, a table per use case</h2>")
     assert '<li class="reliable">Training (use case 1), digits mlp batch 32 fp32 on CPU X: JAX 2.00x faster' in page
+
+
+@pytest.mark.parametrize("half_width, said", [(0.05, "within"), (0.12, "short of")])
+def test_a_row_of_trials_auto_says_whether_it_reached_its_target_and_how_to_go_further(half_width, said):
+    runs = {"jax": 20, "torch": 20}
+    found = verdict(row(half_width=half_width, runs_jax_torch="20/20 paired", target_interval=0.08), runs, nodes=1)
+    assert f"20 paired trials on 1 node (--trials auto, {said} its 8% target)" in found.text
+    if said == "short of":
+        assert found.text.endswith("rerun with `--trials auto --target-interval 8% --max-trials 40` on an idle node")

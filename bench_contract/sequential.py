@@ -1,0 +1,155 @@
+"""Trials until the interval is narrow (`--trials auto`): Stein's two-stage rule for paired JAX/PyTorch trials.
+
+A paired job runs FIRST_STAGE trials of its pair (JAX then PyTorch on one node, A B A B), then this rule reads
+their throughputs and says how many trials the pair needs in all, at most the planned `trials`:
+
+    N = max(FIRST_STAGE, ceil((t * s / d)^2)),   d = log(1 + target),
+
+where s is the standard deviation of the first stage's log speed-ups (log of JAX's over PyTorch's throughput,
+one per trial) and t the 97.5% quantile of Student's t with FIRST_STAGE - 1 degrees of freedom. The speed-up's
+interval is then exp(mean ± t * s / sqrt(N)), the mean over all N trials: its half-width is within d, and it
+covers the true (geometric mean) speed-up with probability 95% exactly when the log speed-ups are normal,
+whatever their variance (C. Stein, "A two-sample test for a linear hypothesis whose power is independent of the
+variance", Ann. Math. Statist. 16(3), 243-258, 1945): N depends on the first stage's variance only, so given s
+the mean of N trials is normal about the truth with variance sigma^2 / N, and sqrt(N) (mean - mu) / s is
+Student's t. A purely sequential rule (stop at the first n whose t-interval is narrow enough) does not keep its
+coverage: simulated, it covered 90% at a stated 95% (tests/unit/test_sequential_trials.py compares the two).
+Where the budget caps N, the interval is the same formula at the N that ran, wider than the target, and the
+comparison says so.
+
+The job runs `python -m bench_contract.sequential JAX_SPECS TORCH_SPECS PAIR` after its first stage: it prints N
+and marks the trials it will not run as not needed (not_needed_path), so that status and collect do not count
+them as missing. The orchestrator computes the interval from the rows with the same functions (stein_interval).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_contract.spec import FIRST_STAGE, JobSpec
+
+# Student's t, 97.5% quantile, FIRST_STAGE - 1 = 4 degrees of freedom (scipy.stats.t.ppf(0.975, 4); a unit test
+# checks it against scipy, which not every backend environment has).
+T_FIRST_STAGE = 2.7764451051977987
+RULE = "stein"  # the rows' trial_rule starts with it: "stein first=5 target=0.05"
+NOT_NEEDED_SUFFIX = ".not-needed.json"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The sequential rule a pair's trials ran under, as the rows record it (trial_rule)."""
+
+    first_stage: int
+    target: float  # the interval's half-width the trials aim at, relative to the speed-up (0.05: within 5%)
+
+    def label(self) -> str:
+        return f"{RULE} first={self.first_stage} target={self.target:g}"
+
+
+def parse_rule(text: str) -> Rule | None:
+    """The Rule of a rows' trial_rule; None for "" (a fixed number of trials) or any other text."""
+    words = text.split()
+    if len(words) != 3 or words[0] != RULE:
+        return None
+    try:
+        fields = dict(word.split("=", 1) for word in words[1:])
+        return Rule(int(fields["first"]), float(fields["target"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def trials_needed(first_log_ratios: list[float], target: float, most: int) -> int:
+    """Stein's N from the first stage's log speed-ups, between FIRST_STAGE and `most`."""
+    spread = stdev(first_log_ratios)
+    wanted = math.ceil((T_FIRST_STAGE * spread / math.log1p(target)) ** 2)
+    return max(len(first_log_ratios), min(most, wanted))
+
+
+def stein_interval(log_ratios: list[float], first_stage: int = FIRST_STAGE) -> tuple[float, float, float]:
+    """(speed-up, low, high) after len(log_ratios) trials whose first `first_stage` decided their number."""
+    if first_stage != FIRST_STAGE or len(log_ratios) < first_stage:
+        raise ValueError(f"Stein's interval needs the first {FIRST_STAGE} trials that decided the number")
+    center = sum(log_ratios) / len(log_ratios)
+    half = T_FIRST_STAGE * stdev(log_ratios[:first_stage]) / math.sqrt(len(log_ratios))
+    return math.exp(center), math.exp(center - half), math.exp(center + half)
+
+
+def stdev(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def not_needed_path(results_path: str | os.PathLike[str]) -> Path:
+    """The mark beside a trial's result path that says the rule stopped before it."""
+    path = Path(results_path)
+    return path.with_name(path.name + NOT_NEEDED_SUFFIX)
+
+
+def not_needed_reason(results_path: str) -> str | None:
+    """Why the trial that writes `results_path` was left out by its pair's rule; None where it was not."""
+    try:
+        return f"left out by the sequential rule: {json.loads(not_needed_path(results_path).read_text())['why']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def run_throughput(results_path: str) -> float:
+    """A run's throughput as its task file holds it (the median of its per-run throughput rows, as the comparison
+    takes it: orchestrator.results.compare.run_values)."""
+    from bench_contract.results import read_task_file
+
+    rows = read_task_file(results_path).rows
+    values = sorted(
+        value for metric, value, step, epoch in zip(*(rows.column(c).to_pylist()
+                                                      for c in ("metric", "value", "step", "epoch")))
+        if metric == "throughput" and step is None and epoch is None and value is not None)
+    if not values:
+        raise ValueError(f"{results_path} holds no throughput")
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+def decide(jax_specs: str, torch_specs: str, pair: int) -> tuple[int, str]:
+    """(trials the pair needs, why), from the specs files of a paired job whose pair `pair` ran its first stage;
+    marks the trials it will not run, and unmarks the others (a rerun may need more than the run before)."""
+    most = JobSpec.read(jax_specs, 0).trials  # every line of a campaign's specs file has the same trials
+    lines = [(JobSpec.read(jax_specs, pair * most + t), JobSpec.read(torch_specs, pair * most + t))
+             for t in range(most)]
+    target = lines[0][0].target_interval
+    try:
+        ratios = [math.log(run_throughput(a.results_path) / run_throughput(b.results_path))
+                  for a, b in lines[:FIRST_STAGE]]
+    except Exception as exc:  # noqa: BLE001  a failed or unreadable first-stage run: the rule cannot apply
+        needed, why = most, f"the first stage is incomplete ({exc}): all {most} trials run"
+    else:
+        needed = trials_needed(ratios, target, most)
+        why = (f"Stein's rule: the first {FIRST_STAGE} trials' log speed-ups have a standard deviation of "
+               f"{stdev(ratios):.4f}: {needed} trials in all for an interval within {target:.0%} (at most {most})")
+    for trial, pair_lines in enumerate(lines):
+        for spec in pair_lines:
+            mark = not_needed_path(spec.results_path)
+            if trial >= needed:
+                mark.write_text(json.dumps({"trials": needed, "why": why}) + "\n")
+            else:
+                mark.unlink(missing_ok=True)
+    return needed, why
+
+
+def main(argv: list[str]) -> int:
+    """python -m bench_contract.sequential JAX_SPECS TORCH_SPECS PAIR: prints the trials pair PAIR needs."""
+    if len(argv) != 3:
+        print("usage: python -m bench_contract.sequential JAX_SPECS TORCH_SPECS PAIR", file=sys.stderr)
+        return 2
+    needed, why = decide(argv[0], argv[1], int(argv[2]))
+    print(why, file=sys.stderr)
+    print(needed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
