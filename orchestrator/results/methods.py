@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from bench_contract.spec import FRAMEWORK_TITLES
+from bench_contract.spec import FIRST_STAGE, FRAMEWORK_TITLES
 from orchestrator.results.baseline import json_field
 from orchestrator.results.compare import COMPARABLE, FRAMEWORKS, node_of, summary_rows
 from orchestrator.results.intervals import BOOTSTRAP_SAMPLES
@@ -94,9 +94,20 @@ def intervals(frame) -> str:
     return ("A speed-up is the ratio of the two frameworks' mean throughputs; its 95% interval is a percentile "
             f"bootstrap over runs ({BOOTSTRAP_SAMPLES:,} resamples; pairs resampled together where runs were paired, "
             "and the nodes first, then the runs within each, where runs ran on several nodes), "
-            f"given where each framework has at least two runs. A speed-up is called reliable with at least {MIN_RUNS} "
+            f"given where each framework has at least two runs.{sequential_words(frame)} A speed-up is called reliable with at least {MIN_RUNS} "
             f"runs a side, an interval within {MAX_INTERVAL:.0%} of it, a run-to-run and step-to-step spread (CV) "
             "within 10%, and no implausible pattern across batch sizes.") if len(frame) else ""
+
+
+def sequential_words(frame) -> str:
+    """What --trials auto did, where a row ran under it (compare's target_interval)."""
+    if "target_interval" not in frame or not frame["target_interval"].notna().any():
+        return ""
+    targets = listed(f"{t:.0%}" for t in frame["target_interval"].dropna())
+    return (f" Where trials ran until the interval was narrow (target {targets}), each JAX/PyTorch pair ran "
+            f"{FIRST_STAGE} trials, then as many as Stein's two-stage rule required from their spread (C. Stein, "
+            "Ann. Math. Statist. 16, 1945); such a speed-up is the geometric mean of its pairs' ratios, with Stein's "
+            "interval.")
 
 
 def judged(frame, verdicts: list[Verdict]) -> str:

@@ -234,3 +234,13 @@ def test_auto_plans_paired_trials_up_to_the_most_and_says_so_in_the_script(tmp_p
     script = (tmp_path / "scripts" / "paired_digits_1.sh").read_text()
     assert "up to 20 trial(s)" in script and "interval within 10%, at most 20" in script
     assert len(manifest(tmp_path)["cells"]) == 2 * 2 * 20  # 2 batch sizes x 2 frameworks x the most trials
+
+
+def test_the_methods_paragraph_says_how_trials_auto_chose_the_trials(tmp_path):
+    import pandas as pd
+
+    from orchestrator.results.methods import sequential_words
+
+    assert sequential_words(pd.DataFrame({"target_interval": [np.nan]})) == ""
+    said = sequential_words(pd.DataFrame({"target_interval": [0.05, np.nan, 0.1]}))
+    assert "target 10% and 5%" in said and f"ran {FIRST_STAGE} trials" in said and "Stein" in said
