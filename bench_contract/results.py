@@ -44,6 +44,9 @@ CONTEXT_FIELDS: list[pa.Field] = [
     # JSON: the dtypes each class of operation computed in during one training step, as it ran
     # (bench_contract.run.census); "" where none was taken.
     pa.field("precision_census", pa.string()),
+    # The node's state at the start and end of the measured window, as JSON (bench_contract.measure.node_state):
+    # GPU clocks, temperature, power limit, clock event reasons, ECC, persistence; the CPUs' governor and frequency.
+    pa.field("node_state", pa.string()),
     pa.field("framework_options", pa.string()),
     pa.field("data_source", pa.string()),
     pa.field("epochs", pa.int32()),
@@ -111,6 +114,7 @@ ADDED_COLUMN_DEFAULTS: dict[str, Any] = {
     "system": "",
     "dp_engine": "", "dp_engine_mode": "",
     "precision_census": "",
+    "node_state": "",
 }
 # The variable a rendered script exports to tell the backend which environment it runs in, and its two kinds.
 ENVIRONMENT_KIND_VARIABLE = "BENCH_ENVIRONMENT_KIND"

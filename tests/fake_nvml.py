@@ -33,6 +33,20 @@ class FakeGpu:
     energy_reads: int = 0
     compute_capability: tuple[int, int] = (9, 0)
     clocks_mhz: dict[str, int] | None = field(default_factory=lambda: {"sm max": 1980, "mem max": 2619, "sm": 345})
+    temperature_c: int = 41
+    # successive readings of the clock event reasons' mask and of the thermal policy's violation time (ns)
+    clock_event_reasons: list[int] = field(default_factory=lambda: [0])
+    thermal_violation_ns: list[int] | None = field(default_factory=lambda: [0])
+    ecc: int | None = 1  # None: ECC not supported (consumer GPUs)
+    persistence: int = 1
+    reads: dict[str, int] = field(default_factory=dict)
+
+    def next_reading(self, name: str, values: list[int] | None) -> int:
+        """The next of successive readings (the last one repeats); NotSupported for None."""
+        if values is None:
+            raise NVMLError_NotSupported("Not Supported")
+        count = self.reads[name] = self.reads.get(name, -1) + 1
+        return values[min(count, len(values) - 1)]
 
     def next_energy(self) -> int:
         if self.energy_mj is None:
@@ -95,6 +109,14 @@ def fake_pynvml(gpus: list[FakeGpu], *, driver_loaded: bool = True, driver: str 
     clock_names = {m.NVML_CLOCK_SM: "sm", m.NVML_CLOCK_MEM: "mem"}
     m.nvmlDeviceGetMaxClockInfo = lambda g, kind: supported(g.clocks_mhz)[f"{clock_names[kind]} max"]
     m.nvmlDeviceGetClockInfo = lambda g, kind: supported(g.clocks_mhz)[clock_names[kind]]
+    m.NVML_TEMPERATURE_GPU = 0
+    m.nvmlDeviceGetTemperature = lambda g, sensor: g.temperature_c
+    # The older name only, as nvidia-ml-py before CUDA 12.2 has it (the contract looks for the newer one first).
+    m.nvmlDeviceGetCurrentClocksThrottleReasons = lambda g: g.next_reading("reasons", g.clock_event_reasons)
+    m.nvmlDeviceGetViolationStatus = lambda g, policy: types.SimpleNamespace(
+        referenceTime=0, violationTime=g.next_reading("thermal", g.thermal_violation_ns) if policy == 1 else 0)
+    m.nvmlDeviceGetEccMode = lambda g: [supported(g.ecc), supported(g.ecc)]
+    m.nvmlDeviceGetPersistenceMode = lambda g: g.persistence
     m.nvmlSystemGetDriverVersion = lambda: driver
     m.nvmlSystemGetCudaDriverVersion = lambda: cuda
     return m

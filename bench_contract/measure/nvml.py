@@ -103,7 +103,7 @@ def cuda_version_text(value: int) -> str:
     return f"{value // 1000}.{value % 1000 // 10}"
 
 
-def _optional(read, *args) -> Any:
+def optional(read, *args) -> Any:
     """A value NVML may not support on every GPU (MIG mode, power limit): the value or 'not available'."""
     try:
         return read(*args)
@@ -124,20 +124,20 @@ def gpu_details(nvml: Any, gpus: list[Gpu]) -> dict[str, Any]:
         h = gpu.handle
         devices.append({
             "name": _text(nvml.nvmlDeviceGetName(h)),
-            "uuid": _optional(lambda d: _text(nvml.nvmlDeviceGetUUID(d)), h),
+            "uuid": optional(lambda d: _text(nvml.nvmlDeviceGetUUID(d)), h),
             # A MIG instance's handle may answer fewer queries than a whole GPU's: each is recorded or explained.
-            "pci_bus_id": _optional(lambda d: _text(nvml.nvmlDeviceGetPciInfo(d).busId), h),
-            "nvml_index": _optional(nvml.nvmlDeviceGetIndex, h),
+            "pci_bus_id": optional(lambda d: _text(nvml.nvmlDeviceGetPciInfo(d).busId), h),
+            "nvml_index": optional(nvml.nvmlDeviceGetIndex, h),
             "matched_by": gpu.how,
             "memory_total_bytes": int(nvml.nvmlDeviceGetMemoryInfo(h).total),
-            "compute_capability": _optional(lambda d: "%d.%d" % tuple(nvml.nvmlDeviceGetCudaComputeCapability(d)), h),
+            "compute_capability": optional(lambda d: "%d.%d" % tuple(nvml.nvmlDeviceGetCudaComputeCapability(d)), h),
             # Clocks as NVML gives them: the SM and memory clocks' maxima, and the SM clock when the task started
             # (an idle GPU sits far below its maximum; a reader comparing two runs wants to know both).
-            "sm_clock_max_mhz": _optional(lambda d: nvml.nvmlDeviceGetMaxClockInfo(d, nvml.NVML_CLOCK_SM), h),
-            "memory_clock_max_mhz": _optional(lambda d: nvml.nvmlDeviceGetMaxClockInfo(d, nvml.NVML_CLOCK_MEM), h),
-            "sm_clock_at_start_mhz": _optional(lambda d: nvml.nvmlDeviceGetClockInfo(d, nvml.NVML_CLOCK_SM), h),
-            "mig_mode": _optional(mig, h),
-            "power_limit_w": _optional(power_limit, h),
+            "sm_clock_max_mhz": optional(lambda d: nvml.nvmlDeviceGetMaxClockInfo(d, nvml.NVML_CLOCK_SM), h),
+            "memory_clock_max_mhz": optional(lambda d: nvml.nvmlDeviceGetMaxClockInfo(d, nvml.NVML_CLOCK_MEM), h),
+            "sm_clock_at_start_mhz": optional(lambda d: nvml.nvmlDeviceGetClockInfo(d, nvml.NVML_CLOCK_SM), h),
+            "mig_mode": optional(mig, h),
+            "power_limit_w": optional(power_limit, h),
         })
     return {
         "gpus": devices,

@@ -20,6 +20,7 @@ from bench_contract.data.loading import load_dataset
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.measure.flops import Flops
 from bench_contract.measure.host import HostShare
+from bench_contract.measure.node_state import NodeState
 from bench_contract.measure.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.measure.tracing import Tracer, record_trace
 from bench_contract.models import vision
@@ -139,10 +140,12 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
                   f"{spec.min_duration_s:g} s, after {spec.warmup_steps} warm-up passes")
     # One window over the timed passes, and no shorter than the energy counter needs (EnergyMeter.min_window_s).
     host = HostShare.start()  # whether the bound CPUs stay this run's while it is timed (bench_contract.measure.host)
+    node = NodeState.start(efficiency.meter)  # clocks, heat, throttling at both ends (measure.node_state)
     with efficiency.meter:  # opened after the warm-up, so the window holds the timed passes only
         timer.measure(lambda: ops.forward(batch), spec.timed_steps,
                       max(spec.min_duration_s, efficiency.meter.min_window_s))
     host.record(rows, rows.context.get("intra_op_threads"))
+    node.record(rows)
     rows.add("warmup_steps", spec.warmup_steps, "steps")
     record_repeat_settings(spec, rows)
     rows.add("recompilations_timed", timer.recompilations, "compilations")

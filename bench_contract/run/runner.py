@@ -270,6 +270,7 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         "dp_engine": engine,
         "dp_engine_mode": engine_mode,
         "precision_census": "",  # a training step's or a forward pass's, once it ran (run_training, run_inference)
+        "node_state": "",  # the node at the measured window's two ends, once it was measured (NodeState.record)
     }
 
 

@@ -23,6 +23,7 @@ from bench_contract.measure.efficiency import Efficiency
 from bench_contract.measure.energy import EnergyMeter
 from bench_contract.measure.flops import Flops
 from bench_contract.measure.host import HostShare
+from bench_contract.measure.node_state import NodeState
 from bench_contract.measure.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.measure.tracing import Tracer, record_trace
 from bench_contract.results import ResultRows
@@ -161,6 +162,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     step = 0
     scales = LossScaleHistory(ops.loss_scale())
     host = HostShare.start()  # whether the bound CPUs stay this run's while it trains (bench_contract.measure.host)
+    node = NodeState.start(efficiency.meter)  # clocks, heat, throttling at both ends (measure.node_state)
     train_start = time.perf_counter()
     for epoch in range(spec.epochs):
         epoch_start = time.perf_counter()
@@ -194,6 +196,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
         progress.note(summary, step=step, epoch=epoch, loss=loss)
     rows.add("train_time_total", time.perf_counter() - train_start, "s")
     host.record(rows, rows.context.get("intra_op_threads"))
+    node.record(rows)
     rows.add("warmup_steps", spec.warmup_steps, "steps")
     rows.add("recompilations_timed", timer.recompilations, "compilations")
     scales.record_skipped(rows)

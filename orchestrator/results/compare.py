@@ -373,6 +373,9 @@ def comparison_frame(df):
     out["speedup_ci_high"] = highs
     out["runs_jax_torch"] = runs
     out["target_interval"] = rules  # the interval --trials auto aimed at; NaN for a fixed number of trials
+    throttled = run_values(df, "throttled").groupby(level=[*ROW_KEY, "framework"], dropna=False).sum(min_count=1)
+    for framework in FRAMEWORKS:  # runs on a GPU slowed down for heat (bench_contract.measure.node_state)
+        out[f"{framework}_throttled_runs"] = [_count(throttled, index, framework) for index in out.index]
     step_cv = run_values(df, "step_time_cv")
     out["spread_too_wide"] = [
         "; ".join(f"{FRAMEWORK_TITLES[fw]} {note}" for fw in FRAMEWORKS
@@ -397,6 +400,11 @@ def _run_series(series, index, framework):
         return series.loc[key]
     except KeyError:
         return series.iloc[:0]
+
+
+def _count(series, index, framework) -> float:
+    """A per-framework total of a comparison row (NaN where its runs recorded none)."""
+    return float(series.get(tuple(index) + (framework,), np.nan))
 
 
 def _nodes(runs) -> np.ndarray:

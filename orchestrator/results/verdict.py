@@ -8,6 +8,7 @@ condition on both sides of its edge). A row is reliable when all of these hold:
 - the speed-up's 95% interval lies within MAX_INTERVAL of the speed-up on both sides;
 - neither side's spread is too wide (within a run the step times, between runs the throughputs: CV_THRESHOLD);
 - nothing about it is implausible across batch sizes (orchestrator.results.plausibility);
+- no run of either side ran on a GPU slowed down for heat or by its hardware (bench_contract.measure.node_state);
 - on neither side did other processes use more than SHARED_CPUS of the CPUs a run was bound to while it measured
   (bench_contract.measure.host; the median over its runs).
 Anything else is "not reliable", with the reasons and what to rerun.
@@ -102,6 +103,10 @@ def reasons(row, runs: dict[str, int]) -> list[str]:
     if row.get("implausible"):
         found.append(f"implausible: {row['implausible']}")
     for framework in FRAMEWORKS:
+        throttled = row.get(f"{framework}_throttled_runs")
+        if throttled is not None and throttled > 0:  # NaN (no GPU, nothing read) is not > 0
+            found.append(f"{FRAMEWORK_TITLES[framework]}'s GPU was throttled in {throttled:.0f} of {runs[framework]} "
+                         "runs (the rows' throttled metric says why)")
         others = row.get(f"{framework}_host_cpu_others")
         if others is not None and not np.isnan(others) and others > SHARED_CPUS:
             found.append(f"{FRAMEWORK_TITLES[framework]}'s CPUs were shared: other processes used {others:.0%} of them")
