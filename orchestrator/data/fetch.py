@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
+import shlex
 import shutil
 import tarfile
 import urllib.error
@@ -64,6 +65,14 @@ SOURCES = {
 
 class FetchFailed(Exception):
     """One mirror's failure for one file, in words."""
+
+
+def fetch_hint(benchmark: str, data_dir) -> str:
+    """The command that fetches the data into `data_dir` (it makes the folder), for the benchmarks `data fetch`
+    knows; "" for the others."""
+    if benchmark not in SOURCES:
+        return ""
+    return f"; fetch it with: python main.py data fetch {benchmark} --data-dir {shlex.quote(str(data_dir))}"
 
 
 def fetch(benchmark: str, data_dir: str | os.PathLike[str], mirrors: tuple[str, ...] = (),
