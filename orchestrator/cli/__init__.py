@@ -56,7 +56,11 @@ VALUE_KINDS = {"int_parsing": "a whole number", "int_from_float": "a whole numbe
 
 def usage_sentence(exc: click_errors.UsageError) -> str:
     """Click's usage error as one sentence: a value of the wrong type is named with the option and what it takes,
-    in our words rather than pydantic's."""
+    in our words rather than pydantic's; a group given no command (`data`) names its commands, where click's
+    message would be the group's whole help."""
+    if isinstance(exc, click_errors.NoArgsIsHelpError) and exc.ctx is not None:
+        commands = exc.ctx.command.list_commands(exc.ctx)
+        return f"`{exc.ctx.command_path}` needs a command: {' or '.join(commands)}"
     errors = getattr(exc.__cause__, "errors", None)
     param = getattr(exc, "param", None)
     if callable(errors) and param is not None and errors():

@@ -32,7 +32,7 @@ def show_version(value: bool) -> None:
 def main(
     ctx: typer.Context,
     benchmark: Annotated[str | None, typer.Option("--benchmark", "-b", help="Benchmark to run (see `list`).", autocompletion=completes(catalog.BENCHMARKS), rich_help_panel=MATRIX)] = None,
-    use_case: Annotated[int | None, typer.Option("--use-case", "-u", help="1 train, 2 multi-device train, 3 per-sample grads, 4 multi-device per-sample grads, 5 inference.", autocompletion=completes([str(n) for n in catalog.USE_CASES]), rich_help_panel=MATRIX)] = None,
+    use_case: Annotated[list[str] | None, typer.Option("--use-case", "-u", help="1 train, 2 multi-device train, 3 per-sample grads, 4 multi-device per-sample grads, 5 inference; several, e.g. 3,5, plan one campaign.", autocompletion=completes([str(n) for n in catalog.USE_CASES]), rich_help_panel=MATRIX)] = None,
     frameworks: Annotated[list[str] | None, typer.Option("--frameworks", help="jax,torch (default: both).", autocompletion=completes(catalog.FRAMEWORKS), rich_help_panel=MATRIX)] = None,
     models: Annotated[list[str] | None, typer.Option("--models", help="Models (default: the benchmark's).", autocompletion=completes(catalog.MODELS), rich_help_panel=MATRIX)] = None,
     batch_sizes: Annotated[list[str] | None, typer.Option("--batch-sizes", help="Batch sizes, e.g. 32,64 (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
@@ -92,18 +92,20 @@ def main(
     options = {name: value for name, value in locals().items() if name not in ("ctx", "version")}  # every option
     if ctx.invoked_subcommand is not None:
         return
-    if benchmark is None or use_case is None:
+    if benchmark is None or not use_case:
         # One sentence, not the page of help: the help is one -h away.
         typer.echo("error: give --benchmark and --use-case (see `python main.py -h`), or a command such as "
                    "`collect`", err=True)
         raise typer.Exit(code=2)
     from orchestrator.plan.rules import one_process_warning
+    from orchestrator.plan.settings import parse_use_cases
     from orchestrator.run.launch import LaunchOptions, launch
 
     with domain_errors():
         catalog.check_executor(executor)
-        note = one_process_warning(use_case, nodes, tasks_per_node)
-        if note:
-            warn(note)
+        for number in parse_use_cases(use_case):  # each use case warns as it would alone
+            note = one_process_warning(number, nodes, tasks_per_node)
+            if note:
+                warn(note)
         code = launch(LaunchOptions(**options).request(command_line()))
     raise typer.Exit(code=code)

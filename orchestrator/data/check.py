@@ -42,7 +42,9 @@ def check(benchmark: str, data_dir: str | Path) -> Findings:
         raise UsageError(f"no data check for {benchmark!r}: there are checks for {', '.join(CHECKS)}")
     root = Path(data_dir)
     if not root.is_dir():
-        return Findings(problems=[f"data directory {root} does not exist"])
+        from orchestrator.data.fetch import fetch_hint  # `data fetch` makes the folder, for the sets it knows
+
+        return Findings(problems=[f"data directory {root} does not exist{fetch_hint(benchmark, root)}"])
     found = Findings()
     CHECKS[benchmark](root, found)
     return found

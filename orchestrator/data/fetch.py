@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
+import shlex
 import shutil
 import tarfile
 import urllib.error
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from bench_contract.atomic import publish, temporary_name
 from bench_contract.data.datasets import MNIST_FILES, missing_cifar10_files, missing_mnist_files
-from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.errors import OrchestratorError, UsageError, oserror_reason
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60.0  # per network operation: a silent server is a failed mirror, not a hang
@@ -66,12 +67,20 @@ class FetchFailed(Exception):
     """One mirror's failure for one file, in words."""
 
 
+def fetch_hint(benchmark: str, data_dir) -> str:
+    """The command that fetches the data into `data_dir` (it makes the folder), for the benchmarks `data fetch`
+    knows; "" for the others."""
+    if benchmark not in SOURCES:
+        return ""
+    return f"; fetch it with: python main.py data fetch {benchmark} --data-dir {shlex.quote(str(data_dir))}"
+
+
 def fetch(benchmark: str, data_dir: str | os.PathLike[str], mirrors: tuple[str, ...] = (),
           report: Callable[[str], None] = print, timeout_s: float = TIMEOUT_S) -> Path:
     """Fetch the benchmark's data into data_dir (created if needed); return the folder the readers take."""
     source = source_of(benchmark)
     root = Path(data_dir)
-    root.mkdir(parents=True, exist_ok=True)
+    make_folder(root)
     if not source.missing(root):
         report(f"{benchmark}: {root} already holds every file the reader needs; nothing to fetch")
         return root
@@ -89,6 +98,18 @@ def fetch(benchmark: str, data_dir: str | os.PathLike[str], mirrors: tuple[str, 
         for remote in source.files:
             unpack(root / remote.name, root, source.archive_folder, source.missing, report)
     return root
+
+
+def make_folder(root: Path) -> None:
+    """The folder the files go to, made where missing. A file in its place (or above it), or a place that cannot
+    be written, is bad input: one sentence naming --data-dir, not a traceback."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"--data-dir {root} is a file, not a folder; give a folder (a missing one is made)") from None
+    except OSError as exc:
+        raise UsageError(f"--data-dir {root} cannot be made: {oserror_reason(exc)}; give a folder that can be "
+                         "written") from None
 
 
 def source_of(benchmark: str) -> Source:

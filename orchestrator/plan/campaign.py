@@ -38,9 +38,10 @@ def now_utc() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def new_campaign_id(benchmark: str, use_case: int) -> str:
+def new_campaign_id(benchmark: str, use_cases: int | str) -> str:
+    """E.g. mnist-uc3-20261127T051700-ab12; several use cases are named 3+5 (catalog.use_cases_label)."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
-    return f"{benchmark}-uc{use_case}-{stamp}-{secrets.token_hex(2)}"
+    return f"{benchmark}-uc{use_cases}-{stamp}-{secrets.token_hex(2)}"
 
 
 def git_commit() -> str:
@@ -137,6 +138,7 @@ def write_campaign(
         "campaign": campaign,
         "benchmark": first.benchmark,
         "use_case": first.use_case,
+        **several_use_cases(scripts),
         "created_at": created_at,
         "command": command,
         "git_commit": commit,
@@ -164,6 +166,13 @@ def write_campaign(
         raise OrchestratorError(f"could not write the campaign: {oserror_reason(exc)}; {kept}, and {scripts_dir} "
                                 "is unchanged") from None
     return manifest
+
+
+def several_use_cases(scripts: list[RenderedScript]) -> dict[str, list[int]]:
+    """{"use_cases": [3, 5]} for a campaign of several use cases (--use-case 3,5), whose "use_case" is the first;
+    {} for one, whose manifest stays as it always was."""
+    numbers = sorted({cell.use_case for script in scripts for cell in script.cells})
+    return {"use_cases": numbers} if len(numbers) > 1 else {}
 
 
 def write_specs(script: RenderedScript, framework: str, campaign: str, campaign_dir: Path, commit: str,
@@ -307,7 +316,7 @@ def is_dry_run(manifest: dict[str, Any]) -> bool:
 
 
 # A campaign id as new_campaign_id writes it: the benchmark and use case of manifests written before they had both.
-CAMPAIGN_ID = re.compile(r"^(?P<benchmark>.+)-uc(?P<use_case>\d+)-\d{8}T\d{6}-[0-9a-f]{4}$")
+CAMPAIGN_ID = re.compile(r"^(?P<benchmark>.+)-uc(?P<use_case>\d+(?:\+\d+)*)-\d{8}T\d{6}-[0-9a-f]{4}$")
 
 
 @dataclass(frozen=True)
@@ -331,6 +340,9 @@ class CampaignEntry:
 
     @property
     def use_case(self) -> str:
+        several = self.manifest.get("use_cases")  # a campaign of several use cases: all of them
+        if several:
+            return ",".join(map(str, several))
         return str(self.manifest.get("use_case") or self._from_id("use_case"))
 
     @property

@@ -191,6 +191,11 @@ def use_case(number: int) -> UseCase:
     return USE_CASES[number]
 
 
+def use_cases_label(numbers) -> str:
+    """The use cases of a campaign in a name (its id, its scripts'): "3", or "3+5" for several, in order."""
+    return "+".join(str(number) for number in sorted(set(numbers)))
+
+
 def check_framework(name: str) -> None:
     _choose("framework", name, FRAMEWORKS)
 

@@ -78,8 +78,16 @@ def specs_path(campaign_dir: Path, framework: str, system: str = "") -> Path:
     return campaign_dir / "specs" / f"{system_key(framework, system)}.jsonl"
 
 
-def script_name(framework: str, benchmark: str, use_case: int, system: str = "") -> str:
-    return f"{framework}_{benchmark}_{use_case}{'_' + system if system else ''}.sh"
+def script_name(framework: str, benchmark: str, use_cases: int | str, system: str = "") -> str:
+    """E.g. jax_mnist_1.sh; jax_mnist_3+5.sh for the cells of use cases 3 and 5 (catalog.use_cases_label)."""
+    return f"{framework}_{benchmark}_{use_cases}{'_' + system if system else ''}.sh"
+
+
+def use_cases_said(cells: list[Cell]) -> str:
+    """The header's words for the use cases a script runs: "use case 3 (its title)", or each of several."""
+    numbers = sorted({cell.use_case for cell in cells})
+    said = [f"{number} ({catalog.USE_CASES[number].title})" for number in numbers]
+    return f"use case {said[0]}" if len(said) == 1 else f"use cases {', '.join(said[:-1])} and {said[-1]}"
 
 
 # A data-parallel cell: srun starts one process per device in the allocation, each reads its rank from
@@ -192,11 +200,11 @@ def environment_entry(framework: str, profile: ClusterProfile) -> dict:
             "kind_variable": ENVIRONMENT_KIND_VARIABLE}
 
 
-def header_values(name: str, first: Cell, profile: ClusterProfile, *, campaign: str, command: str, git_commit: str,
-                  created_at: str) -> dict:
+def header_values(name: str, cells: list[Cell], profile: ClusterProfile, *, campaign: str, command: str,
+                  git_commit: str, created_at: str) -> dict:
     """What both templates (one framework's array, or the paired one) say about the campaign and the profile."""
-    return {"script_name": name, "benchmark": first.benchmark, "use_case": first.use_case,
-            "use_case_title": catalog.USE_CASES[first.use_case].title, "campaign": campaign, "command": command,
+    return {"script_name": name, "benchmark": cells[0].benchmark, "use_cases_said": use_cases_said(cells),
+            "campaign": campaign, "command": command,
             "git_commit": git_commit, "created_at": created_at, "profile_name": profile.name,
             "setup_lines": list(profile.setup_lines), "project_root": PROJECT_ROOT,
             "cpus_per_task": profile.cpus_per_task}
@@ -238,14 +246,14 @@ def render_system(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
             continue
         first = mine[0]
         trials = first.settings.trials
-        name = script_name(framework, first.benchmark, first.use_case, system)
+        name = script_name(framework, first.benchmark, catalog.use_cases_label(c.use_case for c in mine), system)
         cell_lines = [
             f"{spec_line(i, t, trials):<5}  {c.model_label} batch {c.batch_size} {c.precision}"
             + (f" trial {t}" if trials > 1 else "") + f"  ({c.cell_id})"
             for i, c in enumerate(mine) for t in range(trials)
         ]
         text = template.render(
-            **header_values(name, first, profile, campaign=campaign, command=command, git_commit=git_commit,
+            **header_values(name, mine, profile, campaign=campaign, command=command, git_commit=git_commit,
                             created_at=created_at),
             framework=framework,
             framework_title=catalog.FRAMEWORKS[framework],
@@ -297,14 +305,14 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         raise UsageError("--paired needs the same cells in both frameworks, one JAX cell per PyTorch cell")
     first = pairs[0][0]
     trials = first.settings.trials
-    name = script_name(PAIRED, first.benchmark, first.use_case, system)
+    name = script_name(PAIRED, first.benchmark, catalog.use_cases_label(c.use_case for c in cells), system)
     runs = [
         {"framework": fw, "title": catalog.FRAMEWORKS[fw], "environment": environment_entry(fw, profile),
          "exports": FRAMEWORK_EXPORTS[fw], "specs_file": specs_path(campaign_dir, fw, system)}
         for fw in PAIRED_ORDER
     ]
     text = _environment().get_template("paired.sh.j2").render(
-        **header_values(name, first, profile, campaign=campaign, command=command, git_commit=git_commit,
+        **header_values(name, cells, profile, campaign=campaign, command=command, git_commit=git_commit,
                         created_at=created_at),
         pair_lines=[f"{i:<5}  {a.model_label} batch {a.batch_size} {a.precision}  ({a.pair_key})"
                     for i, (a, *_) in enumerate(pairs)],

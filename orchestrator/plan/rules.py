@@ -4,8 +4,6 @@ directory a request needs."""
 
 from __future__ import annotations
 
-import shlex
-
 from bench_contract.spec import (
     DEFAULT_DP_ENGINE,
     DP_ENGINES,
@@ -174,21 +172,13 @@ def check_paired(frameworks: list[str], settings: RunSettings) -> None:
                          f"({settings.world_size} processes) cannot be paired")
 
 
-def fetch_hint(benchmark: str, data_dir) -> str:
-    """The command that fetches the data, for the benchmarks `data fetch` knows; "" for the others."""
-    from orchestrator.data.fetch import SOURCES
-
-    if benchmark not in SOURCES:
-        return ""
-    return f"; fetch it with: python main.py data fetch {benchmark} --data-dir {shlex.quote(str(data_dir))}"
-
-
 def check_data(benchmark: str, settings: RunSettings, use_case: int | None = None) -> None:
     """Refuse a data directory that is missing or lacks the benchmark's files, before anything is written.
     Training (any use case but inference) also needs an image folder's train/ split."""
     bench = catalog.benchmark(benchmark)
     if settings.data_source == "synthetic" or not bench.needs_data_dir:
         return
+    from orchestrator.data.fetch import fetch_hint  # urllib and tarfile: not at every command's start
     if not settings.data_dir:
         raise UsageError(f"benchmark {benchmark!r} reads real data: give --data-dir, or ask for --synthetic data"
                          f"{fetch_hint(benchmark, 'DIR')}")
@@ -196,7 +186,8 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
 
     root = Path(settings.data_dir)
     if not root.is_dir():
-        raise UsageError(f"data directory {root} does not exist")
+        # The same hint as a folder without the files: `data fetch` makes the folder it is given.
+        raise UsageError(f"data directory {root} does not exist{fetch_hint(benchmark, root)}")
     if benchmark == "mnist":
         from bench_contract.data.datasets import missing_mnist_files
 

@@ -259,6 +259,21 @@ def parse_batch_sizes(values: list[str] | None) -> list[int]:
     return sizes
 
 
+def parse_use_cases(values: list[str] | None) -> list[int]:
+    """--use-case as a comma-separated list or repeated, like every matrix axis: ["3,5"] or ["3", "5"] -> [3, 5].
+    Each one is checked here, so that a typo is one sentence before anything is planned."""
+    cases = []
+    for item in parse_list(values):
+        try:
+            number = int(item)
+        except ValueError:
+            raise UsageError(f"use case {item!r} is not a whole number; give use cases such as 3,5 "
+                             "(see `python main.py list`)") from None
+        catalog.use_case(number)  # an unknown number: the catalog's sentence, which lists the use cases
+        cases.append(number)
+    return cases
+
+
 MEMORY_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 

@@ -23,8 +23,9 @@ from orchestrator.plan.settings import (
     parse_batch_sizes,
     parse_list,
     parse_memory_size,
-    trial_settings,
+    parse_use_cases,
     privacy_settings,
+    trial_settings,
 )
 from orchestrator.run import submit
 from orchestrator.run.doctor import check_partition
@@ -38,7 +39,7 @@ from orchestrator.tables import format_table
 @dataclass(frozen=True)
 class LaunchRequest:
     benchmark: str
-    use_case: int
+    use_case: int  # the first use case asked for (--use-case 3,5 plans both, `plans`)
     frameworks: list[str]
     models: list[str]
     batch_sizes: list[int]
@@ -57,6 +58,14 @@ class LaunchRequest:
     torch_modes: list[str] | None = None  # the PyTorch modes compared with JAX (matrix.expand); None: settings'
     dp_engines: list[str] | None = None  # PyTorch's DP-SGD engines compared with JAX (matrix.expand); None: torchfunc
     collect_after: bool = False  # chain a collect job after the arrays (--collect-after)
+    # Every use case asked for, each with its settings, which differ in the DP-SGD fields (privacy_settings);
+    # empty: `use_case` alone, with `settings`.
+    use_case_settings: tuple[tuple[int, RunSettings], ...] = ()
+
+    @property
+    def plans(self) -> tuple[tuple[int, RunSettings], ...]:
+        """Each use case of the campaign with its settings, in the order asked."""
+        return self.use_case_settings or ((self.use_case, self.settings),)
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,7 @@ class LaunchOptions:
     that tie options together, and checks what can be checked before the matrix is expanded."""
 
     benchmark: str
-    use_case: int
+    use_case: list[str]  # one or several, as a comma-separated list or repeated (settings.parse_use_cases)
     frameworks: list[str] | None
     models: list[str] | None
     batch_sizes: list[str] | None
@@ -121,15 +130,17 @@ class LaunchOptions:
     max_trials: int | None = None
 
     def request(self, command: str) -> LaunchRequest:
-        settings = self.settings(catalog.benchmark(self.benchmark))
+        bench = catalog.benchmark(self.benchmark)
+        # Each use case gets the settings, and the refusals, it would get alone.
+        plans = tuple((number, self.settings(bench, number)) for number in parse_use_cases(self.use_case))
         return LaunchRequest(
             benchmark=self.benchmark,
-            use_case=self.use_case,
+            use_case=plans[0][0],
             frameworks=parse_list(self.frameworks),
             models=parse_list(self.models),
             batch_sizes=parse_batch_sizes(self.batch_sizes),
             precisions=parse_list(self.precision),
-            settings=settings,
+            settings=plans[0][1],
             profile=load_profile(self.profile),
             executor=self.executor,
             dry_run=self.dry_run,
@@ -143,9 +154,10 @@ class LaunchOptions:
             collect_after=self.collect_after,
             torch_modes=parse_list(self.torch_modes) or None,
             dp_engines=parse_list(self.dp_engine) or None,
+            use_case_settings=plans,
         )
 
-    def settings(self, bench: catalog.Benchmark) -> RunSettings:
+    def settings(self, bench: catalog.Benchmark, use_case: int) -> RunSettings:
         return RunSettings(
             epochs=self.epochs if self.epochs is not None else bench.default_epochs,
             learning_rate=self.learning_rate,
@@ -163,7 +175,7 @@ class LaunchOptions:
             synthetic_samples=self.synthetic_samples,
             device=self.device,
             clip_norm=self.clip_norm,
-            **privacy_settings(self.use_case, self.sampling, self.noise_multiplier, self.delta,
+            **privacy_settings(use_case, self.sampling, self.noise_multiplier, self.delta,
                                self.target_epsilon, self.find_max_batch),
             loop_batch_size=self.loop_batch_size,
             nodes=self.nodes,
@@ -188,8 +200,9 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     Planning and submission hold the results folder's lock (record.submitting): the same command started twice at
     once, or a resubmit meanwhile, refuses the second, naming the first, instead of submitting everything twice.
     Waiting for the jobs (--wait) holds it no longer."""
-    cells = matrix.expand(req.benchmark, req.use_case, req.frameworks, req.models, req.batch_sizes,
-                          req.precisions, req.settings, req.torch_modes, req.dp_engines)
+    cells = [cell for use_case, settings in req.plans
+             for cell in matrix.expand(req.benchmark, use_case, req.frameworks, req.models, req.batch_sizes,
+                                       req.precisions, settings, req.torch_modes, req.dp_engines)]
     cells = on_systems(cells, req.profile.system_names(list(req.systems)))
     rules.check_campaign_size(len(cells), req.settings.trials)
     check_request(req, cells, report)
@@ -297,13 +310,17 @@ def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable
     partition, the executor."""
     check_output_folder(req.results_dir, "--results-dir")
     check_output_folder(req.scripts_dir, "--scripts-dir")
-    try:
-        rules.check_data(req.benchmark, req.settings, req.use_case)
-    except UsageError as exc:
-        if not req.dry_run:
-            raise
+    problems = []
+    for use_case, settings in req.plans:  # imagenet's training needs a train/ split, its inference does not
+        try:
+            rules.check_data(req.benchmark, settings, use_case)
+        except UsageError as exc:
+            if not req.dry_run:
+                raise
+            problems.append(str(exc))
+    for problem in dict.fromkeys(problems):  # one folder's problem once, whichever use cases it stops
         # A dry run only writes scripts, often on a machine other than the one with the data: say, don't stop.
-        report(f"warning: {exc}; the jobs would fail as planned")
+        report(f"warning: {problem}; the jobs would fail as planned")
     for system in dict.fromkeys(c.system for c in cells):
         check_partition(req.profile.for_system(system))
     if req.executor not in catalog.EXECUTORS:
@@ -327,7 +344,8 @@ def write_planned(req: LaunchRequest, cells: list[matrix.Cell],
                   same: Path | None) -> tuple[Path, list[RenderedScript], dict]:
     """Render the scripts and write the campaign (the one planned before by the same command, or a new one).
     Returns the campaign folder, the scripts and the manifest."""
-    campaign = same.name if same else campaigns.new_campaign_id(req.benchmark, req.use_case)
+    label = catalog.use_cases_label(use_case for use_case, _ in req.plans)
+    campaign = same.name if same else campaigns.new_campaign_id(req.benchmark, label)
     campaign_dir = (req.results_dir / campaign).resolve()
     commit = campaigns.git_commit()
     created_at = campaigns.now_utc()
