@@ -69,6 +69,7 @@ def draw_plots(df, frame, folder: Path) -> list[Plot]:
     summary = summary_rows(df)
     device_index = {device: i for i, device in enumerate(devices(frame))}
     draw_metric_lines(plt, frame, device_index, folder, plots)
+    draw_speedup_lines(plt, frame, device_index, folder, plots)
     for device, block in frame.groupby("device_model"):
         d = device_index[str(device)]
         draw_speedup(plt, block, device, folder / f"speedup_{d}.png", plots)
@@ -121,6 +122,43 @@ def draw_metric_lines(plt, frame, device_index: dict, folder: Path, plots: list)
             ax.set_ylim(bottom=0)  # a quantity from zero: an axis cut above it makes a small gap look large
             ax.legend(fontsize=7)
             _save(plt, fig, folder / f"{prefix}_{slug}.png", plots, caption)
+
+
+def speedup_errors(block):
+    """The speed-ups of `block` (rows of one setting, by batch size) and their error bars: the distances from each
+    speed-up to the ends of the 95% interval the tables print (compare.comparison_frame); 0 where a row has none
+    (one run a side), so its point stands without a bar."""
+    import numpy as np
+
+    speedup = block["speedup"].to_numpy(dtype=float)
+    below = np.nan_to_num(speedup - block["speedup_ci_low"].to_numpy(dtype=float))
+    above = np.nan_to_num(block["speedup_ci_high"].to_numpy(dtype=float) - speedup)
+    return speedup, np.vstack([below, above])
+
+
+def draw_speedup_lines(plt, frame, device_index: dict, folder: Path, plots: list) -> None:
+    """The speed-up against batch size with its 95% intervals as error bars, per device model, benchmark, use case,
+    model and precision; a line per setting where the cell has several rows (eager and torch.compile)."""
+    for group, block in frame.groupby(["device_model", "benchmark", "use_case", "model", "precision"]):
+        if not block["speedup"].notna().any():
+            continue
+        device, bench, case, model, precision = group
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for label, line in block.sort_values("batch_size").groupby(block["differs_in"].fillna(""), sort=True):
+            line = line[line["speedup"].notna()]
+            speedup, errors = speedup_errors(line)
+            ax.errorbar(line["batch_size"], speedup, yerr=errors, fmt="o-", capsize=4, label=label or None)
+        ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")  # parity: above it JAX is faster
+        batch_size_axis(ax, block["batch_size"])
+        ax.set(xlabel="batch size", ylabel="speed-up JAX/PyTorch (>1: JAX faster)",
+               title=f"{cell_title(bench, case, model, precision)}\n{device}")
+        ax.set_ylim(bottom=0)  # a ratio from zero, as the other quantities
+        if block["differs_in"].fillna("").nunique() > 1:
+            ax.legend(fontsize=7)
+        slug = _slug(device_index[str(device)], bench, case, model, precision)
+        _save(plt, fig, folder / f"speedup_lines_{slug}.png", plots,
+              f"Speed-up JAX/PyTorch with its 95% interval against batch size: {bench}, use case {case}, {model}, "
+              f"{precision} on {device}")
 
 
 def batch_size_axis(ax, batch_sizes) -> None:

@@ -2,6 +2,7 @@
 
 import csv
 
+import pytest
 from helpers import merged_results, result_context, run_cli, task_file
 
 
@@ -264,3 +265,34 @@ def test_the_latex_tables_use_booktabs_fit_their_column_and_can_be_cited(tmp_pat
         assert proc.returncode == 0, proc.stdout[-2000:]
     log = (tmp_path / "paper.log").read_text()
     assert "Overfull" not in log and "undefined" not in log
+
+
+def test_the_speedup_figure_draws_the_tables_intervals_as_error_bars(tmp_path, monkeypatch):
+    """Issue 31: no error bars. The speed-up against batch size carries, at each batch size, a bar from the low to
+    the high end of the interval the table prints; a point without an interval (one run a side) has no bar."""
+    import numpy as np
+
+    from orchestrator.results import report_plots
+    from orchestrator.results.report import read_merged
+    from orchestrator.results.views import use_case_frame
+
+    for campaign, scale in (("a", 1.0), ("b", 1.1), ("c", 0.95)):  # three runs a side at batch 32, one at 64
+        task_file(tmp_path / campaign, "jax", 32, 2000.0 * scale, campaign=campaign)
+        task_file(tmp_path / campaign, "torch", 32, 1000.0 * scale ** 2, campaign=campaign)
+    task_file(tmp_path / "a", "jax", 64, 3000.0, campaign="a")
+    task_file(tmp_path / "a", "torch", 64, 2000.0, campaign="a")
+    assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
+    df = read_merged(tmp_path / "merged.parquet")
+    frame = use_case_frame(df)
+    drawn = {}
+    monkeypatch.setattr(report_plots, "_save", lambda plt, fig, path, plots, title: drawn.update({path.name: fig}))
+    report_plots.draw_plots(df, frame, tmp_path / "plots")
+    ax = drawn["speedup_lines_0_digits_1_mlp_fp32.png"].axes[0]
+    (bars,) = ax.containers
+    segments = bars.lines[2][0].get_segments()  # one vertical segment per point: (x, low) to (x, high)
+    row = frame.set_index("batch_size").loc[32]
+    assert np.isfinite(row["speedup_ci_low"])
+    assert [tuple(end) for end in segments[0]] == [(32, pytest.approx(row["speedup_ci_low"])),
+                                                   (32, pytest.approx(row["speedup_ci_high"]))]
+    assert [tuple(end) for end in segments[1]] == [(64, 1.5), (64, 1.5)]  # one run a side: no bar
+    assert ax.get_ylim()[0] == 0
