@@ -61,7 +61,8 @@ def opacus_refusal(model: str, precision: str) -> str | None:
     if model in OPACUS_GRAD_SAMPLE_MODES:
         return (f"Opacus runs {precision} on {', '.join(OPACUS_MIXED_PRECISION_MODELS)} only ({model}'s in-place "
                 "operations break its hooks, and its expanded weights fail under autocast)")
-    return f"Opacus runs {', '.join(OPACUS_GRAD_SAMPLE_MODES)} only, not {model!r}"
+    return (f"{model} runs in neither of its modes (hooks, expanded weights): Opacus runs "
+            f"{', '.join(OPACUS_GRAD_SAMPLE_MODES)}")
 DATA_PARALLEL_USE_CASES = (2, 4)  # several processes, one per device, each on its shard of the global batch
 PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed, noised
 # Which examples a training step takes (bench_contract.run.sampling): a shuffled fixed-size batch, or each example

@@ -105,17 +105,15 @@ def check_opacus(models: list[str], modes: list[str], precisions: list[str]) -> 
     if "compiled" in modes:
         raise UsageError("--dp-engine opacus runs eagerly: its per-sample gradients come from hooks or expanded "
                          "weights, not a graph torch.compile captures; plan compiled PyTorch with --dp-engine torchfunc")
-    others = [m for m in models if m not in OPACUS_GRAD_SAMPLE_MODES]
-    if others:
-        raise UsageError(f"--dp-engine opacus runs {', '.join(OPACUS_GRAD_SAMPLE_MODES)}; {', '.join(others)} "
-                         f"{'runs' if len(others) == 1 else 'run'} in neither of its modes (hooks, expanded weights): "
-                         f"plan {'it' if len(others) == 1 else 'them'} with --dp-engine torchfunc")
-    for precision in precisions:
-        for model in models:
+    for model in models:
+        for precision in precisions:
             refusal = opacus_refusal(model, precision)
-            if refusal:
-                raise UsageError(f"--dp-engine opacus with --precision {precision}: {refusal}; plan {model} in "
-                                 f"{precision} with --dp-engine torchfunc")
+            if refusal is None:
+                continue
+            if model not in OPACUS_GRAD_SAMPLE_MODES:  # at no precision: the model is the reason
+                raise UsageError(f"--dp-engine opacus: {refusal}; plan {model} with --dp-engine torchfunc")
+            raise UsageError(f"--dp-engine opacus with --precision {precision}: {refusal}; plan {model} in "
+                             f"{precision} with --dp-engine torchfunc")
 
 
 def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunSettings) -> None:
