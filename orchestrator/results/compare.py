@@ -350,7 +350,7 @@ def comparison_frame(df):
             column = medians.get((metric, framework))
             out[f"{framework}_{metric}"] = column if column is not None else np.nan
     throughput = run_values(df, "throughput")
-    speedups, lows, highs, runs, rules = [], [], [], [], []
+    speedups, lows, highs, runs, paired, rules = [], [], [], [], [], []
     for index in out.index:
         jax = _runs(throughput, index, "jax")
         torch = _runs(throughput, index, "torch")
@@ -367,11 +367,13 @@ def comparison_frame(df):
         lows.append(ci[0] if ci else np.nan)
         highs.append(ci[1] if ci else np.nan)
         runs.append(f"{len(jax)}/{len(torch)}" + (" paired" if pairs else ""))
+        paired.append(pairs is not None)
         rules.append(rule.target if rule else np.nan)
     out["speedup"] = speedups
     out["speedup_ci_low"] = lows
     out["speedup_ci_high"] = highs
     out["runs_jax_torch"] = runs
+    out["paired"] = paired  # every run of both sides came from paired jobs, and the interval resampled pairs
     out["target_interval"] = rules  # the interval --trials auto aimed at; NaN for a fixed number of trials
     throttled = run_values(df, "throttled").groupby(level=[*ROW_KEY, "framework"], dropna=False).sum(min_count=1)
     for framework in FRAMEWORKS:  # runs on a GPU slowed down for heat (bench_contract.measure.node_state)

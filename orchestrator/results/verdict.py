@@ -140,7 +140,7 @@ def runs_words(row, runs: dict[str, int], nodes: int) -> str:
         width = interval_width(row)
         met = "within" if width is not None and width <= row["target_interval"] else "short of"
         return f"{runs['jax']} paired trials {where} (--trials auto, {met} its {row['target_interval']:.0%} target)"
-    if str(row.get("runs_jax_torch", "")).endswith("paired"):
+    if row.get("paired"):
         return f"{runs['jax']} paired trial{'s' if runs['jax'] != 1 else ''} {where}"
     if runs["jax"] == runs["torch"]:
         return f"{runs['jax']} run{'s' if runs['jax'] != 1 else ''} each {where}"

@@ -79,7 +79,7 @@ def test_a_row_that_is_not_comparable_gets_no_speed_up_in_its_verdict():
 
 
 def test_paired_trials_are_counted_as_pairs():
-    found = verdict(row(runs_jax_torch="6/6 paired"), {"jax": 6, "torch": 6}, nodes=3)
+    found = verdict(row(runs_jax_torch="6/6 paired", paired=True), {"jax": 6, "torch": 6}, nodes=3)
     assert "6 paired trials on 3 nodes: reliable" in found.text
 
 
@@ -162,7 +162,7 @@ def test_collect_and_the_report_open_on_the_verdicts(tmp_path):
 @pytest.mark.parametrize("half_width, said", [(0.05, "within"), (0.12, "short of")])
 def test_a_row_of_trials_auto_says_whether_it_reached_its_target_and_how_to_go_further(half_width, said):
     runs = {"jax": 20, "torch": 20}
-    found = verdict(row(half_width=half_width, runs_jax_torch="20/20 paired", target_interval=0.08), runs, nodes=1)
+    found = verdict(row(half_width=half_width, runs_jax_torch="20/20 paired", paired=True, target_interval=0.08), runs, nodes=1)
     assert f"20 paired trials on 1 node (--trials auto, {said} its 8% target)" in found.text
     if said == "short of":
         assert found.text.endswith("rerun with `--trials auto --target-interval 8% --max-trials 40` on an idle node")
