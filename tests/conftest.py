@@ -28,6 +28,16 @@ TESTS_BY_DIRECTORY: dict[str, set] = defaultdict(set)
 STARTED = time.monotonic()
 
 
+@pytest.fixture(autouse=True)
+def no_real_cluster_outside_integration(request, monkeypatch):
+    """Only the integration tests reach the local Slurm cluster. A worker that ran an integration file first has
+    SLURM_CONF pointing at it (tests/integration/conftest.py), and a plan without --profile would then ask that
+    cluster's sinfo for GPUs (orchestrator.plan.discovery) and plan otherwise than the same test run alone. A unit
+    test that wants a Slurm command puts a fake one on PATH."""
+    if "integration" not in request.node.path.parts:
+        monkeypatch.delenv("SLURM_CONF", raising=False)
+
+
 def is_xdist_worker(config) -> bool:
     return hasattr(config, "workerinput")
 

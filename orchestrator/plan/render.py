@@ -193,7 +193,10 @@ def environment_entry(framework: str, profile: ClusterProfile) -> dict:
     `kind` goes to the rows (environment_kind) through ENVIRONMENT_KIND_VARIABLE."""
     site = profile.site_environment(framework)
     if site is None:
+        # Which build of the framework the lock holds: JAX's differs by device (the profile's jax_recipe).
+        build = f"its {profile.jax_recipe} build" if framework == "jax" else "its one build"
         return {"activate": profile.env_path(framework) / "bin" / "activate", "python": "python", "setup_lines": [],
+                "build": build,
                 "kind": LOCKED, "kind_variable": ENVIRONMENT_KIND_VARIABLE}
     python = profile.python_path(framework)
     return {"activate": None, "python": python, "setup_lines": list(site.setup_lines), "kind": f"site: {python}",
@@ -203,7 +206,9 @@ def environment_entry(framework: str, profile: ClusterProfile) -> dict:
 def header_values(name: str, cells: list[Cell], profile: ClusterProfile, *, campaign: str, command: str,
                   git_commit: str, created_at: str) -> dict:
     """What both templates (one framework's array, or the paired one) say about the campaign and the profile."""
-    return {"script_name": name, "benchmark": cells[0].benchmark, "use_cases_said": use_cases_said(cells),
+    # A header that says "on one GPU" above a job that asks for none would mislead the reader of the script.
+    device = "" if profile.gpus_per_task else ", on CPUs: this plan asks Slurm for no GPU"
+    return {"script_name": name, "benchmark": cells[0].benchmark, "use_cases_said": use_cases_said(cells) + device,
             "campaign": campaign, "command": command,
             "git_commit": git_commit, "created_at": created_at, "profile_name": profile.name,
             "setup_lines": list(profile.setup_lines), "project_root": PROJECT_ROOT,

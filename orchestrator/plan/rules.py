@@ -16,6 +16,7 @@ from bench_contract.spec import (
 )
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
+from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.settings import RunSettings
 
 
@@ -213,3 +214,14 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
             problem = folder_problem(root, "train")
             if problem:
                 raise UsageError(problem)
+
+
+def check_device_has_gpus(device: str, profile: ClusterProfile, executor: str, discovered: str) -> None:
+    """--device gpu on a Slurm plan that asks for no GPU would queue jobs that find none: refused, with the fix."""
+    if device != "gpu" or executor == "local":
+        return
+    asks = [profile.for_system(name).gpus_per_task for name in profile.systems] or [profile.gpus_per_task]
+    if not any(asks):
+        why = f" ({discovered})" if discovered else f" (profile {profile.name!r} has gpus_per_task = 0)"
+        raise UsageError(f"--device gpu needs GPUs, and this plan asks Slurm for none{why}; give a profile with "
+                         "gpus_per_task (see profiles/example_gpu_cluster.toml), or plan with --device cpu")

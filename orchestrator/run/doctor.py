@@ -17,7 +17,8 @@ from pathlib import Path
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
-from orchestrator.plan.profile import ClusterProfile, load_profile
+from orchestrator.plan.discovery import profile_for
+from orchestrator.plan.profile import ClusterProfile
 from orchestrator.run.envs import import_probe, interpreter_command, missing_imports
 from orchestrator.tables import format_table
 
@@ -191,7 +192,10 @@ def check_setup(profile: Path | None, benchmark: str, data_dir: Path | None,
     """The doctor command: run every check for the profile (a TOML path, or the built-in one) and the benchmark's
     data, and report them as a table. Returns the exit code: 1 if any check failed."""
     catalog.benchmark(benchmark)
-    checks = run_checks(load_profile(profile), [(benchmark, data_dir)], on_node)
+    loaded, discovered = profile_for(profile)
+    checks = run_checks(loaded, [(benchmark, data_dir)], on_node)
+    if discovered:  # what the plan would ask Slurm for without a profile, and why (plan.discovery)
+        checks.insert(0, Check("profile", True, discovered))
     report(format_table(["check", "", "detail"], [[c.name, c.word, c.detail] for c in checks]))
     passed = [c for c in checks if c.ok]
     not_run = [c for c in checks if c.ok is None]

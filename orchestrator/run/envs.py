@@ -24,7 +24,8 @@ from pathlib import Path
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError
 from orchestrator.plan import catalog
-from orchestrator.plan.profile import ClusterProfile, load_profile
+from orchestrator.plan.discovery import profile_for
+from orchestrator.plan.profile import ClusterProfile
 from orchestrator.run import locks
 
 STAMP = ".lock.sha256"
@@ -62,7 +63,9 @@ def ensure_envs(frameworks: list[str], profile: Path | None, report: Callable[[s
     chosen = frameworks or list(catalog.FRAMEWORKS)
     for name in chosen:
         catalog.check_framework(name)
-    loaded = load_profile(profile)
+    loaded, discovered = profile_for(profile)  # without a profile, the build Slurm's GPUs call for (plan.discovery)
+    if discovered:
+        report(f"cluster: {discovered}")
     for name in chosen:
         ensure_env(name, loaded, report=report)
 

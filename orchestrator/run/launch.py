@@ -14,7 +14,8 @@ from pathlib import Path
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, matrix, rules
-from orchestrator.plan.profile import ClusterProfile, load_profile
+from orchestrator.plan.discovery import profile_for
+from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.render import RenderedScript, collect_script_name, render_collect, render_scripts
 from orchestrator.plan.settings import (
     RunSettings,
@@ -61,6 +62,8 @@ class LaunchRequest:
     # Every use case asked for, each with its settings, which differ in the DP-SGD fields (privacy_settings);
     # empty: `use_case` alone, with `settings`.
     use_case_settings: tuple[tuple[int, RunSettings], ...] = ()
+    # Without --profile: what Slurm said it has, and so what the plan asks for (plan.discovery); "" with a profile.
+    discovered: str = ""
 
     @property
     def plans(self) -> tuple[tuple[int, RunSettings], ...]:
@@ -133,6 +136,8 @@ class LaunchOptions:
         bench = catalog.benchmark(self.benchmark)
         # Each use case gets the settings, and the refusals, it would get alone.
         plans = tuple((number, self.settings(bench, number)) for number in parse_use_cases(self.use_case))
+        # Without --profile, Slurm is asked what it has (plan.discovery); the local executor runs on this machine.
+        profile, discovered = profile_for(self.profile, ask_slurm=self.executor != "local")
         return LaunchRequest(
             benchmark=self.benchmark,
             use_case=plans[0][0],
@@ -141,7 +146,8 @@ class LaunchOptions:
             batch_sizes=parse_batch_sizes(self.batch_sizes),
             precisions=parse_list(self.precision),
             settings=plans[0][1],
-            profile=load_profile(self.profile),
+            profile=profile,
+            discovered=discovered,
             executor=self.executor,
             dry_run=self.dry_run,
             wait=self.wait,
@@ -205,6 +211,9 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
                                        req.precisions, settings, req.torch_modes, req.dp_engines)]
     cells = on_systems(cells, req.profile.system_names(list(req.systems)))
     rules.check_campaign_size(len(cells), req.settings.trials)
+    rules.check_device_has_gpus(req.settings.device, req.profile, req.executor, req.discovered)
+    if req.discovered:
+        report(f"cluster: {req.discovered}")
     check_request(req, cells, report)
     with ExitStack() as held:
         if not req.dry_run:

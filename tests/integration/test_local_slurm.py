@@ -117,3 +117,21 @@ def test_two_node_job_with_gpus(slurm_cluster: SlurmCluster, tmp_path: Path) -> 
     states = _sacct_states(slurm_cluster, job_id, {job_id, f"{job_id}.0"})
     assert states.get(job_id) == "COMPLETED", states
     assert states.get(f"{job_id}.0") == "COMPLETED", states  # the srun step
+
+
+def test_a_plan_without_a_profile_asks_this_clusters_slurm_for_its_gpus(slurm_cluster: SlurmCluster,
+                                                                        tmp_path: Path) -> None:
+    """Issue 32: the user's own example, without --profile, on a cluster whose nodes have GPUs (the fake GRES of
+    scripts/local_slurm.sh): one GPU per task on the default partition that has them, and JAX's CUDA build
+    (orchestrator.plan.discovery asks the real sinfo here; tests/unit/test_discovery.py fakes it)."""
+    from helpers import run_cli
+
+    from orchestrator.plan.discovery import GPU_RECIPE
+
+    proc = run_cli("--benchmark", "cifar10", "--use-case", "3", "--synthetic", "--dry-run",
+                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=slurm_cluster.env)
+    assert proc.returncode == 0, proc.stderr
+    assert "sinfo shows 2 GPU(s) per node in partition debug (the default partition)" in proc.stdout
+    script = (tmp_path / "s" / "jax_cifar10_3.sh").read_text()
+    assert "#SBATCH --gres=gpu:1" in script and "#SBATCH --partition=debug" in script
+    assert f"(its {GPU_RECIPE} build)" in script

@@ -1,0 +1,88 @@
+"""What the cluster has, asked of Slurm where no --profile is given (issue 32): a researcher who copies the README's
+example on a GPU cluster gets GPU jobs, not CPU jobs that say "on one GPU" in their header.
+
+`sinfo --noheader --format=%P|%G` lists each partition (the default one marked '*') with its nodes' generic
+resources. Where a partition has GPUs (a `gpu` GRES, typed or not: `gpu:4`, `gpu:a100:4(S:0-1)`), the plan asks
+for one GPU per task on it (the default partition where it has GPUs, else the first such partition by name) and
+the JAX environment is the CUDA build (GPU_RECIPE); elsewhere, or where Slurm cannot be asked, it is the built-in
+CPU profile. Either way the plan says what it found and where from, once (Discovery.said).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from orchestrator.plan.profile import ClusterProfile, load_profile
+
+GPU_RECIPE = "cuda12"  # the JAX build for a discovered GPU partition (a profile's jax_recipe says cuda13 where wanted)
+SINFO_TIMEOUT_S = 30
+GRES_GPU = re.compile(r"^gpu(?::[^:(]+)?:(\d+)")  # gpu:4, gpu:a100:4, gpu:a100:4(S:0-1); not gpu alone
+
+
+@dataclass(frozen=True)
+class Discovery:
+    partition: str | None  # the partition with GPUs the plan runs on; None: a CPU plan
+    gpus_per_node: int
+    said: str  # what was found and from where, in one sentence
+
+    def profile(self, base: ClusterProfile) -> ClusterProfile:
+        if self.partition is None:
+            return base
+        return replace(base, name="discovered", partition=self.partition, gpus_per_task=1, jax_recipe=GPU_RECIPE)
+
+
+def profile_for(path: str | Path | None, ask_slurm: bool = True) -> tuple[ClusterProfile, str]:
+    """The profile a command plans with, and what discovery said ("" where a profile was given, or Slurm was not
+    asked: the local executor runs on this machine)."""
+    if path is not None or not ask_slurm:
+        return load_profile(path), ""
+    found = discover()
+    return found.profile(load_profile(None)), found.said
+
+
+def discover() -> Discovery:
+    sinfo = shutil.which("sinfo")
+    if sinfo is None:
+        return Discovery(None, 0, "no profile given and no sinfo on PATH to ask Slurm for GPUs: planned for CPUs "
+                                  "(give --profile for a GPU cluster)")
+    try:
+        proc = subprocess.run([sinfo, "--noheader", "--format=%P|%G"], capture_output=True, text=True, check=False,
+                              timeout=SINFO_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Discovery(None, 0, f"no profile given, and sinfo did not answer ({exc}): planned for CPUs")
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return Discovery(None, 0, f"no profile given, and sinfo failed ({why}): planned for CPUs")
+    return choose(gpu_partitions(proc.stdout))
+
+
+def gpu_partitions(text: str) -> list[tuple[str, bool, int]]:
+    """(partition, is the default, GPUs per node) of each partition in sinfo's `%P|%G` lines; a partition listed on
+    several lines (nodes with different GRES) takes its largest count."""
+    found: dict[str, tuple[bool, int]] = {}
+    for line in text.splitlines():
+        name, _, gres = line.strip().partition("|")
+        if not name:
+            continue
+        default = name.endswith("*")
+        name = name.rstrip("*")
+        gpus = sum(int(m.group(1)) for part in gres.split(",") if (m := GRES_GPU.match(part.strip())))
+        was_default, most = found.get(name, (False, 0))
+        found[name] = (default or was_default, max(most, gpus))
+    return [(name, default, gpus) for name, (default, gpus) in sorted(found.items())]
+
+
+def choose(partitions: list[tuple[str, bool, int]]) -> Discovery:
+    with_gpus = [p for p in partitions if p[2] > 0]
+    if not with_gpus:
+        listed = ", ".join(name for name, _, _ in partitions) or "none"
+        return Discovery(None, 0, f"no profile given, and sinfo shows no GPU in any partition ({listed}): planned "
+                                  "for CPUs")
+    name, default, gpus = next((p for p in with_gpus if p[1]), with_gpus[0])
+    where = "the default partition" if default else "the first partition with GPUs"
+    return Discovery(name, gpus, f"no profile given; sinfo shows {gpus} GPU(s) per node in partition {name} ({where}): "
+                                 f"planned for one GPU per task there, with JAX's {GPU_RECIPE} build")

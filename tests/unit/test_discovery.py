@@ -1,0 +1,94 @@
+"""GPUs by default where the cluster has them (orchestrator.plan.discovery, issue 32): without --profile the plan asks
+`sinfo` (a fake one on PATH here, at the subprocess boundary) which partitions have GPUs, and asks for one GPU per
+task there with JAX's CUDA build; on a cluster without GPUs it plans for CPUs and says so, in the script headers too;
+--device gpu on a plan that asks for no GPU is refused."""
+
+import json
+import os
+
+import pytest
+from helpers import run_cli
+
+from orchestrator.plan import discovery
+from orchestrator.plan.discovery import GPU_RECIPE, choose, gpu_partitions
+
+
+def test_sinfos_lines_give_each_partitions_gpus_typed_or_not():
+    text = "debug*|gpu:2\ncpu|(null)\nbig|gpu:a100:4(S:0-1),shard:8\nbig|gpu:a100:2\nmixed|gpu:a100:2,gpu:v100:1\n"
+    assert gpu_partitions(text) == [("big", False, 4), ("cpu", False, 0), ("debug", True, 2), ("mixed", False, 3)]
+
+
+def test_the_default_partition_is_chosen_where_it_has_gpus_else_the_first_that_has():
+    assert choose([("a", False, 4), ("b", True, 2)]).partition == "b"
+    found = choose([("cpu", True, 0), ("gpu", False, 4), ("h100", False, 8)])
+    assert (found.partition, found.gpus_per_node) == ("gpu", 4)
+    assert "the first partition with GPUs" in found.said
+    assert choose([("cpu", True, 0)]).partition is None
+
+
+def test_without_sinfo_the_plan_is_for_cpus_and_says_why(monkeypatch):
+    monkeypatch.setattr(discovery.shutil, "which", lambda name: None)
+    found = discovery.discover()
+    assert found.partition is None and "no sinfo on PATH" in found.said
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """A PATH whose sinfo answers with the lines the test writes, and logs that it was asked."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    answer, asked = tmp_path / "sinfo.out", tmp_path / "sinfo.asked"
+    # Discovery asks for %P|%G; the partition check (doctor.check_partition) asks for %P alone.
+    (bin_dir / "sinfo").write_text(f'#!/bin/bash\necho "$*" >> "{asked}"\n'
+                                   f'if [[ "$*" == *%G* ]]; then cat "{answer}"; else cut -d"|" -f1 "{answer}"; fi\n')
+    (bin_dir / "sinfo").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+    def plan(sinfo: str, *args: str):
+        answer.write_text(sinfo)
+        return run_cli("--benchmark", "cifar10", "--use-case", "3", "--synthetic", "--dry-run",
+                       "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), *args, env=env)
+
+    return plan, tmp_path, asked
+
+
+def test_a_gpu_cluster_without_a_profile_gets_one_gpu_per_task_and_the_cuda_build(cluster):
+    plan, root, _ = cluster
+    proc = plan("cpu*|(null)\ngpu|gpu:a100:4(S:0-1)\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "cluster: no profile given; sinfo shows 4 GPU(s) per node in partition gpu" in proc.stdout
+    for framework in ("jax", "torch"):
+        script = (root / "s" / f"{framework}_cifar10_3.sh").read_text()
+        assert "#SBATCH --gres=gpu:1" in script and "#SBATCH --partition=gpu" in script
+        assert "on CPUs" not in script
+    assert f"(its {GPU_RECIPE} build)" in (root / "s" / "jax_cifar10_3.sh").read_text()
+    manifest = json.loads(next((root / "r").glob("*/manifest.json")).read_text())
+    assert manifest["profile"]["jax_recipe"] == GPU_RECIPE and manifest["profile"]["gpus_per_task"] == 1
+
+
+def test_a_cluster_without_gpus_gets_cpu_jobs_that_say_so(cluster):
+    plan, root, _ = cluster
+    proc = plan("debug*|(null)\nlong|(null)\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("sinfo shows no GPU in any partition (debug, long): planned for CPUs") == 1
+    script = (root / "s" / "jax_cifar10_3.sh").read_text()
+    assert "--gres" not in script and "on CPUs: this plan asks Slurm for no GPU" in script.splitlines()[1]
+    assert "(its cpu build)" in script
+
+
+def test_device_gpu_on_a_plan_that_asks_for_no_gpu_is_refused_with_the_fix(cluster):
+    plan, root, _ = cluster
+    proc = plan("debug*|(null)\n", "--device", "gpu")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error: --device gpu needs GPUs, and this plan asks Slurm for none (no "
+                                          "profile given, and sinfo shows no GPU")
+    assert "give a profile with gpus_per_task" in proc.stderr and not (root / "s").exists()
+
+
+def test_a_profile_or_the_local_executor_asks_slurm_nothing(cluster, tmp_path):
+    plan, root, asked = cluster
+    profile = tmp_path / "p.toml"
+    profile.write_text('partition = "gpu"\n')
+    assert plan("gpu*|gpu:4\n", "--profile", str(profile)).returncode == 0
+    assert plan("gpu*|gpu:4\n", "--executor", "local", "--new-campaign").returncode == 0
+    assert "%G" not in (asked.read_text() if asked.exists() else "")
