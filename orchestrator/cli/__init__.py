@@ -70,12 +70,28 @@ def usage_sentence(exc: click_errors.UsageError) -> str:
     return exc.format_message().rstrip(".")
 
 
+COMPLETION_OPTIONS = ("--install-completion", "--show-completion")
+
+
+def refuse_completion_for_main_py(argv: list[str]) -> None:
+    """A shell completes a command by its name, and `python main.py` is the command `python`: the completion Typer
+    would install for it (registered for `main.py`) never fires. It is the installed `jaxtorch-bench` command's
+    (make setup puts it in .venv/bin); this says so, in one sentence, instead of installing one that does nothing."""
+    if argv and argv[0].endswith("main.py") and any(a.split("=")[0] in COMPLETION_OPTIONS for a in argv[1:]):
+        option = next(a.split("=")[0] for a in argv[1:] if a.split("=")[0] in COMPLETION_OPTIONS)
+        typer.echo(f"error: shell completion works for the installed command, not for `python main.py`: run "
+                   f"`.venv/bin/jaxtorch-bench {option}` (make setup installs it; activate .venv to have it on PATH)",
+                   err=True)
+        sys.exit(2)
+
+
 def run() -> None:
     """The entry point of `python main.py` and of the `jaxtorch-bench` command. Click's own usage errors (an
     unknown option, a value of the wrong type, a missing value) leave as one sentence and exit 2, as the
     domain's bad input does, instead of a box of help. SIGINT, SIGTERM and SIGHUP stop a command by an
     exception, so its `finally` blocks run, and it says so in one sentence (orchestrator.signals)."""
     stop_on_signals()
+    refuse_completion_for_main_py(sys.argv)
     try:
         code = app(standalone_mode=False)
     except Stopped as exc:
