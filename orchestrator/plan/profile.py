@@ -27,7 +27,11 @@ MAX_ARRAY_SIZE = 4000001
 JAX_RECIPES = ("cpu", "cuda12", "cuda13")
 # Signals a backend turns into a failure row that says how far it got (bench_contract.run.stop_signals.STOP_SIGNALS).
 WARNING_SIGNALS = ("TERM", "USR1", "none")
-SITE_KEYS = ("python", "setup_lines")  # the keys of an [envs.<framework>] table
+SITE_KEYS = ("python", "setup_lines", "container", "runtime")  # the keys of an [envs.<framework>] table
+# How a container runs: Apptainer (`apptainer exec --nv IMAGE ...`) or Slurm's pyxis plugin (`srun
+# --container-image=IMAGE ...`), the two ways most sites run NGC's JAX and PyTorch images.
+CONTAINER_RUNTIMES = ("apptainer", "pyxis")
+CONTAINER_PYTHON = "python3"  # the interpreter on the image's PATH where the table names none (NGC images)
 # A system's name: it becomes part of script names, job names and specs file names.
 SYSTEM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*\Z")
 # The keys a [systems.<name>] table may set; each but constraint and expect replaces the profile's own value.
@@ -38,19 +42,33 @@ XLA_FLAGS = re.compile(r"^--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_
 @dataclass(frozen=True)
 class SiteEnvironment:
     """An interpreter the site already has ([envs.jax] python = "/path/to/env/bin/python"), used as it is instead of
-    an environment built from the lock: a conda env, a module's Python, or frameworks installed without an index."""
+    an environment built from the lock: a conda env, a module's Python, or frameworks installed without an index;
+    or a container image the framework runs in ([envs.jax] container = "docker://nvcr.io/nvidia/jax:25.01-py3",
+    runtime = "apptainer" or "pyxis"), whose `python` is the image's interpreter."""
 
     python: str
     # Shell lines run before that interpreter (module load ..., conda activate ...), after the profile's own.
     setup_lines: tuple[str, ...] = ()
+    container: str | None = None  # an .sif file or a registry reference (docker://..., or pyxis's own form)
+    runtime: str = "apptainer"  # CONTAINER_RUNTIMES
 
     def __post_init__(self) -> None:
-        if not Path(self.python).expanduser().is_absolute():
+        if self.container is None and not Path(self.python).expanduser().is_absolute():
             raise UsageError(f"profile table 'envs': python = {self.python!r} is not an absolute path to an "
                              "interpreter such as \"/opt/conda/envs/jax/bin/python\"")
+        if self.container is not None and (not self.container.strip() or any(c.isspace() for c in self.container)):
+            raise UsageError(f"profile table 'envs': container = {self.container!r} is not an image reference")
+        if self.runtime not in CONTAINER_RUNTIMES:
+            raise UsageError(f"profile table 'envs': runtime = {self.runtime!r}; choose from: "
+                             f"{', '.join(CONTAINER_RUNTIMES)}")
         for line in self.setup_lines:
             if "\n" in line:
                 raise UsageError("profile table 'envs': give one shell line per setup_lines item, without newlines")
+
+    @property
+    def kind(self) -> str:
+        """What the rows say the environment was (environment_kind): "container: <image>" or "site: <python>"."""
+        return f"container: {self.container}" if self.container else f"site: {self.python}"
 
 
 @dataclass(frozen=True)
@@ -254,7 +272,8 @@ class ClusterProfile:
 
 
 def site_environments(table: object) -> dict[str, SiteEnvironment]:
-    """The [envs] table: one [envs.<framework>] table each, with python (required) and setup_lines."""
+    """The [envs] table: one [envs.<framework>] table each, with python (required without a container),
+    setup_lines, and container with its runtime."""
     if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
         raise UsageError("profile key 'envs' must hold one table per framework, such as [envs.jax] python = \"...\"")
     environments = {}
@@ -263,13 +282,20 @@ def site_environments(table: object) -> dict[str, SiteEnvironment]:
         if unknown:
             raise UsageError(f"profile table 'envs.{framework}' has unknown keys {', '.join(unknown)}; known keys: "
                              f"{', '.join(SITE_KEYS)}")
-        if not isinstance(keys.get("python"), str):
+        container = keys.get("container")
+        python = keys.get("python", CONTAINER_PYTHON if container is not None else None)
+        if not isinstance(python, str):
             raise UsageError(f"profile table 'envs.{framework}' needs python = \"/path/to/bin/python\", the "
-                             "interpreter that has the framework")
+                             "interpreter that has the framework, or container = \"<image>\"")
+        for key in ("container", "runtime"):
+            if key in keys and not isinstance(keys[key], str):
+                raise UsageError(f"profile table 'envs.{framework}': {key} must be a string, got {keys[key]!r}")
+        if "runtime" in keys and container is None:
+            raise UsageError(f"profile table 'envs.{framework}': runtime goes with container = \"<image>\"")
         lines = keys.get("setup_lines", [])
         if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
             raise UsageError(f"profile table 'envs.{framework}': setup_lines must be a list of strings")
-        environments[framework] = SiteEnvironment(keys["python"], tuple(lines))
+        environments[framework] = SiteEnvironment(python, tuple(lines), container, keys.get("runtime", "apptainer"))
     return environments
 
 

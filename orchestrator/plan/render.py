@@ -182,25 +182,53 @@ def _environment():
         autoescape=False,
     )
     env.filters["q"] = lambda value: shlex.quote(str(value))
+    # The words that start a process (srun, a container runtime) before its interpreter: each quoted, then a space.
+    env.filters["words"] = lambda words: "".join(f"{shlex.quote(str(w))} " for w in words)
     # Text inside a "# ..." comment must stay on its line, whatever the user typed.
     env.filters["comment"] = comment
     return env
 
 
-def environment_entry(framework: str, profile: ClusterProfile) -> dict:
+def environment_entry(framework: str, profile: ClusterProfile, mounts: list[Path] | tuple[Path, ...] = (),
+                      world_size: int = 1) -> dict:
     """How a script enters a framework's environment: source the activate script of the one built from the lock and
-    run its `python`; or, for a site environment, run the site's setup lines and then its interpreter by path.
-    `kind` goes to the rows (environment_kind) through ENVIRONMENT_KIND_VARIABLE."""
+    run its `python`; for a site environment, run the site's setup lines and then its interpreter by path; for a
+    container, its setup lines and then the image's interpreter through the runtime, with `mounts` (the repository,
+    the campaign, the data) at the same paths inside. `launcher` starts the process: srun for several (data
+    parallel), and the container runtime. `kind` goes to the rows (environment_kind) through
+    ENVIRONMENT_KIND_VARIABLE."""
     site = profile.site_environment(framework)
     if site is None:
         # Which build of the framework the lock holds: JAX's differs by device (the profile's jax_recipe).
         build = f"its {profile.jax_recipe} build" if framework == "jax" else "its one build"
         return {"activate": profile.env_path(framework) / "bin" / "activate", "python": "python", "setup_lines": [],
-                "build": build,
-                "kind": LOCKED, "kind_variable": ENVIRONMENT_KIND_VARIABLE}
+                "build": build, "kind": LOCKED, "kind_variable": ENVIRONMENT_KIND_VARIABLE,
+                "launcher": launcher_words(None, mounts, world_size)}
     python = profile.python_path(framework)
-    return {"activate": None, "python": python, "setup_lines": list(site.setup_lines), "kind": f"site: {python}",
-            "kind_variable": ENVIRONMENT_KIND_VARIABLE}
+    return {"activate": None, "python": python, "setup_lines": list(site.setup_lines),
+            "kind": site.kind if site.container else f"site: {python}", "kind_variable": ENVIRONMENT_KIND_VARIABLE,
+            "container": site.container, "runtime": site.runtime, "launcher": launcher_words(site, mounts, world_size)}
+
+
+def launcher_words(site, mounts, world_size: int) -> list[str]:
+    """The words before the interpreter: srun for several processes, then the container runtime where there is one
+    (Apptainer: `apptainer exec --nv --bind A,B IMAGE`; pyxis: srun's --container-image and --container-mounts, on
+    the srun of a data-parallel cell or on a one-task srun)."""
+    processes = SRUN if world_size > 1 else []
+    if site is None or site.container is None:
+        return processes
+    paths = list(dict.fromkeys(str(m) for m in mounts))
+    if site.runtime == "apptainer":
+        return [*processes, "apptainer", "exec", "--nv", "--bind", ",".join(paths), site.container]
+    return [*(processes or ["srun", "--ntasks=1"]), f"--container-image={site.container}",
+            "--container-mounts=" + ",".join(f"{p}:{p}" for p in paths)]
+
+
+def container_mounts(campaign_dir: Path, cells: list[Cell]) -> list[Path]:
+    """What a containerised backend reads and writes: the repository (its code), the campaign (specs, weights,
+    results) and each cell's data folder."""
+    data = [Path(c.settings.data_dir).resolve() for c in cells if c.settings.data_dir]
+    return [PROJECT_ROOT, campaign_dir.resolve(), *data]
 
 
 def header_values(name: str, cells: list[Cell], profile: ClusterProfile, *, campaign: str, command: str,
@@ -266,9 +294,9 @@ def render_system(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
             directives=sbatch_directives(profile, name.removesuffix(".sh"), len(mine) * trials, campaign_dir / "logs",
                                          first.settings.nodes, first.settings.tasks_per_node),
             world_size=first.settings.world_size,
-            launcher=SRUN if first.settings.world_size > 1 else [],
             distributed_lines=DISTRIBUTED_LINES[framework] if first.settings.world_size > 1 else [],
-            environment=environment_entry(framework, profile),
+            environment=environment_entry(framework, profile, container_mounts(campaign_dir, mine),
+                                          first.settings.world_size),
             exports=FRAMEWORK_EXPORTS[framework],
             specs_file=specs_path(campaign_dir, framework, system),
         )
@@ -312,7 +340,8 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
     trials = first.settings.trials
     name = script_name(PAIRED, first.benchmark, catalog.use_cases_label(c.use_case for c in cells), system)
     runs = [
-        {"framework": fw, "title": catalog.FRAMEWORKS[fw], "environment": environment_entry(fw, profile),
+        {"framework": fw, "title": catalog.FRAMEWORKS[fw],
+         "environment": environment_entry(fw, profile, container_mounts(campaign_dir, cells)),
          "exports": FRAMEWORK_EXPORTS[fw], "specs_file": specs_path(campaign_dir, fw, system)}
         for fw in PAIRED_ORDER
     ]

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import PROJECT_ROOT
-from orchestrator.errors import UsageError
+from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.discovery import profile_for
 from orchestrator.plan.profile import ClusterProfile
-from orchestrator.run.envs import import_probe, interpreter_command, missing_imports
+from orchestrator.run.envs import check_container, import_probe, interpreter_command, missing_imports
 from orchestrator.tables import format_table
 
 # Printed as JSON by each environment's python: framework version, devices it sees, NVML's GPU names.
@@ -61,6 +61,11 @@ def check_environment(framework: str, profile: ClusterProfile, on_node: bool = F
     site = profile.site_environment(framework)
     if site is None and not python.exists():
         return [Check(f"{framework} environment", False, f"{python} is missing; create it with: python main.py envs")]
+    if site is not None and site.container:  # the runtime and the image, before anything runs in them
+        try:
+            check_container(framework, site)
+        except OrchestratorError as exc:
+            return [Check(f"{framework} environment", False, str(exc).removeprefix(f"{framework}: "))]
     if site is not None and not on_node:
         missing = missing_imports(interpreter_command(framework, profile, ["-c", import_probe(framework)]))
         if missing:

@@ -22,10 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator import PROJECT_ROOT
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.discovery import profile_for
 from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.render import launcher_words
 from orchestrator.run import locks
 
 STAMP = ".lock.sha256"
@@ -74,8 +75,8 @@ def ensure_env(framework: str, profile: ClusterProfile, report: Callable[[str], 
     site = profile.site_environment(framework)
     if site:
         check_site_environment(framework, profile)
-        report(f"{framework}: site environment {site.python} imports {', '.join(required_imports(framework))} "
-               "(not built, not locked)")
+        where = f"container {site.container} ({site.runtime})" if site.container else f"site environment {site.python}"
+        report(f"{framework}: {where} imports {', '.join(required_imports(framework))} (not built, not locked)")
         return profile.env_path(framework)
     env = profile.env_path(framework)
     lock = lock_for(framework, profile)
@@ -147,24 +148,43 @@ def interpreter_command(framework: str, profile: ClusterProfile, arguments: list
     """The command that runs the framework's interpreter with `arguments`: directly, or for a site environment
     after its setup lines (module load ...) in one bash, as its jobs run it."""
     site = profile.site_environment(framework)
-    python = str(profile.python_path(framework))
+    # A container's interpreter runs inside its image, through its runtime, as the jobs run it.
+    command = [*launcher_words(site, [PROJECT_ROOT], 1), str(profile.python_path(framework)), *arguments]
     if not site or not (profile.setup_lines or site.setup_lines):
-        return [python, *arguments]
+        return command
     script = "\n".join([*profile.setup_lines, *site.setup_lines, 'exec "$0" "$@"'])
-    return ["bash", "-c", script, python, *arguments]
+    return ["bash", "-c", script, *command]
 
 
 def check_site_environment(framework: str, profile: ClusterProfile) -> None:
     """A site interpreter must exist and import the framework and what the contract needs; one sentence if not."""
     python = profile.python_path(framework)
+    site = profile.envs[framework]
+    if site.container:
+        check_container(framework, site)
     # Setup lines (module load ...) may be what makes the interpreter appear; then only running it can tell.
-    if not (profile.setup_lines or profile.envs[framework].setup_lines) and not python.is_file():
+    elif not (profile.setup_lines or site.setup_lines) and not python.is_file():
         raise OrchestratorError(f"{framework}: the site environment's python {python} does not exist (profile table "
                                 f"'envs.{framework}')")
     missing = missing_imports(interpreter_command(framework, profile, ["-c", import_probe(framework)]))
     if missing:
+        if site.container:
+            raise OrchestratorError(f"{framework}: the container {site.container} cannot import {missing}: use an "
+                                    f"image that has it ([envs.{framework}] container)")
         raise OrchestratorError(f"{framework}: the site environment's python {python} cannot import {missing}: "
                                 f"install it there or point [envs.{framework}] python at another interpreter")
+
+
+def check_container(framework: str, site) -> None:
+    """The runtime a container table names must be on PATH, and an image given as a file must exist: one sentence
+    each, before anything runs (a registry reference is pulled by the runtime when a job starts)."""
+    command = "apptainer" if site.runtime == "apptainer" else "srun"
+    if shutil.which(command) is None:
+        raise UsageError(f"{framework}: the container runtime {site.runtime} needs `{command}`, which is not on "
+                                f"PATH (profile table 'envs.{framework}')")
+    if "://" not in site.container and site.container.endswith(".sif") and not Path(site.container).is_file():
+        raise UsageError(f"{framework}: the container image {site.container} does not exist (profile table "
+                                f"'envs.{framework}')")
 
 
 def import_probe(framework: str) -> str:

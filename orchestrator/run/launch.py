@@ -30,6 +30,7 @@ from orchestrator.plan.settings import (
 )
 from orchestrator.run import submit
 from orchestrator.run.doctor import check_partition
+from orchestrator.run.envs import check_container
 from orchestrator.run.limits import check_submit_limits, executor_array_limit
 from orchestrator.run.record import record_failed, recorder, submitting
 from orchestrator.run.status import follow_up
@@ -408,6 +409,10 @@ def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
     if req.executor in catalog.SLURM_EXECUTORS:
         submit.require_command("sbatch")
     for framework in frameworks:
+        site = req.profile.site_environment(framework)
+        if site is not None and site.container:  # its interpreter is inside the image: the runtime must be here
+            check_container(framework, site)
+            continue
         # The interpreter the jobs run: a built environment's, or a site's (a conda env or /usr/bin/python3 has
         # no activate script, and needs none: the scripts run it by its path).
         python = req.profile.python_path(framework)

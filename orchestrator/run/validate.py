@@ -170,6 +170,7 @@ def render_script(req: ValidateRequest, spec_path: Path, work: Path, command: st
     from orchestrator.plan.render import _environment, sbatch_directives
 
     name = f"validate_{req.model}"
+    mounts = [PROJECT_ROOT, work.resolve(), spec_path.parent.resolve()]  # what a container must see (its spec, weights)
     return _environment().get_template("validate.sh.j2").render(
         script_name=f"{name}.sh", model=req.model, variant=req.variant, batch_size=req.batch_size,
         precision=req.precision, work_dir=work, command=command, git_commit=campaign.git_commit(),
@@ -178,7 +179,7 @@ def render_script(req: ValidateRequest, spec_path: Path, work: Path, command: st
         directives=sbatch_directives(req.profile, name, 1, work),
         setup_lines=list(req.profile.setup_lines), profile_name=req.profile.name, project_root=PROJECT_ROOT,
         cpus_per_task=req.profile.cpus_per_task, spec_path=spec_path,
-        environments=[(fw, environment_entry(fw, req.profile)) for fw in ORDER],
+        environments=[(fw, environment_entry(fw, req.profile, mounts)) for fw in ORDER],
     )
 
 

@@ -1,0 +1,134 @@
+"""Containers (issue 32): `[envs.<framework>] container = "<image>"` with runtime apptainer or pyxis. The array,
+paired and validate scripts run the backend inside the image with the repository, the campaign and the data folders
+mounted at their own paths; the rows say "container: <image>". No container runtime can be installed here, so a
+fake `apptainer` (at the subprocess boundary) checks its arguments and runs the command; the real local cluster
+runs a campaign through it in tests/integration/test_containers_on_slurm.py."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import REPO_ROOT, run_cli
+
+from orchestrator.errors import UsageError
+from orchestrator.plan.profile import SiteEnvironment, site_environments
+
+IMAGE = "docker://nvcr.io/nvidia/jax:25.01-py3"
+
+
+def fake_apptainer(bin_dir: Path, log: Path) -> None:
+    """`apptainer exec --nv --bind A,B,... IMAGE CMD...`: every bound folder must exist; logs the image and the
+    command, then runs it (here, on this machine: the fake's "image" is the host)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "apptainer").write_text(f"""#!/bin/bash
+if [ "$1" != exec ] || [ "$2" != --nv ] || [ "$3" != --bind ]; then
+    echo "fake apptainer: unexpected $*" >&2; exit 64
+fi
+IFS=, read -ra binds <<< "$4"
+for folder in "${{binds[@]}}"; do [ -d "$folder" ] || {{ echo "fake apptainer: no folder $folder" >&2; exit 65; }}; done
+echo "$5 $4 ${{*:6}}" >> "{log}"
+shift 5
+exec "$@"
+""")
+    (bin_dir / "apptainer").chmod(0o755)
+
+
+def test_a_container_table_needs_no_python_and_refuses_what_does_not_fit():
+    found = site_environments({"jax": {"container": IMAGE}})["jax"]
+    assert (found.python, found.container, found.runtime, found.kind) == ("python3", IMAGE, "apptainer",
+                                                                          f"container: {IMAGE}")
+    for table, message in [({"container": IMAGE, "runtime": "docker"}, "runtime = 'docker'; choose from"),
+                           ({"python": "/usr/bin/python3", "runtime": "pyxis"}, "runtime goes with container"),
+                           ({"container": "two words"}, "is not an image reference"),
+                           ({"container": 3}, "container must be a string")]:
+        with pytest.raises(UsageError, match=message):
+            site_environments({"jax": table})
+
+
+def profile_with(tmp_path: Path, runtime: str, python: str = "python3") -> Path:
+    profile = tmp_path / "p.toml"
+    profile.write_text(f'[envs.jax]\ncontainer = "{IMAGE}"\nruntime = "{runtime}"\npython = "{python}"\n')
+    return profile
+
+
+def plan(tmp_path: Path, profile: Path, *args: str, use_case: str = "1"):
+    return run_cli("--benchmark", "digits", "--use-case", use_case, "--dry-run", "--profile", str(profile),
+                   "--data-dir", str(tmp_path), "--results-dir", str(tmp_path / "r"),
+                   "--scripts-dir", str(tmp_path / "s"), *args)
+
+
+def test_apptainer_runs_the_backend_in_the_image_with_the_repository_campaign_and_data_mounted(tmp_path):
+    proc = plan(tmp_path, profile_with(tmp_path, "apptainer"))
+    assert proc.returncode == 0, proc.stderr
+    script = (tmp_path / "s" / "jax_digits_1.sh").read_text()
+    campaign = next((tmp_path / "r").iterdir()).resolve()
+    mounts = f"{REPO_ROOT},{campaign},{tmp_path.resolve()}"
+    assert (f"exec apptainer exec --nv --bind {mounts} {IMAGE} python3 -m jax_backend.run" in script)
+    assert f"export BENCH_ENVIRONMENT_KIND='container: {IMAGE}'" in script
+    assert "source " not in script.split("set -u", 1)[1]  # no environment of this machine is entered
+    torch = (tmp_path / "s" / "torch_digits_1.sh").read_text()
+    assert "apptainer exec" not in torch and "source " in torch  # the framework without a container is as before
+    assert subprocess.run(["shellcheck", "-S", "warning", str(tmp_path / "s" / "jax_digits_1.sh")]).returncode == 0
+
+
+@pytest.mark.parametrize("use_case, extra, prefix", [
+    ("1", (), "exec srun --ntasks=1 --container-image={image} --container-mounts={mounts} python3"),
+    ("2", ("--nodes", "2"), "exec srun --kill-on-bad-exit=1 --container-image={image} --container-mounts={mounts} "
+                            "python3"),
+])
+def test_pyxis_puts_the_image_on_srun(tmp_path, use_case, extra, prefix):
+    proc = plan(tmp_path, profile_with(tmp_path, "pyxis"), *extra, use_case=use_case)
+    assert proc.returncode == 0, proc.stderr
+    script = next((tmp_path / "s").glob("jax_digits_*.sh")).read_text()
+    campaign = next((tmp_path / "r").iterdir()).resolve()
+    mounts = ",".join(f"{p}:{p}" for p in (REPO_ROOT, campaign, tmp_path.resolve()))
+    assert prefix.format(image=IMAGE, mounts=mounts) in script
+
+
+def test_the_paired_and_validate_scripts_run_in_the_container_too(tmp_path):
+    from orchestrator.plan.profile import load_profile
+    from orchestrator.run.validate import ValidateRequest, render_script
+
+    proc = plan(tmp_path, profile_with(tmp_path, "apptainer"), "--paired")
+    assert proc.returncode == 0, proc.stderr
+    paired = (tmp_path / "s" / "paired_digits_1.sh").read_text()
+    assert paired.count(f"{IMAGE} python3 -m jax_backend.run") == 1 and "torch_backend.run" in paired
+    request = ValidateRequest(model="mlp", batch_size=2, precision="fp32", variant="full", seed=0, device="auto",
+                              profile=load_profile(profile_with(tmp_path, "apptainer")))
+    text = render_script(request, tmp_path / "spec.json", tmp_path, "python main.py validate --model mlp")
+    assert f"apptainer exec --nv --bind {REPO_ROOT},{tmp_path.resolve()} {IMAGE} python3 -m jax_backend.parity" in text
+
+
+def test_without_the_runtime_on_path_submission_is_refused_in_one_sentence(tmp_path):
+    profile = profile_with(tmp_path, "apptainer")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/bash\nexit 1\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    if Path("/usr/bin/apptainer").exists() or Path("/bin/apptainer").exists():
+        pytest.skip("a real apptainer is installed here")
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--profile", str(profile), "--results-dir",
+                   str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: jax: the container runtime apptainer needs `apptainer`, which is not on "
+                                   "PATH (profile table 'envs.jax')")
+    assert not (tmp_path / "r").exists()
+
+
+def test_envs_checks_the_image_through_the_runtime_and_builds_nothing(tmp_path):
+    log = tmp_path / "apptainer.log"
+    fake_apptainer(tmp_path / "bin", log)
+    jax_python = REPO_ROOT / ".envs" / "jax" / "bin" / "python"
+    profile = profile_with(tmp_path, "apptainer", python=str(jax_python))
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    proc = run_cli("envs", "--framework", "jax", "--profile", str(profile), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"jax: container {IMAGE} (apptainer) imports" in proc.stdout
+    assert log.read_text().startswith(f"{IMAGE} {REPO_ROOT} {jax_python} -c")
+
+
+def test_the_kind_is_what_the_rows_record():
+    assert SiteEnvironment("python3", (), IMAGE, "pyxis").kind == f"container: {IMAGE}"
+    assert SiteEnvironment("/usr/bin/python3").kind == "site: /usr/bin/python3"
