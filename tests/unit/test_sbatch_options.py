@@ -24,6 +24,10 @@ mem = "8G"
 array_parallelism = 5
 """
 
+# Each option's profile key.
+KEYS = {"--partition": "partition", "--account": "account", "--qos": "qos", "--gpus-per-task": "gpus_per_task",
+        "--time": "time_limit", "--mem": "mem", "--array-parallelism": "array_parallelism"}
+
 
 @pytest.fixture
 def cluster(tmp_path):
@@ -82,8 +86,13 @@ def test_each_option_replaces_the_profiles_sbatch_line(tmp_path, cluster, option
     lines = directives(tmp_path)
     assert line in lines and profile_line not in lines, lines
     manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
-    assert manifest["profile"]["name"] == "site"  # the campaign records the profile as its jobs got it
+    # The manifest records the profile as the jobs got it, which resubmit reads.
+    assert str(manifest["profile"][KEYS[option]]) == value and manifest["profile"]["name"] == "site"
     assert f"{option} {value}" in manifest["command"]
+    # The header says what produced the script: the command line, with the option.
+    produced = next(line for line in (tmp_path / "s" / "jax_digits_1.sh").read_text().splitlines()
+                    if line.startswith("# Produced by `"))
+    assert f"{option} {value}" in produced
 
 
 def test_an_option_also_replaces_a_systems_value_and_the_same_option_in_extra_sbatch(tmp_path, cluster):
@@ -158,3 +167,12 @@ def test_submitit_gets_the_options():
     assert params["slurm_partition"] == "p2" and params["slurm_mem"] == "64G" and params["timeout_min"] == 120
     assert params["slurm_array_parallelism"] == 2
     assert params["slurm_additional_parameters"] == {"account": "a2", "qos": "high"}
+
+
+def test_the_collect_job_gets_the_qos_option(tmp_path):
+    from orchestrator.plan.render import render_collect
+
+    profile = load_profile(None).with_options({"--qos": "high", "--partition": "p2"})
+    text = render_collect(profile, campaign="c", campaign_dir=tmp_path / "c", results_dir=tmp_path, python="python3",
+                          command="python main.py --qos high", git_commit="abc", created_at="now")
+    assert "#SBATCH --qos=high\n" in text and "#SBATCH --partition=p2\n" in text
