@@ -68,6 +68,29 @@ def main(
     tasks_per_node: Annotated[int, typer.Option(help="Processes (devices) per node (use cases 2 and 4).", rich_help_panel=SLURM)] = 1,
     executor: Annotated[str, typer.Option(help="slurm (sbatch), submitit, or local (run the scripts here).", autocompletion=completes(catalog.EXECUTORS), rich_help_panel=SLURM)] = "slurm",
     profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML); default: built-in.", rich_help_panel=SLURM)] = None,
+    partition: Annotated[str | None, typer.Option(
+        help="Slurm partition (default: the profile's partition, else the cluster's default).",
+        show_default=False, rich_help_panel=SLURM)] = None,
+    account: Annotated[str | None, typer.Option(
+        help="Slurm account to charge (default: the profile's).",
+        show_default=False, rich_help_panel=SLURM)] = None,
+    qos: Annotated[str | None, typer.Option(
+        help="Slurm QOS (default: the profile's, else the account's default).",
+        show_default=False, rich_help_panel=SLURM)] = None,
+    gpus_per_task: Annotated[int | None, typer.Option(
+        help="GPUs per task, rendered as --gres=gpu:N (default: the profile's); GPUs need a profile with a "
+             "CUDA jax_recipe.",
+        show_default=False, rich_help_panel=SLURM)] = None,
+    time: Annotated[str | None, typer.Option(
+        help="Time limit per array task, e.g. 02:00:00 or 1-00:00:00 (default: the profile's time_limit).",
+        show_default=False, rich_help_panel=SLURM)] = None,
+    mem: Annotated[str | None, typer.Option(
+        help="Memory per node, e.g. 64G (default: the profile's, else the partition's).",
+        show_default=False, rich_help_panel=SLURM)] = None,
+    array_parallelism: Annotated[int | None, typer.Option(
+        help="Run at most N tasks of each array at once (Slurm's --array=0-K%N; default: the profile's "
+             "array_parallelism, else no limit).",
+        show_default=False, rich_help_panel=SLURM)] = None,
     systems: Annotated[list[str] | None, typer.Option("--systems", help="The profile's systems (kinds of nodes) to run on, e.g. a100,h100: the matrix once per system, one array per framework each (default: the profile's default_system).", rich_help_panel=SLURM)] = None,
     collect_after: Annotated[bool, typer.Option("--collect-after", help="Also submit a small job (no GPU) that starts when every array has ended and runs collect and report of the campaign.", rich_help_panel=SLURM)] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write the scripts and the campaign, submit nothing.", rich_help_panel=SLURM)] = False,

@@ -36,6 +36,17 @@ CONTAINER_PYTHON = "python3"  # the interpreter on the image's PATH where the ta
 SYSTEM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*\Z")
 # The keys a [systems.<name>] table may set; each but constraint and expect replaces the profile's own value.
 SYSTEM_KEYS = ("partition", "constraint", "gpu_type", "gpus_per_task", "cpus_per_task", "mem", "time_limit", "expect")
+# The keys whose values go into #SBATCH lines as they are, each checked by slurm_value_problem; the command line's
+# Slurm options (OPTION_KEYS) set the same keys and are checked by the same function.
+SLURM_VALUE_KEYS = ("partition", "account", "qos", "gpu_type", "time_limit", "mem", "gpus_per_task", "cpus_per_task",
+                    "array_parallelism")
+# The default command's Slurm options and the profile key each replaces.
+OPTION_KEYS = {"--partition": "partition", "--account": "account", "--qos": "qos", "--gpus-per-task": "gpus_per_task",
+               "--time": "time_limit", "--mem": "mem", "--array-parallelism": "array_parallelism"}
+# The sbatch option each key becomes, where extra_sbatch could spell it too: an option given on the command line
+# drops that spelling, which would otherwise come later in the script and win.
+SBATCH_NAMES = {"partition": "partition", "account": "account", "qos": "qos", "gpus_per_task": "gpus-per-task",
+                "time_limit": "time", "mem": "mem"}
 XLA_FLAGS = re.compile(r"^--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?)*\Z")
 
 
@@ -102,11 +113,38 @@ class System:
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 
+def whole_number(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def slurm_value_problem(key: str, value: object) -> str | None:
+    """What is wrong with a value of one of SLURM_VALUE_KEYS, as words that follow the key's (or the option's) name
+    and a colon; None when it is good, or not set."""
+    if value is None:
+        return None
+    if key in ("partition", "account", "qos", "gpu_type"):
+        return None if SLURM_NAME.match(value) else f"{value!r} may only hold letters, digits and _.,:@+-"
+    if key == "time_limit":
+        return None if TIME_LIMIT.match(value) else f"{value!r} is not a Slurm time such as 00:30:00 or 1-00:00:00"
+    if key == "mem":
+        return None if re.match(r"^\d{1,15}[KMGT]?\Z", value) else f"{value!r} is not a Slurm memory size such as 16G"
+    if key == "array_parallelism":
+        if whole_number(value) and 1 <= value <= MAX_ARRAY_SIZE:
+            return None
+        return f"{value!r} is not a whole number of array tasks to run at once from 1 to {MAX_ARRAY_SIZE}"
+    if not whole_number(value) or value < 0:  # gpus_per_task, cpus_per_task
+        return f"{value!r} is not a non-negative integer"
+    if value > MAX_PER_TASK:
+        return f"{value} is more than the {MAX_PER_TASK} per task that Slurm can count"
+    return None
+
+
 @dataclass(frozen=True)
 class ClusterProfile:
     name: str = "default"
     partition: str | None = None  # None: the cluster's default partition
     account: str | None = None
+    qos: str | None = None  # --qos; None: the association's default QOS
     time_limit: str = "00:30:00"
     # The built-in default runs on CPUs; a GPU site names its GPUs and its JAX build together (jax_recipe).
     gpus_per_task: int = 0
@@ -122,6 +160,8 @@ class ClusterProfile:
     extra_sbatch: tuple[str, ...] = ()  # e.g. ("--constraint=a100", "--qos=normal")
     # Most tasks per array job, when the site wants fewer than Slurm's MaxArraySize (which is always obeyed).
     max_array_size: int | None = None
+    # Most tasks of one array that run at once (Slurm's %N throttle on --array); None: as many as Slurm lets run.
+    array_parallelism: int | None = None
     # Slurm signals the task this many seconds before its time limit (`--signal=B:TERM@120`); the backend
     # then writes a failure row saying at which step it stopped, and exits. "none": no warning signal.
     warning_signal: str = "TERM"
@@ -149,21 +189,13 @@ class ClusterProfile:
             raise UsageError(f"profile key 'name': {self.name!r} is not a profile name, which is one line of 1 to "
                              f"{PROFILE_NAME_LENGTH} printable characters without line breaks or control characters "
                              "(without a name key, a profile is named after its file)")
-        for key in ("partition", "account"):
-            value = getattr(self, key)
-            if value is not None and not SLURM_NAME.match(value):
-                raise UsageError(f"profile key {key!r}: {value!r} may only hold letters, digits and _.,:@+-")
-        if not TIME_LIMIT.match(self.time_limit):
-            raise UsageError(f"profile key 'time_limit': {self.time_limit!r} is not a Slurm time such as 00:30:00 or 1-00:00:00")
-        if self.mem is not None and not re.match(r"^\d{1,15}[KMGT]?\Z", self.mem):
-            raise UsageError(f"profile key 'mem': {self.mem!r} is not a Slurm memory size such as 16G")
-        for key in ("gpus_per_task", "cpus_per_task"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise UsageError(f"profile key {key!r} must be a non-negative integer, got {value!r}")
-            if value > MAX_PER_TASK:
-                raise UsageError(f"profile key {key!r}: {value} is more than the {MAX_PER_TASK} per task that Slurm "
-                                 "can count")
+        for key in SLURM_VALUE_KEYS:
+            problem = slurm_value_problem(key, getattr(self, key))
+            if problem:
+                raise UsageError(f"profile key {key!r}: {problem}")
+        if self.qos is not None and any(option.startswith("--qos=") for option in self.extra_sbatch):
+            raise UsageError(f"profile key 'qos': {self.qos!r} and the --qos= in extra_sbatch both name the QOS; "
+                             "keep one of them")
         if self.max_array_size is not None and (
                 not isinstance(self.max_array_size, int) or isinstance(self.max_array_size, bool)
                 or not 1 <= self.max_array_size <= MAX_ARRAY_SIZE):
@@ -210,8 +242,6 @@ class ClusterProfile:
                 if not re.match(r"^(https?|file)://\S+\Z", url):
                     raise UsageError(f"profile table 'data_mirrors', {name}: {url!r} is not an http(s):// or file:// "
                                      "base URL")
-        if self.gpu_type is not None and not SLURM_NAME.match(self.gpu_type):
-            raise UsageError(f"profile key 'gpu_type': {self.gpu_type!r} may only hold letters, digits and _.,:@+-")
         if self.default_system is not None and self.default_system not in self.systems:
             raise UsageError(f"profile key 'default_system': {self.default_system!r} is not a [systems.<name>] table "
                              f"of the profile; its systems: {', '.join(self.systems) or 'none'}")
@@ -228,6 +258,10 @@ class ClusterProfile:
     def gres(self, gpus: int) -> str:
         """The --gres value for this many GPUs: typed (gpu:a100:2) where the profile names a GPU type."""
         return f"gpu:{self.gpu_type}:{gpus}" if self.gpu_type else f"gpu:{gpus}"
+
+    def array_spec(self, indices: str) -> str:
+        """An --array value: the indices (0-9, or 1,3-5), throttled to array_parallelism tasks at once (%N)."""
+        return f"{indices}%{self.array_parallelism}" if self.array_parallelism else indices
 
     def system_names(self, asked: list[str]) -> list[str]:
         """The systems a campaign runs on: those asked for (--systems), else the default one, else [""] (the
@@ -252,6 +286,27 @@ class ClusterProfile:
             return replace(self, **system.overrides(), extra_sbatch=extra, systems={}, default_system=None)
         except UsageError as exc:
             raise UsageError(f"profile table 'systems.{name}': {exc}") from None
+
+    def with_options(self, options: dict[str, object]) -> ClusterProfile:
+        """The profile with the command line's Slurm options (OPTION_KEYS; None: not given) in place of its own and
+        its systems' values, and without extra_sbatch's spelling of the same sbatch option. Each value is checked
+        as its profile key is, the message naming the option."""
+        given = {OPTION_KEYS[option]: value for option, value in options.items() if value is not None}
+        if not given:
+            return self
+        for option, value in options.items():
+            problem = slurm_value_problem(OPTION_KEYS[option], value)
+            if problem:
+                raise UsageError(f"{option}: {problem}")
+        if given.get("gpus_per_task") and self.jax_recipe == "cpu":
+            raise UsageError(f"--gpus-per-task {given['gpus_per_task']} asks Slurm for GPUs, but profile {self.name!r} "
+                             "has jax_recipe = 'cpu', the CPU-only JAX, which would run on the CPU beside PyTorch on "
+                             "the GPU: give a --profile with jax_recipe = 'cuda12' or 'cuda13'")
+        dropped = tuple(f"--{SBATCH_NAMES[key]}" for key in given if key in SBATCH_NAMES)
+        extra = tuple(option for option in self.extra_sbatch if option.partition("=")[0] not in dropped)
+        systems = {name: replace(system, **{key: None for key in given if key in system.overrides()})
+                   for name, system in self.systems.items()}
+        return replace(self, **given, extra_sbatch=extra, systems=systems)
 
     def site_environment(self, framework: str) -> SiteEnvironment | None:
         return self.envs.get(framework)
@@ -380,7 +435,7 @@ def load_profile(path: str | Path | None) -> ClusterProfile:
             value = site_environments(value)
         elif key == "systems":
             value = system_tables(value)
-        elif key in ("gpus_per_task", "cpus_per_task", "max_array_size", "warning_seconds"):
+        elif key in ("gpus_per_task", "cpus_per_task", "max_array_size", "array_parallelism", "warning_seconds"):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UsageError(f"profile key {key!r} must be an integer, got {value!r}")
         elif key == "requeue":

@@ -126,10 +126,11 @@ def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_
     """Every #SBATCH line, in order; options the profile leaves unset are left out."""
     pairs = [
         ("job-name", job_name),
-        ("array", f"0-{n_tasks - 1}"),
+        ("array", profile.array_spec(f"0-{n_tasks - 1}")),
         ("output", slurm_filename(log_dir, f"{job_name}_%A_%a.out")),
         ("partition", profile.partition),
         ("account", profile.account),
+        ("qos", profile.qos),
         ("time", profile.time_limit),
         *task_layout(profile, nodes, tasks_per_node),
         ("mem", profile.mem),
@@ -319,7 +320,8 @@ def render_collect(profile: ClusterProfile, *, campaign: str, campaign_dir: Path
     name = collect_script_name(campaign)
     qos = [option for option in profile.extra_sbatch if option.startswith(("--qos=", "--account="))]
     pairs = [("job-name", f"collect:{campaign}"), ("output", slurm_filename(campaign_dir / "logs", "collect_%j.out")),
-             ("partition", profile.partition), ("account", profile.account), ("time", COLLECT_TIME_LIMIT),
+             ("partition", profile.partition), ("account", profile.account), ("qos", profile.qos),
+             ("time", COLLECT_TIME_LIMIT),
              ("ntasks", "1"), ("cpus-per-task", "1")]
     directives = [f"--{key}={sbatch_value(key, value)}" for key, value in pairs if value is not None] + qos
     return _environment().get_template("collect.sh.j2").render(

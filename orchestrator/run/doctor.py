@@ -116,6 +116,7 @@ def srun_prefix(profile: ClusterProfile) -> list[str]:
                "--job-name=jaxtorch-doctor"]
     options += [f"--partition={profile.partition}"] if profile.partition else []
     options += [f"--account={profile.account}"] if profile.account else []
+    options += [f"--qos={profile.qos}"] if profile.qos else []
     options += [f"--gres=gpu:{profile.gpus_per_task}"] if profile.gpus_per_task else []
     options += [f"--mem={profile.mem}"] if profile.mem else []
     return options

@@ -15,7 +15,7 @@ from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, matrix, rules
 from orchestrator.plan.discovery import profile_for
-from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.profile import OPTION_KEYS, ClusterProfile
 from orchestrator.plan.render import RenderedScript, collect_script_name, render_collect, render_scripts
 from orchestrator.plan.settings import (
     RunSettings,
@@ -132,6 +132,18 @@ class LaunchOptions:
     target_epsilon: float | None = None
     target_interval: str | None = None  # with --trials auto: "5%" or "0.05"
     max_trials: int | None = None
+    # The Slurm options that replace the profile's values (profile.OPTION_KEYS); None: the profile's.
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    gpus_per_task: int | None = None
+    time: str | None = None
+    mem: str | None = None
+    array_parallelism: int | None = None
+
+    def slurm_options(self) -> dict[str, object]:
+        """The Slurm options by name (--time), as ClusterProfile.with_options takes them."""
+        return {option: getattr(self, option.removeprefix("--").replace("-", "_")) for option in OPTION_KEYS}
 
     def request(self, command: str) -> LaunchRequest:
         bench = catalog.benchmark(self.benchmark)
@@ -147,7 +159,7 @@ class LaunchOptions:
             batch_sizes=parse_batch_sizes(self.batch_sizes),
             precisions=parse_list(self.precision),
             settings=plans[0][1],
-            profile=profile,
+            profile=profile.with_options(self.slurm_options()),  # the command's Slurm options over the profile's
             discovered=discovered,
             executor=self.executor,
             dry_run=self.dry_run,
@@ -437,7 +449,8 @@ def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
         n = script.tasks
         if req.executor == "slurm":
             sub = submit.submit_sbatch(key, Path(info["campaign_copy"]), n, max_array,
-                                       campaign=campaign_dir.name, record=recorder(campaign_dir, manifest))
+                                       campaign=campaign_dir.name, record=recorder(campaign_dir, manifest),
+                                       throttle=req.profile.array_spec)
         elif req.executor == "local":
             sub = submit.run_local(key, Path(info["campaign_copy"]), n, log_dir, job_name, report)
         else:

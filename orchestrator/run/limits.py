@@ -59,7 +59,9 @@ def sacctmgr_rows(*args: str) -> list[list[str]]:
 
 
 def profile_qos(profile: ClusterProfile) -> str | None:
-    """The QOS the profile's extra sbatch options ask for (--qos=NAME), if any."""
+    """The QOS the profile asks for (its qos, or --qos=NAME in its extra sbatch options), if any."""
+    if profile.qos:
+        return profile.qos
     for option in profile.extra_sbatch:
         if option.startswith("--qos="):
             return option.split("=", 1)[1]

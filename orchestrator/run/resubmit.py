@@ -252,7 +252,8 @@ class Rerun:
         self.record({**entry, "state": "unknown", "reason": campaigns.CALLING_SBATCH})  # the intent first
         try:
             job_id = submit.sbatch(script, *([str(offset)] if offset else []),
-                                   options=(f"--array={array_expression(local)}",), job_name=entry["job_name"])
+                                   options=(f"--array={self.profile.array_spec(array_expression(local))}",),
+                                   job_name=entry["job_name"])
         except OrchestratorError as exc:
             state = "unknown" if isinstance(exc, submit.SubmissionUnknown) else "refused"
             self.record({**entry, "state": state, "reason": str(exc)})

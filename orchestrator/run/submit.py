@@ -254,19 +254,21 @@ def last_line(text: str) -> str:
 
 
 def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | None = None,
-                  campaign: str | None = None, record: Callable[[dict], None] | None = None) -> Submission:
+                  campaign: str | None = None, record: Callable[[dict], None] | None = None,
+                  throttle: Callable[[str], str] = str) -> Submission:
     """One sbatch call for the whole array, or one per part of at most `max_array` tasks.
 
     A part is `sbatch --array=0-K script OFFSET`: its task i runs cell OFFSET+i (the script adds them). With a
     `campaign`, each array job is named <framework>:<campaign>:<offset>, and `record` is called with
     each part's outcome (submitted with its job id, refused, or unknown) as soon as sbatch returns, before
-    anything else can fail.
+    anything else can fail. `throttle` (ClusterProfile.array_spec) adds the profile's %N to a part's --array,
+    which replaces the script's own #SBATCH --array and its %N.
     """
     whole = max_array is None or n_tasks <= max_array
     parts = [(0, n_tasks)] if whole else [(o, min(max_array, n_tasks - o)) for o in range(0, n_tasks, max_array)]
     arrays, task_ids = [], []
     for number, (offset, count) in enumerate(parts, 1):
-        options: tuple[str, ...] = () if whole else (f"--array=0-{count - 1}",)
+        options: tuple[str, ...] = () if whole else (f"--array={throttle(f'0-{count - 1}')}",)
         args = () if whole else (str(offset),)
         entry = {"script": framework, "offset": offset, "count": count}
         if campaign:
@@ -358,13 +360,15 @@ def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) ->
         extra[key.replace("-", "_")] = value or True
     if profile.account:
         extra["account"] = profile.account
+    if profile.qos:
+        extra["qos"] = profile.qos
     params = {
         "name": job_name,
         "timeout_min": slurm_minutes(profile.time_limit),
         "slurm_cpus_per_task": profile.cpus_per_task,
         "slurm_ntasks_per_node": 1,
         "slurm_setup": list(profile.setup_lines),
-        "slurm_array_parallelism": n_tasks,
+        "slurm_array_parallelism": profile.array_parallelism or n_tasks,  # submitit writes it as --array=...%N
         "slurm_additional_parameters": extra,
     }
     if profile.partition:

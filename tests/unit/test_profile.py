@@ -53,6 +53,10 @@ extra_sbatch = ["--qos=normal"]
         ('[xla_flags]\nvit_b_16 = "xla_a=1"', "is not a list of XLA flags"),
         ('xla_flags = "--xla_a=1"', "must be a table"),
         ('[xla_flags]\nmlp = 3', "must be a table"),
+        ('qos = "a b"', "'qos': 'a b' may only hold letters"),
+        ('qos = "high"\nextra_sbatch = ["--qos=low"]', "both name the QOS"),
+        ('array_parallelism = 0', "'array_parallelism': 0 is not a whole number of array tasks"),
+        ('array_parallelism = "2"', "must be an integer"),
     ],
 )
 def test_bad_profiles_are_refused(tmp_path, text, message):
@@ -152,3 +156,11 @@ def test_a_bad_site_environment_is_refused_in_one_sentence(tmp_path, text, messa
     with pytest.raises(UsageError, match=message.replace("(", r"\(")) as caught:
         load_profile(write(tmp_path, text))
     assert "\n" not in str(caught.value)
+
+
+def test_qos_and_array_parallelism_are_profile_keys_that_reach_the_script(tmp_path):
+    from orchestrator.plan.render import sbatch_directives
+
+    profile = load_profile(write(tmp_path, 'qos = "high"\narray_parallelism = 4\n'))
+    lines = sbatch_directives(profile, "jax_digits_1", 10, tmp_path)
+    assert "--qos=high" in lines and "--array=0-9%4" in lines

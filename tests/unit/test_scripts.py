@@ -262,6 +262,9 @@ SCRIPT_VARIANTS = {
     "batch search": ["--use-case", "1", "--find-max-batch", "--memory-limit", "2G"],
     "local executor": ["--use-case", "1", "--executor", "local"],
     "submitit executor": ["--use-case", "3", "--executor", "submitit"],
+    "Slurm options": ["--use-case", "1", "--partition", "gpu", "--account", "other", "--qos", "high", "--time",
+                      "1-00:00:00", "--mem", "32G", "--array-parallelism", "2"],
+    "Slurm options, paired": ["--use-case", "1", "--paired", "--qos", "high", "--array-parallelism", "1"],
 }
 # A GPU site's profile: setup lines, an account, GPUs, memory, extra sbatch options, no warning signal, requeue.
 GPU_SITE = """partition = "gpu"
