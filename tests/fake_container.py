@@ -1,0 +1,20 @@
+"""A stand-in for Apptainer, put first on PATH by tests: no container runtime can be installed on our machines."""
+
+from pathlib import Path
+
+
+def fake_apptainer(bin_dir: Path, log: Path) -> None:
+    """`apptainer exec --nv --bind A,B,... IMAGE CMD...`: every bound folder must exist; logs the image and the
+    command, then runs it (here, on this machine: the fake's "image" is the host)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "apptainer").write_text(f"""#!/bin/bash
+if [ "$1" != exec ] || [ "$2" != --nv ] || [ "$3" != --bind ]; then
+    echo "fake apptainer: unexpected $*" >&2; exit 64
+fi
+IFS=, read -ra binds <<< "$4"
+for folder in "${{binds[@]}}"; do [ -d "$folder" ] || {{ echo "fake apptainer: no folder $folder" >&2; exit 65; }}; done
+echo "$5 $4 ${{*:6}}" >> "{log}"
+shift 5
+exec "$@"
+""")
+    (bin_dir / "apptainer").chmod(0o755)
