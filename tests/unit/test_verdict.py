@@ -46,7 +46,7 @@ def test_fewer_runs_than_the_minimum_on_either_side_are_not_reliable(runs, relia
 def test_an_interval_wider_than_the_maximum_is_not_reliable(half_width, reliable):
     found = verdict(row(half_width=half_width), ENOUGH, nodes=1)
     assert found.reliable is reliable
-    assert ("the interval reaches 10% from the speed-up, more than 10%" in found.text) is not reliable
+    assert ("the interval reaches 10.1% from the speed-up, more than 10%" in found.text) is not reliable
 
 
 def test_the_interval_is_judged_on_its_wider_side():
