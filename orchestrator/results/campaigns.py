@@ -2,7 +2,8 @@
 
 Every plan writes a campaign folder, a dry run too; the table says which were submitted and which were dry runs,
 and marks the one that `status`, `watch` and `resubmit` take when none is named (the newest that is not a dry
-run, orchestrator.plan.campaign.newest_campaign).
+run, orchestrator.plan.campaign.newest_campaign). A results folder nested in it is named, not listed: its
+campaigns are its own, as for collect (orchestrator.results.folders).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import campaign as campaigns
+from orchestrator.results.folders import nested_note, nested_results_folders
 from orchestrator.tables import format_table
 
 HEADERS = ["", "campaign", "benchmark", "use case", "cells", "submitted", "state", "created (UTC)"]
@@ -55,6 +57,8 @@ def list_campaigns(results_dir: Path, include_dry_runs: bool, report: Callable[[
                f"{'them' if dry_runs > 1 else 'it'} too")
     if not rows and not dry_runs:
         report(f"no campaign in {results_dir}")
+    for folder in nested_results_folders(results_dir):  # their campaigns are not this folder's, as for collect
+        report(nested_note(folder, "campaigns"))
 
 
 def report_campaign(results_dir: Path, campaign: str, merged: Path | None, output_dir: Path | None,
