@@ -11,16 +11,22 @@ without a manifest is one of two things:
   tests' fixtures), whose `rows` folders collect merges as this results folder's, as it always did.
 So `campaigns` and `collect` agree: both read the campaign folders directly under the folder, and neither
 descends into another results folder.
+
+A command whose results folder holds no submitted campaign names the results folders nearby that do (elsewhere),
+with the command that reads each: the default `results/`, the demo's `demo-results/`, and the folders holding
+campaign folders at most two levels below the current folder. There is no index of results folders to ask, and
+one a user made elsewhere is most often beside the one they gave.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
-from orchestrator.plan.campaign import MANIFEST
+from orchestrator import DEFAULT_RESULTS_DIR, DEMO_RESULTS_DIR
+from orchestrator.plan.campaign import MANIFEST, campaign_entries
 from orchestrator.results.store import MERGED
+from orchestrator.suggest import command, shown
 
 
 def own_folders(results_dir: Path) -> tuple[list[Path], list[Path]]:
@@ -67,16 +73,67 @@ def nested_results_folders(results_dir: Path, given: tuple[Path, ...] = ()) -> l
     return [folder for folder in own_folders(results_dir)[1] if os.path.realpath(folder) not in read]
 
 
-def shown(path: Path) -> str:
-    """A folder as a user would type it in a command: relative to the current folder when it lies inside it,
-    quoted for the shell, so that a command printed with it works when pasted."""
-    absolute = os.path.abspath(path)
-    here = os.getcwd()
-    inside = absolute == here or absolute.startswith(here.rstrip(os.sep) + os.sep)
-    return shlex.quote(os.path.relpath(absolute, here) if inside else absolute)
-
-
-def nested_note(folder: Path, command: str, merge_hint: str = "") -> str:
+def nested_note(folder: Path, name: str, merge_hint: str = "") -> str:
     """One line naming a nested results folder that was left out, with the command that reads it."""
-    return (f"{shown(folder)} holds its own results and was left out: python main.py {command} "
-            f"--results-dir {shown(folder)}{merge_hint}")
+    return f"{shown(folder)} holds its own results and was left out: {command(name, results_dir=folder)}{merge_hint}"
+
+
+NONE_NEARBY = "; give --results-dir the folder that holds your campaigns"  # where no folder nearby holds one
+SEARCH_FOLDERS = 300  # folders listed at most while looking for results folders nearby: a moment, even in $HOME
+NAMED_AT_MOST = 3  # results folders a message names; more are counted
+
+
+def submitted_campaigns(results_dir: Path) -> int:
+    """How many of the folder's campaigns were submitted (dry runs and campaigns sbatch refused are not)."""
+    return sum(entry.kind == "submitted" for entry in campaign_entries(results_dir))
+
+
+def no_submitted_campaign(results_dir: Path) -> str:
+    """"no submitted campaign in X", saying whether X holds dry runs or does not exist, as the start of a line."""
+    if not results_dir.is_dir():
+        return f"no results folder {results_dir}"
+    dry_runs = sum(entry.dry_run for entry in campaign_entries(results_dir))
+    return f"no submitted campaign in {results_dir}" + (", only dry runs" if dry_runs else "")
+
+
+def results_folders_nearby() -> list[Path]:
+    """The default results folder, the demo's, and every folder at most two levels below the current folder that
+    holds a campaign folder (hidden folders aside, and not inside campaign folders, which hold none)."""
+    found = [DEFAULT_RESULTS_DIR, DEMO_RESULTS_DIR]
+    level, listed = [Path.cwd()], 0
+    for _ in range(3):  # the current folder, its subfolders and theirs, each as a results folder
+        below = []
+        for folder in level[:max(0, SEARCH_FOLDERS - listed)]:
+            listed += 1
+            subfolders = visible_subfolders(folder)
+            campaigns = [sub for sub in subfolders if (sub / MANIFEST).is_file()]
+            if campaigns:
+                found.append(folder)
+            below += [sub for sub in subfolders if sub not in campaigns]
+        level = below
+    unique: dict[str, Path] = {}
+    for folder in found:
+        unique.setdefault(os.path.realpath(folder), folder)  # one folder found twice (results/ from the root) once
+    return list(unique.values())
+
+
+def visible_subfolders(folder: Path) -> list[Path]:
+    try:
+        return sorted(Path(entry.path) for entry in os.scandir(folder)
+                      if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+
+
+def elsewhere(results_dir: Path, name: str | None = None, given: tuple[Path, ...] = ()) -> str:
+    """For a results folder without a submitted campaign: "; B holds 2 submitted campaigns: python main.py NAME
+    --results-dir B" for each results folder nearby that holds some (NAME None: the command running now), so
+    that the user is told where their campaigns are rather than sent round; "" when none does."""
+    skip = {os.path.realpath(folder) for folder in (results_dir, *given)}
+    holding = [(folder, count) for folder in results_folders_nearby()
+               if os.path.realpath(folder) not in skip and (count := submitted_campaigns(folder))]
+    words = [f"{shown(folder)} holds {count} submitted campaign{'s' if count > 1 else ''}: "
+             f"{command(name, results_dir=folder)}" for folder, count in holding[:NAMED_AT_MOST]]
+    if len(holding) > NAMED_AT_MOST:
+        words.append(f"and {len(holding) - NAMED_AT_MOST} more folders hold some")
+    return "".join(f"; {word}" for word in words)
