@@ -34,9 +34,11 @@ envs: $(VENV)/.installed
 	$(PY) main.py envs
 
 # The main job on the local executor: both frameworks train the MLP on scikit-learn's digits, then collect.
+# Into a results folder of its own beside results/, so that the demo's rows never join a collect of results/.
+DEMO_RESULTS := demo-results
 demo: setup
-	$(PY) main.py --benchmark digits --use-case 1 --executor local --results-dir results/demo
-	$(PY) main.py collect --results-dir results/demo
+	$(PY) main.py --benchmark digits --use-case 1 --executor local --results-dir $(DEMO_RESULTS)
+	$(PY) main.py collect --results-dir $(DEMO_RESULTS)
 
 # Our own modules are compiled to bytecode first: where PYTHONDONTWRITEBYTECODE is set (CI machines), every
 # process would compile them from source again. Three pytest workers share the two cores: the integration tests
@@ -97,4 +99,4 @@ mutation: $(MUTATION_VENV)/.installed
 	$(MUTATION_VENV)/bin/python scripts/mutation.py
 
 clean:
-	rm -rf results/demo slurm_scripts/*.sh
+	rm -rf $(DEMO_RESULTS) slurm_scripts/*.sh

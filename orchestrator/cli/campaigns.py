@@ -15,13 +15,20 @@ from orchestrator.plan import catalog
 
 def chosen_campaign(results_dir: Path, argument: str | None, option: str | None) -> str:
     """The campaign folder that status, watch and resubmit act on: the one named (as an argument or with
-    --campaign), else the newest that is not a dry run."""
+    --campaign), else the newest that is not a dry run; where there is none, the error names the results folders
+    nearby that hold submitted campaigns, each with this command for it."""
     from orchestrator.plan.campaign import campaign_folder, newest_campaign
+    from orchestrator.results.folders import NONE_NEARBY, elsewhere
 
     if argument and option and argument != option:
         raise UsageError(f"two campaigns named, {argument!r} and --campaign {option!r}; give one")
     name = option or argument
-    return str(campaign_folder(results_dir, name) if name else newest_campaign(results_dir))
+    if name:
+        return str(campaign_folder(results_dir, name))
+    try:
+        return str(newest_campaign(results_dir))
+    except UsageError as exc:  # none submitted here: say where there are some (issue 32: no loops)
+        raise UsageError(f"{exc}{elsewhere(results_dir) or NONE_NEARBY}") from None
 
 
 def campaigns(

@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from orchestrator.errors import OrchestratorError, is_disk_full, oserror_reason
+from orchestrator.suggest import Invocation, invoked
 
 
 class PanelledHelp(TyperGroup):
@@ -41,9 +42,11 @@ def completes(names):
 @contextmanager
 def domain_errors() -> Iterator[None]:
     """An OrchestratorError leaves as one sentence on stderr and its exit code, never as a traceback; so does a
-    full disk that a command did not say in its own words (where each command that writes says what it kept)."""
+    full disk that a command did not say in its own words (where each command that writes says what it kept).
+    Inside, the commands that messages suggest carry this command line's --profile and --results-dir."""
     try:
-        yield
+        with invoked(invocation()):
+            yield
     except OrchestratorError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=exc.exit_code) from None
@@ -52,6 +55,25 @@ def domain_errors() -> Iterator[None]:
             raise
         typer.echo(f"error: {oserror_reason(exc)}; free some space and run the command again", err=True)
         raise typer.Exit(code=1) from None
+
+
+def invocation() -> Invocation:
+    """The running command's name and its --profile and --results-dir, from click's context (every command runs
+    inside domain_errors, so no command has to pass them on); collect's first --results-dir is its home folder."""
+    from typer._click.globals import get_current_context  # typer 0.29 (pinned) parses with its own copy of click
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return Invocation()
+    names, level = [], ctx
+    while level.parent is not None:  # the root's name is the program's; a command's is below it, a group's above
+        names.insert(0, level.info_name or "")
+        level = level.parent
+    params = ctx.params
+    folder = params.get("results_dir")
+    if isinstance(folder, list):
+        folder = folder[0] if folder else None
+    return Invocation(" ".join(names), params.get("profile"), folder)
 
 
 def warn(line: str) -> None:

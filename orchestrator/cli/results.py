@@ -12,7 +12,7 @@ from orchestrator.cli.common import PanelledHelp, ResultsDirOption, domain_error
 
 
 def collect(
-    results_dir: Annotated[list[Path] | None, typer.Option(help=f"Folder holding the campaigns (default: {DEFAULT_RESULTS_DIR}); repeat it to merge folders copied from other clusters, into the first one's merged.parquet.", show_default=False)] = None,
+    results_dir: Annotated[list[Path] | None, typer.Option(help=f"Folder holding the campaigns (default: {DEFAULT_RESULTS_DIR}); repeat it to merge folders copied from other clusters, or a results folder nested in the first, into the first one's merged.parquet.", show_default=False)] = None,
     campaign: Annotated[str | None, typer.Option("--campaign", "-c", help="Show this campaign's cells and comparison only, and write its rows to <results-dir>/merged-<campaign>.parquet (every campaign is merged all the same).")] = None,
     output: Annotated[Path | None, typer.Option(help="Merged Parquet dataset, a folder of parts (default: <results-dir>/merged.parquet).")] = None,
     failures: Annotated[Path | None, typer.Option(help="The cells without a result, with reasons and log ends (default: <results-dir>/failures.parquet).")] = None,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
-import shlex
 import shutil
 import tarfile
 import urllib.error
@@ -24,6 +23,7 @@ from pathlib import Path
 from bench_contract.atomic import publish, temporary_name
 from bench_contract.data.datasets import MNIST_FILES, missing_cifar10_files, missing_mnist_files
 from orchestrator.errors import OrchestratorError, UsageError, oserror_reason
+from orchestrator.suggest import command
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60.0  # per network operation: a silent server is a failed mirror, not a hang
@@ -72,7 +72,7 @@ def fetch_hint(benchmark: str, data_dir) -> str:
     knows; "" for the others."""
     if benchmark not in SOURCES:
         return ""
-    return f"; fetch it with: python main.py data fetch {benchmark} --data-dir {shlex.quote(str(data_dir))}"
+    return f"; fetch it with: {command('data fetch', benchmark, '--data-dir', str(data_dir))}"
 
 
 def fetch(benchmark: str, data_dir: str | os.PathLike[str], mirrors: tuple[str, ...] = (),

@@ -30,6 +30,7 @@ from orchestrator.errors import OrchestratorError, UsageError, oserror_reason
 from orchestrator.plan.matrix import Cell
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.render import PAIRED, RenderedScript, specs_path
+from orchestrator.suggest import command
 
 MANIFEST = "manifest.json"
 
@@ -385,9 +386,10 @@ def newest_campaign(results_dir: Path, dry_runs: bool = False) -> Path:
     if chosen:
         return chosen[-1].folder
     if entries:
-        raise UsageError(f"no submitted campaign in {results_dir}, only dry runs (the newest is {entries[-1].name}); "
-                         f"give --campaign {entries[-1].name} to see it")
-    raise UsageError(f"no campaign in {results_dir}; give --results-dir or a campaign id")
+        newest = entries[-1].name
+        raise UsageError(f"no submitted campaign in {results_dir}, only dry runs (the newest is {newest}; "
+                         f"`{command(None, '--campaign', newest, results_dir=results_dir)}` shows it)")
+    raise UsageError(f"no campaign in {results_dir}")
 
 
 def campaign_folder(results_dir: Path, campaign: str) -> Path:

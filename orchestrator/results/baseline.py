@@ -29,6 +29,7 @@ from orchestrator.results.certificate import CERTIFIED_COLUMNS, side_reasons, un
 from orchestrator.results.compare import CELL_RUN, ROW_KEY, RUN_COLUMNS, differing_settings, run_values, with_row_key
 from orchestrator.results.intervals import BOOTSTRAP_SAMPLES
 from orchestrator.results.store import read_merged_rows
+from orchestrator.suggest import command
 
 FOLDER = "baselines"
 METRIC = "throughput"  # higher is better; the one figure every use case records per run
@@ -128,7 +129,7 @@ def read_rows(merged: Path, campaigns: tuple[str, ...] = ()):
     import pyarrow.dataset as ds
 
     if not merged.exists():
-        raise UsageError(f"{merged} does not exist: run `python main.py collect` first")
+        raise UsageError(f"{merged} does not exist: run `{command('collect')}` first")
     wanted = [*ROW_KEY, "model_variant", "framework", *RUN_COLUMNS, "metric",
               "value", "epoch", "step", *dict.fromkeys([*VERSION_COLUMNS, *CERTIFIED_COLUMNS])]
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()

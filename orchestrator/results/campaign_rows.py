@@ -7,6 +7,7 @@ from pathlib import Path
 
 from orchestrator.errors import OrchestratorError
 from orchestrator.results.store import read_merged_rows
+from orchestrator.suggest import command
 
 
 def campaign_id(results_dir: Path, campaign: str) -> str:
@@ -41,6 +42,7 @@ def write_campaign_rows(merged: Path, results_dir: Path, campaign: str) -> Path:
 
     table = read_merged_rows(merged, filters=ds.field("campaign") == campaign)
     if table.num_rows == 0:
-        raise OrchestratorError(f"campaign {campaign} has no result rows in {merged} yet; `python main.py status "
-                                f"--campaign {campaign}` shows where its cells stand")
+        raise OrchestratorError(f"campaign {campaign} has no result rows in {merged} yet; "
+                                f"`{command('status', '--campaign', campaign, results_dir=results_dir)}` shows where "
+                                "its cells stand")
     return publish(campaign_rows_path(results_dir, campaign), lambda tmp: pq.write_table(table, tmp))

@@ -2,7 +2,8 @@
 
 Every plan writes a campaign folder, a dry run too; the table says which were submitted and which were dry runs,
 and marks the one that `status`, `watch` and `resubmit` take when none is named (the newest that is not a dry
-run, orchestrator.plan.campaign.newest_campaign).
+run, orchestrator.plan.campaign.newest_campaign). A results folder nested in it is named, not listed: its
+campaigns are its own, as for collect (orchestrator.results.folders).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from pathlib import Path
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import campaign as campaigns
+from orchestrator.results.folders import NONE_NEARBY, elsewhere, nested_note, nested_results_folders
+from orchestrator.suggest import command
 from orchestrator.tables import format_table
 
 HEADERS = ["", "campaign", "benchmark", "use case", "cells", "submitted", "state", "created (UTC)"]
@@ -43,7 +46,8 @@ def campaign_rows(results_dir: Path, include_dry_runs: bool) -> list[list[str]]:
 def list_campaigns(results_dir: Path, include_dry_runs: bool, report: Callable[[str], None] = print) -> None:
     """The campaigns command: one line per campaign, then what the mark and the hidden dry runs mean."""
     if not results_dir.is_dir():
-        raise UsageError(f"results folder {results_dir} does not exist; give --results-dir")
+        nearby = elsewhere(results_dir, "campaigns") or NONE_NEARBY
+        raise UsageError(f"results folder {results_dir} does not exist{nearby}")
     rows = campaign_rows(results_dir, include_dry_runs)
     dry_runs = sum(entry.dry_run for entry in campaigns.campaign_entries(results_dir))
     if rows:
@@ -55,6 +59,8 @@ def list_campaigns(results_dir: Path, include_dry_runs: bool, report: Callable[[
                f"{'them' if dry_runs > 1 else 'it'} too")
     if not rows and not dry_runs:
         report(f"no campaign in {results_dir}")
+    for folder in nested_results_folders(results_dir):  # their campaigns are not this folder's, as for collect
+        report(nested_note(folder, "campaigns"))
 
 
 def report_campaign(results_dir: Path, campaign: str, merged: Path | None, output_dir: Path | None,
@@ -69,7 +75,7 @@ def report_campaign(results_dir: Path, campaign: str, merged: Path | None, outpu
     name = campaign_id(results_dir, campaign)
     merged = merged or results_dir / MERGED
     if not merged.exists():
-        raise UsageError(f"{merged} does not exist; run `python main.py collect` first")
+        raise UsageError(f"{merged} does not exist; run `{command('collect', results_dir=results_dir)}` first")
     rows = write_campaign_rows(merged, results_dir, name)
     report_and_export(results_dir, rows, output_dir or results_dir / f"report-{name}", wandb_project, report=report,
                       baseline=baseline, tolerance=tolerance)

@@ -29,6 +29,10 @@ The files of B are indexed by their path relative to A (`../B/...`), so each sta
 copied into both folders is merged once: its copies have the same campaign, cell and trial, so the rule above
 keeps one run per cell, and a copy (the same start time) is counted and reported in one line. Its cells
 without a result are listed once, from the first folder that holds it.
+
+A folder's campaigns are the ones `campaigns` lists, directly under it (orchestrator.results.folders): a results
+folder nested in it (the demo's, once) is left out and named in one line with the commands that read it, alone
+or with A (`--results-dir A --results-dir A/nested`).
 """
 
 from __future__ import annotations
@@ -44,6 +48,13 @@ from orchestrator.errors import OrchestratorError, UsageError, is_disk_full, ose
 from orchestrator.results import store
 from orchestrator.results.campaign_rows import campaign_id_in, write_campaign_rows
 from orchestrator.results.device_mismatch import device_mismatch_lines
+from orchestrator.results.folders import (
+    elsewhere,
+    nested_note,
+    nested_results_folders,
+    no_submitted_campaign,
+    submitted_campaigns,
+)
 from orchestrator.results.missing import (
     FAILURES,
     missing_cells,
@@ -57,6 +68,7 @@ from orchestrator.results.task_files import all_task_files, read_task_file, task
 from orchestrator.results.summary import summary_lines
 from orchestrator.results.views import curve_frame, summary_frame
 from orchestrator.run.submit import LOG_LINES
+from orchestrator.suggest import shown
 
 READ_BATCH = 512  # task files read at once: bounds the memory held by tables not yet written
 READ_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
@@ -94,7 +106,8 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
     output = output or results_dir / store.MERGED
     with written_or_said(f"collect could not update {output}", f"{output} is as the last collect left it"):
         collected = merge(results_dir, output, others, lambda total: progress_for(total, progress))
-    for line in merge_notes(collected):
+    notes = [*nested_notes([results_dir, *others]), *nothing_here(collected, results_dir, others)]
+    for line in [*merge_notes(collected), *notes]:
         warn(line)
     how = "from scratch" if collected.from_scratch else f"{collected.read} new or changed"
     report(f"merged {collected.rows} rows from {collected.files} task files ({how}) into {collected.output}")
@@ -133,7 +146,8 @@ def check_results_dirs(folders: list[Path]) -> None:
     """Refuse, in one sentence, a results folder that does not exist or one given twice."""
     for folder in folders:
         if not folder.is_dir():
-            raise UsageError(f"results folder {folder} does not exist; nothing to collect")
+            raise UsageError(f"results folder {folder} does not exist; nothing to collect"
+                             f"{elsewhere(folder, 'collect', tuple(folders))}")
     seen: set[str] = set()
     for folder in folders:
         if os.path.realpath(folder) in seen:
@@ -259,6 +273,24 @@ def keep_newest_runs(output: Path, files: dict[str, dict], on_disk: dict[str, tu
         size, mtime = on_disk[loser]
         superseded[loser] = {"size": size, "mtime_ns": mtime, "by": winner}
     return losers
+
+
+def nothing_here(collected: Collected, results_dir: Path, others: Sequence[Path]) -> list[str]:
+    """One line when nothing was merged and no folder collected holds a submitted campaign: the folders nearby
+    that hold some, each with the collect command for it (issue 32: no loops). Task files without a manifest
+    count as results all the same, so a collect that merged some says nothing."""
+    if collected.files or any(submitted_campaigns(folder) for folder in (results_dir, *others)):
+        return []
+    return [f"{no_submitted_campaign(results_dir)}{elsewhere(results_dir, 'collect', tuple(others))}"]
+
+
+def nested_notes(folders: list[Path]) -> list[str]:
+    """One line for each results folder nested in a folder collected and not itself given: it was left out
+    (orchestrator.results.folders), and the line says how to collect it alone or with these folders."""
+    given = " ".join(f"--results-dir {shown(folder)}" for folder in folders)
+    return [nested_note(nested, "collect", f" (or, to merge it with these: python main.py collect {given} "
+                                           f"--results-dir {shown(nested)})")
+            for folder in folders for nested in nested_results_folders(folder, tuple(folders))]
 
 
 def merge_notes(collected: Collected) -> list[str]:

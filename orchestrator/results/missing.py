@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from orchestrator.run.submit import LOG_LINES, log_tail
+from orchestrator.suggest import command
 from orchestrator.tables import format_table
 
 FAILURES = "failures.parquet"  # the cells without a result, beside merged.parquet in the results folder
@@ -46,7 +47,8 @@ def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dic
                 missing.append({"campaign": manifest["campaign"], "framework": cell.framework,
                                 "array_index": cell.array_index, "cell_id": cell.cell_id, "task_id": cell.task_id,
                                 "state": state, "reason": reason, "log": cell.log,
-                                "log_tail": "\n".join(log_tail(cell.log, log_lines)), "results": result})
+                                "log_tail": "\n".join(log_tail(cell.log, log_lines)), "results": result,
+                                "results_dir": str(folder.parent)})
     return missing
 
 
@@ -99,7 +101,8 @@ def copied_campaign_missing(folder: Path, manifest: dict, bad: dict[str, str]) -
                                           "its Slurm state is not looked up here")
         missing.append({"campaign": manifest["campaign"], "framework": cell["framework"],
                         "array_index": cell["array_index"], "cell_id": cell["cell_id"], "task_id": "",
-                        "state": state, "reason": reason, "log": "", "log_tail": "", "results": result})
+                        "state": state, "reason": reason, "log": "", "log_tail": "", "results": result,
+                        "results_dir": str(folder.parent)})
     return missing
 
 
@@ -128,8 +131,16 @@ def missing_lines(missing: list[dict], failures_path: Path) -> list[str]:
         if m["log_tail"]:
             lines.append(f"--- {m['framework']} {m['array_index']} ({m['cell_id']}): end of {m['log']}:")
             lines.append("\n".join(f"  | {line}" for line in m["log_tail"].splitlines()))
-    lines.append("submit only those again with: python main.py resubmit CAMPAIGN")
+    lines.append(f"submit only those again with: {resubmit_commands(missing)}")
     return lines
+
+
+def resubmit_commands(missing: list[dict]) -> str:
+    """The resubmit command of each campaign of these cells, with its results folder: commands that run as
+    printed (issue 32), not a CAMPAIGN to fill in."""
+    campaigns = dict.fromkeys((m["campaign"], m.get("results_dir")) for m in missing)
+    return "; ".join(command("resubmit", name, results_dir=Path(folder) if folder else None)
+                     for name, folder in campaigns)
 
 
 def unreadable_lines(skipped: list[tuple[Path, str]], missing: list[dict]) -> list[str]:
@@ -144,6 +155,7 @@ def unreadable_lines(skipped: list[tuple[Path, str]], missing: list[dict]) -> li
         where = f" (cell {cell['cell_id']}, {cell['framework']} index {cell['array_index']} of {cell['campaign']})" \
             if cell else ""
         lines.append(f"  {path}: {reason}{where}")
-    lines.append(f"{len(skipped)} result files are unreadable: run `python main.py resubmit` to run their cells "
-                 "again")
+    known = [cells[os.path.realpath(path)] for path, _ in skipped if os.path.realpath(path) in cells]
+    again = f"`{resubmit_commands(known)}`" if known else f"`{command('resubmit')}`"
+    lines.append(f"{len(skipped)} result files are unreadable: run {again} to run their cells again")
     return lines

@@ -16,6 +16,7 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.results.baseline import Judged, judge_merged
 from orchestrator.results.compare import comparison_frame
 from orchestrator.results.device_mismatch import device_mismatch_lines
+from orchestrator.results.folders import elsewhere, no_submitted_campaign, submitted_campaigns
 from orchestrator.results.methods import methods_paragraph
 from orchestrator.results.report_html import write_html
 from orchestrator.results.report_plots import Plot, draw_plots
@@ -23,6 +24,7 @@ from orchestrator.results.report_tables import baseline_tables, extra_tables, wr
 from orchestrator.results.store import MERGED, read_merged_rows
 from orchestrator.results.verdict import verdict_lines, verdicts
 from orchestrator.results.views import cross_device_table, use_case_frame, view_tables
+from orchestrator.suggest import command
 
 
 @dataclass
@@ -33,11 +35,13 @@ class Report:
     html: Path | None = None
 
 
-def write_report(merged: Path, folder: Path, judged: Judged | None = None) -> Report:
-    """The report of `merged` in `folder`; with `judged`, each cell's change against a baseline besides."""
+def write_report(merged: Path, folder: Path, judged: Judged | None = None, results_dir: Path | None = None) -> Report:
+    """The report of `merged` in `folder`; with `judged`, each cell's change against a baseline besides. An empty
+    `merged` is refused with the collect to run, of results_dir where given (else the command line's)."""
     df = read_merged(merged)
     if df.empty:
-        raise OrchestratorError(f"{merged} holds no rows; run `python main.py collect` after the jobs finish")
+        raise OrchestratorError(f"{merged} holds no rows; run `{command('collect', results_dir=results_dir)}` after "
+                                f"the jobs finish{nothing_submitted(results_dir) if results_dir else ''}")
     folder.mkdir(parents=True, exist_ok=True)
     frame = use_case_frame(df)  # the comparison with every use case's columns: all of it goes to the CSV
     report = Report(folder)
@@ -60,9 +64,10 @@ def report_and_export(results_dir: Path, merged: Path | None = None, output_dir:
     `compare --baseline` does, and says how many regressed."""
     merged = merged or results_dir / MERGED
     if not merged.exists():
-        raise OrchestratorError(f"{merged} does not exist; run `python main.py collect` first")
+        raise OrchestratorError(f"{merged} does not exist; run `{command('collect', results_dir=results_dir)}` first"
+                                f"{nothing_submitted(results_dir)}")
     judged = judge_merged(results_dir, merged, baseline, tolerance) if baseline else None
-    written = write_report(merged, output_dir or results_dir / "report", judged)
+    written = write_report(merged, output_dir or results_dir / "report", judged, results_dir)
     if judged:
         report(judged.summary)
     add_device_mismatches(written, device_mismatch_lines(merged, [results_dir]), report)
@@ -76,6 +81,15 @@ def report_and_export(results_dir: Path, merged: Path | None = None, output_dir:
         df = read_merged(merged)
         run_dir = export(df, comparison_frame(df), wandb_project, written.folder)  # W&B adds its own wandb/
         report(f"W&B run written to {run_dir}")
+
+
+def nothing_submitted(results_dir: Path) -> str:
+    """"; no submitted campaign in X; Y holds 2: python main.py report --results-dir Y" where results_dir holds
+    none and a folder nearby does (issue 32: the report of an empty folder names where the campaigns are)."""
+    if submitted_campaigns(results_dir):
+        return ""
+    found = elsewhere(results_dir, "report")
+    return f"; {no_submitted_campaign(results_dir)}{found}" if found else ""
 
 
 def add_device_mismatches(written: Report, lines: list[str], report: Callable[[str], None]) -> None:

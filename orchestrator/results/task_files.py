@@ -1,8 +1,9 @@
 """The task files: where collect finds them, and the one definition of a readable result.
 
-A task file is a Parquet file in a `rows` folder under a results folder (hidden, temporary files and the merged
-output are not task files). It counts only when it reads whole and has rows (read_task_file) and its context
-values widen with the other files' (widened); cell_key says which run of which cell it holds.
+A task file is a Parquet file in a `rows` folder of a results folder's own folders (hidden, temporary files and
+the merged output are not task files; nor are those of a results folder nested in it, orchestrator.results.folders).
+It counts only when it reads whole and has rows (read_task_file) and its context values widen with the other
+files' (widened); cell_key says which run of which cell it holds.
 """
 
 from __future__ import annotations
@@ -11,10 +12,14 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from orchestrator.results.folders import own_folders
+
 
 def task_files(results_dir: Path, output: Path) -> dict[str, tuple[int, int]]:
-    """Per-task result files, relative path -> (size, mtime in ns): every *.parquet in a `rows` folder under
-    results_dir, except hidden (temporary) files and anything inside the merged output."""
+    """Per-task result files, relative path -> (size, mtime in ns): every *.parquet in a `rows` folder of
+    results_dir's own folders (its campaign folders and folders of task files without a manifest; not the results
+    folders nested in it, orchestrator.results.folders), except hidden (temporary) files and anything inside the
+    merged output."""
     found: dict[str, tuple[int, int]] = {}
     skip = os.path.realpath(output)
 
@@ -34,7 +39,9 @@ def task_files(results_dir: Path, output: Path) -> dict[str, tuple[int, int]]:
                 stat = entry.stat()
                 found[path] = (stat.st_size, stat.st_mtime_ns)
 
-    walk(str(results_dir), "", False)
+    for folder in own_folders(results_dir)[0]:
+        if os.path.realpath(folder) != skip:
+            walk(str(folder), folder.name, folder.name == "rows")
     return dict(sorted(found.items()))
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator import PROJECT_ROOT
+from orchestrator import PROJECT_ROOT, suggest
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.discovery import profile_for
@@ -46,11 +46,14 @@ class Check:
         return {True: "ok", False: "FAIL", None: "not run"}[self.ok]
 
 
-# Why a framework that sees no GPU on a node with one does not, in words that say what to change.
-NO_GPU_CAUSES = {"jax": "its environment has the CPU build of JAX; set jax_recipe = 'cuda12' or 'cuda13' in the "
-                        "profile and run `python main.py envs` again",
-                 "torch": "its PyTorch build has no CUDA (or does not match the driver); check the torch wheel in "
-                          "torch_backend/requirements.txt"}
+def no_gpu_cause(framework: str) -> str:
+    """Why a framework that sees no GPU on a node with one does not, in words that say what to change; the envs
+    command carries the profile doctor was given, whose recipe the user is told to change."""
+    if framework == "jax":
+        return (f"its environment has the CPU build of JAX; set jax_recipe = 'cuda12' or 'cuda13' in the profile "
+                f"and run `{suggest.command('envs')}` again")
+    return "its PyTorch build has no CUDA (or does not match the driver); check the torch wheel in " \
+           "torch_backend/requirements.txt"
 
 
 def check_environment(framework: str, profile: ClusterProfile, on_node: bool = False) -> list[Check]:
@@ -60,7 +63,8 @@ def check_environment(framework: str, profile: ClusterProfile, on_node: bool = F
     python = profile.python_path(framework)
     site = profile.site_environment(framework)
     if site is None and not python.exists():
-        return [Check(f"{framework} environment", False, f"{python} is missing; create it with: python main.py envs")]
+        return [Check(f"{framework} environment", False,
+                      f"{python} is missing; create it with: {suggest.command('envs')}")]
     if site is not None and site.container:  # the runtime and the image, before anything runs in them
         try:
             check_container(framework, site)
@@ -102,12 +106,12 @@ def device_check(framework: str, found: dict, gpus_per_task: int, on_node: bool)
         return Check(name, True, f"{seen}; NVML GPUs: {', '.join(gpus) or 'none'}")
     if gpus:
         return Check(name, False, f"{catalog.FRAMEWORKS[framework]} sees no GPU on a node with {len(gpus)} GPU(s) "
-                                  f"({', '.join(gpus)}): {NO_GPU_CAUSES[framework]}")
+                                  f"({', '.join(gpus)}): {no_gpu_cause(framework)}")
     if on_node:
         return Check(name, False, f"{catalog.FRAMEWORKS[framework]} sees only {seen} on a node of the profile's "
                                   f"partition, which asks for {gpus_per_task} GPU per task: NVML finds no GPU there")
-    return Check(name, None, f"{seen}: no GPU on this machine (a login node?); run `python main.py doctor "
-                             "--on-node` to check on a compute node")
+    return Check(name, None, f"{seen}: no GPU on this machine (a login node?); run "
+                             f"`{suggest.command('doctor', '--on-node')}` to check on a compute node")
 
 
 def srun_prefix(profile: ClusterProfile) -> list[str]:

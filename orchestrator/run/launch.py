@@ -11,6 +11,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from orchestrator import suggest
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, matrix, rules
@@ -349,7 +350,7 @@ def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable
         raise UsageError(f"unknown executor {req.executor!r}; choose from: {', '.join(catalog.EXECUTORS)}")
     if req.collect_after and req.executor not in catalog.SLURM_EXECUTORS:
         raise UsageError(f"--collect-after chains a Slurm job after the arrays; the {req.executor} executor runs the "
-                         "cells here, so run `python main.py collect` when it returns")
+                         f"cells here, so run `{follow_up('collect', req.results_dir)}` when it returns")
     if req.executor == "submitit" and "%" in str(req.results_dir.resolve()):
         raise UsageError(f"--results-dir {str(req.results_dir)!r} holds a %, which Slurm would expand in the log paths "
                          "submitit gives it; choose a folder without %, or use --executor slurm, which escapes it")
@@ -430,7 +431,7 @@ def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
         python = req.profile.python_path(framework)
         if not python.is_file():
             fix = (f"correct [envs.{framework}] python in the profile" if req.profile.site_environment(framework)
-                   else "create it with: python main.py envs")
+                   else f"create it with: {suggest.command('envs')}")
             raise UsageError(f"the {framework} environment is missing ({python} does not exist); {fix}")
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ from bench_contract.results import read_task_file
 from bench_contract.results import result_problem as readable_result_problem
 from bench_contract.run.failure import failure_path, read_failure
 from bench_contract.sequential import not_needed_reason
-from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan.profile import device_matches, expected_devices
@@ -32,6 +30,7 @@ from orchestrator.run.progress import progress_lines, text_bar
 from orchestrator.run.queue import ACTIVE, SLURM_STATE_NAMES, QueueUnreadable, read_sacct, read_squeue
 from orchestrator.run.submit import log_tail
 from orchestrator.run.wait import POLL_BACKOFF, Backoff, OutputsWritten, task_outputs
+from orchestrator.suggest import command
 from orchestrator.tables import format_table
 
 SUCCESS = "completed"
@@ -261,11 +260,10 @@ def unknown_note(cells: list[CellStatus]) -> str | None:
     return f"{len(unknown)} cells may still be queued or running, and {why} ({unknown[0].detail})"
 
 
-def follow_up(command: str, results_dir: Path) -> str:
-    """The command line of a follow-up command (`collect`, `resubmit`), with --results-dir unless it is the default."""
-    if results_dir.resolve() == DEFAULT_RESULTS_DIR.resolve():
-        return f"python main.py {command}"
-    return f"python main.py {command} --results-dir {shlex.quote(str(results_dir))}"
+def follow_up(name: str, results_dir: Path, *args: str) -> str:
+    """The command line of a follow-up command (`collect`, `resubmit C`), with --results-dir unless it is the
+    default (orchestrator.suggest.command)."""
+    return command(name, *args, results_dir=results_dir)
 
 
 # --- the status and watch commands -----------------------------------------------------------------------
@@ -287,7 +285,7 @@ def show_status(results_dir: Path, campaign: str | None, log_lines: int,
     missing = sum(c.ended_without_result for c in cells)
     if missing:
         report(f"\n{missing} cells ended without a result; submit only those again with: "
-               f"{follow_up('resubmit', results_dir)} {folder.name}")
+               f"{follow_up('resubmit', results_dir, folder.name)}")
     note = unknown_note(cells)
     if note:
         raise StateUnknown(f"{note}; their state is unknown, and resubmit submits nothing until it can be read")

@@ -20,7 +20,7 @@ import numpy as np
 
 from bench_contract.run.inference import num_classes, sample_shape, synthetic_inputs
 from bench_contract.run.parity import Comparison, ParitySpec, compare
-from orchestrator import PROJECT_ROOT
+from orchestrator import PROJECT_ROOT, suggest
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
@@ -84,7 +84,7 @@ def check_request(req: ValidateRequest) -> None:
         python = req.profile.python_path(framework)  # a built environment's interpreter, or the site's
         if not python.is_file():
             fix = (f"correct [envs.{framework}] python in the profile" if req.profile.site_environment(framework)
-                   else "create it with: python main.py envs")
+                   else f"create it with: {suggest.command('envs')}")
             raise UsageError(f"the {framework} environment is missing ({python} does not exist); {fix}")
 
 

@@ -178,5 +178,5 @@ def test_the_report_fits_the_window_with_no_text_over_text(chromium, tmp_path):
 
 if __name__ == "__main__":
     # Regenerate the README's screenshot from a real report: python tests/integration/test_report_browser.py
-    # results/demo/report/report.html docs/report-screenshot.png
+    # demo-results/report/report.html docs/report-screenshot.png
     screenshot(shutil.which("chromium"), Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve())

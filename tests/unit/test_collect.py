@@ -252,8 +252,9 @@ def test_a_result_counts_only_when_readable_and_collect_says_which_do_not(tmp_pa
     assert f"result file {truncated} does not count: not a whole Parquet file" in table["torch-32"]
     assert "an empty file" in table["torch-64"] and "a Parquet file with no rows" in table["jax-64"]
     # ... and last, where it cannot be missed, what to do.
-    assert proc.stdout.rstrip().splitlines()[-1] == \
-        "3 result files are unreadable: run `python main.py resubmit` to run their cells again"
+    assert proc.stdout.rstrip().splitlines()[-1] == (  # a command that works as printed: campaign and folder named
+        f"3 result files are unreadable: run `python main.py resubmit camp1 --results-dir {tmp_path}` to run their "
+        "cells again")
     assert f"  {empty}: an empty file (cell torch-64, torch index 2 of camp1)" in proc.stdout
     failures = pq.read_table(tmp_path / "failures.parquet").to_pylist()
     assert sorted(f["cell_id"] for f in failures) == ["jax-64", "torch-32", "torch-64"]

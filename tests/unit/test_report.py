@@ -46,7 +46,8 @@ def test_the_confidence_interval_appears_with_two_runs_per_side(tmp_path):
 
 def test_report_without_collect_is_a_clear_error(tmp_path):
     proc = run_cli("report", "--results-dir", str(tmp_path))
-    assert proc.returncode == 1 and "run `python main.py collect` first" in proc.stderr
+    # The collect it names is of the same folder (issue 32: a command that works as printed).
+    assert proc.returncode == 1 and f"run `python main.py collect --results-dir {tmp_path}` first" in proc.stderr
 
 
 def test_export_to_wandb_offline(tmp_path):
