@@ -70,8 +70,11 @@ def slurm_job_name(run: Campaign, job_id: str) -> str:
     """The name Slurm's accounting has for a job (of its first record: an array's tasks share it), once it has one.
     Not squeue's: once, under load, squeue named a job that had just ended "allocation" while sacct had its name."""
     def name() -> str:
-        return subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobName"], capture_output=True,
-                              text=True, env=run.env, check=False).stdout.strip()
+        names = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobName"], capture_output=True,
+                               text=True, env=run.env, check=False).stdout.strip()
+        # Under load (a fresh clone's whole suite) sacct too once gave "allocation", Slurm's placeholder, for a
+        # rerun whose name it had not yet recorded: a name still to come, not a name.
+        return "" if names.splitlines()[:1] == ["allocation"] else names
     return run.wait_until(name, f"a sacct record of job {job_id}", 60).splitlines()[0].strip()
 
 
