@@ -63,3 +63,19 @@ def test_the_example_profile_shows_every_key_the_loader_knows(tmp_path):
     assert set().union(*data["envs"].values()) == set(SITE_KEYS)
     assert set().union(*data["systems"].values()) == set(SYSTEM_KEYS)
     assert data["default_system"] in data["systems"]
+
+
+def test_the_two_commands_are_two_and_ci_runs_the_test_one():
+    """The README's "Two commands" listed four make targets; CI must run the one that tests."""
+    section = README.read_text().split("## Two commands", 1)[1]
+    block = section.split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
+    assert commands == ["make demo", "make test"]
+    assert "make test" in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_what_the_readme_says_campaigns_lists_is_what_it_lists():
+    """The README said `campaigns` lists dry runs, marked; it lists submitted campaigns, and --dry-runs adds them."""
+    said = [line for line in README.read_text().splitlines() if line.startswith("python main.py campaigns ")]
+    assert said and all("--dry-runs" in line and "submitted" in line for line in said)
+    assert "--dry-runs" in run_cli("campaigns", "-h").stdout
