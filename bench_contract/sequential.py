@@ -52,15 +52,18 @@ class Rule:
 
 
 def parse_rule(text: str) -> Rule | None:
-    """The Rule of a rows' trial_rule; None for "" (a fixed number of trials) or any other text."""
+    """The Rule of a rows' trial_rule; None for "" (a fixed number of trials), any other text, or a first stage other
+    than FIRST_STAGE."""
     words = text.split()
     if len(words) != 3 or words[0] != RULE:
         return None
     try:
         fields = dict(word.split("=", 1) for word in words[1:])
-        return Rule(int(fields["first"]), float(fields["target"]))
+        rule = Rule(int(fields["first"]), float(fields["target"]))
     except (KeyError, ValueError):
         return None
+    # Stein's interval is computed with FIRST_STAGE's t quantile only: rows of another first stage get the bootstrap.
+    return rule if rule.first_stage == FIRST_STAGE else None
 
 
 def trials_needed(first_log_ratios: list[float], target: float, most: int) -> int:

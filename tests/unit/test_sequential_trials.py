@@ -35,6 +35,7 @@ def test_the_rules_t_quantile_is_students_at_its_first_stages_degrees_of_freedom
 def test_the_rows_label_of_a_rule_reads_back():
     assert parse_rule(Rule(5, 0.1).label()) == Rule(5, 0.1)
     assert parse_rule("") is None and parse_rule("stein first=x target=0.1") is None
+    assert parse_rule("stein first=3 target=0.1") is None  # no t quantile for it: such rows get the bootstrap
 
 
 def stein_trial(noise: np.ndarray, target: float, most: int) -> tuple[int, float, float, float]:
