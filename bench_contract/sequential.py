@@ -120,8 +120,10 @@ def run_throughput(results_path: str) -> float:
 def decide(jax_specs: str, torch_specs: str, pair: int) -> tuple[int, str]:
     """(trials the pair needs, why), from the specs files of a paired job whose pair `pair` ran its first stage;
     marks the trials it will not run, and unmarks the others (a rerun may need more than the run before)."""
-    most = JobSpec.read(jax_specs, 0).trials  # every line of a campaign's specs file has the same trials
-    lines = [(JobSpec.read(jax_specs, pair * most + t), JobSpec.read(torch_specs, pair * most + t))
+    # Each file read once (JobSpec.read scans a file from its start for every line asked for).
+    jax, torch = (Path(path).read_text().splitlines() for path in (jax_specs, torch_specs))
+    most = JobSpec.from_json(jax[0]).trials  # every line of a campaign's specs file has the same trials
+    lines = [(JobSpec.from_json(jax[pair * most + t]), JobSpec.from_json(torch[pair * most + t]))
              for t in range(most)]
     target = lines[0][0].target_interval
     try:
