@@ -93,6 +93,9 @@ CONTEXT_FIELDS: list[pa.Field] = [
     # opacus) and how (Opacus's grad_sample_mode), JobSpec.dp_engine_columns; "" elsewhere.
     pa.field("dp_engine", pa.string()),
     pa.field("dp_engine_mode", pa.string()),
+    # The fused attention kernel each framework chose for the language model (flash, cuDNN, memory-efficient, or
+    # the reference path on CPU), as the backend found it in what ran; "" for a model without one.
+    pa.field("attention_kernel", pa.string()),
     # JobSpec.measured_settings(): JSON of every setting that can change what is measured (spec.MEASURED_SETTINGS)
     pa.field("settings", pa.string()),
 ]
@@ -113,7 +116,7 @@ ADDED_COLUMN_DEFAULTS: dict[str, Any] = {
     "environment_kind": not_available("written before the environment kind was recorded"),
     "system": "",
     "dp_engine": "", "dp_engine_mode": "",
-    "precision_census": "",
+    "precision_census": "", "attention_kernel": "",
     "node_state": "",
 }
 # The variable a rendered script exports to tell the backend which environment it runs in, and its two kinds.

@@ -66,6 +66,15 @@ def dense(features: int, *, name: str, use_bias: bool = True) -> nn.Dense:
     return nn.Dense(features, use_bias=use_bias, dtype=_POLICY.get().compute, name=name)
 
 
+def tied_logits(x, table):
+    """x @ table.T, a language model's output through its token embedding (PyTorch's F.linear(x, embedding.weight)):
+    both operands cast to the policy's compute dtype, as autocast casts a linear's."""
+    compute = _POLICY.get().compute
+    if compute is not None:
+        x, table = x.astype(compute), table.astype(compute)
+    return jnp.einsum("...d,vd->...v", x, table)
+
+
 def conv(features: int, kernel_size: tuple[int, int], **options) -> nn.Conv:
     """nn.Conv in the policy's compute dtype (input and kernel cast to it, as autocast's convolution)."""
     return nn.Conv(features, kernel_size, dtype=_POLICY.get().compute, **options)

@@ -10,7 +10,8 @@ import numpy as np
 
 from bench_contract.models.mlp import MLP_HIDDEN
 from bench_contract.models.weights import ParamSpec
-from jax_backend import autocast, layout, text, vision
+from bench_contract.models import language as language_contract
+from jax_backend import autocast, language, layout, text, vision
 from jax_backend.graph import gcn
 
 
@@ -32,12 +33,13 @@ class MLP(nn.Module):
 MODULES: dict[str, Callable[[int, str], nn.Module]] = {
     "mlp": lambda num_classes, variant: MLP(hidden=MLP_HIDDEN, num_classes=num_classes),
     "transformer": text.transformer,
+    language_contract.MODEL_NAME: language.gpt,
     **vision.BUILDERS,
 }
 # Models that hold the data set's graph (bench_contract.data.graph.Graph); their samples are node ids.
 GRAPH_MODULES: dict[str, Callable[..., nn.Module]] = {"gcn": gcn}
 # Models whose inputs are integer ids (tokens, nodes), not float features.
-INTEGER_INPUTS = ("transformer", *GRAPH_MODULES)
+INTEGER_INPUTS = ("transformer", language_contract.MODEL_NAME, *GRAPH_MODULES)
 
 
 def module(name: str, num_classes: int, variant: str = "full", graph=None) -> nn.Module:
@@ -76,6 +78,9 @@ def param_specs(name: str, sample_shape: tuple[int, ...], num_classes: int, vari
                 graph=None) -> list[ParamSpec]:
     shapes = layout.variable_shapes(module(name, num_classes, variant, graph), model_input_shape(name, sample_shape),
                                     input_dtype(name))
+    if name == language_contract.MODEL_NAME:  # GPT-2's own initialisation, the contract's rule for both backends
+        torch_shapes = {layout.torch_name(key): layout.torch_shape(key[-1], shape) for key, shape in shapes.items()}
+        return language_contract.param_specs(torch_shapes, language_contract.GPT[variant])
     return layout.param_specs(shapes)
 
 

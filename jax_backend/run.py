@@ -30,7 +30,7 @@ from bench_contract.run.sampling import compiled_batch_size
 from bench_contract.run.topology import topology_for
 from bench_contract.run.training import refuse_batch_norm
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
-from jax_backend import census, compiles, mixed, models, steps
+from jax_backend import census, compiles, language, mixed, models, steps
 from jax_backend.efficiency import cuda_ordinals, efficiency, gpu_description, runtime_versions, traced_flops
 from jax_backend.inference import JaxInference
 from jax_backend.optim import build_optimizer
@@ -67,6 +67,9 @@ class JaxOps:
 
     def precision_census(self, batch) -> dict[str, set[str]]:
         return census.census(self.step_jaxpr)  # the step as traced for compilation: every step ran that program
+
+    def attention_kernel(self, batch) -> str:
+        return language.attention_kernel(self.step_fn.as_text()) if self.model == language.MODEL_NAME else ""
 
     def to_device(self, x: np.ndarray, y: np.ndarray):
         # The layout change (channel-last for convolutions) is a host-side copy, outside the timed step.

@@ -16,7 +16,7 @@ from torch import nn
 from bench_contract.models.mlp import MLP_HIDDEN
 from bench_contract.models.vision import NAMED_INITS
 from bench_contract.models.weights import ParamSpec
-from torch_backend import text, vision
+from torch_backend import language, text, vision
 from torch_backend.graph import GCN, GraphConv
 
 
@@ -58,6 +58,7 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "mlp": build_mlp,
     "cnn": build_cnn,
     "transformer": build_transformer,
+    "gpt": language.build_gpt,
     **{name: _vision(name) for name in vision.BUILDERS},
 }
 # Models that hold the data set's graph (bench_contract.data.graph.Graph); their samples are node ids.
@@ -83,8 +84,11 @@ def param_specs(model: nn.Module) -> list[ParamSpec]:
     """The shared-weights parameter list of `model`, in state_dict order.
 
     Batch norm's num_batches_tracked is left out: it is a training counter, not part of the function, and
-    Flax has no such variable. Everything else in the state_dict must match a rule, or this refuses.
+    Flax has no such variable. Everything else in the state_dict must match a rule, or this refuses. A model
+    with its own published initialisation (the language model's, GPT-2's) lists its parameters itself.
     """
+    if hasattr(model, "param_specs"):
+        return model.param_specs()
     state = model.state_dict()
     specs = []
     for module_name, module in model.named_modules():

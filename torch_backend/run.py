@@ -20,6 +20,7 @@ cpu_binding.bind_task_cpus()
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile
@@ -32,7 +33,7 @@ from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.topology import Topology, topology_for
 from bench_contract.run.training import refuse_batch_norm
 from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
-from torch_backend import census, compiles, models, vision
+from torch_backend import census, compiles, language, models, vision
 from torch_backend.compiled import compiled
 from torch_backend.efficiency import counted_flops, cuda_description, efficiency, pci_bus_id, runtime_versions
 from torch_backend.inference import TorchInference
@@ -45,6 +46,12 @@ from torch_backend.sync import batch_to_device, synchronize
 # table for both backends, so rows compare like with like.
 
 
+def mean_cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The mean cross-entropy over every label: one per example for a classifier, one per position for the
+    language model ((N, L, vocabulary) logits, (N, L) next tokens), as optax's integer-label loss takes both."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
 class TorchOps:
     """Plain training; with several ranks `model` is the DistributedDataParallel wrapper and `eval_model` the
     network inside it, so that evaluation on rank 0 alone starts no collective. With `compile_mode` the whole
@@ -54,7 +61,7 @@ class TorchOps:
                  world_size: int = 1, scaler: LossScaler | None = None, compile_mode: str | None = None) -> None:
         self.model, self.optimizer, self.device, self.world_size = model, optimizer, device, world_size
         self.eval_model = model.module if isinstance(model, DistributedDataParallel) else model
-        self.loss_fn = nn.CrossEntropyLoss()
+        self.loss_fn = mean_cross_entropy
         self.scaler = scaler or LossScaler("fp32", device)
         self.compiles_lazily = compile_mode is not None
         self.pads_batches = False  # Poisson batches run at their drawn size (bench_contract.run.sampling)
@@ -103,11 +110,16 @@ class TorchOps:
         # dtypes autocast gives them; Inductor's fused kernels may compute inside in float32, as XLA's do.
         return census.step_census(lambda: self.eager_step(*batch), self.optimizer)
 
+    def attention_kernel(self, batch) -> str:
+        # One more eager step, after everything measured, as the census: the kernel SDPA picks depends on the
+        # dtypes autocast gives it and on whether gradients are needed, so it is read from a real training step.
+        return language.attention_kernel(self.eval_model, lambda: self.eager_step(*batch))
+
     @torch.no_grad()
     def predict(self, x: np.ndarray) -> np.ndarray:
         self.eval_model.eval()
         try:
-            return self.eval_model(torch.from_numpy(x).to(self.device)).argmax(dim=1).cpu().numpy()
+            return self.eval_model(torch.from_numpy(x).to(self.device)).argmax(dim=-1).cpu().numpy()
         finally:
             self.eval_model.train()
 

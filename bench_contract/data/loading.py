@@ -18,14 +18,20 @@ from bench_contract.data.datasets import (
 )
 from bench_contract.data.graph import load_graph, synthetic_graph
 from bench_contract.data.images import load_image_folders
+from bench_contract.data.language import load_language, synthetic_language
 from bench_contract.data.text import load_text, synthetic_text
-from bench_contract.models import vision
+from bench_contract.models import language, vision
 
 
 def load_dataset(benchmark: str, source: str, data_dir: str | None = None, synthetic_samples: int = 2048,
-                 variant: str = "full") -> Dataset:
+                 variant: str = "full", model: str | None = None) -> Dataset:
     """The benchmark's splits; `variant` (the model's size) fixes the image size where the benchmark has several
-    (imagenet: 224x224 full, 64x64 tiny)."""
+    (imagenet: 224x224 full, 64x64 tiny) and the language model's context. The nlp benchmark's language model
+    (`model` gpt) reads its text as token windows with their next tokens (bench_contract.data.language)."""
+    if benchmark == "nlp" and model == language.MODEL_NAME:
+        if source == "synthetic":
+            return synthetic_language(synthetic_samples, variant)
+        return load_language(data_dir, language.GPT[variant])
     if source == "synthetic":
         return synthetic_dataset(benchmark, synthetic_samples, variant)
     loaders = {"digits": load_digits, "mnist": lambda: load_mnist(data_dir), "cifar10": lambda: load_cifar10(data_dir),

@@ -271,6 +271,7 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         "dp_engine_mode": engine_mode,
         "precision_census": "",  # a training step's or a forward pass's, once it ran (run_training, run_inference)
         "node_state": "",  # the node at the measured window's two ends, once it was measured (NodeState.record)
+        "attention_kernel": "",  # the fused attention kernel of a model with one, once a step ran (run_training)
     }
 
 
@@ -301,7 +302,7 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
         data = inference_dataset(spec)
     else:
         data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples,
-                            spec.model_variant)
+                            spec.model_variant, spec.model)
         progress.steps_total = len(data.x_train) // spec.batch_size * spec.epochs
     progress.phase = "loading the initial weights"
     # Each backend derives the parameter list from its own model; the weights file is checked against it.

@@ -25,6 +25,8 @@ from bench_contract.measure.flops import Flops
 from bench_contract.measure.host import HostShare
 from bench_contract.measure.node_state import NodeState
 from bench_contract.measure.timing import StepTimer, record_repeat_settings, step_time_statistics
+from bench_contract.measure.tokens import labels_per_sample, record_model_flops, record_token_throughput
+from bench_contract.models import language
 from bench_contract.measure.tracing import Tracer, record_trace
 from bench_contract.results import ResultRows
 from bench_contract.run import census, sampling
@@ -127,7 +129,7 @@ def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray, progress: ProgressR
         correct += int(np.sum(pred == y[start : start + EVAL_CHUNK]))
         if progress is not None:  # a large evaluation split takes minutes: the heartbeat must not look stale
             progress.keep_alive()
-    return correct / len(x)
+    return correct / y.size  # labels, not samples: a language model's sample has one per position
 
 
 def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRows,
@@ -203,8 +205,10 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     if ops.compiles_lazily:
         record_lazy_compilation(rows, first_step_s, timer.times_s, ops.graph_breaks())
     # batch_size is the global batch: throughput counts the samples of all ranks together.
+    tokens = labels_per_sample(data.y_train)
     for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
         rows.add(metric, value, unit)
+        record_token_throughput(rows, metric, value, tokens)
         if metric == "throughput":
             # Per device, so that a data-parallel cell compares with the one-device cell (scaling efficiency).
             rows.add("throughput_per_device", value / topology.world_size, unit)
@@ -214,13 +218,18 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
         rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test, progress), "fraction")
     # After the test accuracy (its extra updates change the model), on the last batch: its drawn examples are the
     # work, never the nominal B nor the padded size (a Poisson batch is either larger or smaller than B).
-    pipelined_samples = record_pipelined(spec, ops, batch, len(idx), rows, efficiency.meter)
+    pipelined_samples = record_pipelined(spec, ops, batch, len(idx), rows, efficiency.meter, tokens)
     flops = ops.flops_per_step(batch)  # of the last batch, as computed: padded to padded_to where it was
     flops = flops.of_real_examples(len(idx), padded_to) if padded_to else flops
     efficiency.record(rows, flops, timer.times_s, spec.batch_size, pipelined_samples)
+    if spec.model == language.MODEL_NAME:
+        record_model_flops(rows, language.training_flops_per_token(language.GPT[spec.model_variant]),
+                           spec.batch_size * tokens, timer.times_s, efficiency.peak(), efficiency.devices)
     # A step without a census (a test's fake ops) records none; the certificate says so where the other side has one.
     if hasattr(ops, "precision_census"):
         rows.context["precision_census"] = census.census_text(ops.precision_census(batch))
+    if hasattr(ops, "attention_kernel"):
+        rows.context["attention_kernel"] = ops.attention_kernel(batch)
     record_trace(spec, rows, lambda: ops.train_step(batch), ops.synchronize, tracer)  # after all measuring
     progress.note(f"training done in {time.perf_counter() - train_start:.1f} s", eta_s=None)
 
@@ -246,7 +255,7 @@ def measure_pipelined(ops: TrainingOps, batch: Any, steps: int, meter: EnergyMet
 
 
 def record_pipelined(spec: JobSpec, ops: TrainingOps, batch: Any, examples: int, rows: ResultRows,
-                     meter: EnergyMeter | None = None) -> int:
+                     meter: EnergyMeter | None = None, tokens_per_sample: int = 1) -> int:
     """throughput_pipelined beside the per-step throughput: spec.timed_steps updates on the last batch (already
     on the device), or more for the energy meter's window, after training, so they change no recorded loss or
     accuracy; `examples` is the batch's drawn examples over all ranks (padding computes, but is no work done).
@@ -255,6 +264,7 @@ def record_pipelined(spec: JobSpec, ops: TrainingOps, batch: Any, examples: int,
     rows.add("pipelined_steps", updates, "steps")
     rows.add("pipelined_batch_size", examples, "samples", note="the last training batch's drawn examples")
     rows.add("throughput_pipelined", updates * examples / seconds, "samples/s")
+    record_token_throughput(rows, "throughput_pipelined", updates * examples / seconds, tokens_per_sample)
     return updates * examples
 
 

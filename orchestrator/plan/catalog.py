@@ -87,6 +87,7 @@ MODELS = {
     "mobilenet_v3_small": Model("mobilenet_v3_small", "MobileNetV3-Small"),
     "efficientnet_b0": Model("efficientnet_b0", "EfficientNet-B0"),
     "transformer": Model("transformer", "transformer encoder text classifier (pre-norm, mean-pooled)"),
+    "gpt": Model("gpt", "GPT-2 decoder-only language model, next-token loss"),
     "gcn": Model("gcn", "two-layer GCN (Kipf & Welling), segment sums"),
 }
 
@@ -124,8 +125,10 @@ BENCHMARKS = {
         True,
     ),
     # The user's own files: their sizes are not known in advance (bench_contract.data.text, bench_contract.data.graph).
-    "nlp": Benchmark("nlp", "text classification from train.tsv and test.tsv (<label>TAB<text>) in --data-dir",
-                     ("transformer",), ("transformer",), (32,), 3, True),
+    # The classifier reads the labels; the language model (gpt) only the texts, as bytes.
+    "nlp": Benchmark("nlp", "text classification, or language modelling (gpt), from train.tsv and test.tsv "
+                            "(<label>TAB<text>) in --data-dir",
+                     ("transformer", "gpt"), ("transformer",), (32,), 3, True),
     "gnn": Benchmark("gnn", "node classification from graph.npz (edges, features, labels, masks) in --data-dir",
                      ("gcn",), ("gcn",), (32,), 30, True),
 }
@@ -147,6 +150,7 @@ IMPLEMENTED: dict[tuple[str, str], frozenset[int]] = {
     ("mnist", "cnn"): frozenset({1, 2, 3, 4, INFERENCE}),
     ("cifar10", "cnn"): frozenset({1, 2, 3, 4, INFERENCE}),
     ("nlp", "transformer"): frozenset({1, 2, 3, 4}),
+    ("nlp", "gpt"): frozenset({1, 2}),
     ("gnn", "gcn"): frozenset({1, 2, 3, 4}),
 }
 
