@@ -34,6 +34,15 @@ DATA_SOURCES = ("real", "synthetic")
 # GradSampleModule (torch_backend.opacus_engine); JAX's per-sample gradients are always jax.vmap.
 DP_ENGINES = ("torchfunc", "opacus")
 DEFAULT_DP_ENGINE = "torchfunc"
+# How data-parallel training (use case 2, JobSpec.parallelism) lays the model's state over its processes: ddp keeps
+# the parameters and optimizer state whole on every device (PyTorch's DistributedDataParallel, JAX's replicated
+# arrays); fsdp shards them across the devices and gathers each layer's parameters when it computes (PyTorch's FSDP2
+# fully_shard, JAX's NamedSharding over the device mesh).
+PARALLELISMS = ("ddp", "fsdp")
+DEFAULT_PARALLELISM = "ddp"
+SHARDED_PARALLELISM = "fsdp"
+SHARDED_USE_CASES = (2,)
+SHARDED_MODELS = ("gpt",)  # the models fsdp is implemented and tested for in both backends
 JAX_DP_ENGINE = "vmap"
 # Opacus's grad_sample_mode per model it runs: expanded weights (ew, the faster of the two where both run: 12 against
 # 17 ms for the tiny CNN at batch 64 here), else hooks. The ResNets' in-place residual add breaks the hooks; the ViT's
@@ -52,6 +61,16 @@ def opacus_grad_sample_mode(model: str, precision: str) -> str | None:
     if precision in MIXED:
         return "hooks" if model in OPACUS_MIXED_PRECISION_MODELS else None
     return OPACUS_GRAD_SAMPLE_MODES.get(model)
+
+
+def sharding_refusal(use_case: int, model: str) -> str | None:
+    """Why `--parallelism fsdp` cannot run `model` in `use_case`, in words; None where it can."""
+    if use_case not in SHARDED_USE_CASES:
+        return (f"sharded state is for data-parallel training (use case {' and '.join(map(str, SHARDED_USE_CASES))}), "
+                f"not use case {use_case}")
+    if model not in SHARDED_MODELS:
+        return f"sharded state is implemented for {', '.join(SHARDED_MODELS)}, not {model}"
+    return None
 
 
 def opacus_refusal(model: str, precision: str) -> str | None:
@@ -87,6 +106,7 @@ MEASURED_SETTINGS = (
     "sampling",
     "system",  # the kind of node asked for (the profile's systems): runs on two systems are not trials of one cell
     "dp_engine",  # the JAX side has none ("") and is compared with each PyTorch engine (orchestrator.results.compare)
+    "parallelism",  # replicated (ddp) or sharded (fsdp) state in use case 2: a different program, not a trial
 )
 # A framework's own tuning knobs: they belong to one side (only JAX reads XLA_FLAGS), so they never split a JAX
 # run from its PyTorch pair. The rows record them as run (`xla_flags`), the tables show them beside the row, and a
@@ -157,7 +177,9 @@ class JobSpec:
     loop_batch_size: int = 0
     # PyTorch's DP-SGD engine (DP_ENGINES) in use cases 3 and 4; "" for JAX (always jax.vmap) and elsewhere.
     dp_engine: str = ""
-    # Data parallelism (use cases 2 and 4): one process per device, nodes * tasks_per_node processes.
+    # Data parallelism (use cases 2 and 4): one process per device, nodes * tasks_per_node processes; in use case 2
+    # the state replicated (ddp) or sharded (fsdp) over them (PARALLELISMS).
+    parallelism: str = DEFAULT_PARALLELISM
     nodes: int = 1
     tasks_per_node: int = 1
     model_variant: str = "full"  # "full", or "tiny" for CPU tests (bench_contract.models.vision)
@@ -245,6 +267,7 @@ class JobSpec:
         if self.torch_compile_mode not in TORCH_COMPILE_MODES:
             raise SpecError(f"torch_compile_mode {self.torch_compile_mode!r} is not one of {', '.join(TORCH_COMPILE_MODES)}")
         self._check_dp_engine()
+        self._check_parallelism()
         if self.world_size > 1 and self.use_case not in DATA_PARALLEL_USE_CASES:
             raise SpecError(
                 f"use case {self.use_case} runs on one device; {self.world_size} processes are for use cases "
@@ -284,6 +307,12 @@ class JobSpec:
             raise SpecError(f"lr_warmup_steps must be a non-negative integer, got {self.lr_warmup_steps!r}")
         if not isinstance(self.lr_decay_steps, int) or self.lr_decay_steps < 1:
             raise SpecError(f"lr_decay_steps must be a positive integer, got {self.lr_decay_steps!r}")
+
+    def _check_parallelism(self) -> None:
+        if self.parallelism not in PARALLELISMS:
+            raise SpecError(f"parallelism {self.parallelism!r} is not one of {', '.join(PARALLELISMS)}")
+        if self.parallelism == SHARDED_PARALLELISM and (refusal := sharding_refusal(self.use_case, self.model)):
+            raise SpecError(f"parallelism {SHARDED_PARALLELISM}: {refusal}")
 
     def _check_dp_engine(self) -> None:
         if not self.dp_engine:

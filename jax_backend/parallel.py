@@ -1,9 +1,10 @@
 """Where the JAX arrays live: a one-axis device mesh ("data"), over one device or over every device of
 every process of a data-parallel run.
 
-Parameters and optimizer state are replicated; a batch is sharded along the mesh, each process supplying
-its own shard (the contract's `Topology.shard`). One code path serves one device and many: with a single
-device the shardings are trivial and the compiled step is the plain one.
+Parameters and optimizer state are replicated, or with `--parallelism fsdp` sharded (each array split along its
+largest axis the devices divide, FSDP's layout; XLA gathers what a layer needs where it computes); a batch is
+sharded along the mesh, each process supplying its own shard (the contract's `Topology.shard`). One code path
+serves one device and many: with a single device the shardings are trivial and the compiled step is the plain one.
 """
 
 from __future__ import annotations
@@ -33,13 +34,45 @@ def initialize(topology: Topology) -> None:
 
 
 class Placement:
-    def __init__(self, topology: Topology) -> None:
+    def __init__(self, topology: Topology, sharded_state: bool = False) -> None:
         devices = jax.devices() if topology.world_size > 1 else jax.devices()[:1]
         self.mesh = Mesh(np.array(devices), ("data",))
         self.replicated = NamedSharding(self.mesh, PartitionSpec())
         self.sharded = NamedSharding(self.mesh, PartitionSpec("data"))
         self.local_device = jax.local_devices()[0]
         self.device_count = len(devices)
+        self.sharded_state = sharded_state and self.device_count > 1
+
+    def state_sharding(self, shape: tuple[int, ...]) -> NamedSharding:
+        """Where one array of the model's state lives: replicated, or sharded along its largest axis that the
+        devices divide (the first such axis on a tie); an array no axis of which they divide stays replicated."""
+        n = self.device_count
+        axes = [axis for axis, size in enumerate(shape) if size % n == 0 and size >= n]
+        if not self.sharded_state or not axes:
+            return self.replicated
+        axis = max(axes, key=lambda a: shape[a])
+        return NamedSharding(self.mesh, PartitionSpec(*(["data" if a == axis else None for a in range(len(shape))])))
+
+    def state(self, tree):
+        """The model's state (parameters, optimizer state) as global arrays, laid out by state_sharding."""
+
+        def put(value):
+            host = np.asarray(value)
+            return jax.make_array_from_callback(host.shape, self.state_sharding(host.shape), lambda index: host[index])
+
+        return jax.tree.map(put, tree)
+
+    def gathered(self, tree):
+        """The state whole on every device: itself where replicated, else gathered (a collective: every process
+        must call it)."""
+        if not self.sharded_state:
+            return tree
+        return jax.jit(lambda t: t, out_shardings=self.replicated)(tree)
+
+    @staticmethod
+    def local_bytes(tree) -> int:
+        """The bytes of the state one device holds: its shard of each array."""
+        return sum(leaf.addressable_shards[0].data.nbytes for leaf in jax.tree.leaves(tree))
 
     def replicate(self, tree):
         """A host or single-device pytree as global arrays, the same value on every device."""
@@ -59,14 +92,14 @@ class Placement:
         """This process's own copy of a replicated pytree, for work that involves no other process."""
         return jax.tree.map(lambda a: a.addressable_data(0), tree)
 
-    def jit_step(self, step_fn):
+    def jit_step(self, step_fn, state):
         """A train step (params, batch_stats, opt_state, step, x, y) -> (params, batch_stats, opt_state, step,
-        loss), state replicated.
+        loss), the state (the first four, placed) keeping its layout.
 
-        Fixing the output shardings keeps the state replicated from step to step (the compiler could
+        Fixing the output shardings keeps the state where it is from step to step (the compiler could
         otherwise choose another layout, and the ahead-of-time compiled step would refuse its own output).
         Donating the state lets XLA update it in place, as PyTorch's optimizer does.
         """
-        r, s = self.replicated, self.sharded
-        return jax.jit(step_fn, in_shardings=(r, r, r, r, s, s), out_shardings=(r, r, r, r, r),
-                       donate_argnums=(0, 1, 2, 3))
+        layout = tuple(jax.tree.map(lambda leaf: leaf.sharding, part) for part in state)
+        return jax.jit(step_fn, in_shardings=(*layout, self.sharded, self.sharded),
+                       out_shardings=(*layout, self.replicated), donate_argnums=(0, 1, 2, 3))

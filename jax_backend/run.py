@@ -29,7 +29,7 @@ from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.sampling import compiled_batch_size
 from bench_contract.run.topology import topology_for
 from bench_contract.run.training import refuse_batch_norm
-from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
+from bench_contract.spec import PER_SAMPLE_USE_CASES, SHARDED_PARALLELISM, JobSpec
 from jax_backend import census, compiles, language, mixed, models, steps
 from jax_backend.efficiency import cuda_ordinals, efficiency, gpu_description, runtime_versions, traced_flops
 from jax_backend.inference import JaxInference
@@ -50,14 +50,16 @@ class JaxOps:
 
     def __init__(self, model: str, module, variables, optimizer, step_fn, sample_batch, placement: Placement) -> None:
         self.model, self.module, self.placement = model, module, placement
-        self.params = placement.replicate(variables["params"])
+        self.params = placement.state(variables["params"])
         # Batch norm's running statistics ({} without batch norm): updated by every train step, used by predict.
         self.batch_stats = placement.replicate(variables.get("batch_stats", {}))
-        self.opt_state = placement.replicate(optimizer.init(variables["params"]))
+        self.opt_state = placement.state(optimizer.init(variables["params"]))
         self.step = placement.replicate(np.zeros((), np.uint32))
+        # Sharded state (--parallelism fsdp): gathering it for evaluation is a collective, so every rank evaluates.
+        self.shards_state = placement.sharded_state
+        state = (self.params, self.batch_stats, self.opt_state, self.step)
         self.step_fn, self.compile_times, self.step_jaxpr = compiles.ahead_of_time(
-            placement.jit_step(step_fn), self.params, self.batch_stats, self.opt_state, self.step,
-            *self.to_device(*sample_batch))
+            placement.jit_step(step_fn, state), *state, *self.to_device(*sample_batch))
         self.predict_fn = jax.jit(
             lambda params, batch_stats, x: jnp.argmax(steps.eval_forward(module, params, batch_stats, x), axis=-1))
 
@@ -99,7 +101,11 @@ class JaxOps:
         # On this process's own copy of the parameters: evaluation involves no other process.
         x = models.to_model_layout(self.model, x)
         local = self.placement.local_copy
-        return np.asarray(self.predict_fn(local(self.params), local(self.batch_stats), x))
+        params = self.placement.gathered(self.params)
+        return np.asarray(self.predict_fn(local(params), local(self.batch_stats), x))
+
+    def state_bytes_per_device(self) -> int:
+        return self.placement.local_bytes((self.params, self.opt_state))
 
 
 @contextlib.contextmanager
@@ -188,7 +194,7 @@ class JaxBackend:
         optimizer = build_optimizer(spec)
         refuse_batch_norm(spec, "batch_stats" in variables)
         module = mixed.with_precision(module, spec.precision, self.kind == "gpu")  # bf16, fp16: autocast's policy
-        placement = Placement(self.topology)
+        placement = Placement(self.topology, sharded_state=spec.parallelism == SHARDED_PARALLELISM)
         if spec.use_case in PER_SAMPLE_USE_CASES:
             step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed,
                                         expected_batch_size=spec.batch_size, mesh=placement.mesh)

@@ -35,7 +35,8 @@ FUSED_ATTENTION = {"_native_multi_head_attention"}
 RESIDUAL_BLOCKS = {("torchvision.models.vision_transformer", "EncoderBlock"),
                    ("torchvision.models.resnet", "BasicBlock"), ("torchvision.models.resnet", "Bottleneck"),
                    ("torchvision.models.mobilenetv3", "InvertedResidual"),
-                   ("torchvision.models.efficientnet", "MBConv"), ("torch_backend.text", "EncoderLayer")}
+                   ("torchvision.models.efficientnet", "MBConv"), ("torch_backend.text", "EncoderLayer"),
+                   ("torch_backend.language", "Block")}
 ADDITIONS = {"add", "add_"}
 
 

@@ -32,14 +32,15 @@ from bench_contract.run.precision import DTYPE_NAMES, precision_policy
 from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.topology import Topology, topology_for
 from bench_contract.run.training import refuse_batch_norm
-from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
-from torch_backend import census, compiles, language, models, vision
+from bench_contract.spec import PER_SAMPLE_USE_CASES, SHARDED_PARALLELISM, JobSpec
+from torch_backend import census, compiles, language, models, sharding, vision
 from torch_backend.compiled import compiled
 from torch_backend.efficiency import counted_flops, cuda_description, efficiency, pci_bus_id, runtime_versions
 from torch_backend.inference import TorchInference
 from torch_backend.mixed import LossScaler, set_tf32, with_precision
 from torch_backend.optim import build_optimizer
 from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps
+from torch_backend.sharding import fully_sharded
 from torch_backend.sync import batch_to_device, synchronize
 
 # The words recorded for each precision policy live in bench_contract.run.precision.PRECISION_POLICIES, one
@@ -58,8 +59,11 @@ class TorchOps:
     step (forward, backward, the optimizer's update) runs under torch.compile, compiled in its first call."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
-                 world_size: int = 1, scaler: LossScaler | None = None, compile_mode: str | None = None) -> None:
+                 world_size: int = 1, scaler: LossScaler | None = None, compile_mode: str | None = None,
+                 sharded: bool = False) -> None:
         self.model, self.optimizer, self.device, self.world_size = model, optimizer, device, world_size
+        # FSDP2 (torch_backend.sharding): a forward pass gathers the shards from every rank, so every rank evaluates.
+        self.shards_state = sharded
         self.eval_model = model.module if isinstance(model, DistributedDataParallel) else model
         self.loss_fn = mean_cross_entropy
         self.scaler = scaler or LossScaler("fp32", device)
@@ -109,6 +113,9 @@ class TorchOps:
         # One more eager step, after everything measured. A compiled step runs the same ATen operations in the
         # dtypes autocast gives them; Inductor's fused kernels may compute inside in float32, as XLA's do.
         return census.step_census(lambda: self.eager_step(*batch), self.optimizer)
+
+    def state_bytes_per_device(self) -> int:
+        return sharding.state_bytes(self.model, self.optimizer)
 
     def attention_kernel(self, batch) -> str:
         # One more eager step, after everything measured, as the census: the kernel SDPA picks depends on the
@@ -228,15 +235,19 @@ class TorchBackend:
         vision.disable_random_regularisers(model)
         model.to(self.device).train()
         rows.add("parameter_count", sum(p.numel() for p in model.parameters()), "parameters")
+        world_size = self.topology.world_size
+        if spec.parallelism == SHARDED_PARALLELISM:  # before the optimizer, which then holds the shards' state
+            model = fully_sharded(model, self.device, world_size)
         model = with_precision(model, spec.precision)  # bf16, fp16: the forward pass under autocast
         compile_mode = compile_mode_of(spec)
         optimizer = build_optimizer(model.parameters(), spec)
-        world_size = self.topology.world_size
         scaler = LossScaler(spec.precision, self.device)
         if spec.use_case in PER_SAMPLE_USE_CASES:
             return TorchDPOps(dp_update_class(spec)(model, optimizer, self.device, clip_norm=spec.clip_norm,
                                                     noise_multiplier=spec.noise_multiplier, seed=spec.seed,
                                                     world_size=world_size, expected_batch_size=spec.batch_size), compile_mode)
+        if spec.parallelism == SHARDED_PARALLELISM:
+            return TorchOps(model, optimizer, self.device, world_size, scaler, compile_mode, sharded=True)
         if world_size > 1:
             # Buffers outside the state_dict (the GCN's graph) are constants, the same on every rank:
             # DDP would broadcast them before every forward pass for nothing. Batch-norm statistics stay synced.

@@ -132,6 +132,12 @@ def accuracy(ops: TrainingOps, x: np.ndarray, y: np.ndarray, progress: ProgressR
     return correct / y.size  # labels, not samples: a language model's sample has one per position
 
 
+def evaluates(topology: Topology, ops: TrainingOps) -> bool:
+    """Whether this rank evaluates: the writer alone (every rank holds the same parameters), or every rank where the
+    state is sharded (its forward pass gathers shards from all of them); only the writer's rows are written."""
+    return topology.is_writer or getattr(ops, "shards_state", False)
+
+
 def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRows,
                  topology: Topology | None = None, efficiency: Efficiency | None = None,
                  tracer: Tracer | None = None, progress: ProgressReporter | None = None) -> None:
@@ -191,7 +197,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
         rows.add("epoch_time", epoch_time, "s", epoch=epoch)
         rows.add("train_loss_epoch_mean", float(np.mean(losses)), "nats", epoch=epoch)
         summary = f"epoch {epoch + 1} done in {epoch_time:.1f} s, mean loss {np.mean(losses):.4g}"
-        if topology.is_writer:
+        if evaluates(topology, ops):
             val = accuracy(ops, data.x_val, data.y_val, progress)
             rows.add("val_accuracy", val, "fraction", epoch=epoch)
             summary += f", validation accuracy {val:.4f}"
@@ -214,8 +220,11 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
             rows.add("throughput_per_device", value / topology.world_size, unit)
     rows.add("world_size", topology.world_size, "processes")
     sampled.finish(rows, len(data.x_train))
-    if topology.is_writer:
+    if evaluates(topology, ops):
         rows.add("test_accuracy", accuracy(ops, data.x_test, data.y_test, progress), "fraction")
+    if hasattr(ops, "state_bytes_per_device"):
+        rows.add("state_memory_per_device", ops.state_bytes_per_device(), "bytes",
+                 note="parameters and optimizer state held by one device (its shards where sharded)")
     # After the test accuracy (its extra updates change the model), on the last batch: its drawn examples are the
     # work, never the nominal B nor the padded size (a Poisson batch is either larger or smaller than B).
     pipelined_samples = record_pipelined(spec, ops, batch, len(idx), rows, efficiency.meter, tokens)

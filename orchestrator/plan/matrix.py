@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from bench_contract.spec import PER_SAMPLE_USE_CASES
+from bench_contract.spec import DEFAULT_PARALLELISM, PER_SAMPLE_USE_CASES
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.rules import (
@@ -20,6 +20,7 @@ from orchestrator.plan.rules import (
     check_dp_engines,
     check_optimizer_options,
     check_paired,
+    check_parallelisms,
     check_sampling,
     check_torch_modes,
     check_torch_options,
@@ -42,7 +43,7 @@ class Cell:
         # The same JSON as asdict(self) would give, so ids stay stable, without asdict's deep copies. A DP-SGD cell's
         # engine is left out: the JAX cell has none and the PyTorch cell's id names it in words (cell_id), so the two
         # keep one pair key. Elsewhere it is "" and hashed like every setting.
-        settings = self.settings.without_dp_engine if self.use_case in PER_SAMPLE_USE_CASES else self.settings.as_dict
+        settings = self.settings.without_dp_engine if self.use_case in PER_SAMPLE_USE_CASES else self.settings.hashed
         fields = {"benchmark": self.benchmark, "use_case": self.use_case, "model": self.model,
                   "batch_size": self.batch_size, "precision": self.precision, "settings": settings,
                   "system": self.system}
@@ -62,7 +63,9 @@ class Cell:
     def pair_key(self) -> str:
         """Shared by the JAX cell and the PyTorch cell that are compared with each other."""
         batch = "maxbatch" if self.settings.batch_search else f"bs{self.batch_size}"
-        return f"{self.benchmark}-uc{self.use_case}-{self.model_label}-{batch}-{self.precision}-{self._digest(False)}"
+        sharded = f"-{self.settings.parallelism}" if self.settings.parallelism != DEFAULT_PARALLELISM else ""
+        return (f"{self.benchmark}-uc{self.use_case}-{self.model_label}-{batch}-{self.precision}{sharded}-"
+                f"{self._digest(False)}")
 
     @cached_property
     def cell_id(self) -> str:
@@ -94,6 +97,7 @@ def expand(
     settings: RunSettings,
     torch_modes: list[str] | None = None,
     dp_engines: list[str] | None = None,
+    parallelisms: list[str] | None = None,
 ) -> list[Cell]:
     """The product of the axes (defaults from the registry where an axis is empty), every cell validated.
 
@@ -102,7 +106,10 @@ def expand(
     pairs runs of equal settings, so JAX against eager and JAX against compiled PyTorch are two rows.
 
     dp_engines (torchfunc, opacus; use cases 3 and 4; default torchfunc) gives every PyTorch cell once per DP-SGD
-    engine. The JAX cell (always jax.vmap) is planned once: the comparison pairs it with each engine."""
+    engine. The JAX cell (always jax.vmap) is planned once: the comparison pairs it with each engine.
+
+    parallelisms (ddp, fsdp; use case 2; default ddp) gives every cell once per way of laying out the state, in both
+    frameworks: JAX replicated against DDP, JAX sharded against FSDP2."""
     bench = catalog.benchmark(benchmark)
     case = catalog.use_case(use_case)
     frameworks = frameworks or list(catalog.FRAMEWORKS)
@@ -150,7 +157,9 @@ def expand(
     if limit is not None and max(batch_sizes) > limit:
         raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
     engines = check_dp_engines(case, dp_engines, frameworks, models, modes, settings, precisions)
-    per_mode = [replace(settings, torch_compile=mode == "compiled") for mode in modes]
+    layouts = check_parallelisms(case, parallelisms, models, settings)
+    per_mode = [replace(settings, torch_compile=mode == "compiled", parallelism=layout)
+                for mode in modes for layout in layouts]
     private = {size: with_privacy(bench, settings, size) for size in batch_sizes}  # one budget per batch size
     cells = [
         Cell(framework, benchmark, use_case, model, batch_size, precision,

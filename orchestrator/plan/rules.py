@@ -6,13 +6,17 @@ from __future__ import annotations
 
 from bench_contract.spec import (
     DEFAULT_DP_ENGINE,
+    DEFAULT_PARALLELISM,
     DP_ENGINES,
     OPACUS_GRAD_SAMPLE_MODES,
     PAIRED_ORDER,
+    PARALLELISMS,
     PER_SAMPLE_USE_CASES,
     SAMPLINGS,
+    SHARDED_PARALLELISM,
     JobSpec,
     opacus_refusal,
+    sharding_refusal,
 )
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
@@ -99,6 +103,22 @@ def check_dp_engines(case: catalog.UseCase, engines: list[str] | None, framework
     if settings.paired and len(engines) > 1:
         raise UsageError("--paired runs each JAX cell with one PyTorch cell; give one --dp-engine per paired campaign")
     return engines
+
+
+def check_parallelisms(case: catalog.UseCase, parallelisms: list[str] | None, models: list[str],
+                       settings: RunSettings) -> list[str]:
+    """The state layouts to plan (--parallelism): each known, sharded only where both backends implement it, one per
+    paired campaign; default ddp (replicated)."""
+    for name in parallelisms or []:
+        if name not in PARALLELISMS:
+            raise UsageError(f"unknown parallelism {name!r} in --parallelism; choose from: {', '.join(PARALLELISMS)}")
+    if SHARDED_PARALLELISM in (parallelisms or []):
+        for model in models:
+            if refusal := sharding_refusal(case.number, model):
+                raise UsageError(f"--parallelism {SHARDED_PARALLELISM}: {refusal}")
+    if settings.paired and len(parallelisms or []) > 1:
+        raise UsageError("--paired runs each JAX cell with one PyTorch cell; give one --parallelism per paired campaign")
+    return list(dict.fromkeys(parallelisms or [DEFAULT_PARALLELISM]))
 
 
 def check_opacus(models: list[str], modes: list[str], precisions: list[str]) -> None:

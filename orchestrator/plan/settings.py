@@ -91,7 +91,9 @@ class RunSettings:
     delta: float | None = None
     target_epsilon: float | None = None
     privacy: dict = field(default_factory=dict)
-    # data parallelism (use cases 2 and 4): one process per device
+    # data parallelism (use cases 2 and 4): one process per device; use case 2's state replicated or sharded, set
+    # per cell by expand (--parallelism)
+    parallelism: str = JobSpec.parallelism
     nodes: int = 1
     tasks_per_node: int = 1
     # model size and inference options (use case 5)
@@ -171,9 +173,17 @@ class RunSettings:
         return asdict(self)
 
     @cached_property
+    def hashed(self) -> dict:
+        """What a cell's id hashes (Cell._digest): every setting, the default parallelism left out, so that the ids of
+        cells planned before --parallelism existed stay the same."""
+        if self.parallelism != JobSpec.parallelism:
+            return self.as_dict
+        return {name: value for name, value in self.as_dict.items() if name != "parallelism"}
+
+    @cached_property
     def without_dp_engine(self) -> dict:
-        """Every setting but the DP-SGD engine: what a DP-SGD cell's id hashes (Cell._digest)."""
-        return {name: value for name, value in self.as_dict.items() if name != "dp_engine"}
+        """Every hashed setting but the DP-SGD engine: what a DP-SGD cell's id hashes (Cell._digest)."""
+        return {name: value for name, value in self.hashed.items() if name != "dp_engine"}
 
 
 def trial_settings(trials: str, paired: bool, target_interval: str | None, max_trials: int | None) -> dict:

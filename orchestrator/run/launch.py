@@ -60,6 +60,7 @@ class LaunchRequest:
     systems: tuple[str, ...] = ()  # the profile's systems to run on (--systems); none: its default
     torch_modes: list[str] | None = None  # the PyTorch modes compared with JAX (matrix.expand); None: settings'
     dp_engines: list[str] | None = None  # PyTorch's DP-SGD engines compared with JAX (matrix.expand); None: torchfunc
+    parallelisms: list[str] | None = None  # use case 2's state layouts, ddp and fsdp (matrix.expand); None: ddp
     collect_after: bool = False  # chain a collect job after the arrays (--collect-after)
     # Every use case asked for, each with its settings, which differ in the DP-SGD fields (privacy_settings);
     # empty: `use_case` alone, with `settings`.
@@ -128,6 +129,7 @@ class LaunchOptions:
     torch_modes: list[str] | None = None
     torch_compile_mode: str = "default"
     dp_engine: list[str] | None = None  # --dp-engine as typed
+    parallelism: list[str] | None = None  # --parallelism as typed
     sampling: str | None = None  # None: Poisson for DP-SGD (settings.privacy_settings)
     delta: float | None = None
     target_epsilon: float | None = None
@@ -174,6 +176,7 @@ class LaunchOptions:
             collect_after=self.collect_after,
             torch_modes=parse_list(self.torch_modes) or None,
             dp_engines=parse_list(self.dp_engine) or None,
+            parallelisms=parse_list(self.parallelism) or None,
             use_case_settings=plans,
         )
 
@@ -222,7 +225,7 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     Waiting for the jobs (--wait) holds it no longer."""
     cells = [cell for use_case, settings in req.plans
              for cell in matrix.expand(req.benchmark, use_case, req.frameworks, req.models, req.batch_sizes,
-                                       req.precisions, settings, req.torch_modes, req.dp_engines)]
+                                       req.precisions, settings, req.torch_modes, req.dp_engines, req.parallelisms)]
     cells = on_systems(cells, req.profile.system_names(list(req.systems)))
     rules.check_campaign_size(len(cells), req.settings.trials)
     rules.check_device_has_gpus(req.settings.device, req.profile, req.executor, req.discovered)

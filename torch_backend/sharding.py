@@ -1,0 +1,40 @@
+"""Use case 2's sharded state in PyTorch (`--parallelism fsdp`): FSDP2's `fully_shard` over a one-axis device mesh
+of every process, each transformer block a unit of its own (its parameters gathered just before it computes and
+freed after), the embeddings and final norm in the root's unit; the optimizer then holds only this device's shard
+of each parameter's state. The replicated layout (`ddp`) is DistributedDataParallel (torch_backend.run)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor
+
+
+def fully_sharded(model: nn.Module, device: torch.device, world_size: int) -> nn.Module:
+    """The model with its parameters sharded over the world's devices (in place; fully_shard returns the module)."""
+    mesh = init_device_mesh(device.type, (world_size,))
+    for block in getattr(model, "blocks", ()):  # the language model's transformer blocks (torch_backend.language)
+        fully_shard(block, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
+def local_bytes(tensor: torch.Tensor) -> int:
+    """The bytes this device holds of a tensor: its shard for a sharded (DTensor) one, all of it otherwise."""
+    local = tensor.to_local() if isinstance(tensor, DTensor) else tensor
+    return local.numel() * local.element_size()
+
+
+def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    """The parameters and optimizer state this device holds between steps, in bytes (gradients and activations left
+    out). FSDP2 keeps the root unit's parameters gathered after a forward pass without a backward (an evaluation),
+    registered whole until the next step reshards them: they are resharded first, as every training step leaves
+    them."""
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+    params = sum(local_bytes(p) for p in model.parameters())
+    states = sum(local_bytes(value) for state in optimizer.state.values() for value in state.values()
+                 if isinstance(value, torch.Tensor) and value.dim() > 0)
+    return params + states
