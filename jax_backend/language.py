@@ -2,9 +2,10 @@
 torch_backend.language.
 
 Layers are named by their PyTorch state_dict prefix ("blocks.0.attn.qkv", "tok_embed"), so the shared weights
-convert by jax_backend.layout's rules. Attention goes through JAX's fused kernel, `jax.nn.dot_product_attention`
-with its causal mask, the implementation left to XLA (cuDNN's fused attention on a GPU where it applies, XLA's own
-otherwise; `attention_kernel` names the one compiled, for the row).
+convert by jax_backend.layout's rules. Attention goes through JAX's fused kernel on a GPU,
+`jax.nn.dot_product_attention` with its causal mask, the implementation left to XLA (cuDNN's fused attention where
+it applies, XLA's own otherwise); on a CPU, where XLA has none, through the fused kernels' arithmetic written out
+(jax_backend.attention). `attention_kernel` names the one compiled, for the row.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from bench_contract.models import language
-from jax_backend import autocast, vision
+from jax_backend import attention, autocast, vision
 
 MODEL_NAME = language.MODEL_NAME
 # The custom call of cuDNN's fused attention in a compiled XLA program (XLA's cuDNN fused-MHA rewriter).
@@ -30,7 +31,7 @@ def causal_attention(x, heads: int, name: str):
     n, s, d = x.shape
     qkv = autocast.dense(3 * d, name=f"{name}.qkv")(x)
     q, k, v = (t.reshape(n, s, heads, d // heads) for t in jnp.split(qkv, 3, axis=-1))
-    out = jax.nn.dot_product_attention(q, k, v, is_causal=True).reshape(n, s, d)
+    out = attention.attention(q, k, v, causal=True).reshape(n, s, d)
     return autocast.dense(d, name=f"{name}.proj")(out)
 
 
@@ -63,4 +64,6 @@ def attention_kernel(compiled_text: str) -> str:
     """The attention kernel a compiled step runs, from its optimized HLO text."""
     if CUDNN_ATTENTION_CALL in compiled_text:
         return "cuDNN fused attention"
-    return "XLA (dot_product_attention's reference implementation)"
+    if jax.default_backend() == "gpu":
+        return "XLA (dot_product_attention's reference implementation)"
+    return "XLA, the fused kernels' arithmetic (jax_backend.attention)"

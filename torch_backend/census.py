@@ -4,8 +4,9 @@ dispatched: what autocast actually did (its casts happen before dispatch), not w
 Each operation is classed by its ATen name:
 - matmul: mm, addmm, bmm, baddbmm, convolution and their backward: their first operand's dtype;
 - normalisation: native layer, group and batch norm, forward: their output's dtype;
-- softmax: _softmax: its input's dtype (it computes in it); scaled dot-product attention and the fused attention of
-  nn.MultiheadAttention's inference fast path count as a matmul and a softmax in their inputs' dtype;
+- softmax: _softmax: its input's dtype (it computes in it); SDPA's fused kernels count as a matmul in their inputs'
+  dtype and a softmax in their accumulation type (float32 for half inputs), and the fused attention of
+  nn.MultiheadAttention's inference fast path as a matmul and a softmax in its inputs' dtype;
 - residual stream: add and add_ of two tensors of one shape, run by a residual block itself (RESIDUAL_BLOCKS),
   not by a module inside it: their output's dtype (the modules running are followed with global forward hooks
   while the census is taken);
@@ -29,6 +30,12 @@ LOSSES = {"_log_softmax", "nll_loss_forward", "nll_loss2d_forward"}
 # nn.MultiheadAttention's fast path in eval mode without gradients (inference): projections, softmax and the
 # weighted sum in one operation, computed in its inputs' dtype; the ViT's inference census saw no softmax without it.
 FUSED_ATTENTION = {"_native_multi_head_attention"}
+# SDPA's fused kernels (flash, memory-efficient, cuDNN; the CPU's flash kernel): the scores accumulate, and the softmax
+# runs, in the accumulation type, float32 for bfloat16 and float16 inputs (at::opmath_type; FlashAttentionKernel.cpp's
+# accum_t); their matmuls take the inputs' dtype (the probabilities and the scores' gradient are cast back to it).
+# The math reference is not fused: it decomposes into the operations it runs, each classed on its own.
+FUSED_SDPA_PREFIX, SDPA_MATH = "_scaled_dot_product", "_scaled_dot_product_attention_math"
+HALF_TYPES = {"bfloat16", "float16"}
 # The blocks whose own additions are residual connections, by module and class name (importing torchvision here
 # would cost every process its 1.2 s import): the transformers' encoder layers, the ResNets' blocks, MobileNet's and
 # EfficientNet's inverted residuals. JAX marks the same additions with autocast.residual.
@@ -96,7 +103,10 @@ class Census(TorchDispatchMode):
             self.add("residual stream", float_dtypes(out))
         elif name in MATMULS:
             self.add("matmul", first)
-        elif name.startswith("_scaled_dot_product") or name in FUSED_ATTENTION:
+        elif name.startswith(FUSED_SDPA_PREFIX) and name != SDPA_MATH:
+            self.add("matmul", first)
+            self.add("softmax", {"float32" if dtype in HALF_TYPES else dtype for dtype in first})
+        elif name in FUSED_ATTENTION or name == SDPA_MATH:
             self.add("matmul", first)
             self.add("softmax", first)
         elif name in NORMS:

@@ -15,8 +15,9 @@ from test_backends import make_spec, run_backend
 
 from bench_contract.results import read_task_table
 
-# (benchmark, model): the MLP has matmuls only; the text transformer has layer norm and attention's softmax.
-CASES = {"mlp": ("digits", "mlp"), "transformer": ("nlp", "transformer")}
+# (benchmark, model): the MLP has matmuls only; the text transformer has layer norm and attention's softmax; the
+# language model attention through each framework's fused kernel, and tied output logits.
+CASES = {"mlp": ("digits", "mlp"), "transformer": ("nlp", "transformer"), "gpt": ("nlp", "gpt")}
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +57,15 @@ def test_the_transformers_bf16_steps_compute_alike_in_both(bf16_runs):
     assert jax["normalisation"] == ["float32"] and jax["softmax"] == jax["matmul"] == ["bfloat16"]
     # The stream between the layers: float32 embeddings plus bfloat16 branches, promoted to float32 in both.
     assert jax["residual stream"] == ["float32"]
+
+
+def test_the_language_models_bf16_steps_compute_alike_in_both(bf16_runs):
+    """Issue 33: the same bf16 policy in both, through the fused attention kernels (SDPA; jax.nn.dot_product_attention)
+    and the logits through the tied embedding (autocast's linear; autocast.tied_logits)."""
+    _, frames = bf16_runs
+    jax, torch = census_of(frames, "gpt", "jax"), census_of(frames, "gpt", "torch")
+    assert jax == torch
+    assert jax["normalisation"] == jax["residual stream"] == ["float32"] and jax["matmul"] == ["bfloat16"]
 
 
 def test_the_certificate_catches_a_jax_policy_that_casts_everything(bf16_runs):
