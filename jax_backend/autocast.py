@@ -54,6 +54,11 @@ def policy(compute, norms_in_float32: bool):
 RESIDUAL_SCOPE = "residual_stream"
 
 
+def mixed() -> bool:
+    """Whether the modules are traced under a mixed policy (bf16 or fp16 training)."""
+    return _POLICY.get().compute is not None
+
+
 def residual(stream, branch):
     """stream + branch, a residual connection (a transformer's or a ResNet's), in RESIDUAL_SCOPE; its dtype follows
     the usual promotion, as in PyTorch (a float32 stream plus a bfloat16 branch is float32)."""

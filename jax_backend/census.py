@@ -7,7 +7,8 @@ scopes the steps put around the loss and the optimizer's update, LOSS_SCOPE and 
 - normalisation: the last equation of each forward module scope that computes an rsqrt (layer, group and batch
   norm take rsqrt(variance + epsilon); the modules carry PyTorch's names, "blocks.0.ln_1", not their class's): its
   output's dtype;
-- softmax: exp outside the loss (the models' only exponentials are their attention's softmax): its dtype;
+- softmax: exp outside the loss and outside GELU's derivative (the models' other exponentials are their attention's
+  softmax): its dtype;
 - residual stream: the forward additions of the residual connections (autocast.residual's scope): their output's
   dtype;
 - loss and optimizer update: every floating-point result inside their scopes.
@@ -46,6 +47,18 @@ def equations(jaxpr, prefix: str = ""):
                     yield from equations(inner, stack + "/" if stack else "")
 
 
+# Functions whose exponentials are not a softmax's: exact GELU's derivative, exp(-x^2/2) (PyTorch runs it inside
+# gelu_backward, which its census does not class). Counted as softmax, the ViT's bf16 GELU gave JAX a bfloat16
+# "softmax" beside its attention's float32 one.
+NOT_SOFTMAX = ("gelu",)
+
+
+def traced_in(eqn, functions: tuple[str, ...]) -> bool:
+    """Whether the equation was traced inside a call of one of these Python functions (its traceback's frames)."""
+    traceback = eqn.source_info.traceback
+    return traceback is not None and any(frame.function_name in functions for frame in traceback.frames)
+
+
 def float_dtypes(variables) -> set[str]:
     # jnp's issubdtype: numpy's does not count bfloat16 (an ml_dtypes type) as floating.
     dtypes = {np.dtype(v.aval.dtype) for v in variables if hasattr(v.aval, "dtype")}
@@ -70,7 +83,7 @@ def census(closed_jaxpr) -> dict[str, set[str]]:
             found.setdefault("residual stream", set()).update(float_dtypes(eqn.outvars))
         elif name in MATMULS:
             found.setdefault("matmul", set()).update(float_dtypes(eqn.invars[:1]))
-        elif name == "exp":
+        elif name == "exp" and not traced_in(eqn, NOT_SOFTMAX):
             found.setdefault("softmax", set()).update(float_dtypes(eqn.outvars))
         elif stack in norm_scopes:
             norm_outputs[stack] = float_dtypes(eqn.outvars)

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from bench_contract.models import vision
-from jax_backend import autocast
+from jax_backend import attention, autocast
 
 
 def conv(x, features: int, kernel: int, stride: int = 1, *, name: str, groups: int = 1, bias: bool = False,
@@ -154,6 +154,12 @@ def self_attention(x, heads: int, name: str, keep=None):
     n, s, d = x.shape
     qkv = autocast.dense(3 * d, name=f"{name}.in_proj")(x)
     q, k, v = (t.reshape(n, s, heads, d // heads) for t in jnp.split(qkv, 3, axis=-1))
+    if keep is None and autocast.mixed():
+        # The ViT's mixed-precision training: torchvision's attention then runs SDPA's fused kernel, which computes
+        # the softmax in float32 (jax_backend.attention has its arithmetic). Its inference runs nn.MultiheadAttention's
+        # fast path, whose softmax is in the inputs' dtype (bfloat16 gave its output exactly), as below; in float32
+        # the two are the same arithmetic. The text transformer writes its masked attention out in both frameworks.
+        return autocast.dense(d, name=f"{name}.out_proj")(attention.attention(q, k, v, causal=False).reshape(n, s, d))
     logits = jnp.einsum("nqhd,nkhd->nhqk", q, k) / math.sqrt(d // heads)
     if keep is not None:
         logits = jnp.where(keep[:, None, None, :], logits, jnp.finfo(logits.dtype).min)

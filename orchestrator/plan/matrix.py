@@ -157,7 +157,7 @@ def expand(
     if limit is not None and max(batch_sizes) > limit:
         raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
     engines = check_dp_engines(case, dp_engines, frameworks, models, modes, settings, precisions)
-    layouts = check_parallelisms(case, parallelisms, models, settings)
+    layouts = check_parallelisms(case, parallelisms, models)
     per_mode = [replace(settings, torch_compile=mode == "compiled", parallelism=layout)
                 for mode in modes for layout in layouts]
     private = {size: with_privacy(bench, settings, size) for size in batch_sizes}  # one budget per batch size

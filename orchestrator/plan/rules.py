@@ -105,10 +105,9 @@ def check_dp_engines(case: catalog.UseCase, engines: list[str] | None, framework
     return engines
 
 
-def check_parallelisms(case: catalog.UseCase, parallelisms: list[str] | None, models: list[str],
-                       settings: RunSettings) -> list[str]:
-    """The state layouts to plan (--parallelism): each known, sharded only where both backends implement it, one per
-    paired campaign; default ddp (replicated)."""
+def check_parallelisms(case: catalog.UseCase, parallelisms: list[str] | None, models: list[str]) -> list[str]:
+    """The state layouts to plan (--parallelism): each known, sharded only where both backends implement it; default
+    ddp (replicated). (A paired job runs one process per framework, so it has no layout to choose.)"""
     for name in parallelisms or []:
         if name not in PARALLELISMS:
             raise UsageError(f"unknown parallelism {name!r} in --parallelism; choose from: {', '.join(PARALLELISMS)}")
@@ -116,8 +115,6 @@ def check_parallelisms(case: catalog.UseCase, parallelisms: list[str] | None, mo
         for model in models:
             if refusal := sharding_refusal(case.number, model):
                 raise UsageError(f"--parallelism {SHARDED_PARALLELISM}: {refusal}")
-    if settings.paired and len(parallelisms or []) > 1:
-        raise UsageError("--paired runs each JAX cell with one PyTorch cell; give one --parallelism per paired campaign")
     return list(dict.fromkeys(parallelisms or [DEFAULT_PARALLELISM]))
 
 

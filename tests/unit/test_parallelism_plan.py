@@ -1,0 +1,103 @@
+"""`--parallelism ddp,fsdp` (issue 33): use case 2's state replicated or sharded, each layout a cell in both
+frameworks, JAX replicated compared with DDP and JAX sharded with FSDP2; refused where it means nothing, in one
+sentence, before anything is written; the ids of cells planned without it unchanged."""
+
+import json
+
+import pandas as pd
+import pytest
+from helpers import result_context, run_cli
+
+from bench_contract.results import ResultRows
+from bench_contract.run.runner import base_context
+from bench_contract.spec import JobSpec, SpecError
+from orchestrator.errors import UsageError
+from orchestrator.plan import matrix
+from orchestrator.plan.campaign import job_spec
+from orchestrator.plan.settings import RunSettings
+from orchestrator.results.compare import comparison_frame
+
+
+def settings(**overrides):
+    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
+              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "cpu",
+              "model_variant": "tiny", "nodes": 2} | overrides
+    return RunSettings(**values)
+
+
+def test_each_layout_is_a_cell_in_both_frameworks_and_its_own_pair(tmp_path):
+    cells = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(), parallelisms=["ddp", "fsdp"])
+    assert sorted((c.framework, c.settings.parallelism) for c in cells) == [
+        ("jax", "ddp"), ("jax", "fsdp"), ("torch", "ddp"), ("torch", "fsdp")]
+    keys = {layout: {c.pair_key for c in cells if c.settings.parallelism == layout} for layout in ("ddp", "fsdp")}
+    assert len(keys["ddp"]) == len(keys["fsdp"]) == 1 and keys["ddp"] != keys["fsdp"]
+    assert "-fsdp-" in next(iter(keys["fsdp"])) and "-fsdp-" not in next(iter(keys["ddp"]))
+    specs = {(c.framework, c.settings.parallelism): job_spec(c, "camp", tmp_path, "abc") for c in cells}
+    assert specs["torch", "fsdp"].parallelism == "fsdp" and specs["jax", "ddp"].parallelism == "ddp"
+
+
+def test_cells_planned_without_the_option_keep_their_ids():
+    """The default layout is left out of a cell's hash, so a campaign planned before --parallelism existed is the
+    same campaign; sharded cells hash it in."""
+    without = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings())
+    default = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(), parallelisms=["ddp"])
+    assert [c.cell_id for c in without] == [c.cell_id for c in default]
+    assert "parallelism" not in without[0].settings.hashed and "parallelism" in without[0].settings.as_dict
+    sharded = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(), parallelisms=["fsdp"])
+    assert {c.cell_id for c in sharded}.isdisjoint(c.cell_id for c in without)
+
+
+@pytest.mark.parametrize("use_case, model, kwargs, message", [
+    (2, "gpt", {"parallelisms": ["zero3"]}, "unknown parallelism 'zero3' in --parallelism; choose from: ddp, fsdp"),
+    (2, "transformer", {"parallelisms": ["fsdp"]}, "sharded state is implemented for gpt, not transformer"),
+    (1, "gpt", {"parallelisms": ["fsdp"]}, "sharded state is for data-parallel training (use case 2), not use case 1"),
+])
+def test_layouts_are_refused_where_they_mean_nothing(use_case, model, kwargs, message):
+    run = settings(nodes=2 if use_case == 2 else 1)
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        matrix.expand("nlp", use_case, [], [model], [32], [], run, **kwargs)
+
+
+def test_the_cli_refuses_a_bad_layout_with_nothing_written(tmp_path):
+    proc = run_cli("--benchmark", "nlp", "--models", "transformer", "--use-case", "2", "--parallelism", "fsdp",
+                   "--synthetic", "--dry-run", "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == ("error: --parallelism fsdp: sharded state is implemented for gpt, "
+                                                    "not transformer")
+    assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
+
+
+def contract_spec(framework, **overrides):
+    values = {"campaign": "c", "cell_id": f"{framework}-x", "pair_key": "x", "framework": framework,
+              "benchmark": "nlp", "use_case": 2, "model": "gpt", "batch_size": 32, "precision": "fp32", "nodes": 2,
+              "model_variant": "tiny"} | overrides
+    return JobSpec(**values)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"parallelism": "zero3"}, "parallelism 'zero3' is not one of ddp, fsdp"),
+    ({"parallelism": "fsdp", "use_case": 4}, "not use case 4"),
+    ({"parallelism": "fsdp", "model": "mlp", "benchmark": "digits"}, "implemented for gpt, not mlp"),
+])
+def test_a_hand_written_spec_with_a_layout_it_cannot_run_is_refused(overrides, message):
+    with pytest.raises(SpecError, match=message):
+        contract_spec("torch", **dict(overrides))
+
+
+def write_run(root, framework, throughput, parallelism):
+    spec = contract_spec(framework, cell_id=f"{framework}-{parallelism}", parallelism=parallelism)
+    context = result_context(**base_context(spec), device_kind="cpu", device_model="CPU X", bound_cpus=2,
+                             intra_op_threads=2)
+    rows = ResultRows(context)
+    rows.add("throughput", throughput, "samples/s")
+    rows.write(root / "c" / "rows" / framework / f"{spec.cell_id}.parquet")
+    return pd.DataFrame(rows.rows).assign(**context)
+
+
+def test_the_comparison_pairs_each_layout_with_itself(tmp_path):
+    runs = pd.concat([write_run(tmp_path, "jax", 400, "ddp"), write_run(tmp_path, "torch", 200, "ddp"),
+                      write_run(tmp_path, "jax", 300, "fsdp"), write_run(tmp_path, "torch", 100, "fsdp")],
+                     ignore_index=True)
+    assert {json.loads(s)["parallelism"] for s in runs.settings} == {"ddp", "fsdp"}
+    frame = comparison_frame(runs)
+    assert sorted(frame["speedup"]) == [2.0, 3.0]  # 400/200 replicated, 300/100 sharded: never across layouts
