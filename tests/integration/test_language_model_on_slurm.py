@@ -43,6 +43,7 @@ def test_gpt_replicated_and_sharded_on_two_nodes_take_the_steps_of_one_process(s
     assert set(zip(parallel.framework, parallel.parallelism)) == {(fw, p) for fw in ("jax", "torch")
                                                                   for p in ("ddp", "fsdp")}
     one = {fw: g[g.metric == "train_loss"].sort_values("step")["value"].to_numpy() for fw, g in single.groupby("framework")}
+    np.testing.assert_allclose(one["jax"], one["torch"], rtol=LOSS_RTOL, err_msg="one process, JAX against PyTorch")
     state = {}
     for (framework, layout), rows in parallel.groupby(["framework", "parallelism"]):
         assert list(rows.loc[rows.metric == "world_size", "value"]) == [2.0], (framework, layout)
