@@ -14,8 +14,9 @@ A cell has one line per framework (JAX, then PyTorch): the two side by side in c
 wide. A column whose value is the same on every line (precision, runs) is said once above the table, and the
 use case is a column only in the tables that hold two (data parallel, per-sample).
 
-The tables beside the use cases' are views' own too: strong scaling (scaling) and the largest batch that fits
-(batch_search), each in its module; collect prints them after the verdicts (summary).
+The tables beside the use cases' are views' own too: strong scaling (scaling), the largest batch that fits
+(batch_search) and the language models' in tokens/s (language_models), each in its module; collect prints them
+after the verdicts (summary).
 """
 
 from __future__ import annotations
@@ -280,7 +281,7 @@ def summary_frame(output: Path):
     import pyarrow.dataset as ds
 
     wanted = [*ROW_KEY, "model_variant", "framework", *RUN_COLUMNS, *NODE,
-              *CERTIFIED_COLUMNS, "metric", "value", "unit", "epoch", "step"]
+              *CERTIFIED_COLUMNS, "attention_kernel", "metric", "value", "unit", "epoch", "step"]
     # A dataset merged before a column existed lacks it; the comparison reads it as empty (with_row_key).
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
     return read_merged_rows(output, wanted, summary).to_pandas()
