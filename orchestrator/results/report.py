@@ -17,6 +17,7 @@ from orchestrator.results.baseline import Judged, judge_merged
 from orchestrator.results.compare import comparison_frame
 from orchestrator.results.device_mismatch import device_mismatch_lines
 from orchestrator.results.folders import elsewhere, no_submitted_campaign, submitted_campaigns
+from orchestrator.results.language_models import language_model_tables, with_language_columns
 from orchestrator.results.methods import methods_paragraph
 from orchestrator.results.report_html import write_html
 from orchestrator.results.report_plots import Plot, draw_plots
@@ -43,15 +44,18 @@ def write_report(merged: Path, folder: Path, judged: Judged | None = None, resul
         raise OrchestratorError(f"{merged} holds no rows; run `{command('collect', results_dir=results_dir)}` after "
                                 f"the jobs finish{nothing_submitted(results_dir) if results_dir else ''}")
     folder.mkdir(parents=True, exist_ok=True)
-    frame = use_case_frame(df)  # the comparison with every use case's columns: all of it goes to the CSV
+    # The comparison with every use case's columns and the language models': all of it goes to the CSV.
+    frame = with_language_columns(use_case_frame(df), df)
     report = Report(folder)
     extras = baseline_tables(judged) + extra_tables(df, frame)
     judged_rows = verdicts(frame, df)
     methods = methods_paragraph(df, frame, judged_rows)
-    report.tables = write_tables(frame, view_tables(frame), folder, extras, cross_device_table(frame),
+    tables = view_tables(frame) + language_model_tables(frame)
+    report.tables = write_tables(frame, tables, folder, extras, cross_device_table(frame),
                                  verdict_lines(judged_rows), methods)
     report.plots = draw_plots(df, frame, folder / "plots")
-    report.html = write_html(df, frame, report.plots, folder / "report.html", merged, extras, judged_rows, methods)
+    report.html = write_html(df, frame, tables, report.plots, folder / "report.html", merged, extras, judged_rows,
+                             methods)
     return report
 
 

@@ -15,7 +15,7 @@ from orchestrator.results.compare import FRAMEWORK_TITLES
 from orchestrator.results.report_plots import Plot
 from orchestrator.results.report_tables import Extra
 from orchestrator.results.verdict import Verdict
-from orchestrator.results.views import cross_device_table, view_tables
+from orchestrator.results.views import ViewTable, cross_device_table
 
 PROVENANCE = ["framework_version", "library_versions", "packages_sha256", "python_version", "precision_policy",
               "data_source", "xla_flags", "environment_variables", "device_details", "git_commit"]
@@ -96,15 +96,17 @@ def trace_links(df, results_dir: Path, page_dir: Path) -> list[dict]:
     return links
 
 
-def write_html(df, frame, plots: list[Plot], path: Path, merged: Path, extras: list[Extra],
-               verdicts: list[Verdict] = (), methods: str = "") -> Path:
+def write_html(df, frame, view_tables: list[ViewTable], plots: list[Plot], path: Path, merged: Path,
+               extras: list[Extra], verdicts: list[Verdict] = (), methods: str = "") -> Path:
+    """The page: `view_tables` (the use cases' and the language models', views and language_models), then the
+    extras, the table across device models, the plots, the provenance and the traces."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROJECT_ROOT / "templates")),
                              undefined=jinja2.StrictUndefined, autoescape=True)
     # A use case's table names its cells in its key columns and the framework column.
     tables = [{"title": table.caption, "html": html_table(table.headers, table.rows, left=table.key_columns + 1),
-               "notes": table.notes, "info": table.info} for table in view_tables(frame)]
+               "notes": table.notes, "info": table.info} for table in view_tables]
     tables += [{"title": extra.title, "html": html_table(extra.headers, extra.rows, left=extra.left), "notes": [],
                 "info": []}
                for extra in extras]

@@ -14,8 +14,9 @@ A cell has one line per framework (JAX, then PyTorch): the two side by side in c
 wide. A column whose value is the same on every line (precision, runs) is said once above the table, and the
 use case is a column only in the tables that hold two (data parallel, per-sample).
 
-The tables beside the use cases' are views' own too: strong scaling (scaling) and the largest batch that fits
-(batch_search), each in its module; collect prints them after the verdicts (summary).
+The tables beside the use cases' are views' own too: strong scaling (scaling), the largest batch that fits
+(batch_search) and the language models' in tokens/s (language_models), each in its module; collect prints them
+after the verdicts (summary).
 """
 
 from __future__ import annotations
@@ -280,7 +281,7 @@ def summary_frame(output: Path):
     import pyarrow.dataset as ds
 
     wanted = [*ROW_KEY, "model_variant", "framework", *RUN_COLUMNS, *NODE,
-              *CERTIFIED_COLUMNS, "metric", "value", "unit", "epoch", "step"]
+              *CERTIFIED_COLUMNS, "attention_kernel", "metric", "value", "unit", "epoch", "step"]
     # A dataset merged before a column existed lacks it; the comparison reads it as empty (with_row_key).
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
     return read_merged_rows(output, wanted, summary).to_pandas()
@@ -318,38 +319,67 @@ def view_table(frame, view: View, device: str) -> ViewTable | None:
     if block.empty:
         return None
     block = block.sort_values(["benchmark", "model", "use_case", "batch_size", "precision", "settings"])
-    said_once, keys = [], ["benchmark"] + (["use_case"] if len(view.use_cases) > 1 else []) + ["model", "batch_size"]
-    for column, words in (("precision", "{}"), ("runs_jax_torch", "runs JAX/PyTorch {}")):
+    keys = ["benchmark"] + (["use_case"] if len(view.use_cases) > 1 else []) + ["model", "batch_size"]
+    said_once, varying = said_once_or_keys(block, SAID_ONCE)
+    keys += varying + (["differs_in"] if block["differs_in"].astype(bool).any() else [])
+    headers, rows = cell_lines(block, keys, [KEY_HEADERS[k] for k in keys], view.columns)
+    notes, info = verdict_notes(block)
+    if view.use_cases == PER_SAMPLE_USE_CASES:
+        info += [note for note in (privacy_note(row) for _, row in block.iterrows()) if note]
+    return ViewTable(f"{view.title} on {device}", said_once, headers, rows, notes, info, key_columns=len(keys))
+
+
+# The columns said once above a table where every line has the same value (else a key column), in words.
+SAID_ONCE = {"precision": "{}", "runs_jax_torch": "runs JAX/PyTorch {}"}
+
+
+def said_once_or_keys(block, words: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(the values of `words`' columns that are one value in the whole block, in their words; the other
+    columns, which the table shows as key columns), in `words`' order."""
+    said_once, keys = [], []
+    for column, pattern in words.items():
         if block[column].nunique() == 1:
-            said_once.append(words.format(block[column].iloc[0]))
+            said_once.append(pattern.format(block[column].iloc[0]))
         else:
             keys.append(column)
-    if block["differs_in"].astype(bool).any():
-        keys.append("differs_in")
+    return said_once, keys
+
+
+def cell_lines(block, keys: list[str], key_headers: list[str],
+               columns: tuple[Column, ...]) -> tuple[list[str], list[list[str]]]:
+    """A table's headers and lines: per comparison row of `block`, one line per framework (JAX, then PyTorch),
+    the row's key and its one-per-cell values on its first line only; a `spread` column where a row's spread
+    is too wide."""
     wide = block["spread_too_wide"].astype(bool)
-    headers = [KEY_HEADERS[k] for k in keys] + ["framework"] + [c.header for c in view.columns]
-    headers += ["spread"] if wide.any() else []
+    headers = key_headers + ["framework"] + [c.header for c in columns] + (["spread"] if wide.any() else [])
     rows = []
     for _, row in block.iterrows():
         for k, framework in enumerate(FRAMEWORKS):
-            first = k == 0  # the cell's key and its one-per-cell values go on its first line only
+            first = k == 0
             cells = [key_text(row, c) if first else "" for c in keys] + [FRAMEWORK_TITLES[framework]]
             cells += [c.text(row, f"{framework}_{c.name}") if c.per_framework else c.text(row, c.name) if first
-                      else "" for c in view.columns]
+                      else "" for c in columns]
             cells += ["wide" if first and row["spread_too_wide"] else ""] if wide.any() else []
             rows.append(cells)
-    notes = [f"spread too wide (CV > {CV_THRESHOLD:.0%}), {cell_words(row)}: {row['spread_too_wide']}"
+    return headers, rows
+
+
+def verdict_notes(block, words: Callable[[object], str] | None = None) -> tuple[list[str], list[str]]:
+    """What the table of `block`'s comparison rows says below it: the warnings (spread too wide, not comparable,
+    implausible across batch sizes) and the information (a framework's tuning); each row named by `words`
+    (default cell_words)."""
+    words = words or cell_words
+    wide = block["spread_too_wide"].astype(bool)
+    notes = [f"spread too wide (CV > {CV_THRESHOLD:.0%}), {words(row)}: {row['spread_too_wide']}"
              for _, row in block[wide].iterrows()]
-    notes += [f"not comparable, {cell_words(row)}: {row['comparable']}" for _, row in block.iterrows()
+    notes += [f"not comparable, {words(row)}: {row['comparable']}" for _, row in block.iterrows()
               if not comparable(row)]
     # Each contradiction is between two rows, and said once.
     notes += list(dict.fromkeys(f"implausible, {row['benchmark']} {row['model']}: {note}"
                                 for _, row in block.iterrows() if row.get("implausible")
                                 for note in row["implausible"].split("; ")))
-    info = [f"tuning, {cell_words(row)}: {row['tuning']}" for _, row in block.iterrows() if row["tuning"]]
-    if view.use_cases == PER_SAMPLE_USE_CASES:
-        info += [note for note in (privacy_note(row) for _, row in block.iterrows()) if note]
-    return ViewTable(f"{view.title} on {device}", said_once, headers, rows, notes, info, key_columns=len(keys))
+    info = [f"tuning, {words(row)}: {row['tuning']}" for _, row in block.iterrows() if row["tuning"]]
+    return notes, info
 
 
 def use_case_words(use_case: int) -> str:
