@@ -88,7 +88,10 @@ class Census(TorchDispatchMode):
         self.modules.pop()
 
     def in_residual_block(self) -> bool:
-        return bool(self.modules) and (self.modules[-1].__module__, self.modules[-1].__qualname__) in RESIDUAL_BLOCKS
+        # By the class and its bases: FSDP2's fully_shard swaps a block's class for a subclass made on the fly
+        # (FSDPBlock), which the sharded language model's census would otherwise not know.
+        return bool(self.modules) and any((cls.__module__, cls.__qualname__) in RESIDUAL_BLOCKS
+                                          for cls in self.modules[-1].__mro__)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))

@@ -40,6 +40,8 @@ SETTING_WORDS = {
     "data_source": {"real": "real data", "synthetic": "synthetic"},
     "batch_search": {True: "largest batch", False: "fixed batch"},
     "dp_engine": {"torchfunc": "torch.func", "opacus": "Opacus"},
+    # Use case 2's state layout; a row written before the setting existed ran replicated.
+    "parallelism": {"ddp": "replicated (ddp)", "fsdp": "sharded (fsdp)", None: "replicated (ddp)"},
 }
 # PyTorch's DP-SGD engine, a setting of its rows only: the JAX side (always jax.vmap) is compared with each engine
 # (with_jax_beside_each_engine).
@@ -443,8 +445,9 @@ def format_speedup(row) -> str:
 def format_value(metric: str, value) -> str:
     if value is None or np.isnan(value):
         return "n/a"
-    if metric in BYTES_METRICS:
-        return f"{value / 2**20:,.0f}"
+    if metric in BYTES_METRICS:  # MiB, with three digits below 10 (a tiny model's state is a fraction of one)
+        mib = value / 2**20
+        return f"{mib:,.0f}" if mib >= 10 else f"{mib:.3g}"
     if metric == "throughput":
         return f"{value:,.0f}"
     if metric == "test_accuracy":

@@ -24,7 +24,7 @@ import json
 
 from bench_contract.measure.tokens import TOKEN_METRICS
 from bench_contract.models.language import MODEL_NAME
-from bench_contract.spec import FRAMEWORK_TITLES
+from bench_contract.spec import DEFAULT_PARALLELISM, FRAMEWORK_TITLES
 from orchestrator.results.compare import (
     FRAMEWORKS,
     ROW_KEY,
@@ -53,8 +53,6 @@ TOKENS = TOKEN_METRICS["throughput"]  # token_throughput, tokens/s
 # Per framework, the summary metrics the table reads beside the comparison's (compare.TABLE_METRICS).
 LANGUAGE_METRICS = [TOKENS, "model_flops_utilisation", "state_memory_per_device"]
 PEAK_MEMORY = "peak_device_memory_allocated"  # a comparison metric (compare.TABLE_METRICS), in bytes
-# The data-parallel strategy of a row whose settings name none: rows written before --parallelism ran DDP.
-DEFAULT_PARALLELISM = "ddp"
 TITLE = "Language models in tokens/s"
 STATE_WORDS = ("(state): no peak was measured; the parameters and optimizer state one device holds "
                "(state_memory_per_device)")
@@ -68,7 +66,8 @@ def model_and_variant(label: str) -> tuple[str, str]:
 
 
 def parallelism(settings: str) -> str:
-    """The row's data-parallel strategy (ddp or fsdp), from its measured settings' JSON."""
+    """The row's data-parallel strategy (ddp or fsdp), from its measured settings' JSON; a row written before the
+    setting existed ran the default (ddp)."""
     parsed = json.loads(settings) if settings else {}
     return parsed.get("parallelism") or DEFAULT_PARALLELISM
 
