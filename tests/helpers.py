@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import struct
@@ -232,3 +233,29 @@ def write_graph_file(folder: Path, nodes: int, classes: int = 3, features: int =
     np.savez(folder / "graph.npz", edges=edges.astype(np.int64), features=x.astype(np.float32),
              labels=labels.astype(np.int64), **masks)
     return folder
+
+
+def fake_slurm_site(tmp_path: Path, commands: dict[str, str], profile_text: str = "",
+                    profile_name: str = "p.toml") -> tuple[dict, Path, Path]:
+    """A Slurm site faked at the subprocess boundary, for the unit tests: `commands` (name -> bash body) on PATH beside
+    an sbatch that numbers its jobs 4001, 4002, ... and records each call's arguments, one line per call; empty
+    framework environments (submission checks that their interpreters exist) and a profile naming them, then
+    `profile_text`. SLURM_CONF is left out of the environment, so nothing reaches a real cluster. Returns
+    (environment, the file of sbatch calls, the profile)."""
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch_calls.txt"
+    sbatch = f'echo "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((4000 + n))"\n'
+    for name, body in {"sbatch": sbatch, **commands}.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env_dir = tmp_path / "envs"
+    for framework in ("jax", "torch"):
+        (env_dir / framework / "bin").mkdir(parents=True)
+        (env_dir / framework / "bin" / "activate").write_text("")
+        (env_dir / framework / "bin" / "python").write_text("")
+    profile = tmp_path / profile_name
+    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n{profile_text}")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env.pop("SLURM_CONF", None)
+    return env, calls, profile

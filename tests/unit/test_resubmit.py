@@ -2,7 +2,6 @@
 status names each missing cell with its reason and the end of its log. Slurm is faked at the command line."""
 
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, run_cli, write_result
+from helpers import REPO_ROOT, fake_slurm_site, run_cli, write_result
 
 from bench_contract.run.failure import write_failure
 from orchestrator.run.resubmit import array_expression, blocks
@@ -19,29 +18,13 @@ from orchestrator.run.resubmit import array_expression, blocks
 @pytest.fixture
 def cluster(tmp_path):
     """sbatch numbering its jobs 4001, 4002, ...; sacct and squeue answering from files the test writes."""
-    bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
-    calls = tmp_path / "sbatch_calls.txt"
-    scripts = {
-        "sbatch": f'echo "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((4000 + n))"\n',
+    return fake_slurm_site(tmp_path, {
         "sacct": f'cat "{tmp_path}/sacct.txt" 2>/dev/null; true\n',
         # squeue fails (its words from squeue.fail on stderr, exit 1) while that file is there.
         "squeue": f'[ -f "{tmp_path}/squeue.fail" ] && {{ cat "{tmp_path}/squeue.fail" >&2; exit 1; }}\n'
                   f'cat "{tmp_path}/squeue.txt" 2>/dev/null; true\n',
         "scontrol": 'echo "MaxArraySize            = ${FAKE_MAX_ARRAY_SIZE:-1001}"\n',
-    }
-    for name, body in scripts.items():
-        (bin_dir / name).write_text("#!/bin/bash\n" + body)
-        (bin_dir / name).chmod(0o755)
-    env_dir = tmp_path / "envs"
-    for framework in ("jax", "torch"):
-        (env_dir / framework / "bin").mkdir(parents=True)
-        (env_dir / framework / "bin" / "activate").write_text("")
-        (env_dir / framework / "bin" / "python").write_text("")  # submission checks that the interpreter exists
-    profile = tmp_path / "p.toml"
-    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    return env, calls, profile
+    })
 
 
 COMMAND = ("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32,64")

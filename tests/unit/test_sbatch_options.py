@@ -4,11 +4,10 @@ submitit's parameters and in the partition check, and is checked as the profile 
 command line."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import fake_slurm_site, run_cli
 
 from orchestrator.plan.profile import load_profile
 from orchestrator.run.submit import submitit_parameters
@@ -33,30 +32,11 @@ KEYS = {"--partition": "partition", "--account": "account", "--qos": "qos", "--g
 def cluster(tmp_path):
     """sbatch numbering its jobs 4001, 4002, ... and recording its arguments; sinfo knowing partitions p1 and p2;
     scontrol's MaxArraySize from FAKE_MAX_ARRAY_SIZE; sacct and squeue with empty queues."""
-    bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
-    calls = tmp_path / "sbatch_calls.txt"
-    scripts = {
-        "sbatch": f'echo "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((4000 + n))"\n',
+    return fake_slurm_site(tmp_path, {
         "sinfo": "printf 'p1*\\np2\\n'\n",
         "scontrol": 'echo "MaxArraySize            = ${FAKE_MAX_ARRAY_SIZE:-1001}"\n',
-        "sacct": "true\n",
-        "squeue": "true\n",
-        "sacctmgr": "true\n",
-    }
-    for name, body in scripts.items():
-        (bin_dir / name).write_text("#!/bin/bash\n" + body)
-        (bin_dir / name).chmod(0o755)
-    env_dir = tmp_path / "envs"
-    for framework in ("jax", "torch"):
-        (env_dir / framework / "bin").mkdir(parents=True)
-        (env_dir / framework / "bin" / "activate").write_text("")
-        (env_dir / framework / "bin" / "python").write_text("")  # submission checks that the interpreter exists
-    profile = tmp_path / "site.toml"
-    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n{SITE}")
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    env.pop("SLURM_CONF", None)
-    return env, calls, profile
+        "sacct": "true\n", "squeue": "true\n", "sacctmgr": "true\n",
+    }, SITE, profile_name="site.toml")
 
 
 def plan(tmp_path, env, profile, *args):
