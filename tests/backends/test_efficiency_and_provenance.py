@@ -138,7 +138,8 @@ def test_on_cpu_energy_and_device_memory_are_not_available_with_a_reason(trainin
 # Columns where the empty string is a defined value, not an unknown one.
 EMPTY_IS_A_VALUE = {"pair_order": "the run was not paired", "system": "the campaign named no system (--systems)",
                     "dp_engine": "no DP-SGD outside use cases 3 and 4", "dp_engine_mode": "likewise",
-                    "trial_rule": "a fixed number of trials (not --trials auto)"}
+                    "trial_rule": "a fixed number of trials (not --trials auto)",
+                    "attention_kernel": "a model without fused attention (only the language model has one)"}
 PROVENANCE_JSON = ("device_details", "library_versions", "environment_variables", "framework_options", "node_state")
 
 
