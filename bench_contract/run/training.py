@@ -26,8 +26,8 @@ from bench_contract.measure.host import HostShare
 from bench_contract.measure.node_state import NodeState
 from bench_contract.measure.timing import StepTimer, record_repeat_settings, step_time_statistics
 from bench_contract.measure.tokens import labels_per_sample, record_model_flops, record_token_throughput
-from bench_contract.models import language
 from bench_contract.measure.tracing import Tracer, record_trace
+from bench_contract.models import language
 from bench_contract.results import ResultRows
 from bench_contract.run import census, sampling
 from bench_contract.run.progress import ProgressReporter
@@ -233,7 +233,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     efficiency.record(rows, flops, timer.times_s, spec.batch_size, pipelined_samples)
     if spec.model == language.MODEL_NAME:
         record_model_flops(rows, language.training_flops_per_token(language.GPT[spec.model_variant]),
-                           spec.batch_size * tokens, timer.times_s, efficiency.peak(), efficiency.devices)
+                           spec.batch_size * tokens, timer.times_s, efficiency.measured_peak(), efficiency.devices)
     # A step without a census (a test's fake ops) records none; the certificate says so where the other side has one.
     if hasattr(ops, "precision_census"):
         rows.context["precision_census"] = census.census_text(ops.precision_census(batch))
