@@ -47,7 +47,8 @@ demo: setup
 # run on one worker so that its probes run once, the files in the order tests/conftest.py gives (the long
 # integration files first, the many short unit tests last to even out the workers' ends; not
 # xdist's own order, which puts the files with most tests first); then the tests marked serial, alone. Both
-# halves share one local cluster, taken down at the end if this run brought it up (tests/cluster_run.py). Exit 1
+# halves share one local cluster, taken down at the end if this run brought it up, and one JAX compilation
+# cache, removed at the end (tests/cluster_run.py). Exit 1
 # when either half failed. The whole run's time, setup included, is recorded for `make bench`
 # (bench/suite_budget.py: at most 30 minutes).
 PYTEST_WORKERS ?= 3
@@ -57,7 +58,7 @@ test:
 	$(PY) -m compileall -q -j 0 orchestrator bench_contract jax_backend torch_backend tests >/dev/null || rc=1; \
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" $(PYTEST_ARGS) || rc=1; \
 	$(PY) -m pytest -m serial $(PYTEST_ARGS) || rc=1; \
-	$(PY) tests/cluster_run.py down-if-started || rc=1; \
+	$(PY) tests/cluster_run.py end || rc=1; \
 	$(PY) -m bench.suite_budget record $$start $$rc; \
 	exit $$rc
 

@@ -5,6 +5,11 @@ compile (a jit cache hit records none). Counting them around a timed step shows 
 timed region: a new input shape or dtype, or a function re-traced because a static argument changed. The
 event name is `jax._src.dispatch.BACKEND_COMPILE_EVENT`; it is spelled out here so that a rename in a later
 JAX shows up as a failing test rather than as a silent zero.
+
+With JAX's persistent compilation cache on (JAX_COMPILATION_CACHE_DIR; the test suite runs with one), a program
+found on disk is loaded instead of compiled: still a recompilation of the timed step (the jit cache missed, and
+the step waited for the load). JAX 0.10 times the load under the same event (`compile_or_get_cached` inside
+it), so it is counted; tests/backends/test_measurement.py fails if a later JAX stops doing so.
 """
 
 from __future__ import annotations

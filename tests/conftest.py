@@ -46,6 +46,7 @@ def pytest_configure(config):
     # The controller (or a lone pytest) names the run before any worker starts, so that all share one cluster.
     if not is_xdist_worker(config):
         config.stash[OWNS_RUN] = cluster_run.name_this_run()
+        cluster_run.share_compilations()
 
 
 # The order in which pytest-xdist hands out files (the Makefile turns xdist's own order off): the integration tests
@@ -65,7 +66,7 @@ def pytest_collection_modifyitems(items):
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if not is_xdist_worker(config) and config.stash.get(OWNS_RUN, False):
-        error = cluster_run.take_down_if_started()
+        error = cluster_run.end()
         if error:
             sys.stderr.write(error + "\n")
             session.exitstatus = 1

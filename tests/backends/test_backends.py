@@ -20,10 +20,12 @@ from bench_contract.spec import INFERENCE_USE_CASE, JobSpec
 FRAMEWORKS = ("jax", "torch")
 
 
-def run_backend(framework: str, spec: JobSpec, tmp_path: Path) -> subprocess.CompletedProcess:
+def run_backend(framework: str, spec: JobSpec, tmp_path: Path,
+                env: dict | None = None) -> subprocess.CompletedProcess:
+    """The backend's run of `spec` in its own environment; `env` adds to this process's environment."""
     path = tmp_path / f"{framework}.json"
     path.write_text(spec.to_json())
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
     return subprocess.run([str(env_python(framework)), "-m", f"{framework}_backend.run", str(path)],
                           capture_output=True, text=True, timeout=600, env=env)
 
@@ -41,11 +43,14 @@ def make_spec(framework: str, tmp_path: Path, **overrides) -> JobSpec:
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
-    """One short digits run per framework from the same initial weights file."""
+    """One short digits run per framework from the same initial weights file. JAX compiles its step from source, as
+    in a user's first run: the suite's persistent compilation cache (tests/cluster_run.py) is off, so that the
+    compile time apart from the steps is a real compilation's."""
     tmp_path = tmp_path_factory.mktemp("both")
     frames = {}
     for framework in FRAMEWORKS:
-        proc = run_backend(framework, make_spec(framework, tmp_path, warmup_steps=0), tmp_path)
+        proc = run_backend(framework, make_spec(framework, tmp_path, warmup_steps=0), tmp_path,
+                           env={"JAX_ENABLE_COMPILATION_CACHE": "false"})
         assert proc.returncode == 0, proc.stderr
         frames[framework] = read_task_table(tmp_path / f"{framework}.parquet").to_pandas()
     return frames

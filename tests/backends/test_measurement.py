@@ -12,10 +12,10 @@ from bench_contract.results import read_task_table
 from bench_contract.spec import JobSpec
 
 
-def probe(framework: str, *args: str) -> dict:
+def probe(framework: str, *args: str, env: dict | None = None) -> dict:
     proc = subprocess.run([str(env_python(framework)), str(REPO_ROOT / "tests" / "backends" / "measurement_probe.py"),
                            *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})})
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -36,6 +36,17 @@ def test_a_recompilation_inside_the_timed_region_is_counted(framework):
     assert counts["same_shape"] == 0
     # Shape 16 compiles in the warm-up step (not counted); shape 32 compiles inside a timed step.
     assert counts["changed_shape"] == 1
+
+
+def test_a_recompilation_served_from_jaxs_persistent_cache_is_counted(tmp_path):
+    """With JAX's persistent compilation cache on (the suite itself runs with one), a second process finds the
+    changed shape's program on disk and loads it instead of compiling it: no backend-compile event, but a
+    recompilation of the timed step all the same."""
+    cache = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+             "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    first = probe("jax", "recompile", "jax", env=cache)
+    assert any((tmp_path / "cache").iterdir())  # the first process wrote its programs
+    assert probe("jax", "recompile", "jax", env=cache) == first == {"same_shape": 0, "changed_shape": 1}
 
 
 @pytest.mark.parametrize("framework", ["jax", "torch"])
