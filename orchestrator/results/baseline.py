@@ -6,7 +6,9 @@ of runs, and the versions the runs used (framework, libraries, CUDA, driver, XLA
 `<results-dir>/baselines/NAME.json`, small enough to keep in git or copy between clusters.
 
 A cell is judged by the 95% bootstrap interval of its change (campaign median over baseline median, minus one;
-the runs of both sides resampled, which needs the baseline's run values, kept in each entry): a regression only
+the runs of both sides resampled, which needs the baseline's run values and their nodes, kept in each entry; runs
+on several nodes are resampled over their nodes first, as the speed-up's interval is: orchestrator.results.intervals,
+so that ten runs on one node and one on another are not eleven independent runs): a regression only
 where the whole interval lies below minus the tolerance, an improvement where it lies above the tolerance, within
 tolerance where it lies inside both, and inconclusive where it straddles either edge, or where a side has a single
 run, so no interval, and its change passes the tolerance (issue 31: a noisy unchanged pair is never flagged). A
@@ -26,8 +28,9 @@ import numpy as np
 from bench_contract.atomic import publish
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.results.certificate import CERTIFIED_COLUMNS, side_reasons, unknown_device
-from orchestrator.results.compare import CELL_RUN, ROW_KEY, RUN_COLUMNS, differing_settings, run_values, with_row_key
-from orchestrator.results.intervals import BOOTSTRAP_SAMPLES
+from orchestrator.results.compare import (CELL_RUN, NODE, ROW_KEY, RUN_COLUMNS, differing_settings, run_values,
+                                          with_row_key)
+from orchestrator.results.intervals import BOOTSTRAP_SAMPLES, medians, one_node, picks
 from orchestrator.results.store import read_merged_rows
 from orchestrator.suggest import command
 
@@ -99,7 +102,8 @@ def summarize(df) -> list[dict]:
     key_columns = [*ROW_KEY, "framework"]
     entries = []
     for key, runs in throughput.groupby(level=list(range(len(key_columns))), dropna=False):
-        values = runs.dropna().to_numpy(dtype=float)
+        runs = runs.dropna().sort_values()
+        values, nodes = runs.to_numpy(dtype=float), [str(n) for n in runs.index.get_level_values("node")]
         if not len(values):
             continue
         key = dict(zip(key_columns, (plain(k) for k in key)))
@@ -108,7 +112,7 @@ def summarize(df) -> list[dict]:
         runs = rows.drop_duplicates([c for c in CELL_RUN if c in rows])
         reasons = unknown_device(str(key["device_model"])) + side_reasons(rows, runs, key["framework"])
         entries.append({"key": key, "median": float(np.median(values)), "interval": interval, "runs": len(values),
-                        "values": sorted(float(v) for v in values),
+                        "values": [float(v) for v in values], "nodes": nodes,  # each run's value and node
                         "campaigns": sorted(set(rows["campaign"].dropna().astype(str))),
                         "versions": versions_of(rows.drop_duplicates("cell_id" if "cell_id" in rows else None)),
                         "not_comparable": "; ".join(reasons)})
@@ -130,7 +134,7 @@ def read_rows(merged: Path, campaigns: tuple[str, ...] = ()):
 
     if not merged.exists():
         raise UsageError(f"{merged} does not exist: run `{command('collect')}` first")
-    wanted = [*ROW_KEY, "model_variant", "framework", *RUN_COLUMNS, "metric",
+    wanted = [*ROW_KEY, "model_variant", "framework", *RUN_COLUMNS, *NODE, "metric",
               "value", "epoch", "step", *dict.fromkeys([*VERSION_COLUMNS, *CERTIFIED_COLUMNS])]
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
     df = read_merged_rows(merged, wanted, summary).to_pandas()
@@ -186,7 +190,8 @@ def judge(baseline: dict, current: list[dict], tolerance: float) -> list[Verdict
                                     None, "new", []))
             continue
         change = new["median"] / old["median"] - 1.0
-        interval = change_interval(old.get("values", []), new.get("values", []))
+        interval = change_interval(old.get("values", []), new.get("values", []),
+                                   before_nodes=old.get("nodes"), after_nodes=new.get("nodes"))
         flag = flag_of(change, interval, tolerance)
         changed = changed_versions(old["versions"], new["versions"]) if flag in ("regression", "improvement") else []
         verdicts.append(Verdict(dict(key), old, new["median"], tuple_or_none(new["interval"]), new["runs"], change,
@@ -194,14 +199,18 @@ def judge(baseline: dict, current: list[dict], tolerance: float) -> list[Verdict
     return verdicts
 
 
-def change_interval(before: list[float], after: list[float], seed: int = 0) -> tuple[float, float] | None:
+def change_interval(before: list[float], after: list[float], seed: int = 0, before_nodes: list[str] | None = None,
+                    after_nodes: list[str] | None = None) -> tuple[float, float] | None:
     """95% percentile bootstrap interval of median(after) / median(before) - 1, each side's runs resampled on its
-    own; None where a side has fewer than two runs (a baseline saved before it kept its runs' values has none)."""
+    own, over their nodes first where they ran on several (a side without nodes, as a baseline saved before they
+    were kept, is one node); None where a side has fewer than two runs (a baseline saved before it kept its runs'
+    values has none)."""
     if len(before) < 2 or len(after) < 2:
         return None
     rng = np.random.default_rng(seed)
-    old = np.median(rng.choice(np.asarray(before), size=(BOOTSTRAP_SAMPLES, len(before))), axis=1)
-    new = np.median(rng.choice(np.asarray(after), size=(BOOTSTRAP_SAMPLES, len(after))), axis=1)
+    old, new = (medians(np.asarray(values, dtype=float),
+                        picks(np.asarray(nodes) if nodes else one_node(len(values)), rng))
+                for values, nodes in ((before, before_nodes), (after, after_nodes)))
     low, high = np.percentile(new / old - 1.0, [2.5, 97.5])
     return float(low), float(high)
 

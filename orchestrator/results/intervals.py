@@ -42,6 +42,13 @@ def means(values: np.ndarray, drawn) -> np.ndarray:
     return np.array([values[d].mean() for d in drawn])
 
 
+def medians(values: np.ndarray, drawn) -> np.ndarray:
+    """The median of `values` over each draw of picks."""
+    if isinstance(drawn, np.ndarray):
+        return np.median(values[drawn], axis=1)
+    return np.array([np.median(values[d]) for d in drawn])
+
+
 def one_node(count: int) -> np.ndarray:
     return np.zeros(count, dtype=int)
 

@@ -18,8 +18,9 @@ THROUGHPUTS = {"jax": (1000.0, 1010.0, 990.0), "torch": (800.0, 805.0, 795.0)}
 
 
 def campaign(root: Path, name: str, slower: float = 1.0, versions: dict | None = None,
-             throughputs: dict = THROUGHPUTS, recompilations: int = 0) -> None:
-    """Three trials per framework of one cell, as the backends write them; `slower` stretches every step."""
+             throughputs: dict = THROUGHPUTS, recompilations: int = 0, nodes: tuple[str, ...] = ("n1",)) -> None:
+    """Three trials per framework of one cell, as the backends write them; `slower` stretches every step; trial t
+    ran on nodes[t % len(nodes)]."""
     from bench_contract.results import ResultRows
 
     for framework, values in throughputs.items():
@@ -27,6 +28,7 @@ def campaign(root: Path, name: str, slower: float = 1.0, versions: dict | None =
             ctx = result_context(framework=framework, benchmark="digits", use_case=1, model="mlp", batch_size=32,
                                  precision="fp32", device_kind="cpu", device_model="CPU X", campaign=name,
                                  cell_id=f"{framework}-32-t{trial}", trial=trial,
+                                 slurm_nodelist=nodes[trial % len(nodes)],
                                  framework_version=(versions or {}).get(framework, "1.0"),
                                  library_versions=json.dumps({"numpy": "2.4.6"}), xla_flags="not set")
             rows = ResultRows(ctx)
@@ -108,6 +110,28 @@ def test_a_noisy_unchanged_pair_is_not_flagged_and_a_real_ten_percent_slowdown_i
             false_flags += flag == "regression" and not expected
             missed += flag != "regression" and expected
     assert false_flags == 0 and missed <= 1, (false_flags, missed)
+
+
+def test_runs_on_one_odd_node_are_one_nodes_worth_of_evidence():
+    """Issue 31: the change's interval resamples nodes first, as the speed-up's does. Seven unchanged runs on one
+    node and one 20% slower on another: as eight independent runs the median barely moves (within tolerance); as
+    two nodes, one of them 20% slower, the runs cannot say whether the cluster got slower (inconclusive)."""
+    rng = np.random.default_rng(0)
+    base = list(1000 * (1 + 0.005 * rng.standard_normal(8)))
+    runs = [*(1000 * (1 + 0.005 * rng.standard_normal(7))), 800.0]
+    change = np.median(runs) / np.median(base) - 1
+    assert baseline.flag_of(change, baseline.change_interval(base, runs), 0.05) == "within tolerance"
+    by_node = baseline.change_interval(base, runs, before_nodes=["a"] * 4 + ["b"] * 4,
+                                       after_nodes=["a"] * 7 + ["b"])
+    assert by_node[0] < -0.15 and baseline.flag_of(change, by_node, 0.05) == "inconclusive"
+
+
+def test_a_baseline_keeps_each_runs_node_beside_its_value(tmp_path):
+    campaign(tmp_path, "base", nodes=("n1", "n2"), throughputs={"jax": (1000.0, 900.0, 1010.0)})
+    merge(tmp_path, tmp_path / "merged.parquet")
+    baseline.save(tmp_path, tmp_path / "merged.parquet", "b")
+    (entry,) = baseline.load(tmp_path, "b")["entries"]
+    assert dict(zip(entry["values"], entry["nodes"])) == {900.0: "n2", 1000.0: "n1", 1010.0: "n1"}
 
 
 def test_cells_only_on_one_side_are_named(results):
