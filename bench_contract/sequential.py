@@ -15,11 +15,14 @@ the mean of N trials is normal about the truth with variance sigma^2 / N, and sq
 Student's t. A purely sequential rule (stop at the first n whose t-interval is narrow enough) does not keep its
 coverage: simulated, it covered 90% at a stated 95% (tests/unit/test_sequential_trials.py compares the two).
 Where the budget caps N, the interval is the same formula at the N that ran, wider than the target, and the
-comparison says so.
+comparison says so. The budget is `--max-trials`, and the job's time limit: the trials that can end before it,
+at the first stage's pace, one trial's time kept in reserve (trials_in_time), so that a pair never loses its last
+trial to the limit. N still depends on the first stage only (its variance and its pace), so the coverage holds.
 
-The job runs `python -m bench_contract.sequential JAX_SPECS TORCH_SPECS PAIR` after its first stage: it prints N
-and marks the trials it will not run as not needed (not_needed_path), so that status and collect do not count
-them as missing. The orchestrator computes the interval from the rows with the same functions (stein_interval).
+The job runs `python -m bench_contract.sequential JAX_SPECS TORCH_SPECS PAIR [FIRST_STAGE_S SECONDS_LEFT]` after
+its first stage: it prints N and marks the trials it will not run as not needed (not_needed_path), so that status
+and collect do not count them as missing. The orchestrator computes the interval from the rows with the same
+functions (stein_interval).
 """
 
 from __future__ import annotations
@@ -73,6 +76,14 @@ def trials_needed(first_log_ratios: list[float], target: float, most: int) -> in
     return max(len(first_log_ratios), min(most, wanted))
 
 
+def trials_in_time(first_stage_s: float, seconds_left: float) -> int:
+    """The trials a pair can run in all when its first FIRST_STAGE took `first_stage_s` and `seconds_left` remain
+    before the job's time limit: as many more as fit at the first stage's mean pace, less one kept in reserve (a
+    trial may run slower than the mean); never fewer than the first stage, which has run."""
+    pace = max(first_stage_s, 1e-9) / FIRST_STAGE
+    return FIRST_STAGE + max(0, math.floor(seconds_left / pace) - 1)
+
+
 def stein_interval(log_ratios: list[float], first_stage: int = FIRST_STAGE) -> tuple[float, float, float]:
     """(speed-up, low, high) after len(log_ratios) trials whose first `first_stage` decided their number."""
     if first_stage != FIRST_STAGE or len(log_ratios) < first_stage:
@@ -117,9 +128,11 @@ def run_throughput(results_path: str) -> float:
     return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
-def decide(jax_specs: str, torch_specs: str, pair: int) -> tuple[int, str]:
-    """(trials the pair needs, why), from the specs files of a paired job whose pair `pair` ran its first stage;
-    marks the trials it will not run, and unmarks the others (a rerun may need more than the run before)."""
+def decide(jax_specs: str, torch_specs: str, pair: int,
+           time_left: tuple[float, float] | None = None) -> tuple[int, str]:
+    """(trials the pair needs, why), from the specs files of a paired job whose pair `pair` ran its first stage,
+    and, where the job has a time limit, (the first stage's seconds, the seconds left before the limit); marks the
+    trials it will not run, and unmarks the others (a rerun may need more than the run before)."""
     # Each file read once (JobSpec.read scans a file from its start for every line asked for).
     jax, torch = (Path(path).read_text().splitlines() for path in (jax_specs, torch_specs))
     most = JobSpec.from_json(jax[0]).trials  # every line of a campaign's specs file has the same trials
@@ -135,6 +148,10 @@ def decide(jax_specs: str, torch_specs: str, pair: int) -> tuple[int, str]:
         needed = trials_needed(ratios, target, most)
         why = (f"Stein's rule: the first {FIRST_STAGE} trials' log speed-ups have a standard deviation of "
                f"{stdev(ratios):.4f}: {needed} trials in all for an interval within {target:.0%} (at most {most})")
+    if time_left is not None and (fits := trials_in_time(*time_left)) < needed:
+        needed = fits
+        why += (f"; the job's time limit holds {fits}: the first stage took {time_left[0]:.0f} s, "
+                f"{time_left[1]:.0f} s are left (one trial kept in reserve)")
     for trial, pair_lines in enumerate(lines):
         for spec in pair_lines:
             mark = not_needed_path(spec.results_path)
@@ -146,11 +163,14 @@ def decide(jax_specs: str, torch_specs: str, pair: int) -> tuple[int, str]:
 
 
 def main(argv: list[str]) -> int:
-    """python -m bench_contract.sequential JAX_SPECS TORCH_SPECS PAIR: prints the trials pair PAIR needs."""
-    if len(argv) != 3:
-        print("usage: python -m bench_contract.sequential JAX_SPECS TORCH_SPECS PAIR", file=sys.stderr)
+    """python -m bench_contract.sequential JAX_SPECS TORCH_SPECS PAIR [FIRST_STAGE_S SECONDS_LEFT]: prints the
+    trials pair PAIR needs (within the job's time limit, where the seconds are given)."""
+    if len(argv) not in (3, 5):
+        print("usage: python -m bench_contract.sequential JAX_SPECS TORCH_SPECS PAIR [FIRST_STAGE_S SECONDS_LEFT]",
+              file=sys.stderr)
         return 2
-    needed, why = decide(argv[0], argv[1], int(argv[2]))
+    time_left = (float(argv[3]), float(argv[4])) if len(argv) == 5 else None
+    needed, why = decide(argv[0], argv[1], int(argv[2]), time_left)
     print(why, file=sys.stderr)
     print(needed)
     return 0

@@ -113,6 +113,19 @@ class System:
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 
+def slurm_seconds(time_limit: str) -> int:
+    """Seconds in a Slurm time limit (TIME_LIMIT): M, M:S, H:M:S, D-H, D-H:M or D-H:M:S."""
+    days, dash, clock = time_limit.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if dash:  # after "D-" the fields are hours, then minutes, then seconds
+        h, m, s = (parts + [0, 0])[:3]
+    elif len(parts) == 3:
+        h, m, s = parts
+    else:  # without days: minutes, then seconds
+        h, m, s = 0, parts[0], (parts[1] if len(parts) > 1 else 0)
+    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + s
+
+
 def whole_number(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

@@ -16,7 +16,7 @@ from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.matrix import Cell
-from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.profile import ClusterProfile, slurm_seconds
 
 TEMPLATE_DIR = PROJECT_ROOT / "templates"
 
@@ -358,5 +358,7 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         runs=runs,
         first_stage=FIRST_STAGE if first.settings.target_interval else 0,
         target_percent=f"{first.settings.target_interval * 100:g}%",
+        time_limit=profile.time_limit or "",
+        time_limit_s=slurm_seconds(profile.time_limit) if profile.time_limit else 0,
     )
     return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials, system)

@@ -9,6 +9,7 @@ once per script (one array job per framework), never once per cell. The cluster'
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan.campaign import CALLING_SBATCH
-from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.profile import ClusterProfile, slurm_seconds
 from orchestrator.run.progress import run_streaming
 
 
@@ -341,16 +342,8 @@ def run_local(framework: str, script: Path, n_tasks: int, log_dir: Path, job_nam
 # --- submitit ---------------------------------------------------------------------------------------
 
 def slurm_minutes(time_limit: str) -> int:
-    """Minutes in a Slurm time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (rounded up)."""
-    days, dash, clock = time_limit.rpartition("-")
-    parts = [int(p) for p in clock.split(":")]
-    if dash:  # after "D-" the fields are hours, then minutes, then seconds
-        h, m, s = (parts + [0, 0])[:3]
-    elif len(parts) == 3:
-        h, m, s = parts
-    else:  # without days: minutes, then seconds
-        h, m, s = 0, parts[0], (parts[1] if len(parts) > 1 else 0)
-    return max(1, (int(days or 0) * 24 + h) * 60 + m + (1 if s else 0))
+    """Minutes in a Slurm time limit (profile.slurm_seconds), rounded up."""
+    return max(1, math.ceil(slurm_seconds(time_limit) / 60))
 
 
 def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) -> dict:

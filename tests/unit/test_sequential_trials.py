@@ -20,6 +20,7 @@ from bench_contract.sequential import (
     not_needed_path,
     parse_rule,
     stein_interval,
+    trials_in_time,
     trials_needed,
 )
 
@@ -129,13 +130,28 @@ def test_the_rule_reads_the_first_stage_says_how_many_trials_and_marks_the_rest(
     assert not any(not_needed_path(s.results_path).exists() for s in lines["jax"][:most])
 
 
+def test_the_job_s_time_limit_caps_the_trials_at_the_first_stage_s_pace(tmp_path):
+    """Issue 31's time budget: 5 trials in 100 s (20 s each) with 95 s left hold 4 more, less one in reserve; the
+    rule's own count stands where the time holds it, and the first stage is never undone."""
+    assert trials_in_time(100, 95) == FIRST_STAGE + 3
+    assert trials_in_time(100, 10) == trials_in_time(100, -5) == FIRST_STAGE
+    files, lines = specs_of(tmp_path, "--target-interval", "10%", "--max-trials", "9")
+    for trial, noise in enumerate([0.09, -0.07, 0.11, -0.02, -0.08]):  # Stein's rule alone: 7 trials
+        write_run(lines["jax"][trial], 2000.0 * math.exp(noise))
+        write_run(lines["torch"][trial], 2000.0)
+    assert decide(str(files["jax"]), str(files["torch"]), 0, (100, 1000))[0] == 7
+    needed, why = decide(str(files["jax"]), str(files["torch"]), 0, (100, 45))
+    assert needed == 6 and "time limit holds 6" in why
+    assert [t for t in range(9) if not_needed_path(lines["jax"][t].results_path).exists()] == [6, 7, 8]
+
+
 def rule_env(env_dir, framework, log, answer: int) -> None:
     """A fake environment whose python logs each backend run's line, and answers the rule with `answer`."""
     bin_dir = env_dir / framework / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
     python = bin_dir / "python"
-    python.write_text(f'#!/bin/bash\nif [ "$2" = bench_contract.sequential ]; then echo "rule $5" >> "{log}"; '
+    python.write_text(f'#!/bin/bash\nif [ "$2" = bench_contract.sequential ]; then echo "rule $5 $6 $7" >> "{log}"; '
                       f'echo {answer}; exit 0; fi\necho "{framework} $4" >> "{log}"\n')
     python.chmod(0o755)
 
@@ -154,8 +170,13 @@ def test_the_paired_job_asks_the_rule_after_the_first_stage_and_runs_as_many_tri
     assert run.returncode == 0, run.stderr
     lines = [pair * 8 + t for t in range(6)]  # the pair's lines in the specs files: 8 planned per pair
     expected = [f"{fw} {line}" for line in lines[:FIRST_STAGE] for fw in ("jax", "torch")]
-    expected += [f"rule {pair}", f"jax {lines[5]}", f"torch {lines[5]}"]
-    assert log.read_text().splitlines() == expected
+    logged = log.read_text().splitlines()
+    rule = logged[2 * FIRST_STAGE].split()
+    # The pair, then the first stage's seconds and the seconds left of the profile's 00:30:00 (bash's SECONDS:
+    # whole seconds since the script started, a few here).
+    assert rule[:2] == ["rule", str(pair)] and 0 <= int(rule[2]) <= 1800 - int(rule[3]) and int(rule[3]) <= 1800
+    expected += [" ".join(rule), f"jax {lines[5]}", f"torch {lines[5]}"]
+    assert logged == expected
 
 
 def test_trials_the_rule_left_out_are_not_needed_not_missing(tmp_path):
