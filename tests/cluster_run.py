@@ -47,16 +47,21 @@ def compilation_cache() -> Path:
     return STATE_DIR / f"{_run_name()}.jax-compilation-cache"
 
 
+def compilation_cache_settings(cache: Path) -> dict[str, str]:
+    """JAX's variables for a persistent compilation cache in `cache` that keeps every program (a minimum compile
+    time would make what is cached depend on the machine's load)."""
+    return {"JAX_COMPILATION_CACHE_DIR": str(cache), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+
+
 def share_compilations() -> None:
     """Point every JAX process of this run (backend tests' subprocesses and the cluster's tasks, which inherit
     the environment through sbatch) at one persistent compilation cache, unless the caller chose one. The suite
     compiles the same tiny programs in many processes: a cifar10 resnet18_gn DP-SGD cell took 35.0 s with a cold
-    cache and 21.2 s with a warm one here. Every program is cached (a minimum compile time would make what is
-    cached depend on the machine's load). A program loaded from the cache still counts as a compilation
+    cache and 21.2 s with a warm one here. A program loaded from the cache still counts as a compilation
     (jax_backend/compiles.py); the test of compile time apart from the steps turns the cache off."""
-    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(compilation_cache()))
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    for name, value in compilation_cache_settings(compilation_cache()).items():
+        os.environ.setdefault(name, value)
 
 
 @contextmanager

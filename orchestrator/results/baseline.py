@@ -30,7 +30,7 @@ from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.results.certificate import CERTIFIED_COLUMNS, side_reasons, unknown_device
 from orchestrator.results.compare import (CELL_RUN, NODE, ROW_KEY, RUN_COLUMNS, differing_settings, run_values,
                                           with_row_key)
-from orchestrator.results.intervals import BOOTSTRAP_SAMPLES, medians, one_node, picks
+from orchestrator.results.intervals import BOOTSTRAP_SAMPLES, one_node, per_draw, picks
 from orchestrator.results.store import read_merged_rows
 from orchestrator.suggest import command
 
@@ -208,8 +208,8 @@ def change_interval(before: list[float], after: list[float], seed: int = 0, befo
     if len(before) < 2 or len(after) < 2:
         return None
     rng = np.random.default_rng(seed)
-    old, new = (medians(np.asarray(values, dtype=float),
-                        picks(np.asarray(nodes) if nodes else one_node(len(values)), rng))
+    old, new = (per_draw(np.median, np.asarray(values, dtype=float),
+                         picks(np.asarray(nodes) if nodes else one_node(len(values)), rng))
                 for values, nodes in ((before, before_nodes), (after, after_nodes)))
     low, high = np.percentile(new / old - 1.0, [2.5, 97.5])
     return float(low), float(high)

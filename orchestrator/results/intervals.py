@@ -35,18 +35,11 @@ def picks(nodes: np.ndarray, rng, samples: int = BOOTSTRAP_SAMPLES) -> np.ndarra
     return drawn
 
 
-def means(values: np.ndarray, drawn) -> np.ndarray:
-    """The mean of `values` over each draw of picks."""
+def per_draw(statistic, values: np.ndarray, drawn) -> np.ndarray:
+    """statistic (np.mean, np.median) of `values` over each draw of picks."""
     if isinstance(drawn, np.ndarray):
-        return values[drawn].mean(axis=1)
-    return np.array([values[d].mean() for d in drawn])
-
-
-def medians(values: np.ndarray, drawn) -> np.ndarray:
-    """The median of `values` over each draw of picks."""
-    if isinstance(drawn, np.ndarray):
-        return np.median(values[drawn], axis=1)
-    return np.array([np.median(values[d]) for d in drawn])
+        return statistic(values[drawn], axis=1)
+    return np.array([statistic(values[d]) for d in drawn])
 
 
 def one_node(count: int) -> np.ndarray:
@@ -63,7 +56,8 @@ def bootstrap_ratio_ci(numerator: np.ndarray, denominator: np.ndarray, seed: int
     rng = np.random.default_rng(seed)
     num_nodes = one_node(len(numerator)) if numerator_nodes is None else np.asarray(numerator_nodes)
     den_nodes = one_node(len(denominator)) if denominator_nodes is None else np.asarray(denominator_nodes)
-    ratio = means(numerator, picks(num_nodes, rng)) / means(denominator, picks(den_nodes, rng))
+    num_means = per_draw(np.mean, numerator, picks(num_nodes, rng))  # drawn first, as before: same seed, same draws
+    ratio = num_means / per_draw(np.mean, denominator, picks(den_nodes, rng))
     low, high = np.percentile(ratio, [2.5, 97.5])
     return float(low), float(high)
 
@@ -77,7 +71,8 @@ def paired_bootstrap_ratio_ci(numerator: np.ndarray, denominator: np.ndarray, se
         return None
     rng = np.random.default_rng(seed)
     drawn = picks(one_node(len(numerator)) if nodes is None else np.asarray(nodes), rng)
-    low, high = np.percentile(means(numerator, drawn) / means(denominator, drawn), [2.5, 97.5])
+    low, high = np.percentile(per_draw(np.mean, numerator, drawn) / per_draw(np.mean, denominator, drawn),
+                              [2.5, 97.5])
     return float(low), float(high)
 
 

@@ -6,6 +6,7 @@ import os
 import subprocess
 
 import pytest
+from cluster_run import compilation_cache_settings
 from helpers import REPO_ROOT, env_python, metric
 
 from bench_contract.results import read_task_table
@@ -42,8 +43,7 @@ def test_a_recompilation_served_from_jaxs_persistent_cache_is_counted(tmp_path):
     """With JAX's persistent compilation cache on (the suite itself runs with one), a second process finds the
     changed shape's program on disk and loads it instead of compiling it: no backend-compile event, but a
     recompilation of the timed step all the same."""
-    cache = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-             "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    cache = compilation_cache_settings(tmp_path / "cache")
     first = probe("jax", "recompile", "jax", env=cache)
     assert any((tmp_path / "cache").iterdir())  # the first process wrote its programs
     assert probe("jax", "recompile", "jax", env=cache) == first == {"same_shape": 0, "changed_shape": 1}
