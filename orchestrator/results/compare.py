@@ -33,6 +33,7 @@ KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
 # out of the key ("" in with_row_key): the device computes, not the host's threads.
 CPU_SETTINGS = ("bound_cpus", "intra_op_threads")
 ROW_KEY = ["device_kind", "device_model", *KEY, "settings", *CPU_SETTINGS]
+TEXT_KEY = ("device_kind", "device_model", "benchmark", "model", "precision", "settings")  # ROW_KEY's words
 # How a differing setting is named in a row, so a reader sees why one cell has several rows.
 SETTING_WORDS = {
     "torch_compile": {True: "torch.compile", False: "eager"},
@@ -225,7 +226,8 @@ def with_variant_label(df):
     """A tiny variant is a different network: its model is named "mlp (tiny)", never merged with the full one."""
     if "model_variant" not in df:
         return df
-    return df.assign(model=[m if v in ("full", "", None) else f"{m} ({v})" for m, v in zip(df["model"], df["model_variant"])])
+    return df.assign(model=[f"{m} ({v})" if isinstance(v, str) and v not in ("full", "") else m
+                            for m, v in zip(df["model"], df["model_variant"])])
 
 
 def with_row_key(df):
@@ -241,6 +243,10 @@ def with_device_key(df):
 
     missing = {c: "" for c in ROW_KEY if c not in df}
     df = df.assign(**missing) if missing else df
+    # A dataset merged from an older campaign's tables and a newer one's has the column, empty (NaN) on the older
+    # rows: read as "", as where no table has it (NaN never equals itself: it would lose the row's speed-up).
+    unrecorded = {c: df[c].fillna("") for c in TEXT_KEY if df[c].isna().any()}
+    df = df.assign(**unrecorded) if unrecorded else df
     on_cpu = df["device_kind"] == "cpu"
     texts = {}
     for column in CPU_SETTINGS:

@@ -139,3 +139,26 @@ def test_a_run_without_an_intensity_stays_without_a_bound():
     assert math.isnan(got.loc[("jax", "compute_bound"), "value"])
     assert got.loc[("jax", "compute_bound"), "note"].startswith("not available: ")
     assert got.loc[("jax", "peak_bandwidth"), "value"] == 8.4e9
+
+
+def test_the_shared_roofline_rows_say_how_each_was_made():
+    """The notes a reader of merged.parquet sees beside the rewritten rows, word for word: where the bandwidth came
+    from, how the ridge was made (or why it could not be), and each run's bound against it, at the ridge itself
+    compute-bound (intensity >= ridge, as bench_contract.measure.roofline decides it)."""
+    import pandas as pd
+
+    from orchestrator.results.compare import SHARED_NOTE, with_shared_roofline
+
+    ridge = 88e9 / 8e9
+    rows = roofline_run("jax", 69e9, 3.5e9, ridge) + roofline_run("torch", 88e9, 8e9, 2.0)
+    got = with_shared_roofline(pd.DataFrame(rows)).set_index(["framework", "metric"])["note"]
+    assert got["jax", "peak_bandwidth"] == SHARED_NOTE.format(metric="peak_bandwidth", precision="") == (
+        "shared by both frameworks: the highest peak_bandwidth any run of either recorded on this device kind and "
+        "model (comparison, orchestrator.results.compare)")
+    assert got["jax", "ridge_point"] == got["torch", "ridge_point"] == "shared peak FLOP/s / shared peak bandwidth"
+    assert got["jax", "compute_bound"] == "compute-bound: intensity 11 FLOP/byte against the shared ridge point of 11"
+    assert got["torch", "compute_bound"] == "memory-bound: intensity 2 FLOP/byte against the shared ridge point of 11"
+    without_peak = [r for r in rows if r["metric"] != "peak_flops"]
+    got = with_shared_roofline(pd.DataFrame(without_peak)).set_index(["framework", "metric"])["note"]
+    assert got["jax", "ridge_point"] == "not available: needs both a peak FLOP/s and a peak bandwidth on this device"
+    assert got["jax", "compute_bound"] == "not available: needs the arithmetic intensity and the ridge point"
