@@ -33,3 +33,20 @@ def test_the_row_says_which_arithmetic_the_probe_saw():
     fp32, tf32 = rows.rows
     assert fp32["metric"] == "float32_matmul_error" and "against float64: float32" in fp32["note"]
     assert "reduced precision (TF32 or lower)" in tf32["note"] and tf32["value"] > fp32["value"]
+
+
+def test_the_probe_row_word_for_word_and_at_its_bound(monkeypatch):
+    """The row's unit and note as readers see them; an error of exactly the bound is still float32 (the bound is
+    the largest error float32 arithmetic may show), and the probe's matrices are the same every run."""
+    from bench_contract.run import precision
+
+    assert float32_matmul_error(lambda a, b: a @ b) == float32_matmul_error(lambda a, b: a @ b)
+    monkeypatch.setattr(precision, "float32_matmul_error", lambda matmul: REDUCED_MATMUL_BOUND)
+    rows = rows_for_test()
+    record_matmul_probe(rows, None)
+    monkeypatch.setattr(precision, "float32_matmul_error", lambda matmul: 2 * REDUCED_MATMUL_BOUND)
+    record_matmul_probe(rows, None)
+    at_bound, above = rows.rows
+    assert at_bound["unit"] == above["unit"] == "relative"
+    assert at_bound["note"].endswith("against float64: float32 (bound 6.1e-05)")
+    assert above["note"].endswith("against float64: reduced precision (TF32 or lower) (bound 6.1e-05)")

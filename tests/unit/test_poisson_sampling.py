@@ -68,6 +68,32 @@ def test_the_padded_size_is_the_smallest_whose_overflow_is_negligible(n, batch):
     assert exact_tail(n, batch, size) <= sampling.OVERFLOW_PROBABILITY < exact_tail(n, batch, size - 1)
 
 
+@pytest.mark.parametrize("n, batch, overflow", [(40, 4, 0.05), (1000, 1, 0.5), (60, 3, 0.9)])
+def test_the_padded_size_at_any_overflow_probability_is_the_smallest_whose_tail_is_below_it(n, batch, overflow):
+    """Also where one example (1000 examples, one expected: P(X > 1) = 0.26 <= 0.5 < P(X > 0) = 0.63) or none
+    (P(X > 0) = 0.87 <= 0.9) would do: at least one example, whatever the probability allows."""
+    size = padded_batch_size(n, batch, overflow_probability=overflow)
+    smallest = next(s for s in range(n + 1) if exact_tail(n, batch, s) <= overflow)
+    assert size == max(smallest, 1)
+
+
+def test_the_tail_of_the_batch_size_is_exact_and_ends_at_zero():
+    tail = sampling.binomial_upper_tail(30, 0.2)
+    assert len(tail) == 31 and tail[-1] == 0.0  # no batch holds more than every example
+    np.testing.assert_allclose(tail, [float(exact_tail(30, 6, k)) for k in range(31)], rtol=1e-12, atol=1e-300)
+
+
+def test_the_compiled_batch_size_is_the_padded_size_of_the_specs_batch_over_its_ranks():
+    two_ranks = spec(use_case=4, nodes=2, batch_size=30)
+    assert sampling.compiled_batch_size(two_ranks, 1000) == padded_batch_size(1000, 30, world_size=2) == (
+        padded_batch_size(1000, 30) + padded_batch_size(1000, 30) % 2)
+
+
+def test_a_batch_larger_than_the_training_set_is_refused_in_one_sentence():
+    with pytest.raises(sampling.DataError, match="^batch size 64 is larger than the 50 training samples$"):
+        sampling.sampling_rate(64, 50)
+
+
 def test_the_padded_size_splits_evenly_over_the_ranks_and_covers_a_full_draw():
     assert padded_batch_size(1000, 100, world_size=4) % 4 == 0
     assert padded_batch_size(1000, 100, world_size=4) >= padded_batch_size(1000, 100)
@@ -85,6 +111,7 @@ def test_a_padded_batch_masks_its_padding_and_splits_evenly_over_ranks():
     np.testing.assert_array_equal(np.concatenate([p[0] for p in parts])[3:], 0)
     # The padded batch keeps the data's types (float32 inputs, int64 labels), as the compiled step expects them.
     assert all(p[0].dtype == np.float32 and p[1].dtype == np.int64 for p in parts)
+    assert rank_batch(x, y.astype(np.int32), idx, Topology(), padded_to=6)[1].dtype == np.int32
 
 
 def test_an_unpadded_batch_of_any_size_is_covered_once_by_the_ranks():
@@ -98,7 +125,8 @@ def test_an_unpadded_batch_of_any_size_is_covered_once_by_the_ranks():
 
 def test_a_draw_above_the_padded_size_is_refused_not_cut():
     x, y = np.zeros((10, 1), np.float32), np.zeros(10, np.int64)
-    with pytest.raises(PoissonOverflow, match="refused rather than cut"):
+    with pytest.raises(PoissonOverflow, match="refused rather than cut, which would break the privacy "
+                                              "guarantee: run again with another seed$"):
         rank_batch(x, y, np.arange(5), Topology(), padded_to=4)
     full = rank_batch(x, y, np.arange(4), Topology(), padded_to=4)  # a draw of exactly the padded size fits
     assert full[0].shape == (4, 1) and (full[1] != PAD_LABEL).all()
@@ -135,6 +163,13 @@ def test_a_poisson_run_records_its_draws_padding_and_budget():
     assert rows["privacy_epsilon"]["value"] == 2.5 and "dp-accounting x" in rows["privacy_epsilon"]["note"]
     assert rows["privacy_delta"]["value"] == 1e-3
     assert "no budget" in recorded(spec())["privacy_epsilon"]["note"]  # Poisson without a plan-time budget
+
+
+def test_each_draw_is_recorded_at_its_epoch_and_step():
+    rows = ResultRows(context={name: None for name in CONTEXT_NAMES})
+    record = sampling.SamplingRecord(spec(), padded_to=None)
+    record.step(rows, np.arange(30), epoch=2, step=5)
+    assert [(r["metric"], r["value"], r["epoch"], r["step"]) for r in rows.rows] == [("drawn_batch_size", 30, 2, 5)]
 
 
 def test_a_budget_planned_for_another_training_set_is_not_recorded_and_the_rows_say_why():

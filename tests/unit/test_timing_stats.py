@@ -62,8 +62,27 @@ def test_only_compilations_inside_timed_steps_are_counted():
 
 
 def test_the_minimum_count_must_be_positive():
-    with pytest.raises(ValueError, match="min_iterations must be at least 1"):
+    with pytest.raises(ValueError, match="^min_iterations must be at least 1, got 0$"):
         StepTimer(lambda out: None, 0).measure(lambda: None, 0, 1.0)
+    one = StepTimer(lambda out: None, 0)
+    one.measure(lambda: None, 1, 0.0)  # one timed step is a valid minimum
+    assert len(one.times_s) == 1
+
+
+def test_timing_stops_as_soon_as_the_duration_is_reached(monkeypatch):
+    """On a clock where every step takes exactly 0.25 s (a binary fraction: the sums are exact), a minimum of
+    0.5 s is reached by two timed steps, and a third is not run."""
+    from bench_contract.measure import timing
+
+    now = [0.0]
+
+    def step():
+        now[0] += 0.25
+
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+    timer = StepTimer(lambda out: None, warmup_steps=1)
+    timer.measure(step, min_iterations=1, min_duration_s=0.5)
+    assert timer.times_s == [0.25, 0.25] and timer.timed_total_s == 0.5 and timer.seen == 3
 
 
 def test_every_statistic_has_its_unit():
@@ -90,8 +109,8 @@ def test_a_spread_just_above_the_threshold_is_flagged_and_just_below_is_not():
 
 
 def test_no_timed_step_is_refused_with_what_to_do():
-    with pytest.raises(ValueError, match="no timed steps: every step was a warm-up step; lower warmup_steps or "
-                                         "train longer"):
+    with pytest.raises(ValueError, match="^no timed steps: every step was a warm-up step; lower warmup_steps or "
+                                         "train longer$"):
         step_time_statistics([], 1)
 
 
