@@ -54,6 +54,11 @@ class Rule:
         return f"{RULE} first={self.first_stage} target={self.target:g}"
 
 
+def percent(fraction: float) -> str:
+    """A target interval in words: 0.05 as "5%", 0.001 as "0.1%" (a target below 1% must not read "0%")."""
+    return f"{fraction * 100:g}%"
+
+
 def parse_rule(text: str) -> Rule | None:
     """The Rule of a rows' trial_rule; None for "" (a fixed number of trials), any other text, or a first stage other
     than FIRST_STAGE."""
@@ -147,7 +152,7 @@ def decide(jax_specs: str, torch_specs: str, pair: int,
     else:
         needed = trials_needed(ratios, target, most)
         why = (f"Stein's rule: the first {FIRST_STAGE} trials' log speed-ups have a standard deviation of "
-               f"{stdev(ratios):.4f}: {needed} trials in all for an interval within {target:.0%} (at most {most})")
+               f"{stdev(ratios):.4f}: {needed} trials in all for an interval within {percent(target)} (at most {most})")
     if time_left is not None and (fits := trials_in_time(*time_left)) < needed:
         needed = fits
         why += (f"; the job's time limit holds {fits}: the first stage took {time_left[0]:.0f} s, "

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench_contract.results import ENVIRONMENT_KIND_VARIABLE, LOCKED
+from bench_contract.sequential import percent
 from bench_contract.spec import FIRST_STAGE, PAIRED_ORDER
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
@@ -357,7 +358,7 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         trials=trials,
         runs=runs,
         first_stage=FIRST_STAGE if first.settings.target_interval else 0,
-        target_percent=f"{first.settings.target_interval * 100:g}%",
+        target_percent=percent(first.settings.target_interval),
         time_limit=profile.time_limit or "",
         time_limit_s=slurm_seconds(profile.time_limit) if profile.time_limit else 0,
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from bench_contract.sequential import percent
 from bench_contract.spec import FIRST_STAGE, FRAMEWORK_TITLES
 from orchestrator.results.baseline import json_field
 from orchestrator.results.compare import COMPARABLE, FRAMEWORKS, node_of, summary_rows
@@ -103,7 +104,7 @@ def sequential_words(frame) -> str:
     """What --trials auto did, where a row ran under it (compare's target_interval)."""
     if "target_interval" not in frame or not frame["target_interval"].notna().any():
         return ""
-    targets = listed(f"{t:.0%}" for t in frame["target_interval"].dropna())
+    targets = listed(percent(t) for t in frame["target_interval"].dropna())
     return (f" Where trials ran until the interval was narrow (target {targets}), each JAX/PyTorch pair ran "
             f"{FIRST_STAGE} trials, then as many as Stein's two-stage rule required from their spread (C. Stein, "
             "Ann. Math. Statist. 16, 1945); such a speed-up is the geometric mean of its pairs' ratios, with Stein's "

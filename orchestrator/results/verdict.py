@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench_contract.measure.host import SHARED_CPUS
+from bench_contract.sequential import percent
 from bench_contract.spec import FRAMEWORK_TITLES
 from orchestrator.results.compare import (
     FRAMEWORKS,
@@ -80,8 +81,8 @@ def verdict(row, runs: dict[str, int], nodes: int) -> Verdict:
 def rerun_options(row, runs: dict[str, int]) -> str:
     """The trials a rerun should ask for: --trials auto, with room for twice the trials where auto ran out."""
     if sequential(row):
-        return f"--trials auto --target-interval {row['target_interval']:.0%} --max-trials {2 * runs['jax']}"
-    return f"--trials auto --target-interval {MAX_INTERVAL:.0%}"
+        return f"--trials auto --target-interval {percent(row['target_interval'])} --max-trials {2 * runs['jax']}"
+    return f"--trials auto --target-interval {percent(MAX_INTERVAL)}"
 
 
 def sequential(row) -> bool:
@@ -140,7 +141,7 @@ def runs_words(row, runs: dict[str, int], nodes: int) -> str:
     if sequential(row):
         width = interval_width(row)
         met = "within" if width is not None and width <= row["target_interval"] else "short of"
-        return f"{runs['jax']} paired trials {where} (--trials auto, {met} its {row['target_interval']:.0%} target)"
+        return f"{runs['jax']} paired trials {where} (--trials auto, {met} its {percent(row['target_interval'])} target)"
     if row.get("paired"):
         return f"{runs['jax']} paired trial{'s' if runs['jax'] != 1 else ''} {where}"
     if runs["jax"] == runs["torch"]:

@@ -266,3 +266,10 @@ def test_the_methods_paragraph_says_how_trials_auto_chose_the_trials(tmp_path):
     assert sequential_words(pd.DataFrame({"target_interval": [np.nan]})) == ""
     said = sequential_words(pd.DataFrame({"target_interval": [0.05, np.nan, 0.1]}))
     assert "target 10% and 5%" in said and f"ran {FIRST_STAGE} trials" in said and "Stein" in said
+
+
+def test_a_target_below_one_percent_is_written_as_it_was_asked():
+    """A 0.1% target printed as "0%" (the format the log and the verdict used) reads as no target at all."""
+    from bench_contract.sequential import percent
+
+    assert [percent(t) for t in (0.001, 0.05, 0.6, 0.025)] == ["0.1%", "5%", "60%", "2.5%"]
