@@ -113,6 +113,11 @@ class System:
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 
+# sbatch(1), --signal: "Due to the resolution of event handling by Slurm, the signal may be sent up to 60 seconds
+# earlier than specified" (seen here: a warning asked for 30 s before a 3-minute limit came at 2 minutes).
+SIGNAL_EARLY_S = 60
+
+
 def slurm_seconds(time_limit: str) -> int:
     """Seconds in a Slurm time limit (TIME_LIMIT): M, M:S, H:M:S, D-H, D-H:M or D-H:M:S."""
     days, dash, clock = time_limit.rpartition("-")
@@ -230,6 +235,12 @@ class ClusterProfile:
                 or not 0 < self.warning_seconds < 65536:
             raise UsageError(f"profile key 'warning_seconds' must be a whole number of seconds from 1 to 65535, "
                              f"got {self.warning_seconds!r}")
+        if self.warning_signal != "none" and self.time_limit and \
+                self.warning_seconds >= (limit := slurm_seconds(self.time_limit)):
+            # Slurm would send it at the task's start: every task would stop before its first step.
+            raise UsageError(f"profile key 'warning_seconds': a warning {self.warning_seconds} s before a time limit of "
+                             f"{self.time_limit} ({limit} s) would come as the task starts; make the warning shorter "
+                             "than the time limit, or warning_signal = \"none\"")
         if not isinstance(self.requeue, bool):
             raise UsageError(f"profile key 'requeue' must be true or false, got {self.requeue!r}")
         for option in self.extra_sbatch:

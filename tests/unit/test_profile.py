@@ -92,10 +92,18 @@ def test_preemption_settings_become_sbatch_directives(tmp_path):
     ("warning_seconds = 0", "'warning_seconds' must be a whole number of seconds"),
     ('warning_seconds = "60"', "'warning_seconds' must be an integer"),
     ('requeue = "yes"', "'requeue' must be true or false"),
+    ('time_limit = "00:02:00"', r"^profile key 'warning_seconds': a warning 120 s before a time limit of 00:02:00 "
+                                r"\(120 s\) would come as the task starts; make the warning shorter than the time limit"),
+    ('time_limit = "00:05:00"\nwarning_seconds = 301', "a warning 301 s before a time limit of 00:05:00 \\(300 s\\)"),
 ])
 def test_bad_preemption_settings_are_refused(tmp_path, text, message):
     with pytest.raises(UsageError, match=message):
         load_profile(write(tmp_path, text))
+
+
+def test_a_warning_just_shorter_than_the_time_limit_or_none_at_all_is_taken(tmp_path):
+    assert load_profile(write(tmp_path, 'time_limit = "00:02:00"\nwarning_seconds = 119\n')).warning_seconds == 119
+    assert load_profile(write(tmp_path, 'time_limit = "00:02:00"\nwarning_signal = "none"\n')).time_limit == "00:02:00"
 
 
 def test_xla_flags_per_model_reach_the_jax_specs_of_that_model_only(tmp_path):
