@@ -64,22 +64,6 @@ def share_compilations() -> None:
         os.environ.setdefault(name, value)
 
 
-# XLA's CPU backend at optimisation level 0 for the suite's JAX processes: the tests check what the harness does,
-# not how fast the code XLA emits runs, and most of a JAX test cell's CPU time is XLA optimising that code (a cifar10
-# cnn DP-SGD cell: 28.2 s of CPU at the default level, 15.5 s at 0). Matmuls and convolutions call the same library
-# kernels at any level; the loss curve of that cell moved by at most 2.4e-7 (one float32 ulp of its 2.3), which
-# every numeric tolerance of the suite allows (each is derived from float32 rounding, never from one compiler).
-QUICK_XLA = "--xla_backend_optimization_level=0"
-
-
-def compile_quickly() -> None:
-    """Add QUICK_XLA to XLA_FLAGS for every JAX process of this run (inherited like share_compilations' cache),
-    beside any flags the caller set (make test-avx2's), unless the caller chose a level."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "--xla_backend_optimization_level" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {QUICK_XLA}".strip()
-
-
 @contextmanager
 def exclusive() -> Iterator[None]:
     """One process at a time between asking whether the cluster is up and bringing it up."""

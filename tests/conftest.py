@@ -47,7 +47,6 @@ def pytest_configure(config):
     if not is_xdist_worker(config):
         config.stash[OWNS_RUN] = cluster_run.name_this_run()
         cluster_run.share_compilations()
-        cluster_run.compile_quickly()
 
 
 # The order in which pytest-xdist hands out files (the Makefile turns xdist's own order off): the integration tests

@@ -28,15 +28,3 @@ def test_a_cache_the_caller_chose_is_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))
     cluster_run.share_compilations()
     assert os.environ["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path / "mine")
-
-
-def test_jax_compiles_quickly_beside_the_callers_flags_unless_the_caller_chose_a_level(monkeypatch):
-    monkeypatch.delenv("XLA_FLAGS", raising=False)
-    cluster_run.compile_quickly()
-    assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=0"
-    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_max_isa=AVX2")  # make test-avx2's
-    cluster_run.compile_quickly()
-    assert os.environ["XLA_FLAGS"] == "--xla_cpu_max_isa=AVX2 --xla_backend_optimization_level=0"
-    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
-    cluster_run.compile_quickly()
-    assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=2"
