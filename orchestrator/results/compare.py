@@ -245,7 +245,7 @@ def with_device_key(df):
     df = df.assign(**missing) if missing else df
     # A dataset merged from an older campaign's tables and a newer one's has the column, empty (NaN) on the older
     # rows: read as "", as where no table has it (NaN never equals itself: it would lose the row's speed-up).
-    unrecorded = {c: df[c].fillna("") for c in TEXT_KEY if df[c].isna().any()}
+    unrecorded = {c: df[c].astype(object).fillna("") for c in TEXT_KEY if df[c].isna().any()}
     df = df.assign(**unrecorded) if unrecorded else df
     on_cpu = df["device_kind"] == "cpu"
     texts = {}

@@ -42,6 +42,31 @@ def test_the_table_has_these_headers_and_cells():
                       "2/2", "no", "yes"]]
 
 
+def test_a_metric_without_a_unit_has_none_in_its_header_and_a_cell_of_one_setting_says_so():
+    """MFU has no unit: "JAX MFU", not "JAX MFU ()". Batch 32 ran eager and compiled, batch 64 eager only: the
+    settings column appears, and batch 64's row says "-" there."""
+    data = []
+    for batch, modes in ((32, ('{"torch_compile": false}', '{"torch_compile": true}')), (64, ('{"torch_compile": false}',))):
+        for settings in modes:
+            for framework in ("jax", "torch"):
+                rows = run_rows(framework, 0, 1000.0, batch_size=batch, settings=settings,
+                                cell_id=f"{framework}-{batch}-{settings}")
+                data += rows + [rows[0] | {"metric": "mfu", "value": 0.25}]
+    headers, table = display_rows(comparison_frame(pd.DataFrame(data)), "CPU X")
+    assert "JAX MFU" in headers and "PyTorch MFU" in headers
+    assert sorted(row[headers.index("settings")] for row in table) == ["-", "eager", "torch.compile"]
+
+
+def test_throttled_runs_are_counted_per_framework():
+    """A GPU slowed for heat in one of two JAX runs: the row counts 1 for JAX, and none recorded for PyTorch."""
+    data = []
+    for trial in range(2):
+        jax = run_rows("jax", trial, 2000.0)
+        data += jax + [jax[0] | {"metric": "throttled", "value": float(trial == 1)}] + run_rows("torch", trial, 1000.0)
+    row = comparison_frame(pd.DataFrame(data)).iloc[0]
+    assert row["jax_throttled_runs"] == 1.0 and np.isnan(row["torch_throttled_runs"])
+
+
 def test_a_cell_only_one_framework_measured_keeps_its_row_with_nothing_on_the_other_side():
     """PyTorch's task failed: the row is still there, its PyTorch columns NaN (n/a), no speed-up, and no numpy
     warning about empty means on the user's terminal."""
@@ -103,16 +128,16 @@ def test_the_nodes_of_pytorchs_runs_are_resampled_too():
 
 
 def test_unpaired_runs_of_a_sequential_rule_take_the_bootstrap():
-    """Runs labelled with --trials auto's rule whose pairs do not all match (a PyTorch trial failed) are not a
-    sequential pair series: the bootstrap's interval, not Stein's, which needs the pairs."""
-    rule = "stein first=2 target=0.05"
+    """Runs labelled with --trials auto's rule, its first stage run, whose pairs do not all match (PyTorch's sixth
+    trial failed) are not a sequential pair series: the bootstrap's interval, not Stein's, which needs the pairs."""
+    rule = "stein first=5 target=0.05"
     data = []
-    for trial in range(3):
+    for trial in range(6):
         data += [r | {"pair_order": "jax,torch", "trial_rule": rule} for r in run_rows("jax", trial, 2000.0 + trial)]
-    for trial in range(2):
+    for trial in range(5):
         data += [r | {"pair_order": "jax,torch", "trial_rule": rule} for r in run_rows("torch", trial, 1000.0 + trial)]
     row = comparison_frame(pd.DataFrame(data)).iloc[0]
-    assert row["runs_jax_torch"] == "3/2" and np.isnan(row["target_interval"])
+    assert row["runs_jax_torch"] == "6/5" and np.isnan(row["target_interval"])
     assert row["speedup_ci_low"] < row["speedup"] < row["speedup_ci_high"]
 
 
