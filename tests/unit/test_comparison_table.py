@@ -33,7 +33,9 @@ def run_rows(framework, trial, throughput, cv=0.02, node="n1", **extra):
 def test_the_table_has_these_headers_and_cells():
     data = run_rows("jax", 0, 2000.0) + run_rows("jax", 1, 2000.0) + run_rows("torch", 0, 1000.0)
     data += run_rows("torch", 1, 1000.0)
-    headers, table = display_rows(comparison_frame(pd.DataFrame(data)), "CPU X")
+    frame = comparison_frame(pd.DataFrame(data))
+    assert frame["tuning"].tolist() == [""]  # neither side set a tuning knob of its own (XLA_FLAGS)
+    headers, table = display_rows(frame, "CPU X")
     assert headers == ["benchmark", "use case", "model", "batch", "precision",
                        "JAX throughput (samples/s)", "PyTorch throughput (samples/s)", "speed-up JAX/PyTorch [95% CI]",
                        "JAX peak host RSS (MiB)", "PyTorch peak host RSS (MiB)",
