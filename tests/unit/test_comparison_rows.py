@@ -116,3 +116,36 @@ def test_a_cpu_peak_is_shared_only_by_runs_bound_to_as_many_cpus():
     mfu = frame[frame.metric == "mfu"].set_index(["campaign", "framework"])["value"]
     assert mfu["a", "jax"] == pytest.approx(0.4) and mfu["a", "torch"] == pytest.approx(0.4)  # 20 of 50 GFLOP/s
     assert mfu["b", "jax"] == pytest.approx(300 / 800) and mfu["b", "torch"] == pytest.approx(300 / 800)
+
+
+def test_the_shared_peak_reads_each_runs_own_peak_wherever_its_row_stands_and_says_so():
+    """A run's own peak is its peak_flops row, not the first row of the run (here its achieved FLOP/s come first);
+    the rewritten peak rows say where the shared peak came from, word for word."""
+    from orchestrator.results.compare import SHARED_NOTE, with_shared_peak
+
+    def run(framework, peak, achieved):
+        base = {"device_kind": "cpu", "device_model": "CPU X", "precision": "fp32", "campaign": "a",
+                "cell_id": f"{framework}-c", "trial": 0, "framework": framework, "step": float("nan"),
+                "epoch": float("nan"), "note": "measured"}
+        return [base | {"metric": "achieved_flops", "value": achieved}, base | {"metric": "peak_flops", "value": peak},
+                base | {"metric": "mfu", "value": achieved / peak}]
+
+    frame = with_shared_peak(pd.DataFrame(run("jax", 69e9, 50e9) + run("torch", 88e9, 50e9)))
+    rows = frame.set_index(["framework", "metric"])
+    assert rows.loc[("jax", "mfu"), "value"] == pytest.approx(50 / 88)
+    assert rows.loc[("jax", "peak_flops"), "note"] == SHARED_NOTE.format(metric="peak_flops",
+                                                                          precision=" at this precision")
+    assert SHARED_NOTE.format(metric="peak_flops", precision=" at this precision").startswith(
+        "shared by both frameworks: the highest peak_flops any run of either recorded on this device kind and model "
+        "at this precision")
+
+
+def test_a_setting_a_row_did_not_record_is_named_by_what_it_ran():
+    """A row from before `parallelism` existed ran replicated: beside a sharded row of its cell, it reads
+    "replicated (ddp)", the other "sharded (fsdp)"."""
+    from orchestrator.results.compare import differing_settings
+
+    frame = pd.DataFrame({"device_kind": "cpu", "device_model": "CPU X", "benchmark": "nlp", "use_case": 2,
+                          "model": "gpt", "batch_size": 8, "precision": "fp32", "bound_cpus": "", "intra_op_threads": "",
+                          "settings": ["{}", '{"parallelism": "fsdp"}']})
+    assert differing_settings(frame) == ["replicated (ddp)", "sharded (fsdp)"]
