@@ -238,8 +238,8 @@ class ClusterProfile:
         if self.warning_signal != "none" and self.time_limit and \
                 self.warning_seconds >= (limit := slurm_seconds(self.time_limit)):
             # Slurm would send it at the task's start: every task would stop before its first step.
-            raise UsageError(f"profile key 'warning_seconds': a warning {self.warning_seconds} s before a time limit of "
-                             f"{self.time_limit} ({limit} s) would come as the task starts; make the warning shorter "
+            raise UsageError(f"profile key 'warning_seconds': a warning {self.warning_seconds} s before a time limit "
+                             f"of {self.time_limit} ({limit} s) would come as the task starts; make the warning shorter "
                              "than the time limit, or warning_signal = \"none\"")
         if not isinstance(self.requeue, bool):
             raise UsageError(f"profile key 'requeue' must be true or false, got {self.requeue!r}")

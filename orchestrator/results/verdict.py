@@ -141,7 +141,8 @@ def runs_words(row, runs: dict[str, int], nodes: int) -> str:
     if sequential(row):
         width = interval_width(row)
         met = "within" if width is not None and width <= row["target_interval"] else "short of"
-        return f"{runs['jax']} paired trials {where} (--trials auto, {met} its {percent(row['target_interval'])} target)"
+        target = percent(row["target_interval"])
+        return f"{runs['jax']} paired trials {where} (--trials auto, {met} its {target} target)"
     if row.get("paired"):
         return f"{runs['jax']} paired trial{'s' if runs['jax'] != 1 else ''} {where}"
     if runs["jax"] == runs["torch"]:

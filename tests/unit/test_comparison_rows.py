@@ -146,6 +146,7 @@ def test_a_setting_a_row_did_not_record_is_named_by_what_it_ran():
     from orchestrator.results.compare import differing_settings
 
     frame = pd.DataFrame({"device_kind": "cpu", "device_model": "CPU X", "benchmark": "nlp", "use_case": 2,
-                          "model": "gpt", "batch_size": 8, "precision": "fp32", "bound_cpus": "", "intra_op_threads": "",
+                          "model": "gpt", "batch_size": 8, "precision": "fp32", "bound_cpus": "",
+                          "intra_op_threads": "",
                           "settings": ["{}", '{"parallelism": "fsdp"}']})
     assert differing_settings(frame) == ["replicated (ddp)", "sharded (fsdp)"]

@@ -48,7 +48,8 @@ def test_a_metric_without_a_unit_has_none_in_its_header_and_a_cell_of_one_settin
     """MFU has no unit: "JAX MFU", not "JAX MFU ()". Batch 32 ran eager and compiled, batch 64 eager only: the
     settings column appears, and batch 64's row says "-" there."""
     data = []
-    for batch, modes in ((32, ('{"torch_compile": false}', '{"torch_compile": true}')), (64, ('{"torch_compile": false}',))):
+    eager, compiled = '{"torch_compile": false}', '{"torch_compile": true}'
+    for batch, modes in ((32, (eager, compiled)), (64, (eager,))):
         for settings in modes:
             for framework in ("jax", "torch"):
                 rows = run_rows(framework, 0, 1000.0, batch_size=batch, settings=settings,

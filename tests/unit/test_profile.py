@@ -93,7 +93,8 @@ def test_preemption_settings_become_sbatch_directives(tmp_path):
     ('warning_seconds = "60"', "'warning_seconds' must be an integer"),
     ('requeue = "yes"', "'requeue' must be true or false"),
     ('time_limit = "00:02:00"', r"^profile key 'warning_seconds': a warning 120 s before a time limit of 00:02:00 "
-                                r"\(120 s\) would come as the task starts; make the warning shorter than the time limit"),
+                                r"\(120 s\) would come as the task starts; make the warning shorter than the time "
+                                r"limit"),
     ('time_limit = "00:05:00"\nwarning_seconds = 301', "a warning 301 s before a time limit of 00:05:00 \\(300 s\\)"),
 ])
 def test_bad_preemption_settings_are_refused(tmp_path, text, message):
