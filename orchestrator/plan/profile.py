@@ -279,6 +279,10 @@ class ClusterProfile:
                 raise UsageError(f"profile table 'envs': {framework!r} is not a framework; known: "
                                  f"{', '.join(FRAMEWORKS)}")
 
+    def earliest_warning_s(self) -> int:
+        """How long before the time limit Slurm may send the warning signal at the earliest (0 without one)."""
+        return self.warning_seconds + SIGNAL_EARLY_S if self.warning_signal != "none" else 0
+
     def gres(self, gpus: int) -> str:
         """The --gres value for this many GPUs: typed (gpu:a100:2) where the profile names a GPU type."""
         return f"gpu:{self.gpu_type}:{gpus}" if self.gpu_type else f"gpu:{gpus}"

@@ -17,7 +17,7 @@ from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.matrix import Cell
-from orchestrator.plan.profile import SIGNAL_EARLY_S, ClusterProfile, slurm_seconds
+from orchestrator.plan.profile import ClusterProfile, slurm_seconds
 
 TEMPLATE_DIR = PROJECT_ROOT / "templates"
 
@@ -363,6 +363,6 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         time_limit_s=slurm_seconds(profile.time_limit) if profile.time_limit else 0,
         # Trials must end before Slurm's warning signal, which stops the one that runs: the budget ends at the
         # earliest the signal may come.
-        warning_s=profile.warning_seconds + SIGNAL_EARLY_S if profile.warning_signal != "none" else 0,
+        warning_s=profile.earliest_warning_s(),
     )
     return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials, system)
