@@ -25,12 +25,85 @@ BRIEF_TIMING_ARGS = ("--timed-steps", "5", "--min-duration", "0")  # the same, a
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path | None = None):
-    """`python main.py ARGS` with the orchestrator's interpreter, as a user would type it."""
-    return subprocess.run(
-        [sys.executable, str(REPO_ROOT / "main.py"), *args],
-        capture_output=True, text=True, timeout=timeout, cwd=cwd or REPO_ROOT,
-        env=env if env is not None else dict(os.environ), stdin=subprocess.DEVNULL,
-    )
+    """`python main.py ARGS` with the orchestrator's interpreter, as a user would type it: a process of its own, with
+    these arguments, environment and working folder, its output captured. The process is forked from a server that
+    has imported the libraries once (tests/cli_zygote.py), not started afresh: the same process but for the time an
+    interpreter takes to start and import them (issue 28)."""
+    env = env if env is not None else dict(os.environ)
+    cwd = Path(cwd or REPO_ROOT)
+    if not CLI_SERVER.lock.acquire(blocking=False):  # another thread of this test is in a call: a fresh process
+        return subprocess.run([sys.executable, str(REPO_ROOT / "main.py"), *args], capture_output=True, text=True,
+                              timeout=timeout, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+    try:
+        return CLI_SERVER.run(list(args), env, cwd, timeout)
+    finally:
+        CLI_SERVER.lock.release()
+
+
+class CliServer:
+    """The test process's one tests/cli_zygote.py server, started at its first call."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.pending = b""  # what the server has written and no answer has read yet
+
+    def run(self, args: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+        import tempfile
+
+        server = self.started()
+        with tempfile.TemporaryDirectory(prefix="cli-call-") as streams:
+            out, err = Path(streams, "stdout"), Path(streams, "stderr")
+            request = {"args": args, "env": {k: str(v) for k, v in env.items()}, "cwd": str(cwd),
+                       "stdout": str(out), "stderr": str(err)}
+            server.stdin.write(json.dumps(request) + "\n")
+            server.stdin.flush()
+            pid = self.answer()["pid"]
+            try:
+                returncode = self.answer(timeout)["returncode"]
+            except subprocess.TimeoutExpired:
+                os.kill(pid, 9)
+                self.answer()  # the server reaps it and says so
+                raise subprocess.TimeoutExpired(["main.py", *args], timeout, output=read_text(out),
+                                                stderr=read_text(err)) from None
+            return subprocess.CompletedProcess(["main.py", *args], returncode, read_text(out), read_text(err))
+
+    def started(self) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "cli_zygote.py")],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+            self.pending = b""
+            assert self.answer().get("ready"), "tests/cli_zygote.py did not start"
+        return self.proc
+
+    def answer(self, timeout: float | None = None) -> dict:
+        """The server's next line; read from the pipe unbuffered, so that waiting with a timeout sees every line."""
+        import selectors
+        import time
+
+        assert self.proc is not None and self.proc.stdout is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.pending:
+            if deadline is not None:
+                with selectors.DefaultSelector() as sel:
+                    sel.register(fd, selectors.EVENT_READ)
+                    if not sel.select(max(0.0, deadline - time.monotonic())):
+                        raise subprocess.TimeoutExpired("main.py", timeout)
+            chunk = os.read(fd, 65536)
+            assert chunk, f"tests/cli_zygote.py ended (exit {self.proc.wait()})"
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return json.loads(line)
+
+
+CLI_SERVER = CliServer()
+
+
+def read_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
 
 def default_signals() -> None:

@@ -1,0 +1,62 @@
+"""tests/helpers.run_cli forks each call from a server that imported the libraries once (tests/cli_zygote.py): each
+call must still be `python main.py ARGS` in a process of its own, with its own folder, environment, streams and exit
+code, or every test of the command line would test something else."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from helpers import CliServer, fake_slurm_site, run_cli
+
+
+def launch(site: tuple, *extra: str, **kwargs):
+    env, _, profile = site
+    return run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", "--profile", str(profile),
+                   *extra, **kwargs)
+
+
+def test_each_call_has_its_own_folder_environment_and_exit_code(tmp_path):
+    # A relative results folder lands in the call's folder; the fake sbatch on the call's PATH numbers the job.
+    site = fake_slurm_site(tmp_path, {})
+    (tmp_path / "here").mkdir()
+    proc = launch(site, "--results-dir", "res", "--scripts-dir", "scr", env=site[0], cwd=tmp_path / "here")
+    assert proc.returncode == 0, proc.stderr
+    assert "4001" in proc.stdout and list((tmp_path / "here" / "res").glob("*/manifest.json"))
+    bad = run_cli("--benchmark", "digits")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
+
+
+def test_a_call_sees_its_own_environment_as_a_fresh_interpreter_would(tmp_path, monkeypatch):
+    # orchestrator.run.submit reads ORCHESTRATOR_SBATCH_SLOW_S when it is imported. A server started with the
+    # variable set must not pass it to a call whose environment lacks it (nor keep a module imported with it),
+    # and a call whose environment has it must see it.
+    site = fake_slurm_site(tmp_path, {})
+    slow = tmp_path / "fakebin" / "sbatch"
+    slow.write_text(slow.read_text().replace("#!/bin/bash\n", "#!/bin/bash\nsleep 2\n"))
+    args = ["--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", "--profile", str(site[2])]
+    monkeypatch.setenv("ORCHESTRATOR_SBATCH_SLOW_S", "0.5")
+    server = CliServer()
+    try:
+        untold = server.run([*args, "--results-dir", "r1", "--scripts-dir", "s1"], site[0], tmp_path, timeout=120)
+        told = server.run([*args, "--results-dir", "r2", "--scripts-dir", "s2"],
+                          {**site[0], "ORCHESTRATOR_SBATCH_SLOW_S": "0.5"}, tmp_path, timeout=120)
+    finally:
+        server.proc.stdin.close()
+        server.proc.wait()
+    assert untold.returncode == 0 and "sbatch has not answered for" not in untold.stderr, untold.stderr
+    assert told.returncode == 0 and "sbatch has not answered for" in told.stderr, told.stderr
+
+
+def test_a_call_past_its_timeout_is_killed_and_the_next_call_runs(tmp_path):
+    site = fake_slurm_site(tmp_path, {})
+    (tmp_path / "fakebin" / "sbatch").write_text("#!/bin/bash\nsleep 60\n")
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        launch(site, "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=site[0],
+               timeout=3)
+    assert time.monotonic() - started < 30  # killed at its timeout, not waited for to the fake sbatch's 60 s
+    assert run_cli("list").returncode == 0
