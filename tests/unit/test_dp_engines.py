@@ -121,9 +121,10 @@ def test_a_hand_written_spec_with_an_engine_it_cannot_run_is_refused(overrides, 
         contract_spec(overrides.pop("framework", "torch"), **overrides)
 
 
-def write_run(root, framework, throughput, speedup, dp_engine=""):
+def write_run(root, framework, throughput, speedup, dp_engine="", **overrides):
     """One DP-SGD task's result rows, its identity columns made from a real job spec as the backend makes them."""
-    spec = contract_spec(framework, cell_id=f"{framework}-cell-{dp_engine}", dp_engine=dp_engine)
+    spec = contract_spec(framework, cell_id=f"{framework}-cell-{dp_engine}-{len(overrides)}", dp_engine=dp_engine,
+                         **overrides)
     context = result_context(**base_context(spec), device_kind="cpu", device_model="CPU X", bound_cpus=2,
                              intra_op_threads=2)
     rows = ResultRows(context)
@@ -147,6 +148,19 @@ def test_the_comparison_shows_jax_against_each_engine(engines_runs):
     assert set(frame["jax_throughput"]) == {2000}
     headers, rows = display_rows(frame.reset_index(), "CPU X")
     assert {row[headers.index("settings")] for row in rows} == {"Opacus", "torch.func"}
+
+
+def test_each_jax_run_is_compared_with_the_engines_of_its_own_configuration(tmp_path):
+    # Two noise multipliers, each with a JAX run and both engines: a JAX run must meet only the PyTorch runs equal
+    # to it in all but the engine, never those of the other configuration.
+    runs = []
+    for sigma, jax_throughput in ((1.0, 2000), (2.0, 3000)):
+        runs += [write_run(tmp_path, "jax", jax_throughput, 30.0, noise_multiplier=sigma),
+                 write_run(tmp_path, "torch", 1000, 10.0, "torchfunc", noise_multiplier=sigma),
+                 write_run(tmp_path, "torch", 500, 5.0, "opacus", noise_multiplier=sigma)]
+    frame = comparison_frame(pd.concat(runs, ignore_index=True))
+    assert len(frame) == 4 and set(frame["runs_jax_torch"]) == {"1/1"}
+    assert sorted(frame["speedup"]) == [2.0, 3.0, 4.0, 6.0]  # 2000 and 3000 against 1000 and 500, each once
 
 
 def test_the_use_case_table_has_jax_s_vectorisation_beside_each_engine(engines_runs):
