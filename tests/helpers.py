@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -64,7 +65,7 @@ class CliServer:
             try:
                 returncode = self.answer(timeout)["returncode"]
             except subprocess.TimeoutExpired:
-                os.kill(pid, 9)
+                os.kill(pid, signal.SIGKILL)
                 self.answer()  # the server reaps it and says so
                 raise subprocess.TimeoutExpired(["main.py", *args], timeout, output=read_text(out),
                                                 stderr=read_text(err)) from None
@@ -110,8 +111,6 @@ def default_signals() -> None:
     """For Popen's preexec_fn: the child starts with SIGINT, SIGTERM and SIGHUP at their default actions, as from a
     login shell, whatever this test run inherited (under nohup SIGHUP is ignored, in a background job SIGINT;
     a command keeps such a disposition, orchestrator.signals)."""
-    import signal
-
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
 
