@@ -4,8 +4,9 @@ Of the 66.5 CPU-minutes a test run spent in Python processes, 14 went to about 7
 of each call importing the same libraries (dp-accounting alone about half a second). This process imports those
 libraries once, then forks one child per call: the child has its own process, arguments, environment, working
 folder, standard streams and exit code, as `python main.py` would, and imports the orchestrator itself, so that
-every module of ours reads the environment of its call (some read it at import). Only third-party libraries that
-read nothing of a call's environment at import are loaded ahead.
+every module of ours reads the environment of its call (some read it at import). Only third-party libraries are
+loaded ahead, none of which reads a variable the tests set (numpy's BLAS reads its thread count at import: the
+server's, the same as the tests').
 
 Protocol, one JSON object a line: a request {"args", "env", "cwd", "stdout", "stderr"} (the last two: files the
 child writes its streams to) on stdin; on stdout {"pid": P} once the child has started, then {"returncode": R}
