@@ -1,16 +1,17 @@
 """A server that runs `python main.py ARGS` for the tests without starting an interpreter each time (issue 28).
 
 Of the 66.5 CPU-minutes a test run spent in Python processes, 14 went to about 700 calls of the command line, most
-of each call importing the same libraries (dp-accounting alone about half a second). This process imports those
-libraries once, then forks one child per call: the child has its own process, arguments, environment, working
-folder, standard streams and exit code, as `python main.py` would, and imports the orchestrator itself, so that
-every module of ours reads the environment of its call (some read it at import). Only third-party libraries are
-loaded ahead, none of which reads a variable the tests set (numpy's BLAS reads its thread count at import: the
-server's, the same as the tests').
+of each call importing the same libraries (dp-accounting's import alone took 0.96 to 1.4 s under `python -X
+importtime` here). This process imports those libraries once, then forks one child per call: the child has its own
+process, arguments, environment, working folder, standard streams and exit code, as `python main.py` would, and
+imports the orchestrator itself, so that every module of ours reads the environment of its call (some read it at
+import). Only third-party libraries are loaded ahead, none of which reads a variable the tests set (numpy's BLAS
+reads its thread count at import: the server's, the same as the tests').
 
-Protocol, one JSON object a line: a request {"args", "env", "cwd", "stdout", "stderr"} (the last two: files the
-child writes its streams to) on stdin; on stdout {"pid": P} once the child has started, then {"returncode": R}
-once it has ended (R is -N for a child ended by signal N, as subprocess reports). End of input ends the server.
+Started as `python tests/cli_zygote.py PATH/main.py` (tests/helpers.run_cli). Protocol, one JSON object a
+line: a request {"args", "env", "cwd", "stdout", "stderr"} (the last two: files the child writes its streams to) on
+stdin; on stdout {"pid": P} once the child has started, then {"returncode": R} once it has ended (R is -N for a
+child ended by signal N, as subprocess reports). End of input ends the server.
 """
 
 from __future__ import annotations
@@ -21,10 +22,8 @@ import sys
 
 # What the command line imports that costs the most and depends on no environment variable of ours.
 PRELOADED = ("numpy", "pandas", "pyarrow", "pyarrow.parquet", "scipy.stats", "dp_accounting", "dp_accounting.pld",
-             "dp_accounting.rdp", "jinja2", "typer", "pydantic", "yaml")
+             "dp_accounting.rdp", "jinja2", "typer", "pydantic")
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MAIN = os.path.join(REPO_ROOT, "main.py")
 
 
 def preload() -> None:
@@ -37,7 +36,7 @@ def preload() -> None:
             pass
 
 
-def run_call(request: dict) -> None:
+def run_call(main: str, request: dict) -> None:
     """In the forked child: become `python main.py ARGS` in the request's folder, environment and streams, and
     exit as that process would (its exit code; at-exit handlers and non-daemon threads finished first)."""
     os.chdir(request["cwd"])
@@ -49,8 +48,8 @@ def run_call(request: dict) -> None:
     sys.stdin = open(0, closefd=False)
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
-    sys.argv = [MAIN, *request["args"]]
-    sys.path[0] = REPO_ROOT  # as for `python main.py`: the script's folder first
+    sys.argv = [main, *request["args"]]
+    sys.path[0] = os.path.dirname(main)  # as for `python main.py`: the script's folder first
     code = 0
     try:
         from orchestrator.cli import run
@@ -101,7 +100,8 @@ def reply(message: dict) -> None:
     sys.stdout.flush()
 
 
-def serve() -> None:
+def serve(main: str) -> None:
+    """Serve calls of the script `main` (the repository's main.py, which the client names) until input ends."""
     preload()
     reply({"ready": True})
     for line in sys.stdin:
@@ -109,7 +109,7 @@ def serve() -> None:
         pid = os.fork()
         if pid == 0:
             try:
-                run_call(request)
+                run_call(main, request)
             finally:  # run_call exits; this is for a request it could not even start (a missing folder)
                 os._exit(1)
         reply({"pid": pid})
@@ -118,4 +118,4 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(os.path.abspath(sys.argv[1]))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+MAIN_PY = REPO_ROOT / "main.py"
 ENVS = {fw: REPO_ROOT / ".envs" / fw for fw in ("jax", "torch")}
 # The repeated measurements of a run, made brief: 5 timed repeats and no minimum duration, where a campaign's
 # defaults are 50 and 1 s. With the defaults, the per-example loop alone of a DP-SGD cell took 43 s of its 61 s
@@ -33,7 +34,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
     env = env if env is not None else dict(os.environ)
     cwd = Path(cwd or REPO_ROOT)
     if not CLI_SERVER.lock.acquire(blocking=False):  # another thread of this test is in a call: a fresh process
-        return subprocess.run([sys.executable, str(REPO_ROOT / "main.py"), *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, str(MAIN_PY), *args], capture_output=True, text=True,
                               timeout=timeout, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
     try:
         return CLI_SERVER.run(list(args), env, cwd, timeout)
@@ -73,7 +74,7 @@ class CliServer:
 
     def started(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "cli_zygote.py")],
+            self.proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "cli_zygote.py"), str(MAIN_PY)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
             self.pending = b""
             assert self.answer().get("ready"), "tests/cli_zygote.py did not start"
