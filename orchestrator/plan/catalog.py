@@ -102,12 +102,13 @@ class Benchmark:
     default_epochs: int
     needs_data_dir: bool  # real data that lives outside the project
     train_samples: int | None = None  # known size of the real training split, to refuse batches larger than it
+    test_samples: int | None = None  # known size of the packaged test split, which inference's batch is taken from
 
 
 BENCHMARKS = {
     "digits": Benchmark(
         "digits", "scikit-learn's 8x8 digits (ships with the package): the convergence check",
-        ("mlp",), ("mlp",), (16, 32), 30, needs_data_dir=False, train_samples=1257,
+        ("mlp",), ("mlp",), (16, 32), 30, needs_data_dir=False, train_samples=1257, test_samples=360,
     ),
     "mnist": Benchmark(
         "mnist", "MNIST 28x28 digits from the standard IDX files in --data-dir",

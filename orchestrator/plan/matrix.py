@@ -87,6 +87,24 @@ def train_split_size(bench: catalog.Benchmark, settings: RunSettings) -> int | N
     return bench.train_samples if counted is None else counted
 
 
+def test_split_size(bench: catalog.Benchmark, settings: RunSettings) -> int | None:
+    """The test split inference takes its batch from, where it is known without reading data: the packaged
+    benchmark's (synthetic inputs are made to the batch's size, a user's folder may hold a subset)."""
+    if settings.data_source == "synthetic" or settings.data_dir:
+        return None
+    return bench.test_samples
+
+
+def check_split_sizes(bench: catalog.Benchmark, case: catalog.UseCase, batch_sizes: list[int], settings: RunSettings) -> None:
+    """A batch larger than the split it is drawn from is refused here, not by every task of the campaign."""
+    if settings.batch_search:
+        return
+    limit, split = ((train_split_size(bench, settings), "training") if case.trains
+                    else (test_split_size(bench, settings), "test"))
+    if limit is not None and max(batch_sizes) > limit:
+        raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} {split} samples of {bench.name}")
+
+
 def expand(
     benchmark: str,
     use_case: int,
@@ -153,9 +171,7 @@ def expand(
     if settings.batch_search:
         check_batch_search(case, batch_sizes, settings)
         batch_sizes = batch_sizes[:1]
-    limit = train_split_size(bench, settings) if case.trains and not settings.batch_search else None
-    if limit is not None and max(batch_sizes) > limit:
-        raise UsageError(f"batch size {max(batch_sizes)} is larger than the {limit} training samples of {benchmark}")
+    check_split_sizes(bench, case, batch_sizes, settings)
     engines = check_dp_engines(case, dp_engines, frameworks, models, modes, settings, precisions)
     layouts = check_parallelisms(case, parallelisms, models)
     per_mode = [replace(settings, torch_compile=mode == "compiled", parallelism=layout)

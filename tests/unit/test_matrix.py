@@ -1,5 +1,6 @@
 import pytest
 
+from bench_contract.data.datasets import load_digits
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog, matrix, rules
 from orchestrator.plan.settings import RunSettings, parse_batch_sizes, parse_list
@@ -98,6 +99,7 @@ def test_cell_ids_hash_every_field_but_the_framework_so_old_campaigns_keep_their
         ({"use_case": 5, "precisions": ["tf32"]}, "precision 'tf32' is implemented for use case 1, 2, 3, 4 only"),
         ({"use_case": 3, "precisions": ["fp16"]}, "loss scaling would clip DP-SGD's scaled per-example gradients"),
         ({"batch_sizes": [5000]}, "larger than the 1257 training samples"),
+        ({"use_case": 5, "batch_sizes": [64, 1024]}, "batch size 1024 is larger than the 360 test samples of digits"),
     ],
 )
 def test_invalid_requests_are_refused_with_the_choices(kwargs, message):
@@ -148,3 +150,20 @@ def test_every_implemented_combination_is_declared():
     for (benchmark, model), cases in catalog.IMPLEMENTED.items():
         assert model in catalog.BENCHMARKS[benchmark].models
         assert set(cases) <= set(catalog.USE_CASES)
+
+
+def test_inference_batches_are_held_to_the_packaged_test_split_on_both_sides_of_its_size():
+    """Inference takes its batch from the test split: digits' 360 examples take a batch of 360, not 361; synthetic
+    inputs are made to the batch's size, so any size plans."""
+    inference = {"benchmark": "digits", "use_case": 5, "frameworks": [], "models": [], "precisions": []}
+    assert {cell.batch_size for cell in matrix.expand(batch_sizes=[360], settings=settings(), **inference)} == {360}
+    with pytest.raises(UsageError, match="^batch size 361 is larger than the 360 test samples of digits$"):
+        matrix.expand(batch_sizes=[361], settings=settings(), **inference)
+    cells = matrix.expand(batch_sizes=[1024], settings=settings(data_source="synthetic"), **inference)
+    assert {cell.batch_size for cell in cells} == {1024}
+
+
+def test_the_catalog_knows_the_packaged_digits_splits_the_loader_makes():
+    data = load_digits()
+    digits = catalog.BENCHMARKS["digits"]
+    assert (digits.train_samples, digits.test_samples) == (len(data.x_train), len(data.x_test))
