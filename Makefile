@@ -44,9 +44,10 @@ demo: setup
 # process would compile them from source again. Three pytest workers share the two cores: the integration tests
 # wait on the local cluster's two one-CPU nodes, and a third worker's tests fill the cores meanwhile (here: 29.5 min
 # from a fresh clone with three, 9% idle; 30.8 with two in a working copy, whose setup takes seconds). A file's tests
-# run on one worker so that its probes run once, the files in the order tests/conftest.py gives (the long
-# integration files first, the many short unit tests last to even out the workers' ends; not
-# xdist's own order, which puts the files with most tests first); then the tests marked serial, alone. Both
+# run on one worker so that its probes run once, the files in the order tests/conftest.py gives (integration and
+# backend files interleaved, so that a worker waiting on the cluster leaves the cores to another's computing; the
+# many short unit tests last to even out the workers' ends; not xdist's own order, which puts the files with most
+# tests first); then the tests marked serial, alone. Both
 # halves share one local cluster, taken down at the end if this run brought it up, and one JAX compilation
 # cache, removed at the end (tests/cluster_run.py). Exit 1
 # when either half failed. The whole run's time, setup included, is recorded for `make bench`
