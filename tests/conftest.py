@@ -19,6 +19,7 @@ for path in (ROOT, ROOT / "tests"):
         sys.path.insert(0, str(path))
 
 import cluster_run  # noqa: E402  (after the path above)
+from suite_order import directory_of, file_order  # noqa: E402
 import pytest  # noqa: E402
 
 OWNS_RUN = pytest.StashKey[bool]()
@@ -47,40 +48,6 @@ def pytest_configure(config):
     if not is_xdist_worker(config):
         config.stash[OWNS_RUN] = cluster_run.name_this_run()
         cluster_run.share_compilations()
-
-
-# The order in which pytest-xdist hands out files (the Makefile turns xdist's own order off). The integration files
-# wait on the local cluster much of their time: run alone, three workers of them left the two cores idle 15% of the
-# first 20 minutes (a fresh-clone run sampled every 0.5 s), while the backend files after them kept both busy. So
-# the two are handed out interleaved, each in proportion to its number of files, for a worker's wait to be another's
-# computing; the many short unit tests come last (they even out the workers' ends).
-INTERLEAVED = ("tests/integration", "tests/backends")
-LAST = "tests/unit"
-
-
-def directory_of(nodeid: str) -> str:
-    return "/".join(Path(nodeid.split("::")[0]).parts[:2])
-
-
-def interleaved(groups: list[list[str]]) -> list[str]:
-    """The groups' members merged so that each group is used up at an even pace: the next member comes from the
-    group with the smallest share of it taken so far (the first such group on a tie)."""
-    taken, merged = [0] * len(groups), []
-    while any(taken[i] < len(group) for i, group in enumerate(groups)):
-        left = [i for i, group in enumerate(groups) if taken[i] < len(group)]
-        i = min(left, key=lambda i: taken[i] / len(groups[i]))
-        merged.append(groups[i][taken[i]])
-        taken[i] += 1
-    return merged
-
-
-def file_order(nodeids: list[str]) -> dict[str, int]:
-    """The rank of each test file: integration and backend files interleaved, then the unit files, then others."""
-    files = list(dict.fromkeys(nodeid.split("::")[0] for nodeid in nodeids))
-    of = {directory: [f for f in files if directory_of(f) == directory] for directory in (*INTERLEAVED, LAST)}
-    ordered = interleaved([of[d] for d in INTERLEAVED]) + of[LAST]
-    ordered += [f for f in files if f not in set(ordered)]
-    return {f: rank for rank, f in enumerate(ordered)}
 
 
 def pytest_collection_modifyitems(items):

@@ -1,7 +1,7 @@
-"""The order in which the suite hands its files to the pytest workers (tests/conftest.py): integration and backend
+"""The order in which the suite hands its files to the pytest workers (tests/suite_order.py): integration and backend
 files interleaved, each group used up at an even pace, the unit files last."""
 
-from conftest import file_order, interleaved
+from suite_order import file_order, interleaved
 
 
 def test_two_groups_are_used_up_at_an_even_pace():
