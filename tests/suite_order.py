@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# The order in which pytest-xdist hands out files (the Makefile turns xdist's own order off). The integration files
-# wait on the local cluster much of their time: run alone, three workers of them left the two cores idle 15% of the
-# first 20 minutes (a fresh-clone run sampled every 0.5 s), while the backend files after them kept both busy. So
+# The integration files wait on the local cluster much of their time: run alone, three workers of them left the
+# two cores idle 15% of the first 20 minutes (a fresh-clone run sampled every 0.5 s), while the backend files after
+# them kept both busy. So
 # the two are handed out interleaved, each in proportion to its number of files, for a worker's wait to be another's
 # computing; the many short unit tests come last (they even out the workers' ends).
 INTERLEAVED = ("tests/integration", "tests/backends")
@@ -35,5 +35,6 @@ def file_order(nodeids: list[str]) -> dict[str, int]:
     files = list(dict.fromkeys(nodeid.split("::")[0] for nodeid in nodeids))
     of = {directory: [f for f in files if directory_of(f) == directory] for directory in (*INTERLEAVED, LAST)}
     ordered = interleaved([of[d] for d in INTERLEAVED]) + of[LAST]
-    ordered += [f for f in files if f not in set(ordered)]
+    placed = set(ordered)
+    ordered += [f for f in files if f not in placed]
     return {f: rank for rank, f in enumerate(ordered)}

@@ -95,7 +95,8 @@ def test_split_size(bench: catalog.Benchmark, settings: RunSettings) -> int | No
     return bench.test_samples
 
 
-def check_split_sizes(bench: catalog.Benchmark, case: catalog.UseCase, batch_sizes: list[int], settings: RunSettings) -> None:
+def check_split_sizes(bench: catalog.Benchmark, case: catalog.UseCase, batch_sizes: list[int],
+                      settings: RunSettings) -> None:
     """A batch larger than the split it is drawn from is refused here, not by every task of the campaign."""
     if settings.batch_search:
         return
