@@ -29,36 +29,60 @@ BRIEF_TIMING_ARGS = ("--timed-steps", "5", "--min-duration", "0")  # the same, a
 def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path | None = None):
     """`python main.py ARGS` with the orchestrator's interpreter, as a user would type it: a process of its own, with
     these arguments, environment and working folder, its output captured. The process is forked from a server that
-    has imported the libraries once (tests/cli_zygote.py), not started afresh: the same process but for the time an
+    has imported the libraries once (tests/zygote.py), not started afresh: the same process but for the time an
     interpreter takes to start and import them (issue 28)."""
     env = env if env is not None else dict(os.environ)
-    cwd = Path(cwd or REPO_ROOT)
-    if not CLI_SERVER.lock.acquire(blocking=False):  # another thread of this test is in a call: a fresh process
-        return subprocess.run([sys.executable, str(MAIN_PY), *args], capture_output=True, text=True,
-                              timeout=timeout, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
-    try:
-        return CLI_SERVER.run(list(args), env, cwd, timeout)
-    finally:
-        CLI_SERVER.lock.release()
+    return SERVERS["cli"].call([str(MAIN_PY), *args], env, Path(cwd or REPO_ROOT), timeout)
 
 
-class CliServer:
-    """The test process's one tests/cli_zygote.py server, started at its first call."""
+def run_in_env(framework: str, *argv: str, env: dict | None = None, timeout: float = 600, cwd: Path = REPO_ROOT,
+               fresh: bool = False) -> subprocess.CompletedProcess:
+    """`python ARGV` (a script, `-m MODULE` or `-c CODE`) with the framework's interpreter, our repository importable, output
+    captured; `env` adds to this process's environment. Forked from a server that has imported the framework once
+    (tests/zygote.py) where the call's environment is the server's, else started afresh: the framework reads some
+    variables at its import. `fresh`: a new interpreter all the same, for a test of what the call itself imports."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
+    server = SERVERS[framework]
+    if fresh or (server.env is not None and without_test_names(env) != without_test_names(server.env)):
+        return subprocess.run([str(env_python(framework)), *argv], capture_output=True, text=True, timeout=timeout,
+                              cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+    return server.call(list(argv), env, cwd, timeout)
 
-    def __init__(self) -> None:
+
+def without_test_names(env: dict) -> dict:
+    """The environment but for the variable pytest sets to the name of each test it runs, which no library reads."""
+    return {name: value for name, value in env.items() if name != "PYTEST_CURRENT_TEST"}
+
+
+class Zygote:
+    """One tests/zygote.py server of this test process for one kind of call (`cli`, `jax`, `torch`), started at
+    its first call; `env` is its environment once started, for kinds whose preloaded libraries read it."""
+
+    def __init__(self, kind: str, python: Path, fixed_env: bool) -> None:
         import threading
 
+        self.kind, self.python, self.fixed_env = kind, python, fixed_env
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
+        self.env: dict | None = None
         self.pending = b""  # what the server has written and no answer has read yet
 
-    def run(self, args: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    def call(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+        if not self.lock.acquire(blocking=False):  # another thread of this test is in a call: a fresh process
+            return subprocess.run([str(self.python), *argv], capture_output=True, text=True, timeout=timeout,
+                                  cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+        try:
+            return self.run(argv, env, cwd, timeout)
+        finally:
+            self.lock.release()
+
+    def run(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
         import tempfile
 
-        server = self.started()
-        with tempfile.TemporaryDirectory(prefix="cli-call-") as streams:
+        server = self.started(env)
+        with tempfile.TemporaryDirectory(prefix="zygote-call-") as streams:
             out, err = Path(streams, "stdout"), Path(streams, "stderr")
-            request = {"args": args, "env": {k: str(v) for k, v in env.items()}, "cwd": str(cwd),
+            request = {"argv": argv, "env": {k: str(v) for k, v in env.items()}, "cwd": str(cwd),
                        "stdout": str(out), "stderr": str(err)}
             server.stdin.write(json.dumps(request) + "\n")
             server.stdin.flush()
@@ -68,16 +92,17 @@ class CliServer:
             except subprocess.TimeoutExpired:
                 os.kill(pid, signal.SIGKILL)
                 self.answer()  # the server reaps it and says so
-                raise subprocess.TimeoutExpired(["main.py", *args], timeout, output=read_text(out),
-                                                stderr=read_text(err)) from None
-            return subprocess.CompletedProcess(["main.py", *args], returncode, read_text(out), read_text(err))
+                raise subprocess.TimeoutExpired(argv, timeout, output=read_text(out), stderr=read_text(err)) from None
+            return subprocess.CompletedProcess(argv, returncode, read_text(out), read_text(err))
 
-    def started(self) -> subprocess.Popen:
+    def started(self, env: dict) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "cli_zygote.py"), str(MAIN_PY)],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+            self.env = dict(env) if self.fixed_env else None
+            self.proc = subprocess.Popen([str(self.python), str(REPO_ROOT / "tests" / "zygote.py"), self.kind],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                                         env=self.env)
             self.pending = b""
-            assert self.answer().get("ready"), "tests/cli_zygote.py did not start"
+            assert self.answer().get("ready"), f"tests/zygote.py {self.kind} did not start"
         return self.proc
 
     def answer(self, timeout: float | None = None) -> dict:
@@ -93,15 +118,12 @@ class CliServer:
                 with selectors.DefaultSelector() as sel:
                     sel.register(fd, selectors.EVENT_READ)
                     if not sel.select(max(0.0, deadline - time.monotonic())):
-                        raise subprocess.TimeoutExpired("main.py", timeout)
+                        raise subprocess.TimeoutExpired(self.kind, timeout)
             chunk = os.read(fd, 65536)
-            assert chunk, f"tests/cli_zygote.py ended (exit {self.proc.wait()})"
+            assert chunk, f"tests/zygote.py {self.kind} ended (exit {self.proc.wait()})"
             self.pending += chunk
         line, self.pending = self.pending.split(b"\n", 1)
         return json.loads(line)
-
-
-CLI_SERVER = CliServer()
 
 
 def read_text(path: Path) -> str:
@@ -120,15 +142,16 @@ def env_python(framework: str) -> Path:
     return ENVS[framework] / "bin" / "python"
 
 
+# The command line's libraries read no variable of ours, so its server serves any environment; the frameworks' do.
+SERVERS = {"cli": Zygote("cli", Path(sys.executable), fixed_env=False),
+           **{fw: Zygote(fw, env_python(fw), fixed_env=True) for fw in ENVS}}
+
+
 def probe_json(framework: str, code: str, timeout: float = 600):
     """Run `code` in the framework's environment, from the repository root, and return the JSON its last line of
     output holds (a probe prints its findings as one JSON object); a probe that fails fails the test with its
     stderr."""
-    import json
-    import subprocess
-
-    proc = subprocess.run([str(env_python(framework)), "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = run_in_env(framework, "-c", code, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.splitlines()[-1])
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import BRIEF_TIMING, REPO_ROOT, env_python, metric, write_mnist_folder
+from helpers import BRIEF_TIMING, REPO_ROOT, env_python, metric, run_in_env, write_mnist_folder
 
 from bench_contract.measure.device import cpu_model
 from bench_contract.results import read_task_table
@@ -25,9 +25,7 @@ def run_backend(framework: str, spec: JobSpec, tmp_path: Path,
     """The backend's run of `spec` in its own environment; `env` adds to this process's environment."""
     path = tmp_path / f"{framework}.json"
     path.write_text(spec.to_json())
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
-    return subprocess.run([str(env_python(framework)), "-m", f"{framework}_backend.run", str(path)],
-                          capture_output=True, text=True, timeout=600, env=env)
+    return run_in_env(framework, "-m", f"{framework}_backend.run", str(path), env=env, cwd=Path.cwd())
 
 
 def make_spec(framework: str, tmp_path: Path, **overrides) -> JobSpec:
@@ -125,8 +123,8 @@ def test_fp32_means_tf32_off_in_both_frameworks(framework, check, tmp_path):
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(make_spec(framework, tmp_path).to_json())
     code = f"from bench_contract.spec import JobSpec; SPEC = JobSpec.read({str(spec_path)!r}); {check}"
-    subprocess.run([str(env_python(framework)), "-c", code], check=True, cwd=REPO_ROOT,
-                   env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    proc = run_in_env(framework, "-c", code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 INFERENCE_DTYPES = {
@@ -157,8 +155,7 @@ for precision in ("bf16", "fp16"):
     seen[precision] = [name(out), ops.to_numpy(out).dtype.name]
 print(json.dumps(seen))
 """
-    proc = subprocess.run([str(env_python(framework)), "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+    proc = run_in_env(framework, "-c", code)
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     for precision, (forward_dtype, host_dtype) in seen.items():

@@ -2,12 +2,10 @@
 update the running statistics alike (PyTorch's momentum and unbiased running variance), and evaluation uses
 the running statistics in both. Run by tests/backends/batch_norm_probe.py in each framework's environment."""
 
-import os
-import subprocess
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, env_python
+from helpers import REPO_ROOT, run_in_env
 
 FRAMEWORKS = ("jax", "torch")  # jax first: it writes the shared weights file, torch checks it
 
@@ -18,9 +16,9 @@ def probes(tmp_path_factory):
     out = {}
     for framework in FRAMEWORKS:
         path = tmp / f"{framework}.npz"
-        subprocess.run([str(env_python(framework)), str(REPO_ROOT / "tests" / "backends" / "batch_norm_probe.py"),
-                        framework, str(tmp / "init.npz"), str(path)],
-                       check=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+        proc = run_in_env(framework, str(REPO_ROOT / "tests" / "backends" / "batch_norm_probe.py"), framework,
+                          str(tmp / "init.npz"), str(path))
+        assert proc.returncode == 0, proc.stderr[-3000:]
         with np.load(path) as f:
             out[framework] = {k: f[k] for k in f.files}
     with np.load(tmp / "init.npz") as f:

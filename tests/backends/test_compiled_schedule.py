@@ -2,21 +2,18 @@
 step, and the compiled steps follow the eager ones. Run by tests/backends/compiled_schedule_probe.py."""
 
 import json
-import os
-import subprocess
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, env_python
+from helpers import REPO_ROOT, run_in_env
 
 from bench_contract.spec import OPTIMIZERS
 
 
 @pytest.fixture(scope="module")
 def probe():
-    proc = subprocess.run([str(env_python("torch")), str(REPO_ROOT / "tests" / "backends" / "compiled_schedule_probe.py")],
-                          capture_output=True, text=True, check=True, cwd=REPO_ROOT, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    proc = run_in_env("torch", str(REPO_ROOT / "tests" / "backends" / "compiled_schedule_probe.py"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

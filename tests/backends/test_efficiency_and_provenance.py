@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 import pytest
-from helpers import metric
+from helpers import metric, run_in_env
 from test_backends import FRAMEWORKS, make_spec, run_backend
 
 from bench_contract.models.mlp import MLP_HIDDEN
@@ -280,11 +280,7 @@ print(json.dumps(runtime_versions()))
 
 def test_jax_spells_the_cuda_version_as_pytorch_does():
     """On the H200, JAX's rows said cuda "13000" and PyTorch's "13.0" for the same CUDA 13.0."""
-    import subprocess
-
-    from helpers import REPO_ROOT, env_python
-
-    out = subprocess.run([str(env_python("jax")), "-c", JAX_CUDA_VERSIONS], cwd=REPO_ROOT, capture_output=True,
-                         text=True, check=True)
+    out = run_in_env("jax", "-c", JAX_CUDA_VERSIONS)
+    assert out.returncode == 0, out.stderr[-3000:]
     versions = json.loads(out.stdout.splitlines()[-1])
     assert (versions["cuda"], versions["cudnn"]) == ("13.0", "91900")

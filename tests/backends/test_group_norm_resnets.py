@@ -12,20 +12,17 @@ The forward passes of both frameworks are compared by tests/backends/test_vision
 every model `validate` checks, these included.
 """
 
-import os
-import subprocess
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import REPO_ROOT, env_python, metric, run_cli
+from helpers import REPO_ROOT, metric, run_cli, run_in_env
 from test_backends import FRAMEWORKS
 from test_training_models import PER_SAMPLE_TOLERANCE, curve, train_both
 
 from bench_contract.models.vision import GROUP_NORM_EPS, GROUP_NORM_VARIANTS
 from orchestrator.plan import catalog
 
-ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 GN_MODELS = [(catalog.home_benchmark(model).name, model) for model in GROUP_NORM_VARIANTS]
 
 # One GroupNorm layer of the backend, applied to x (channel-first) with the given weight and bias.
@@ -76,8 +73,7 @@ def test_each_frameworks_group_norm_equals_a_numpy_reference(tmp_path, framework
     paths = [tmp_path / f"{name}.npy" for name in ("x", "weight", "bias", "y")]
     for path, value in zip(paths, (x, weight, bias)):
         np.save(path, value)
-    proc = subprocess.run([str(env_python(framework)), "-c", LAYER_PROBE[framework], *map(str, paths)],
-                          check=False, capture_output=True, text=True, env=ENV, cwd=REPO_ROOT, timeout=300)
+    proc = run_in_env(framework, "-c", LAYER_PROBE[framework], *map(str, paths), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     np.testing.assert_allclose(np.load(paths[3]), group_norm_reference(x, groups, weight, bias), rtol=1e-3, atol=2e-4)
 
@@ -93,9 +89,8 @@ def per_sample_probes(tmp_path_factory):
         for framework in FRAMEWORKS:
             path = tmp / f"{framework}-{model}.npz"
             probe = REPO_ROOT / "tests" / "backends" / "model_per_sample_probe.py"
-            proc = subprocess.run([str(env_python(framework)), str(probe), framework, benchmark, model, str(path),
-                                   str(PROBE_BATCH)], check=False, capture_output=True, text=True, cwd=REPO_ROOT,
-                                  env=ENV, timeout=900)
+            proc = run_in_env(framework, str(probe), framework, benchmark, model, str(path), str(PROBE_BATCH),
+                              timeout=900)
             assert proc.returncode == 0, proc.stderr[-3000:]
             with np.load(path) as f:
                 probes[framework, model] = {k: f[k] for k in f.files}

@@ -2,21 +2,19 @@
 records: the stopping rule, the spread, and no recompilation inside the timed region."""
 
 import json
-import os
-import subprocess
+from pathlib import Path
 
 import pytest
 from cluster_run import compilation_cache_settings
-from helpers import REPO_ROOT, env_python, metric
+from helpers import REPO_ROOT, metric, run_in_env
 
 from bench_contract.results import read_task_table
 from bench_contract.spec import JobSpec
 
 
 def probe(framework: str, *args: str, env: dict | None = None) -> dict:
-    proc = subprocess.run([str(env_python(framework)), str(REPO_ROOT / "tests" / "backends" / "measurement_probe.py"),
-                           *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})})
+    proc = run_in_env(framework, str(REPO_ROOT / "tests" / "backends" / "measurement_probe.py"), *args, env=env,
+                      cwd=Path.cwd())
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -57,8 +55,7 @@ def test_inference_times_until_both_minimums_are_reached_and_records_them(framew
                    results_path=str(tmp_path / "rows.parquet"), init_weights_path=str(tmp_path / "init.npz"))
     path = tmp_path / "spec.json"
     path.write_text(spec.to_json())
-    proc = subprocess.run([str(env_python(framework)), "-m", f"{framework}_backend.run", str(path)],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    proc = run_in_env(framework, "-m", f"{framework}_backend.run", str(path), cwd=Path.cwd())
     assert proc.returncode == 0, proc.stderr
     df = read_task_table(spec.results_path).to_pandas()
     assert metric(df, "min_iterations") == 5 and metric(df, "min_duration") == 0.3

@@ -18,14 +18,13 @@ test_loss_scaling_rule). Compiled PyTorch takes eager PyTorch's losses within fl
 may fuse and reorder float32 operations: 1e-5 relative), and its compilation is recorded apart.
 """
 
-import os
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import BRIEF_TIMING, REPO_ROOT, env_python, metric
+from helpers import BRIEF_TIMING, REPO_ROOT, metric, run_in_env
 
 from bench_contract.results import read_task_table
 from bench_contract.spec import JobSpec
@@ -44,9 +43,7 @@ def run(framework: str, tmp_path: Path, **overrides) -> subprocess.CompletedProc
     spec = JobSpec(**values, results_path=str(tmp_path / f"{name}.parquet"))
     path = tmp_path / f"{name}.json"
     path.write_text(spec.to_json())
-    return subprocess.run([str(env_python(framework)), "-m", f"{framework}_backend.run", str(path)],
-                          capture_output=True, text=True, timeout=600, check=False,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    return run_in_env(framework, "-m", f"{framework}_backend.run", str(path), cwd=Path.cwd())
 
 
 def rows(framework: str, tmp_path: Path, **overrides) -> pd.DataFrame:
@@ -116,9 +113,9 @@ def scaling_probes(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("loss_scaling")
     out = {}
     for framework in ("jax", "torch"):
-        subprocess.run([str(env_python(framework)), str(REPO_ROOT / "tests" / "backends" / "loss_scaling_probe.py"),
-                        framework, str(tmp_path / "weights.npz"), str(tmp_path / f"{framework}.npz")],
-                       check=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+        proc = run_in_env(framework, str(REPO_ROOT / "tests" / "backends" / "loss_scaling_probe.py"), framework,
+                          str(tmp_path / "weights.npz"), str(tmp_path / f"{framework}.npz"), cwd=Path.cwd())
+        assert proc.returncode == 0, proc.stderr[-3000:]
         out[framework] = np.load(tmp_path / f"{framework}.npz")
     return out
 

@@ -10,13 +10,11 @@
 """
 
 import json
-import os
-import subprocess
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import REPO_ROOT, env_python
+from helpers import REPO_ROOT, run_in_env
 from test_backends import make_spec, run_backend
 from test_parallel_training_options import run_ranks
 
@@ -45,9 +43,9 @@ def assert_close(actual: dict, expected: dict, what: str) -> None:
 def probe(request, tmp_path_factory):
     benchmark, model = request.param
     path = tmp_path_factory.mktemp("opacus") / f"{model}.npz"
-    subprocess.run([str(env_python("torch")), str(REPO_ROOT / "tests" / "backends" / "opacus_probe.py"),
-                    benchmark, model, str(path), str(PROBE_BATCH), str(CLIP_NORM)],
-                   check=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+    proc = run_in_env("torch", str(REPO_ROOT / "tests" / "backends" / "opacus_probe.py"), benchmark, model, str(path),
+                      str(PROBE_BATCH), str(CLIP_NORM))
+    assert proc.returncode == 0, proc.stderr[-3000:]
     with np.load(path) as f:
         return model, {k: f[k] for k in f.files}
 

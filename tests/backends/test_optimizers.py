@@ -24,12 +24,10 @@ Tolerances, from the arithmetic:
   and is still 1e4 below the smallest defect above.
 """
 
-import os
-import subprocess
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, env_python
+from helpers import REPO_ROOT, run_in_env
 from optimizer_probe import CASES, STEPS
 
 FRAMEWORKS = ("jax", "torch")  # jax first: it writes the shared weights file, torch reads it
@@ -44,9 +42,9 @@ def probes(tmp_path_factory):
     out = {}
     for framework in FRAMEWORKS:
         path = tmp / f"{framework}.npz"
-        subprocess.run([str(env_python(framework)), str(REPO_ROOT / "tests" / "backends" / "optimizer_probe.py"),
-                        framework, str(tmp / "init.npz"), str(path)],
-                       check=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+        proc = run_in_env(framework, str(REPO_ROOT / "tests" / "backends" / "optimizer_probe.py"), framework,
+                          str(tmp / "init.npz"), str(path))
+        assert proc.returncode == 0, proc.stderr[-3000:]
         with np.load(path) as f:
             out[framework] = {k: f[k] for k in f.files}
     return out

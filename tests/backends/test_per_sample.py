@@ -7,12 +7,10 @@
   reference in each framework, and agree between the frameworks.
 """
 
-import os
-import subprocess
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, env_python
+from helpers import REPO_ROOT, run_in_env
 from test_backends import FRAMEWORKS, make_spec, metric, run_backend
 
 from bench_contract.results import read_task_table
@@ -29,9 +27,9 @@ def probes(tmp_path_factory):
     out = {}
     for framework in FRAMEWORKS:
         path = tmp / f"{framework}.npz"
-        subprocess.run([str(env_python(framework)), str(REPO_ROOT / "tests" / "backends" / "per_sample_probe.py"),
-                        framework, str(path), str(CLIP_NORM), str(LEARNING_RATE), str(PROBE_BATCH)],
-                       check=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+        proc = run_in_env(framework, str(REPO_ROOT / "tests" / "backends" / "per_sample_probe.py"), framework,
+                          str(path), str(CLIP_NORM), str(LEARNING_RATE), str(PROBE_BATCH))
+        assert proc.returncode == 0, proc.stderr[-3000:]
         with np.load(path) as f:
             out[framework] = {k: f[k] for k in f.files}
     return out
@@ -156,9 +154,9 @@ def clipped_sums(tmp_path_factory):
     for benchmark, model in TIMED_MODELS:
         for framework in FRAMEWORKS:
             path = tmp / f"{framework}-{model}.npz"
-            subprocess.run([str(env_python(framework)), str(REPO_ROOT / "tests" / "backends" / "clipped_sum_probe.py"),
-                            framework, benchmark, model, str(path), str(PROBE_BATCH), str(CLIP_NORM)],
-                           check=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+            proc = run_in_env(framework, str(REPO_ROOT / "tests" / "backends" / "clipped_sum_probe.py"), framework,
+                              benchmark, model, str(path), str(PROBE_BATCH), str(CLIP_NORM))
+            assert proc.returncode == 0, proc.stderr[-3000:]
             with np.load(path) as f:
                 out[framework, model] = {k: f[k] for k in f.files}
     return out

@@ -3,14 +3,11 @@ operation computed in during one training step, read from the traced jaxpr in JA
 operations in PyTorch, and the certificate that compares the two in collect."""
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from helpers import REPO_ROOT, env_python, run_cli
+from helpers import run_cli, run_in_env
 from test_backends import make_spec, run_backend
 
 from bench_contract.results import read_task_table
@@ -93,9 +90,7 @@ def test_the_certificate_catches_a_jax_policy_that_casts_everything(bf16_runs):
                      results_path=str(results / "broken" / "rows" / "jax" / "transformer.parquet"))
     path = root / "broken.json"
     path.write_text(spec.to_json())
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.run([str(env_python("jax")), str(Path(__file__).with_name("cast_everything_probe.py")),
-                           str(path)], capture_output=True, text=True, timeout=600, env=env)
+    proc = run_in_env("jax", str(Path(__file__).with_name("cast_everything_probe.py")), str(path), cwd=Path.cwd())
     assert proc.returncode == 0, proc.stderr[-3000:]
     (results / "broken" / "rows" / "torch").mkdir(parents=True)
     shutil.copy(root / "c" / "rows" / "torch" / "transformer.parquet", results / "broken" / "rows" / "torch")

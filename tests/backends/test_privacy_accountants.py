@@ -3,10 +3,9 @@ the epsilon reported (dp-accounting's PLD accountant) against Opacus's PRV accou
 it against Opacus's RDP accountant (issue 29)."""
 
 import json
-import subprocess
 
 import pytest
-from helpers import REPO_ROOT, env_python
+from helpers import run_in_env
 
 from orchestrator.plan import privacy
 
@@ -38,8 +37,7 @@ RDP_SERIES_RTOL = 1e-4
 
 @pytest.fixture(scope="module")
 def opacus_epsilons():
-    proc = subprocess.run([str(env_python("torch")), "-c", OPACUS_EPSILONS % {"eps_error": EPS_ERROR}, json.dumps(CASES)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    proc = run_in_env("torch", "-c", OPACUS_EPSILONS % {"eps_error": EPS_ERROR}, json.dumps(CASES), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 

@@ -8,11 +8,9 @@ with two CPU devices (the compiled path of two processes on two nodes) against e
 """
 
 import json
-import os
-import subprocess
 
 import pytest
-from helpers import REPO_ROOT, env_python
+from helpers import REPO_ROOT, run_in_env
 
 # Measured: 3.3e-6 (one device) and 6.6e-6 (two) on the CNN, float32 roundoff of an update of order 1e-2;
 # the defect gave 0.36 to 1.5.
@@ -21,9 +19,7 @@ TOLERANCE = 1e-4
 
 @pytest.mark.parametrize("model", ["cnn"])
 def test_the_dp_sgd_step_on_two_devices_equals_one_device_and_the_per_example_loop(model):
-    proc = subprocess.run([str(env_python("jax")), str(REPO_ROOT / "tests" / "backends" / "sharded_dp_sgd_probe.py"),
-                           model, "16"], check=False, capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    proc = run_in_env("jax", str(REPO_ROOT / "tests" / "backends" / "sharded_dp_sgd_probe.py"), model, "16")
     assert proc.returncode == 0, proc.stderr[-3000:]
     errors = json.loads(proc.stdout.splitlines()[-1])
     assert errors["one_device"] < TOLERANCE and errors["two_devices"] < TOLERANCE, errors

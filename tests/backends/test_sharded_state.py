@@ -5,11 +5,9 @@ path of two processes on two nodes); the two-node runs of both frameworks are in
 tests/integration/test_language_model_on_slurm.py."""
 
 import json
-import os
-import subprocess
 
 import pytest
-from helpers import REPO_ROOT, env_python
+from helpers import REPO_ROOT, run_in_env
 
 # float32: the two layouts partition the step's matmuls differently, so each gradient (a sum over 8 x 32 = 256
 # token positions, and over widths up to 128) is summed in another order: at most K * 6e-8 = 1.5e-5 of its terms'
@@ -20,9 +18,7 @@ PARAMETER_RTOL = 1e-4
 
 
 def test_sharded_state_takes_the_replicated_steps_with_half_the_state_per_device():
-    proc = subprocess.run([str(env_python("jax")), str(REPO_ROOT / "tests" / "backends" / "sharded_state_probe.py"), "3"],
-                          check=False, capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    proc = run_in_env("jax", str(REPO_ROOT / "tests" / "backends" / "sharded_state_probe.py"), "3")
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.splitlines()[-1])
     assert found["sharded_losses"] == pytest.approx(found["replicated_losses"], rel=1e-5)

@@ -4,9 +4,8 @@ convolution are one, with a group per example. The CIFAR-10 CNN's DP-SGD step co
 3.9 on a CPU; each check below fails with torch's own formula."""
 
 import json
-import subprocess
 
-from helpers import REPO_ROOT, env_python
+from helpers import run_in_env
 
 COUNTS = """
 import json
@@ -41,8 +40,8 @@ print(json.dumps({"grouped": grouped, "single": single, "dp_sgd": counted_flops(
 
 
 def counts() -> dict:
-    out = subprocess.run([str(env_python("torch")), "-c", COUNTS], cwd=REPO_ROOT, capture_output=True, text=True,
-                         check=True)
+    out = run_in_env("torch", "-c", COUNTS)
+    assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.splitlines()[-1])
 
 

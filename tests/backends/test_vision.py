@@ -8,14 +8,12 @@ forward pass (README).
 
 import dataclasses
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import REPO_ROOT, env_python, metric, run_cli, write_image_folder
+from helpers import metric, run_cli, run_in_env, write_image_folder
 
 from bench_contract.models.mlp import param_specs
 from bench_contract.models.vision import GROUP_NORM_VARIANTS
@@ -28,12 +26,6 @@ from orchestrator.run.validate import read_result
 
 MODELS = catalog.inference_models()  # what `validate` compares; the training-only models have their own tests
 FRAMEWORKS = ("torch", "jax")  # PyTorch first, as `validate` does; either order makes the same weights file
-ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-
-
-def run_in(framework: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([str(env_python(framework)), *args], check=False, capture_output=True, text=True,
-                          timeout=timeout, env=ENV, cwd=REPO_ROOT)
 
 
 PRECISIONS = [name for name, p in catalog.PRECISIONS.items()
@@ -59,7 +51,7 @@ def tiny_parity(tmp_path_factory):
             (folder / "spec.json").write_text(spec.to_json())
             specs[(model, precision)] = spec
     for framework in FRAMEWORKS:
-        proc = run_in(framework, "-m", f"{framework}_backend.parity",
+        proc = run_in_env(framework, "-m", f"{framework}_backend.parity",
                       *[str(Path(spec.output_dir) / "spec.json") for spec in specs.values()])
         assert proc.returncode == 0, proc.stderr[-3000:]
     return specs
@@ -102,7 +94,7 @@ def test_full_networks_have_the_same_parameter_lists_and_torchvisions_parameter_
         cases.append([model, list(sample_shape(bench, "full")), num_classes(bench)])
     lists = {}
     for framework, cls in (("torch", "TorchBackend"), ("jax", "JaxBackend")):
-        proc = run_in(framework, "-c", DUMP_SPECS.format(fw=framework, cls=cls), json.dumps(cases))
+        proc = run_in_env(framework, "-c", DUMP_SPECS.format(fw=framework, cls=cls), json.dumps(cases))
         assert proc.returncode == 0, proc.stderr[-3000:]
         lists[framework] = json.loads(proc.stdout)
     assert lists["jax"] == lists["torch"]
@@ -112,7 +104,7 @@ def test_full_networks_have_the_same_parameter_lists_and_torchvisions_parameter_
                                      for s in sorted(contract_mlp, key=lambda s: s.name)]
     # A GroupNorm variant learns what its batch-norm network learns (a weight and a bias per channel): its count.
     imagenet = {model: GROUP_NORM_VARIANTS.get(model, model) for model in catalog.BENCHMARKS["imagenet"].models}
-    proc = run_in("torch", "-c", TORCHVISION_COUNTS, *set(imagenet.values()))
+    proc = run_in_env("torch", "-c", TORCHVISION_COUNTS, *set(imagenet.values()))
     assert proc.returncode == 0, proc.stderr
     counts = json.loads(proc.stdout)
     for model, torchvision_model in imagenet.items():
@@ -149,7 +141,7 @@ def run_inference_both(tmp_path, **fields) -> dict[str, pd.DataFrame]:
                        init_weights_path=str(tmp_path / "init.npz"), **fields)
         path = tmp_path / f"{framework}.json"
         path.write_text(spec.to_json())
-        proc = run_in(framework, "-m", f"{framework}_backend.run", str(path))
+        proc = run_in_env(framework, "-m", f"{framework}_backend.run", str(path))
         assert proc.returncode == 0, proc.stderr[-3000:]
         frames[framework] = read_task_table(spec.results_path).to_pandas()
     return frames
@@ -185,7 +177,7 @@ def test_both_environments_read_an_image_folder_to_the_same_pixels_and_run_infer
     pixels = {}
     for framework in FRAMEWORKS:
         out = tmp_path / f"{framework}-pixels.npy"
-        proc = run_in(framework, "-c", decode, str(root), str(out))
+        proc = run_in_env(framework, "-c", decode, str(root), str(out))
         assert proc.returncode == 0, proc.stderr[-2000:]
         pixels[framework] = np.load(out)
     assert pixels["jax"].shape == (4, 3, 64, 64)
@@ -205,7 +197,7 @@ def test_pytorch_options_torch_compile_and_channels_last_are_run_and_recorded(tm
                    min_duration_s=0.0, torch_compile=True, channels_last=True, results_path=str(tmp_path / "rows.parquet"),
                    init_weights_path=str(tmp_path / "init.npz"))
     (tmp_path / "spec.json").write_text(spec.to_json())
-    proc = run_in("torch", "-m", "torch_backend.run", str(tmp_path / "spec.json"))
+    proc = run_in_env("torch", "-m", "torch_backend.run", str(tmp_path / "spec.json"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = read_task_table(spec.results_path).to_pandas()
     assert json.loads(df.framework_options.iloc[0]) == {"mode": "torch.compile", "memory_format": "channels_last"}
@@ -227,6 +219,6 @@ print(sorted(m for m in ("torchvision", "torch._dynamo") if m in sys.modules))
 def test_the_torch_backend_imports_torchvision_only_for_its_models():
     """Importing torchvision imports TorchDynamo, about 1.2 s of CPU in each of the suite's hundreds of PyTorch
     processes: a backend that trains a model of its own (MLP, CNN, transformer) must import neither."""
-    proc = run_in("torch", "-c", NO_TORCHVISION_UNTIL_NEEDED)
+    proc = run_in_env("torch", "-c", NO_TORCHVISION_UNTIL_NEEDED, fresh=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split("\n")[-2] == "[]", proc.stdout

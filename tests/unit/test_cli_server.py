@@ -1,15 +1,19 @@
-"""tests/helpers.run_cli forks each call from a server that imported the libraries once (tests/cli_zygote.py): each
+"""tests/helpers.run_cli forks each call from a server that imported the libraries once (tests/zygote.py): each
 call must still be `python main.py ARGS` in a process of its own, with its own folder, environment, streams and exit
-code, or every test of the command line would test something else."""
+code, or every test of the command line would test something else. The same server runs the backends' calls
+(tests/helpers.run_in_env; tests/backends/test_zygote.py)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from helpers import CliServer, fake_slurm_site, run_cli
+from helpers import MAIN_PY, Zygote, fake_slurm_site, run_cli
 
 
 def launch(site: tuple, *extra: str, **kwargs):
@@ -39,10 +43,11 @@ def test_a_call_sees_its_own_environment_as_a_fresh_interpreter_would(tmp_path, 
     slow.write_text(slow.read_text().replace("#!/bin/bash\n", "#!/bin/bash\nsleep 2\n"))
     args = ["--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", "--profile", str(site[2])]
     monkeypatch.setenv("ORCHESTRATOR_SBATCH_SLOW_S", "0.5")
-    server = CliServer()
+    server = Zygote("cli", Path(sys.executable), fixed_env=False)
     try:
-        untold = server.run([*args, "--results-dir", "r1", "--scripts-dir", "s1"], site[0], tmp_path, timeout=120)
-        told = server.run([*args, "--results-dir", "r2", "--scripts-dir", "s2"],
+        untold = server.run([str(MAIN_PY), *args, "--results-dir", "r1", "--scripts-dir", "s1"], site[0], tmp_path,
+                            timeout=120)
+        told = server.run([str(MAIN_PY), *args, "--results-dir", "r2", "--scripts-dir", "s2"],
                           {**site[0], "ORCHESTRATOR_SBATCH_SLOW_S": "0.5"}, tmp_path, timeout=120)
     finally:
         server.proc.stdin.close()
@@ -60,3 +65,22 @@ def test_a_call_past_its_timeout_is_killed_and_the_next_call_runs(tmp_path):
                timeout=3)
     assert time.monotonic() - started < 30  # killed at its timeout, not waited for to the fake sbatch's 60 s
     assert run_cli("list").returncode == 0
+
+
+SHOW = "import json, sys; print(json.dumps([__name__, sys.argv, sys.path[0]]))"
+
+
+@pytest.mark.parametrize("form", ["-c", "script", "-m"])
+def test_a_call_gets_the_arguments_path_and_name_the_interpreter_gives(tmp_path, form):
+    (tmp_path / "shown.py").write_text(SHOW + "\n")
+    argv = {"-c": ["-c", SHOW, "a", "b"], "script": [str(tmp_path / "shown.py"), "a", "b"],
+            "-m": ["-m", "shown", "a", "b"]}[form]
+    fresh = subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=tmp_path, check=True)
+    server = Zygote("cli", Path(sys.executable), fixed_env=False)
+    try:
+        forked = server.run(argv, {"PATH": "/usr/bin:/bin"}, tmp_path, timeout=60)
+    finally:
+        server.proc.stdin.close()
+        server.proc.wait()
+    assert forked.returncode == 0, forked.stderr
+    assert json.loads(forked.stdout) == json.loads(fresh.stdout)
