@@ -43,15 +43,21 @@ def run_in_env(framework: str, *argv: str, env: dict | None = None, timeout: flo
     variables at its import. `fresh`: a new interpreter all the same, for a test of what the call itself imports."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
     server = SERVERS[framework]
-    if fresh or (server.env is not None and without_test_names(env) != without_test_names(server.env)):
+    if fresh or (server.env is not None and read_at_import(env) != read_at_import(server.env)):
         return subprocess.run([str(env_python(framework)), *argv], capture_output=True, text=True, timeout=timeout,
                               cwd=cwd, env=env, stdin=subprocess.DEVNULL)
     return server.call(list(argv), env, cwd, timeout)
 
 
-def without_test_names(env: dict) -> dict:
-    """The environment but for the variable pytest sets to the name of each test it runs, which no library reads."""
-    return {name: value for name, value in env.items() if name != "PYTEST_CURRENT_TEST"}
+# Variables of a test run that no framework reads: pytest's name of the test it runs, and the local cluster's
+# configuration, which tests/integration/conftest.py's fixture sets for the rest of a worker's run (a worker that
+# then ran a backend test would start every framework afresh).
+NOT_READ_AT_IMPORT = ("PYTEST_CURRENT_TEST", "SLURM_CONF")
+
+
+def read_at_import(env: dict) -> dict:
+    """The environment but for the variables that no framework reads."""
+    return {name: value for name, value in env.items() if name not in NOT_READ_AT_IMPORT}
 
 
 class Zygote:
