@@ -32,45 +32,57 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
     has imported the libraries once (tests/zygote.py), not started afresh: the same process but for the time an
     interpreter takes to start and import them (issue 28)."""
     env = env if env is not None else dict(os.environ)
-    return SERVERS["cli"].call([str(MAIN_PY), *args], env, Path(cwd or REPO_ROOT), timeout)
+    return CLI_SERVER.call([str(MAIN_PY), *args], env, Path(cwd or REPO_ROOT), timeout)
 
 
 def run_in_env(framework: str, *argv: str, env: dict | None = None, timeout: float = 600, cwd: Path = REPO_ROOT,
                fresh: bool = False) -> subprocess.CompletedProcess:
-    """`python ARGV` (a script, `-m MODULE` or `-c CODE`) with the framework's interpreter, our repository importable, output
-    captured; `env` adds to this process's environment. Forked from a server that has imported the framework once
-    (tests/zygote.py) where the call's environment is the server's, else started afresh: the framework reads some
-    variables at its import. `fresh`: a new interpreter all the same, for a test of what the call itself imports."""
+    """`python ARGV` (a script, `-m MODULE` or `-c CODE`) with the framework's interpreter, our repository
+    importable, output captured; `env` adds to this process's environment. Forked from a server that has imported
+    the framework once in the call's environment (tests/zygote.py; the framework reads some variables at its
+    import). `fresh`: a new interpreter all the same, for a test of what the call itself imports."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
-    server = SERVERS[framework]
-    if fresh or (server.env is not None and read_at_import(env) != read_at_import(server.env)):
+    if fresh:
         return subprocess.run([str(env_python(framework)), *argv], capture_output=True, text=True, timeout=timeout,
                               cwd=cwd, env=env, stdin=subprocess.DEVNULL)
-    return server.call(list(argv), env, cwd, timeout)
+    return FRAMEWORK_SERVERS[framework].server_for(env).call(list(argv), env, cwd, timeout)
 
 
-# Variables of a test run that no framework reads: pytest's name of the test it runs, and the local cluster's
-# configuration, which tests/integration/conftest.py's fixture sets for the rest of a worker's run (a worker that
-# then ran a backend test would start every framework afresh).
+# Variables of a test run that no framework reads: pytest's name of the test it runs, and the cluster's
+# configuration, which tests/conftest.py removes outside the integration tests (where a user's shell set it).
 NOT_READ_AT_IMPORT = ("PYTEST_CURRENT_TEST", "SLURM_CONF")
 
 
-def read_at_import(env: dict) -> dict:
-    """The environment but for the variables that no framework reads."""
-    return {name: value for name, value in env.items() if name not in NOT_READ_AT_IMPORT}
+class FrameworkServers:
+    """A framework's servers, one for each environment as the framework reads it, the two used last kept: most calls
+    share the test run's environment, and a test that changes a variable (monkeypatch, or `env`) gets a server of
+    its own rather than one that imported the framework under other settings."""
+
+    KEPT = 2
+
+    def __init__(self, framework: str) -> None:
+        self.framework = framework
+        self.servers: dict[tuple, Zygote] = {}  # by environment, the one used last at the end
+
+    def server_for(self, env: dict) -> Zygote:
+        key = tuple(sorted((name, value) for name, value in env.items() if name not in NOT_READ_AT_IMPORT))
+        server = self.servers.pop(key, None) or Zygote(self.framework, env_python(self.framework))
+        self.servers[key] = server
+        while len(self.servers) > self.KEPT:
+            self.servers.pop(next(iter(self.servers))).close()
+        return server
 
 
 class Zygote:
     """One tests/zygote.py server of this test process for one kind of call (`cli`, `jax`, `torch`), started at
-    its first call; `env` is its environment once started, for kinds whose preloaded libraries read it."""
+    its first call, in that call's environment."""
 
-    def __init__(self, kind: str, python: Path, fixed_env: bool) -> None:
+    def __init__(self, kind: str, python: Path) -> None:
         import threading
 
-        self.kind, self.python, self.fixed_env = kind, python, fixed_env
+        self.kind, self.python = kind, python
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
-        self.env: dict | None = None
         self.pending = b""  # what the server has written and no answer has read yet
 
     def call(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
@@ -103,10 +115,9 @@ class Zygote:
 
     def started(self, env: dict) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
-            self.env = dict(env) if self.fixed_env else None
             self.proc = subprocess.Popen([str(self.python), str(REPO_ROOT / "tests" / "zygote.py"), self.kind],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
-                                         env=self.env)
+                                         env=env)
             self.pending = b""
             assert self.answer().get("ready"), f"tests/zygote.py {self.kind} did not start"
         return self.proc
@@ -131,6 +142,13 @@ class Zygote:
         line, self.pending = self.pending.split(b"\n", 1)
         return json.loads(line)
 
+    def close(self) -> None:
+        """End the server (it ends at the end of its input), if it was started."""
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait()
+            self.proc = None
+
 
 def read_text(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
@@ -148,9 +166,9 @@ def env_python(framework: str) -> Path:
     return ENVS[framework] / "bin" / "python"
 
 
-# The command line's libraries read no variable of ours, so its server serves any environment; the frameworks' do.
-SERVERS = {"cli": Zygote("cli", Path(sys.executable), fixed_env=False),
-           **{fw: Zygote(fw, env_python(fw), fixed_env=True) for fw in ENVS}}
+# The command line's libraries read no variable of ours, so one server serves every environment; the frameworks' do.
+CLI_SERVER = Zygote("cli", Path(sys.executable))
+FRAMEWORK_SERVERS = {framework: FrameworkServers(framework) for framework in ENVS}
 
 
 def probe_json(framework: str, code: str, timeout: float = 600):

@@ -48,6 +48,8 @@ class StateUnknown(OrchestratorError):
     exit_code = 3
 UNSETTLED = (*ACTIVE, UNKNOWN)
 NO_FILE = "no file"  # result_problem's word for a result that was never written
+# A task that neither queue nor accounting lists, without a result or a failure row.
+NOT_RECORDED = "the task is not queued and wrote no result"
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,7 @@ def campaign_status(folder: Path) -> list[CellStatus]:
         elif failure is not None:
             state, detail = ("failed" if failure["status"] == "failed" else "cancelled"), reason
         else:
-            state, detail = "no result", "the task is not queued and wrote no result"
+            state, detail = "no result", NOT_RECORDED
         cells.append(CellStatus(framework, index, cell["cell_id"], task_id, state, detail, log, **found))
     return cells
 
@@ -239,6 +241,12 @@ def progress_bar(cells: list[CellStatus], width: int = 30) -> str:
 def is_active(cells: list[CellStatus]) -> bool:
     """Whether any cell is still queued or running, or may be (unknown)."""
     return any(c.state in UNSETTLED for c in cells)
+
+
+def awaiting_record(cells: list[CellStatus]) -> bool:
+    """Whether a cell's Slurm task has left the queue without a record in accounting yet (none for the local
+    executor's tasks, which Slurm never knew)."""
+    return any(c.detail == NOT_RECORDED and c.task_id and not c.task_id.startswith("local_") for c in cells)
 
 
 LOST = "the answer to its array's submission was lost"
@@ -304,6 +312,11 @@ WATCH_MIN_S = 0.01  # --interval's least: a first poll every 10 ms, backing off
 # How long the queue may stay unreadable before watch gives up (StateUnknown): a controller restart or a
 # failover takes minutes, and watch goes on through it; a squeue that never answers is said within this.
 WATCH_UNREADABLE_S = float(os.environ.get("ORCHESTRATOR_WATCH_UNREADABLE_S", "600"))
+# Slurm's accounting records a task's end a moment after squeue stops listing it (slurmctld hands the record to
+# slurmdbd in the background: seconds on a loaded controller). A fresh-clone test run saw watch name a task
+# cancelled while it ran "no result" for want of that record, where the next poll would have said CANCELLED. So
+# watch polls on for up to this long while a Slurm task is in neither, before it names it.
+WATCH_ACCOUNTING_LAG_S = float(os.environ.get("ORCHESTRATOR_WATCH_ACCOUNTING_LAG_S", "30"))
 
 
 def check_interval(interval: float) -> None:
@@ -324,6 +337,7 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
     folder = find_campaign(results_dir, campaign)
     report(f"campaign {folder.name}")
     unreadable_since = None  # when the queue last became unreadable, while it stays so
+    unrecorded_since = None  # when every cell had ended but some Slurm task was in neither queue nor accounting
     woken = OutputsWritten()  # the outputs of the cells active at the first poll, once it has been made
     for round_number in Backoff(interval, POLL_BACKOFF, WATCH_MAX_S).rounds(woken):
         cells = campaign_status(folder)
@@ -342,7 +356,9 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
         if note and time.monotonic() - unreadable_since >= WATCH_UNREADABLE_S:
             raise StateUnknown(f"campaign {folder.name}: {note} for {WATCH_UNREADABLE_S:.0f} s; watch stops here")
         if not is_active(cells):  # unknown cells are not ended: watch never stops on them as if they were
-            break
+            unrecorded_since = unrecorded_since or time.monotonic()
+            if not awaiting_record(cells) or time.monotonic() - unrecorded_since >= WATCH_ACCOUNTING_LAG_S:
+                break
     unfinished = [c for c in cells if c.state not in DONE]
     for c in unfinished:
         warn(f"{c.framework} {c.array_index} ({c.cell_id}): {c.state}: {c.detail}")

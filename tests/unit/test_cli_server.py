@@ -43,15 +43,14 @@ def test_a_call_sees_its_own_environment_as_a_fresh_interpreter_would(tmp_path, 
     slow.write_text(slow.read_text().replace("#!/bin/bash\n", "#!/bin/bash\nsleep 2\n"))
     args = ["--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", "--profile", str(site[2])]
     monkeypatch.setenv("ORCHESTRATOR_SBATCH_SLOW_S", "0.5")
-    server = Zygote("cli", Path(sys.executable), fixed_env=False)
+    server = Zygote("cli", Path(sys.executable))
     try:
         untold = server.run([str(MAIN_PY), *args, "--results-dir", "r1", "--scripts-dir", "s1"], site[0], tmp_path,
                             timeout=120)
         told = server.run([str(MAIN_PY), *args, "--results-dir", "r2", "--scripts-dir", "s2"],
                           {**site[0], "ORCHESTRATOR_SBATCH_SLOW_S": "0.5"}, tmp_path, timeout=120)
     finally:
-        server.proc.stdin.close()
-        server.proc.wait()
+        server.close()
     assert untold.returncode == 0 and "sbatch has not answered for" not in untold.stderr, untold.stderr
     assert told.returncode == 0 and "sbatch has not answered for" in told.stderr, told.stderr
 
@@ -76,11 +75,10 @@ def test_a_call_gets_the_arguments_path_and_name_the_interpreter_gives(tmp_path,
     argv = {"-c": ["-c", SHOW, "a", "b"], "script": [str(tmp_path / "shown.py"), "a", "b"],
             "-m": ["-m", "shown", "a", "b"]}[form]
     fresh = subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=tmp_path, check=True)
-    server = Zygote("cli", Path(sys.executable), fixed_env=False)
+    server = Zygote("cli", Path(sys.executable))
     try:
         forked = server.run(argv, {"PATH": "/usr/bin:/bin"}, tmp_path, timeout=60)
     finally:
-        server.proc.stdin.close()
-        server.proc.wait()
+        server.close()
     assert forked.returncode == 0, forked.stderr
     assert json.loads(forked.stdout) == json.loads(fresh.stdout)

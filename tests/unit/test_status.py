@@ -242,6 +242,25 @@ def test_watch_goes_on_while_the_queue_cannot_be_read_and_ends_when_it_can(tmp_p
     assert said.startswith("3 cells may still be queued or running") and "watch goes on polling" in said
 
 
+def test_watch_waits_for_the_accounting_record_of_a_task_that_left_the_queue(tmp_path):
+    """Accounting lags the controller: for two polls torch 1 is in neither squeue nor sacct, then sacct has its
+    record. watch names it cancelled, as Slurm recorded it, not "no result" at the first poll that missed it."""
+    campaign(tmp_path, with_results={(f, i) for f in ("jax", "torch") for i in range(3)} - {("torch", 1)})
+    env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
+    polls = tmp_path / "polls"
+    failing("sacct", tmp_path,
+            f'echo x >> "{polls}"; [ "$(wc -l < "{polls}")" -gt 2 ] && echo "71_1|CANCELLED by 0"; true')
+    proc = run_cli("watch", "--interval", "0.05", "--results-dir", str(tmp_path / "results"), env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == "torch 1 (torch-1): cancelled: CANCELLED"
+    # A record that never comes: watch names the cell once the lag it allows is over.
+    failing("sacct", tmp_path, "true")
+    proc = run_cli("watch", "--interval", "0.05", "--results-dir", str(tmp_path / "results"),
+                   env={**env, "ORCHESTRATOR_WATCH_ACCOUNTING_LAG_S": "0.5"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == "torch 1 (torch-1): no result: the task is not queued and wrote no result"
+
+
 def test_watch_gives_up_with_exit_3_when_the_queue_stays_unreadable(tmp_path):
     campaign(tmp_path)
     env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
