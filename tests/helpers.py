@@ -66,7 +66,7 @@ class FrameworkServers:
 
     def server_for(self, env: dict) -> Zygote:
         key = tuple(sorted((name, value) for name, value in env.items() if name not in NOT_READ_AT_IMPORT))
-        server = self.servers.pop(key, None) or Zygote(self.framework, env_python(self.framework))
+        server = self.servers.pop(key, None) or Zygote(self.framework, env_python(self.framework), env)
         self.servers[key] = server
         while len(self.servers) > self.KEPT:
             self.servers.pop(next(iter(self.servers))).close()
@@ -75,12 +75,12 @@ class FrameworkServers:
 
 class Zygote:
     """One tests/zygote.py server of this test process for one kind of call (`cli`, `jax`, `torch`), started at
-    its first call, in that call's environment."""
+    its first call, in the environment `env` (None: this process's)."""
 
-    def __init__(self, kind: str, python: Path) -> None:
+    def __init__(self, kind: str, python: Path, env: dict | None = None) -> None:
         import threading
 
-        self.kind, self.python = kind, python
+        self.kind, self.python, self.env = kind, python, env
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
         self.pending = b""  # what the server has written and no answer has read yet
@@ -97,7 +97,7 @@ class Zygote:
     def run(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
         import tempfile
 
-        server = self.started(env)
+        server = self.started()
         with tempfile.TemporaryDirectory(prefix="zygote-call-") as streams:
             out, err = Path(streams, "stdout"), Path(streams, "stderr")
             request = {"argv": argv, "env": {k: str(v) for k, v in env.items()}, "cwd": str(cwd),
@@ -113,11 +113,11 @@ class Zygote:
                 raise subprocess.TimeoutExpired(argv, timeout, output=read_text(out), stderr=read_text(err)) from None
             return subprocess.CompletedProcess(argv, returncode, read_text(out), read_text(err))
 
-    def started(self, env: dict) -> subprocess.Popen:
+    def started(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen([str(self.python), str(REPO_ROOT / "tests" / "zygote.py"), self.kind],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
-                                         env=env)
+                                         env=self.env)
             self.pending = b""
             assert self.answer().get("ready"), f"tests/zygote.py {self.kind} did not start"
         return self.proc
