@@ -43,9 +43,14 @@ def run_in_env(framework: str, *argv: str, env: dict | None = None, timeout: flo
     import). `fresh`: a new interpreter all the same, for a test of what the call itself imports."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
     if fresh:
-        return subprocess.run([str(env_python(framework)), *argv], capture_output=True, text=True, timeout=timeout,
-                              cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+        return run_fresh(env_python(framework), list(argv), env, cwd, timeout)
     return FRAMEWORK_SERVERS[framework].server_for(env).call(list(argv), env, cwd, timeout)
+
+
+def run_fresh(python: Path, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    """`python ARGV` in a new interpreter, output captured."""
+    return subprocess.run([str(python), *argv], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+                          stdin=subprocess.DEVNULL)
 
 
 # Variables of a test run that no framework reads: pytest's name of the test it runs, and the cluster's
@@ -87,8 +92,7 @@ class Zygote:
 
     def call(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
         if not self.lock.acquire(blocking=False):  # another thread of this test is in a call: a fresh process
-            return subprocess.run([str(self.python), *argv], capture_output=True, text=True, timeout=timeout,
-                                  cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+            return run_fresh(self.python, argv, env, cwd, timeout)
         try:
             return self.run(argv, env, cwd, timeout)
         finally:

@@ -8,12 +8,12 @@ own process, arguments, environment, working folder, standard streams and exit c
 imports our own modules itself, so that every module of ours reads the environment of its call (some read it at
 import). Only third-party libraries are loaded ahead. Those of the command line read no variable the tests set
 (numpy's BLAS reads its thread count at import: the server's, the same as the tests'); the frameworks do (JAX's
-configuration, PyTorch's and OpenMP's settings), so tests/helpers.py sends a backend call here only when its
-environment is the server's, and starts any other afresh.
+configuration, PyTorch's and OpenMP's settings), so tests/helpers.py keeps a framework server for each
+environment as the framework reads it.
 
 Started as `python tests/zygote.py KIND` with KIND's interpreter (tests/helpers.py): `cli` with the orchestrator's,
-`jax` or `torch` with that framework's. ARGV is `SCRIPT ARGS`, `-m MODULE ARGS` or `-c CODE ARGS`. Protocol, one JSON object a line:
-a request {"argv", "env", "cwd", "stdout", "stderr"} (the last two: files the child writes its streams to) on stdin;
+`jax` or `torch` with that framework's. ARGV is `SCRIPT ARGS`, `-m MODULE ARGS` or `-c CODE ARGS`. Protocol, one
+JSON object a line: a request {"argv", "env", "cwd", "stdout", "stderr"} (the last two: files the child writes its streams to) on stdin;
 on stdout {"pid": P} once the child has started, then {"returncode": R} once it has ended (R is -N for a child ended
 by signal N, as subprocess reports). End of input ends the server.
 """
