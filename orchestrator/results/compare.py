@@ -454,8 +454,8 @@ def format_value(metric: str, value) -> str:
     if metric in BYTES_METRICS:  # MiB, with three digits below 10 (a tiny model's state is a fraction of one)
         mib = value / 2**20
         return f"{mib:,.0f}" if mib >= 10 else f"{mib:.3g}"
-    if metric == "throughput":
-        return f"{value:,.0f}"
+    if metric == "throughput":  # whole samples/s, with three digits below 10 (a full-size model on a CPU)
+        return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
     if metric == "test_accuracy":
         return f"{value:.3f}"
     if metric == "compute_bound":  # a median over runs: 0.5 when the runs disagree

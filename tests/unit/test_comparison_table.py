@@ -161,6 +161,12 @@ def test_memory_below_ten_mib_keeps_three_digits_and_from_ten_on_whole_mib(mib, 
     assert format_value("peak_host_rss", mib * 2**20) == shown
 
 
+@pytest.mark.parametrize("speed, shown", [(0.0301, "0.0301"), (5.47, "5.47"), (60.4, "60"), (123456.7, "123,457")])
+def test_a_throughput_below_ten_keeps_three_digits_and_from_ten_on_whole_samples(speed, shown):
+    """GPT-2 small's data-parallel rows on a CPU, 0.03 samples/s per device, read "0" before."""
+    assert format_value("throughput", speed) == shown
+
+
 def test_the_spread_of_steps_and_of_trials_are_named_together():
     assert spread_note(np.array([0.25]), np.array([1000.0, 1500.0])) == "steps 25% trials 28%"
     assert spread_note(np.array([0.10]), np.array([1000.0])) == ""  # at the threshold: not past it
