@@ -7,8 +7,11 @@ A line of it is a comparison row as compare.comparison_frame forms it, and shows
   tokens on both sides, so tokens/s is samples/s times one constant and the ratio and its interval are the same
   numbers; they are not computed a second time. A row that is not comparable has none, as everywhere;
 - MFU by the model's FLOPs (model_flops_utilisation: 6N per token plus attention's), where a peak was known;
-- memory per device: the peak device memory allocated where it was measured, else the parameters and optimizer
-  state one device holds (state_memory_per_device), marked "(state)";
+- memory per device, twice: the parameters and optimizer state one device holds (state_memory_per_device: what
+  sharding divides, exactly), and the peak: the device memory allocated where the framework measured it (a GPU),
+  else on a CPU the peak resident memory of the process (peak_host_rss), said below the table: each process drives
+  one CPU device, so its memory is that device's, the framework's own runtime included (a table is one device
+  model's, so its peaks are all of one kind);
 - the attention kernel it ran (the rows' attention_kernel): said once below the table where each framework ran one
   kernel in every cell of it, a column otherwise (the CPU's "XLA (dot_product_attention's reference ...)" alone is
   half a terminal wide).
@@ -52,10 +55,10 @@ LANGUAGE_MODELS = (MODEL_NAME,)
 TOKENS = TOKEN_METRICS["throughput"]  # token_throughput, tokens/s
 # Per framework, the summary metrics the table reads beside the comparison's (compare.TABLE_METRICS).
 LANGUAGE_METRICS = [TOKENS, "model_flops_utilisation", "state_memory_per_device"]
-PEAK_MEMORY = "peak_device_memory_allocated"  # a comparison metric (compare.TABLE_METRICS), in bytes
+PEAK_MEMORY = "peak_device_memory_allocated"  # comparison metrics (compare.TABLE_METRICS), in bytes
+HOST_PEAK = "peak_host_rss"
 TITLE = "Language models in tokens/s"
-STATE_WORDS = ("(state): no peak was measured; the parameters and optimizer state one device holds "
-               "(state_memory_per_device)")
+HOST_WORDS = "peak per device: each process's peak resident memory (peak_host_rss); a process drives one CPU"
 
 
 def model_and_variant(label: str) -> tuple[str, str]:
@@ -79,8 +82,8 @@ def language_rows(df):
 
 def with_language_columns(frame, df):
     """views.use_case_frame's `frame` with, for the comparison rows of a language model (of the merged rows `df`),
-    per framework the medians of LANGUAGE_METRICS, its memory per device and where that came from ("peak",
-    "state" or ""), and its attention kernel; per row its language model, variant and parallelism ("" on the rows
+    per framework the medians of LANGUAGE_METRICS, its peak memory per device and where that came from ("device",
+    "host" or ""), and its attention kernel; per row its language model, variant and parallelism ("" on the rows
     of other models). `frame` unchanged where no language model was collected."""
     import numpy as np
     import pandas as pd
@@ -92,11 +95,14 @@ def with_language_columns(frame, df):
     frame = frame.merge(framework_medians(summary_rows(labelled), LANGUAGE_METRICS), on=ROW_KEY, how="left")
     kernels = attention_kernels(labelled)
     keys = list(frame[ROW_KEY].itertuples(index=False, name=None))
+    absent = pd.Series(np.nan, index=frame.index)
+    on_cpu = frame["device_kind"] == "cpu"
     for framework in FRAMEWORKS:
-        peak = frame.get(f"{framework}_{PEAK_MEMORY}", pd.Series(np.nan, index=frame.index))
-        state = frame[f"{framework}_state_memory_per_device"]
-        frame[f"{framework}_memory_per_device"] = peak.where(peak.notna(), state)
-        frame[f"{framework}_memory_source"] = np.where(peak.notna(), "peak", np.where(state.notna(), "state", ""))
+        device = frame.get(f"{framework}_{PEAK_MEMORY}", absent)
+        host = frame.get(f"{framework}_{HOST_PEAK}", absent).where(on_cpu)
+        frame[f"{framework}_peak_memory_per_device"] = device.where(device.notna(), host)
+        frame[f"{framework}_peak_memory_source"] = np.where(device.notna(), "device",
+                                                            np.where(host.notna(), "host", ""))
         frame[f"{framework}_attention_kernel"] = [kernels.get((*key, framework), "") for key in keys]
     named = [model_and_variant(label) for label in frame["model"]]
     language = [model in LANGUAGE_MODELS for model, _ in named]
@@ -121,9 +127,8 @@ def attention_kernels(labelled) -> dict[tuple, str]:
 # --- the table ------------------------------------------------------------------------------------------
 
 def memory_text(row, column: str) -> str:
-    """The memory per device in MiB, "(state)" where it is the state held, not a measured peak."""
-    text = format_value(PEAK_MEMORY, row.get(column))
-    return f"{text} (state)" if row.get(column.replace("_memory_per_device", "_memory_source")) == "state" else text
+    """Bytes per device in MiB."""
+    return format_value(PEAK_MEMORY, row.get(column))
 
 
 def kernel_text(row, column: str) -> str:
@@ -133,7 +138,8 @@ def kernel_text(row, column: str) -> str:
 COLUMNS = (
     Column(TOKENS, "tokens/s", metric_text("throughput")), SPEEDUP,
     Column("model_flops_utilisation", "MFU\n(6N)", metric_text("model_flops_utilisation")),
-    Column("memory_per_device", "memory per\ndevice MiB", memory_text),
+    Column("state_memory_per_device", "state per\ndevice MiB", memory_text),
+    Column("peak_memory_per_device", "peak per\ndevice MiB", memory_text),
 )
 KERNEL = Column("attention_kernel", "attention\nkernel", kernel_text)
 # The key columns, each said once above the table where it is the same on every line (views.SAID_ONCE's rule).
@@ -181,8 +187,8 @@ def language_model_table(frame, device: str) -> ViewTable | None:
     if one_kernel:
         info.insert(0, "attention kernel: " + "; ".join(
             f"{FRAMEWORK_TITLES[fw]} {next(iter(kernels[fw])) or 'n/a'}" for fw in FRAMEWORKS))
-    if (block[[f"{fw}_memory_source" for fw in FRAMEWORKS]] == "state").any(axis=None):
-        info.append(STATE_WORDS)
+    if (block[[f"{fw}_peak_memory_source" for fw in FRAMEWORKS]] == "host").any(axis=None):
+        info.append(HOST_WORDS)
     return ViewTable(f"{TITLE} on {device}", said_once, headers, rows, notes, info, key_columns=len(keys))
 
 

@@ -12,7 +12,7 @@ MIB = 2**20
 
 
 def write_gpt(root, framework, batch, metrics, kernel, use_case=1, campaign="c", settings=None, variant="tiny",
-              version="1.0"):
+              version="1.0", device_kind="cpu"):
     """One gpt task's result file: `metrics` summary values (None: recorded as not available), the attention kernel
     the framework ran, the measured settings' JSON (one comparison row per distinct settings)."""
     from bench_contract.results import ResultRows
@@ -20,7 +20,8 @@ def write_gpt(root, framework, batch, metrics, kernel, use_case=1, campaign="c",
     settings = {"model_variant": variant, **(settings or {})}
     cell = f"{framework}-gpt-{variant}-uc{use_case}-{batch}-{settings.get('parallelism', 'none')}"
     ctx = result_context(framework=framework, benchmark="nlp", use_case=use_case, model="gpt", model_variant=variant,
-                         batch_size=batch, precision="fp32", device_model="CPU X", campaign=campaign, cell_id=cell,
+                         batch_size=batch, precision="fp32", device_kind=device_kind, device_model="CPU X",
+                         campaign=campaign, cell_id=cell,
                          attention_kernel=kernel, settings=json.dumps(settings, sort_keys=True),
                          framework_version=version)
     rows = ResultRows(ctx)
@@ -33,12 +34,14 @@ def write_gpt(root, framework, batch, metrics, kernel, use_case=1, campaign="c",
 
 
 def write_pair(root, batch=8, campaign="c", jax=(100.0, 0.012, None, 3 * MIB), torch=(50.0, None, 5 * MIB, 2 * MIB),
-               kernels=(XLA, "flash (CPU)"), **cell):
+               kernels=(XLA, "flash (CPU)"), host_rss=(None, None), **cell):
     """A JAX and a PyTorch run of a gpt cell: per side (samples/s, MFU, peak device memory, state memory), its
-    tokens/s 64 tokens a sample."""
-    for framework, (speed, mfu, peak, state), kernel in zip(("jax", "torch"), (jax, torch), kernels):
+    tokens/s 64 tokens a sample, and the process's peak host memory per side (`host_rss`, None: not recorded)."""
+    for framework, (speed, mfu, peak, state), kernel, rss in zip(("jax", "torch"), (jax, torch), kernels, host_rss):
         metrics = {"throughput": speed, "token_throughput": 64 * speed, "model_flops_utilisation": mfu,
                    "peak_device_memory_allocated": peak}
+        if rss is not None:
+            metrics["peak_host_rss"] = rss
         if state is not ...:  # ...: a row from before state_memory_per_device was recorded
             metrics["state_memory_per_device"] = state
         write_gpt(root, framework, batch, metrics, kernel, campaign=campaign, **cell)
@@ -58,13 +61,14 @@ def test_collect_shows_tokens_per_second_with_the_throughputs_speedup_and_interv
     table = language_table(stdout)
     assert table[0] == ("Language models in tokens/s on CPU X (gpt; variant tiny; use case 1; ddp; fp32; "
                         "runs JAX/PyTorch 2/2)")
-    assert table[1].split() == ["speed-up", "JAX/PyTorch", "MFU", "memory", "per"]
-    assert table[2].split() == ["batch", "framework", "tokens/s", "[95%", "CI]", "(6N)", "device", "MiB"]
+    assert table[1].split() == ["speed-up", "JAX/PyTorch", "MFU", "state", "per", "peak", "per"]
+    assert table[2].split() == ["batch", "framework", "tokens/s", "[95%", "CI]", "(6N)", "device", "MiB", "device",
+                                "MiB"]
     training = table_lines(stdout, "Training on CPU X")[4].split()
     speedup = training[training.index("JAX") + 2:training.index("JAX") + 5]
     assert speedup[0] == "2.00x" and speedup[1].startswith("[")  # an interval: two runs a side
-    assert table[4].split() == ["8", "JAX", "6,720", *speedup, "0.012", "7"]
-    assert table[5].split() == ["PyTorch", "3,360", "0.006", "5"]
+    assert table[4].split() == ["8", "JAX", "6,720", *speedup, "0.012", "3", "7"]
+    assert table[5].split() == ["PyTorch", "3,360", "0.006", "2", "5"]
     assert table[6] == f"attention kernel: JAX {XLA}; PyTorch flash (CPU)"
 
 
@@ -86,16 +90,26 @@ def test_no_language_model_table_without_a_language_model(tmp_path):
     assert "Language models" not in collect(tmp_path)
 
 
-def test_memory_per_device_is_the_peak_where_measured_else_the_state_held(tmp_path):
-    """Batch 8: JAX measured no peak (its state held, marked), PyTorch did (its peak, not its state). Batch 16: rows
-    from before state_memory_per_device, without a peak either: n/a."""
-    write_pair(tmp_path, batch=8, jax=(100.0, 0.01, None, 3 * MIB), torch=(50.0, 0.01, 5 * MIB, 2 * MIB))
+def test_the_state_per_device_beside_the_device_peak_else_on_a_cpu_the_processs_peak(tmp_path):
+    """Batch 8: JAX measured no device peak, so on a CPU its process's peak host memory stands for it (said below),
+    PyTorch did (its device peak, not its host memory). Batch 16: rows from before state_memory_per_device, with
+    no peak of either kind: n/a."""
+    write_pair(tmp_path, batch=8, jax=(100.0, 0.01, None, 3 * MIB), torch=(50.0, 0.01, 5 * MIB, 2 * MIB),
+               host_rss=(700 * MIB, 900 * MIB))
     write_pair(tmp_path, batch=16, jax=(100.0, 0.01, None, ...), torch=(50.0, 0.01, None, ...))
     table = language_table(collect(tmp_path))
-    memory = [line.split("0.01")[-1].strip() for line in table[4:8]]
-    assert memory == ["3 (state)", "5", "n/a", "n/a"]
-    assert "(state): no peak was measured; the parameters and optimizer state one device holds " \
-           "(state_memory_per_device)" in table
+    memory = [line.split("0.01")[-1].split() for line in table[4:8]]
+    assert memory == [["3", "700"], ["2", "5"], ["n/a", "n/a"], ["n/a", "n/a"]]
+    assert "peak per device: each process's peak resident memory (peak_host_rss); a process drives one CPU" in table
+
+
+def test_a_processs_host_memory_is_no_gpus_peak(tmp_path):
+    """On a GPU that measured no peak, the host memory of its process is not the device's: n/a, not the RSS."""
+    write_pair(tmp_path, jax=(100.0, 0.01, None, 3 * MIB), torch=(50.0, 0.01, None, 2 * MIB),
+               host_rss=(700 * MIB, 900 * MIB), device_kind="gpu")
+    table = table_lines(collect(tmp_path), "Language models in tokens/s on CPU X")
+    assert [line.split("0.01")[-1].split() for line in table[4:6]] == [["3", "n/a"], ["2", "n/a"]]
+    assert not any("resident memory" in line for line in table)
 
 
 def test_parallelism_comes_from_the_settings_and_rows_without_it_ran_ddp(tmp_path):
@@ -152,7 +166,7 @@ def test_a_dataset_merged_before_the_attention_kernel_was_recorded(tmp_path):
 
 def test_the_widest_table_fits_a_terminal_of_120_columns(tmp_path):
     """Every key varying (variant, use case, parallelism, batch), intervals, large numbers, a spread too wide and
-    memory from the state held; each framework one GPU kernel, said below the table."""
+    a peak from the host memory; each framework one GPU kernel, said below the table."""
     for campaign, factor in (("a", 1.0), ("b", 1.3)):
         for variant in ("tiny", "full"):
             for use_case, settings in ((1, {}), (2, {"parallelism": "fsdp", "nodes": 16})):
@@ -160,9 +174,9 @@ def test_the_widest_table_fits_a_terminal_of_120_columns(tmp_path):
                     write_pair(tmp_path, batch=batch, campaign=campaign, variant=variant, use_case=use_case,
                                settings=settings, jax=(123456.0 * factor, 0.123, None, 12345 * MIB),
                                torch=(98765.0, 0.0123, 23456 * MIB, MIB),
-                               kernels=("cuDNN fused attention", "flash"))
+                               kernels=("cuDNN fused attention", "flash"), host_rss=(123456 * MIB, None))
     table = language_table(collect(tmp_path))
-    assert len(table) >= 4 + 16 and "x [" in table[4] and "(state)" in table[4] and "wide" in table[4]
+    assert len(table) >= 4 + 16 and "x [" in table[4] and "123,456" in table[4] and "wide" in table[4]
     assert table[2].split()[:4] == ["variant", "case", "lelism", "batch"]
     assert max(len(line) for line in table[1:]) <= TERMINAL_WIDTH, "\n".join(table)
 
@@ -176,9 +190,10 @@ def test_the_report_has_the_table_in_every_format(tmp_path):
     write_report(tmp_path / "merged.parquet", tmp_path / "report")
     title = "Language models in tokens/s on CPU X (gpt; variant tiny; use case 1; ddp; fp32; runs JAX/PyTorch 1/1)"
     md = (tmp_path / "report" / "report.md").read_text()
-    assert f"## {title}" in md and "| 8 | JAX | 6,400 | 2.00x [n/a (1 run)] | 0.012 | 3 (state) |" in md
+    assert f"## {title}" in md and "| 8 | JAX | 6,400 | 2.00x [n/a (1 run)] | 0.012 | 3 | n/a |" in md
     assert "\\caption{Language models in tokens/s on CPU X" in (tmp_path / "report" / "report.tex").read_text()
     page = (tmp_path / "report" / "report.html").read_text()
     assert "<h3>Language models in tokens/s on CPU X" in page and "PyTorch flash (CPU)" in page
     csv = (tmp_path / "report" / "report.csv").read_text().splitlines()[0].split(",")
-    assert {"jax_token_throughput", "torch_attention_kernel", "parallelism", "jax_memory_per_device"} <= set(csv)
+    assert {"jax_token_throughput", "torch_attention_kernel", "parallelism", "jax_peak_memory_per_device",
+            "torch_peak_memory_source"} <= set(csv)
