@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup envs locks demo test test-unit test-avx2 bench mutation clean
+.PHONY: setup envs locks demo test test-unit test-avx2 test-heavy bench mutation clean
 
 setup: $(VENV)/.installed envs
 
@@ -62,6 +62,12 @@ test:
 	$(PY) tests/cluster_run.py end || rc=1; \
 	$(PY) -m bench.suite_budget record $$start $$rc; \
 	exit $$rc
+
+# The tests marked heavy (pytest -m heavy): a full-size model for many minutes of both cores, left out of
+# `make test` (tests/conftest.py). Today: GPT-2 small's sharded peak memory on the local cluster, about 15 min.
+test-heavy: $(VENV)/.installed
+	@$(MAKE) --no-print-directory setup
+	$(PY) -m pytest -m heavy $(PYTEST_ARGS)
 
 test-unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit

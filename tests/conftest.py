@@ -19,7 +19,7 @@ for path in (ROOT, ROOT / "tests"):
         sys.path.insert(0, str(path))
 
 import cluster_run  # noqa: E402  (after the path above)
-from suite_order import directory_of, file_order  # noqa: E402
+from suite_order import directory_of, file_order, leave_out_heavy_unless_asked  # noqa: E402
 import pytest  # noqa: E402
 
 OWNS_RUN = pytest.StashKey[bool]()
@@ -50,7 +50,8 @@ def pytest_configure(config):
         cluster_run.share_compilations()
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
+    leave_out_heavy_unless_asked(config, items)
     rank = file_order([item.nodeid for item in items])
     items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: within a file, the usual order
 

@@ -1,5 +1,5 @@
 """The order in which pytest-xdist hands out the suite's files (tests/conftest.py; the Makefile turns xdist's own
-order off)."""
+order off), and the tests it leaves out unless asked."""
 
 from __future__ import annotations
 
@@ -38,3 +38,14 @@ def file_order(nodeids: list[str]) -> dict[str, int]:
     placed = set(ordered)
     ordered += [f for f in files if f not in placed]
     return {f: rank for rank, f in enumerate(ordered)}
+
+
+def leave_out_heavy_unless_asked(config, items: list) -> None:
+    """Deselect the tests marked heavy (a full-size model, many minutes) unless the -m expression names them
+    (`make test-heavy`): a plain `pytest` or `make test` does not start a quarter-hour run by surprise."""
+    if "heavy" in (config.option.markexpr or ""):
+        return
+    heavy = [item for item in items if item.get_closest_marker("heavy")]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if not item.get_closest_marker("heavy")]
