@@ -64,7 +64,7 @@ test:
 	exit $$rc
 
 # The tests marked heavy (pytest -m heavy): a full-size model for many minutes of both cores, left out of
-# `make test` (tests/conftest.py). Today: GPT-2 small's sharded peak memory on the local cluster, about 15 min.
+# `make test` (tests/suite_order.py). Today: GPT-2 small's sharded peak memory on the local cluster, about 15 min.
 test-heavy: $(VENV)/.installed
 	@$(MAKE) --no-print-directory setup
 	$(PY) -m pytest -m heavy $(PYTEST_ARGS)
