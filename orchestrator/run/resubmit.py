@@ -241,7 +241,7 @@ class Rerun:
                                                 campaign=self.folder.name, rerun=attempt, record=self.record)
             task_ids.update(zip(indices, part.task_ids))
         else:
-            task_ids.update({i: f"local_{i}" for i in indices})
+            task_ids.update({i: submit.local_task_id(i) for i in indices})
         return task_ids, jobs
 
     def sbatch_recorded(self, key: str, script: Path, offset: int, local: list[int], attempt: int) -> str:

@@ -28,7 +28,7 @@ from orchestrator.plan import campaign as campaigns
 from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.run.progress import progress_lines, text_bar
 from orchestrator.run.queue import ACTIVE, SLURM_STATE_NAMES, QueueUnreadable, read_sacct, read_squeue
-from orchestrator.run.submit import log_tail
+from orchestrator.run.submit import is_slurm_task, log_tail
 from orchestrator.run.wait import POLL_BACKOFF, Backoff, OutputsWritten, task_outputs
 from orchestrator.suggest import command
 from orchestrator.tables import format_table
@@ -146,7 +146,7 @@ def campaign_status(folder: Path) -> list[CellStatus]:
         slurm_state = states.get(task_id)
         active = SLURM_STATE_NAMES.get(slurm_state or "") in ACTIVE
         found = {"script": script, "bad_result": bad, "results": cell["results"]}
-        if unreadable and task_id and not task_id.startswith("local_") and (
+        if unreadable and is_slurm_task(task_id) and (
                 problem is not None or task_id.rsplit("_", 1)[0] in reran):
             # No result, or a result that a queued run of --rerun-completed may replace: it may still be queued.
             cells.append(CellStatus(framework, index, cell["cell_id"], task_id, UNKNOWN, unreadable, **found))
@@ -246,7 +246,7 @@ def is_active(cells: list[CellStatus]) -> bool:
 def awaiting_record(cells: list[CellStatus]) -> bool:
     """Whether a cell's Slurm task has left the queue without a record in accounting yet (none for the local
     executor's tasks, which Slurm never knew)."""
-    return any(c.detail == NOT_RECORDED and c.task_id and not c.task_id.startswith("local_") for c in cells)
+    return any(c.detail == NOT_RECORDED and is_slurm_task(c.task_id) for c in cells)
 
 
 LOST = "the answer to its array's submission was lost"

@@ -324,10 +324,22 @@ def run_array_task(script: str, index: int, log: str | None = None,
         raise OrchestratorError(f"array task {index} of {script} exited with code {code}{where}")
 
 
+LOCAL_TASK_PREFIX = "local_"  # the local executor's task ids (local_0, local_1, ...): Slurm never knew them
+
+
+def local_task_id(index: int) -> str:
+    return f"{LOCAL_TASK_PREFIX}{index}"
+
+
+def is_slurm_task(task_id: str) -> bool:
+    """Whether a campaign's task id names a Slurm task: not empty (never submitted), not the local executor's."""
+    return bool(task_id) and not task_id.startswith(LOCAL_TASK_PREFIX)
+
+
 def run_local(framework: str, script: Path, n_tasks: int, log_dir: Path, job_name: str,
               report: Callable[[str], None] = print) -> Submission:
     """Run every array index of the script here, one after another; a failed task does not stop the rest."""
-    sub = Submission(framework, "local", [f"local_{i}" for i in range(n_tasks)])
+    sub = Submission(framework, "local", [local_task_id(i) for i in range(n_tasks)])
     for index in range(n_tasks):
         log = log_dir / f"{job_name}_local_{index}.out"
         report(f"{framework}: running array task {index + 1} of {n_tasks} here (log {log})")
