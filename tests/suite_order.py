@@ -48,4 +48,4 @@ def leave_out_heavy_unless_asked(config, items: list) -> None:
     heavy = [item for item in items if item.get_closest_marker("heavy")]
     if heavy:
         config.hook.pytest_deselected(items=heavy)
-        items[:] = [item for item in items if not item.get_closest_marker("heavy")]
+        items[:] = [item for item in items if item not in heavy]

@@ -13,9 +13,9 @@ environment as the framework reads it.
 
 Started as `python tests/zygote.py KIND` with KIND's interpreter (tests/helpers.py): `cli` with the orchestrator's,
 `jax` or `torch` with that framework's. ARGV is `SCRIPT ARGS`, `-m MODULE ARGS` or `-c CODE ARGS`. Protocol, one
-JSON object a line: a request {"argv", "env", "cwd", "stdout", "stderr"} (the last two: files the child writes its streams to) on stdin;
-on stdout {"pid": P} once the child has started, then {"returncode": R} once it has ended (R is -N for a child ended
-by signal N, as subprocess reports). End of input ends the server.
+JSON object a line: a request {"argv", "env", "cwd", "stdout", "stderr"} (the last two: files the child writes its
+streams to) on stdin; on stdout {"pid": P} once the child has started, then {"returncode": R} once it has ended (R
+is -N for a child ended by signal N, as subprocess reports). End of input ends the server.
 """
 
 from __future__ import annotations
