@@ -108,6 +108,9 @@ MEASURED_SETTINGS = (
     "dp_engine",  # the JAX side has none ("") and is compared with each PyTorch engine (orchestrator.results.compare)
     "parallelism",  # replicated (ddp) or sharded (fsdp) state in use case 2: a different program, not a trial
 )
+# The measured settings only DP-SGD reads (use cases 3 and 4): without them, a DP-SGD cell's settings are those of
+# the plain SGD cell it costs more than (orchestrator.results.dp_sgd_cost).
+DP_SGD_SETTINGS = ("clip_norm", "noise_multiplier", "loop_batch_size", "sampling", "dp_engine")
 # A framework's own tuning knobs: they belong to one side (only JAX reads XLA_FLAGS), so they never split a JAX
 # run from its PyTorch pair. The rows record them as run (`xla_flags`), the tables show them beside the row, and a
 # row that pools runs of one side made with different values is not comparable (orchestrator.results.certificate).

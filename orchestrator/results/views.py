@@ -45,6 +45,7 @@ from orchestrator.results.compare import (
     with_row_key,
     with_variant_label,
 )
+from orchestrator.results.dp_sgd_cost import with_sgd_cost
 from orchestrator.results.plausibility import implausible_notes
 from orchestrator.results.scaling import scaling_frame
 from orchestrator.results.store import read_merged_rows
@@ -129,6 +130,7 @@ VIEWS = (
         Column("per_sample_grads_vectorized_time_p50", "vmap\nms", MS),
         Column("per_sample_grads_loop_time_p50", "loop\nms", MS),
         Column("vectorization_speedup", "vmap\nspeed-up", pattern_text("{:.1f}x")),
+        Column("sgd_cost", "cost over\nSGD", pattern_text("{:.1f}x")),  # orchestrator.results.dp_sgd_cost
     )),
     View("Inference", (5,), (
         THROUGHPUT, SPEEDUP,
@@ -156,7 +158,7 @@ def use_case_frame(df):
     sizes = [frame[c] for c in (f"{fw}_world_size" for fw in FRAMEWORKS) if c in frame]
     # The larger side's process count; NaN (without numpy's all-NaN warning) where neither recorded one.
     frame["processes"] = pd.concat(sizes, axis=1).max(axis=1) if sizes else np.nan
-    frame = with_scaling_efficiency(frame, summary)
+    frame = with_sgd_cost(with_scaling_efficiency(frame, summary))
     frame["implausible"] = implausible_notes(frame)
     return with_time_to_target(with_privacy_budget(frame), labelled)
 

@@ -50,10 +50,22 @@ def test_collect_shows_the_per_sample_numbers_of_use_case_3(tmp_path):
             "vectorization_speedup": loop / vmap})
     table = table_lines(collect(tmp_path), "Per-sample gradients (DP-SGD) on CPU X")
     assert "fp32" in table[0] and "runs JAX/PyTorch 1/1" in table[0]
-    assert table[1].split()[-3:] == ["vmap", "loop", "vmap"] and table[2].split()[-3:] == ["ms", "ms", "speed-up"]
+    assert table[1].split()[-5:] == ["vmap", "loop", "vmap", "cost", "over"]
+    assert table[2].split()[-4:] == ["ms", "ms", "speed-up", "SGD"]
     jax, torch = table[4].split(), table[5].split()
-    assert jax == ["digits", "3", "mlp", "32", "JAX", "900", "1.50x", *ONE_RUN, "2", "75", "37.5x"]
-    assert torch == ["PyTorch", "600", "4", "60", "15.0x"]
+    # No use case 1 of the cell was collected: no cost over SGD.
+    assert jax == ["digits", "3", "mlp", "32", "JAX", "900", "1.50x", *ONE_RUN, "2", "75", "37.5x", "n/a"]
+    assert torch == ["PyTorch", "600", "4", "60", "15.0x", "n/a"]
+
+
+def test_the_dp_sgd_table_says_what_dp_sgd_costs_over_the_same_cells_sgd(tmp_path):
+    """Issue 36: each framework's DP-SGD throughput against its plain SGD step's, on the same cell."""
+    for framework, (sgd, dp_sgd) in {"jax": (3000.0, 1000.0), "torch": (2400.0, 300.0)}.items():
+        write_cell(tmp_path, framework, 1, 32, {"throughput": sgd})
+        write_cell(tmp_path, framework, 3, 32, {"throughput": dp_sgd})
+        write_cell(tmp_path, framework, 3, 64, {"throughput": dp_sgd})  # no SGD cell at batch 64
+    table = table_lines(collect(tmp_path), "Per-sample gradients (DP-SGD) on CPU X")
+    assert [line.split()[-1] for line in table[4:]] == ["3.0x", "8.0x", "n/a", "n/a"]
 
 
 def test_training_shows_the_time_each_side_took_to_the_accuracy_both_reached(tmp_path):
