@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup envs locks demo test test-unit test-avx2 test-heavy bench mutation clean
+.PHONY: setup envs locks demo test test-unit test-avx2 test-heavy bench mutation gpu-wheels clean
 
 setup: $(VENV)/.installed envs
 
@@ -68,6 +68,14 @@ test:
 test-heavy: $(VENV)/.installed
 	@$(MAKE) --no-print-directory setup
 	$(PY) -m pytest -m heavy $(PYTEST_ARGS)
+
+# The packages a lent GPU machine's Python 3.12 lacks, as wheels in .whl/ for the device tool to carry there
+# (scripts/gpu_common.sh installs them): the versions that ran on the H200 (docs/what-was-run.md).
+GPU_WHEELS = opacus==1.6.0 dp-accounting==0.6.0 dm-tree==0.1.10 submitit==1.5.4
+gpu-wheels:
+	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	  -d .whl $(GPU_WHEELS)
 
 test-unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit

@@ -1,7 +1,8 @@
 """The harness against a bare hand-written loop, on one model, in one framework's environment.
 
 Run by `bench/harness_overhead.py` as `<framework env>/bin/python -m bench.overhead_probe FRAMEWORK MODEL
-VARIANT BENCHMARK BATCH TIMED_STEPS WARMUP_STEPS REPEATS`, with the repository on PYTHONPATH. It imports only
+VARIANT BENCHMARK BATCH TIMED_STEPS WARMUP_STEPS REPEATS [DEVICE]` (DEVICE cpu, the default, or gpu: the
+spec's device, as `--device` sets it; scripts/gpu_speed.sh runs it on a GPU), with the repository on PYTHONPATH. It imports only
 that framework's backend and the contract (never the orchestrator), prints progress to stderr and, as its
 last stdout line, `OVERHEAD_PROBE {json}` with the per-run step-time medians of both loops.
 
@@ -67,6 +68,7 @@ def bare_loop(framework: str, ops, x, steps: int, warmup: int) -> list[float]:
 def main(argv: list[str]) -> int:
     framework, model, variant, benchmark = argv[:4]
     batch, timed_steps, warmup, repeats = (int(a) for a in argv[4:8])
+    device = argv[8] if len(argv) > 8 else "cpu"
     from bench_contract.models.weights import make_initial_weights
     from bench_contract.results import CONTEXT_NAMES, ResultRows
     from bench_contract.run.inference import inference_dataset, run_inference
@@ -74,7 +76,7 @@ def main(argv: list[str]) -> int:
 
     spec = JobSpec(campaign="bench", cell_id=f"overhead-{framework}", pair_key="overhead", framework=framework,
                    benchmark=benchmark, use_case=INFERENCE_USE_CASE, model=model, batch_size=batch,
-                   precision="fp32", device="cpu", data_source="synthetic", model_variant=variant,
+                   precision="fp32", device=device, data_source="synthetic", model_variant=variant,
                    timed_steps=timed_steps, min_duration_s=0.0, warmup_steps=warmup)  # as many steps as the bare loop
     backend = backend_for(framework)
     setup = backend.prepare(spec)

@@ -1,8 +1,8 @@
 """The harness's training step against a bare hand-written training loop, in one framework's environment.
 
 Run by `bench/harness_overhead.py` as `<framework env>/bin/python -m bench.training_overhead_probe FRAMEWORK MODE
-MODEL VARIANT BENCHMARK BATCH TIMED_STEPS WARMUP_STEPS REPEATS`, MODE `jit` (JAX), `eager` or `compiled`
-(PyTorch), with the repository on PYTHONPATH. Like `bench/overhead_probe.py` (whose marker and output it
+MODEL VARIANT BENCHMARK BATCH TIMED_STEPS WARMUP_STEPS REPEATS [DEVICE]`, MODE `jit` (JAX), `eager` or
+`compiled` (PyTorch), DEVICE cpu (the default) or gpu, with the repository on PYTHONPATH. Like `bench/overhead_probe.py` (whose marker and output it
 shares) it imports only that framework's backend and the contract, prints progress to stderr and, as its last
 stdout line, the per-run step-time medians of both loops.
 
@@ -47,28 +47,36 @@ def jax_bare_loop(ops, optimizer, batches):
 
     module = ops.module
 
-    def loss_fn(params, x, y):
-        return optax.softmax_cross_entropy_with_integer_labels(module.apply({"params": params}, x), y).mean()
+    def loss_fn(params, batch_stats, x, y):
+        # Batch norm (resnet50, the GPU check's model) as Flax's examples train it: batch statistics, updated.
+        if batch_stats:
+            logits, updated = module.apply({"params": params, "batch_stats": batch_stats}, x, train=True,
+                                           mutable=["batch_stats"])
+            batch_stats = updated["batch_stats"]
+        else:
+            logits = module.apply({"params": params}, x)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), batch_stats
 
-    @partial(jax.jit, donate_argnums=(0, 1))  # the state updated in place, as the harness's step does
-    def step(params, opt_state, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    @partial(jax.jit, donate_argnums=(0, 1, 2))  # the state updated in place, as the harness's step does
+    def step(params, batch_stats, opt_state, x, y):
+        (loss, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch_stats, x, y)
         updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        return optax.apply_updates(params, updates), batch_stats, opt_state, loss
 
-    params = jax.tree.map(jnp.copy, ops.params)  # its own copy: the harness's step donates (deletes) its state
-    state = {"params": params, "opt_state": optimizer.init(params)}
+    # Its own copies: the harness's step donates (deletes) its state.
+    params, batch_stats = (jax.tree.map(jnp.copy, tree) for tree in (ops.params, ops.batch_stats))
+    state = {"params": params, "batch_stats": batch_stats, "opt_state": optimizer.init(params)}
 
     def run(steps: int, warmup: int) -> list[float]:
-        params, opt_state, times = state["params"], state["opt_state"], []
+        params, batch_stats, opt_state, times = state["params"], state["batch_stats"], state["opt_state"], []
         for i in range(warmup + steps):
             x, y = batches(i)
             start = time.perf_counter()
-            params, opt_state, loss = step(params, opt_state, x, y)
+            params, batch_stats, opt_state, loss = step(params, batch_stats, opt_state, x, y)
             loss.block_until_ready()
             if i >= warmup:
                 times.append(time.perf_counter() - start)
-        state.update(params=params, opt_state=opt_state)
+        state.update(params=params, batch_stats=batch_stats, opt_state=opt_state)
         return times
 
     return run
@@ -109,6 +117,7 @@ def torch_bare_loop(ops, batches, compiled: bool):
 def main(argv: list[str]) -> int:
     framework, mode, model, variant, benchmark = argv[:5]
     batch, timed_steps, warmup, repeats = (int(a) for a in argv[5:9])
+    device = argv[9] if len(argv) > 9 else "cpu"
     if mode not in MODES.get(framework, ()):
         raise ValueError(f"mode {mode!r} is not one of {framework}'s: {', '.join(MODES.get(framework, ()))}")
     from bench_contract.data.datasets import epoch_batches
@@ -120,7 +129,7 @@ def main(argv: list[str]) -> int:
 
     spec = JobSpec(campaign="bench", cell_id=f"training-overhead-{framework}-{mode}", pair_key="training-overhead",
                    framework=framework, benchmark=benchmark, use_case=1, model=model, batch_size=batch,
-                   precision="fp32", device="cpu", data_source="synthetic", model_variant=variant,
+                   precision="fp32", device=device, data_source="synthetic", model_variant=variant,
                    synthetic_samples=synthetic_samples_for(warmup + timed_steps, batch), timed_steps=timed_steps,
                    warmup_steps=warmup, torch_compile=mode == "compiled")
     backend = backend_for(framework)
