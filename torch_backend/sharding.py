@@ -5,15 +5,22 @@ of each parameter's state. The replicated layout (`ddp`) is DistributedDataParal
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
-from torch.distributed.tensor import DTensor
+
+# FSDP2 and DTensor are imported where a model is sharded, not with the backend: importing them takes 0.6 s of
+# every PyTorch process's start here, and a replicated run never needs them. Until they are imported, no module
+# can be an FSDPModule nor a tensor a DTensor, which is how state_bytes knows it has nothing to reshard or unwrap.
+FSDP_MODULE, DTENSOR_MODULE = "torch.distributed.fsdp", "torch.distributed.tensor"
 
 
 def fully_sharded(model: nn.Module, device: torch.device, world_size: int) -> nn.Module:
     """The model with its parameters sharded over the world's devices (in place; fully_shard returns the module)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
     mesh = init_device_mesh(device.type, (world_size,))
     for block in getattr(model, "blocks", ()):  # the language model's transformer blocks (torch_backend.language)
         fully_shard(block, mesh=mesh)
@@ -22,7 +29,8 @@ def fully_sharded(model: nn.Module, device: torch.device, world_size: int) -> nn
 
 def local_bytes(tensor: torch.Tensor) -> int:
     """The bytes this device holds of a tensor: its shard for a sharded (DTensor) one, all of it otherwise."""
-    local = tensor.to_local() if isinstance(tensor, DTensor) else tensor
+    dtensor = sys.modules.get(DTENSOR_MODULE)
+    local = tensor.to_local() if dtensor is not None and isinstance(tensor, dtensor.DTensor) else tensor
     return local.numel() * local.element_size()
 
 
@@ -31,8 +39,9 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
     out). FSDP2 keeps the root unit's parameters gathered after a forward pass without a backward (an evaluation),
     registered whole until the next step reshards them: they are resharded first, as every training step leaves
     them."""
-    for module in model.modules():
-        if isinstance(module, FSDPModule):
+    fsdp = sys.modules.get(FSDP_MODULE)
+    for module in model.modules() if fsdp is not None else ():
+        if isinstance(module, fsdp.FSDPModule):
             module.reshard()
     params = sum(local_bytes(p) for p in model.parameters())
     states = sum(local_bytes(value) for state in optimizer.state.values() for value in state.values()

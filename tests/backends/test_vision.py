@@ -212,13 +212,15 @@ import sys
 from torch_backend import models, run, vision
 for name in ("mlp", "cnn", "transformer"):
     vision.disable_random_regularisers(models.build(name, (1, 28, 28) if name != "transformer" else (16,), 10, "tiny"))
-print(sorted(m for m in ("torchvision", "torch._dynamo") if m in sys.modules))
+print(sorted(m for m in ("torchvision", "torch._dynamo", "torch.distributed.fsdp", "torch.distributed.tensor")
+             if m in sys.modules))
 """
 
 
 def test_the_torch_backend_imports_torchvision_only_for_its_models():
     """Importing torchvision imports TorchDynamo, about 1.2 s of CPU in each of the suite's hundreds of PyTorch
-    processes: a backend that trains a model of its own (MLP, CNN, transformer) must import neither."""
+    processes: a backend that trains a model of its own (MLP, CNN, transformer) must import neither; and FSDP2 with
+    DTensor, 0.6 s more, only where it shards one (torch_backend.sharding)."""
     proc = run_in_env("torch", "-c", NO_TORCHVISION_UNTIL_NEEDED, fresh=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split("\n")[-2] == "[]", proc.stdout
