@@ -86,7 +86,7 @@ def step_lines(log: Path) -> list[str]:
     the script concluded from them (a line of its own starting "== "), and where each call began."""
     if not log.is_file():
         return ["(no steps' log)"]
-    outcomes = (": finished", ": not run", ": stopped", " did not ", "a call began")
+    outcomes = (": finished", ": not run", ": stopped", ": the campaigns run", "a call began")
     return [f"- {line[3:]}" for line in log.read_text().splitlines()
             if line.startswith("== ") and any(word in line for word in outcomes)]
 
@@ -213,10 +213,11 @@ def dpsgd_summary(work: Path) -> tuple[str, int]:
     rows = merged_rows(work / "results")
     frame = use_case_frame(rows) if rows is not None else None
     text = ["# DP-SGD on a GPU (issue 36)", "", "## Steps", "", *step_lines(work / "logs" / "steps.log"), ""]
-    compiled = merged_rows(work / "results_jax_compile")
-    if compiled is not None:
-        jax_compile = compiled[compiled["metric"] == "compile_time"]["value"]
-        text += [f"JAX's DP-SGD step of the CIFAR-10 CNN compiled in {jax_compile.median():.1f} s.", ""]
+    for results, how in (("results_jax_compile", ""), ("results_no_autotuning", " without XLA's autotuning")):
+        compiled = merged_rows(work / results)
+        if compiled is not None:
+            seconds_taken = compiled[compiled["metric"] == "compile_time"]["value"].median()
+            text += [f"JAX's DP-SGD step of the CIFAR-10 CNN compiled{how} in {seconds_taken:.1f} s.", ""]
     if frame is None or frame.empty:
         text += ["No comparison row was measured.", ""]
     else:

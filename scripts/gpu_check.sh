@@ -4,70 +4,38 @@
 #   bash scripts/gpu_check.sh                          # on a GPU machine, full-size models
 #   bash scripts/gpu_check.sh --device cpu --variant tiny   # the rehearsal on a CPU machine
 #
-# Made for a lent GPU machine with no Slurm and no package index: the local executor runs every cell, and a
-# profile of site environments points both frameworks at one interpreter (PYTHON, default python3; JAX_PYTHON
-# and TORCH_PYTHON override it per framework, for a rehearsal with two environments). Wheels in .whl/ (opacus,
-# dp-accounting, submitit) are installed into that interpreter first. Four lanes run side by side, each on its
+# Made for a lent GPU machine with no Slurm and no package index (scripts/gpu_common.sh: the interpreters, the
+# carried wheels in .whl/, the profile of site environments). Four lanes run side by side, each on its
 # own CPUs: MNIST training (use case 1), inference and validate (5), CIFAR-10 training, DP-SGD, traces and TF32
 # (1 and 3), and the batch search. Then scripts/gpu_check.py checks the rows and writes the summary; everything is packed into
 # $OUT/gpu_check.tar.gz, traces apart (OUT defaults to ./gpu_check_out; the work folder is $WORK/gpu_check, WORK
 # defaulting to /tmp/gpu_check_work). Exit status: the checker's.
+# shellcheck disable=SC2086  # the lists of arguments in variables are split into words on purpose
 set -uo pipefail
-
-device=gpu
-variant=full
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --device) device=$2; shift 2 ;;
-    --variant) variant=$2; shift 2 ;;
-    *) echo "usage: $0 [--device gpu|cpu] [--variant full|tiny]" >&2; exit 2 ;;
-  esac
-done
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
+. scripts/gpu_common.sh
+gpu_arguments "$@" || exit 2
 OUT=${OUT:-$root/gpu_check_out}
 # The rows, logs and scripts live outside $OUT: the device tool brings back a few files from there, not folders.
 work=${WORK:-/tmp/gpu_check_work}/gpu_check
 rm -rf "$work" && mkdir -p "$work/logs" "$OUT"
 lane_seconds=${LANE_SECONDS:-330}  # every lane stops this long after the start, so that the checks and packing run
 deadline=$(( $(date +%s) + lane_seconds ))
-python=$(command -v "${PYTHON:-python3}") || { echo "no ${PYTHON:-python3} here" >&2; exit 1; }
-jax_python=${JAX_PYTHON:-$python}
-torch_python=${TORCH_PYTHON:-$python}
-orchestrator_python=${ORCHESTRATOR_PYTHON:-$python}
-
-if ! { "$orchestrator_python" -c "import dp_accounting, submitit" && "$torch_python" -c "import opacus"; } 2>/dev/null; then
-  # Into the interpreter's own site-packages: the rendered scripts set PYTHONPATH to the project alone. Where that
-  # is read-only, into the project's root, which is on that PYTHONPATH (the device machine's copy is thrown away).
-  wheels=(--no-index --no-deps --no-compile --no-cache-dir .whl/*.whl)
-  { "$torch_python" -m pip install -q "${wheels[@]}" || "$torch_python" -m pip install -q --target "$root" "${wheels[@]}"; } \
-    > "$work/logs/wheels.log" 2>&1 || { echo "installing the carried wheels failed:"; cat "$work/logs/wheels.log"; exit 1; }
-fi
-
-{ date -u; nvidia-smi 2>&1 || echo "no nvidia-smi"; nproc; free -g; "$python" --version
-  "$torch_python" -m pip list 2>/dev/null | grep -iE "^(jax|jaxlib|jax-cuda|flax|optax|torch|torchvision|opacus|numpy|nvidia-ml-py|dp-accounting|pandas|pyarrow) "
-} > "$work/machine.txt" 2>&1
+gpu_interpreters || exit 1
+gpu_install_wheels "$work/logs/wheels.log" || exit 1
+gpu_describe_machine "$work/machine.txt"
 
 # One profile per lane: its cpus_per_task is the lane's share of the cores, which each backend binds to.
 cores=$(nproc)
 share=$(( cores >= 8 ? cores / 4 : 1 ))
-profile() {  # profile FILE
-  cat > "$1" <<EOF
-cpus_per_task = $share
-[envs.jax]
-python = "$jax_python"
-[envs.torch]
-python = "$torch_python"
-EOF
-}
-
 # lane NAME FIRST_CPU COMMAND...: the commands of one lane run one after another, on the lane's CPUs.
 lane() {
   local name=$1 first=$2; shift 2
   local cpus=$(( first % cores ))-$(( (first + share - 1) % cores ))
   [ "$share" -ge "$cores" ] && cpus=0-$((cores - 1))
-  profile "$work/$name.toml"
+  gpu_profile "$work/$name.toml" "$share"
   ( for step in "$@"; do
       left=$(( deadline - $(date +%s) ))
       if [ "$left" -lt 10 ]; then echo "== not run (the lanes' time is up): $step"; continue; fi

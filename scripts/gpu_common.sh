@@ -1,9 +1,22 @@
 # shellcheck shell=bash
-# The set-up the GPU scripts share (scripts/gpu_check.sh, scripts/gpu_speed.sh), sourced from the project's root.
+# The set-up the GPU scripts share (scripts/gpu_check.sh, gpu_speed.sh, gpu_dpsgd.sh), sourced from the project's root.
 #
 # Made for a lent GPU machine with no Slurm and no package index: the local executor runs every cell, and a
 # profile of site environments points both frameworks at one interpreter (PYTHON, default python3; JAX_PYTHON,
 # TORCH_PYTHON and ORCHESTRATOR_PYTHON override it, for a rehearsal with this project's own environments).
+
+# gpu_arguments "$@": device (gpu, or cpu for a rehearsal) and variant (full, or tiny) from the command line.
+gpu_arguments() {
+  device=gpu
+  variant=full
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --device) device=$2; shift 2 ;;
+      --variant) variant=$2; shift 2 ;;
+      *) echo "usage: $0 [--device gpu|cpu] [--variant full|tiny]" >&2; return 2 ;;
+    esac
+  done
+}
 
 # gpu_interpreters: sets python, jax_python, torch_python and orchestrator_python, or fails.
 gpu_interpreters() {

@@ -14,21 +14,12 @@
 # shellcheck disable=SC2086  # the lists of arguments in variables are split into words on purpose
 set -uo pipefail
 
-device=gpu
-variant=full
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --device) device=$2; shift 2 ;;
-    --variant) variant=$2; shift 2 ;;
-    *) echo "usage: $0 [--device gpu|cpu] [--variant full|tiny]" >&2; exit 2 ;;
-  esac
-done
-
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
+. scripts/gpu_common.sh
+gpu_arguments "$@" || exit 2
 OUT=${OUT:-$root/gpu_speed_out}
 mkdir -p "$OUT"
-. scripts/gpu_common.sh
 gpu_start_work gpu_speed || exit 1
 mkdir -p "$work/overhead"
 gpu_interpreters || exit 1
