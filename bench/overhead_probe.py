@@ -2,9 +2,9 @@
 
 Run by `bench/harness_overhead.py` as `<framework env>/bin/python -m bench.overhead_probe FRAMEWORK MODEL
 VARIANT BENCHMARK BATCH TIMED_STEPS WARMUP_STEPS REPEATS [DEVICE]` (DEVICE cpu, the default, or gpu: the
-spec's device, as `--device` sets it; scripts/gpu_speed.sh runs it on a GPU), with the repository on PYTHONPATH. It imports only
-that framework's backend and the contract (never the orchestrator), prints progress to stderr and, as its
-last stdout line, `OVERHEAD_PROBE {json}` with the per-run step-time medians of both loops.
+spec's device, as `--device` sets it; scripts/gpu_speed.sh runs it on a GPU), with the repository on
+PYTHONPATH. It imports only that framework's backend and the contract (never the orchestrator), prints progress
+to stderr and, as its last stdout line, `OVERHEAD_PROBE {json}` with the per-run step-time medians of both loops.
 
 Both loops run in this one process on the same backend object: the same weights (the contract's initial
 weights from the seed), the same input batch on the device, the same batch size, fp32, the same device

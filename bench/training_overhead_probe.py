@@ -2,9 +2,9 @@
 
 Run by `bench/harness_overhead.py` as `<framework env>/bin/python -m bench.training_overhead_probe FRAMEWORK MODE
 MODEL VARIANT BENCHMARK BATCH TIMED_STEPS WARMUP_STEPS REPEATS [DEVICE]`, MODE `jit` (JAX), `eager` or
-`compiled` (PyTorch), DEVICE cpu (the default) or gpu, with the repository on PYTHONPATH. Like `bench/overhead_probe.py` (whose marker and output it
-shares) it imports only that framework's backend and the contract, prints progress to stderr and, as its last
-stdout line, the per-run step-time medians of both loops.
+`compiled` (PyTorch), DEVICE cpu (the default) or gpu, with the repository on PYTHONPATH. Like
+`bench/overhead_probe.py` (whose marker and output it shares) it imports only that framework's backend and the
+contract, prints progress to stderr and, as its last stdout line, the per-run step-time medians of both loops.
 
 Both loops run in this one process on the same device set-up (`backend.prepare`), the same model and optimizer
 (the backend's `training_ops` for use case 1 from the contract's initial weights: sgd, fp32, the spec's learning
