@@ -249,6 +249,23 @@ def awaiting_record(cells: list[CellStatus]) -> bool:
     return any(c.detail == NOT_RECORDED and is_slurm_task(c.task_id) for c in cells)
 
 
+@dataclass
+class AccountingWait:
+    """How long watch has waited, with every cell ended, for Slurm's accounting to record a task that left the
+    queue (accounting lags the controller)."""
+
+    since: float | None = None
+
+    def over(self, cells: list[CellStatus], now: float) -> bool:
+        """Whether watch may stop at time `now`: no cell active, and no task awaiting its record, or the
+        WATCH_ACCOUNTING_LAG_S it allows over."""
+        if is_active(cells):
+            self.since = None  # a cell active again (resubmitted while watched) waits anew once it has ended
+            return False
+        self.since = now if self.since is None else self.since
+        return not awaiting_record(cells) or now - self.since >= WATCH_ACCOUNTING_LAG_S
+
+
 LOST = "the answer to its array's submission was lost"
 
 
@@ -337,7 +354,7 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
     folder = find_campaign(results_dir, campaign)
     report(f"campaign {folder.name}")
     unreadable_since = None  # when the queue last became unreadable, while it stays so
-    unrecorded_since = None  # when every cell had ended but some Slurm task was in neither queue nor accounting
+    records = AccountingWait()
     woken = OutputsWritten()  # the outputs of the cells active at the first poll, once it has been made
     for round_number in Backoff(interval, POLL_BACKOFF, WATCH_MAX_S).rounds(woken):
         cells = campaign_status(folder)
@@ -355,10 +372,8 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
             unreadable_since = None
         if note and time.monotonic() - unreadable_since >= WATCH_UNREADABLE_S:
             raise StateUnknown(f"campaign {folder.name}: {note} for {WATCH_UNREADABLE_S:.0f} s; watch stops here")
-        if not is_active(cells):  # unknown cells are not ended: watch never stops on them as if they were
-            unrecorded_since = unrecorded_since or time.monotonic()
-            if not awaiting_record(cells) or time.monotonic() - unrecorded_since >= WATCH_ACCOUNTING_LAG_S:
-                break
+        if records.over(cells, time.monotonic()):  # unknown cells are active: watch never stops on them
+            break
     unfinished = [c for c in cells if c.state not in DONE]
     for c in unfinished:
         warn(f"{c.framework} {c.array_index} ({c.cell_id}): {c.state}: {c.detail}")
