@@ -84,6 +84,17 @@ gpu_start_work() {
   echo "== a call began at $(date -u +%FT%T) on $(hostname)" >> "$work/logs/steps.log"  # the steps' log spans calls
 }
 
+# gpu_measuring_setup NAME: a speed script's set-up: $OUT (default ./NAME_out), $work and $deadline
+# (gpu_start_work), the interpreters, the carried wheels, the machine's description, and $work/profile.toml, whose
+# CPUs are every core (one process at a time measures).
+gpu_measuring_setup() {
+  OUT=${OUT:-$PWD/$1_out}
+  mkdir -p "$OUT"
+  gpu_start_work "$1" && gpu_interpreters && gpu_install_wheels "$work/logs/wheels.log" || return 1
+  gpu_describe_machine "$work/machine.txt"
+  gpu_profile "$work/profile.toml" "$(nproc)"
+}
+
 # gpu_step NAME COMMAND [LIMIT]: one step, unless an earlier call finished it or the time is up; the log says which.
 # With LIMIT (seconds), a step that runs out of it is a finding (whether something compiles in that time): it is
 # marked done and not run again.

@@ -20,13 +20,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 . scripts/gpu_common.sh
 gpu_arguments "$@" || exit 2
-OUT=${OUT:-$root/gpu_dpsgd_out}
-mkdir -p "$OUT"
-gpu_start_work gpu_dpsgd || exit 1
-gpu_interpreters || exit 1
-gpu_install_wheels "$work/logs/wheels.log" || exit 1
-gpu_describe_machine "$work/machine.txt"
-gpu_profile "$work/profile.toml" "$(nproc)"  # one process at a time: both frameworks bound to every core
+gpu_measuring_setup gpu_dpsgd || exit 1
 gpu_profile "$work/no_autotuning.toml" "$(nproc)"
 printf '[xla_flags]\ncnn = "--xla_gpu_autotune_level=0"\nresnet18_gn = "--xla_gpu_autotune_level=0"\n' \
   >> "$work/no_autotuning.toml"

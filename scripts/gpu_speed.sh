@@ -18,14 +18,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 . scripts/gpu_common.sh
 gpu_arguments "$@" || exit 2
-OUT=${OUT:-$root/gpu_speed_out}
-mkdir -p "$OUT"
-gpu_start_work gpu_speed || exit 1
+gpu_measuring_setup gpu_speed || exit 1
 mkdir -p "$work/overhead"
-gpu_interpreters || exit 1
-gpu_install_wheels "$work/logs/wheels.log" || exit 1
-gpu_describe_machine "$work/machine.txt"
-gpu_profile "$work/profile.toml" "$(nproc)"  # one process at a time: both frameworks bound to every core
 
 campaign() {  # campaign ARGS...: a campaign of paired trials, its results in $work/results
   gpu_campaign results --trials 3 --paired "$@"
