@@ -95,6 +95,28 @@ gpu_measuring_setup() {
   gpu_profile "$work/profile.toml" "$(nproc)"
 }
 
+# gpu_measuring_end NAME CHECK RESULTS...: collect each of $work's results folders that exists, the report of the
+# first, `python -m bench.gpu_summary CHECK` (summary.md), and $work packed into $OUT/NAME.tar.gz, its summary
+# beside it as NAME_summary.md (the campaigns' initial weights left out: a full-size model's are hundreds of MB,
+# and a campaign run again makes them anew). Returns the summary's exit status.
+gpu_measuring_end() {
+  local name=$1 check=$2 results status
+  shift 2
+  echo "== $(date -u +%T) steps over" >> "$work/logs/steps.log"
+  for results in "$@"; do
+    [ -d "$work/$results" ] || continue
+    "$orchestrator_python" main.py collect --results-dir "$work/$results" > "$work/logs/collect_$results.log" 2>&1 \
+      || echo "collect of $results failed (see logs/collect_$results.log)"
+  done
+  "$orchestrator_python" main.py report --results-dir "$work/$1" > "$work/logs/report.log" 2>&1 \
+    || echo "report failed (see logs/report.log)"
+  "$orchestrator_python" -m bench.gpu_summary "$check" --work "$work"
+  status=$?
+  tar -czf "$OUT/$name.tar.gz" -C "$(dirname "$work")" --exclude="*/init/*" "$name"
+  cp "$work/summary.md" "$OUT/${name}_summary.md" 2>/dev/null
+  return "$status"
+}
+
 # gpu_step NAME COMMAND [LIMIT]: one step, unless an earlier call finished it or the time is up; the log says which.
 # With LIMIT (seconds), a step that runs out of it is a finding (whether something compiles in that time): it is
 # marked done and not run again.

@@ -12,7 +12,7 @@
 # PyTorch alone, and the summary says which. Then the campaigns, one at a time, in the order of what the issue
 # needs most, until SECONDS_LEFT (default 330) have passed (scripts/gpu_common.sh: the steps, the set-up, going on
 # from PREVIOUS). Then collect, report and `python -m bench.gpu_summary dpsgd` (summary.md). Everything is packed
-# into $OUT/gpu_dpsgd.tar.gz (OUT defaults to ./gpu_dpsgd_out).
+# into $OUT/gpu_dpsgd.tar.gz, the summary beside it (OUT defaults to ./gpu_dpsgd_out).
 # shellcheck disable=SC2086  # the lists of arguments in variables are split into words on purpose
 set -uo pipefail
 
@@ -64,16 +64,4 @@ compiled() {  # compiled RESULTS: whether a JAX cell of that campaign wrote its 
   gpu_step max_batch "$(gpu_campaign results_max_batch --benchmark cifar10 --synthetic-samples $samples --use-case 3 --models resnet18_gn --frameworks $frameworks --find-max-batch --batch-sizes $batch --max-batch-limit 16384 --memory-limit $search_cap)"
 } >> "$work/logs/steps.log" 2>&1
 
-echo "== $(date -u +%T) steps over" >> "$work/logs/steps.log"
-for results in results results_jax_compile results_no_autotuning results_max_batch; do
-  [ -d "$work/$results" ] || continue
-  "$orchestrator_python" main.py collect --results-dir "$work/$results" > "$work/logs/collect_$results.log" 2>&1 \
-    || echo "collect of $results failed (see logs/collect_$results.log)"
-done
-"$orchestrator_python" main.py report --results-dir "$work/results" > "$work/logs/report.log" 2>&1 \
-  || echo "report failed (see logs/report.log)"
-"$orchestrator_python" -m bench.gpu_summary dpsgd --work "$work"
-status=$?
-tar -czf "$OUT/gpu_dpsgd.tar.gz" -C "$(dirname "$work")" --exclude="*/init/*" gpu_dpsgd
-cp "$work/summary.md" "$OUT/summary.md" 2>/dev/null
-exit $status
+gpu_measuring_end gpu_dpsgd dpsgd results results_jax_compile results_no_autotuning results_max_batch

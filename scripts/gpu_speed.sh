@@ -10,7 +10,8 @@
 # passed (scripts/gpu_common.sh: the steps, the set-up, going on from PREVIOUS). Every campaign runs 3 paired
 # trials a cell (JAX, PyTorch, JAX, ... each in a fresh process), so each row gets its interval. Then collect,
 # report and `python -m bench.gpu_summary speed` (summary.md: the numbers beside the published ones, the harness's
-# overhead). Everything is packed into $OUT/gpu_speed.tar.gz (OUT defaults to ./gpu_speed_out).
+# overhead). Everything is packed into $OUT/gpu_speed.tar.gz, the summary beside it (OUT defaults to
+# ./gpu_speed_out).
 # shellcheck disable=SC2086  # the lists of arguments in variables are split into words on purpose
 set -uo pipefail
 
@@ -56,13 +57,4 @@ repeats=5
   gpu_step inference_fp32_tf32_compiled "$(campaign $inference --models resnet50,vit_b_16 --precision $precisions --torch-compile)"
 } >> "$work/logs/steps.log" 2>&1
 
-echo "== $(date -u +%T) steps over" >> "$work/logs/steps.log"
-"$orchestrator_python" main.py collect --results-dir "$work/results" > "$work/logs/collect.log" 2>&1 \
-  || echo "collect failed (see logs/collect.log)"
-"$orchestrator_python" main.py report --results-dir "$work/results" > "$work/logs/report.log" 2>&1 \
-  || echo "report failed (see logs/report.log)"
-"$orchestrator_python" -m bench.gpu_summary speed --work "$work"
-status=$?
-tar -czf "$OUT/gpu_speed.tar.gz" -C "$(dirname "$work")" --exclude="*/init/*" gpu_speed
-cp "$work/summary.md" "$OUT/summary.md" 2>/dev/null
-exit $status
+gpu_measuring_end gpu_speed speed results
