@@ -46,7 +46,10 @@ USE_CASES = {1: "training", 3: "DP-SGD", 5: "inference"}
 # --- shared -----------------------------------------------------------------------------------------------------
 
 def number(value) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
+    """Samples/s as the product's tables print them."""
+    from orchestrator.results.compare import format_value
+
+    return format_value("throughput", value)
 
 
 def seconds(value) -> str:
@@ -62,11 +65,10 @@ def epsilon(value) -> str:
 
 
 def speedup_text(row) -> str:
-    if math.isnan(row.speedup):
-        return "n/a"
-    interval = f" [{row.speedup_ci_low:.2f}, {row.speedup_ci_high:.2f}]" if not math.isnan(row.speedup_ci_low) \
-        else " (no interval)"
-    return f"{row.speedup:.2f}x{interval}"
+    """The speed-up and its interval as the product's tables print them: none for a row that is not comparable."""
+    from orchestrator.results.compare import format_speedup
+
+    return format_speedup(row)
 
 
 def pytorch_as(settings: str) -> str:
@@ -110,7 +112,7 @@ def rows_table(frame) -> list[str]:
     lines = [f"| {USE_CASES.get(row.use_case, row.use_case)} | {row.model} | {row.batch_size} | {row.precision} | "
              f"{pytorch_as(row.settings)} | {number(row.jax_throughput)} | {number(row.torch_throughput)} | "
              f"{speedup_text(row)} | {row.runs_jax_torch} | {seconds(row.jax_compile_time)} / "
-             f"{seconds(row.torch_compile_time)} | {row.comparable} |" for row in frame.itertuples()]
+             f"{seconds(row.torch_compile_time)} | {row.comparable} |" for _, row in frame.iterrows()]
     return table(["use case", "model", "batch", "precision", "PyTorch as", "JAX samples/s", "PyTorch samples/s",
                   "JAX/PyTorch [95%]", "runs", "compile s JAX / PyTorch", "comparable"], lines)
 
@@ -121,10 +123,10 @@ def beside_published(frame) -> list[str]:
     rows = frame[(frame["use_case"] == 5) & (frame["batch_size"] == 128) & eager
                  & frame["model"].isin(list(SEED_H100))]
     lines = []
-    for row in rows.itertuples():
+    for _, row in rows.iterrows():
         seed = SEED_H100[row.model]
         lines.append(f"| {row.model} | {row.precision} | {number(row.jax_throughput)} | {number(seed['jax'])} | "
-                     f"{number(row.torch_throughput)} | {number(seed['torch'])} | {row.speedup:.2f}x | "
+                     f"{number(row.torch_throughput)} | {number(seed['torch'])} | {speedup_text(row)} | "
                      f"{seed['jax'] / seed['torch']:.2f}x |")
     if not lines:
         lines = ["| (no inference row at batch 128 in PyTorch eager yet) | | | | | | | |"]
@@ -183,7 +185,7 @@ def dp_sgd_table(frame) -> list[str]:
              f"{number(row.torch_throughput)} | {speedup_text(row)} | {times(row.jax_sgd_cost)} / "
              f"{times(row.torch_sgd_cost)} | {times(row.jax_vectorization_speedup)} / "
              f"{times(row.torch_vectorization_speedup)} | {epsilon(row.privacy_epsilon)} |"
-             for row in rows.itertuples()]
+             for _, row in rows.iterrows()]
     return table(["model", "batch", "PyTorch as", "JAX samples/s", "PyTorch samples/s", "JAX/PyTorch [95%]",
                   "cost over SGD JAX / PyTorch", "vmap over loop JAX / PyTorch", "epsilon"], lines)
 

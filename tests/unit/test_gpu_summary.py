@@ -37,7 +37,7 @@ def test_a_row_shows_both_throughputs_the_interval_and_the_compile_times():
 def test_a_row_without_an_interval_says_so_and_names_its_pytorch_mode():
     (line,) = rows_table(frame(speedup_ci_low=math.nan, speedup_ci_high=math.nan,
                                settings=settings(torch_compile=True, torch_compile_mode="reduce-overhead")))[2:]
-    assert "| compiled (reduce-overhead) |" in line and "2.00x (no interval)" in line
+    assert "| compiled (reduce-overhead) |" in line and "| 2.00x [n/a (runs 3/3)] |" in line
     (line,) = rows_table(frame(settings=settings(torch_compile=True, channels_last=True)))[2:]
     assert "| compiled, channels_last |" in line
 
@@ -47,8 +47,16 @@ def test_only_eager_inference_at_batch_128_stands_beside_the_seed():
                        {"batch_size": 64}, {"use_case": 1},
                        {"model": "vit_b_16", "jax_throughput": 600.0, "torch_throughput": 1200.0, "speedup": 0.5}])
     lines = [line for line in beside_published(rows) if line.startswith("| resnet50") or line.startswith("| vit")]
-    assert lines == ["| resnet50 | fp32 | 12,000 | 11,739 | 6,000 | 5,915 | 2.00x | 1.98x |",
-                     "| vit_b_16 | fp32 | 600 | 530 | 1,200 | 946 | 0.50x | 0.56x |"]
+    assert lines == ["| resnet50 | fp32 | 12,000 | 11,739 | 6,000 | 5,915 | 2.00x [1.90, 2.10] | 1.98x |",
+                     "| vit_b_16 | fp32 | 600 | 530 | 1,200 | 946 | 0.50x [1.90, 2.10] | 0.56x |"]
+
+
+def test_a_row_that_is_not_comparable_shows_no_speed_up_in_either_table():
+    """The certificate's rule, as in the product's tables: a speed-up of unlike sides is never printed."""
+    unlike = frame(comparable="no: bf16 on one side only")
+    (line,) = rows_table(unlike)[2:]
+    assert "2.00x" not in line and "| not comparable |" in line
+    assert any("| not comparable |" in line for line in beside_published(unlike))
 
 
 def test_no_eager_row_is_said_not_left_as_an_empty_table():
