@@ -31,7 +31,6 @@ from bench_contract.spec import DEFAULT_PARALLELISM, FRAMEWORK_TITLES
 from orchestrator.results.compare import (
     FRAMEWORKS,
     ROW_KEY,
-    format_value,
     summary_rows,
     with_row_key,
     with_variant_label,
@@ -126,11 +125,6 @@ def attention_kernels(labelled) -> dict[tuple, str]:
 
 # --- the table ------------------------------------------------------------------------------------------
 
-def memory_text(row, column: str) -> str:
-    """Bytes per device in MiB."""
-    return format_value(PEAK_MEMORY, row.get(column))
-
-
 def kernel_text(row, column: str) -> str:
     return row.get(column) or "n/a"
 
@@ -138,8 +132,8 @@ def kernel_text(row, column: str) -> str:
 COLUMNS = (
     Column(TOKENS, "tokens/s", metric_text("throughput")), SPEEDUP,
     Column("model_flops_utilisation", "MFU\n(6N)", metric_text("model_flops_utilisation")),
-    Column("state_memory_per_device", "state per\ndevice MiB", memory_text),
-    Column("peak_memory_per_device", "peak per\ndevice MiB", memory_text),
+    Column("state_memory_per_device", "state per\ndevice MiB", metric_text(PEAK_MEMORY)),  # bytes, shown in MiB
+    Column("peak_memory_per_device", "peak per\ndevice MiB", metric_text(PEAK_MEMORY)),
 )
 KERNEL = Column("attention_kernel", "attention\nkernel", kernel_text)
 # The key columns, each said once above the table where it is the same on every line (views.SAID_ONCE's rule).
