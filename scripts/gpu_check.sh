@@ -45,9 +45,8 @@ lane() {
     done ) > "$work/logs/$name.log" 2>&1 &
 }
 
-bench() {  # bench LANE ARGS...: one campaign of the lane, run here
-  echo "$orchestrator_python main.py --executor local --synthetic --device $device --variant $variant" \
-       "--profile $work/$1.toml --results-dir $work/results/$1 --scripts-dir $work/scripts/$1 ${*:2}"
+bench() {  # bench LANE ARGS...: one campaign of the lane, run here with the lane's profile
+  profile=$work/$1.toml gpu_campaign "results/$1" "${@:2}"
 }
 
 tf32=tf32
