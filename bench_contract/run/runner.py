@@ -346,6 +346,7 @@ def main(backend: Backend, argv: list[str] | None = None, use_case: UseCase = ru
         for signum in STOP_SIGNALS:
             signal.signal(signum, _raise_terminated)
         spec = JobSpec.read(argv[0], int(argv[1]) if len(argv) == 2 else None)
+        progress.context = base_context(spec)  # from here on, a failure row names its cell, whatever the phase
         if stop_signals.received:  # while the backend imported its framework, before these handlers were set
             progress.phase = "importing the framework"
             raise Terminated(stop_signals.received[0])

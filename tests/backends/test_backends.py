@@ -219,6 +219,7 @@ def test_a_stop_signal_while_the_framework_imports_still_leaves_a_failure_row(fr
     row = read_failure(failure_path(spec.results_path))
     assert (row["status"], row["signal"]) == ("terminated", "SIGTERM")
     assert row["failure_reason"] == "terminated by SIGTERM while importing the framework"
+    assert (row["cell_id"], row["framework"]) == (spec.cell_id, framework)  # it was None: nothing said whose
     assert not Path(spec.results_path).exists()
 
 
