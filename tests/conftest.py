@@ -16,13 +16,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 def with_huge_pages(tunables: str) -> str:
     """GLIBC_TUNABLES with glibc's transparent-huge-page advice for malloc added, unless it says otherwise.
 
-    A DP-SGD step's per-example gradients (batch times parameters: 300 MB for the digits MLP at batch 256) are far
-    over glibc's largest mmap threshold (32 MiB), so each step maps them afresh and faults them in 4 KiB at a time.
-    On this project's AMD virtual machine a PyTorch DP-SGD digits cell took 22 million minor faults, 72 s of system
-    time and 38 s of training; with this advice (glibc 2.35 or later, THP in `madvise` or `always` mode) 0.33
-    million, 20 s and 17.7 s; JAX's cell 27 million, 92 s and 54 s against 0.5 million, 22 s and 20 s (two runs
-    each, alternating; docs/measurement.md#page-faults-the-allocator-and-the-kernel). The numbers computed do not
-    change, only the kernel's work; an older glibc ignores the name, a kernel with THP off ignores the advice."""
+    A DP-SGD step's per-example gradients are far over glibc's largest mmap threshold (32 MiB), so each step maps
+    them afresh and the kernel faults them in 4 KiB at a time: on the AMD machine, half a DP-SGD cell's CPU time.
+    With the advice (glibc 2.35 or later, THP in `madvise` or `always` mode) they fault in 2 MiB at a time; the
+    numbers computed do not change, only the kernel's work (measured in
+    docs/measurement.md#page-faults-the-allocator-and-the-kernel). An older glibc ignores the name, a kernel with
+    THP off ignores the advice."""
     if "glibc.malloc.hugetlb" in tunables:
         return tunables
     return ":".join(part for part in (tunables, "glibc.malloc.hugetlb=1") if part)

@@ -163,8 +163,7 @@ def installed_packages_sha256() -> str:
 
 # Environment variables that change what a framework does, recorded as they were in the process. The allocator's
 # among them (GLIBC_TUNABLES, MALLOC_*, LD_PRELOAD of another malloc, PyTorch's THP_MEM_ALLOC_ENABLE) change how
-# fast a CPU run is: a DP-SGD digits cell trained 2.2 to 2.6 times faster with glibc's huge-page advice, and the
-# speed-up between the frameworks moved from 1.41 to 1.15 (docs/measurement.md).
+# fast a CPU run is, and the speed-up between the frameworks with it (docs/measurement.md, page faults).
 RECORDED_VARIABLES = ("XLA_FLAGS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                       "TF_CPP_MIN_LOG_LEVEL", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_CUDNN_V8_API_ENABLED",
                       "CUBLAS_WORKSPACE_CONFIG", "JAX_PLATFORMS", "JAX_ENABLE_X64", "GLIBC_TUNABLES", "LD_PRELOAD",

@@ -1,6 +1,5 @@
 """The environment tests/conftest.py gives every process the suite starts."""
 
-import os
 import platform
 import subprocess
 import sys
@@ -41,8 +40,7 @@ def test_the_advice_takes_a_large_block_in_huge_pages():
     """What the advice is for: a block over malloc's mmap threshold faulted in 2 MiB at a time, not 4 KiB."""
     if reason := huge_page_advice_can_work():
         pytest.skip(reason)
-    child = subprocess.run([sys.executable, "-c", TOUCH_256_MIB], capture_output=True, text=True, check=True,
-                           env=os.environ.copy())
+    child = subprocess.run([sys.executable, "-c", TOUCH_256_MIB], capture_output=True, text=True, check=True)
     faults, small_pages = map(int, child.stdout.split())
     # In 4 KiB pages the block takes one fault a page (65,536; 65,567 measured here without the advice). In 2 MiB
     # pages: 128, plus at most 511 small pages at each unaligned end and Python's own few (670 measured with it).
