@@ -4,6 +4,7 @@ bench_contract.measure.nvml) and the CUDA libraries jaxlib loads."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from importlib import metadata
 
@@ -88,10 +89,13 @@ def efficiency(kind: str, devices, precision: str, world_size: int) -> Efficienc
     def peak() -> Peak:
         if kind == "gpu":
             return device_gpu_peak(ids, devices[0].device_kind, precision)
-        n = 1024
-        a = jax.device_put(jnp.ones((n, n), dtype), devices[0])
         matmul = jax.jit(lambda x: x @ x)
-        compute = cpu_peak("jax", precision, lambda: matmul(a), synchronize, n=n)
+
+        def matmul_of(n: int) -> Callable[[], jax.Array]:
+            a = jax.device_put(jnp.ones((n, n), dtype), devices[0])
+            return lambda: matmul(a)
+
+        compute = cpu_peak("jax", precision, matmul_of, synchronize)
         big = jax.device_put(jnp.ones(COPY_BYTES // 4, jnp.float32), devices[0])
         scale = jax.jit(lambda x: x * 1.5)
         bandwidth = cpu_bandwidth("jax", lambda: scale(big), synchronize)

@@ -117,12 +117,14 @@ def efficiency(device: torch.device, precision: str, world_size: int) -> Efficie
     def peak() -> Peak:
         if kind == "gpu":
             return device_gpu_peak(ids, torch.cuda.get_device_name(device), precision)
-        n = 1024
-        a = torch.ones((n, n), dtype=dtype, device=device)
+        def matmul_of(n: int) -> Callable[[], torch.Tensor]:
+            a = torch.ones((n, n), dtype=dtype, device=device)
+            return lambda: a @ a
+
         big = torch.ones(COPY_BYTES // 4, dtype=torch.float32, device=device)
         out = torch.empty_like(big)
         with torch.inference_mode():
-            compute = cpu_peak("torch", precision, lambda: a @ a, lambda out: None, n=n)
+            compute = cpu_peak("torch", precision, matmul_of, lambda out: None)
             bandwidth = cpu_bandwidth("torch", lambda: torch.mul(big, 1.5, out=out), lambda out: None)
         return replace(compute, bandwidth=bandwidth[0], bandwidth_method=bandwidth[1])
 

@@ -100,16 +100,37 @@ def device_gpu_peak(device_ids, framework_name: str, precision: str) -> Peak:
 
 CALIBRATION_N = 1024  # 2 GFLOP per matmul: long enough to time, short enough for every cell
 CALIBRATION_REPEATS = 5
+# A precision the CPU has no fast path for runs far slower: PyTorch's bf16 1024x1024 matmul took 2.5 s on an AVX2
+# EPYC (0.9 GFLOP/s against 71 in fp32), so six calls cost 15 s of every bf16 cell. The size is therefore chosen
+# from the fastest of a few PROBE_N matmuls, whose work is 1/64 of N's: the largest of PROBE_N, 2 PROBE_N, ... N whose
+# call, predicted by n^3, takes at most MAX_CALL_S. An fp32 1024 call takes 30-60 ms on the CPUs we have, 8 or more
+# times under it, so fp32 keeps N even on a loaded machine; that bf16 matmul is measured at 512 (1.5 s in all).
+CALIBRATION_PROBE_N = 256
+CALIBRATION_PROBE_REPEATS = 3
+CALIBRATION_MAX_CALL_S = 0.5
 _calibrated: dict[tuple[str, str], Peak] = {}
 
 
-def cpu_peak(framework: str, precision: str, matmul: Callable[[], Any], synchronize: Callable[[Any], None],
-             n: int = CALIBRATION_N, repeats: int = CALIBRATION_REPEATS) -> Peak:
+def calibration_size(probe_s: float, probe_n: int = CALIBRATION_PROBE_N, largest: int = CALIBRATION_N,
+                     max_call_s: float = CALIBRATION_MAX_CALL_S) -> int:
+    """The largest n of probe_n, 2 probe_n, ... largest whose matmul, predicted from probe_n's time `probe_s`
+    by the n^3 multiply-adds, takes at most `max_call_s`; probe_n if even that one took longer."""
+    n = probe_n
+    while n * 2 <= largest and probe_s * (n * 2 / probe_n) ** 3 <= max_call_s:
+        n *= 2
+    return n
+
+
+def cpu_peak(framework: str, precision: str, matmul_of: Callable[[int], Callable[[], Any]],
+             synchronize: Callable[[Any], None], repeats: int = CALIBRATION_REPEATS) -> Peak:
     """The CPU's peak as measured: 2 n^3 / the fastest of `repeats` calls of an n x n matmul (after one
-    untimed call). Measured once per process and precision; later calls return the cached figure."""
+    untimed call), `matmul_of(n)` making the call; n from calibration_size. Measured once per process and
+    precision; later calls return the cached figure."""
     key = (framework, precision)
     if key not in _calibrated:
-        best = fastest_call(matmul, synchronize, repeats)
+        probe_s = fastest_call(matmul_of(CALIBRATION_PROBE_N), synchronize, CALIBRATION_PROBE_REPEATS)
+        n = calibration_size(probe_s)
+        best = fastest_call(matmul_of(n), synchronize, repeats)
         _calibrated[key] = Peak(2 * n**3 / best, f"measured: fastest of {repeats} {framework} {n}x{n} {precision} "
                                                  f"matmuls in this process")
     return _calibrated[key]

@@ -4,11 +4,12 @@ tests/backends/test_efficiency_and_provenance.py)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 from helpers import rows_for_test
 
-from bench_contract.measure import flops
+from bench_contract.measure import flops, timing
 from bench_contract.measure.flops import Flops, Peak, gpu_peak, record_utilisation
 
 T = 1e12
@@ -77,15 +78,62 @@ def test_every_ampere_or_later_gpu_has_a_rate_for_every_precision():
         assert set(peaks) == {"fp32", "tf32", "bf16", "fp16"}, pattern
 
 
-def test_the_cpu_calibration_is_measured_once_per_process_and_precision(monkeypatch):
+class FakeClock:
+    """perf_counter for bench_contract.measure.timing, moved on by the fake matmuls' own durations."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def fake_matmuls(monkeypatch, seconds_at_1024: float) -> tuple[Callable[[int], Callable[[], None]], list[int]]:
+    """A matmul_of whose n x n call takes seconds_at_1024 * (n / 1024)^3 on a fake clock; the sizes called, in
+    order."""
+    clock, calls = FakeClock(), []
     monkeypatch.setattr(flops, "_calibrated", {})
-    calls = []
-    first = flops.cpu_peak("fake", "fp32", lambda: calls.append(1), lambda out: None, n=64, repeats=3)
-    assert len(calls) == 4 and first.flops > 0 and first.method.startswith("measured: fastest of 3 fake 64x64 fp32")
-    assert flops.cpu_peak("fake", "fp32", lambda: calls.append(1), lambda out: None, n=64, repeats=3) is first
-    assert len(calls) == 4
-    flops.cpu_peak("fake", "bf16", lambda: calls.append(1), lambda out: None, n=64, repeats=3)
+    monkeypatch.setattr(timing, "time", clock)
+
+    def matmul_of(n: int):
+        def call():
+            calls.append(n)
+            clock.now += seconds_at_1024 * (n / 1024) ** 3
+        return call
+    return matmul_of, calls
+
+
+def test_the_cpu_calibration_is_measured_once_per_process_and_precision(monkeypatch):
+    matmul_of, calls = fake_matmuls(monkeypatch, 0.03)
+    first = flops.cpu_peak("fake", "fp32", matmul_of, lambda out: None, repeats=3)
+    # 1 + 3 probes of 256, then 1 + 3 calls of 1024, whose fastest gives the peak.
+    assert calls == [256] * 4 + [1024] * 4
+    assert first.flops == pytest.approx(2 * 1024**3 / 0.03) and first.method.startswith(
+        "measured: fastest of 3 fake 1024x1024 fp32")
+    assert flops.cpu_peak("fake", "fp32", matmul_of, lambda out: None, repeats=3) is first
     assert len(calls) == 8
+    flops.cpu_peak("fake", "bf16", matmul_of, lambda out: None, repeats=3)
+    assert len(calls) == 16
+
+
+def test_a_precision_without_a_fast_path_is_calibrated_on_a_smaller_matmul(monkeypatch):
+    """PyTorch's bf16 1024x1024 matmul took 2.5 s on an AVX2 CPU: six of them would cost 15 s of every cell."""
+    matmul_of, calls = fake_matmuls(monkeypatch, 2.5)
+    peak = flops.cpu_peak("fake", "bf16", matmul_of, lambda out: None)
+    assert calls == [256] * 4 + [512] * 6  # 512 predicted at 0.31 s, 1024 at 2.5 s: over the 0.5 s a call may take
+    assert peak.flops == pytest.approx(2 * 512**3 / (2.5 / 8))
+    assert peak.method.startswith("measured: fastest of 5 fake 512x512 bf16")
+
+
+@pytest.mark.parametrize("probe_s, size", [
+    (0.5 / 64, 1024),  # 1024 predicted at exactly the largest call allowed
+    (0.5 / 64 * 1.01, 512),
+    (0.5 / 8, 512),
+    (0.5 / 8 * 1.01, 256),
+    (5.0, 256),  # never below the probe's own size
+])
+def test_the_calibration_size_is_the_largest_predicted_within_the_call_limit(probe_s, size):
+    assert flops.calibration_size(probe_s) == size
 
 
 def test_mfu_is_achieved_flops_over_the_peak_of_every_device():
