@@ -117,6 +117,7 @@ def efficiency(device: torch.device, precision: str, world_size: int) -> Efficie
     def peak() -> Peak:
         if kind == "gpu":
             return device_gpu_peak(ids, torch.cuda.get_device_name(device), precision)
+
         def matmul_of(n: int) -> Callable[[], torch.Tensor]:
             a = torch.ones((n, n), dtype=dtype, device=device)
             return lambda: a @ a
