@@ -29,7 +29,7 @@ from orchestrator.plan.settings import (
     privacy_settings,
     trial_settings,
 )
-from orchestrator.run import submit
+from orchestrator.run import submit, waiting_times
 from orchestrator.run.doctor import check_partition
 from orchestrator.run.envs import check_container
 from orchestrator.run.limits import check_submit_limits, executor_array_limit
@@ -421,7 +421,9 @@ def resubmit_same(req: LaunchRequest, campaign_dir: Path, report: Callable[[str]
 
 
 def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
-    """What submission needs, checked before anything is written: Slurm's commands and the environments."""
+    """What submission needs, checked before anything is written: the waiting times, Slurm's commands, and the
+    environments."""
+    waiting_times.check_all()
     if req.executor in catalog.SLURM_EXECUTORS:
         submit.require_command("sbatch")
     for framework in frameworks:

@@ -16,7 +16,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench_contract.results import read_task_file
@@ -30,6 +30,7 @@ from orchestrator.run.progress import progress_lines, text_bar
 from orchestrator.run.queue import ACTIVE, SLURM_STATE_NAMES, QueueUnreadable, read_sacct, read_squeue
 from orchestrator.run.submit import is_slurm_task, log_tail
 from orchestrator.run.wait import POLL_BACKOFF, Backoff, OutputsWritten, task_outputs
+from orchestrator.run.waiting_times import watch_accounting_lag_s, watch_unreadable_s
 from orchestrator.suggest import command
 from orchestrator.tables import format_table
 
@@ -42,7 +43,7 @@ UNKNOWN = "unknown"  # submitted, and the queue could not be read: it may still 
 
 class StateUnknown(OrchestratorError):
     """Some cells may still be queued or running, and squeue or sacct could not say: `status` ends with this
-    after its table, and `watch` once the queue has stayed unreadable for WATCH_UNREADABLE_S. Its exit code, 3,
+    after its table, and `watch` once the queue has stayed unreadable for watch_unreadable_s(). Its exit code, 3,
     tells a script "unknown" apart from "ended without a result" (1) and bad input (2)."""
 
     exit_code = 3
@@ -252,18 +253,19 @@ def awaiting_record(cells: list[CellStatus]) -> bool:
 @dataclass
 class AccountingWait:
     """How long watch has waited, with every cell ended, for Slurm's accounting to record a task that left the
-    queue (accounting lags the controller)."""
+    queue (accounting lags the controller), and how long it allows (`lag_s`)."""
 
     since: float | None = None
+    lag_s: float = field(default_factory=watch_accounting_lag_s)
 
     def over(self, cells: list[CellStatus], now: float) -> bool:
         """Whether watch may stop at time `now`: no cell active, and no task awaiting its record, or the
-        WATCH_ACCOUNTING_LAG_S it allows over."""
+        lag_s it allows over."""
         if is_active(cells):
             self.since = None  # a cell active again (resubmitted while watched) waits anew once it has ended
             return False
         self.since = now if self.since is None else self.since
-        return not awaiting_record(cells) or now - self.since >= WATCH_ACCOUNTING_LAG_S
+        return not awaiting_record(cells) or now - self.since >= self.lag_s
 
 
 LOST = "the answer to its array's submission was lost"
@@ -326,14 +328,6 @@ def ended_lines(cell: CellStatus, log_lines: int) -> list[str]:
 # Watching polls every `interval` seconds at first, backing off like waiting for Slurm, to a minute apart.
 WATCH_MAX_S = 60.0
 WATCH_MIN_S = 0.01  # --interval's least: a first poll every 10 ms, backing off
-# How long the queue may stay unreadable before watch gives up (StateUnknown): a controller restart or a
-# failover takes minutes, and watch goes on through it; a squeue that never answers is said within this.
-WATCH_UNREADABLE_S = float(os.environ.get("ORCHESTRATOR_WATCH_UNREADABLE_S", "600"))
-# Slurm's accounting records a task's end a moment after squeue stops listing it (slurmctld hands the record to
-# slurmdbd in the background: seconds on a loaded controller). A fresh-clone test run saw watch name a task
-# cancelled while it ran "no result" for want of that record, where the next poll would have said CANCELLED. So
-# watch polls on for up to this long while a Slurm task is in neither, before it names it.
-WATCH_ACCOUNTING_LAG_S = float(os.environ.get("ORCHESTRATOR_WATCH_ACCOUNTING_LAG_S", "30"))
 
 
 def check_interval(interval: float) -> None:
@@ -349,12 +343,13 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
     """Report the campaign's progress until none of its cells is active (one sacct, and squeue, call per poll for
     the whole campaign), then warn of each cell that did not complete. Returns the exit code: 1 if any did not.
     Cells whose state is unknown are not ended: watch polls on, and raises StateUnknown (exit 3) only once the
-    queue has stayed unreadable for WATCH_UNREADABLE_S."""
+    queue has stayed unreadable for watch_unreadable_s()."""
     check_interval(interval)
     folder = find_campaign(results_dir, campaign)
     report(f"campaign {folder.name}")
     unreadable_since = None  # when the queue last became unreadable, while it stays so
     records = AccountingWait()
+    unreadable_limit_s = watch_unreadable_s()
     woken = OutputsWritten()  # the outputs of the cells active at the first poll, once it has been made
     for round_number in Backoff(interval, POLL_BACKOFF, WATCH_MAX_S).rounds(woken):
         cells = campaign_status(folder)
@@ -367,11 +362,11 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
         note = unknown_note(cells)
         if note and unreadable_since is None:
             unreadable_since = time.monotonic()
-            warn(f"{note}; watch goes on polling, for up to {WATCH_UNREADABLE_S:.0f} s while it stays so")
+            warn(f"{note}; watch goes on polling, for up to {unreadable_limit_s:.0f} s while it stays so")
         elif not note:
             unreadable_since = None
-        if note and time.monotonic() - unreadable_since >= WATCH_UNREADABLE_S:
-            raise StateUnknown(f"campaign {folder.name}: {note} for {WATCH_UNREADABLE_S:.0f} s; watch stops here")
+        if note and time.monotonic() - unreadable_since >= unreadable_limit_s:
+            raise StateUnknown(f"campaign {folder.name}: {note} for {unreadable_limit_s:.0f} s; watch stops here")
         if records.over(cells, time.monotonic()):  # unknown cells are active: watch never stops on them
             break
     unfinished = [c for c in cells if c.state not in DONE]

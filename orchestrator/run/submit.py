@@ -27,6 +27,7 @@ from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan.campaign import CALLING_SBATCH
 from orchestrator.plan.profile import ClusterProfile, slurm_seconds
 from orchestrator.run.progress import run_streaming
+from orchestrator.run.waiting_times import sbatch_slow_s, sbatch_timeout_s
 
 
 @dataclass
@@ -87,9 +88,6 @@ def log_end(path: str | Path, lines: int = 15) -> str:
 
 
 # --- sbatch -----------------------------------------------------------------------------------------
-
-SBATCH_TIMEOUT_S = float(os.environ.get("ORCHESTRATOR_SBATCH_TIMEOUT_S", "120"))  # then the array's fate is unknown
-SBATCH_SLOW_S = float(os.environ.get("ORCHESTRATOR_SBATCH_SLOW_S", "10"))  # then a line on stderr says sbatch waits
 
 # sbatch's words for a full controller or a spent submit limit, and what each means.
 LIMITS = {
@@ -156,8 +154,8 @@ def slow_sbatch(seconds: float, then: str, said: str = "") -> str:
 def saying_while_slow(warn: Callable[[str], None] = say, first_s: float | None = None,
                       every_s: float = 30.0) -> Iterator[None]:
     """While the block runs (an sbatch call made by another library, which sets no time limit), say after
-    `first_s` (SBATCH_SLOW_S) and then every `every_s` seconds that sbatch is still waiting."""
-    first_s = SBATCH_SLOW_S if first_s is None else first_s
+    `first_s` (sbatch_slow_s()) and then every `every_s` seconds that sbatch is still waiting."""
+    first_s = sbatch_slow_s() if first_s is None else first_s
     done = threading.Event()
     start = time.monotonic()
 
@@ -196,10 +194,11 @@ def sbatch_refusal(script: Path, said: str, where: str = "") -> str:
 def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: str | None = None,
            warn: Callable[[str], None] = say) -> str:
     """One sbatch call; returns the job id. A refusal becomes one sentence with sbatch's own words; no answer
-    within SBATCH_TIMEOUT_S raises SubmissionUnknown. After SBATCH_SLOW_S without an answer, `warn` says why,
+    within sbatch_timeout_s() raises SubmissionUnknown. After sbatch_slow_s() without an answer, `warn` says why,
     in sbatch's words so far where it printed any ("Slurm temporarily unable to accept job, sleeping and retrying").
     `job_name` replaces the script's --job-name (through SBATCH_JOB_NAME, which outranks #SBATCH lines)."""
     command = [require_command("sbatch"), "--parsable", *options, str(script), *args]
+    waits = (sbatch_slow_s(), sbatch_timeout_s())  # read, and a bad value refused, before sbatch starts
     env = {**os.environ, "SBATCH_JOB_NAME": job_name} if job_name else None
     # stderr goes to a file, not a pipe, so that what sbatch says while it retries can be read before it ends.
     with tempfile.TemporaryFile() as stderr:
@@ -208,7 +207,7 @@ def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: st
                                     stdin=subprocess.DEVNULL, env=env)
         except OSError as exc:
             raise OrchestratorError(f"sbatch could not be started for {script}: {exc}") from None
-        out = sbatch_answer(proc, script, stderr, warn)
+        out = sbatch_answer(proc, script, stderr, warn, *waits)
         err = written(stderr)
     if proc.returncode != 0:
         said = "; ".join(line.strip() for line in (err or out).splitlines() if line.strip())
@@ -222,15 +221,16 @@ def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: st
     return job_id
 
 
-def sbatch_answer(proc: subprocess.Popen, script: Path, stderr, warn: Callable[[str], None]) -> str:
-    """sbatch's stdout once it has ended; after SBATCH_SLOW_S, `warn` says that it waits and what it said so far;
-    after SBATCH_TIMEOUT_S it is killed and SubmissionUnknown raised."""
+def sbatch_answer(proc: subprocess.Popen, script: Path, stderr, warn: Callable[[str], None], slow_s: float,
+                  timeout_s: float) -> str:
+    """sbatch's stdout once it has ended; after `slow_s`, `warn` says that it waits and what it said so far;
+    after `timeout_s` it is killed and SubmissionUnknown raised."""
     try:
-        return proc.communicate(timeout=min(SBATCH_SLOW_S, SBATCH_TIMEOUT_S))[0]
+        return proc.communicate(timeout=min(slow_s, timeout_s))[0]
     except subprocess.TimeoutExpired:
-        warn(slow_sbatch(SBATCH_SLOW_S, f"waiting up to {SBATCH_TIMEOUT_S:.0f} s", last_line(written(stderr))))
+        warn(slow_sbatch(slow_s, f"waiting up to {timeout_s:.0f} s", last_line(written(stderr))))
     try:
-        return proc.communicate(timeout=max(0.0, SBATCH_TIMEOUT_S - SBATCH_SLOW_S))[0]
+        return proc.communicate(timeout=max(0.0, timeout_s - slow_s))[0]
     except subprocess.TimeoutExpired:
         proc.kill()
         try:
@@ -239,7 +239,7 @@ def sbatch_answer(proc: subprocess.Popen, script: Path, stderr, warn: Callable[[
             pass  # a child of sbatch's still holds its output; nothing more is read from it
     said = last_line(written(stderr))
     raise SubmissionUnknown(
-        f"sbatch did not answer within {SBATCH_TIMEOUT_S:.0f} s for {script}" + (f" (it said: {said})" if said else "")
+        f"sbatch did not answer within {timeout_s:.0f} s for {script}" + (f" (it said: {said})" if said else "")
         + ", so whether Slurm accepted it is unknown: the controller is busy; run the same command again later, it "
         "first looks the array up in Slurm by its job name and submits only what is missing")
 

@@ -5,6 +5,7 @@ code, or every test of the command line would test something else. The same serv
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import MAIN_PY, Zygote, fake_slurm_site, run_cli
+from helpers import MAIN_PY, REPO_ROOT, Zygote, fake_slurm_site, run_cli
+from zygote import OURS
 
 
 def launch(site: tuple, *extra: str, **kwargs):
@@ -35,9 +37,10 @@ def test_each_call_has_its_own_folder_environment_and_exit_code(tmp_path):
 
 
 def test_a_call_sees_its_own_environment_as_a_fresh_interpreter_would(tmp_path, monkeypatch):
-    # orchestrator.run.submit reads ORCHESTRATOR_SBATCH_SLOW_S when it is imported. A server started with the
-    # variable set must not pass it to a call whose environment lacks it (nor keep a module imported with it),
-    # and a call whose environment has it must see it.
+    # The server imported orchestrator.run.submit before any call (tests/zygote.py), which reads
+    # ORCHESTRATOR_SBATCH_SLOW_S. A server started with the variable set must not pass it to a call whose
+    # environment lacks it (as a module that read it at import would), and a call whose environment has it must
+    # see it.
     site = fake_slurm_site(tmp_path, {})
     slow = tmp_path / "fakebin" / "sbatch"
     slow.write_text(slow.read_text().replace("#!/bin/bash\n", "#!/bin/bash\nsleep 2\n"))
@@ -82,3 +85,40 @@ def test_a_call_gets_the_arguments_path_and_name_the_interpreter_gives(tmp_path,
         server.close()
     assert forked.returncode == 0, forked.stderr
     assert json.loads(forked.stdout) == json.loads(fresh.stdout)
+
+
+# What a module must not read while it is imported, when the command-line server imports it ahead of the calls:
+# the environment and the working folder, which are each call's own.
+CALL_STATE = {"environ", "getenv", "getcwd", "cwd"}
+
+
+def read_at_import(tree: ast.Module) -> list[int]:
+    """The lines of a module's import-time code (its body, class bodies, decorators, default values) that name
+    CALL_STATE; the bodies of functions run only when called, and are skipped."""
+    lines, pending = [], list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            arguments = node.args
+            pending.extend([*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)])
+            pending.extend(getattr(node, "decorator_list", []))
+            continue
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if name in CALL_STATE:
+            lines.append(node.lineno)
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            lines.extend(node.lineno for alias in node.names if alias.name in CALL_STATE)
+        pending.extend(ast.iter_child_nodes(node))
+    return sorted(lines)
+
+
+def test_no_module_the_server_imports_ahead_reads_the_environment_at_import():
+    found = {f"{path.relative_to(REPO_ROOT)}:{line}" for package in OURS["cli"]
+             for path in (REPO_ROOT / package).rglob("*.py") for line in read_at_import(ast.parse(path.read_text()))}
+    assert not found, f"read at import, where a forked call would see the server's: {sorted(found)}"
+
+
+def test_the_import_time_check_finds_a_read_and_skips_a_function_body():
+    module = ast.parse("import os\nLIMIT = float(os.environ.get('X', '1'))\n"
+                       "def later(x=os.getcwd()):\n    return os.environ['Y']\n")
+    assert read_at_import(module) == [2, 3]

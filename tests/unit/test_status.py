@@ -290,14 +290,15 @@ def test_a_cell_that_ran_on_another_device_than_its_system_expects_is_named_from
 def test_the_wait_for_accounting_starts_anew_when_a_cell_is_active_again():
     """A task left the queue unrecorded, then its cell was resubmitted while watched: once that ends unrecorded too,
     watch allows accounting its whole lag again, not what is left of the first wait."""
-    from orchestrator.run.status import NOT_RECORDED, WATCH_ACCOUNTING_LAG_S, AccountingWait, CellStatus
+    from orchestrator.run.status import NOT_RECORDED, AccountingWait, CellStatus
 
     unrecorded = [CellStatus("torch", 1, "torch-1", "71_1", "no result", NOT_RECORDED)]
     active = [CellStatus("torch", 1, "torch-1", "72_1", "pending", "PENDING")]
     recorded = [CellStatus("torch", 1, "torch-1", "71_1", "cancelled", "CANCELLED")]
     wait = AccountingWait()
+    lag = wait.lag_s
     assert not wait.over(unrecorded, 0.0)
-    assert not wait.over(active, WATCH_ACCOUNTING_LAG_S / 2)
-    assert not wait.over(unrecorded, WATCH_ACCOUNTING_LAG_S + 1)  # 1 s into the second wait
-    assert wait.over(unrecorded, 2 * WATCH_ACCOUNTING_LAG_S + 1)
+    assert not wait.over(active, lag / 2)
+    assert not wait.over(unrecorded, lag + 1)  # 1 s into the second wait
+    assert wait.over(unrecorded, 2 * lag + 1)
     assert AccountingWait().over(recorded, 0.0)  # nothing awaits a record: watch stops at once
