@@ -10,8 +10,8 @@ server's, the same as the tests'); the frameworks do (JAX's configuration, PyTor
 tests/helpers.py keeps a framework server for each environment as the framework reads it. The command-line server
 also imports the orchestrator package ahead (0.2 to 0.3 s of each call's CPU here: `collect` took 1.38 s a call
 without, 1.05 with), which reads the environment only when called, never at import
-(orchestrator/run/waiting_times.py; tests/unit/test_cli_server.py checks every module of it). The backends' modules
-are imported by each call.
+(orchestrator/run/waiting_times.py; tests/unit/test_cli_server.py parses every module of ours the server has
+loaded). The backends' modules are imported by each call.
 
 Started as `python tests/zygote.py KIND` with KIND's interpreter (tests/helpers.py): `cli` with the orchestrator's,
 `jax` or `torch` with that framework's. ARGV is `SCRIPT ARGS`, `-m MODULE ARGS` or `-c CODE ARGS`. Protocol, one
