@@ -74,13 +74,16 @@ class Campaign:
             time.sleep(poll_s)
         raise AssertionError(f"{what} did not happen within {timeout_s:.0f} s")
 
-    def slurm_state(self, task_id: str) -> str:
-        return subprocess.run(["squeue", "-h", "-r", "-j", task_id, "-o", "%T"], capture_output=True, text=True,
+    def squeue_field(self, task_id: str, field: str) -> str:
+        """One field of the task as squeue prints it (`-o FIELD`); empty once the task has left the queue."""
+        return subprocess.run(["squeue", "-h", "-r", "-j", task_id, "-o", field], capture_output=True, text=True,
                               env=self.env).stdout.strip()
 
+    def slurm_state(self, task_id: str) -> str:
+        return self.squeue_field(task_id, "%T")
+
     def node_of(self, task_id: str) -> str:
-        return subprocess.run(["squeue", "-h", "-r", "-j", task_id, "-o", "%N"], capture_output=True, text=True,
-                              env=self.env).stdout.strip()
+        return self.squeue_field(task_id, "%N")
 
     def start_time(self, task_id: str) -> datetime.datetime:
         """When Slurm started the task, in this machine's local time (as squeue prints it)."""

@@ -159,32 +159,40 @@ def time_limit_that_warns_soon(task_start: datetime.datetime) -> int:
 
 def test_a_task_that_exceeds_its_time_limit_stops_at_the_warning_signal(slurm_cluster, tmp_path):
     """SIGUSR1 30 s before the time limit: the long cell is told in time, records its step and exits; the same
-    command again completes the campaign. The test waits for events, not for times: the long cell's limit is
-    shortened (scontrol) only once it trains, so that the warning reaches it while it trains, however loaded the
-    machine; the short cell keeps the profile's 15 minutes."""
+    command again submits that cell alone, with the profile's limit. The test waits for events, not for times: the
+    long cell's limit is shortened (scontrol) only once it trains, so that the warning reaches it while it trains,
+    however loaded the machine; the short cell keeps the profile's 15 minutes."""
     run = Campaign(tmp_path, slurm_cluster.env,
                    f'time_limit = "15"\nwarning_signal = "USR1"\nwarning_seconds = {WARNING_S}\n')
-    # About 50,000 steps for the long cell: 70 s at the 700 steps a second of a quiet machine here, longer when
-    # loaded, so it still trains when the warning comes (at most 65 s after its limit is shortened).
-    args = ("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "320")
+    # The long cell, at batch 1, does not end by itself here (402,240 steps: 5 minutes at the 1,300 steps a second
+    # of the idle AMD machine), so that the warning, at most 65 s after its limit is shortened, finds it training
+    # on a machine four times as fast; the short cell's 6,080 steps take seconds.
+    args = ("--batch-sizes", f"1,{SHORT}", "--epochs", "320")
     proc = run.launch(*args)
     assert proc.returncode == 0, proc.stderr
     assert f"#SBATCH --signal=B:USR1@{WARNING_S}" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
     task = run.wait_training(0)
     limit = time_limit_that_warns_soon(run.start_time(task))
     subprocess.run(["scontrol", "update", f"jobid={task}", f"timelimit={limit}"], check=True, env=run.env)
-    if run.watch().returncode == 0:
-        pytest.fail("the long cell finished before Slurm's warning signal: this machine trains faster than the "
-                    "test assumes; raise --epochs here")
+    assert run.watch().returncode == 1, "the long cell finished before Slurm's warning signal"
     assert run.result(1).is_file()  # the short cell finished within the profile's limit
     failure = run.failure(0)
     assert failure["signal"] == "SIGUSR1" and failure["exit_code"] == 128 + signal.SIGUSR1
     assert re.fullmatch(r"terminated by SIGUSR1 at step \d+/\d+", failure["failure_reason"]), failure
     assert 0 < failure["steps_done"] < failure["steps_total"]
     assert re.search(rf"jax +0 +\S+ +\S+ +failed +FAILED: {failure['failure_reason']}", run.status())
-    # The same command again: only the stopped cell goes again, with the profile's limit.
-    run.check_complete_after_same_command(args, resubmitted=[0])
+    # The same command again: only the stopped cell goes again, with the profile's limit. It would train for
+    # minutes, so it is cancelled once submitted; that the same command then completes a campaign whose cell wrote
+    # a failure row (the same path) is test_a_task_that_runs_out_of_memory's end.
+    again = run.launch(*args)
+    assert again.returncode == 0 and "planned by the same command before" in again.stdout, again.stdout + again.stderr
+    assert [r["indices"] for r in run.manifest["resubmissions"]] == [[0]]
     assert "#SBATCH --time=15" in (run.folder / "scripts" / "jax_digits_1.sh").read_text()
+    resubmitted = run.task(0)
+    assert run.squeue_field(resubmitted, "%l") == "15:00"  # not the limit the first task was given
+    subprocess.run(["scancel", resubmitted], check=True, env=run.env)
+    assert run.watch().returncode == 1  # the cancelled cell ends without a result; the short one is kept
+    assert run.result(1).is_file()
 
 
 @pytest.mark.serial  # a node taken down fails every other test's task on it
