@@ -149,7 +149,7 @@ def test_both_frameworks_train_the_tiny_variant_the_same_steps(tmp_path, benchma
 
 
 USERS_EXAMPLE = ("--benchmark", "cifar10", "--use-case", "3", "--variant", "tiny", "--synthetic",
-                 "--synthetic-samples", "100", "--batch-sizes", "8", "--epochs", "1", "--warmup-steps", "1",
+                 "--synthetic-samples", "50", "--batch-sizes", "8", "--epochs", "1", "--warmup-steps", "1",
                  "--loop-batch-size", "4", "--min-iterations", "3", "--min-duration", "0", "--executor", "local")
 
 
@@ -165,7 +165,7 @@ def test_the_users_cifar10_dp_sgd_example_runs_resnet18_gn_in_both_frameworks(tm
     assert (merged.use_case == 3).all()
     for framework in FRAMEWORKS:
         rows = merged[merged.framework == framework]
-        assert len(rows[rows.metric == "train_loss"]) == 80 // 8  # 100 samples, a tenth each for val and test
+        assert len(rows[rows.metric == "train_loss"]) == 40 // 8  # 50 samples, a tenth each for val and test
         assert metric(rows, "vectorization_speedup") > 0 and metric(rows, "throughput") > 0
 
 
