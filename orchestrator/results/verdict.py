@@ -22,7 +22,7 @@ import numpy as np
 
 from bench_contract.measure.host import SHARED_CPUS
 from bench_contract.sequential import percent
-from bench_contract.spec import FRAMEWORK_TITLES
+from bench_contract.spec import FRAMEWORK_TITLES, INFERENCE_USE_CASE, JobSpec
 from orchestrator.results.compare import (
     FRAMEWORKS,
     ROW_KEY,
@@ -37,6 +37,11 @@ MIN_RUNS = 3
 # The interval's half-width, relative to the speed-up, that a number one quotes may have: 1.30x [1.20, 1.40] is
 # within 8%; 1.30x [1.00, 1.80] is not.
 MAX_INTERVAL = 0.10
+# The shortest timing window the rerun advice accepts when the numbers spread: the window inference and the
+# per-sample timings take by default (JobSpec.min_duration_s). A run whose timed steps add up to less measures the
+# host's moment as much as the framework, and more trials do not narrow the spread: on the 2-core AMD EPYC machine,
+# the digits MLP's 4 timed steps a run (0.02 s) varied by 14 to 20% between runs, its 395 (4.3 s) by 4.5 to 4.7%.
+MIN_TIMED_WINDOW_S = JobSpec.min_duration_s
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,7 @@ def verdict(row, runs: dict[str, int], nodes: int) -> Verdict:
     if not problems:
         return Verdict(row["device_model"], row["use_case"], f"{said}: reliable", True)
     return Verdict(row["device_model"], row["use_case"], f"{said}: not reliable ({'; '.join(problems)}); rerun with "
-                   f"`{rerun_options(row, runs)}` on an idle node", False)
+                   f"`{rerun_options(row, runs)}` on an idle node{longer_windows(row)}", False)
 
 
 def rerun_options(row, runs: dict[str, int]) -> str:
@@ -83,6 +88,19 @@ def rerun_options(row, runs: dict[str, int]) -> str:
     if sequential(row):
         return f"--trials auto --target-interval {percent(row['target_interval'])} --max-trials {2 * runs['jax']}"
     return f"--trials auto --target-interval {percent(MAX_INTERVAL)}"
+
+
+def longer_windows(row) -> str:
+    """Where the numbers spread and a side's runs timed less than MIN_TIMED_WINDOW_S (the median over its runs):
+    ", each run timing at least 1 s (JAX's timed 0.02 s: more --epochs)"; "" otherwise."""
+    if not row.get("spread_too_wide"):
+        return ""
+    short = [f"{FRAMEWORK_TITLES[fw]}'s timed {seconds:.2g} s" for fw in FRAMEWORKS
+             if (seconds := row.get(f"{fw}_timed_duration", np.nan)) < MIN_TIMED_WINDOW_S]  # NaN: not recorded
+    if not short:
+        return ""
+    longer = "a longer --min-duration" if row["use_case"] == INFERENCE_USE_CASE else "more --epochs"
+    return f", each run timing at least {MIN_TIMED_WINDOW_S:g} s ({', '.join(short)}: {longer})"
 
 
 def sequential(row) -> bool:

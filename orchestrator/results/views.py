@@ -50,10 +50,10 @@ from orchestrator.results.plausibility import implausible_notes
 from orchestrator.results.scaling import scaling_frame
 from orchestrator.results.store import read_merged_rows
 
-# Per-framework summary metrics the use-case tables show besides compare.TABLE_METRICS.
+# Per-framework summary metrics the use-case tables and the verdicts read besides compare.TABLE_METRICS.
 EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vectorized_time_p50",
                  "per_sample_grads_loop_time_p50", "vectorization_speedup", "privacy_epsilon", "privacy_epsilon_rdp",
-                 "privacy_delta", "host_cpu_others"]
+                 "privacy_delta", "host_cpu_others", "timed_duration"]
 # The privacy budget is one value per cell: the orchestrator computed it once, and both frameworks record it. The
 # DP-SGD table says it below the table, a line per cell, so its columns stay those of the timings.
 PRIVACY_METRICS = ("privacy_epsilon", "privacy_epsilon_rdp", "privacy_delta")

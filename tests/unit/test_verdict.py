@@ -9,7 +9,7 @@ from helpers import result_context, run_cli
 
 from orchestrator.results.compare import COMPARABLE, format_speedup
 from orchestrator.results.plausibility import implausible_notes
-from orchestrator.results.verdict import MAX_INTERVAL, MIN_RUNS, verdict
+from orchestrator.results.verdict import MAX_INTERVAL, MIN_RUNS, MIN_TIMED_WINDOW_S, verdict
 
 ENOUGH = {"jax": MIN_RUNS, "torch": MIN_RUNS}
 
@@ -72,6 +72,28 @@ def test_an_unreliable_row_says_why_and_what_to_rerun():
                                "rerun with `--trials auto --target-interval 10%` on an idle node")
 
 
+@pytest.mark.parametrize("window, advised", [(MIN_TIMED_WINDOW_S * 0.99, True), (MIN_TIMED_WINDOW_S, False)])
+def test_spread_numbers_from_runs_timed_too_briefly_are_told_to_time_longer(window, advised):
+    # More trials do not narrow a spread that comes from windows too short to average the host's moments.
+    found = verdict(row(spread_too_wide="JAX trials 14%", jax_timed_duration=window, torch_timed_duration=4.3,
+                        use_case=1), ENOUGH, nodes=1)
+    advice = f", each run timing at least 1 s (JAX's timed {window:.2g} s: more --epochs)"
+    assert found.text.endswith(advice) is advised
+    assert "PyTorch's timed" not in found.text
+
+
+def test_the_advice_to_time_longer_names_inference_s_own_option_and_needs_a_spread():
+    short = {"jax_timed_duration": 0.02, "torch_timed_duration": 0.03, "use_case": 5}
+    spread = verdict(row(spread_too_wide="PyTorch steps 20%", **short), ENOUGH, nodes=1)
+    assert spread.text.endswith("on an idle node, each run timing at least 1 s (JAX's timed 0.02 s, PyTorch's timed "
+                                "0.03 s: a longer --min-duration)")
+    # Windows this short with numbers that agree are no reason to distrust them; a window not recorded (NaN) no
+    # reason to advise.
+    assert verdict(row(**short), ENOUGH, nodes=1).reliable
+    unrecorded = verdict(row(spread_too_wide="JAX trials 14%", jax_timed_duration=np.nan), ENOUGH, nodes=1)
+    assert unrecorded.text.endswith("on an idle node")
+
+
 def test_a_row_that_is_not_comparable_gets_no_speed_up_in_its_verdict():
     found = verdict(row(comparable="precision census differs"), ENOUGH, nodes=1)
     assert not found.reliable and "x faster" not in found.text
@@ -124,8 +146,8 @@ def test_rows_of_other_series_are_never_compared():
     assert implausible_notes(frame) == ["", ""]
 
 
-def write_runs(root, campaign, node, throughputs):
-    """One run of each framework of a digits use-case-1 cell in `campaign`, on `node`."""
+def write_runs(root, campaign, node, throughputs, timed_s=2.0):
+    """One run of each framework of a digits use-case-1 cell in `campaign`, on `node`, timing `timed_s` of steps."""
     from bench_contract.results import ResultRows
 
     for framework, throughput in throughputs.items():
@@ -135,6 +157,7 @@ def write_runs(root, campaign, node, throughputs):
         rows = ResultRows(ctx)
         rows.add("throughput", throughput, "samples/s")
         rows.add("step_time_cv", 0.01, "")
+        rows.add("timed_duration", timed_s, "s")
         rows.write(root / campaign / "rows" / framework / f"{framework}-cell.parquet")
 
 
@@ -166,3 +189,15 @@ def test_a_row_of_trials_auto_says_whether_it_reached_its_target_and_how_to_go_f
     assert f"20 paired trials on 1 node (--trials auto, {said} its 8% target)" in found.text
     if said == "short of":
         assert found.text.endswith("rerun with `--trials auto --target-interval 8% --max-trials 40` on an idle node")
+
+
+def test_collect_advises_longer_runs_where_brief_ones_spread(tmp_path):
+    # The throughputs of three runs a side spread by 20% (JAX) between runs that each timed 0.02 s of steps.
+    for k, (jax, torch) in enumerate([(1600.0, 1000.0), (2000.0, 1010.0), (2400.0, 990.0)]):
+        write_runs(tmp_path, f"c{k}", "n1", {"jax": jax, "torch": torch}, timed_s=0.02)
+    collected = run_cli("collect", "--results-dir", str(tmp_path))
+    assert collected.returncode == 0, collected.stderr
+    (line,) = [line for line in collected.stdout.splitlines() if line.startswith("  Training (use case 1)")]
+    assert "spread JAX trials 20%" in line
+    assert line.endswith("on an idle node, each run timing at least 1 s (JAX's timed 0.02 s, PyTorch's timed 0.02 s: "
+                         "more --epochs)")
