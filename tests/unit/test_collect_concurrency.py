@@ -4,6 +4,7 @@ leaves readers the previous complete dataset, never a half-collected one."""
 import os
 import subprocess
 import sys
+import time
 
 import pandas as pd
 from helpers import REPO_ROOT, task_file
@@ -11,12 +12,17 @@ from helpers import REPO_ROOT, task_file
 from orchestrator.results.collect import merge
 from orchestrator.results.store import remove_merged
 
-# A real `python main.py collect` process, with one step slowed down or cut short so that the two processes
-# meet at the point where they used to collide: after the new parts are written, before the index names them.
+# A real `python main.py collect` process, with one step held or cut short so that two processes meet at the
+# point where they used to collide: after the new parts are written, before the index names them.
 DRIVER = """
 import os, signal, sys, time
 sys.path.insert(0, {root!r})
 from orchestrator.results import store
+def hold(ready, go, seconds=240):
+    open(ready, "w").close()
+    until = time.monotonic() + seconds  # a bound, not a timing: the test says go long before
+    while not os.path.exists(go) and time.monotonic() < until:
+        time.sleep(0.05)
 real = store.{step}
 def step(*args):
     {action}
@@ -49,22 +55,46 @@ def from_scratch(root):
     return rows(merge(root, root.parent / "scratch" / "merged.parquet").output)
 
 
+def wait_for_file(path, proc, seconds=240):
+    until = time.monotonic() + seconds
+    while not path.exists():
+        assert proc.poll() is None and time.monotonic() < until, proc.communicate()
+        time.sleep(0.05)
+
+
+def read_until(stream, text):
+    """What a process wrote to `stream` up to the line holding `text`, or all of it if it ends first."""
+    lines = []
+    for line in iter(stream.readline, ""):
+        lines.append(line)
+        if text in line:
+            break
+    return "".join(lines)
+
+
 def test_two_collects_at_once_lose_nothing_and_count_nothing_twice(tmp_path):
     root = tmp_path / "results"
     task_files(root, "jax", range(1, 41))
     merge(root, root / "merged.parquet")
     task_files(root, "torch", range(1, 41))  # new files for both collects to read
-    # Each waits 3 s after writing its new part: started together, both have written before either saves.
-    procs = [collect_process(root, "save_merged", "time.sleep(3)") for _ in range(2)]
-    outs = [proc.communicate(timeout=300) for proc in procs]
+    # The first holds where collects used to collide (its new parts written, not yet indexed) until the second,
+    # started only then, has said that it waits: an order made by signals, not by sleeps a loaded machine stretches.
+    ready, go = tmp_path / "first-ready", tmp_path / "go"
+    first = collect_process(root, "save_merged", f"hold({str(ready)!r}, {str(go)!r})")
+    wait_for_file(ready, first)
+    second = collect_process(root, "save_merged", "pass")
+    said = read_until(second.stderr, "waiting for collect into")
+    go.touch()
+    outs = [first.communicate(timeout=300), second.communicate(timeout=300)]
+    outs[1] = (outs[1][0], said + outs[1][1])
+    assert "waiting for collect into" in said  # the second waited for the first's lock, and said why
     expected = from_scratch(root)
     assert len(expected) == 80 * 3 and len(set(expected)) == len(expected)
-    for proc, (out, err) in zip(procs, outs):
+    for proc, (out, err) in zip((first, second), outs):
         assert proc.returncode == 0, err
         assert "Traceback" not in err
         assert f"merged {len(expected)} rows from 80 task files" in out
     assert rows(root / "merged.parquet") == expected
-    assert any("waiting for collect into" in err for _, err in outs)  # the second one said why it waited
 
 
 def test_a_collect_killed_mid_way_leaves_readers_the_previous_dataset(tmp_path):
