@@ -10,6 +10,8 @@ import signal
 import struct
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -156,6 +158,21 @@ class Zygote:
 
 def read_text(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+
+def wait_until(condition: Callable[[], bool], proc: subprocess.Popen | None = None, seconds: float = 120) -> None:
+    """Poll until `condition()` holds. Tests order processes by what they see happen, never by a sleep: a loaded
+    machine stretches a process's start past any sleep (stop 59's CI: a second collect started after the first had
+    finished). Fails, with the process's output, when `proc` ends first or after `seconds`."""
+    until = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < until and (proc is None or proc.poll() is None), proc and proc.communicate()
+        time.sleep(0.05)
+
+
+def shell_wait_for(path: Path, seconds: int = 120) -> str:
+    """A bash line that waits until `path` exists (at most `seconds`): a fake tool held until the test says go."""
+    return f'for _ in $(seq {seconds * 20}); do [ -e "{path}" ] && break; sleep 0.05; done\n'
 
 
 def default_signals() -> None:

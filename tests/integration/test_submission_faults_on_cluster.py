@@ -9,13 +9,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from faults import Campaign
 
 from bench.standin_backend import standin_env
-from helpers import REPO_ROOT, default_signals, run_cli
+from helpers import REPO_ROOT, default_signals, run_cli, shell_wait_for, wait_until
 
 ARGS = ("--batch-sizes", "16,32", "--synthetic")
 SOCKET = "Socket timed out on send/recv operation"
@@ -43,13 +42,6 @@ def launch_process(run: Campaign, env: dict) -> subprocess.Popen:
                             start_new_session=True, preexec_fn=default_signals)
 
 
-def wait_for(path: Path, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} did not appear within {timeout_s:.0f} s"
-        time.sleep(0.05)
-
-
 def jobs_named(run: Campaign, name: str) -> list[str]:
     return subprocess.run(["squeue", "-h", "-t", "all", f"--name={name}", "-o", "%F"], capture_output=True,
                           text=True, env=run.env, check=True).stdout.split()
@@ -75,7 +67,7 @@ def test_a_launch_stopped_while_sbatch_works_leaves_unknown_and_the_rerun_finds_
                                                  'echo "$out"\nexit $rc')
     launch = launch_process(run, slow)
     try:
-        wait_for(answered)
+        wait_until(answered.exists, launch)
         launch.send_signal(signal.SIGTERM)
         _, err = launch.communicate(timeout=60)
         assert launch.returncode == 143 and err.strip().endswith("error: stopped by SIGTERM"), err
@@ -119,15 +111,16 @@ def test_the_array_runs_its_campaigns_own_script_whatever_another_run_writes_mea
     """Item 3: sbatch reads the script late; meanwhile a dry run of another campaign rewrites slurm_scripts/.
     Slurm keeps the script it was given (`scontrol write batch_script`): it is this campaign's own copy."""
     run = held_campaign(tmp_path, slurm_cluster.env)
-    calling = tmp_path / "calling"
-    late = wrapped(tmp_path, run.env, "sbatch", f'touch {calling}\nsleep 3\nexec "$REAL" "$@"')
+    calling, go = tmp_path / "calling", tmp_path / "go"  # sbatch is held until the other run has written
+    late = wrapped(tmp_path, run.env, "sbatch", f'touch {calling}\n{shell_wait_for(go)}exec "$REAL" "$@"')
     launch = launch_process(run, late)
     try:
-        wait_for(calling)
+        wait_until(calling.exists, launch)
         other = run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", "--batch-sizes", "64,128",
                         "--dry-run", "--profile", str(run.profile), "--results-dir", str(tmp_path / "other"),
                         "--scripts-dir", str(run.scripts), env=run.env)
         assert other.returncode == 0, other.stderr
+        go.touch()
         out, err = launch.communicate(timeout=120)
         assert launch.returncode == 0, out + err
         info = run.manifest["scripts"]["jax"]

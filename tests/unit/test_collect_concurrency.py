@@ -4,10 +4,9 @@ leaves readers the previous complete dataset, never a half-collected one."""
 import os
 import subprocess
 import sys
-import time
 
 import pandas as pd
-from helpers import REPO_ROOT, task_file
+from helpers import REPO_ROOT, task_file, wait_until
 
 from orchestrator.results.collect import merge
 from orchestrator.results.store import remove_merged
@@ -55,13 +54,6 @@ def from_scratch(root):
     return rows(merge(root, root.parent / "scratch" / "merged.parquet").output)
 
 
-def wait_for_file(path, proc, seconds=240):
-    until = time.monotonic() + seconds
-    while not path.exists():
-        assert proc.poll() is None and time.monotonic() < until, proc.communicate()
-        time.sleep(0.05)
-
-
 def read_until(stream, text):
     """What a process wrote to `stream` up to the line holding `text`, or all of it if it ends first."""
     lines = []
@@ -81,7 +73,7 @@ def test_two_collects_at_once_lose_nothing_and_count_nothing_twice(tmp_path):
     # started only then, has said that it waits: an order made by signals, not by sleeps a loaded machine stretches.
     ready, go = tmp_path / "first-ready", tmp_path / "go"
     first = collect_process(root, "save_merged", f"hold({str(ready)!r}, {str(go)!r})")
-    wait_for_file(ready, first)
+    wait_until(ready.exists, first)
     second = collect_process(root, "save_merged", "pass")
     said = read_until(second.stderr, "waiting for collect into")
     go.touch()

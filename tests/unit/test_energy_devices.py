@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 from fake_nvml import FakeGpu, fake_pynvml
-from helpers import rows_for_test
+from helpers import rows_for_test, wait_until
 
 from bench_contract.measure import device, energy
 from bench_contract.results import not_available
@@ -69,8 +69,8 @@ def test_sampling_fallback_integrates_power_where_the_counter_is_not_supported(n
     nvml([gpu])
     meter = energy.meter_for("gpu", ())
     meter.interval_s = 0.005
-    with meter:
-        time.sleep(0.2)
+    with meter:  # until enough samples are in, however a loaded machine delays the sampler
+        wait_until(lambda: len(meter.samples) >= energy.MIN_POWER_SAMPLES + 2, seconds=60)
     result = meter.result()
     assert "power sampling" in result.method, result.method
     # Constant power, both ends sampled: the integral is power times the window, exactly.

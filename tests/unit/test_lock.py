@@ -28,17 +28,18 @@ def test_a_second_holder_is_refused_with_the_first_named(tmp_path):
 
 def test_a_waiting_holder_gets_the_lock_when_the_first_lets_go(tmp_path):
     lock = tmp_path / ".lock"
-    order = []
+    order, holding = [], threading.Event()
 
     def first():
         with exclusive(lock, "first"):
             order.append("first in")
+            holding.set()
             time.sleep(1.0)
             order.append("first out")
 
     thread = threading.Thread(target=first)
     thread.start()
-    time.sleep(0.2)
+    assert holding.wait(timeout=60)  # the first holds it: the second must wait, however late this thread ran
     with exclusive(lock, "second", wait_s=10):
         order.append("second in")
     thread.join()
@@ -164,6 +165,7 @@ def slowed(name, seconds):  # the call, then a pause: how a busy node interleave
     setattr(os, name, call)
 slowed("kill", after_kill)  # the liveness check of the holder it found
 slowed("rename", after_rename)
+Path(f"{start}.ready.{os.getpid()}").touch()
 while not start.exists():
     time.sleep(0.001)
 time.sleep(late)
@@ -181,14 +183,14 @@ ROLES = {"A": (0.1, 0.0, 0.0), "B": (0.3, 0.7, 0.0), "C": (0.0, 0.0, 0.2)}
 
 
 def test_three_processes_racing_over_a_stale_lock_hold_it_one_at_a_time(tmp_path):
-    from helpers import REPO_ROOT
+    from helpers import REPO_ROOT, wait_until
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     lock, log, start = tmp_path / ".lock", tmp_path / "log", tmp_path / "start"
     lock.write_text(json.dumps({"host": socket.gethostname(), "pid": int(dead.stdout), "doing": "collect"}))
     racers = [subprocess.Popen([sys.executable, "-c", RACER, str(lock), str(log), str(start), *map(str, delays)],
                                cwd=REPO_ROOT) for delays in ROLES.values()]
-    time.sleep(2.0)  # all three started and waiting for the start
+    wait_until(lambda: len(list(tmp_path.glob("start.ready.*"))) == len(racers))  # all three wait for the start
     start.touch()
     assert [racer.wait(timeout=60) for racer in racers] == [0, 0, 0]
     lines = log.read_text().split()

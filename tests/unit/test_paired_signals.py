@@ -5,22 +5,22 @@ import json
 import shlex
 import signal
 import subprocess
-import time
 
 import pytest
-from helpers import run_cli
+from helpers import run_cli, wait_until
 
 
 def stand_in_env(env_dir, framework, log):
-    """`python` that logs its start, then waits; on TERM or USR1 it logs the signal and exits 128 + n."""
+    """`python` that sets its traps, logs its start, then waits; on TERM or USR1 it logs the signal and exits
+    128 + n."""
     bin_dir = env_dir / framework / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
     (bin_dir / "python").write_text(
         "#!/bin/bash\n"
-        f'echo "{framework} started $4" >> {shlex.quote(str(log))}\n'
         f"trap 'kill $!; echo \"{framework} got TERM\" >> {shlex.quote(str(log))}; exit 143' TERM\n"
         f"trap 'kill $!; echo \"{framework} got USR1\" >> {shlex.quote(str(log))}; exit 138' USR1\n"
+        f'echo "{framework} started $4" >> {shlex.quote(str(log))}\n'  # once its traps are set
         "sleep 60 & wait\n")
     (bin_dir / "python").chmod(0o755)
 
@@ -38,11 +38,7 @@ def test_the_warning_signal_reaches_the_running_backend_of_a_pair(tmp_path, sign
     script = tmp_path / "s" / "paired_digits_1.sh"
     shell = subprocess.Popen(["bash", str(script)], env={"PATH": "/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "0"},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not (log.exists() and "started" in log.read_text()):
-        assert time.monotonic() < deadline and shell.poll() is None, shell.communicate()
-        time.sleep(0.05)
-    time.sleep(0.3)  # the child has set its traps
+    wait_until(lambda: log.exists() and "started" in log.read_text(), shell)  # its traps are set
     shell.send_signal(signum)
     _, err = shell.communicate(timeout=30)
     name = signal.Signals(signum).name.removeprefix("SIG")

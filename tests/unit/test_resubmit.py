@@ -5,13 +5,13 @@ import json
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, fake_slurm_site, run_cli, write_result
+from helpers import REPO_ROOT, fake_slurm_site, run_cli, shell_wait_for, wait_until, write_result
 
 from bench_contract.run.failure import write_failure
+from orchestrator.run.record import SUBMIT_LOCK
 from orchestrator.run.resubmit import array_expression, blocks
 
 
@@ -377,19 +377,18 @@ def test_two_resubmits_at_once_submit_each_cell_once_and_the_second_names_the_fi
     resubmit, or the same command again, while the first submits, refuses in one sentence and submits nothing."""
     env, calls, profile = cluster
     plan(tmp_path, env, profile)  # jobs 4001 and 4002: nothing queued, no result, so every cell goes again
-    started = tmp_path / "sbatch_started"
+    started, go = tmp_path / "sbatch_started", tmp_path / "go"  # sbatch is held until both others have run
     (tmp_path / "fakebin" / "sbatch").write_text(
-        f'#!/bin/bash\ntouch "{started}"\necho "$*" >> "{calls}"\nsleep 3\nn=$(wc -l < "{calls}")\n'
+        f'#!/bin/bash\ntouch "{started}"\necho "$*" >> "{calls}"\n{shell_wait_for(go)}n=$(wc -l < "{calls}")\n'
         'echo "$((4000 + n))"\n')
     first = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), "resubmit", "--results-dir",
                               str(tmp_path / "r")], env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not started.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(started.exists, first)
     second = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
     same = run_cli(*COMMAND, "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
                    "--scripts-dir", str(tmp_path / "s"), env=env)
+    go.touch()
     out, err = first.communicate(timeout=60)
     assert first.returncode == 0, out + err
     for refused in (second, same):
@@ -411,10 +410,9 @@ def test_waiting_holds_no_lock_and_its_failures_are_recorded_in_the_manifest_as_
     first = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *COMMAND, "--wait", "--profile",
                               str(profile), "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s")],
                              env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while len(calls.read_text().splitlines() if calls.exists() else []) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(0.5)  # the second array's record is saved just after its sbatch returns
+    # Both arrays submitted and recorded: the submission lock is let go just after the second's record is saved.
+    wait_until(lambda: len(calls.read_text().splitlines() if calls.exists() else []) >= 2
+               and not (tmp_path / "r" / SUBMIT_LOCK).exists(), first)
     during = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
     assert during.returncode == 0, during.stdout + during.stderr
     assert "nothing to submit" in during.stdout

@@ -9,11 +9,10 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, default_signals, run_cli, write_result
+from helpers import REPO_ROOT, default_signals, run_cli, shell_wait_for, wait_until, write_result
 
 ARGS = ("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32")
 
@@ -189,17 +188,16 @@ def test_a_limit_is_one_sentence_that_says_what_to_do_and_the_manifest_says_refu
 
 def test_the_same_command_twice_at_once_submits_once_and_the_second_names_the_first(tmp_path, cluster):
     env, run = cluster
-    started = tmp_path / "sbatch_started"
+    started, go = tmp_path / "sbatch_started", tmp_path / "go"  # sbatch is held until the second has run
     write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'touch "{started}"\necho "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\nsleep 4\n'
-               f'n=$(wc -l < "{tmp_path / "sbatch_calls.txt"}")\necho "$((4000 + n))"\n')
+               f'touch "{started}"\necho "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
+               f'{shell_wait_for(go)}n=$(wc -l < "{tmp_path / "sbatch_calls.txt"}")\necho "$((4000 + n))"\n')
     first = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--profile", str(tmp_path / "p.toml"),
                               "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s")],
                              env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not started.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(started.exists, first)
     second = run()
+    go.touch()
     _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     no_traceback(second)
@@ -458,22 +456,21 @@ def test_sbatch_gets_the_campaigns_own_script_not_the_shared_latest_copy(tmp_pat
     env, run = cluster
     submitted = tmp_path / "submitted"
     submitted.mkdir()
-    started = tmp_path / "sbatch_started"
+    started, go = tmp_path / "sbatch_started", tmp_path / "go"  # A's sbatch is held until B has run
     write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'touch "{started}"\nsleep 3\n'
+               f'touch "{started}"\n{shell_wait_for(go)}'
                f'for arg in "$@"; do case "$arg" in *.sh) cp "$arg" "{submitted}/$SBATCH_JOB_NAME.sh";; esac; done\n'
                f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4001\n')
     a = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--frameworks", "jax", "--profile",
                           str(tmp_path / "p.toml"), "--results-dir", str(tmp_path / "r"), "--scripts-dir",
                           str(tmp_path / "s")], env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not started.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(started.exists, a)
     b = run_cli("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "64,128", "--frameworks", "jax",
                 "--dry-run", "--profile", str(tmp_path / "p.toml"), "--results-dir", str(tmp_path / "rb"),
                 "--scripts-dir", str(tmp_path / "s"), env=env)
     assert b.returncode == 0, b.stderr
+    go.touch()
     out, err = a.communicate(timeout=60)
     assert a.returncode == 0, out + err
     record = manifest(tmp_path)
@@ -499,9 +496,7 @@ def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_r
                                str(tmp_path / "s")], env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, start_new_session=True,  # a signal for it alone, not sbatch
                               preexec_fn=default_signals)
-    deadline = time.monotonic() + 60
-    while not started.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(started.exists, launch)
     launch.send_signal(signum)
     _, err = launch.communicate(timeout=60)
     if signum != signal.SIGKILL:
