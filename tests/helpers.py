@@ -163,10 +163,16 @@ def read_text(path: Path) -> str:
 def wait_until(condition: Callable[[], bool], proc: subprocess.Popen | None = None, seconds: float = 120) -> None:
     """Poll until `condition()` holds. Tests order processes by what they see happen, never by a sleep: a loaded
     machine stretches a process's start past any sleep (stop 59's CI: a second collect started after the first had
-    finished). Fails, with the process's output, when `proc` ends first or after `seconds`."""
+    finished). Fails, with the process's output, when `proc` ends first or after `seconds` (then killed, so that
+    reading its output cannot hang)."""
     until = time.monotonic() + seconds
     while not condition():
-        assert time.monotonic() < until and (proc is None or proc.poll() is None), proc and proc.communicate()
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process ended first (exit {proc.returncode}): {proc.communicate()}")
+        if time.monotonic() >= until:
+            if proc is not None:
+                proc.kill()
+            raise AssertionError(f"not within {seconds:.0f} s: {proc and proc.communicate()}")
         time.sleep(0.05)
 
 
