@@ -160,20 +160,22 @@ def read_text(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
 
-def wait_until(condition: Callable[[], bool], proc: subprocess.Popen | None = None, seconds: float = 120) -> None:
-    """Poll until `condition()` holds. Tests order processes by what they see happen, never by a sleep: a loaded
-    machine stretches a process's start past any sleep (stop 59's CI: a second collect started after the first had
-    finished). Fails, with the process's output, when `proc` ends first or after `seconds` (then killed, so that
-    reading its output cannot hang)."""
+def wait_until(condition: Callable[[], object], proc: subprocess.Popen | None = None, seconds: float = 120,
+               what: str = "the condition", poll_s: float = 0.05):
+    """Poll until `condition()` is true, and return its value. Tests order processes by what they see happen, never
+    by a sleep: a loaded machine stretches a process's start past any sleep (stop 59's CI: a second collect started
+    after the first had finished). Fails, with the process's output, when `proc` ends first or after `seconds`
+    (then killed, so that reading its output cannot hang)."""
     until = time.monotonic() + seconds
-    while not condition():
+    while not (value := condition()):
         if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the process ended first (exit {proc.returncode}): {proc.communicate()}")
+            raise AssertionError(f"{what}: the process ended first (exit {proc.returncode}): {proc.communicate()}")
         if time.monotonic() >= until:
             if proc is not None:
                 proc.kill()
-            raise AssertionError(f"not within {seconds:.0f} s: {proc and proc.communicate()}")
-        time.sleep(0.05)
+            raise AssertionError(f"{what} did not happen within {seconds:.0f} s: {proc and proc.communicate()}")
+        time.sleep(poll_s)
+    return value
 
 
 def shell_wait_for(path: Path, seconds: int = 120) -> str:

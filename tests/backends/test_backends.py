@@ -4,12 +4,11 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import BRIEF_TIMING, REPO_ROOT, env_python, metric, run_in_env, write_mnist_folder
+from helpers import BRIEF_TIMING, REPO_ROOT, env_python, metric, run_in_env, wait_until, write_mnist_folder
 
 from bench_contract.measure.device import cpu_model
 from bench_contract.results import read_task_table
@@ -209,10 +208,8 @@ def test_a_stop_signal_while_the_framework_imports_still_leaves_a_failure_row(fr
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     # The first handler is set just before the framework's import, which takes a second or more: signal then.
-    deadline = time.monotonic() + 60
-    while not catches(proc.pid, signal.SIGTERM):
-        assert proc.poll() is None and time.monotonic() < deadline, "the backend never caught SIGTERM"
-        time.sleep(0.005)
+    wait_until(lambda: catches(proc.pid, signal.SIGTERM), proc, seconds=60, what="the backend catching SIGTERM",
+               poll_s=0.005)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 128 + signal.SIGTERM, stderr

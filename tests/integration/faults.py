@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
-from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, run_cli
+from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, run_cli, wait_until
 
 LOCAL_PROFILE = REPO_ROOT / "profiles" / "local_slurm.toml"
 
@@ -66,13 +66,8 @@ class Campaign:
         return read_failure(failure_path(self.result(index, framework)))
 
     def wait_until(self, condition, what: str, timeout_s: float = 600, poll_s: float = 0.5):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            value = condition()
-            if value:
-                return value
-            time.sleep(poll_s)
-        raise AssertionError(f"{what} did not happen within {timeout_s:.0f} s")
+        """helpers.wait_until with the cluster's pace: Slurm's state changes take seconds, not milliseconds."""
+        return wait_until(condition, seconds=timeout_s, what=what, poll_s=poll_s)
 
     def squeue_field(self, task_id: str, field: str) -> str:
         """One field of the task as squeue prints it (`-o FIELD`); empty once the task has left the queue."""

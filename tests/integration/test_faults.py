@@ -13,12 +13,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
 from faults import Campaign
-from helpers import REPO_ROOT, write_mnist_folder
+from helpers import REPO_ROOT, wait_until, write_mnist_folder
 
 # Batch 8 trains about 0.8 s per epoch here; batch 64 eight times fewer steps.
 LONG, SHORT = "8", "64"
@@ -88,12 +87,12 @@ def kill_while_publishing(path):
     as its temporary file is there: a task killed while it writes its result."""
     writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(path)],
                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
-    deadline = time.monotonic() + 120
-    # bench_contract.atomic.temporary_name: .<name>.tmp-<host>-<pid>-<random>
-    while not (tmp := next(iter(path.parent.glob(f".{path.name}.tmp-*-{writer.pid}-*")), None)) \
-            or not tmp.stat().st_size > 0:
-        assert writer.poll() is None and time.monotonic() < deadline, "the writer ended before it was killed"
-        time.sleep(0.01)
+
+    def temporary_file_written():  # bench_contract.atomic.temporary_name: .<name>.tmp-<host>-<pid>-<random>
+        tmp = next(iter(path.parent.glob(f".{path.name}.tmp-*-{writer.pid}-*")), None)
+        return tmp if tmp is not None and tmp.stat().st_size > 0 else None
+
+    tmp = wait_until(temporary_file_written, writer, what="the writer's temporary file written", poll_s=0.01)
     writer.send_signal(signal.SIGKILL)
     writer.wait()
     assert tmp.exists()  # the half-written file is left under its hidden temporary name

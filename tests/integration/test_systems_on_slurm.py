@@ -10,11 +10,10 @@ the test running collect.
 import json
 import re
 import subprocess
-import time
 
 import pandas as pd
 import pytest
-from helpers import BRIEF_TIMING_ARGS, missing_envs, run_cli
+from helpers import BRIEF_TIMING_ARGS, missing_envs, run_cli, wait_until
 
 from bench_contract.measure.device import cpu_model
 
@@ -67,13 +66,6 @@ def two_system_profile(path):
     return path
 
 
-def wait_for(path, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(2)
-    return path.exists()
-
-
 def test_one_command_runs_a_campaign_on_two_systems_and_the_collect_job_merges_it(featured_nodes, tmp_path):
     env = featured_nodes
     results = tmp_path / "results"
@@ -91,8 +83,8 @@ def test_one_command_runs_a_campaign_on_two_systems_and_the_collect_job_merges_i
     assert set(collect_job["after"]) == array_ids and len(array_ids) == 4
 
     # No collect by the test: the chained job writes the merged results and the campaign's report.
-    assert wait_for(results / "merged.parquet", COLLECT_WAIT_S), (folder / "logs").iterdir()
-    assert wait_for(results / f"report-{folder.name}" / "report.md", COLLECT_WAIT_S)
+    for written in (results / "merged.parquet", results / f"report-{folder.name}" / "report.md"):
+        wait_until(written.exists, seconds=COLLECT_WAIT_S, what=f"{written} written", poll_s=2)
     merged = pd.read_parquet(results / "merged.parquet")
     placed = merged.groupby(["framework", "system"]).slurm_nodelist.unique()
     assert {key: list(nodes) for key, nodes in placed.items()} == {

@@ -15,13 +15,12 @@ from orchestrator.results.store import remove_merged
 # point where they used to collide: after the new parts are written, before the index names them.
 DRIVER = """
 import os, signal, sys, time
-sys.path.insert(0, {root!r})
+sys.path[:0] = [{root!r}, {tests!r}]
+from helpers import wait_until
 from orchestrator.results import store
-def hold(ready, go, seconds=240):
+def hold(ready, go):
     open(ready, "w").close()
-    until = time.monotonic() + seconds  # a bound, not a timing: the test says go long before
-    while not os.path.exists(go) and time.monotonic() < until:
-        time.sleep(0.05)
+    wait_until(lambda: os.path.exists(go), seconds=240)  # a bound, not a timing: the test says go long before
 real = store.{step}
 def step(*args):
     {action}
@@ -34,7 +33,8 @@ run()
 
 
 def collect_process(results, step, action):
-    code = DRIVER.format(root=str(REPO_ROOT), results=str(results), step=step, action=action)
+    code = DRIVER.format(root=str(REPO_ROOT), tests=str(REPO_ROOT / "tests"), results=str(results), step=step,
+                         action=action)
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
 
