@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -90,20 +89,22 @@ class Campaign:
         return subprocess.run(["squeue", "-h", "-r", "-w", node, "-o", "%i"], capture_output=True, text=True,
                               env=self.env).stdout.split()
 
-    def wait_running(self, index: int, framework: str = "jax", settle_s: float = 0) -> str:
-        """Wait until the cell's task runs, then settle_s more (for the backend to start and train)."""
+    def wait_running(self, index: int, framework: str = "jax") -> str:
+        """Wait until the cell's task runs."""
         task_id = self.task(index, framework)
         self.wait_until(lambda: self.slurm_state(task_id) == "RUNNING", f"task {task_id} running")
-        time.sleep(settle_s)
         return task_id
 
-    def wait_training(self, index: int, framework: str = "jax", settle_s: float = 3) -> str:
-        """Wait until the cell's task runs and the campaign's shared initial weights exist (written after the
-        data is loaded, just before compiling and training), then settle_s more: the task is then past its
-        imports, with its signal handler installed, and compiling or training."""
+    def wait_training(self, index: int, framework: str = "jax") -> str:
+        """Wait until the cell's task runs and its heartbeat says it has begun training: the task is then past its
+        imports, its data and the initial weights, and compiling its step or training (a signal then finds it in
+        the training loop's hands, however loaded the machine)."""
+        from bench_contract.run.progress import heartbeat_path
+
         task_id = self.wait_running(index, framework)
-        self.wait_until(lambda: any((self.folder / "init").glob("*.npz")), "the initial weights written")
-        time.sleep(settle_s)
+        heartbeat = heartbeat_path(self.result(index, framework))
+        self.wait_until(lambda: heartbeat.is_file() and json.loads(heartbeat.read_text()).get("phase") == "training",
+                        f"task {task_id} training (its heartbeat {heartbeat})")
         return task_id
 
     def watch(self) -> subprocess.CompletedProcess:

@@ -7,12 +7,11 @@ the per-sample path is compared exactly too.
 
 import json
 import subprocess
-import time
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import REPO_ROOT, metric, run_cli
+from helpers import REPO_ROOT, metric, run_cli, wait_until
 from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
 
 SINGLE_PROCESS = {2: 1, 4: 3}  # the one-process use case with the same update
@@ -39,15 +38,12 @@ def loss_curves(df):
 
 def job_nodes(env, job_id):
     """The nodes Slurm's accounting says the job ran on (records reach slurmdbd asynchronously)."""
-    deadline = time.monotonic() + SACCT_TIMEOUT_S
-    while True:
+    def nodes():
         out = subprocess.run(["sacct", "-X", "-n", "-j", job_id, "-o", "NodeList", "--parsable2"],
                              capture_output=True, text=True, env=env, timeout=30).stdout.split()
-        if out and out[0] not in ("", "None"):
-            return out
-        if time.monotonic() > deadline:
-            pytest.fail(f"sacct reports no nodes for job {job_id} after {SACCT_TIMEOUT_S} s")
-        time.sleep(0.5)
+        return out if out and out[0] not in ("", "None") else None
+
+    return wait_until(nodes, seconds=SACCT_TIMEOUT_S, what=f"sacct reporting the nodes of job {job_id}", poll_s=0.5)
 
 
 @pytest.mark.parametrize("use_case", [2, 4])

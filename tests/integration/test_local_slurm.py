@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from helpers import wait_until
 
 if TYPE_CHECKING:  # conftest is not an importable module at run time; the annotation is for readers and mypy
     from conftest import SlurmCluster
@@ -69,16 +70,19 @@ def _sacct_states(cluster: SlurmCluster, job_id: str, expected: set[str]) -> dic
     slurmctld sends records to slurmdbd asynchronously (an array first shows up as one record, then as its
     tasks), so a single early look can see too little.
     """
-    deadline = time.monotonic() + SACCT_TIMEOUT_S
-    while True:
-        out = _run(cluster, "sacct", "-j", job_id, "-o", "JobID,State", "--parsable2", "-n")
+    said = [""]  # sacct's last answer, for the failure's message
+
+    def final_states():
+        said[0] = out = _run(cluster, "sacct", "-j", job_id, "-o", "JobID,State", "--parsable2", "-n")
         # A cancelled job's state reads "CANCELLED by 0": keep the first word.
         states = {jid: state.split()[0] for jid, state in (line.split("|", 1) for line in out.splitlines() if line)}
-        if all(states.get(jid) in TERMINAL_STATES for jid in expected):
-            return states
-        if time.monotonic() > deadline:
-            pytest.fail(f"sacct has no final state for all of {sorted(expected)} after {SACCT_TIMEOUT_S} s:\n{out}")
-        time.sleep(0.5)
+        return states if all(states.get(jid) in TERMINAL_STATES for jid in expected) else None
+
+    try:
+        return wait_until(final_states, seconds=SACCT_TIMEOUT_S, poll_s=0.5,
+                          what=f"sacct having a final state for all of {sorted(expected)}")
+    except AssertionError as late:
+        raise AssertionError(f"{late}; sacct said:\n{said[0]}") from None
 
 
 def test_array_job_runs_every_task(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
