@@ -14,7 +14,7 @@ from orchestrator.results.store import remove_merged
 # A real `python main.py collect` process, with one step held or cut short so that two processes meet at the
 # point where they used to collide: after the new parts are written, before the index names them.
 DRIVER = """
-import os, signal, sys, time
+import os, signal, sys
 sys.path[:0] = [{root!r}, {tests!r}]
 from helpers import wait_until
 from orchestrator.results import store
