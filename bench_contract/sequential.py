@@ -155,8 +155,9 @@ def decide(jax_specs: str, torch_specs: str, pair: int,
                f"{stdev(ratios):.4f}: {needed} trials in all for an interval within {percent(target)} (at most {most})")
     if time_left is not None and (fits := trials_in_time(*time_left)) < needed:
         needed = fits
-        why += (f"; the job's time limit holds {fits}: the first stage took {time_left[0]:.0f} s, "
-                f"{time_left[1]:.0f} s are left (one trial kept in reserve)")
+        left = (f"{time_left[1]:.0f} s are left (one trial kept in reserve)" if time_left[1] >= 0
+                else f"{-time_left[1]:.0f} s past the time the job had for it")
+        why += f"; the job's time limit holds {fits}: the first stage took {time_left[0]:.0f} s, {left}"
     for trial, pair_lines in enumerate(lines):
         for spec in pair_lines:
             mark = not_needed_path(spec.results_path)

@@ -53,11 +53,15 @@ gpu_describe_machine() {
   } > "$1" 2>&1
 }
 
-# gpu_profile FILE CPUS: a profile whose cpus_per_task each backend binds to, and whose site environments are the
-# interpreters above.
+# gpu_profile FILE CPUS [KEY_LINE...]: a profile whose cpus_per_task each backend binds to, and whose site
+# environments are the interpreters above; each KEY_LINE (`warning_signal = "none"`) is a plain key of it, written
+# before the tables, where TOML wants them.
 gpu_profile() {
-  cat > "$1" <<EOF
-cpus_per_task = $2
+  local file=$1 cpus=$2
+  shift 2
+  echo "cpus_per_task = $cpus" > "$file"
+  [ $# -gt 0 ] && printf '%s\n' "$@" >> "$file"
+  cat >> "$file" <<EOF
 [envs.jax]
 python = "$jax_python"
 [envs.torch]

@@ -143,6 +143,9 @@ def test_the_job_s_time_limit_caps_the_trials_at_the_first_stage_s_pace(tmp_path
     needed, why = decide(str(files["jax"]), str(files["torch"]), 0, (100, 45))
     assert needed == 6 and "time limit holds 6" in why
     assert [t for t in range(9) if not_needed_path(lines["jax"][t].results_path).exists()] == [6, 7, 8]
+    # A first stage that ran past the job's time (a slow host) keeps it and says so, not "-3 s are left".
+    needed, why = decide(str(files["jax"]), str(files["torch"]), 0, (183, -3))
+    assert needed == FIRST_STAGE and why.endswith("the first stage took 183 s, 3 s past the time the job had for it")
 
 
 def rule_env(env_dir, framework, log, answer: int) -> None:
