@@ -5,13 +5,13 @@
 #   bash scripts/screenshot_campaign.sh                # on a quiet machine: a lent device machine, its CPU alone
 #   bash scripts/screenshot_campaign.sh --rehearsal    # shorter runs, to see the script work end to end
 #
-# Why a lent machine: on this project's shared 2-core machines the steps within a run varied by 10 to 18% (CV)
-# in every try, with nothing else running and one CPU a framework, so no verdict there was reliable
+# Why a lent machine: on this project's shared 2-core machines the steps within a run, or the throughputs between
+# runs, varied by 10% or more (CV) in every try, with nothing else running, so no verdict there was reliable
 # (docs/comparisons-and-report.md, "The README's screenshot"). A lent GPU machine has 16 cores and no neighbours.
 # The three use cases run side by side, each a campaign of its own in its own results folder (a local campaign
 # holds its folder's launch lock while it runs) on one CPU of its own (a one-CPU profile: one intra-op thread a
-# framework, none waiting for a descheduled sibling), for at most the campaigns' --time (default
-# 00:04:00; Stein's rule runs no more trials than fit in it at its first stage's pace: the profile gives no warning
+# framework, none waiting for a descheduled sibling), for at most the campaigns' --time (CAMPAIGN_TIME,
+# HH:MM:SS, default 00:04:00; Stein's rule runs no more trials than fit in it at its first stage's pace: the profile gives no warning
 # signal, so the whole limit counts). Made for a machine with no Slurm and no package index (scripts/gpu_common.sh:
 # the interpreters, the carried wheels, site environments). Everything is packed into $OUT/screenshot.tar.gz (OUT
 # defaults to ./screenshot_out), collect's verdicts beside it in screenshot_verdicts.txt. Collect merges the three
@@ -21,7 +21,7 @@
 #   PYTHONPATH=tests .venv/bin/python tests/integration/test_report_browser.py \
 #       /tmp/screenshot/uc1/report/report.html docs/report-screenshot.png
 #
-# Exit status 1 when a campaign or collect failed.
+# Exit status 1 when a campaign, collect or report failed.
 # shellcheck disable=SC2086  # the lists of arguments in variables are split into words on purpose
 set -uo pipefail
 
