@@ -10,8 +10,8 @@
 # (docs/comparisons-and-report.md, "The README's screenshot"). A lent GPU machine has 16 cores and no neighbours.
 # The three use cases run side by side, each a campaign of its own in its own results folder (a local campaign
 # holds its folder's launch lock while it runs) on one CPU of its own (a one-CPU profile: one intra-op thread a
-# framework, none waiting for a descheduled sibling), for at most the campaigns' --time (CAMPAIGN_TIME,
-# HH:MM:SS, default 00:04:00; Stein's rule runs no more trials than fit in it at its first stage's pace: the profile gives no warning
+# framework, none waiting for a descheduled sibling), for at most the campaigns' --time (CAMPAIGN_TIME, a
+# Slurm time, default 00:04:00; Stein's rule runs no more trials than fit in it at its first stage's pace: the profile gives no warning
 # signal, so the whole limit counts). Made for a machine with no Slurm and no package index (scripts/gpu_common.sh:
 # the interpreters, the carried wheels, site environments). Everything is packed into $OUT/screenshot.tar.gz (OUT
 # defaults to ./screenshot_out), collect's verdicts beside it in screenshot_verdicts.txt. Collect merges the three
@@ -34,12 +34,9 @@ case "${1:-}" in
   --rehearsal) rehearsal=true ;;
   *) echo "usage: $0 [--rehearsal]" >&2; exit 2 ;;
 esac
-OUT=${OUT:-$root/screenshot_out}
-work=${WORK:-/tmp/screenshot_work}/screenshot
-rm -rf "$work" && mkdir -p "$work/logs" "$OUT"
-gpu_interpreters || exit 1
-gpu_install_wheels "$work/logs/wheels.log" || exit 1
-gpu_describe_machine "$work/machine.txt"
+# OUT, $work (WORK/screenshot), the interpreters, the carried wheels and the machine's description, as the GPU
+# scripts set them up; then this script's own profile in place of theirs.
+gpu_measuring_setup screenshot || exit 1
 gpu_profile "$work/profile.toml" 1 'warning_signal = "none"'
 
 # Each use case's cell is sized so that a run times at least a few seconds of steps of 10 ms or more (on the AMD
@@ -55,7 +52,8 @@ if $rehearsal; then
   uc5="--use-case 5 --batch-sizes 256 --min-duration 0.5"
   limit=${CAMPAIGN_TIME:-00:03:00}
 fi
-seconds=$(( 10#${limit:0:2} * 3600 + 10#${limit:3:2} * 60 + 10#${limit:6:2} ))
+seconds=$("$orchestrator_python" -c "import sys; from orchestrator.plan.profile import slurm_seconds
+print(slurm_seconds(sys.argv[1]))" "$limit") || { echo "CAMPAIGN_TIME: not a Slurm time: $limit" >&2; exit 2; }
 
 campaign() {  # campaign NAME CPU ARGS...: one use case's campaign, bound to one CPU, its log in logs/NAME.log
   local name=$1 cpu=$2
