@@ -26,7 +26,7 @@ SCRATCH_TARGET_S, INCREMENTAL_TARGET_S = 5.0, 0.5
 
 
 def task_table(index: int, rows: int):
-    from bench_contract.results import SCHEMA, ResultRows
+    from bench_contract.results import JSON_COLUMNS, SCHEMA, ResultRows
 
     context = {f.name: "bench" for f in SCHEMA if f.type == "string"}
     context.update({f.name: 0 for f in SCHEMA if f.type != "string"})
@@ -35,7 +35,9 @@ def task_table(index: int, rows: int):
     framework = ("jax", "torch")[index % 2]
     context.update(framework=framework, benchmark="mnist", use_case=1, model="mlp", batch_size=index // 2 + 1,
                    precision="fp32", device_model="bench CPU", cell_id=f"{framework}-{index}", schema_version=1)
-    context["settings"] = "{}"  # JSON of the measured settings (JobSpec.measured_settings); the same for every cell
+    # The JSON columns hold an object, as a backend writes them (a file with "bench" there is set aside by collect);
+    # the measured settings are the same for every cell.
+    context.update({name: "{}" for name in JSON_COLUMNS})
     result = ResultRows(context)
     result.add("throughput", 1000.0 + index, "samples/s")
     result.add("test_accuracy", 0.9, "fraction")

@@ -12,6 +12,7 @@ back (SCHEMA, the context on every row), and reads files written before, with ev
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -135,6 +136,10 @@ MEASUREMENT_FIELDS: list[pa.Field] = [
 ]
 
 SCHEMA = pa.schema(CONTEXT_FIELDS + MEASUREMENT_FIELDS)
+# The context columns that hold a JSON object as text ("" where none was taken). A file whose value of one of them
+# does not parse cannot count as a result (read_task_file): every reader of the merged dataset may then parse them.
+JSON_COLUMNS = ("precision_census", "node_state", "device_details", "library_versions", "environment_variables",
+                "settings")
 CONTEXT_NAMES = [f.name for f in CONTEXT_FIELDS]
 CONTEXT_SCHEMA = pa.schema(CONTEXT_FIELDS)
 MEASUREMENT_SCHEMA = pa.schema(MEASUREMENT_FIELDS)
@@ -263,8 +268,26 @@ def read_task_file(path: str | os.PathLike[str]) -> TaskFile:
         raise UnreadableTaskFile(unreadable_reason(path) or "unreadable: no rows")
     stored = (table.schema.metadata or {}).get(CONTEXT_KEY)
     if stored is None:  # the wide layout, written before #17
-        return TaskFile(None, conformed(with_added_columns(table), SCHEMA))
-    return TaskFile(context_of(stored), conformed(table, MEASUREMENT_SCHEMA))
+        task = TaskFile(None, conformed(with_added_columns(table), SCHEMA))
+    else:
+        task = TaskFile(context_of(stored), conformed(table, MEASUREMENT_SCHEMA))
+    for name in JSON_COLUMNS:
+        problem = json_object_problem(task.value(name))
+        if problem:
+            raise UnreadableTaskFile(f"its {name} is not readable: {problem}")
+    return task
+
+
+@functools.lru_cache(maxsize=1024)  # the cells of a campaign share most values: each distinct text is parsed once
+def json_object_problem(text: str | None) -> str | None:
+    """Why a JSON_COLUMNS value is not a JSON object, or None when it is one (or empty: none was taken)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"not JSON ({exc})"
+    return None if isinstance(value, dict) else f"JSON, but not an object ({type(value).__name__})"
 
 
 def context_of(stored: bytes) -> dict[str, Any]:

@@ -259,3 +259,33 @@ def test_a_result_counts_only_when_readable_and_collect_says_which_do_not(tmp_pa
     failures = pq.read_table(tmp_path / "failures.parquet").to_pylist()
     assert sorted(f["cell_id"] for f in failures) == ["jax-64", "torch-32", "torch-64"]
     assert set(pq.read_table(tmp_path / "merged.parquet")["cell_id"].to_pylist()) == {"jax-32"}
+
+
+def with_context_value(path, name, value):
+    """The task file at path, written again with one context value replaced (as a damaged or foreign writer left it)."""
+    from bench_contract.results import TaskFile, read_task_file, write_table_atomic
+
+    task = read_task_file(path)
+    write_table_atomic(TaskFile({**task.context, name: value}, task.rows).stored_table(), path)
+    return path
+
+
+def test_a_json_column_that_does_not_parse_sets_its_file_aside_and_the_rest_are_merged(tmp_path):
+    from bench_contract.results import JSON_COLUMNS
+
+    task_file(tmp_path, "jax", 32, 2000.0)
+    task_file(tmp_path, "torch", 32, 1000.0)
+    damaged = {}
+    for batch, name in enumerate(JSON_COLUMNS, start=100):  # "bench" is what the bench's files once held
+        damaged[name] = with_context_value(task_file(tmp_path, "jax", batch, 1.0), name, "bench")
+    not_object = with_context_value(task_file(tmp_path, "torch", 99, 1.0), "settings", "[1, 2]")
+    lines = []
+    collect.collect_and_report(tmp_path, report=lines.append, warn=lines.append, progress=False)
+    out = "\n".join(lines)
+    assert "merged 6 rows from 2 task files" in out  # the two good files, compared
+    assert "2.00x" in out
+    for name, path in damaged.items():
+        assert f"skipped {path}: its {name} is not readable: not JSON (Expecting value" in out
+    assert f"skipped {not_object}: its settings is not readable: JSON, but not an object (list)" in out
+    merged = pq.read_table(tmp_path / "merged.parquet")
+    assert set(merged["cell_id"].to_pylist()) == {"jax-32", "torch-32"}
