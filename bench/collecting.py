@@ -22,7 +22,8 @@ from bench.timing import REPO_ROOT, Result, at_most, seconds
 FILES = 10_000
 NEW_FILES = 100
 ROWS_PER_FILE = 42  # throughput, test accuracy and 40 training losses
-SCRATCH_TARGET_S, INCREMENTAL_TARGET_S = 5.0, 0.5
+SCRATCH_TARGET_S, INCREMENTAL_TARGET_S = 5.0, 0.5  # for FILES and NEW_FILES
+QUICK_FILES, QUICK_NEW_FILES = 200, 10  # --quick: to check that the suite runs
 
 
 def task_table(index: int, rows: int):
@@ -113,51 +114,60 @@ def from_scratch(results: Path, repeats: int) -> tuple[float, float, float]:
     return median(wall), median(memory), median(cpu)
 
 
-def measure(repeats: int) -> list[Result]:
+def measure(repeats: int, quick: bool = False) -> list[Result]:
     from orchestrator.results.collect import merge
 
+    files, new_files = (QUICK_FILES, QUICK_NEW_FILES) if quick else (FILES, NEW_FILES)
     work = Path(tempfile.mkdtemp(prefix="bench-collect-"))
     try:
         big = work / "big"
-        make_task_files(big, FILES, ROWS_PER_FILE)
+        make_task_files(big, files, ROWS_PER_FILE)
         scratch_s, scratch_mb, scratch_cpu = from_scratch(big, repeats)
         # The same files in the wide layout: results folders of campaigns run before #17.
         wide = work / "wide"
-        make_task_files(wide, FILES, ROWS_PER_FILE, wide=True)
+        make_task_files(wide, files, ROWS_PER_FILE, wide=True)
         wide_s, _, wide_cpu = from_scratch(wide, repeats)
         shutil.rmtree(wide)
 
         incremental_merge, incremental_cli = [], []
         for round_ in range(repeats):
-            make_task_files(big, NEW_FILES, ROWS_PER_FILE, start=FILES + 2 * round_ * NEW_FILES)
+            make_task_files(big, new_files, ROWS_PER_FILE, start=files + 2 * round_ * new_files)
             start = time.perf_counter()
             merged = merge(big, big / "merged.parquet")
             incremental_merge.append(time.perf_counter() - start)
-            assert merged.read == NEW_FILES and not merged.from_scratch
-            make_task_files(big, NEW_FILES, ROWS_PER_FILE, start=FILES + (2 * round_ + 1) * NEW_FILES)
+            if merged.read != new_files or merged.from_scratch or merged.skipped:
+                raise RuntimeError(f"the incremental collect read {merged.read} files (from scratch: "
+                                   f"{merged.from_scratch}), skipped {merged.skipped[:3]}; {new_files} were new")
+            make_task_files(big, new_files, ROWS_PER_FILE, start=files + (2 * round_ + 1) * new_files)
             incremental_cli.append(collect_process(big)[0])
         merge_s, cli_s = median(incremental_merge), median(incremental_cli)
 
         # Same merged size from ten times fewer files, and a ten times smaller result from as few files.
         few_files = work / "few-files"
-        make_task_files(few_files, FILES // 10, ROWS_PER_FILE * 10)
+        make_task_files(few_files, files // 10, ROWS_PER_FILE * 10)
         few_files_mb = collect_process(few_files)[1]
         small = work / "small"
-        make_task_files(small, FILES // 10, ROWS_PER_FILE)
+        make_task_files(small, files // 10, ROWS_PER_FILE)
         small_mb = collect_process(small)[1]
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    rows = FILES * ROWS_PER_FILE
+    rows, full = files * ROWS_PER_FILE, not quick  # the time targets are for FILES and NEW_FILES
+
+    def held_to(value: float, target: float) -> tuple[str, str]:
+        return (f"<= {target:g} s", at_most(value, target)) if full else ("", "")
+
     return [
-        Result("collect 10,000 task files from scratch", seconds(scratch_s), f"<= {SCRATCH_TARGET_S:.0f} s",
-               at_most(scratch_s, SCRATCH_TARGET_S), f"`main.py collect`, {rows:,} rows; {scratch_cpu:.1f} s CPU; peak {scratch_mb:.0f} MB"),
-        Result("the same 10,000 files written in the wide layout of before #17", seconds(wide_s), "(none)", "",
+        Result(f"collect {files:,} task files from scratch", seconds(scratch_s), *held_to(scratch_s, SCRATCH_TARGET_S),
+               f"`main.py collect`, {rows:,} rows; {scratch_cpu:.1f} s CPU; peak {scratch_mb:.0f} MB"),
+        Result(f"the same {files:,} files written in the wide layout of before #17", seconds(wide_s), "(none)", "",
                f"every context column on every row, as older results folders hold them; {wide_cpu:.1f} s CPU"),
-        Result("collect again after 100 new files: the merge", seconds(merge_s), f"<= {INCREMENTAL_TARGET_S} s",
-               at_most(merge_s, INCREMENTAL_TARGET_S), "list and stat 10,100 files, read the 100 new, write one part"),
+        Result(f"collect again after {new_files:,} new files: the merge", seconds(merge_s),
+               *held_to(merge_s, INCREMENTAL_TARGET_S),
+               f"list and stat {files + new_files:,} files, read the {new_files:,} new, write one part"),
         Result("same, whole `main.py collect`", seconds(cli_s), "(none)", "",
-               "adds interpreter start, pandas/pyarrow imports and the 5,000-cell comparison table"),
-        Result("peak memory: 10,000 files vs 1,000 files, same rows", f"{scratch_mb:.0f} / {few_files_mb:.0f} MB",
-               "follows rows, not files", "met" if scratch_mb <= 1.25 * few_files_mb else "missed",
-               f"and {small_mb:.0f} MB for 1,000 files with a tenth of the rows"),
+               f"adds interpreter start, pandas/pyarrow imports and the {files // 2:,}-cell comparison table"),
+        Result(f"peak memory: {files:,} files vs {files // 10:,} files, same rows",
+               f"{scratch_mb:.0f} / {few_files_mb:.0f} MB", *(("follows rows, not files",
+               "met" if scratch_mb <= 1.25 * few_files_mb else "missed") if full else ("", "")),
+               f"and {small_mb:.0f} MB for {files // 10:,} files with a tenth of the rows"),
     ]

@@ -18,7 +18,7 @@ import json
 import os
 import statistics
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.overhead_probe import INFERENCE_MODES, MARKER
@@ -59,6 +59,8 @@ CHECKS = (
     *(Check("run_training", framework, mode, 1024, 20, 3) for framework, modes in TRAINING_MODES.items()
       for mode in modes),
 )
+# --quick: each check at a tenth of its timed steps and one pair of runs, to check that the suite runs.
+QUICK_CHECKS = tuple(replace(check, timed_steps=max(2, check.timed_steps // 10), warmup_steps=1) for check in CHECKS)
 # Runs of each loop per --repeats: on a shared 2-core machine a burst of other work can slow one 0.3 s run
 # several times over, so many short alternating runs, and the median over them, are what cancels it.
 PAIRS_PER_REPEAT = 5
@@ -118,12 +120,12 @@ def framework_python(framework: str) -> Path:
     return REPO_ROOT / ".envs" / framework / "bin" / "python"
 
 
-def run_probe(check: Check, repeats: int) -> Probe:
+def run_probe(check: Check, runs: int) -> Probe:
     python = framework_python(check.framework)
     if not python.exists():
         raise FileNotFoundError(f"no {check.framework} environment at {python.parent.parent} (make setup builds it)")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.run([str(python), "-m", PROBES[check.path], *check.args(repeats * PAIRS_PER_REPEAT)],
+    proc = subprocess.run([str(python), "-m", PROBES[check.path], *check.args(runs)],
                           capture_output=True, text=True, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"the {label(check.framework, check.mode, check.path)} overhead probe failed "
@@ -152,14 +154,14 @@ def rows_for(probe: Probe) -> list[Result]:
     ]
 
 
-def measure(repeats: int) -> list[Result]:
+def measure(repeats: int, quick: bool = False) -> list[Result]:
     results = []
-    for check in CHECKS:
+    for check in QUICK_CHECKS if quick else CHECKS:
         try:
-            probe = run_probe(check, repeats)
+            probe = run_probe(check, 1 if quick else repeats * PAIRS_PER_REPEAT)
         except (OSError, RuntimeError, ValueError) as error:
             results.append(Result(f"{label(check.framework, check.mode, check.path)}: harness / bare - 1", "",
-                                  f"|x| <= {TARGET_PERCENT:g}%", f"not measured: {error}"))
+                                  f"|x| <= {TARGET_PERCENT:g}%", f"not measured: {error}", failed=True))
             continue
         results += rows_for(probe)
     return results

@@ -28,6 +28,7 @@ from bench.submission import cluster_unavailable
 from bench.timing import REPO_ROOT, Result
 
 SOAK_S = float(os.environ.get("SOAK_S", "600"))
+QUICK_SOAK_S = 5.0  # --quick: to check that the suite runs
 QUEUE_FAILS_ONE_IN = 5
 KILL_CHANCE = 0.3  # of each command, killed after a random moment of its first KILL_WITHIN_S
 KILL_WITHIN_S = 3.0
@@ -217,14 +218,15 @@ def merged_runs(run: Soak, manifests: dict[str, dict]) -> Counter:
     return Counter({(c, index[(c, cell, t)]): n for (c, cell, t), n in runs.items() if (c, cell, t) in index})
 
 
-def measure(repeats: int) -> list[Result]:
-    step = f"soak: {SOAK_S / 60:.0f} min of random commands and kills, queue failing 1 call in {QUEUE_FAILS_ONE_IN}"
+def measure(repeats: int, quick: bool = False) -> list[Result]:
+    length_s = QUICK_SOAK_S if quick else SOAK_S
+    step = f"soak: {length_s:.0f} s of random commands and kills, queue failing 1 call in {QUEUE_FAILS_ONE_IN}"
     reason = cluster_unavailable()
     if reason:
         return [Result(step, "not measured", "each cell once", reason)]
     work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
     try:
-        figures = soak(work, SOAK_S)
+        figures = soak(work, length_s)
     finally:
         cancel_all(work)
     wrong = {key: figures[key] for key in ("ran_twice", "never_ran", "merged_twice", "not_merged", "unrecorded_jobs")

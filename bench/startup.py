@@ -7,7 +7,7 @@ from bench.timing import Result, at_most, cli, median_time, seconds
 HELP_TARGET_S = 0.3
 
 
-def measure(repeats: int) -> list[Result]:
+def measure(repeats: int, quick: bool = False) -> list[Result]:
     cli("--help")  # the first run fills the OS file cache and writes .pyc files; users run warm
     help_s = median_time(lambda: cli("--help"), repeats)
     list_s = median_time(lambda: cli("list"), repeats)

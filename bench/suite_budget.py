@@ -28,7 +28,7 @@ def record(started_epoch_s: float, exit_code: int) -> dict:
     return entry
 
 
-def measure(repeats: int) -> list[Result]:
+def measure(repeats: int, quick: bool = False) -> list[Result]:
     step = "`make test`, setup included"
     target = f"<= {SUITE_BUDGET_MIN:g} min"
     if not RECORD.is_file():

@@ -20,6 +20,9 @@ class Result:
     target: str = ""
     verdict: str = ""  # "met", "missed by ...", or why it was not measured
     note: str = ""
+    # The suite could not measure what it should have here (a probe that failed, a crash): `python -m bench` exits
+    # 1. A row not measured for what this machine lacks (no Slurm cluster, no `make test` on record) is not failed.
+    failed: bool = False
 
 
 def median_time(run: Callable[[], object], repeats: int, setup: Callable[[], object] | None = None) -> float:

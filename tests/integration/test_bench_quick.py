@@ -1,0 +1,33 @@
+"""`make bench` keeps working: every suite of `python -m bench` at its smallest (`--quick`: one repeat, small sizes,
+the soak for a few seconds) on the local cluster, with the framework environments `make setup` built. Each suite
+runs to its end, no row is failed or "not measured", and the soak's count holds (each cell ran once, merged once).
+The suite that reads the last `make test`'s time is left out: this is that run."""
+
+import re
+import subprocess
+import sys
+
+from helpers import REPO_ROOT
+
+from bench.__main__ import SUITES
+
+QUICK_SUITES = [name for name in SUITES if name != "suite"]
+
+
+def test_every_suite_runs_at_its_smallest(slurm_cluster):
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--repeats", "1", "--only",
+                           ",".join(QUICK_SUITES)], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env=slurm_cluster.env, stdin=subprocess.DEVNULL, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert "not measured" not in proc.stdout and "crashed" not in proc.stdout, proc.stdout
+    for name in QUICK_SUITES:
+        assert f"running {name} ..." in proc.stderr
+    rows = {line.split("  ")[0]: line for line in proc.stdout.splitlines()}
+    assert any(step.startswith("collect 200 task files from scratch") for step in rows)
+    assert any(step.startswith("submit 10 cells: one array per framework") for step in rows)
+    soak = next(line for step, line in rows.items() if step.startswith("soak: "))
+    assert "0 ran twice, 0 never; 0 of" in soak and " met " in soak, soak
+    cells, campaigns = map(int, re.search(r"(\d+) cells in (\d+) campaigns", soak).groups())
+    assert cells >= 1 and campaigns >= 1, soak  # the soak launched something in its few seconds
+    assert sum("harness / bare - 1, same run" in step for step in rows) == 5  # JAX, PyTorch eager and compiled
+    assert sum("ours / hand-written speed-up - 1" in step for step in rows) == 2
