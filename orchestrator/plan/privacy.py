@@ -109,8 +109,16 @@ def default_delta(train_samples: int) -> float:
 
 
 def chosen_delta(train_samples: int, delta: float | None) -> float:
-    """The budget's delta: --delta where given, else default_delta."""
-    return default_delta(train_samples) if delta is None else delta
+    """The budget's delta: --delta where given, else default_delta. A --delta at or above 1/N is refused: at 1/N a
+    mechanism that releases one whole example at random qualifies, so its epsilon promises nothing (0.5 for digits'
+    1,257 examples gave epsilon 0.0)."""
+    if delta is None:
+        return default_delta(train_samples)
+    if delta * train_samples >= 1:
+        raise UsageError(f"--delta {delta:g} must be below 1/N = 1/{train_samples:,} ({1 / train_samples:.3g}), N "
+                         "the training examples: at or above it, releasing one example outright meets the guarantee; "
+                         f"the default is {default_delta(train_samples):g}")
+    return delta
 
 
 def budget(train_samples: int, batch_size: int, epochs: int, noise_multiplier: float,
