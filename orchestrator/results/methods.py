@@ -23,7 +23,7 @@ def methods_paragraph(df, frame, verdicts: list[Verdict]) -> str:
     runs = rows.drop_duplicates(["campaign", "cell_id", "trial", "framework"])
     settings = [json.loads(s) for s in runs["settings"].dropna().unique() if s]
     return " ".join(part for part in (
-        hardware(runs), software(runs), workload(runs), timing(settings), repeats(runs),
+        hardware(runs), software(runs), workload(runs), timing(rows, settings), repeats(runs),
         intervals(frame), judged(frame, verdicts)) if part)
 
 
@@ -69,16 +69,28 @@ def plural(count: int, noun: str) -> str:
     return noun if count == 1 else f"{noun}s"
 
 
-def timing(settings: list[dict]) -> str:
+def timing(rows, settings: list[dict]) -> str:
+    """How each framework ran, from the settings; how many steps each run warmed up for and timed, from what the
+    runs recorded (`warmup_steps`, `timed_steps`): the spec's timed_steps is a minimum, and in training it sets only
+    the pipelined steps, so a run may time far fewer or more steps than it says."""
     if not settings:
         return ""
-    warmup = listed(s.get("warmup_steps") for s in settings)
-    timed = listed(s.get("timed_steps") for s in settings)
     modes = listed("torch.compile" + (f" ({s.get('torch_compile_mode')})" if s.get("torch_compile_mode") else "")
                    if s.get("torch_compile") else "eager" for s in settings)
-    return (f"JAX ran jit-compiled (XLA) and PyTorch {modes}; compilation was timed apart from the steps. Each run "
-            f"warmed up for {warmup} steps, then timed at least {timed} steps, each ended by a device "
-            "synchronisation.")
+    steps = [f"warmed up for {counted(rows, 'warmup_steps')} steps" if counted(rows, "warmup_steps") else "",
+             f"timed {counted(rows, 'timed_steps')} steps" if counted(rows, "timed_steps") else ""]
+    said = " then ".join(step for step in steps if step)
+    return (f"JAX ran jit-compiled (XLA) and PyTorch {modes}; compilation was timed apart from the steps."
+            + (f" Each run {said}, each step ended by a device synchronisation." if said else ""))
+
+
+def counted(rows, metric: str) -> str:
+    """The runs' recorded counts of `metric`: "3", or "from 3 to 395" where runs differ; "" where none recorded it."""
+    values = rows.loc[rows["metric"] == metric, "value"].dropna().astype(int)
+    if values.empty:
+        return ""
+    fewest, most = int(values.min()), int(values.max())
+    return f"{most:,}" if fewest == most else f"from {fewest:,} to {most:,}"
 
 
 def repeats(runs) -> str:
