@@ -87,8 +87,17 @@ PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed,
 # Which examples a training step takes (bench_contract.run.sampling): a shuffled fixed-size batch, or each example
 # with probability B/N (Poisson, the sampler DP-SGD's privacy accounting assumes; use cases 3 and 4 only).
 SAMPLINGS = ("shuffle", "poisson")
-# The order in which a paired job runs the two frameworks within each trial (trials alternate A B A B).
+# The order in which a paired job runs the two frameworks within its even trials; odd trials run them the other way
+# round (pair_order), so that an effect of the position within a pair (a warmer CPU, caches, turbo) falls on both
+# frameworks alike instead of being counted as one's, and the verdict can test for it (orchestrator.results.verdict).
 PAIRED_ORDER = ("jax", "torch")
+
+
+def pair_order(trial: int) -> tuple[str, str]:
+    """The frameworks in the order a paired job runs them in `trial`: PAIRED_ORDER, reversed in odd trials."""
+    return PAIRED_ORDER if trial % 2 == 0 else PAIRED_ORDER[::-1]
+
+
 # `--trials auto`: a paired job runs this many trials before Stein's rule says how many the pair needs in all
 # (bench_contract.sequential; with fewer, the rule's t quantile grows fast: 4.30 at 3 trials against 2.78 at 5).
 FIRST_STAGE = 5

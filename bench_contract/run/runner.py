@@ -47,9 +47,9 @@ from bench_contract.spec import (
     FRAMEWORK_TITLES,
     INFERENCE_USE_CASE,
     OPTIMIZERS,
-    PAIRED_ORDER,
     PER_SAMPLE_USE_CASES,
     JobSpec,
+    pair_order,
 )
 
 
@@ -256,6 +256,7 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         "batch_size": spec.batch_size,
         "precision": spec.precision,
         "data_source": spec.data_source,
+        "data_fingerprint": "",  # once the data is loaded (run): a failure before it has seen none
         "epochs": spec.epochs,
         "seed": spec.seed,
         "system": spec.system,  # the profile's system the cell was submitted to; "" where none was named
@@ -264,7 +265,7 @@ def base_context(spec: JobSpec) -> dict[str, Any]:
         "environment_kind": os.environ.get(ENVIRONMENT_KIND_VARIABLE)
         or not_available(f"{ENVIRONMENT_KIND_VARIABLE} is not set: the task was not started by a rendered script"),
         "trial": spec.trial,
-        "pair_order": ",".join(PAIRED_ORDER) if spec.paired else "",
+        "pair_order": ",".join(pair_order(spec.trial)) if spec.paired else "",
         "trial_rule": Rule(FIRST_STAGE, spec.target_interval).label() if spec.target_interval else "",
         "settings": spec.measured_settings(),
         "dp_engine": engine,
@@ -326,6 +327,7 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
     context.update(binding_context(binding, setup))
     context["precision_policy"] = setup.precision_policy
     context["init_weights_sha256"] = sha
+    context["data_fingerprint"] = data.fingerprint()
     rows = ResultRows(context)
     progress.context, progress.rows, progress.phase = context, rows, "running the use case"
     use_case(spec, backend, data, weights, rows)

@@ -332,8 +332,9 @@ def render_collect(profile: ClusterProfile, *, campaign: str, campaign_dir: Path
 
 def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, campaign: str, campaign_dir: Path, command: str,
                   git_commit: str, created_at: str) -> RenderedScript:
-    """One array script, one task per JAX/PyTorch cell pair: on its node, trial after trial, JAX then PyTorch,
-    each in its own environment and its own process."""
+    """One array script, one task per JAX/PyTorch cell pair: on its node, trial after trial, JAX then PyTorch in even
+    trials and the other way round in odd ones (bench_contract.spec.pair_order), each in its own environment and its
+    own process."""
     by_framework = {fw: [c for c in cells if c.framework == fw] for fw in PAIRED_ORDER}
     pairs = list(zip(*by_framework.values()))
     if any(len(mine) != len(pairs) for mine in by_framework.values()) or any(
@@ -354,7 +355,7 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         pair_lines=[f"{i:<5}  {a.model_label} batch {a.batch_size} {a.precision}  ({a.pair_key})"
                     for i, (a, *_) in enumerate(pairs)],
         directives=sbatch_directives(profile, name.removesuffix(".sh"), len(pairs), campaign_dir / "logs"),
-        order=" ".join(catalog.FRAMEWORKS[fw] for fw in PAIRED_ORDER),
+        order=" then ".join(catalog.FRAMEWORKS[fw] for fw in PAIRED_ORDER),
         trials=trials,
         runs=runs,
         first_stage=FIRST_STAGE if first.settings.target_interval else 0,

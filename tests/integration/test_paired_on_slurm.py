@@ -10,6 +10,7 @@ import pandas as pd
 from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, run_cli
 
 from bench_contract.sequential import trials_in_time
+from bench_contract.spec import pair_order
 
 
 MAX_TRIALS = 60
@@ -58,11 +59,13 @@ def test_a_paired_cell_runs_interleaved_trials_of_both_frameworks_in_one_job(slu
                                                       rule=("trial_rule", "first"))
     assert sorted(runs.index) == [(fw, t) for fw in ("jax", "torch") for t in range(trials)]
     assert runs["jobs"].eq(1).all() and runs["job"].nunique() == 1 and runs["host"].nunique() == 1
-    assert set(runs["order"]) == {"jax,torch"}  # every row says it was paired, and in which order
+    # Every row says it was paired, and in which order: JAX first in even trials, PyTorch first in odd ones.
+    assert all(order == ",".join(pair_order(trial)) for (_, trial), order in runs["order"].items())
+    assert set(runs["order"]) == {"jax,torch", "torch,jax"}
     assert set(runs["rule"]) == {"stein first=5 target=0.001"}  # and under which rule
-    # Interleaved: in the order they started, JAX trial 0, PyTorch trial 0, JAX trial 1, PyTorch trial 1, ...
+    # Interleaved: in the order they started, JAX trial 0, PyTorch trial 0, PyTorch trial 1, JAX trial 1, ...
     in_order = runs.sort_values("started")
-    assert list(in_order.index) == [(fw, t) for t in range(trials) for fw in ("jax", "torch")]
+    assert list(in_order.index) == [(fw, t) for t in range(trials) for fw in pair_order(t)]
     assert in_order["started"].is_unique  # each run a process of its own, started after the previous ended
     summary = merged[merged.step.isna() & merged.epoch.isna()]
     per_run = summary.pivot_table(index=["framework", "trial"], columns="metric", values="value")

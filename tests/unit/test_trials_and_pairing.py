@@ -69,12 +69,14 @@ def test_a_paired_script_runs_both_frameworks_alternately_each_in_its_own_enviro
                          env={**os.environ, "SLURM_ARRAY_TASK_ID": "1"})
     assert run.returncode == 0, run.stderr
     runs = [line.split() for line in log.read_text().splitlines()]
-    # Pair 1, trials 0 and 1: lines 2 and 3 of each specs file, JAX then PyTorch, then JAX, then PyTorch.
-    assert [(env, args[-1]) for env, _, _, *args in runs] == [("jax", "2"), ("torch", "2"), ("jax", "3"), ("torch", "3")]
-    assert [args[:2] for _, _, _, *args in runs] == [["-m", f"{fw}_backend.run"] for fw in ("jax", "torch") * 2]
+    # Pair 1, trials 0 and 1: lines 2 and 3 of each specs file, JAX then PyTorch, then PyTorch then JAX (the order
+    # alternates, so that a position effect within a pair falls on both).
+    assert [(env, args[-1]) for env, _, _, *args in runs] == [("jax", "2"), ("torch", "2"), ("torch", "3"), ("jax", "3")]
+    assert [args[:2] for _, _, _, *args in runs] == [["-m", f"{fw}_backend.run"] for fw in ("jax", "torch", "torch", "jax")]
     assert len({pid for _, pid, _, *_ in runs}) == 4  # each run its own process
     # JAX's export is set in JAX's runs only: nothing of one environment leaks into the other's.
-    assert [prealloc for _, _, prealloc, *_ in runs] == ["false", "unset", "false", "unset"]
+    assert [prealloc for _, _, prealloc, *_ in runs] == ["false", "unset", "unset", "false"]
+    assert "JAX then PyTorch in even trials, the other way round in odd ones" in run.stdout
     for env, _, _, *args in runs:
         spec = JobSpec.read(args[2], int(args[3]))
         assert spec.framework == env and spec.paired and spec.trial == int(args[3]) - 2
@@ -92,7 +94,7 @@ def test_a_failed_run_does_not_stop_the_pair_but_fails_the_task(tmp_path):
     run = subprocess.run(["bash", str(tmp_path / "scripts" / "paired_digits_1.sh")], capture_output=True,
                          text=True, env={**os.environ, "SLURM_ARRAY_TASK_ID": "0"})
     assert run.returncode == 1 and "2 run(s) of pair 0 failed" in run.stderr
-    assert [line.split()[0] for line in log.read_text().splitlines()] == ["jax", "torch", "jax", "torch"]
+    assert [line.split()[0] for line in log.read_text().splitlines()] == ["jax", "torch", "torch", "jax"]
 
 
 def test_pairing_needs_both_frameworks_and_one_process_per_cell(tmp_path):
