@@ -50,6 +50,9 @@ CONTEXT_FIELDS: list[pa.Field] = [
     pa.field("node_state", pa.string()),
     pa.field("framework_options", pa.string()),
     pa.field("data_source", pa.string()),
+    # Which data the run saw: its splits' sizes and a digest of them (bench_contract.data.datasets.Dataset.fingerprint);
+    # "" where the run failed before loading it, or in a file written before it was recorded.
+    pa.field("data_fingerprint", pa.string()),
     pa.field("epochs", pa.int32()),
     pa.field("seed", pa.int64()),
     pa.field("init_weights_sha256", pa.string()),
@@ -119,6 +122,7 @@ ADDED_COLUMN_DEFAULTS: dict[str, Any] = {
     "dp_engine": "", "dp_engine_mode": "",
     "precision_census": "", "attention_kernel": "",
     "node_state": "",
+    "data_fingerprint": "",
 }
 # The variable a rendered script exports to tell the backend which environment it runs in, and its two kinds.
 ENVIRONMENT_KIND_VARIABLE = "BENCH_ENVIRONMENT_KIND"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import hashlib
 import os
 import pickle
 import pickletools
@@ -26,6 +27,9 @@ from bench_contract.models import vision
 
 # The split is part of the benchmark's definition, not of a run: it never follows the run's seed.
 SPLIT_SEED = 20240601
+# Inputs of each split that Dataset.fingerprint hashes (besides every label): enough to tell data sets apart, few
+# enough to cost nothing beside loading them.
+FINGERPRINT_EXAMPLES = 64
 # Real data that ships with a package (scikit-learn's digits): read without a data directory.
 PACKAGED_BENCHMARKS = ("digits",)
 
@@ -59,6 +63,23 @@ class Dataset:
     @property
     def sample_shape(self) -> tuple[int, ...]:
         return tuple(self.x_train.shape[1:])
+
+    def fingerprint(self) -> str:
+        """Which data a run saw, in words and a digest: the three splits' sizes and the sha256 of every split's
+        shape, dtype and labels, up to FINGERPRINT_EXAMPLES inputs of each spread over it, and the graph's arrays.
+        Two runs given another data set, or the same one at another size (a second --data-dir, another
+        --synthetic-samples), differ; its cost is fixed, whatever the data set's size. The certificate compares it
+        between the two sides of a row (orchestrator.results.certificate)."""
+        digest = hashlib.sha256()
+        for x, y in ((self.x_train, self.y_train), (self.x_val, self.y_val), (self.x_test, self.y_test)):
+            picked = x[np.linspace(0, len(x) - 1, min(len(x), FINGERPRINT_EXAMPLES)).astype(int)] if len(x) else x
+            for array in (picked, np.asarray(y)):
+                digest.update(f"{array.shape}{array.dtype}".encode())
+                digest.update(np.ascontiguousarray(array).tobytes())
+        for array in vars(self.graph).values() if self.graph is not None else ():
+            digest.update(np.ascontiguousarray(np.asarray(array)).tobytes())
+        sizes = "/".join(f"{len(y):,}" for y in (self.y_train, self.y_val, self.y_test))
+        return f"{sizes} train/val/test examples, sha256 {digest.hexdigest()[:16]}"
 
 
 def epoch_batches(num_samples: int, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:

@@ -1,5 +1,6 @@
 """The contract package: specs, data order, shared initial weights, timing and result files."""
 
+import dataclasses
 import time
 
 import numpy as np
@@ -177,3 +178,16 @@ def test_publish_without_replace_keeps_the_first_writers_file(tmp_path):
     publish(path, lambda tmp: tmp.write_bytes(b"third"))
     assert path.read_bytes() == b"third"
     assert [p.name for p in tmp_path.iterdir()] == ["w.bin"]
+
+
+def test_the_data_fingerprint_tells_data_sets_and_their_sizes_apart():
+    """What the certificate compares between the two sides of a row (Dataset.fingerprint)."""
+    from bench_contract.data.loading import load_dataset
+
+    digits = load_dataset("digits", "real")
+    assert digits.fingerprint() == load_dataset("digits", "real").fingerprint()  # the same data: the same words
+    assert digits.fingerprint().startswith("1,257/180/360 train/val/test examples, sha256 ")
+    small, large = (load_dataset("mnist", "synthetic", synthetic_samples=n).fingerprint() for n in (256, 512))
+    assert len({digits.fingerprint(), small, large}) == 3
+    relabelled = dataclasses.replace(digits, y_test=(digits.y_test + 1) % digits.num_classes)
+    assert relabelled.fingerprint() != digits.fingerprint()  # every label counts, not only the sizes

@@ -38,6 +38,7 @@ def machine(tmp_path, monkeypatch):
     monkeypatch.setattr(host, "bound_cpus", lambda: [0, 1])
     monkeypatch.setattr(host.time, "perf_counter", lambda: clock.wall)
     monkeypatch.setattr(host.time, "process_time", lambda: clock.cpu)
+    monkeypatch.setattr(host.time, "sleep", lambda seconds: clock.advance(seconds, 0.0))
     return stat, clock
 
 
@@ -64,11 +65,18 @@ def test_other_processes_share_of_the_bound_cpus_is_their_busy_time_less_our_own
     assert "involuntary_switches_per_s" in found and "load_average" in found
 
 
-def test_a_window_too_short_for_the_ticks_or_no_proc_stat_is_not_available(machine):
+def test_a_window_too_short_for_the_ticks_is_extended_to_a_second_and_without_proc_stat_not_available(machine):
+    """A run timed for under a second recorded "not available", so sharing went unflagged where it hurts most."""
     stat, clock = machine
+    ticks = os.sysconf("SC_CLK_TCK")
     stat.write_text(stat_text({0: 10, 1: 10}))
-    value, note = measured(clock, wall=0.5, own_cpu=0.5)["host_cpu_others"]
-    assert value is None and "the measurement took 0.5 s, shorter than the 1 s" in note
+    # 0.25 s measured with 0.25 s of our CPU, then idle to 1 s: the bound CPUs were busy 0.75 s in all, so others
+    # used 0.5 of the 2 CPU-seconds.
+    later = stat_text({0: 10 + int(0.5 * ticks), 1: 10 + int(0.25 * ticks)})
+    found = measured(clock, wall=0.25, own_cpu=0.25, during=lambda: stat.write_text(later))
+    value, note = found["host_cpu_others"]
+    assert value == pytest.approx(0.25) and note.startswith("over 1 s: the 0.25 s measured, then 0.75 s with this")
+    assert found["host_cpu_own"][0] == pytest.approx(0.5)  # our own share stays the measured window's
     stat.unlink()
     value, note = measured(clock, wall=2.0, own_cpu=1.0)["host_cpu_others"]
     assert value is None and "no /proc/stat" in note
