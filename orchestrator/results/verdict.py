@@ -10,7 +10,9 @@ condition on both sides of its edge). A row is reliable when all of these hold:
 - nothing about it is implausible across batch sizes (orchestrator.results.plausibility);
 - no run of either side ran on a GPU slowed down for heat or by its hardware (bench_contract.measure.node_state);
 - on neither side did other processes use more than SHARED_CPUS of the CPUs a run was bound to while it measured
-  (bench_contract.measure.host; the median over its runs).
+  (bench_contract.measure.host; the median over its runs);
+- the throughput and the median step time agree on the faster framework. The speed-up is a ratio of throughputs
+  (samples over the mean step time, the HEADLINE), so a few slow steps can decide it against the typical step.
 Anything else is "not reliable", with the reasons and what to rerun.
 """
 
@@ -32,6 +34,8 @@ from orchestrator.results.compare import (
 )
 from orchestrator.results.views import cell_words, use_case_words
 
+# What every speed-up of a verdict is a ratio of, in words (compare: the throughput metric).
+HEADLINE = "throughput, samples over the mean step time"
 # With two runs a side, the bootstrap resamples three distinct means per side: its interval is not a 95% one.
 MIN_RUNS = 3
 # The interval's half-width, relative to the speed-up, that a number one quotes may have: 1.30x [1.20, 1.40] is
@@ -130,7 +134,22 @@ def reasons(row, runs: dict[str, int]) -> list[str]:
         others = row.get(f"{framework}_host_cpu_others")
         if others is not None and not np.isnan(others) and others > SHARED_CPUS:
             found.append(f"{FRAMEWORK_TITLES[framework]}'s CPUs were shared: other processes used {others:.0%} of them")
+    found += median_step_disagrees(row)
     return found
+
+
+def median_step_disagrees(row) -> list[str]:
+    """A reason where the framework faster by throughput (the speed-up's HEADLINE) has the slower median step."""
+    p50 = {fw: row.get(f"{fw}_step_time_p50", np.nan) for fw in FRAMEWORKS}
+    if any(value is None or np.isnan(value) for value in p50.values()) or p50["jax"] == p50["torch"]:
+        return []
+    by_median = min(p50, key=p50.get)
+    if by_median == ("jax" if row["speedup"] > 1 else "torch"):
+        return []
+    slower = next(fw for fw in FRAMEWORKS if fw != by_median)
+    return [f"the throughput and the median step disagree on the faster: {FRAMEWORK_TITLES[by_median]}'s median step "
+            f"took {p50[by_median]:.3g} ms against {FRAMEWORK_TITLES[slower]}'s {p50[slower]:.3g} ms, so a few slow "
+            "steps decide the speed-up"]
 
 
 def interval_width(row) -> float | None:
@@ -188,5 +207,6 @@ def verdict_lines(found: list[Verdict]) -> list[str]:
     if not found:
         return []
     reliable = sum(v.reliable for v in found)
-    return [f"Verdicts ({reliable} of {len(found)} reliable; the rule: docs/comparisons-and-report.md):",
+    return [f"Verdicts ({reliable} of {len(found)} reliable; each speed-up a ratio of {HEADLINE}; the rule: "
+            "docs/comparisons-and-report.md):",
             *(f"  {v.text}" for v in found)]

@@ -54,6 +54,18 @@ def test_the_interval_is_judged_on_its_wider_side():
     assert not verdict(lopsided, ENOUGH, nodes=1).reliable
 
 
+@pytest.mark.parametrize("torch_p50, reliable", [(0.165, True), (0.163, False)])
+def test_a_row_whose_throughput_and_median_step_disagree_on_the_faster_is_not_reliable(torch_p50, reliable):
+    """digits inference printed "JAX 10.99x faster" by throughput while PyTorch's median step was shorter (0.131
+    against 0.164 ms): a few slow steps decided the headline."""
+    found = verdict(row(speedup=10.99, jax_step_time_p50=0.164, torch_step_time_p50=torch_p50), ENOUGH, nodes=1)
+    assert found.reliable is reliable
+    assert ("the throughput and the median step disagree on the faster: PyTorch's median step took 0.163 ms against "
+            "JAX's 0.164 ms, so a few slow steps decide the speed-up" in found.text) is not reliable
+    slower_by_median = verdict(row(speedup=0.5, jax_step_time_p50=0.1, torch_step_time_p50=0.2), ENOUGH, nodes=1)
+    assert "JAX's median step took 0.1 ms against PyTorch's 0.2 ms" in slower_by_median.text
+
+
 @pytest.mark.parametrize("spread, reliable", [("", True), ("JAX steps 12%", False)])
 def test_a_spread_too_wide_is_not_reliable(spread, reliable):
     found = verdict(row(spread_too_wide=spread), ENOUGH, nodes=1)
@@ -169,7 +181,8 @@ def test_collect_and_the_report_open_on_the_verdicts(tmp_path):
     assert collected.returncode == 0, collected.stderr
     lines = collected.stdout.splitlines()
     heading = next(i for i, line in enumerate(lines) if line.startswith("Verdicts"))
-    assert lines[heading] == "Verdicts (1 of 1 reliable; the rule: docs/comparisons-and-report.md):"
+    assert lines[heading] == ("Verdicts (1 of 1 reliable; each speed-up a ratio of throughput, samples over the mean "
+                              "step time; the rule: docs/comparisons-and-report.md):")
     assert lines[heading + 1].startswith(
         "  Training (use case 1), digits mlp batch 32 fp32 on CPU X: JAX 2.00x faster [")
     assert lines[heading + 1].endswith("], 3 runs each on 2 nodes: reliable")
