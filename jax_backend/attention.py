@@ -9,7 +9,10 @@ inputs' dtype before its two matmuls with k and q (aten/src/ATen/native/cpu/Flas
 `jax.nn.dot_product_attention`'s XLA path computes the forward pass so, but differentiating it multiplies the
 float32 score gradient with k and q in float32: a matmul of another precision than PyTorch's on the same model,
 which the precision census tells apart (bench_contract.run.census). Here the backward is written out (custom_vjp),
-so both frameworks' steps run the same arithmetic. In float32 everything is float32, as in both kernels.
+so both frameworks' steps run the same arithmetic. In float32 everything is float32, as in both kernels. The
+recomputation of the probabilities is the kernels' way to save memory, not the model's work: it is traced in
+jax_backend.flops.recomputation(), which the FLOP count leaves out (PyTorch's count takes the probabilities from
+the forward pass), so both frameworks count the attention's six matmuls.
 Layout (batch, length, heads, head size), as jax.nn.dot_product_attention's.
 """
 
@@ -20,6 +23,8 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+
+from jax_backend.flops import recomputation
 
 
 def scores(q, k, causal: bool):
@@ -44,7 +49,8 @@ def _forward(q, k, v, causal):
 
 def _backward(causal, residuals, grad_out):
     q, k, v = residuals
-    probabilities = jax.nn.softmax(scores(q, k, causal), axis=-1)  # recomputed, as the kernels do
+    with recomputation():  # recomputed, as the kernels do: not counted as the model's work
+        probabilities = jax.nn.softmax(scores(q, k, causal), axis=-1)
     grad_v = jnp.einsum("nhqk,nqhd->nkhd", probabilities.astype(v.dtype), grad_out)
     grad_p = jnp.einsum("nqhd,nkhd->nhqk", grad_out, v, preferred_element_type=jnp.float32)
     # The softmax's gradient, p * (dp - sum(dp * p)), in float32; then cast for the two matmuls.

@@ -27,7 +27,9 @@ class GraphConv(nn.Module):
         h = self.lin(h)
         messages = h.index_select(0, source) * weight[:, None]
         # Out-of-place index_add: an in-place add into a fresh tensor would be refused under torch.func's grad.
-        return h.new_zeros(h.shape).index_add(0, target, messages) + self.bias
+        # Summed in the messages' dtype: under bf16 autocast the float32 edge weights promote them to float32, as
+        # they do JAX's segment sum (jax_backend.graph), and index_add refuses a source of another dtype.
+        return messages.new_zeros(h.shape).index_add(0, target, messages) + self.bias
 
 
 class GCN(nn.Module):
