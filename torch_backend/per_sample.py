@@ -154,6 +154,8 @@ class DPSGDUpdate:
 class TorchPerSampleOps:
     """Per-sample gradients on this process's device, vectorised and as a naive loop, for timing only."""
 
+    vectorized_compiled = loop_compiled = False  # both eager, whatever the training step ran as
+
     def __init__(self, model: nn.Module, clip_norm: float, device: torch.device) -> None:
         self.model, self.clip_norm, self.device = model, clip_norm, device
         self.params = detached_params(model)

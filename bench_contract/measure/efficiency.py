@@ -31,7 +31,7 @@ class Efficiency:
     def unmeasured(cls, reason: str) -> "Efficiency":
         return cls(EnergyMeter(unavailable=reason), lambda: Peak(None, f"not available: {reason}"))
 
-    def record(self, rows, flops: Flops, times_s: list[float], samples_per_step: int,
+    def record(self, rows, flops: Flops, times_s: list[float], samples_per_step: float,
                energy_samples: int | None = None) -> None:
         """Energy per sample over `energy_samples` (the samples of the meter's window; by default the timed
         steps'), and utilisation over the timed steps."""

@@ -143,14 +143,17 @@ class Flops:
     bytes_per_step: float | None = None  # bytes moved to and from memory (bench_contract.measure.roofline)
     bytes_method: str = "not available: the backend did not count bytes"
 
-    def of_real_examples(self, real: int, computed: int) -> "Flops":
-        """The work of `real` examples of a step that computed `computed` (a padded Poisson batch): padding is no
-        work (issue 29, defect 4). Every counted FLOP is a matmul or a convolution over the batch's examples, so
-        the count scales with them; the bytes stay those moved."""
+    def of_real_examples(self, real: float, computed: int) -> "Flops":
+        """The work of `real` examples a step, from a count over a batch that computed `computed`: the timed steps'
+        mean drawn examples, from the last batch as it ran (a Poisson draw, or padded to one shape, whose padding
+        is no work: issue 29, defect 4; issue 63). Every counted FLOP is a matmul or a convolution over the batch's
+        examples (a per-example gradient's are its own), so the count scales with them; the bytes stay those
+        moved."""
         if self.per_step is None or real == computed:
             return self
         return replace(self, per_step=self.per_step * real / computed,
-                       method=f"{self.method}; x {real}/{computed}, the real examples of the padded batch")
+                       method=f"{self.method}; x {real:.6g}/{computed}, the timed steps' mean drawn examples over "
+                              "the counted batch's computed ones")
 
 
 def record_utilisation(rows, flops: Flops, peak: Peak, times_s: list[float], devices: int) -> None:

@@ -72,7 +72,7 @@ def fastest_call(call: Callable[[], Any], synchronize: Callable[[Any], None], re
     return best
 
 
-def step_time_statistics(times_s: list[float], samples_per_step: int) -> list[tuple[str, float, str]]:
+def step_time_statistics(times_s: list[float], samples_per_step: float) -> list[tuple[str, float, str]]:
     """(metric, value, unit) triples for a list of synchronised step times."""
     if not times_s:
         raise ValueError("no timed steps: every step was a warm-up step; lower warmup_steps or train longer")

@@ -23,7 +23,7 @@ def record_token_throughput(rows, metric: str, samples_per_s: float, tokens_per_
         rows.add(TOKEN_METRICS[metric], samples_per_s * tokens_per_sample, "tokens/s")
 
 
-def record_model_flops(rows, flops_per_token: float, tokens_per_step: int, times_s: list[float], peak: Peak,
+def record_model_flops(rows, flops_per_token: float, tokens_per_step: float, times_s: list[float], peak: Peak,
                        devices: int) -> None:
     """model_flops_per_step (the analytic count) and model_flops_utilisation: that count at the timed steps'
     speed, over the peak of every device the step ran on."""

@@ -139,22 +139,36 @@ def privacy_budget_mismatch(spec: JobSpec, num_samples: int) -> str | None:
 
 
 class SamplingRecord:
-    """What the sampler drew: each Poisson step's batch size and, where batches were padded for a compiled step,
-    the share of the computed examples that was padding."""
+    """What the sampler drew: each Poisson step's batch size, the examples of the timed steps (the work their
+    throughput and FLOPs count) and, where batches were padded for a compiled step, the share of the computed
+    examples that was padding."""
 
     def __init__(self, spec: JobSpec, padded_to: int | None) -> None:
-        self.spec, self.padded_to, self.drawn = spec, padded_to, []
+        self.spec, self.padded_to, self.drawn, self.timed = spec, padded_to, [], []
 
     def step(self, rows: ResultRows, idx: np.ndarray, epoch: int, step: int) -> None:
         if self.spec.sampling == "poisson":
             self.drawn.append(len(idx))
             rows.add("drawn_batch_size", len(idx), "samples", epoch=epoch, step=step)
 
+    def timed_step(self, idx: np.ndarray) -> None:
+        """A step whose time was recorded took the global batch `idx` (all ranks' examples, never the padding)."""
+        self.timed.append(len(idx))
+
+    def examples_per_timed_step(self) -> float:
+        """The timed steps' mean examples: B for shuffled batches; under Poisson sampling the mean of their draws,
+        not B (a batch holds B on average and a random number each step, off by about sqrt(B)) nor the last
+        batch's draw."""
+        return sum(self.timed) / len(self.timed)
+
     def finish(self, rows: ResultRows, num_samples: int) -> None:
         if self.spec.use_case not in PER_SAMPLE_USE_CASES:
             return
         rows.add("sampling_rate", sampling_rate(self.spec.batch_size, num_samples), "fraction",
                  note=f"{self.spec.sampling} sampling")
+        if self.spec.sampling == "poisson" and self.timed:
+            rows.add("timed_batch_size_mean", self.examples_per_timed_step(), "samples",
+                     note="the mean drawn examples of the timed steps: the work throughput and flops_per_step count")
         if self.padded_to is not None:
             rows.add("padded_batch_size", self.padded_to, "samples",
                      note=f"P(drawn batch > padded) <= {OVERFLOW_PROBABILITY:g} per step")

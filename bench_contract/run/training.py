@@ -185,6 +185,7 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
                 first_step_s = time.perf_counter() - started
             if len(timer.times_s) > timed_before:  # every timed step, for latency distributions and loss vs time
                 rows.add("step_time", timer.times_s[-1] * 1e3, "ms", epoch=epoch, step=step)
+                sampled.timed_step(idx)
             loss = ops.loss_value(out)
             if not np.isfinite(loss):
                 raise FloatingPointError(f"training diverged: loss is {loss} at step {step} (epoch {epoch})")
@@ -210,9 +211,11 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     scales.record_skipped(rows)
     if ops.compiles_lazily:
         record_lazy_compilation(rows, first_step_s, timer.times_s, ops.graph_breaks())
-    # batch_size is the global batch: throughput counts the samples of all ranks together.
+    # The timed steps' work is the examples they drew, of all ranks together: B for shuffled batches, a random
+    # number each step under Poisson sampling. Throughput and the FLOPs behind MFU count the same examples.
+    examples = sampled.examples_per_timed_step()
     tokens = labels_per_sample(data.y_train)
-    for metric, value, unit in step_time_statistics(timer.times_s, spec.batch_size):
+    for metric, value, unit in step_time_statistics(timer.times_s, examples):
         rows.add(metric, value, unit)
         record_token_throughput(rows, metric, value, tokens)
         if metric == "throughput":
@@ -229,11 +232,11 @@ def run_training(spec: JobSpec, data: Dataset, ops: TrainingOps, rows: ResultRow
     # work, never the nominal B nor the padded size (a Poisson batch is either larger or smaller than B).
     pipelined_samples = record_pipelined(spec, ops, batch, len(idx), rows, efficiency.meter, tokens)
     flops = ops.flops_per_step(batch)  # of the last batch, as computed: padded to padded_to where it was
-    flops = flops.of_real_examples(len(idx), padded_to) if padded_to else flops
-    efficiency.record(rows, flops, timer.times_s, spec.batch_size, pipelined_samples)
+    flops = flops.of_real_examples(examples, padded_to or len(idx))
+    efficiency.record(rows, flops, timer.times_s, examples, pipelined_samples)
     if spec.model == language.MODEL_NAME:
         record_model_flops(rows, language.training_flops_per_token(language.GPT[spec.model_variant]),
-                           spec.batch_size * tokens, timer.times_s, efficiency.measured_peak(), efficiency.devices)
+                           examples * tokens, timer.times_s, efficiency.measured_peak(), efficiency.devices)
     # A step without a census (a test's fake ops) records none; the certificate says so where the other side has one.
     if hasattr(ops, "precision_census"):
         rows.context["precision_census"] = census.census_text(ops.precision_census(batch))
@@ -295,6 +298,11 @@ class PerSampleOps(Protocol):
 
     def compilations(self) -> int: ...
 
+    # Whether each version runs compiled (jax.jit, torch.compile) or eagerly, the loop per example's call: the
+    # speed-up of a jitted loop and that of an eager one are different figures, and the rows say which each is.
+    vectorized_compiled: bool
+    loop_compiled: bool
+
 
 VECTORIZATION_WARMUP = 2
 # The loop calls one compiled per-example gradient batch-size times, so its first run already warms that up
@@ -343,7 +351,7 @@ def time_vectorization(spec: JobSpec, data: Dataset, ops: PerSampleOps, rows: Re
     rows.add("per_sample_grads_loop_time_budget", LOOP_TIME_BUDGET_S, "s")
     progress = progress or ProgressReporter.for_spec(spec)
     progress.start("per-sample gradients", detail=f"batch size {size}, vectorised and as a loop")
-    medians = {}
+    medians, compiled = {}, {"vectorized": ops.vectorized_compiled, "loop": ops.loop_compiled}
     for name, fn, warmup, budget_s in (("vectorized", ops.clipped_sum_vectorized, VECTORIZATION_WARMUP, math.inf),
                                        ("loop", ops.clipped_sum_loop, LOOP_WARMUP, LOOP_TIME_BUDGET_S)):
         bound = "" if budget_s == math.inf else f", or {budget_s:g} s at most"
@@ -357,6 +365,8 @@ def time_vectorization(spec: JobSpec, data: Dataset, ops: PerSampleOps, rows: Re
         rows.add(f"per_sample_grads_{name}_time_cv", stats["step_time_cv"], "ratio")
         rows.add(f"per_sample_grads_{name}_timed_steps", stats["timed_steps"], "steps")
         rows.add(f"per_sample_grads_{name}_recompilations_timed", timer.recompilations, "compilations")
+        rows.add(f"per_sample_grads_{name}_compiled", float(compiled[name]), "flag",
+                 note="1: the version ran compiled (the loop: each example's call), 0: eagerly")
         progress.note(f"{name}: median {medians[name]:.3g} ms over {len(timer.times_s)} steps")
     record_repeat_settings(spec, rows)
     rows.add("vectorization_speedup", medians["loop"] / medians["vectorized"], "x")

@@ -13,10 +13,17 @@ no table shows its speed-up (compare.format_speedup). The checks:
 - compilation: no side recompiled inside its timed steps (`recompilations_timed`, and the per-sample timings'
   own counts): a timed step that compiled timed the compiler;
 - device: the GPU's model is known (a GPU neither NVML nor the framework named may be an A100 on one side and an
-  H100 on the other, and pools them).
+  H100 on the other, and pools them);
+- padding: the two sides computed alike per example drawn. A Poisson batch padded to one compiled shape (JAX, and
+  compiled PyTorch) computes 1/(1 - p) examples per drawn one, p its padding fraction; a throughput counts the
+  drawn examples alone, so a side that computes r times the other's per drawn example moves the speed-up by up
+  to r where time follows the examples computed. Above the error a quoted speed-up may carry (MAX_INTERVAL, the
+  verdict's) the row is not comparable, naming both fractions; within it, a note says them (padding_note).
 """
 
 from __future__ import annotations
+
+import math
 
 from bench_contract.measure.device import UNKNOWN_GPU
 from bench_contract.run import census
@@ -35,6 +42,13 @@ CERTIFIED_COLUMNS = (*SOFTWARE, *(c for knobs in TUNING.values() for c in knobs)
 # A count of compilations inside timed steps: the training or inference step's, and each per-sample timing's.
 RECOMPILATIONS = ("recompilations_timed", "per_sample_grads_vectorized_recompilations_timed",
                   "per_sample_grads_loop_recompilations_timed")
+# The interval's half-width, relative to the speed-up, that a number one quotes may have: 1.30x [1.20, 1.40] is
+# within 8%; 1.30x [1.00, 1.80] is not (the verdict's rule). Padding that could move a speed-up by more makes its
+# row not comparable (padding_reasons).
+MAX_INTERVAL = 0.10
+# The share of a run's computed examples that was padding (bench_contract.run.sampling.SamplingRecord records it
+# wherever a run padded its batches; a run without it computed its drawn examples alone).
+PADDING = "padding_fraction"
 
 
 def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]:
@@ -43,6 +57,7 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
     that tell one run of a side from another."""
     reasons: dict[tuple, list[str]] = {}
     censuses: dict[tuple, dict[str, str]] = {}  # row -> side -> its runs' one census text
+    paddings: dict[tuple, dict[str, float]] = {}  # row -> side -> its runs' padding fraction (the median)
     model_at = row_key.index("device_model")
     for key, side in df.groupby([*row_key, "framework"], dropna=False, sort=False):
         row, framework = tuple(key[:-1]), key[-1]
@@ -52,8 +67,11 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
         texts = set(runs[CENSUS].fillna("")) if CENSUS in runs else {""}
         if len(texts) == 1:
             censuses.setdefault(row, {})[framework] = texts.pop()
+        paddings.setdefault(row, {})[framework] = padding_of(side.loc[side["metric"] == PADDING, "value"].median())
     for row, sides in censuses.items():
         reasons[row] += census_reasons(sides)
+    for row, sides in paddings.items():
+        reasons[row] += padding_reasons(sides)
     return {row: "; ".join(found) or COMPARABLE for row, found in reasons.items()}
 
 
@@ -67,6 +85,43 @@ def census_reasons(sides: dict[str, str]) -> list[str]:
     if missing:
         return [f"no precision census from {' or '.join(missing)}"]
     return census.differences({side: census.parse(text) for side, text in sides.items()}, FRAMEWORK_TITLES)
+
+
+def padding_of(fraction) -> float:
+    """A side's padding fraction; 0 where its runs recorded none (they computed the examples they drew)."""
+    return 0.0 if fraction is None or math.isnan(fraction) else float(fraction)
+
+
+def padding_reasons(paddings: dict[str, float]) -> list[str]:
+    """A reason when one side computed more examples per drawn one than the other by more than a quoted speed-up's
+    error may be: "JAX computed 2.86 times the examples per drawn one that PyTorch did (padding JAX 65%, PyTorch
+    none), ...". `paddings`: each side's padding fraction (padding_of)."""
+    if len(paddings) < 2:
+        return []
+    drawn_share = {side: 1 - fraction for side, fraction in paddings.items()}  # drawn examples per computed one
+    heavier, lighter = min(drawn_share, key=drawn_share.get), max(drawn_share, key=drawn_share.get)
+    ratio = drawn_share[lighter] / drawn_share[heavier] if drawn_share[heavier] > 0 else math.inf
+    if ratio - 1 <= MAX_INTERVAL:
+        return []
+    title = lambda side: FRAMEWORK_TITLES.get(side, side)  # noqa: E731
+    return [f"{title(heavier)} computed {ratio:.2f} times the examples per drawn one that {title(lighter)} did "
+            f"(padding {padding_words(paddings)}), more than the {MAX_INTERVAL:.0%} a quoted speed-up may be off by"]
+
+
+def padding_words(paddings: dict[str, float]) -> str:
+    """"JAX 65%, PyTorch none": each side's share of its computed examples that was padding, JAX first."""
+    sides = sorted(paddings, key=lambda side: (side != "jax", side))
+    return ", ".join(f"{FRAMEWORK_TITLES.get(side, side)} {paddings[side]:.0%}" if paddings[side] > 0
+                     else f"{FRAMEWORK_TITLES.get(side, side)} none" for side in sides)
+
+
+def padding_note(paddings: dict[str, float]) -> str:
+    """What a row whose sides padded says beside it where padding_reasons found nothing to refuse: each side's
+    padding and what the numbers count; "" where neither padded."""
+    if not any(fraction > 0 for fraction in paddings.values()):
+        return ""
+    return (f"padding of the computed examples {padding_words(paddings)}; throughput and MFU count the drawn "
+            "examples alone")
 
 
 def side_reasons(side, runs, framework: str) -> list[str]:

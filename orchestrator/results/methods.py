@@ -23,7 +23,7 @@ def methods_paragraph(df, frame, verdicts: list[Verdict]) -> str:
     runs = rows.drop_duplicates(["campaign", "cell_id", "trial", "framework"])
     settings = [json.loads(s) for s in runs["settings"].dropna().unique() if s]
     return " ".join(part for part in (
-        hardware(runs), software(runs), workload(runs), timing(rows, settings), repeats(runs),
+        hardware(runs), software(runs), workload(runs), timing(rows, settings), sampled(rows), repeats(runs),
         intervals(frame), judged(frame, verdicts)) if part)
 
 
@@ -91,6 +91,25 @@ def counted(rows, metric: str) -> str:
         return ""
     fewest, most = int(values.min()), int(values.max())
     return f"{most:,}" if fewest == most else f"from {fewest:,} to {most:,}"
+
+
+def sampled(rows) -> str:
+    """Where runs drew Poisson batches (they recorded timed_batch_size_mean): what throughput and FLOPs count, and
+    each framework's padding as its runs recorded it ("JAX's 65%", "from 30% to 65%")."""
+    if not (rows["metric"] == "timed_batch_size_mean").any():
+        return ""
+    padded = []
+    for framework in FRAMEWORKS:
+        values = rows.loc[(rows["metric"] == "padding_fraction") & (rows["framework"] == framework), "value"].dropna()
+        if len(values):
+            low, high = f"{values.min():.0%}", f"{values.max():.0%}"
+            padded.append(f"{FRAMEWORK_TITLES[framework]}'s " + (high if low == high else f"from {low} to {high}"))
+    text = ("Under Poisson sampling, throughput and FLOPs count the examples the timed steps drew, not the nominal "
+            "batch size")
+    if padded:
+        text += (f"; batches padded to one compiled shape also computed padding ({listed(padded)} of the examples "
+                 "computed), counted as no work")
+    return text + "."
 
 
 def repeats(runs) -> str:

@@ -25,6 +25,7 @@ import numpy as np
 from bench_contract.measure.host import SHARED_CPUS
 from bench_contract.sequential import percent
 from bench_contract.spec import FRAMEWORK_TITLES, INFERENCE_USE_CASE, JobSpec
+from orchestrator.results.certificate import MAX_INTERVAL
 from orchestrator.results.compare import (
     FRAMEWORKS,
     ROW_KEY,
@@ -38,9 +39,6 @@ from orchestrator.results.views import cell_words, use_case_words
 HEADLINE = "throughput, samples over the mean step time"
 # With two runs a side, the bootstrap resamples three distinct means per side: its interval is not a 95% one.
 MIN_RUNS = 3
-# The interval's half-width, relative to the speed-up, that a number one quotes may have: 1.30x [1.20, 1.40] is
-# within 8%; 1.30x [1.00, 1.80] is not.
-MAX_INTERVAL = 0.10
 # The shortest timing window the rerun advice accepts when the numbers spread: the window inference and the
 # per-sample timings take by default (JobSpec.min_duration_s). A run whose timed steps add up to less measures the
 # host's moment as much as the framework, and more trials do not narrow the spread: on the 2-core AMD EPYC machine,

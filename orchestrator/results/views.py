@@ -5,8 +5,9 @@ columns wide. Each use case is run for a few of them, so `collect` and `report` 
 - training (use case 1): throughput, step time, the time each side took to reach the validation accuracy
   that both reached (the lower of the two sides' final validation accuracies), and the final test accuracy;
 - data parallel (2, 4): processes, throughput per device and scaling efficiency against one process;
-- per-sample gradients (3, 4): the DP-SGD step's throughput, and the clipped per-sample gradient sum by `vmap`
-  and by a per-example loop, with the vectorisation speed-up;
+- per-sample gradients (3, 4): the DP-SGD step's throughput, the share of each side's computed examples that was
+  padding, and the clipped per-sample gradient sum by `vmap` and by a per-example loop, with the vectorisation
+  speed-up; below the table, whether each side's versions ran compiled or eagerly, and the padding's note;
 - inference (5): latency percentiles per batch and throughput.
 Every column, these and the rest, is in report.csv (use_case_frame) and in merged.parquet.
 
@@ -29,7 +30,7 @@ import numpy as np
 
 from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES, PER_SAMPLE_USE_CASES
-from orchestrator.results.certificate import CERTIFIED_COLUMNS
+from orchestrator.results.certificate import CERTIFIED_COLUMNS, padding_of
 from orchestrator.results.compare import (
     CELL_RUN,
     FRAMEWORKS,
@@ -46,6 +47,7 @@ from orchestrator.results.compare import (
     with_variant_label,
 )
 from orchestrator.results.dp_sgd_cost import with_sgd_cost
+from orchestrator.results.dp_sgd_notes import loop_notes, padding_info
 from orchestrator.results.plausibility import implausible_notes
 from orchestrator.results.scaling import scaling_frame
 from orchestrator.results.store import read_merged_rows
@@ -53,7 +55,8 @@ from orchestrator.results.store import read_merged_rows
 # Per-framework summary metrics the use-case tables and the verdicts read besides compare.TABLE_METRICS.
 EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vectorized_time_p50",
                  "per_sample_grads_loop_time_p50", "vectorization_speedup", "privacy_epsilon", "privacy_epsilon_rdp",
-                 "privacy_delta", "host_cpu_others", "timed_duration"]
+                 "privacy_delta", "host_cpu_others", "timed_duration", "padding_fraction",
+                 "per_sample_grads_vectorized_compiled", "per_sample_grads_loop_compiled"]
 # The privacy budget is one value per cell: the orchestrator computed it once, and both frameworks record it. The
 # DP-SGD table says it below the table, a line per cell, so its columns stay those of the timings.
 PRIVACY_METRICS = ("privacy_epsilon", "privacy_epsilon_rdp", "privacy_delta")
@@ -127,10 +130,12 @@ VIEWS = (
     )),
     View("Per-sample gradients (DP-SGD)", (3, 4), (
         Column("throughput", "DP-SGD\nsamples/s", metric_text("throughput")), SPEEDUP,
+        # The share of the side's computed examples that was padding; 0% where it ran its drawn examples alone.
+        Column("padding_fraction", "pad", lambda row, column: f"{padding_of(row.get(column)):.0%}"),
         Column("per_sample_grads_vectorized_time_p50", "vmap\nms", MS),
         Column("per_sample_grads_loop_time_p50", "loop\nms", MS),
         Column("vectorization_speedup", "vmap\nspeed-up", pattern_text("{:.1f}x")),
-        Column("sgd_cost", "cost over\nSGD", pattern_text("{:.1f}x")),  # orchestrator.results.dp_sgd_cost
+        Column("sgd_cost", "cost\nvs SGD", pattern_text("{:.1f}x")),  # orchestrator.results.dp_sgd_cost
     )),
     View("Inference", (5,), (
         THROUGHPUT, SPEEDUP,
@@ -328,6 +333,8 @@ def view_table(frame, view: View, device: str) -> ViewTable | None:
     notes, info = verdict_notes(block)
     if view.use_cases == PER_SAMPLE_USE_CASES:
         info += [note for note in (privacy_note(row) for _, row in block.iterrows()) if note]
+        info += [note for note in (padding_info(row, cell_words) for _, row in block.iterrows()) if note]
+        info += loop_notes(block, cell_words)
     return ViewTable(f"{view.title} on {device}", said_once, headers, rows, notes, info, key_columns=len(keys))
 
 

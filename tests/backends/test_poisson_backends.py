@@ -70,3 +70,28 @@ def test_both_record_the_plan_time_budget(poisson_runs):
         note = df[df.metric == "privacy_epsilon"].note.iloc[0]
         assert note == (f"at delta 0.0001 (the largest power of ten below 1/N) after {TRAIN_SAMPLES // BATCH} steps; "
                         f"{privacy.accountant_label()}")
+
+
+def summary(df, metric):
+    return df[(df.metric == metric) & df.step.isna()]["value"].iloc[0]
+
+
+def test_both_count_the_timed_steps_drawn_examples_and_say_how_their_loops_ran(poisson_runs):
+    """Issue 63: throughput divided by B, and MFU took the last batch's draw. From each real backend's rows: the
+    throughput is the timed steps' drawn examples over their time, and the FLOPs a step, counted on JAX's padded
+    batch and on PyTorch's drawn one, are the same per drawn example."""
+    per_drawn = {}
+    for framework, df in poisson_runs.items():
+        drawn = dict(zip(df[df.metric == "drawn_batch_size"].step, df[df.metric == "drawn_batch_size"].value))
+        timed = df[df.metric == "step_time"]
+        examples = [drawn[step] for step in timed.step]
+        assert summary(df, "timed_batch_size_mean") == pytest.approx(np.mean(examples), rel=1e-12)
+        # Float64 sums of 37 step times read back from milliseconds: a few 1e-16 of relative error.
+        assert summary(df, "throughput") == pytest.approx(sum(examples) / (timed.value.sum() / 1e3), rel=1e-12)
+        per_drawn[framework] = summary(df, "flops_per_step") / summary(df, "timed_batch_size_mean")
+    # Both count the same matmuls per example (tests/backends/test_efficiency_and_provenance.py): equal but for the
+    # rounding of a count scaled by drawn/computed examples, a few 1e-16.
+    assert per_drawn["jax"] == pytest.approx(per_drawn["torch"], rel=1e-12)
+    compiled = {fw: (summary(df, "per_sample_grads_vectorized_compiled"), summary(df, "per_sample_grads_loop_compiled"))
+                for fw, df in poisson_runs.items()}
+    assert compiled == {"jax": (1.0, 1.0), "torch": (0.0, 0.0)}

@@ -148,3 +148,17 @@ def test_census_differences_name_each_class_and_a_class_one_side_never_ran():
     assert census.differences({"jax": jax, "torch": torch}, {"jax": "JAX", "torch": "PyTorch"}) == [
         "normalisation bfloat16 in JAX, float32 in PyTorch", "softmax bfloat16 in JAX, none in PyTorch"]
     assert census.differences({"jax": jax, "torch": jax}, {}) == []
+
+
+
+def test_padding_makes_a_row_not_comparable_only_beyond_what_a_quoted_speed_up_may_be_off_by():
+    """A side padded by p computes 1/(1 - p) examples per drawn one; against a side that pads nothing, the edge is
+    the p at which that reaches 1 + MAX_INTERVAL. Sides padded alike compute alike, however much."""
+    from orchestrator.results.certificate import MAX_INTERVAL, padding_reasons
+
+    edge = MAX_INTERVAL / (1 + MAX_INTERVAL)  # 1 / (1 - edge) = 1 + MAX_INTERVAL
+    assert padding_reasons({"jax": edge * 0.99, "torch": 0.0}) == []
+    (reason,) = padding_reasons({"jax": 0.0, "torch": edge * 1.01})
+    assert reason.startswith("PyTorch computed 1.10 times the examples per drawn one that JAX did (padding JAX none, "
+                             "PyTorch 9%), more than the 10%")
+    assert padding_reasons({"jax": 0.65, "torch": 0.65}) == [] and padding_reasons({"jax": 0.65}) == []

@@ -3,10 +3,11 @@ HTML page, every figure in it read from what the runs recorded."""
 
 import json
 
+import pandas as pd
 from helpers import result_context, run_cli
 
 
-def write_run(root, campaign, framework, node, throughput, settings, version, timed_steps=3):
+def write_run(root, campaign, framework, node, throughput, settings, version, timed_steps=3, metrics=None):
     from bench_contract.results import ResultRows
 
     ctx = result_context(framework=framework, benchmark="digits", use_case=3, model="mlp", batch_size=64,
@@ -17,6 +18,8 @@ def write_run(root, campaign, framework, node, throughput, settings, version, ti
     rows.add("throughput", throughput, "samples/s")
     rows.add("warmup_steps", 7, "steps")
     rows.add("timed_steps", timed_steps, "steps")  # what the run timed, not the settings' minimum
+    for metric, value in (metrics or {}).items():
+        rows.add(metric, value, "")
     rows.write(root / campaign / "rows" / framework / f"{framework}-cell.parquet")
 
 
@@ -39,3 +42,26 @@ def test_the_report_has_a_methods_paragraph_written_from_the_rows(tmp_path):
     assert "50" not in methods  # the settings' minimum of timed steps is not what ran
     page = (tmp_path / "report" / "report.html").read_text()
     assert "<h2>Methods</h2>" in page and "Software: JAX 0.4.31 and PyTorch 2.5.1" in page
+
+
+
+def test_the_methods_say_what_poisson_sampled_runs_count_and_each_sides_padding(tmp_path):
+    """Issue 63: JAX padded its Poisson batches (65% of the examples it computed), and no methods text said so."""
+    settings = {"warmup_steps": 7, "timed_steps": 50}
+    for k, padding in enumerate((0.6, 0.65)):
+        write_run(tmp_path, f"c{k}", "jax", "n1", 2000.0, settings, "0.4.31",
+                  metrics={"timed_batch_size_mean": 15.64, "padding_fraction": padding})
+        write_run(tmp_path, f"c{k}", "torch", "n1", 1000.0, settings, "2.5.1", metrics={"timed_batch_size_mean": 15.64})
+    assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
+    assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
+    methods = (tmp_path / "report" / "report.md").read_text().split("## Methods\n\n")[1].split("\n")[0]
+    assert ("Under Poisson sampling, throughput and FLOPs count the examples the timed steps drew, not the nominal "
+            "batch size; batches padded to one compiled shape also computed padding (JAX's from 60% to 65% of the "
+            "examples computed), counted as no work.") in methods, methods
+
+
+def test_the_methods_say_nothing_of_sampling_where_no_run_drew_poisson_batches(tmp_path):
+    from orchestrator.results.methods import sampled
+
+    rows = pd.DataFrame({"metric": ["throughput", "padding_fraction"], "framework": ["jax", "jax"], "value": [1.0, 0.5]})
+    assert sampled(rows) == ""

@@ -129,19 +129,3 @@ def test_pipelined_throughput_counts_the_last_batchs_drawn_examples_not_b_nor_th
         values = {row["metric"]: row["value"] for row in rows.rows if row.get("step") is None}
         assert values["pipelined_batch_size"] == drawn[-1] != 4  # this seed's last Poisson batch is not B
         assert values["throughput_pipelined"] == 5 * drawn[-1] / PIPELINED_S
-
-
-def test_the_flops_of_a_padded_step_are_its_real_examples_work(tmp_path, monkeypatch):
-    """A padded step's count (JAX counts the compiled program) held the padding as work: JAX's DP-SGD step on two
-    processes, padded to a multiple of 2, counted 1.4% more than on one. The row holds the real examples' share."""
-    from bench_contract.run.sampling import compiled_batch_size
-
-    for ops, padded in ((CountingOps(), False), (PaddingOps(), True)):
-        rows, _ = trained(tmp_path, monkeypatch, ops=ops, use_case=3, sampling="poisson", noise_multiplier=0.0)
-        values = {row["metric"]: (row["value"], row["note"]) for row in rows.rows if row.get("step") is None}
-        drawn = values["pipelined_batch_size"][0]
-        computed = compiled_batch_size(JobSpec(campaign="c", cell_id="c", pair_key="c", framework="jax",
-                                               benchmark="digits", use_case=3, model="mlp", batch_size=4,
-                                               precision="fp32"), 40) if padded else drawn
-        assert values["flops_per_step"][0] == pytest.approx(1.0 * drawn / computed)  # CountingOps counts 1.0
-        assert ("real examples of the padded batch" in values["flops_per_step"][1]) == padded

@@ -143,8 +143,9 @@ def test_the_spec_refuses_poisson_sampling_outside_dp_sgd_and_unknown_samplers()
 def recorded(spec_: JobSpec, num_samples: int = 1000, padded_to: int | None = None, draws=()) -> dict:
     rows = ResultRows(context={name: None for name in CONTEXT_NAMES})
     record = sampling.SamplingRecord(spec_, padded_to)
-    for step, size in enumerate(draws):
+    for step, size in enumerate(draws):  # each draw a timed step
         record.step(rows, np.arange(size), epoch=0, step=step)
+        record.timed_step(np.arange(size))
     record.finish(rows, num_samples)
     return {row["metric"]: row for row in rows.rows}
 
@@ -209,6 +210,8 @@ def test_every_sampling_and_privacy_row_has_its_unit_and_its_words():
     assert {m: (r["unit"], r["note"]) for m, r in rows.items()} == {
         "drawn_batch_size": ("samples", None),
         "sampling_rate": ("fraction", "poisson sampling"),
+        "timed_batch_size_mean": ("samples", "the mean drawn examples of the timed steps: the work throughput and "
+                                             "flops_per_step count"),
         "padded_batch_size": ("samples", "P(drawn batch > padded) <= 1e-09 per step"),
         "padding_fraction": ("fraction", "share of the computed examples that were padding, over every training step"),
         "privacy_epsilon": ("epsilon", "at delta 0.001 (the largest power of ten below 1/N) after 31 steps; "
@@ -218,7 +221,7 @@ def test_every_sampling_and_privacy_row_has_its_unit_and_its_words():
         "privacy_delta": ("delta", "the largest power of ten below 1/N"),
     }
     assert (rows["drawn_batch_size"]["value"], rows["drawn_batch_size"]["step"]) == (34, 1)  # the last draw's
-    assert rows["padded_batch_size"]["value"] == 40
+    assert rows["padded_batch_size"]["value"] == 40 and rows["timed_batch_size_mean"]["value"] == 32
     without_rule = {k: v for k, v in budget.items() if k != "delta_rule"}
     assert recorded(spec(privacy=without_rule, noise_multiplier=1.0))["privacy_epsilon"]["note"] == \
         "at delta 0.001 after 31 steps; dp-accounting x"

@@ -37,6 +37,8 @@ class SizeLoggingOps:
     def compilations(self):
         return 0
 
+    vectorized_compiled, loop_compiled = True, False
+
 
 def dataset(samples: int = 256) -> Dataset:
     x, y = np.zeros((samples, 3), np.float32), np.zeros(samples, np.int64)
@@ -94,3 +96,12 @@ def test_a_loop_longer_than_its_budget_is_still_timed_once_whole(tmp_path, monke
 def test_a_negative_loop_batch_size_is_refused_in_one_sentence(tmp_path):
     with pytest.raises(SpecError, match="loop_batch_size must be a non-negative integer"):
         dp_spec(tmp_path, loop_batch_size=-1)
+
+
+def test_the_rows_say_whether_each_version_ran_compiled_or_eagerly(tmp_path):
+    """A jitted loop (JAX) and an eager one (PyTorch) make different speed-ups: the DP-SGD table names each side's
+    from these rows (orchestrator.results.views)."""
+    rows = rows_for_test()
+    time_vectorization(dp_spec(tmp_path), dataset(), SizeLoggingOps(), rows)
+    assert (recorded(rows)["per_sample_grads_vectorized_compiled"], recorded(rows)["per_sample_grads_loop_compiled"]) \
+        == (1.0, 0.0)
