@@ -14,6 +14,9 @@ no table shows its speed-up (compare.format_speedup). The checks:
   own counts): a timed step that compiled timed the compiler;
 - device: the GPU's model is known (a GPU neither NVML nor the framework named may be an A100 on one side and an
   H100 on the other, and pools them);
+- harness and data: every run of the row, on both sides, ran one commit of this harness and saw the same data (its
+  splits' sizes and digest, Dataset.fingerprint): two data folders of different size, or a harness changed between
+  two campaigns, are not trials of one cell;
 - padding: the two sides computed alike per example drawn. A Poisson batch padded to one compiled shape (JAX, and
   compiled PyTorch) computes 1/(1 - p) examples per drawn one, p its padding fraction; a throughput counts the
   drawn examples alone, so a side that computes r times the other's per drawn example moves the speed-up by up
@@ -37,8 +40,11 @@ SOFTWARE = ("framework_version", "environment_kind")
 TUNING = {"jax": {"xla_flags": "XLA_FLAGS"}, "torch": {}}
 NOT_SET = "not set"  # bench_contract.measure.device's value of a variable that was not set
 CENSUS = "precision_census"
+# The columns whose value must be one across the whole row, both sides, in words ("" or absent in rows written
+# before they were recorded: nothing to tell apart).
+ONE_PER_ROW = {"git_commit": "harness commits", "data_fingerprint": "data"}
 # What a reader of the merged dataset must read, besides the row key, for the certificate.
-CERTIFIED_COLUMNS = (*SOFTWARE, *(c for knobs in TUNING.values() for c in knobs), CENSUS)
+CERTIFIED_COLUMNS = (*SOFTWARE, *(c for knobs in TUNING.values() for c in knobs), CENSUS, *ONE_PER_ROW)
 # A count of compilations inside timed steps: the training or inference step's, and each per-sample timing's.
 RECOMPILATIONS = ("recompilations_timed", "per_sample_grads_vectorized_recompilations_timed",
                   "per_sample_grads_loop_recompilations_timed")
@@ -58,6 +64,7 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
     reasons: dict[tuple, list[str]] = {}
     censuses: dict[tuple, dict[str, str]] = {}  # row -> side -> its runs' one census text
     paddings: dict[tuple, dict[str, float]] = {}  # row -> side -> its runs' padding fraction (the median)
+    shared: dict[tuple, dict[str, dict[str, set]]] = {}  # row -> column of ONE_PER_ROW -> side -> its values
     model_at = row_key.index("device_model")
     for key, side in df.groupby([*row_key, "framework"], dropna=False, sort=False):
         row, framework = tuple(key[:-1]), key[-1]
@@ -68,10 +75,15 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
         if len(texts) == 1:
             censuses.setdefault(row, {})[framework] = texts.pop()
         paddings.setdefault(row, {})[framework] = padding_of(side.loc[side["metric"] == PADDING, "value"].median())
+        for column in (c for c in ONE_PER_ROW if c in runs):
+            recorded = {str(v) for v in runs[column].dropna() if str(v)}
+            shared.setdefault(row, {}).setdefault(column, {})[framework] = recorded
     for row, sides in censuses.items():
         reasons[row] += census_reasons(sides)
     for row, sides in paddings.items():
         reasons[row] += padding_reasons(sides)
+    for row, columns in shared.items():
+        reasons[row] += one_per_row_reasons(columns)
     return {row: "; ".join(found) or COMPARABLE for row, found in reasons.items()}
 
 
@@ -85,6 +97,19 @@ def census_reasons(sides: dict[str, str]) -> list[str]:
     if missing:
         return [f"no precision census from {' or '.join(missing)}"]
     return census.differences({side: census.parse(text) for side, text in sides.items()}, FRAMEWORK_TITLES)
+
+
+def one_per_row_reasons(columns: dict[str, dict[str, set]]) -> list[str]:
+    """A reason per column of ONE_PER_ROW of which the row's runs, on both sides together, recorded more than one
+    value; each side's values named, JAX first."""
+    reasons = []
+    for column, sides in columns.items():
+        if len(set().union(*sides.values())) > 1:
+            said = "; ".join(f"{FRAMEWORK_TITLES.get(side, side)} {' | '.join(sorted(values))}"
+                             for side, values in sorted(sides.items(), key=lambda item: (item[0] != "jax", item[0]))
+                             if values)
+            reasons.append(f"runs of different {ONE_PER_ROW[column]} ({said})")
+    return reasons
 
 
 def padding_of(fraction) -> float:
@@ -105,7 +130,8 @@ def padding_reasons(paddings: dict[str, float]) -> list[str]:
         return []
     title = lambda side: FRAMEWORK_TITLES.get(side, side)  # noqa: E731
     return [f"{title(heavier)} computed {ratio:.2f} times the examples per drawn one that {title(lighter)} did "
-            f"(padding {padding_words(paddings)}), more than the {MAX_INTERVAL:.0%} a quoted speed-up may be off by"]
+            f"(padding {padding_words(paddings)}), more than the {MAX_INTERVAL:.0%} a quoted speed-up may be off by: "
+            "compiled PyTorch pads alike (--torch-modes compiled)"]
 
 
 def padding_words(paddings: dict[str, float]) -> str:

@@ -11,6 +11,7 @@ from bench_contract.run.runner import base_context
 from bench_contract.spec import JobSpec
 from orchestrator.results.compare import comparison_frame, display_rows
 
+DIGITS = "1,257/180/360 train/val/test examples, sha256 4046546367a14303"  # Dataset.fingerprint's words
 VERSIONS = {"old": {"jax": "0.4.30", "torch": "2.3.0"}, "new": {"jax": "0.10.2", "torch": "2.9.1"}}
 
 
@@ -21,7 +22,7 @@ LAYER_NORM_FP32 = LAYER_NORM_BF16.replace('"normalisation": ["bfloat16"]', '"nor
 
 
 def write_run(root, campaign, framework, throughput, version="0.10.2", environment="locked", xla_flags="",
-              recompilations=0.0, census=MLP_BF16):
+              recompilations=0.0, census=MLP_BF16, data=DIGITS, commit="6feb0d7"):
     """One task's result file as a backend writes it (identity from a real job spec), with the software and the
     recompilations in timed steps that the run recorded. xla_flags: the spec's, as a profile gives them to JAX
     (plan.campaign.write_specs); the run records them as its XLA_FLAGS, as the JAX backend sets them."""
@@ -29,7 +30,8 @@ def write_run(root, campaign, framework, throughput, version="0.10.2", environme
               "benchmark": "digits", "use_case": 1, "model": "mlp", "batch_size": 32, "precision": "fp32",
               "xla_flags": xla_flags}
     spec = JobSpec(**values)
-    context = result_context(**(base_context(spec) | {"environment_kind": environment, "precision_census": census}),
+    context = result_context(**(base_context(spec) | {"environment_kind": environment, "precision_census": census,
+                                                      "data_fingerprint": data, "git_commit": commit}),
                              device_kind="cpu", device_model="CPU X", bound_cpus=2, intra_op_threads=2,
                              framework_version=version, xla_flags=xla_flags or "not set")
     rows = ResultRows(context)
@@ -149,6 +151,19 @@ def test_census_differences_name_each_class_and_a_class_one_side_never_ran():
         "normalisation bfloat16 in JAX, float32 in PyTorch", "softmax bfloat16 in JAX, none in PyTorch"]
     assert census.differences({"jax": jax, "torch": jax}, {}) == []
 
+
+def test_runs_that_saw_other_data_or_ran_another_harness_commit_are_not_comparable(tmp_path):
+    """Two data folders of different size paired freely, and the harness's own commit was not looked at (issue 63)."""
+    other = "2,000/180/360 train/val/test examples, sha256 9f1c0b7e22d4a6e1"
+    frame = comparison_frame(pd.concat(both(tmp_path, "a", torch={"data": other}), ignore_index=True))
+    assert frame["comparable"].iloc[0] == f"runs of different data (JAX {DIGITS}; PyTorch {other})"
+    pooled = comparison_frame(pd.concat([*both(tmp_path, "a"), *both(tmp_path, "b", {"commit": "17e52a4"},
+                                                                       {"commit": "17e52a4"})], ignore_index=True))
+    assert pooled["comparable"].iloc[0] == "runs of different harness commits (JAX 17e52a4 | 6feb0d7; PyTorch " \
+                                           "17e52a4 | 6feb0d7)"
+    # Rows written before either was recorded ("") have nothing to tell apart.
+    older = comparison_frame(pd.concat(both(tmp_path, "a", {"data": "", "commit": ""}), ignore_index=True))
+    assert older["comparable"].iloc[0] == "yes"
 
 
 def test_padding_makes_a_row_not_comparable_only_beyond_what_a_quoted_speed_up_may_be_off_by():
