@@ -36,8 +36,9 @@ DP_ENGINES = ("torchfunc", "opacus")
 DEFAULT_DP_ENGINE = "torchfunc"
 # How data-parallel training (use case 2, JobSpec.parallelism) lays the model's state over its processes: ddp keeps
 # the parameters and optimizer state whole on every device (PyTorch's DistributedDataParallel, JAX's replicated
-# arrays); fsdp shards them across the devices and gathers each layer's parameters when it computes (PyTorch's FSDP2
-# fully_shard, JAX's NamedSharding over the device mesh).
+# arrays); fsdp shards them across the devices, all-gathers the parameters once a step for the forward and backward
+# passes and reduce-scatters the gradients to the shards (PyTorch's FSDP2 fully_shard, JAX's shard_map step:
+# jax_backend.parallel).
 PARALLELISMS = ("ddp", "fsdp")
 DEFAULT_PARALLELISM = "ddp"
 SHARDED_PARALLELISM = "fsdp"

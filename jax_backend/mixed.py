@@ -84,9 +84,9 @@ def dynamic_loss_scaling(inner: optax.GradientTransformation,
     return optax.GradientTransformation(init, update)
 
 
-def scaled_plain_step(module, optimizer: optax.GradientTransformation):
+def scaled_plain_step(module, optimizer: optax.GradientTransformation, value_and_grad=steps.differentiate):
     """steps.plain_step with the loss multiplied by the current scale before differentiation; `optimizer` is a
-    dynamic_loss_scaling transformation, whose state holds the scale."""
+    dynamic_loss_scaling transformation, whose state holds the scale; value_and_grad differentiates the loss."""
 
     def loss_fn(params, batch_stats, x, y, scale):
         logits, batch_stats = steps.train_forward(module, params, batch_stats, x)
@@ -95,8 +95,7 @@ def scaled_plain_step(module, optimizer: optax.GradientTransformation):
             return loss * scale, (loss, batch_stats)
 
     def step_fn(params, batch_stats, opt_state, step, x, y):
-        (_, (loss, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            params, batch_stats, x, y, opt_state.scale)
+        (_, (loss, batch_stats)), grads = value_and_grad(loss_fn)(params, batch_stats, x, y, opt_state.scale)
         params, opt_state = steps.apply_update(optimizer, grads, opt_state, params)
         return params, batch_stats, opt_state, step + 1, loss
 

@@ -2,9 +2,15 @@
 every process of a data-parallel run.
 
 Parameters and optimizer state are replicated, or with `--parallelism fsdp` sharded (each array split along its
-largest axis the devices divide, FSDP's layout; XLA gathers what a layer needs where it computes); a batch is
-sharded along the mesh, each process supplying its own shard (the contract's `Topology.shard`). One code path
-serves one device and many: with a single device the shardings are trivial and the compiled step is the plain one.
+largest axis the devices divide); a batch is sharded along the mesh, each process supplying its own shard (the
+contract's `Topology.shard`). One code path serves one device and many: with a single device the shardings are
+trivial and the compiled step is the plain one.
+
+The sharded layout trains as FSDP does (Placement.value_and_grad): each device all-gathers the whole parameters,
+runs the forward and backward passes on its own part of the batch, and reduce-scatters the gradients, so that it
+updates only its own shard. The collectives are written out in a shard_map: left to XLA's partitioner, the sharded
+arrays made it partition the layers' computations themselves (an embedding lookup all-reduced, every gradient
+all-reduced whole and then sliced, no reduce-scatter; JAX 0.10.2 on two CPU devices), tensor parallelism in part.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bench_contract.run.topology import Topology
+from jax_backend.steps import differentiate
 
 
 def initialize(topology: Topology) -> None:
@@ -52,6 +59,16 @@ class Placement:
             return self.replicated
         axis = max(axes, key=lambda a: shape[a])
         return NamedSharding(self.mesh, PartitionSpec(*(["data" if a == axis else None for a in range(len(shape))])))
+
+    def value_and_grad(self, loss_fn):
+        """jax.value_and_grad(loss_fn, has_aux=True) for a loss_fn(params, batch_stats, x, y, *rest) -> (the batch's
+        mean loss, aux) whose batch is sharded along the mesh, as this layout computes it.
+
+        Replicated state: the plain one (steps.differentiate); XLA sums the devices' gradients (an all-reduce).
+        Sharded state: FSDP's, in a shard_map (fsdp_value_and_grad)."""
+        if not self.sharded_state:
+            return differentiate(loss_fn)
+        return fsdp_value_and_grad(loss_fn, self.mesh, lambda shape: self.state_sharding(shape).spec)
 
     def state(self, tree):
         """The model's state (parameters, optimizer state) as global arrays, laid out by state_sharding."""
@@ -103,3 +120,42 @@ class Placement:
         layout = tuple(jax.tree.map(lambda leaf: leaf.sharding, part) for part in state)
         return jax.jit(step_fn, in_shardings=(*layout, self.sharded, self.sharded),
                        out_shardings=(*layout, self.replicated), donate_argnums=(0, 1, 2, 3))
+
+
+def fsdp_value_and_grad(loss_fn, mesh: Mesh, spec_of):
+    """Placement.value_and_grad for sharded state: the parameters laid out by spec_of(shape) -> PartitionSpec over
+    the mesh's one axis, the batch (x, y) sharded along it, batch_stats and the rest replicated.
+
+    On each device: all-gather every parameter whole (a replicated one is whole already), differentiate the mean
+    over the devices (pmean) of its own part of the batch's loss, and the gradient of each shard comes out of the
+    all-gather's transpose, a reduce-scatter: the devices' gradients summed, each device keeping its own shard. XLA
+    gathers each parameter once a step and keeps it for the backward pass; the PyTorch side's FSDP2 is set to do
+    the same (torch_backend.sharding). The loss and the aux are averaged over the devices alike (equal shards:
+    the global batch's mean)."""
+    axis = mesh.axis_names[0]
+
+    def gather(shard, spec):
+        if axis not in spec:
+            return shard
+        return jax.lax.all_gather(shard, axis, axis=tuple(spec).index(axis), tiled=True)
+
+    def value_and_grad(params, batch_stats, x, y, *rest):
+        if jax.tree.leaves(batch_stats):
+            # Each device would normalise with its own part of the batch, not the global batch as the replicated
+            # layout does: a different computation, so it is refused (spec.SHARDED_MODELS has no batch norm).
+            raise ValueError("sharded state (fsdp) is not implemented for a model with batch norm")
+        specs = jax.tree.map(lambda leaf: spec_of(leaf.shape), params)
+
+        def on_device(shards, batch_stats, x, y, *rest):
+            def mean_loss(shards):
+                value, aux = loss_fn(jax.tree.map(gather, shards, specs), batch_stats, x, y, *rest)
+                return jax.lax.pmean(value, axis), jax.tree.map(lambda leaf: jax.lax.pmean(leaf, axis), aux)
+
+            return jax.value_and_grad(mean_loss, has_aux=True)(shards)
+
+        replicated, batch = PartitionSpec(), PartitionSpec(axis)
+        in_specs = (specs, replicated, batch, batch, *(replicated,) * len(rest))
+        return jax.shard_map(on_device, mesh=mesh, in_specs=in_specs,
+                             out_specs=((replicated, replicated), specs))(params, batch_stats, x, y, *rest)
+
+    return value_and_grad

@@ -200,9 +200,9 @@ class JaxBackend:
                                         expected_batch_size=spec.batch_size, mesh=placement.mesh)
         elif spec.precision == "fp16":
             optimizer = mixed.dynamic_loss_scaling(optimizer)
-            step_fn = mixed.scaled_plain_step(module, optimizer)
+            step_fn = mixed.scaled_plain_step(module, optimizer, placement.value_and_grad)
         else:
-            step_fn = steps.plain_step(module, optimizer)
+            step_fn = steps.plain_step(module, optimizer, placement.value_and_grad)
         # The shape every step takes: B, or under Poisson sampling the padded size (sampling.compiled_batch_size).
         global_batch = compiled_batch_size(spec, len(data.x_train)) if spec.sampling == "poisson" else spec.batch_size
         local = global_batch // self.topology.world_size

@@ -9,9 +9,10 @@ The step counter lives on the device so that the noise key changes every step wi
 Under Poisson sampling a DP-SGD batch is padded to one size (bench_contract.run.sampling): an example labelled
 PAD_LABEL adds no loss and no gradient, and the noised sum is divided by the expected batch size B, not by the
 padded or the drawn size, as PyTorch's DPSGDUpdate does.
-`JaxOps` compiles them ahead of time. Under a device mesh the batch axis is sharded. In the plain step the mean
-over examples becomes a cross-device reduction that XLA inserts; DP-SGD sums each device's shard itself and adds
-the sums across devices (sharded_clipped_sums). The noise, drawn from a replicated key, is the same on every rank.
+`JaxOps` compiles them ahead of time. Under a device mesh the batch axis is sharded. In the plain step with
+replicated state the mean over examples becomes a cross-device reduction that XLA inserts; with sharded state the
+step differentiates as FSDP does (parallel.Placement.value_and_grad); DP-SGD sums each device's shard itself and
+adds the sums across devices (sharded_clipped_sums). The noise, drawn from a replicated key, is the same on every rank.
 """
 
 from __future__ import annotations
@@ -161,8 +162,14 @@ def eval_forward(module, params, batch_stats, x):
     return module.apply(variables, x)
 
 
-def plain_step(module, optimizer):
-    """The non-private train step (the step counter only counts)."""
+def differentiate(loss_fn):
+    """The plain value_and_grad of a loss_fn(params, batch_stats, x, y, ...) -> (loss, aux): the train steps' default,
+    replaced under a device mesh by parallel.Placement.value_and_grad (FSDP's, for sharded state)."""
+    return jax.value_and_grad(loss_fn, has_aux=True)
+
+
+def plain_step(module, optimizer, value_and_grad=differentiate):
+    """The non-private train step (the step counter only counts); value_and_grad differentiates its loss."""
 
     def loss_fn(params, batch_stats, x, y):
         logits, batch_stats = train_forward(module, params, batch_stats, x)
@@ -170,7 +177,7 @@ def plain_step(module, optimizer):
             return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), batch_stats
 
     def step_fn(params, batch_stats, opt_state, step, x, y):
-        (loss, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch_stats, x, y)
+        (loss, batch_stats), grads = value_and_grad(loss_fn)(params, batch_stats, x, y)
         params, opt_state = apply_update(optimizer, grads, opt_state, params)
         return params, batch_stats, opt_state, step + 1, loss
 

@@ -1,7 +1,11 @@
 """Use case 2's sharded state in PyTorch (`--parallelism fsdp`): FSDP2's `fully_shard` over a one-axis device mesh
-of every process, each transformer block a unit of its own (its parameters gathered just before it computes and
-freed after), the embeddings and final norm in the root's unit; the optimizer then holds only this device's shard
-of each parameter's state. The replicated layout (`ddp`) is DistributedDataParallel (torch_backend.run)."""
+of every process, each transformer block a unit of its own, the embeddings and final norm in the root's unit; the
+optimizer then holds only this device's shard of each parameter's state. Each unit's parameters are all-gathered
+once a step, just before its forward pass, kept for its backward pass (`reshard_after_forward=False`) and freed after
+it, when its gradients are reduce-scattered: the data flow of JAX's compiled FSDP step (jax_backend.parallel), where
+XLA gathers each parameter once. FSDP2's default would all-gather every block again for its backward pass: three
+passes over the blocks' parameters a step (two gathers, one reduce-scatter) against JAX's two. The replicated
+layout (`ddp`) is DistributedDataParallel (torch_backend.run)."""
 
 from __future__ import annotations
 
@@ -23,8 +27,8 @@ def fully_sharded(model: nn.Module, device: torch.device, world_size: int) -> nn
 
     mesh = init_device_mesh(device.type, (world_size,))
     for block in getattr(model, "blocks", ()):  # the language model's transformer blocks (torch_backend.language)
-        fully_shard(block, mesh=mesh)
-    return fully_shard(model, mesh=mesh)
+        fully_shard(block, mesh=mesh, reshard_after_forward=False)
+    return fully_shard(model, mesh=mesh, reshard_after_forward=False)
 
 
 def local_bytes(tensor: torch.Tensor) -> int:
@@ -36,7 +40,7 @@ def local_bytes(tensor: torch.Tensor) -> int:
 
 def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
     """The parameters and optimizer state this device holds between steps, in bytes (gradients and activations left
-    out). FSDP2 keeps the root unit's parameters gathered after a forward pass without a backward (an evaluation),
+    out). FSDP2 keeps every unit's parameters gathered after a forward pass without a backward (an evaluation),
     registered whole until the next step reshards them: they are resharded first, as every training step leaves
     them."""
     fsdp = sys.modules.get(FSDP_MODULE)

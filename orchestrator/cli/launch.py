@@ -66,7 +66,7 @@ def main(
     device: Annotated[str, typer.Option(help="auto (GPU if the framework sees one), cpu or gpu.", autocompletion=completes(("auto", "cpu", "gpu")), rich_help_panel=SLURM)] = "auto",
     nodes: Annotated[int, typer.Option(help="Nodes per cell (use cases 2 and 4); one process per device, started by srun.", rich_help_panel=SLURM)] = 1,
     tasks_per_node: Annotated[int, typer.Option(help="Processes (devices) per node (use cases 2 and 4).", rich_help_panel=SLURM)] = 1,
-    parallelism: Annotated[list[str] | None, typer.Option("--parallelism", help="Use case 2's state: ddp (replicated on every device: DDP, JAX replicated) and/or fsdp (sharded: FSDP2's fully_shard, JAX NamedSharding), e.g. ddp,fsdp (default: ddp).", autocompletion=completes(PARALLELISMS), rich_help_panel=SLURM)] = None,
+    parallelism: Annotated[list[str] | None, typer.Option("--parallelism", help="Use case 2's state: ddp (replicated on every device: DDP, JAX replicated) and/or fsdp (sharded, FSDP in both: FSDP2's fully_shard, JAX's shard_map step), e.g. ddp,fsdp (default: ddp).", autocompletion=completes(PARALLELISMS), rich_help_panel=SLURM)] = None,
     executor: Annotated[str, typer.Option(help="slurm (sbatch), submitit, or local (run the scripts here).", autocompletion=completes(catalog.EXECUTORS), rich_help_panel=SLURM)] = "slurm",
     profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML); default: built-in.", rich_help_panel=SLURM)] = None,
     partition: Annotated[str | None, typer.Option(
