@@ -167,7 +167,7 @@ def campaign_status(folder: Path) -> list[CellStatus]:
         log = str(log_path(folder, manifest, script, index, task_id) or "")  # looked up for the rest only
         failure = read_failure(failure_path(cell["results"])) if sub else None
         reason = failure["failure_reason"] if failure else None
-        if sub is None:
+        if not task_id:  # never submitted, or refused (a resubmission refused leaves its cells' ids empty)
             state, detail = "not submitted", manifest.get("submission_error", "dry run" if manifest["executor"] == "dry-run" else "")
         elif active:
             # Queued again (resubmitted, rerun or requeued): a failure row or a result is the previous attempt's.
@@ -269,6 +269,7 @@ class AccountingWait:
 
 
 LOST = "the answer to its array's submission was lost"
+THEIR_LOST = "the answer to their array's submission was lost"  # LOST, said of several cells
 
 
 def lost_answer(entry: dict) -> str:
@@ -282,9 +283,10 @@ def unknown_note(cells: list[CellStatus]) -> str | None:
     unknown = [c for c in cells if c.state == UNKNOWN]
     if not unknown:
         return None
-    why = "the answer to their array's submission was lost" if unknown[0].detail.startswith(LOST) else \
-        "the queue could not be read"
-    return f"{len(unknown)} cells may still be queued or running, and {why} ({unknown[0].detail})"
+    detail = unknown[0].detail
+    if detail.startswith(LOST):  # the detail says why already: said once, for the cells
+        return f"{len(unknown)} cells may still be queued or running, and {THEIR_LOST}{detail.removeprefix(LOST)}"
+    return f"{len(unknown)} cells may still be queued or running, and the queue could not be read ({detail})"
 
 
 def follow_up(name: str, results_dir: Path, *args: str) -> str:

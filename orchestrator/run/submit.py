@@ -109,10 +109,16 @@ LOST_ON_THE_WAY = ("Socket timed out", "Unable to contact slurm controller", "Ze
                    "Transport endpoint is not connected", "backup controller in standby mode", "Unexpected message")
 
 
+# sbatch's own words for a refusal: Slurm's `error:` (a limit, an invalid account, a bad value) and `fatal:` (an
+# #SBATCH line it cannot parse: "line 12: Unmatched `'`"; no configuration), and the line Slurm adds to getopt's
+# complaint about an option ("unrecognized option '--nosuch'", which getopt words in the user's language).
+REFUSED = ("error:", "fatal:", 'Try "sbatch --help" for more information')
+
+
 def is_refusal(said: str) -> bool:
-    """Whether the words of an sbatch that exited non-zero say that nothing was submitted: sbatch's own `error:`
-    (a bad option, a limit, an invalid account), not a lost connection, and not silence."""
-    return "error:" in said and not any(words in said for words in LOST_ON_THE_WAY)
+    """Whether the words of an sbatch that exited non-zero say that nothing was submitted: sbatch's own refusal
+    (REFUSED), not a lost connection, and not silence."""
+    return any(words in said for words in REFUSED) and not any(words in said for words in LOST_ON_THE_WAY)
 
 
 class SubmissionUnknown(OrchestratorError):

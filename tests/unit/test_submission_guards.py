@@ -513,3 +513,48 @@ def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_r
     assert "whose submission was unknown is found as job 4100" in again.stdout
     assert len(calls(tmp_path)) == 1  # not submitted again
     assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
+
+
+# --- issue 65: nothing run twice, round three ----------------------------------------------------------------
+
+UNMATCHED = "sbatch: fatal: {script}: line 12: Unmatched `'` in [--output=/scratch/o'brien/r/logs/x_%A_%a.out]"
+GETOPT = "sbatch: unrecognized option '--nosuch'\nTry \"sbatch --help\" for more information"
+
+
+@pytest.mark.parametrize("said, code", [(UNMATCHED, 1), (GETOPT, 255)], ids=["fatal", "getopt"])
+def test_sbatchs_fatal_error_is_a_refusal_not_an_unknown_outcome(tmp_path, cluster, said, code):
+    """#65 item 2: an sbatch that cannot parse a line of the script (`fatal:`) or an option (getopt's words, then
+    Slurm's `Try "sbatch --help"`) submitted nothing. Before, that was "unknown": every rerun said "never
+    accepted" and failed the same way, status exited 3 and watch polled for ten minutes."""
+    env, run = cluster
+    bin_dir = Path(env["PATH"].split(":")[0])
+    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
+                                  f"cat >&2 <<'SAID'\n{said.format(script='$1')}\nSAID\nexit {code}\n")
+    for attempt in (1, 2):
+        proc = run("--frameworks", "jax")
+        no_traceback(proc)
+        assert proc.returncode == 1, proc.stderr
+        [line] = proc.stderr.strip().splitlines()
+        assert line.startswith("error: sbatch refused ") and "unknown" not in line, line
+        assert "never accepted" not in proc.stdout
+        assert [a["state"] for a in manifest(tmp_path)["arrays"]] == ["refused"] * attempt
+        assert len(calls(tmp_path)) == attempt  # nothing was submitted: the rerun asks sbatch again
+    results = ["--results-dir", str(tmp_path / "r")]
+    status = run_cli("status", *results, env=env)
+    assert status.returncode == 0 and "unknown" not in status.stdout, status.stdout + status.stderr
+    watch = run_cli("watch", "--interval", "0.05", *results, env=env, timeout=30)
+    assert watch.returncode == 1 and "not submitted" in watch.stderr, watch.stdout + watch.stderr
+
+
+def test_a_lost_answer_is_said_once_in_the_sentence_of_unknown_cells(tmp_path, cluster):
+    """#65 item 2: the sentence for cells whose array's answer was lost said so twice ("was lost (the answer to its
+    array's submission was lost (...")."""
+    env, run = cluster
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", "exit 1\n")  # silence: it may have been accepted
+    assert run("--frameworks", "jax").returncode == 1
+    status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env)
+    assert status.returncode == 3, status.stdout + status.stderr
+    [line] = status.stderr.strip().splitlines()
+    assert line.count("submission was lost") == 1, line
+    assert line.startswith("error: 3 cells may still be queued or running, and the answer to their array's "
+                           "submission was lost (sbatch exited with status 1 for "), line
