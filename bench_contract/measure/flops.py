@@ -156,6 +156,28 @@ class Flops:
                               "the counted batch's computed ones")
 
 
+# The metrics that are a step's FLOP/s over the peak FLOP/s of the devices it ran on: MFU by the counted FLOPs, and
+# by the language model's analytic count. Each process divides by its own peak, and two calibrations of one CPU
+# differ (66.4 against 77.4 GFLOP/s in a GPT run), so the comparison and the merged dataset put every metric named
+# here, and only those, against the peak both frameworks share on the device (orchestrator.results.compare.
+# with_shared_peak, orchestrator.results.shared_calibration). record_peak_fraction records nothing else.
+PEAK_FRACTIONS = ("mfu", "model_flops_utilisation")
+
+
+def record_peak_fraction(rows, metric: str, flops_per_step: float, times_s: list[float], peak: Peak, devices: int,
+                         note: str) -> None:
+    """`metric`, one of PEAK_FRACTIONS: `flops_per_step` at the timed steps' speed over the peak of every device
+    the step ran on; not available, with the reason, where no peak is known. `note` says whose FLOPs."""
+    if metric not in PEAK_FRACTIONS:
+        raise ValueError(f"{metric!r} is not in PEAK_FRACTIONS, so the comparison would not share its peak")
+    if peak.flops is None:
+        rows.add_unavailable(metric, "fraction", peak.method.removeprefix("not available: "))
+        return
+    achieved = flops_per_step * len(times_s) / sum(times_s)
+    rows.add(metric, achieved / (peak.flops * devices), "fraction",
+             note=f"{note}; over {devices} x peak ({peak.method})")
+
+
 def record_utilisation(rows, flops: Flops, peak: Peak, times_s: list[float], devices: int) -> None:
     """flops_per_step, achieved_flops (FLOP/s over the timed steps), peak_flops and mfu (achieved over the
     peak of every device the step ran on)."""
@@ -167,11 +189,7 @@ def record_utilisation(rows, flops: Flops, peak: Peak, times_s: list[float], dev
         achieved = flops.per_step * len(times_s) / sum(times_s)
         rows.add("flops_per_step", flops.per_step, "FLOP", note=flops.method)
         rows.add("achieved_flops", achieved, "FLOP/s", note=flops.method)
-        if peak.flops is None:
-            rows.add_unavailable("mfu", "fraction", reason(peak.method))
-        else:
-            rows.add("mfu", achieved / (peak.flops * devices), "fraction",
-                     note=f"achieved / ({devices} x peak); peak {peak.method}")
+        record_peak_fraction(rows, "mfu", flops.per_step, times_s, peak, devices, "achieved_flops")
     if peak.flops is None:
         rows.add_unavailable("peak_flops", "FLOP/s", reason(peak.method))
     else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench_contract.measure.flops import Peak
+from bench_contract.measure.flops import Peak, record_peak_fraction
 
 # What a throughput row in samples/s becomes in tokens/s.
 TOKEN_METRICS = {"throughput": "token_throughput", "throughput_pipelined": "token_throughput_pipelined"}
@@ -30,9 +30,4 @@ def record_model_flops(rows, flops_per_token: float, tokens_per_step: float, tim
     per_step = flops_per_token * tokens_per_step
     note = "6 x non-embedding parameters + 12 x layers x context x width, per token (training)"
     rows.add("model_flops_per_step", per_step, "FLOP", note=note)
-    if peak.flops is None:
-        rows.add_unavailable("model_flops_utilisation", "fraction", peak.method.removeprefix("not available: "))
-        return
-    achieved = per_step * len(times_s) / sum(times_s)
-    rows.add("model_flops_utilisation", achieved / (peak.flops * devices), "fraction",
-             note=f"{note}; over {devices} x peak ({peak.method})")
+    record_peak_fraction(rows, "model_flops_utilisation", per_step, times_s, peak, devices, note)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench_contract.measure.flops import PEAK_FRACTIONS
 from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES
 from orchestrator.plan.profile import device_matches
@@ -67,6 +68,9 @@ TABLE_METRICS = [
     ("test_accuracy", "test acc", ""),
 ]
 BYTES_METRICS = {"peak_device_memory_allocated", "peak_host_rss"}
+# A comparison row's per-framework medians: the tables' metrics and every fraction of the peak, against the shared
+# peak (with_shared_peak); a table shows an MFU from here, never from a run's own rows (divided by its own peak).
+FRAME_METRICS = list(dict.fromkeys([*(m for m, _, _ in TABLE_METRICS), *PEAK_FRACTIONS]))
 
 
 def system_mismatches(df, expected: dict[tuple[str, str], str]):
@@ -155,11 +159,10 @@ SHARED_NOTE = ("shared by both frameworks: the highest {metric} any run of eithe
 
 
 def with_shared_peak(df):
-    """Every run's MFU against one peak per device kind, device model and precision, the same for both
-    frameworks: the highest `peak_flops` any run recorded there (a GPU's datasheet figure; on a CPU, the best
-    of the frameworks' own matmul calibrations). Each backend divides by its own peak, and two calibrations on
-    one CPU differ (69 against 88 GFLOP/s here), which would make the MFU of the two sides incomparable. The
-    peak_flops rows then say the shared peak too."""
+    """Every run's MFU, each of PEAK_FRACTIONS, against one peak per device kind, device model and precision, the
+    same for both frameworks: the highest `peak_flops` any run recorded there (a GPU's datasheet figure; on a CPU,
+    the best of the frameworks' own matmul calibrations). Each backend divides by its own peak, and two calibrations
+    on one CPU differ (69 against 88 GFLOP/s here): MFUs incomparable. The peak_flops rows say the shared peak too."""
     run, group = present(list(RUN), df), present(PEAK_GROUP, df)
     shared = highest_per(df, "peak_flops", group)
     if shared.empty:
@@ -167,9 +170,9 @@ def with_shared_peak(df):
     own = df[summary_metric(df, "peak_flops") & df["value"].notna()].drop_duplicates([*group, *run])
     own = own.set_index([*group, *run])["value"]
     df = df.copy()
-    mfu = summary_metric(df, "mfu")
-    scale = looked_up(df, mfu, own, [*group, *run]) / looked_up(df, mfu, shared, group)
-    df.loc[mfu, "value"] = df.loc[mfu, "value"].to_numpy() * scale
+    fractions = df["step"].isna() & df["epoch"].isna() & df["metric"].isin(PEAK_FRACTIONS)
+    scale = looked_up(df, fractions, own, [*group, *run]) / looked_up(df, fractions, shared, group)
+    df.loc[fractions, "value"] = df.loc[fractions, "value"].to_numpy() * scale
     peak = summary_metric(df, "peak_flops")
     df.loc[peak, "value"] = looked_up(df, peak, shared, group)
     if "note" in df:
@@ -346,7 +349,7 @@ def comparison_frame(df):
     df = with_variant_label(df)
     df = with_shared_roofline(with_shared_peak(with_row_key(df)))
     rows = summary_rows(df)
-    present = [m for m, _, _ in TABLE_METRICS if m in set(rows["metric"])]
+    present = [m for m in FRAME_METRICS if m in set(rows["metric"])]
     medians = (
         rows[rows["metric"].isin(present)]
         .groupby([*ROW_KEY, "framework", "metric"], dropna=False)["value"].median()

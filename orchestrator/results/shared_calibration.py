@@ -13,13 +13,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# The metrics a run computes from its own calibration; their shared values are the derived part's rows.
-CALIBRATED = ("mfu", "peak_flops", "peak_bandwidth", "ridge_point", "compute_bound")
+from bench_contract.measure.flops import PEAK_FRACTIONS
+
+# The metrics a run computes from its own calibration; their shared values are the derived part's rows. Every
+# fraction of the peak is one (PEAK_FRACTIONS, where each is declared): the language model's MFU by 6N came back
+# divided by each process's own peak when this list named `mfu` alone.
+CALIBRATED = (*PEAK_FRACTIONS, "peak_flops", "peak_bandwidth", "ridge_point", "compute_bound")
 OWN_SUFFIX = "_own"
 OWN_NAMES = tuple(f"{metric}{OWN_SUFFIX}" for metric in CALIBRATED)
 # What the shared values are computed from: the own rows, and each run's arithmetic intensity (its bound).
 INPUTS = (*OWN_NAMES, "arithmetic_intensity")
-MFU_NOTE = "; against the shared peak_flops (this process's own peak: mfu_own)"
+FRACTION_NOTE = "; against the shared peak_flops (this process's own peak: {metric}" + OWN_SUFFIX + ")"
 DERIVED_PREFIX = "part-shared-"  # the derived part's name; store's readers and its index treat it as a part
 
 
@@ -50,8 +54,9 @@ def shared_rows(rows):
     frame["metric"] = [m[: -len(OWN_SUFFIX)] if m in OWN_NAMES else m for m in frame["metric"]]
     shared = with_shared_roofline(with_shared_peak(with_device_key(frame)))
     keep = frame["metric"].isin(CALIBRATED).to_numpy()
-    notes = shared["note"].where(~((shared["metric"] == "mfu") & shared["value"].notna()),
-                                 shared["note"].fillna("") + MFU_NOTE)
+    said = shared["metric"].map(lambda metric: FRACTION_NOTE.format(metric=metric))
+    notes = shared["note"].where(~(shared["metric"].isin(PEAK_FRACTIONS) & shared["value"].notna()),
+                                 shared["note"].fillna("") + said)
     out = rows.filter(pa.array(keep))
     for name, values in (("metric", frame["metric"][keep]), ("value", shared["value"][keep]), ("note", notes[keep])):
         field = out.schema.field(name)

@@ -23,6 +23,7 @@ from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile, System
+from orchestrator.plan.settings import check_output_folder
 from orchestrator.run import submit
 from orchestrator.run.limits import executor_array_limit
 from orchestrator.run.reconcile import reconcile
@@ -127,6 +128,10 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
     the same command again, never submit the same cells twice; the manifest is read once the lock is held.
     Waiting for the jobs (`wait`) comes after, without it; their failures are then recorded under it again."""
     doing = f"`resubmit {folder.name}`"
+    # The lock goes into the results folder and the record into the campaign's manifest: a folder that cannot be
+    # written (a read-only mount, another user's) is refused in one sentence, as launch refuses it.
+    check_output_folder(folder.parent, "results folder")
+    check_output_folder(folder, "campaign folder")
     with submitting(folder.parent, doing):
         run, done = submit_missing(folder, executor, rerun_completed, todo, report)
         if done and run.executor == "local":  # ran here, under the lock

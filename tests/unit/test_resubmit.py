@@ -2,6 +2,7 @@
 status names each missing cell with its reason and the end of its log. Slurm is faked at the command line."""
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -427,3 +428,36 @@ def test_waiting_holds_no_lock_and_its_failures_are_recorded_in_the_manifest_as_
     after = manifest_of(tmp_path)
     assert after["noted_meanwhile"] and after["submissions"]["torch"]["failed"] == {"1": "FAILED"}
     assert not after["submissions"]["jax"].get("failed")
+
+
+def read_only(folder: Path, *argv: str, env: dict) -> subprocess.CompletedProcess:
+    """`python main.py ARGV` with `folder` read-only: mounted so in a mount namespace of its own where this runs as
+    root (root writes into any folder whatever its mode), else by its mode."""
+    command = [sys.executable, str(REPO_ROOT / "main.py"), *argv]
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            return subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        finally:
+            folder.chmod(0o755)
+    where = shlex.quote(str(folder))
+    mount = f"mount --bind {where} {where} && mount -o remount,bind,ro {where} && exec {shlex.join(command)}"
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", mount], env=env, cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60)
+    if proc.stderr.startswith(("unshare:", "mount:")):  # no mount namespace for this container, say
+        pytest.skip(f"no read-only mount here: {proc.stderr.strip()}")
+    return proc
+
+
+def test_resubmit_into_a_folder_it_cannot_write_is_one_sentence(tmp_path, cluster):
+    """#65 item 4: resubmit in a results folder on a read-only file system ended in a traceback (OSError:
+    Read-only file system, on the lock), where launch and collect refuse in one sentence."""
+    env, calls, profile = cluster
+    plan(tmp_path, env, profile)
+    before = calls.read_text()
+    proc = read_only(tmp_path / "r", "resubmit", "--results-dir", str(tmp_path / "r"), env=env)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line == f"error: results folder {tmp_path / 'r'} cannot be written: {tmp_path / 'r'} is not writable"
+    assert calls.read_text() == before  # nothing submitted
