@@ -17,7 +17,7 @@ def chosen_campaign(results_dir: Path, argument: str | None, option: str | None)
     """The campaign folder that status, watch and resubmit act on: the one named (as an argument or with
     --campaign), else the newest that is not a dry run; where there is none, the error names the results folders
     nearby that hold submitted campaigns, each with this command for it."""
-    from orchestrator.plan.campaign import campaign_folder, newest_campaign
+    from orchestrator.plan.campaign_folders import campaign_folder, newest_campaign
     from orchestrator.results.folders import NONE_NEARBY, elsewhere
 
     if argument and option and argument != option:

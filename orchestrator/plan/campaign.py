@@ -1,4 +1,5 @@
-"""A campaign: one request's cells, specs, scripts and job ids, recorded in results/<campaign>/manifest.json.
+"""A campaign: one request's cells, specs, scripts and job ids, recorded in results/<campaign>/manifest.json (the
+campaigns of a results folder are found in campaign_folders).
 
 Layout of a campaign folder:
     manifest.json            what was planned, rendered and submitted, with the job ids
@@ -16,21 +17,19 @@ import functools
 import hashlib
 import json
 import os
-import re
 import secrets
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from bench_contract.atomic import publish_all
 from bench_contract.spec import JobSpec, write_text_atomic
 from orchestrator import PROJECT_ROOT
-from orchestrator.errors import OrchestratorError, UsageError, oserror_reason
+from orchestrator.errors import OrchestratorError, oserror_reason
 from orchestrator.plan.matrix import Cell
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.render import PAIRED, RenderedScript, specs_path
-from orchestrator.suggest import command
 
 MANIFEST = "manifest.json"
 
@@ -305,8 +304,47 @@ def save_manifest(campaign_dir: Path, manifest: dict[str, Any]) -> None:
     write_text_atomic(campaign_dir / MANIFEST, manifest_text(manifest))
 
 
+class DamagedManifest(OrchestratorError):
+    """A campaign's manifest that cannot be read (cut short, damaged, or not a manifest): every command that needs it
+    says so in one sentence, and none plans or submits over it, since which cells it submitted is unknown."""
+
+
 def load_manifest(campaign_dir: Path) -> dict[str, Any]:
-    return json.loads((campaign_dir / MANIFEST).read_text())
+    """The campaign's manifest; DamagedManifest where it does not parse (cut short, damaged) or is no JSON object."""
+    try:
+        manifest = json.loads((campaign_dir / MANIFEST).read_text())
+    except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError for bytes that are not text
+        raise damaged(campaign_dir, str(exc)) from None
+    if not isinstance(manifest, dict):
+        raise damaged(campaign_dir, f"a JSON {type(manifest).__name__}, not an object")
+    return manifest
+
+
+def damaged(campaign_dir: Path, why: str) -> DamagedManifest:
+    """The one sentence for a damaged manifest: which, why, what may still be queued, and what makes it anew."""
+    name, again = campaign_dir.name, planned_by(campaign_dir)
+    return DamagedManifest(
+        f"campaign {name}'s manifest {campaign_dir / MANIFEST} cannot be read ({why}), so which of its cells were "
+        f"submitted is unknown and nothing is planned or submitted over it; its arrays, named <script>:{name}:<cell> "
+        f"in Slurm, may still be queued (`squeue --me --format='%i %j' | grep {name}`): once none is, move "
+        f"{campaign_dir} aside, and " + (f"`{again}` plans its cells anew" if again else
+                                          "the command that planned it plans its cells anew"))
+
+
+def planned_by(campaign_dir: Path) -> str | None:
+    """The command that planned a campaign, from the header of its scripts' copies ("# Produced by `...`")."""
+    for script in sorted((campaign_dir / "scripts").glob("*.sh")):
+        try:
+            head = script.read_text(errors="replace")[:4096]
+        except OSError:
+            continue
+        for line in head.splitlines():
+            if line.startswith(PRODUCED_BY):
+                return line.removeprefix(PRODUCED_BY).removesuffix("`")
+    return None
+
+
+PRODUCED_BY = "# Produced by `"  # the scripts' header line that names the command (templates/sbatch.sh.j2)
 
 
 DRY_RUN = "dry-run"  # the executor a dry run records: nothing of it was meant to run
@@ -314,111 +352,6 @@ DRY_RUN = "dry-run"  # the executor a dry run records: nothing of it was meant t
 
 def is_dry_run(manifest: dict[str, Any]) -> bool:
     return manifest.get("executor") == DRY_RUN
-
-
-# A campaign id as new_campaign_id writes it: the benchmark and use case of manifests written before they had both.
-CAMPAIGN_ID = re.compile(r"^(?P<benchmark>.+)-uc(?P<use_case>\d+(?:\+\d+)*)-\d{8}T\d{6}-[0-9a-f]{4}$")
-
-
-@dataclass(frozen=True)
-class CampaignEntry:
-    """One campaign folder as `campaigns` lists it, read from its manifest alone."""
-
-    folder: Path
-    manifest: dict[str, Any]
-
-    @property
-    def name(self) -> str:
-        return self.folder.name
-
-    @property
-    def dry_run(self) -> bool:
-        return is_dry_run(self.manifest)
-
-    @property
-    def benchmark(self) -> str:
-        return str(self.manifest.get("benchmark") or self._from_id("benchmark"))
-
-    @property
-    def use_case(self) -> str:
-        several = self.manifest.get("use_cases")  # a campaign of several use cases: all of them
-        if several:
-            return ",".join(map(str, several))
-        return str(self.manifest.get("use_case") or self._from_id("use_case"))
-
-    @property
-    def cells(self) -> int:
-        """Cells of the campaign; trials of one cell count once."""
-        return len({(c["framework"], c["cell_id"]) for c in self.manifest.get("cells", [])})
-
-    @property
-    def kind(self) -> str:
-        if self.dry_run:
-            return "dry run"
-        return "submitted" if self.manifest.get("submissions") else "not submitted"
-
-    @property
-    def created_at(self) -> str:
-        return str(self.manifest.get("created_at", ""))
-
-    def _from_id(self, group: str) -> str:
-        match = CAMPAIGN_ID.match(self.manifest.get("campaign", self.name))
-        return match.group(group) if match else "?"
-
-
-def campaign_entries(results_dir: Path) -> list[CampaignEntry]:
-    """Every campaign under results_dir, oldest first (by the manifest's last write, as the newest is chosen).
-    A folder whose manifest cannot be read is not a campaign to list."""
-    entries = []
-    for path in results_dir.glob(f"*/{MANIFEST}"):
-        try:
-            entries.append((path.stat().st_mtime, CampaignEntry(path.parent, json.loads(path.read_text()))))
-        except (OSError, ValueError):
-            continue
-    return [entry for _, entry in sorted(entries, key=lambda pair: pair[0])]
-
-
-def newest_campaign(results_dir: Path, dry_runs: bool = False) -> Path:
-    """The newest campaign folder under results_dir; dry runs are left out unless `dry_runs`, since one dry run
-    after a submitted campaign would otherwise hide it from status. Refuses in one sentence when there is none."""
-    entries = campaign_entries(results_dir)
-    chosen = [entry for entry in entries if dry_runs or not entry.dry_run]
-    if chosen:
-        return chosen[-1].folder
-    if entries:
-        newest = entries[-1].name
-        raise UsageError(f"no submitted campaign in {results_dir}, only dry runs (the newest is {newest}; "
-                         f"`{command(None, '--campaign', newest, results_dir=results_dir)}` shows it)")
-    raise UsageError(f"no campaign in {results_dir}")
-
-
-def campaign_folder(results_dir: Path, campaign: str) -> Path:
-    """The folder of the campaign named by its id (a folder under results_dir) or by its path."""
-    folder = Path(campaign) if Path(campaign).is_dir() else results_dir / campaign
-    if not (folder / MANIFEST).is_file():
-        known = [entry.name for entry in campaign_entries(results_dir)][-5:]
-        raise UsageError(f"no campaign {campaign!r} in {results_dir} (no {MANIFEST} there); "
-                         + (f"the newest are: {', '.join(known)}" if known else "it holds no campaign"))
-    return folder
-
-
-def cell_layout(cells: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
-    return sorted((cell["framework"], cell["cell_id"], cell.get("trial", 0)) for cell in cells)
-
-
-def find_same_campaign(results_dir: Path, layout: list[tuple[str, str, int]]) -> Path | None:
-    """The newest submitted campaign under results_dir with exactly these cells and trials (a cell id is a
-    hash of every setting, trials and pairing included, so the same command planned again renders the same
-    scripts with the same array indices), or None."""
-    manifests = sorted(results_dir.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in manifests:
-        try:
-            manifest = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if not is_dry_run(manifest) and cell_layout(manifest.get("cells", [])) == layout:
-            return path.parent
-    return None
 
 
 def lost_arrays(manifest: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:

@@ -12,7 +12,7 @@ from orchestrator.suggest import command
 
 def campaign_id(results_dir: Path, campaign: str) -> str:
     """The id of the campaign named by its id or its folder (refused in one sentence when there is none)."""
-    from orchestrator.plan.campaign import campaign_folder
+    from orchestrator.plan.campaign_folders import campaign_folder
 
     return campaign_folder(results_dir, campaign).name
 

@@ -2,7 +2,7 @@
 
 Every plan writes a campaign folder, a dry run too; the table says which were submitted and which were dry runs,
 and marks the one that `status`, `watch` and `resubmit` take when none is named (the newest that is not a dry
-run, orchestrator.plan.campaign.newest_campaign). A results folder nested in it is named, not listed: its
+run, orchestrator.plan.campaign_folders.newest_campaign). A results folder nested in it is named, not listed: its
 campaigns are its own, as for collect (orchestrator.results.folders).
 """
 
@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.errors import UsageError
-from orchestrator.plan import campaign as campaigns
+from orchestrator.plan import campaign_folders
+from orchestrator.plan.campaign_folders import CampaignEntry
 from orchestrator.results.folders import NONE_NEARBY, elsewhere, nested_note, nested_results_folders
 from orchestrator.suggest import command
 from orchestrator.tables import format_table
@@ -20,7 +21,7 @@ from orchestrator.tables import format_table
 HEADERS = ["", "campaign", "benchmark", "use case", "cells", "submitted", "state", "created (UTC)"]
 
 
-def campaign_state(entry: campaigns.CampaignEntry) -> str:
+def campaign_state(entry: CampaignEntry) -> str:
     """Where the campaign's cells stand, as counts of each state ("4 completed", "3 completed, 1 failed"); one
     sacct and squeue call for a campaign submitted to Slurm, none for a dry run or a local one."""
     from orchestrator.run.status import campaign_status, summary
@@ -33,7 +34,7 @@ def campaign_state(entry: campaigns.CampaignEntry) -> str:
 
 def campaign_rows(results_dir: Path, include_dry_runs: bool) -> list[list[str]]:
     """One row per campaign, oldest first; "*" marks the campaign that status takes by default."""
-    entries = campaigns.campaign_entries(results_dir)
+    entries = campaign_folders.campaign_entries(results_dir)
     submitted = [entry for entry in entries if not entry.dry_run]
     default = submitted[-1].folder if submitted else None
     return [
@@ -49,7 +50,7 @@ def list_campaigns(results_dir: Path, include_dry_runs: bool, report: Callable[[
         nearby = elsewhere(results_dir, "campaigns") or NONE_NEARBY
         raise UsageError(f"results folder {results_dir} does not exist{nearby}")
     rows = campaign_rows(results_dir, include_dry_runs)
-    dry_runs = sum(entry.dry_run for entry in campaigns.campaign_entries(results_dir))
+    dry_runs = sum(entry.dry_run for entry in campaign_folders.campaign_entries(results_dir))
     if rows:
         report(format_table(HEADERS, rows))
     if any(row[0] for row in rows):
@@ -57,10 +58,13 @@ def list_campaigns(results_dir: Path, include_dry_runs: bool, report: Callable[[
     if dry_runs and not include_dry_runs:
         report(f"{dry_runs} dry run{'s are' if dry_runs > 1 else ' is'} left out; --dry-runs lists "
                f"{'them' if dry_runs > 1 else 'it'} too")
-    if not rows and not dry_runs:
+    damaged = [entry for entry in campaign_folders.campaign_scan(results_dir) if not isinstance(entry, CampaignEntry)]
+    if not rows and not dry_runs and not damaged:
         report(f"no campaign in {results_dir}")
     for folder in nested_results_folders(results_dir):  # their campaigns are not this folder's, as for collect
         report(nested_note(folder, "campaigns"))
+    if damaged:  # not listed, since nothing of it can be read: said last, in one sentence, and exit 1
+        raise damaged[-1]
 
 
 def report_campaign(results_dir: Path, campaign: str, merged: Path | None, output_dir: Path | None,

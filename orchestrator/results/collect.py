@@ -111,7 +111,8 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
         warn(line)
     how = "from scratch" if collected.from_scratch else f"{collected.read} new or changed"
     report(f"merged {collected.rows} rows from {collected.files} task files ({how}) into {collected.output}")
-    missing = missing_cells(results_dir, log_lines, dict(collected.skipped), others)
+    damaged: list[Exception] = []  # campaigns whose manifest cannot be read: merged all the same, said last
+    missing = missing_cells(results_dir, log_lines, dict(collected.skipped), others, damaged)
     failures_path = failures or results_dir / FAILURES
     with written_or_said(f"collect merged into {output}, but could not write {failures_path}",
                          f"{failures_path} is as the last collect left it"):
@@ -130,6 +131,8 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
         warn(line)
     for line in unreadable_lines(collected.skipped, missing):  # last, where it cannot be missed
         report(line)
+    if damaged:  # its cells without a result could not be listed: one sentence, exit 1
+        raise damaged[0]
 
 
 @contextmanager

@@ -16,18 +16,19 @@ FAILURE_COLUMNS = ["campaign", "framework", "array_index", "cell_id", "task_id",
 
 
 def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dict[Path, str] | None = None,
-                  others: Sequence[Path] = ()) -> list[dict]:
+                  others: Sequence[Path] = (), damaged: list[Exception] | None = None) -> list[dict]:
     """Every cell of every submitted campaign under results_dir and the `others` folders that has no result,
     with its state, its reason (the failure row's, Slurm's, or "no result") and the end of its log; each
     campaign once (campaign_manifests). A result file that does not count (`unreadable`: path -> why, from the
     merge) leaves its cell without a result, and says why. Dry-run campaigns are not counted: nothing was meant
-    to run there. One sacct call per campaign that misses something and ran on this cluster."""
+    to run there. One sacct call per campaign that misses something and ran on this cluster. A campaign whose
+    manifest cannot be read is left out, its DamagedManifest added to `damaged` for the caller to say."""
     from orchestrator.plan import campaign as campaigns
     from orchestrator.run.status import DONE, SUCCESS, campaign_status
 
     bad = {os.path.realpath(path): reason for path, reason in (unreadable or {}).items()}
     missing = []
-    for folder, manifest in campaign_manifests([results_dir, *others]):
+    for folder, manifest in campaign_manifests([results_dir, *others], damaged):
         if campaigns.is_dry_run(manifest):
             continue
         if ran_elsewhere(folder, manifest):
@@ -52,9 +53,10 @@ def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dic
     return missing
 
 
-def campaign_manifests(folders: Sequence[Path]) -> Iterator[tuple[Path, dict]]:
+def campaign_manifests(folders: Sequence[Path], damaged: list[Exception] | None = None) -> Iterator[tuple[Path, dict]]:
     """(campaign folder, manifest) of every campaign under the results folders, each campaign once: one found
-    in several folders (a copy) is taken from the first that holds it."""
+    in several folders (a copy) is taken from the first that holds it. One whose manifest cannot be read is left
+    out, its DamagedManifest added to `damaged`."""
     from orchestrator.plan import campaign as campaigns
 
     seen: set[str] = set()
@@ -62,7 +64,11 @@ def campaign_manifests(folders: Sequence[Path]) -> Iterator[tuple[Path, dict]]:
         for path in sorted(folder.glob(f"*/{campaigns.MANIFEST}")):
             try:
                 manifest = campaigns.load_manifest(path.parent)
-            except (OSError, ValueError):
+            except campaigns.DamagedManifest as exc:
+                if damaged is not None:
+                    damaged.append(exc)
+                continue
+            except OSError:
                 continue
             if manifest["campaign"] not in seen:
                 seen.add(manifest["campaign"])

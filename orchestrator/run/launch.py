@@ -15,6 +15,7 @@ from orchestrator import suggest
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, matrix, rules
+from orchestrator.plan.campaign_folders import find_same_campaign
 from orchestrator.plan.discovery import profile_for
 from orchestrator.plan.profile import OPTION_KEYS, ClusterProfile
 from orchestrator.plan.render import RenderedScript, collect_script_name, render_collect, render_scripts
@@ -406,7 +407,7 @@ def report_submitted(req: LaunchRequest, scripts, manifest: dict, submissions: l
 
 def find_same(req: LaunchRequest, cells: list[matrix.Cell]) -> Path | None:
     layout = sorted((c.framework, c.cell_id, trial) for c in cells for trial in range(c.settings.trials))
-    return campaigns.find_same_campaign(req.results_dir, layout) if req.results_dir.is_dir() else None
+    return find_same_campaign(req.results_dir, layout) if req.results_dir.is_dir() else None
 
 
 def resubmit_same(req: LaunchRequest, campaign_dir: Path, report: Callable[[str], None]) -> int:

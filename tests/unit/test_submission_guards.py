@@ -558,3 +558,31 @@ def test_a_lost_answer_is_said_once_in_the_sentence_of_unknown_cells(tmp_path, c
     assert line.count("submission was lost") == 1, line
     assert line.startswith("error: 3 cells may still be queued or running, and the answer to their array's "
                            "submission was lost (sbatch exited with status 1 for "), line
+
+
+def test_a_damaged_manifest_is_one_sentence_for_every_command_and_never_planned_over(tmp_path, cluster):
+    """#65 item 3: a campaign's manifest.json cut short. Before, status, resubmit and watch ended in a
+    JSONDecodeError, collect merged and then crashed, and the same command again planned a second campaign (the
+    search for the same one skipped what it could not read) and submitted its cells again."""
+    env, run = cluster
+    assert run("--frameworks", "jax").returncode == 0
+    [path] = (tmp_path / "r").glob("*/manifest.json")
+    campaign = path.parent.name
+    path.write_text(path.read_text()[:300])  # cut short, as by a disk that filled up under another tool
+    results = ("--results-dir", str(tmp_path / "r"))
+    commands = {"status": ("status", *results), "status --campaign": ("status", "--campaign", campaign, *results),
+                "resubmit": ("resubmit", *results), "watch": ("watch", "--interval", "0.05", *results),
+                "campaigns": ("campaigns", *results), "collect": ("collect", *results)}
+    for name, argv in commands.items():
+        proc = run_cli(*argv, env=env, timeout=60)
+        no_traceback(proc)
+        assert proc.returncode == 1, (name, proc.stdout, proc.stderr)
+        [line] = proc.stderr.strip().splitlines()[-1:]
+        assert line.startswith(f"error: campaign {campaign}'s manifest {path} cannot be read ("), (name, line)
+        assert "nothing is planned or submitted over it" in line and "--benchmark digits" in line, (name, line)
+    assert "merged 0 rows" in run_cli(*commands["collect"], env=env).stdout  # merged all the same, then said
+    again = run("--frameworks", "jax")
+    no_traceback(again)
+    assert again.returncode == 1 and f"campaign {campaign}'s manifest" in again.stderr, again.stdout + again.stderr
+    assert len(calls(tmp_path)) == 1  # nothing submitted again
+    assert [p.parent.name for p in (tmp_path / "r").glob("*/manifest.json")] == [campaign]  # no second campaign
