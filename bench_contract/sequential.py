@@ -35,10 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench_contract.spec import FIRST_STAGE, JobSpec
+from bench_contract.student_t import t_quantile
 
-# Student's t, 97.5% quantile, FIRST_STAGE - 1 = 4 degrees of freedom (scipy.stats.t.ppf(0.975, 4); a unit test
-# checks it against scipy, which not every backend environment has).
-T_FIRST_STAGE = 2.7764451051977987
+# Student's t, 97.5% quantile, FIRST_STAGE - 1 = 4 degrees of freedom: 2.776 (scipy.stats.t.ppf(0.975, 4), which
+# a unit test checks; bench_contract.student_t computes it without scipy, which not every backend environment has).
+COVERAGE = 0.95  # every interval of the speed-up is a 95% one: Stein's, and the comparison's (orchestrator.results)
+T_FIRST_STAGE = t_quantile(COVERAGE, FIRST_STAGE - 1)
 RULE = "stein"  # the rows' trial_rule starts with it: "stein first=5 target=0.05"
 NOT_NEEDED_SUFFIX = ".not-needed.json"
 
@@ -70,7 +72,7 @@ def parse_rule(text: str) -> Rule | None:
         rule = Rule(int(fields["first"]), float(fields["target"]))
     except (KeyError, ValueError):
         return None
-    # Stein's interval is computed with FIRST_STAGE's t quantile only: rows of another first stage get the bootstrap.
+    # Stein's interval is computed with FIRST_STAGE's t quantile only: rows of another first stage get the t interval.
     return rule if rule.first_stage == FIRST_STAGE else None
 
 

@@ -1,10 +1,11 @@
 """JAX against PyTorch, cell by cell: the one comparison that collect prints and report writes.
 
 Input is the merged tidy table. A cell's summary value is the median over its runs (campaigns and trials).
-A run is one trial of a cell in one campaign (`--trials N` gives N runs). A speed-up gets a bootstrap 95%
-confidence interval (orchestrator.results.intervals: as pairs where every run of both sides came from paired jobs,
-over the nodes first where runs ran on several) only where each framework has at least two independent runs of
-the cell; with fewer, the interval reads "n/a (1 run)" rather than being invented. A cell whose step times or
+A run is one trial of a cell in one campaign (`--trials N` gives N runs). A speed-up is the ratio of the two sides'
+geometric mean throughputs, the centre of its Student's t 95% interval on the log scale (orchestrator.results.intervals:
+of the pairs' log ratios where every run of both sides came from paired jobs, Welch's otherwise, over the nodes'
+means where runs ran on several); the interval is given only where each framework has at least two independent runs
+of the cell: with fewer, it reads "n/a (1 run)" rather than being invented. A cell whose step times or
 trials spread more than CV_THRESHOLD is flagged (`spread_too_wide`) in every table.
 """
 
@@ -18,11 +19,11 @@ from bench_contract.spec import FRAMEWORK_TITLES
 from orchestrator.plan.profile import device_matches
 from orchestrator.results.certificate import COMPARABLE, certificates, tuning_notes
 from orchestrator.results.intervals import (
-    bootstrap_ratio_ci,
-    paired_bootstrap_ratio_ci,
     pairs_of,
+    paired_speedup_interval,
     sequential_rule,
     sequential_speedup,
+    speedup_interval,
 )
 
 KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
@@ -122,7 +123,7 @@ def node_of(rows) -> list[str]:
 CELL_RUN = ("campaign", "cell_id", "trial")  # what identifies one run of a cell: a trial of it in one campaign
 RUN = (*CELL_RUN, "framework")  # what identifies one run of one framework in the merged rows
 # A run's columns that the comparison reads beside CELL_RUN: how it was paired and under which sequential rule
-# (a paired run's interval resamples pairs; --trials auto's is Stein's: orchestrator.results.intervals).
+# (a paired run's interval is the pairs'; --trials auto's is Stein's: orchestrator.results.intervals).
 RUN_COLUMNS = (*CELL_RUN, "pair_order", "trial_rule")
 NODE = ("slurm_nodelist", "hostname")  # where a run ran: Slurm's node list, else (outside Slurm) its host
 
@@ -369,14 +370,15 @@ def comparison_frame(df):
         pairs = pairs_of(jax_runs, torch_runs)
         rule = sequential_rule(jax_runs, torch_runs) if pairs else None
         if rule:  # --trials auto: Stein's interval, the one whose coverage the rule keeps (bench_contract.sequential)
-            speedup, *ci = sequential_speedup(pairs[0], pairs[1], rule)
+            speedup, low, high = sequential_speedup(pairs[0], pairs[1], rule)
+        elif pairs:
+            speedup, low, high = paired_speedup_interval(*pairs[:2], nodes=pairs[2])
         else:
-            speedup = jax.mean() / torch.mean() if len(jax) and len(torch) else np.nan
-            ci = (paired_bootstrap_ratio_ci(*pairs[:2], nodes=pairs[2]) if pairs else bootstrap_ratio_ci(
-                jax, torch, numerator_nodes=_nodes(jax_runs), denominator_nodes=_nodes(torch_runs)))
-        speedups.append(speedup)
-        lows.append(ci[0] if ci else np.nan)
-        highs.append(ci[1] if ci else np.nan)
+            speedup, low, high = speedup_interval(jax, torch, numerator_nodes=_nodes(jax_runs),
+                                                  denominator_nodes=_nodes(torch_runs))
+        speedups.append(float(speedup))
+        lows.append(float(low))
+        highs.append(float(high))
         runs.append(f"{len(jax)}/{len(torch)}" + (" paired" if pairs else ""))
         paired.append(pairs is not None)
         rules.append(rule.target if rule else np.nan)

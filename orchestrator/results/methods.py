@@ -11,7 +11,6 @@ from bench_contract.sequential import percent
 from bench_contract.spec import FIRST_STAGE, FRAMEWORK_TITLES
 from orchestrator.results.baseline import json_field
 from orchestrator.results.compare import COMPARABLE, FRAMEWORKS, node_of, summary_rows
-from orchestrator.results.intervals import BOOTSTRAP_SAMPLES
 from orchestrator.results.verdict import MAX_INTERVAL, MIN_RUNS, Verdict
 
 
@@ -123,10 +122,11 @@ def repeats(runs) -> str:
 
 
 def intervals(frame) -> str:
-    return ("A speed-up is the ratio of the two frameworks' mean throughputs; its 95% interval is a percentile "
-            f"bootstrap over runs ({BOOTSTRAP_SAMPLES:,} resamples; pairs resampled together where runs were paired, "
-            "and the nodes first, then the runs within each, where runs ran on several nodes), "
-            f"given where each framework has at least two runs.{sequential_words(frame)} A speed-up is called reliable with at least {MIN_RUNS} "
+    return ("A speed-up is the ratio of the two frameworks' geometric mean throughputs (the geometric mean of the "
+            "pairs' ratios where runs were paired), the centre of its 95% interval on the log scale: Student's t "
+            "interval of the mean of the pairs' log ratios, or Welch's of the difference of the two sides' mean log "
+            "throughputs (its degrees of freedom rounded down), with each node's mean as one value where runs ran on "
+            f"several nodes, given where each framework has at least two runs.{sequential_words(frame)} A speed-up is called reliable with at least {MIN_RUNS} "
             f"runs a side, an interval within {MAX_INTERVAL:.0%} of it, a run-to-run and step-to-step spread (CV) "
             "within 10%, and no implausible pattern across batch sizes.") if len(frame) else ""
 

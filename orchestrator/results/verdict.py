@@ -37,7 +37,9 @@ from orchestrator.results.views import cell_words, use_case_words
 
 # What every speed-up of a verdict is a ratio of, in words (compare: the throughput metric).
 HEADLINE = "throughput, samples over the mean step time"
-# With two runs a side, the bootstrap resamples three distinct means per side: its interval is not a 95% one.
+# The fewest runs a side (pairs, where paired) a reliable row has: the speed-up's interval keeps its 95% coverage from
+# there on (tests/unit/test_interval_coverage.py simulates MIN_RUNS, 5 and 10 runs a side, paired and unpaired, and
+# asserts at least 93% at each), so a row is never called reliable on an interval whose coverage is untested.
 MIN_RUNS = 3
 # The shortest timing window the rerun advice accepts when the numbers spread: the window inference and the
 # per-sample timings take by default (JobSpec.min_duration_s). A run whose timed steps add up to less measures the
@@ -114,9 +116,11 @@ def sequential(row) -> bool:
 def reasons(row, runs: dict[str, int]) -> list[str]:
     """Why a comparable row with a speed-up is not reliable, in words; [] when it is."""
     found = []
+    width = interval_width(row)
     if min(runs.values()) < MIN_RUNS:
         found.append(f"fewer than {MIN_RUNS} runs a side")
-    width = interval_width(row)
+    elif width is None:  # runs enough, yet no interval (a throughput of 0 has no log): nothing to quote it with
+        found.append("no 95% interval")
     if width is not None and width > MAX_INTERVAL:
         # One decimal: an interval just past the edge (10.4%) must not read as the edge itself ("10%, more than 10%").
         found.append(f"the interval reaches {width:.1%} from the speed-up, more than {MAX_INTERVAL:.0%}")

@@ -4,6 +4,7 @@ from what the runs recorded, and a row that is not comparable shows no speed-up,
 import re
 
 import pandas as pd
+import pytest
 from helpers import result_context, run_cli
 
 from bench_contract.results import ResultRows
@@ -84,6 +85,18 @@ def test_a_recompilation_inside_the_timed_steps_makes_the_row_not_comparable(tmp
     frame = comparison_frame(pd.concat(both(tmp_path, "a", torch={"recompilations": 8.0})))
     assert frame["comparable"].iloc[0] == "PyTorch recompiled in its timed steps (up to 8 times in a run)"
     assert frame["speedup"].isna().all()
+
+
+@pytest.mark.parametrize("metric", ["recompilations_timed", "per_sample_grads_vectorized_recompilations_timed",
+                                    "per_sample_grads_loop_recompilations_timed"])
+def test_a_single_recompilation_in_any_timed_steps_makes_the_side_not_comparable(metric):
+    """The training or inference steps' count, and each per-sample timing's (bench_contract.run.training writes
+    them): one compilation inside timed steps is one too many, and a count of 0 is none."""
+    from orchestrator.results.certificate import recompiled
+
+    side = pd.DataFrame({"metric": [metric, "throughput"], "value": [1.0, 100.0]})
+    assert recompiled(side, "torch") == ["PyTorch recompiled in its timed steps (up to 1 times in a run)"]
+    assert recompiled(side.assign(value=[0.0, 100.0]), "torch") == []
 
 
 def test_xla_flags_of_a_profile_never_split_the_pair_and_are_shown_beside_it(tmp_path):

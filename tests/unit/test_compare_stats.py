@@ -1,34 +1,50 @@
-"""The JAX/PyTorch comparison's statistics against known inputs: the bootstrap interval, trials as runs,
-and the flag on a cell whose spread is too wide."""
+"""The JAX/PyTorch comparison's statistics against known inputs: the speed-up and its t interval on the log scale,
+trials as runs, and the flag on a cell whose spread is too wide."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from bench_contract.student_t import t_quantile
 from orchestrator.results.compare import comparison_frame, display_rows
-from orchestrator.results.intervals import bootstrap_ratio_ci
+from orchestrator.results.intervals import paired_speedup_interval, speedup_interval
 
 
 def test_no_spread_gives_the_exact_ratio():
-    assert bootstrap_ratio_ci(np.array([200.0, 200.0, 200.0]), np.array([100.0, 100.0])) == (2.0, 2.0)
+    assert speedup_interval(np.array([200.0, 200.0, 200.0]), np.array([100.0, 100.0])) == (2.0, 2.0, 2.0)
 
 
-def test_fewer_than_two_runs_on_a_side_gives_no_interval():
-    assert bootstrap_ratio_ci(np.array([200.0]), np.array([100.0, 101.0])) is None
+def test_fewer_than_two_runs_on_a_side_gives_the_ratio_without_an_interval():
+    speedup, low, high = speedup_interval(np.array([200.0]), np.array([100.0, 100.0]))
+    assert speedup == pytest.approx(2.0) and np.isnan(low) and np.isnan(high)
+    assert all(np.isnan(speedup_interval(np.array([]), np.array([100.0, 101.0]))))
 
 
-def test_the_interval_matches_the_known_sampling_spread_of_the_ratio():
+def test_the_speed_up_is_the_intervals_centre_the_ratio_of_geometric_means():
+    """JAX's runs 100 and 400 (geometric mean 200, arithmetic 250) against PyTorch's 100 and 100: the speed-up is 2.0,
+    the centre of its interval on the log scale, not the ratio of means 2.5, which the interval is not about."""
+    speedup, low, high = speedup_interval(np.array([100.0, 400.0]), np.array([100.0, 100.0]))
+    assert speedup == pytest.approx(2.0) and np.sqrt(low * high) == pytest.approx(speedup)
+    # Pairs (2.0 and 8.0): the geometric mean of the pairs' ratios, 4.0.
+    speedup, low, high = paired_speedup_interval(np.array([200.0, 800.0]), np.array([100.0, 100.0]))
+    assert speedup == pytest.approx(4.0) and np.sqrt(low * high) == pytest.approx(speedup)
+
+
+def test_the_interval_is_welchs_t_on_the_logs_and_matches_the_known_sampling_spread_of_the_ratio():
     """Runs drawn with means 200 and 100 and standard deviations 10 and 5: the ratio of the means is 2 and,
     by the delta method, its standard error is 2 * sqrt((10/200)^2 + (5/100)^2) / sqrt(n)."""
     rng = np.random.default_rng(42)
     n = 40
     jax, torch = rng.normal(200, 10, n), rng.normal(100, 5, n)
-    low, high = bootstrap_ratio_ci(jax, torch, seed=0)
-    assert low < jax.mean() / torch.mean() < high
-    assert low < 2.0 < high
+    speedup, low, high = speedup_interval(jax, torch)
+    assert low < speedup < high and low < 2.0 < high
     se = 2 * np.sqrt((10 / 200) ** 2 + (5 / 100) ** 2) / np.sqrt(n)
     assert high - low == pytest.approx(2 * 1.96 * se, rel=0.25)
-    assert bootstrap_ratio_ci(jax, torch, seed=0) == (low, high)  # a fixed seed gives the same interval
+    # Exactly Welch's: the logs' standard error and the Welch-Satterthwaite degrees of freedom, rounded down.
+    va, vb = np.log(jax).var(ddof=1) / n, np.log(torch).var(ddof=1) / n
+    df = np.floor((va + vb) ** 2 / (va ** 2 / (n - 1) + vb ** 2 / (n - 1)))
+    half = t_quantile(0.95, int(df)) * np.sqrt(va + vb)
+    assert (np.log(low), np.log(high)) == pytest.approx((np.log(speedup) - half, np.log(speedup) + half), rel=1e-12)
 
 
 def rows(framework, trial, throughput, cv, cell="c", campaign="camp"):
@@ -45,7 +61,9 @@ def test_trials_of_one_cell_in_one_campaign_are_separate_runs_of_the_interval():
     frame = comparison_frame(pd.DataFrame(data))
     row = frame.iloc[0]
     assert row["runs_jax_torch"] == "4/4"
-    assert row["speedup"] == pytest.approx(np.mean([2000, 2100, 1900, 2050]) / np.mean([1000, 1050, 990, 1010]))
+    # The ratio of the geometric means, the centre of the interval on the log scale.
+    assert row["speedup"] == pytest.approx(np.exp(np.log([2000, 2100, 1900, 2050]).mean()
+                                                  - np.log([1000, 1050, 990, 1010]).mean()), rel=1e-12)
     assert row["speedup_ci_low"] < row["speedup"] < row["speedup_ci_high"]
     assert row["spread_too_wide"] == ""
     headers, table = display_rows(frame, "CPU X")
@@ -61,10 +79,10 @@ def test_a_cell_too_spread_to_trust_is_flagged_with_the_reason():
     assert table[0][headers.index("spread too wide (CV > 10%)")] == "JAX steps 28%; PyTorch trials 28%"
 
 
-def test_paired_trials_are_resampled_as_pairs_so_drift_shared_by_a_pair_cancels():
+def test_paired_trials_are_taken_as_pairs_so_drift_shared_by_a_pair_cancels():
     """The node drifts: the third trial ran at half speed for both frameworks alike. JAX is always exactly
-    twice as fast as PyTorch within a pair, so the paired interval is the ratio itself, while resampling the
-    two sides independently mixes fast and slow trials and gives a wide interval."""
+    twice as fast as PyTorch within a pair, so the paired interval is the ratio itself, while taking the
+    two sides independently counts the slow trial as spread and gives a wide interval."""
     torch = [1000.0, 1010.0, 500.0, 990.0]
     data = []
     for trial, t in enumerate(torch):
@@ -86,6 +104,16 @@ def test_runs_are_paired_only_when_every_run_of_both_sides_has_its_partner():
         data += [{**r, "pair_order": "jax,torch"} for r in rows("torch", trial, 1000.0 + trial, 0.02)]
     row = comparison_frame(pd.DataFrame(data)).iloc[0]
     assert row["runs_jax_torch"] == "3/2" and row["speedup_ci_low"] < row["speedup_ci_high"]
+
+
+@pytest.mark.parametrize("step_cvs, note", [
+    ([0.05, 0.15, 0.15], "steps 15%"),  # the median run's steps spread too wide, though the quietest's did not
+    ([0.05, 0.05, 0.15], ""),  # one noisy run of three does not make the cell's steps spread
+])
+def test_the_spread_within_runs_is_the_median_runs(step_cvs, note):
+    from orchestrator.results.compare import spread_note
+
+    assert spread_note(np.array(step_cvs), np.array([100.0, 100.0, 100.0])) == note
 
 
 @pytest.mark.parametrize("metric, value, shown", [
@@ -130,28 +158,27 @@ def test_a_rows_settings_without_its_dp_engine(settings, parts):
     assert without_engine(settings) == parts
 
 
-def test_runs_on_several_nodes_are_resampled_by_node_first():
-    """Issue 31: ten runs on a slow node and ten on a fast one are two nodes' worth of evidence. The plain bootstrap
-    (twenty independent runs) gives an interval of about +-4% around 1.1; resampling the nodes first lets the
-    interval reach from one node's ratio (1.0) to the other's (1.2)."""
-    from orchestrator.results.intervals import paired_bootstrap_ratio_ci
-
+def test_runs_on_several_nodes_are_counted_by_node():
+    """Issue 31: ten runs on a slow node and ten on a fast one are two nodes' worth of evidence. Twenty independent
+    runs give an interval of about +-4% around 1.1; the two nodes' means, with one degree of freedom, give one that
+    reaches from one node's ratio (1.0) to the other's (1.2) and beyond."""
     rng = np.random.default_rng(0)
     jax = np.concatenate([rng.normal(100, 1, 10), rng.normal(120, 1, 10)])
     torch = rng.normal(100, 1, 20)
     nodes = np.array(["a"] * 10 + ["b"] * 10)
-    plain = bootstrap_ratio_ci(jax, torch)
-    low, high = bootstrap_ratio_ci(jax, torch, numerator_nodes=nodes, denominator_nodes=np.array(["c"] * 20))
-    assert plain[1] - plain[0] < 0.1 and low < 1.01 and high > 1.19
-    # On one node the hierarchical bootstrap is the plain one, draw for draw.
-    assert bootstrap_ratio_ci(jax, torch, numerator_nodes=np.array(["a"] * 20)) == plain
-    # Pairs likewise: resampled by node first where they ran on several.
-    paired_low, paired_high = paired_bootstrap_ratio_ci(jax, torch, nodes=nodes)
-    assert paired_low < 1.01 and paired_high > 1.19
-    assert paired_bootstrap_ratio_ci(jax, torch)[1] - paired_bootstrap_ratio_ci(jax, torch)[0] < 0.1
+    _, *plain = speedup_interval(jax, torch)
+    _, low, high = speedup_interval(jax, torch, numerator_nodes=nodes, denominator_nodes=np.array(["c"] * 20))
+    assert plain[1] - plain[0] < 0.1 and low < 1.0 and high > 1.2
+    # On one node the nodes change nothing.
+    assert speedup_interval(jax, torch, numerator_nodes=np.array(["a"] * 20))[1:] == tuple(plain)
+    # Pairs likewise: counted by node where they ran on several.
+    _, paired_low, paired_high = paired_speedup_interval(jax, torch, nodes=nodes)
+    assert paired_low < 1.0 and paired_high > 1.2
+    _, paired_low, paired_high = paired_speedup_interval(jax, torch)
+    assert paired_high - paired_low < 0.1
 
 
-def test_the_comparison_resamples_the_nodes_its_runs_ran_on():
+def test_the_comparison_counts_the_nodes_its_runs_ran_on():
     def runs(nodes):
         frame = []
         for trial, node in enumerate(nodes):

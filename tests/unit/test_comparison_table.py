@@ -103,7 +103,7 @@ def paired(jax_over_torch_by_node: dict[str, float], trials_per_node=6, torch_no
     return comparison_frame(pd.DataFrame(data)).iloc[0]
 
 
-def test_a_paired_row_says_so_and_resamples_its_pairs_by_node():
+def test_a_paired_row_says_so_and_counts_its_pairs_by_node():
     """Pairs on a node where JAX is 1.0x and on one where it is 1.2x: two nodes' evidence, whose interval reaches
     from one node's ratio to the other's; on one node the pairs' interval is the ratio itself."""
     one = paired({"n1": 1.1})
@@ -130,9 +130,9 @@ def test_the_nodes_of_pytorchs_runs_are_resampled_too():
     assert row["speedup_ci_low"] < 0.93 and row["speedup_ci_high"] > 1.08  # from 110/120 to 110/100
 
 
-def test_unpaired_runs_of_a_sequential_rule_take_the_bootstrap():
+def test_unpaired_runs_of_a_sequential_rule_take_welchs_interval():
     """Runs labelled with --trials auto's rule, its first stage run, whose pairs do not all match (PyTorch's sixth
-    trial failed) are not a sequential pair series: the bootstrap's interval, not Stein's, which needs the pairs."""
+    trial failed) are not a sequential pair series: Welch's interval, not Stein's, which needs the pairs."""
     rule = "stein first=5 target=0.05"
     data = []
     for trial in range(6):

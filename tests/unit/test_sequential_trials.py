@@ -36,7 +36,7 @@ def test_the_rules_t_quantile_is_students_at_its_first_stages_degrees_of_freedom
 def test_the_rows_label_of_a_rule_reads_back():
     assert parse_rule(Rule(5, 0.1).label()) == Rule(5, 0.1)
     assert parse_rule("") is None and parse_rule("stein first=x target=0.1") is None
-    assert parse_rule("stein first=3 target=0.1") is None  # no t quantile for it: such rows get the bootstrap
+    assert parse_rule("stein first=3 target=0.1") is None  # not Stein's first stage: such rows get the t interval
 
 
 def stein_trial(noise: np.ndarray, target: float, most: int) -> tuple[int, float, float, float]:
@@ -232,10 +232,12 @@ def test_the_comparison_prints_steins_interval_for_pairs_of_one_sequential_campa
     assert (row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"]) == pytest.approx(
         stein_interval(list(np.log(ratios))), rel=1e-12)
     assert row["target_interval"] == 0.05
-    # The same runs without the rule (a fixed number of paired trials) get the bootstrap about the mean ratio.
+    # The same runs without the rule (a fixed number of paired trials) get the t interval of the pairs' log ratios,
+    # about the same geometric mean.
     sequential_rows(tmp_path / "fixed", "fixed", ratios, "")
     row = comparison(tmp_path / "fixed")
-    assert row["speedup"] == pytest.approx(np.mean(ratios)) and np.isnan(row["target_interval"])
+    assert row["speedup"] == pytest.approx(np.exp(np.log(ratios).mean()), rel=1e-12)
+    assert np.isnan(row["target_interval"])
 
 
 @pytest.mark.parametrize("args, message", [

@@ -42,6 +42,12 @@ def test_fewer_runs_than_the_minimum_on_either_side_are_not_reliable(runs, relia
     assert ("fewer than 3 runs a side" in found.text) is not reliable
 
 
+def test_enough_runs_without_an_interval_are_not_reliable():
+    # Only an interval whose coverage is shown makes a number one can quote; none at all is never enough.
+    found = verdict(row(half_width=None), ENOUGH, nodes=1)
+    assert not found.reliable and "not reliable (no 95% interval)" in found.text
+
+
 @pytest.mark.parametrize("half_width, reliable", [(MAX_INTERVAL * 0.99, True), (MAX_INTERVAL * 1.01, False)])
 def test_an_interval_wider_than_the_maximum_is_not_reliable(half_width, reliable):
     found = verdict(row(half_width=half_width), ENOUGH, nodes=1)
