@@ -112,8 +112,9 @@ $(MUTATION_VENV)/.installed: requirements-orchestrator.lock | $(UV)
 	$(UV) pip install --quiet --python $(MUTATION_VENV)/bin/python mutmut==$(MUTMUT_VERSION)
 	touch $@
 
+# MODULES="orchestrator/results/verdict.py ...": only these of only_mutate (each of their mutants run again).
 mutation: $(MUTATION_VENV)/.installed
-	$(MUTATION_VENV)/bin/python scripts/mutation.py
+	$(MUTATION_VENV)/bin/python scripts/mutation.py $(MODULES)
 
 clean:
 	rm -rf $(DEMO_RESULTS) slurm_scripts/*.sh

@@ -12,6 +12,9 @@ mutation testers count it: the suite noticed. One with no test reaching it count
 
     python scripts/mutation.py           run mutmut (it resumes where an earlier run stopped), then report
     python scripts/mutation.py --report  report on the mutants of the last run only
+    python scripts/mutation.py orchestrator/results/verdict.py ...
+                                         run and report these modules only (of only_mutate; every mutant of
+                                         theirs is run again, as mutmut does for mutants it is named)
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ DETECTED = {"killed", "timeout", "caught by type check", "segfault"}
 
 def mutated_modules() -> list[str]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"]
+
+
+def mutant_names(module: str) -> str:
+    """mutmut's pattern for every mutant of `module` (orchestrator/results/verdict.py: orchestrator.results.verdict.*)."""
+    return module.removesuffix(".py").replace("/", ".") + ".*"
 
 
 def statuses(module: str) -> dict[str, str]:
@@ -69,13 +77,20 @@ def report(modules: list[str]) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", action="store_true", help="report on the last run without running mutmut")
+    parser.add_argument("modules", nargs="*", help="only these of pyproject.toml's only_mutate (default: all)")
     args = parser.parse_args()
+    unknown = [m for m in args.modules if m not in mutated_modules()]
+    if unknown:
+        print(f"error: {', '.join(unknown)} is not among pyproject.toml's [tool.mutmut] only_mutate "
+              f"({', '.join(mutated_modules())})", file=sys.stderr)
+        return 2
     if not args.report:
-        run = subprocess.run([sys.executable, "-m", "mutmut", "run"], cwd=ROOT)
+        names = [mutant_names(m) for m in args.modules]
+        run = subprocess.run([sys.executable, "-m", "mutmut", "run", *names], cwd=ROOT)
         if run.returncode != 0:
             print(f"error: mutmut run failed (exit {run.returncode})", file=sys.stderr)
             return 1
-    return 0 if report(mutated_modules()) else 1
+    return 0 if report(args.modules or mutated_modules()) else 1
 
 
 if __name__ == "__main__":
