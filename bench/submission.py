@@ -61,7 +61,7 @@ def wait_until_gone(job_ids: list[str], most_s: float = LEAVE_WAIT_S) -> float |
 
 def measure(repeats: int, quick: bool = False) -> list[Result]:
     from orchestrator.plan.profile import load_profile
-    from orchestrator.run import limits, submit
+    from orchestrator.run import limits, sbatch_call, submit
 
     per_framework, window_s = (QUICK_CELLS_PER_FRAMEWORK, QUICK_POLL_WINDOW_S) if quick else (CELLS_PER_FRAMEWORK,
                                                                                               POLL_WINDOW_S)
@@ -95,7 +95,7 @@ def measure(repeats: int, quick: bool = False) -> list[Result]:
             for index in range(per_framework):
                 if time.perf_counter() - start > PER_CELL_BUDGET_S:
                     break
-                submitted.append(submit.sbatch(script, str(index), options=("--hold", "--array=0-0")))
+                submitted.append(sbatch_call.sbatch(script, str(index), options=("--hold", "--array=0-0")))
                 per_cell_calls += 1
         per_cell_s = time.perf_counter() - start
         extrapolated = per_cell_calls < cells

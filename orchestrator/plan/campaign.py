@@ -16,6 +16,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import math
 import os
 import secrets
 import subprocess
@@ -36,6 +37,16 @@ MANIFEST = "manifest.json"
 
 def now_utc() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def utc(seconds: float) -> str:
+    """A time (seconds since the epoch, as time.time()) as the manifest writes times, rounded up to the second."""
+    return dt.datetime.fromtimestamp(math.ceil(seconds), dt.UTC).isoformat(timespec="seconds")
+
+
+def is_past(when: str) -> bool:
+    """Whether a time the manifest wrote (now_utc, utc) has passed."""
+    return dt.datetime.fromisoformat(when) <= dt.datetime.now(dt.UTC)
 
 
 def new_campaign_id(benchmark: str, use_cases: int | str) -> str:
@@ -263,6 +274,8 @@ def record_array(manifest: dict[str, Any], entry: dict[str, Any]) -> dict[str, A
     intent = next((a for a in arrays if a.get("reason") == CALLING_SBATCH and a["state"] == "unknown"
                    and a.get("job_name") == entry.get("job_name")), None) if entry.get("job_name") else None
     entry = {**entry, "at": intent["at"] if intent else now_utc()}
+    if intent and "answer_by" in intent and entry["state"] == "unknown":  # the call's sbatch may still answer until
+        entry.setdefault("answer_by", intent["answer_by"])
     if intent is not None:
         arrays.remove(intent)
     arrays.append(entry)

@@ -30,7 +30,7 @@ from orchestrator.plan.settings import (
     privacy_settings,
     trial_settings,
 )
-from orchestrator.run import submit, waiting_times
+from orchestrator.run import sbatch_call, submit, waiting_times
 from orchestrator.run.doctor import check_partition
 from orchestrator.run.envs import check_container
 from orchestrator.run.limits import check_submit_limits, executor_array_limit
@@ -295,7 +295,7 @@ def chain_collect(req: LaunchRequest, campaign_dir: Path, manifest: dict, submis
                           git_commit=manifest["git_commit"], created_at=campaigns.now_utc())
     script = campaigns.write_collect_script(campaign_dir, name, text)
     try:
-        job_id = submit.sbatch(script, options=(f"--dependency=afterany:{':'.join(after)}",))
+        job_id = sbatch_call.sbatch(script, options=(f"--dependency=afterany:{':'.join(after)}",))
     except OrchestratorError as exc:
         raise OrchestratorError(f"{exc}; the campaign's arrays were submitted ({', '.join(after)}): run "
                                 f"`{follow_up('collect', req.results_dir)}` when they have ended") from None
@@ -426,7 +426,7 @@ def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
     environments."""
     waiting_times.check_all()
     if req.executor in catalog.SLURM_EXECUTORS:
-        submit.require_command("sbatch")
+        sbatch_call.require_command("sbatch")
     for framework in frameworks:
         site = req.profile.site_environment(framework)
         if site is not None and site.container:  # its interpreter is inside the image: the runtime must be here

@@ -22,7 +22,8 @@ def reconcile(manifest: dict, user: str | None = None) -> list[dict]:
     Both are asked since each misses some: sacct may not list an array just accepted (accounting lags the
     controller, and lists a held array only once it is eligible), squeue forgets a job MinJobAge after it ended.
     An array either lists is found; one is "not found" only when both answered (or the cluster keeps no
-    accounting). Returns the entries it settled."""
+    accounting) and its sbatch can no longer accept it (`answer_by`, sbatch_call.intent: the command that called it was
+    killed and its sbatch may live on until its watchdog kills it). Returns the entries it settled."""
     unknown = [a for a in manifest.get("arrays", []) if a.get("state") == "unknown" and a.get("job_name")]
     if not unknown:
         return []
@@ -33,7 +34,7 @@ def reconcile(manifest: dict, user: str | None = None) -> list[dict]:
         if job_id and entry.get("executor") == "submitit" and cancel_orphan(job_id):
             entry.update(state="cancelled", job_id=job_id, reconciled_at=campaigns.now_utc(), reason=ORPHAN)
             settled.append(entry)
-        elif job_id or complete:
+        elif job_id or (complete and campaigns.is_past(entry.get("answer_by", entry["at"]))):
             campaigns.settle_array(manifest, entry, job_id)
             number_submitit_tasks(manifest, entry)
             settled.append(entry)

@@ -24,7 +24,7 @@ from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile, System
 from orchestrator.plan.settings import check_output_folder
-from orchestrator.run import submit
+from orchestrator.run import sbatch_call, submit
 from orchestrator.run.limits import executor_array_limit
 from orchestrator.run.reconcile import reconcile
 from orchestrator.run.record import record_failed, recorder, submitting
@@ -253,18 +253,10 @@ class Rerun:
         """One sbatch of some indices of a part, named so that Slurm can find it again, its outcome (submitted,
         refused or unknown) in the manifest as soon as sbatch returns."""
         entry = {"script": key, "offset": offset, "count": len(local), "indices": local,
-                 "job_name": f"{submit.array_job_name(self.folder.name, key, offset)}:rerun{attempt}"}
-        self.record({**entry, "state": "unknown", "reason": campaigns.CALLING_SBATCH})  # the intent first
-        try:
-            job_id = submit.sbatch(script, *([str(offset)] if offset else []),
-                                   options=(f"--array={self.profile.array_spec(array_expression(local))}",),
-                                   job_name=entry["job_name"])
-        except OrchestratorError as exc:
-            state = "unknown" if isinstance(exc, submit.SubmissionUnknown) else "refused"
-            self.record({**entry, "state": state, "reason": str(exc)})
-            raise
-        self.record({**entry, "state": "submitted", "job_id": job_id})
-        return job_id
+                 "job_name": f"{sbatch_call.array_job_name(self.folder.name, key, offset)}:rerun{attempt}"}
+        return sbatch_call.recorded_sbatch(script, (str(offset),) if offset else (),
+                                           (f"--array={self.profile.array_spec(array_expression(local))}",), entry,
+                                           self.record)
 
     def record_tasks(self, key: str, indices: list[int], task_ids: dict[int, str], sub: dict) -> list[str]:
         """Write the new task ids into the manifest and save it; returns the job ids."""

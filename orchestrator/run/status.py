@@ -274,7 +274,10 @@ THEIR_LOST = "the answer to their array's submission was lost"  # LOST, said of 
 
 def lost_answer(entry: dict) -> str:
     """The detail of a cell whose array's submission is unknown."""
-    return (f"{LOST} ({entry.get('reason', 'no reason recorded')}); it is looked up in Slurm by its job name "
+    answer_by = entry.get("answer_by")
+    wait = "" if answer_by is None or campaigns.is_past(answer_by) else \
+        f"; its sbatch may still be accepted until {answer_by}, so run the same command again after that"
+    return (f"{LOST} ({entry.get('reason', 'no reason recorded')}){wait}; it is looked up in Slurm by its job name "
             f"{entry.get('job_name', '')!r} before anything is submitted again")
 
 

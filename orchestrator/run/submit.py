@@ -2,8 +2,8 @@
 
 All three run the same script, so what a person reads in slurm_scripts/ is what runs. Slurm is called
 once per script (one array job per framework), never once per cell. The cluster's limits are read in
-`limits`, the queue in `queue`, each call's outcome recorded in `record`, unknown outcomes settled in
-`reconcile`, and `wait` waits for the arrays to end.
+`limits`, the queue in `queue`, each sbatch call made in `sbatch_call`, its outcome recorded in `record`, unknown
+outcomes settled in `reconcile`, and `wait` waits for the arrays to end.
 """
 
 from __future__ import annotations
@@ -12,22 +12,27 @@ import io
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, redirect_stderr
+from collections.abc import Callable
+from contextlib import redirect_stderr
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.errors import OrchestratorError
 from orchestrator.plan.campaign import CALLING_SBATCH
 from orchestrator.plan.profile import ClusterProfile, slurm_seconds
 from orchestrator.run.progress import run_streaming
-from orchestrator.run.waiting_times import sbatch_slow_s, sbatch_timeout_s
+from orchestrator.run.sbatch_call import (
+    SbatchRefused,
+    SubmissionUnknown,
+    array_job_name,
+    is_refusal,
+    recorded_sbatch,
+    require_command,
+    saying_while_slow,
+    unknown_outcome,
+)
 
 
 @dataclass
@@ -55,16 +60,6 @@ def failure_lines(submissions, first_line_only: bool = False) -> list[str]:
             for sub in submissions for index, why in sub.failed.items()]
 
 
-def require_command(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise UsageError(
-            f"'{name}' is not on PATH, so jobs cannot go to Slurm here; use --executor local to run on this "
-            "machine, or --dry-run to only write the scripts"
-        )
-    return path
-
-
 LOG_LINES = 20  # the end of a failed task's log that status and collect show
 
 
@@ -89,177 +84,6 @@ def log_end(path: str | Path, lines: int = 15) -> str:
 
 # --- sbatch -----------------------------------------------------------------------------------------
 
-# sbatch's words for a full controller or a spent submit limit, and what each means.
-LIMITS = {
-    "MaxJobCount": "the controller already holds as many jobs as its MaxJobCount allows",
-    "QOSMaxSubmitJobPerUserLimit": "your QOS's MaxSubmitJobsPerUser is reached",
-    "AssocMaxSubmitJobLimit": "your association's MaxSubmitJobs is reached",
-    "AssocGrpSubmitJobsLimit": "your account's GrpSubmitJobs is reached",
-    "QOSGrpSubmitJobsLimit": "your QOS's GrpSubmitJobs is reached",
-    "MaxSubmitJobs": "a MaxSubmitJobs limit is reached",
-    "Slurm temporarily unable to accept job": "the controller is too busy to accept jobs now",
-    "job submit limit": "a limit on how many jobs you may submit is reached",
-}
-
-
-# sbatch's words when its request or the controller's answer was lost on the way: it exits non-zero, yet the
-# controller may have accepted the job. Only an `error:` line without any of these is a refusal.
-LOST_ON_THE_WAY = ("Socket timed out", "Unable to contact slurm controller", "Zero Bytes were transmitted or received",
-                   "Connection refused", "Connection reset", "Connection timed out", "Communication connection failure",
-                   "Transport endpoint is not connected", "backup controller in standby mode", "Unexpected message")
-
-
-# sbatch's own words for a refusal: Slurm's `error:` (a limit, an invalid account, a bad value) and `fatal:` (an
-# #SBATCH line it cannot parse: "line 12: Unmatched `'`"; no configuration), and the line Slurm adds to getopt's
-# complaint about an option ("unrecognized option '--nosuch'", which getopt words in the user's language).
-REFUSED = ("error:", "fatal:", 'Try "sbatch --help" for more information')
-
-
-def is_refusal(said: str) -> bool:
-    """Whether the words of an sbatch that exited non-zero say that nothing was submitted: sbatch's own refusal
-    (REFUSED), not a lost connection, and not silence."""
-    return any(words in said for words in REFUSED) and not any(words in said for words in LOST_ON_THE_WAY)
-
-
-class SubmissionUnknown(OrchestratorError):
-    """sbatch gave no answer in time (or an answer that names no job): the array may or may not exist."""
-
-
-class SbatchRefused(OrchestratorError):
-    """sbatch said no: nothing was submitted by this call."""
-
-    def __init__(self, script: Path, said: str, where: str = ""):
-        super().__init__(sbatch_refusal(script, said, where))
-        self.script, self.said = script, said
-
-
-def unknown_outcome(script: Path, said: str, how: str) -> SubmissionUnknown:
-    """An sbatch call whose outcome is unknown, in one sentence: `how` it ended, and what it said."""
-    return SubmissionUnknown(
-        f"{how} for {script}" + (f" (it said: {said})" if said else "") + ", so whether Slurm accepted it is "
-        "unknown; run the same command again: it first looks the array up in Slurm by its job name and submits only "
-        "what is missing")
-
-
-def say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def slow_sbatch(seconds: float, then: str, said: str = "") -> str:
-    """The line that tells a user that sbatch is waiting and why (in its own words `said`, where it printed any,
-    with what they mean), and `then` what happens."""
-    waited = f"sbatch has not answered for {seconds:.0f} s: "
-    if not said:
-        return f"{waited}the controller is busy or full (`sdiag` and `squeue | wc -l` say which); {then}"
-    meaning = next((why for word, why in LIMITS.items() if word in said), None)
-    return (f'{waited}it says "{said}"' + (f": {meaning}" if meaning else "")
-            + f" (`sdiag` and `squeue | wc -l` say whether the controller is busy or full); {then}")
-
-
-@contextmanager
-def saying_while_slow(warn: Callable[[str], None] = say, first_s: float | None = None,
-                      every_s: float = 30.0) -> Iterator[None]:
-    """While the block runs (an sbatch call made by another library, which sets no time limit), say after
-    `first_s` (sbatch_slow_s()) and then every `every_s` seconds that sbatch is still waiting."""
-    first_s = sbatch_slow_s() if first_s is None else first_s
-    done = threading.Event()
-    start = time.monotonic()
-
-    def keep_saying() -> None:
-        delay = first_s
-        while not done.wait(delay):
-            warn(slow_sbatch(time.monotonic() - start, "submitit waits for it, as long as sbatch retries"))
-            delay = every_s
-
-    speaker = threading.Thread(target=keep_saying, daemon=True)
-    speaker.start()
-    try:
-        yield
-    finally:
-        done.set()
-        speaker.join()
-
-
-def array_job_name(campaign: str, key: str, offset: int) -> str:
-    """The job name of one array job: its script key, campaign and first cell (the offset of its part). It finds
-    the array again in Slurm (sacct --name, or squeue --name) when sbatch's answer was lost."""
-    return f"{key}:{campaign}:{offset}"
-
-
-def sbatch_refusal(script: Path, said: str, where: str = "") -> str:
-    """sbatch's refusal as one sentence (`where`: which part, and the parts already submitted), with what to do
-    when it is a limit."""
-    meaning = next((why for word, why in LIMITS.items() if word in said), None)
-    where = f" ({where})" if where else ""
-    if meaning is None:
-        return f"sbatch refused {script}: {said}{where}"
-    return (f"sbatch refused {script}: {said}{where}: {meaning}; run the same command again once jobs have left "
-            "the queue (squeue --me), it submits only what is missing, or plan fewer cells")
-
-
-def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: str | None = None,
-           warn: Callable[[str], None] = say) -> str:
-    """One sbatch call; returns the job id. A refusal becomes one sentence with sbatch's own words; no answer
-    within sbatch_timeout_s() raises SubmissionUnknown. After sbatch_slow_s() without an answer, `warn` says why,
-    in sbatch's words so far where it printed any ("Slurm temporarily unable to accept job, sleeping and retrying").
-    `job_name` replaces the script's --job-name (through SBATCH_JOB_NAME, which outranks #SBATCH lines)."""
-    command = [require_command("sbatch"), "--parsable", *options, str(script), *args]
-    waits = (sbatch_slow_s(), sbatch_timeout_s())  # read, and a bad value refused, before sbatch starts
-    env = {**os.environ, "SBATCH_JOB_NAME": job_name} if job_name else None
-    # stderr goes to a file, not a pipe, so that what sbatch says while it retries can be read before it ends.
-    with tempfile.TemporaryFile() as stderr:
-        try:
-            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                    stdin=subprocess.DEVNULL, env=env)
-        except OSError as exc:
-            raise OrchestratorError(f"sbatch could not be started for {script}: {exc}") from None
-        out = sbatch_answer(proc, script, stderr, warn, *waits)
-        err = written(stderr)
-    if proc.returncode != 0:
-        said = "; ".join(line.strip() for line in (err or out).splitlines() if line.strip())
-        if not is_refusal(said):  # "Socket timed out on send/recv operation": the job may exist
-            raise unknown_outcome(script, said, f"sbatch exited with status {proc.returncode}")
-        raise SbatchRefused(script, said)
-    job_id = out.strip().split(";")[0]  # --parsable prints "jobid" or "jobid;cluster"
-    if not job_id.isdigit():
-        raise SubmissionUnknown(f"sbatch printed {out.strip()!r} for {script}, not a job id, so whether Slurm "
-                                "accepted it is unknown; run the same command again: it looks the array up first")
-    return job_id
-
-
-def sbatch_answer(proc: subprocess.Popen, script: Path, stderr, warn: Callable[[str], None], slow_s: float,
-                  timeout_s: float) -> str:
-    """sbatch's stdout once it has ended; after `slow_s`, `warn` says that it waits and what it said so far;
-    after `timeout_s` it is killed and SubmissionUnknown raised."""
-    try:
-        return proc.communicate(timeout=min(slow_s, timeout_s))[0]
-    except subprocess.TimeoutExpired:
-        warn(slow_sbatch(slow_s, f"waiting up to {timeout_s:.0f} s", last_line(written(stderr))))
-    try:
-        return proc.communicate(timeout=max(0.0, timeout_s - slow_s))[0]
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        try:
-            proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass  # a child of sbatch's still holds its output; nothing more is read from it
-    said = last_line(written(stderr))
-    raise SubmissionUnknown(
-        f"sbatch did not answer within {timeout_s:.0f} s for {script}" + (f" (it said: {said})" if said else "")
-        + ", so whether Slurm accepted it is unknown: the controller is busy; run the same command again later, it "
-        "first looks the array up in Slurm by its job name and submits only what is missing")
-
-
-def written(stderr) -> str:
-    """What a process has written to the file `stderr` so far (read without moving the offset it writes at)."""
-    return os.pread(stderr.fileno(), 1 << 20, 0).decode(errors="replace")
-
-
-def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
 def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | None = None,
                   campaign: str | None = None, record: Callable[[dict], None] | None = None,
                   throttle: Callable[[str], str] = str) -> Submission:
@@ -280,14 +104,9 @@ def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | N
         entry = {"script": framework, "offset": offset, "count": count}
         if campaign:
             entry["job_name"] = array_job_name(campaign, framework, offset)
-        if record and campaign:  # the intent first: a kill while sbatch works leaves "unknown", not nothing
-            record({**entry, "state": "unknown", "reason": CALLING_SBATCH})
         try:
-            job_id = sbatch(script, *args, options=options, job_name=entry.get("job_name"))
+            job_id = recorded_sbatch(script, args, options, entry, record if campaign else None)
         except OrchestratorError as exc:
-            if record:
-                record({**entry, "state": "unknown" if isinstance(exc, SubmissionUnknown) else "refused",
-                        "reason": str(exc)})
             if whole:
                 raise
             where = f"part {number} of {len(parts)}; parts already submitted: " + (
@@ -295,8 +114,6 @@ def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | N
             if isinstance(exc, SbatchRefused):
                 raise SbatchRefused(exc.script, exc.said, where) from None
             raise type(exc)(f"{exc} ({where})") from None
-        if record:
-            record({**entry, "state": "submitted", "job_id": job_id})
         arrays.append({"job_id": job_id, "offset": offset, "count": count})
         task_ids += [f"{job_id}_{i}" for i in range(count)]
     return Submission(framework, arrays[0]["job_id"], task_ids, arrays=arrays)

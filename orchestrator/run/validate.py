@@ -187,11 +187,11 @@ def validate_on_slurm(req: ValidateRequest, results_dir: Path, command: str,
                       report: Callable[[str], None] = print) -> ValidateResult:
     """Submit the check as one Slurm job, wait for it, and compare what it wrote (the folder must be shared)."""
     from orchestrator.plan import campaign
-    from orchestrator.run import submit
+    from orchestrator.run import sbatch_call, submit
     from orchestrator.run.wait import wait_for_slurm
 
     check_request(req)
-    submit.require_command("sbatch")
+    sbatch_call.require_command("sbatch")
     stamp = campaign.now_utc().replace(":", "").replace("+0000", "")
     work = (results_dir / "validate" / f"{req.model}-{req.variant}-bs{req.batch_size}-{stamp}").resolve()
     work.mkdir(parents=True, exist_ok=False)

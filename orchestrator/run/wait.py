@@ -15,7 +15,8 @@ from pathlib import Path
 from bench_contract.run.failure import failure_path
 from orchestrator.errors import OrchestratorError
 from orchestrator.run.queue import QueueUnreadable, query, sacct_states
-from orchestrator.run.submit import Submission, require_command
+from orchestrator.run.sbatch_call import require_command
+from orchestrator.run.submit import Submission
 
 
 @dataclass(frozen=True)

@@ -440,7 +440,7 @@ def test_an_sbatch_that_lost_the_controllers_answer_is_unknown_and_found_again_b
 
 
 def test_only_sbatchs_own_error_is_a_refusal():
-    from orchestrator.run.submit import is_refusal
+    from orchestrator.run.sbatch_call import is_refusal
 
     assert is_refusal("sbatch: error: Batch job submission failed: Invalid account or account/partition combination")
     assert not is_refusal(SOCKET_TIMEOUT)
@@ -586,3 +586,109 @@ def test_a_damaged_manifest_is_one_sentence_for_every_command_and_never_planned_
     assert again.returncode == 1 and f"campaign {campaign}'s manifest" in again.stderr, again.stdout + again.stderr
     assert len(calls(tmp_path)) == 1  # nothing submitted again
     assert [p.parent.name for p in (tmp_path / "r").glob("*/manifest.json")] == [campaign]  # no second campaign
+
+
+def alive(pid_file: Path) -> bool:
+    """Whether the process whose pid the file holds still runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid_file.read_text().strip()}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def launched(tmp_path, env, *extra) -> subprocess.Popen:
+    """The launch command in its own session, so that a signal reaches it alone, as a `kill PID` does."""
+    return subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--frameworks", "jax", "--profile",
+                             str(tmp_path / "p.toml"), "--results-dir", str(tmp_path / "r"), "--scripts-dir",
+                             str(tmp_path / "s"), *extra], env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=default_signals)
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "timeout"])
+def test_sbatch_and_its_children_are_stopped_with_the_command(tmp_path, cluster, stop):
+    """#65 item 1: a site's sbatch that is a wrapper, whose child submits. Before, a SIGTERM to the command left
+    sbatch running (an orphan that accepted its array after the rerun had submitted the cells again), and the
+    command's own timeout killed the wrapper alone, so that its child submitted later, untracked."""
+    env, _ = cluster
+    go = tmp_path / "go"
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
+               f'echo $$ > "{tmp_path / "sbatch.pid"}"\n'
+               f'( echo $BASHPID > "{tmp_path / "child.pid"}"\n{shell_wait_for(go)}'
+               f'  echo accepted >> "{tmp_path / "accepted"}" ) &\n'
+               f'touch "{tmp_path / "started"}"\nexec sleep 30\n')
+    if stop == "timeout":
+        env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
+    launch = launched(tmp_path, env)
+    wait_until(lambda: (tmp_path / "started").exists() and (tmp_path / "child.pid").exists(), launch)
+    if stop == "SIGTERM":
+        launch.send_signal(signal.SIGTERM)
+    _, err = launch.communicate(timeout=60)
+    assert launch.returncode == (143 if stop == "SIGTERM" else 1), err
+    assert "Traceback" not in err, err
+    wait_until(lambda: not alive(tmp_path / "sbatch.pid") and not alive(tmp_path / "child.pid"), seconds=10,
+               what="sbatch and its child killed with the command")
+    go.touch()  # what would have made the child submit: nothing is left to do it
+    assert not (tmp_path / "accepted").exists()
+    [array] = manifest(tmp_path)["arrays"]
+    assert array["state"] == "unknown" and "answer_by" in array, array
+
+
+def orphan_sbatch(tmp_path, accept: Path) -> str:
+    """A slow sbatch that, once `accept` exists, takes the array as job 4100: from then on squeue lists it by its
+    job name (the file `named`) and its tasks as pending."""
+    named = tmp_path / "named"
+    return (f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho $$ > "{tmp_path / "sbatch.pid"}"\n'
+            f'touch "{tmp_path / "started"}"\n{shell_wait_for(accept, 60)}'
+            f'[ -e "{accept}" ] || exit 1\necho "4100|$SBATCH_JOB_NAME" > "{named}"\necho 4100\n')
+
+
+def test_an_orphan_sbatch_of_a_killed_command_is_never_taken_for_never_accepted(tmp_path, cluster):
+    """#65 item 1: `kill -9` while a slow sbatch works. The orphan sbatch lives on; the same command run at once
+    must not conclude from an empty queue that the array was never accepted. Before, it said "not in Slurm: it
+    was never accepted" and submitted the cells, and the orphan then accepted its own array: the cells ran twice."""
+    env, run = cluster
+    bin_dir = Path(env["PATH"].split(":")[0])
+    accept = tmp_path / "accept"
+    write_tool(bin_dir, "sbatch", orphan_sbatch(tmp_path, accept))
+    write_tool(bin_dir, "squeue", f'case "$*" in *--name=*) cat "{tmp_path / "named"}" 2>/dev/null; true;; '
+                                  '*4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    launch = launched(tmp_path, env)
+    wait_until((tmp_path / "started").exists, launch)
+    launch.kill()
+    launch.communicate(timeout=60)
+    assert alive(tmp_path / "sbatch.pid")  # SIGKILL: nothing could stop it
+    again = run("--frameworks", "jax")
+    no_traceback(again)
+    assert again.returncode == 1 and "nothing was submitted" in again.stderr, again.stdout + again.stderr
+    assert "its sbatch may still be accepted until " in again.stderr and "never accepted" not in again.stdout
+    assert len(calls(tmp_path)) == 1
+    accept.touch()  # the orphan's array is accepted now, after that run looked
+    wait_until((tmp_path / "named").exists, what="the orphan's acceptance")
+    third = run("--frameworks", "jax")
+    assert third.returncode == 0 and "is found as job 4100" in third.stdout, third.stdout + third.stderr
+    assert len(calls(tmp_path)) == 1  # the cells are queued once
+    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
+
+
+def test_an_orphan_sbatch_is_killed_by_its_watchdog_and_then_the_queue_has_the_last_word(tmp_path, cluster):
+    """#65 item 1: the orphan of a `kill -9` lives no longer than the command would have waited for it
+    (ORCHESTRATOR_SBATCH_TIMEOUT_S): its watchdog kills it. Once that time and the grace for a request on its way
+    (answer_by) are past, an array no lookup finds was never accepted, and its cells are submitted once."""
+    env, run = cluster
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", orphan_sbatch(tmp_path, tmp_path / "never"))
+    env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2")
+    launch = launched(tmp_path, env)
+    wait_until((tmp_path / "started").exists, launch)
+    launch.kill()
+    launch.communicate(timeout=60)
+    wait_until(lambda: not alive(tmp_path / "sbatch.pid"), seconds=30, what="the watchdog's kill")
+    [array] = manifest(tmp_path)["arrays"]
+    from orchestrator.plan.campaign import is_past
+
+    wait_until(lambda: is_past(array["answer_by"]), seconds=60, poll_s=0.2, what="answer_by")
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
+               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
+    again = run("--frameworks", "jax")
+    assert again.returncode == 0 and "never accepted" in again.stdout, again.stdout + again.stderr
+    assert len(calls(tmp_path)) == 2 and manifest(tmp_path)["submissions"]["jax"]["task_ids"][0] == "4200_0"
