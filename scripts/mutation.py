@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -86,7 +87,10 @@ def main() -> int:
         return 2
     if not args.report:
         names = [mutant_names(m) for m in args.modules]
-        run = subprocess.run([sys.executable, "-m", "mutmut", "run", *names], cwd=ROOT)
+        # This environment does not install the project: the tests' child processes (tests/zygote.py's command-line
+        # server, which imports the orchestrator ahead) find it, mutated, in mutmut's copy.
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "mutants")}
+        run = subprocess.run([sys.executable, "-m", "mutmut", "run", *names], cwd=ROOT, env=env)
         if run.returncode != 0:
             print(f"error: mutmut run failed (exit {run.returncode})", file=sys.stderr)
             return 1

@@ -1,6 +1,8 @@
 """The JAX/PyTorch comparison's statistics against known inputs: the speed-up and its t interval on the log scale,
 trials as runs, and the flag on a cell whose spread is too wide."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,14 +12,37 @@ from orchestrator.results.compare import comparison_frame, display_rows
 from orchestrator.results.intervals import paired_speedup_interval, speedup_interval
 
 
-def test_no_spread_gives_the_exact_ratio():
+@pytest.fixture
+def quiet():
+    """numpy's warnings as errors: no spread and a single run are expected, not a division by zero to warn of."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
+
+
+def test_no_spread_gives_the_exact_ratio(quiet):
     assert speedup_interval(np.array([200.0, 200.0, 200.0]), np.array([100.0, 100.0])) == (2.0, 2.0, 2.0)
+    assert paired_speedup_interval(np.array([200.0, 300.0]), np.array([100.0, 150.0])) == (2.0, 2.0, 2.0)
 
 
-def test_fewer_than_two_runs_on_a_side_gives_the_ratio_without_an_interval():
-    speedup, low, high = speedup_interval(np.array([200.0]), np.array([100.0, 100.0]))
-    assert speedup == pytest.approx(2.0) and np.isnan(low) and np.isnan(high)
+def test_fewer_than_two_runs_on_a_side_gives_the_ratio_without_an_interval(quiet):
+    speedup, low, high = speedup_interval(np.array([200.0]), np.array([100.0, 110.0]))
+    assert speedup == pytest.approx(2.0 / np.sqrt(1.1)) and np.isnan(low) and np.isnan(high)
+    speedup, low, high = paired_speedup_interval(np.array([200.0]), np.array([100.0]))
+    assert speedup == 2.0 and np.isnan(low) and np.isnan(high)
     assert all(np.isnan(speedup_interval(np.array([]), np.array([100.0, 101.0]))))
+    assert all(np.isnan(speedup_interval(np.array([100.0, 101.0]), np.array([]))))
+    assert all(np.isnan(paired_speedup_interval(np.array([]), np.array([]))))
+    assert all(np.isnan(paired_speedup_interval(np.array([200.0, 201.0]), np.array([100.0]))))  # no pairs
+
+
+def test_the_paired_interval_is_students_t_of_the_pairs_mean_log_ratio():
+    ratios = np.array([1.9, 2.0, 2.2, 2.1])
+    speedup, low, high = paired_speedup_interval(100.0 * ratios, np.full(4, 100.0))
+    logs = np.log(ratios)
+    half = t_quantile(0.95, 3) * logs.std(ddof=1) / 2  # sqrt(4 pairs)
+    assert (np.log(speedup), np.log(low), np.log(high)) == pytest.approx(
+        (logs.mean(), logs.mean() - half, logs.mean() + half), rel=1e-12)
 
 
 def test_the_speed_up_is_the_intervals_centre_the_ratio_of_geometric_means():
