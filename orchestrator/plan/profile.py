@@ -13,6 +13,7 @@ from pathlib import Path
 
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
+from orchestrator.plan.script_options import owned_option
 
 # Values that go into #SBATCH lines, which sbatch reads itself: only a plain character set is accepted.
 # \Z, not $: $ also matches before a final line break, and a value with one would end its #SBATCH line early.
@@ -248,6 +249,10 @@ class ClusterProfile:
                 raise UsageError(
                     f"profile key 'extra_sbatch': {option!r} is not a plain sbatch option such as --qos=normal"
                 )
+            owned = owned_option(option, {key for key in ("partition", "account", "mem") if getattr(self, key)})
+            if owned:
+                raise UsageError(f"profile key 'extra_sbatch': {option!r} sets --{owned[0]}, which every script "
+                                 f"writes itself ({owned[1]}); remove it from extra_sbatch")
         from orchestrator.plan.catalog import MODELS
 
         for model, flags in self.xla_flags.items():

@@ -6,6 +6,7 @@ a shell line goes through the `q` filter (shlex.quote). StrictUndefined makes a 
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,19 +153,30 @@ def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_
 def slurm_filename(folder: Path, pattern: str) -> str:
     """A log path for --output: `folder` as it is, then the file name `pattern` with Slurm's replacement symbols
     (%A, %a, %j). Slurm expands every % of the whole path, so a % of the folder (--results-dir 100%) is written %%,
-    which Slurm's filename patterns read as one literal %."""
+    which Slurm's filename patterns read as one literal %. A backslash cannot be written at all: in a filename
+    pattern it means "replace nothing" (sbatch(1)), and on the local cluster such tasks failed to open their log."""
+    if "\\" in str(folder):
+        raise UsageError(f"{folder} holds a backslash, which Slurm reads in a log path as \"replace no %A or %a\" "
+                         "(the tasks could not open their logs): choose a --results-dir without one")
     return f"{str(folder).replace('%', '%%')}/{pattern}"
 
 
+# What Slurm's #SBATCH parser (sbatch's _get_argument) reads as it is outside quotes. Any other character goes
+# inside double quotes: a space ends the value, ' and " open quotes (an unmatched one is sbatch's fatal error), an
+# unquoted # starts a comment (`--output=r#1/x` is `--output=r`), and \ escapes the next character, inside quotes too.
+PLAIN_SBATCH_VALUE = re.compile(r"[A-Za-z0-9_.,:@+%=/-]*\Z")
+
+
 def sbatch_value(key: str, value: str) -> str:
-    """A value as sbatch reads it in an #SBATCH line: no shell runs there, but a line break or quote would
-    cut the directive short, so those are refused and a value with spaces is put in double quotes."""
-    if any(c in value for c in '"\\') or any(ord(c) < 32 for c in value):
-        raise UsageError(
-            f"#SBATCH --{key} cannot hold double quotes, backslashes or control characters (got {value!r}); "
-            "choose a folder name without them"
-        )
-    return f'"{value}"' if " " in value else value
+    """A value as sbatch reads it in an #SBATCH line (no shell runs there): as it is where every character is plain,
+    else in double quotes with \\ and " escaped by a backslash. A control character cannot be written (a line break
+    would end the directive), and is refused in one sentence."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise UsageError(f"#SBATCH --{key} cannot hold a line break or another control character (got {value!r}); "
+                         "choose a folder name without one")
+    if PLAIN_SBATCH_VALUE.match(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def comment(value: object) -> str:
@@ -220,10 +232,25 @@ def launcher_words(site, mounts, world_size: int) -> list[str]:
     if site is None or site.container is None:
         return processes
     paths = list(dict.fromkeys(str(m) for m in mounts))
+    check_mounts(paths, "apptainer's --bind" if site.runtime == "apptainer" else "pyxis's --container-mounts")
     if site.runtime == "apptainer":
         return [*processes, "apptainer", "exec", "--nv", "--bind", ",".join(paths), site.container]
     return [*(processes or ["srun", "--ntasks=1"]), f"--container-image={site.container}",
             "--container-mounts=" + ",".join(f"{p}:{p}" for p in paths)]
+
+
+# Both runtimes read their mounts as one list, `SRC[:DEST[:OPTIONS]],...`, with no way to write a comma or a colon
+# inside a path: /data/a,b would be two mounts, and /data/x:y a path and where it goes.
+MOUNT_SEPARATORS = ",:"
+
+
+def check_mounts(paths: list[str], option: str) -> None:
+    """Refuse, at plan time and in one sentence, a path the container's mount list would split."""
+    for path in paths:
+        if any(c in path for c in MOUNT_SEPARATORS):
+            raise UsageError(f"{path} holds a ',' or ':', which {option} list reads as a separator, so the container "
+                             "could not see that folder: choose a --results-dir (or --data-dir, or a place for this "
+                             "repository) without them")
 
 
 def container_mounts(campaign_dir: Path, cells: list[Cell]) -> list[Path]:

@@ -173,3 +173,28 @@ def test_qos_and_array_parallelism_are_profile_keys_that_reach_the_script(tmp_pa
     profile = load_profile(write(tmp_path, 'qos = "high"\narray_parallelism = 4\n'))
     lines = sbatch_directives(profile, "jax_digits_1", 10, tmp_path)
     assert "--qos=high" in lines and "--array=0-9%4" in lines
+
+
+@pytest.mark.parametrize("option, owned", [
+    ("--output=/tmp/x.out", "--output"), ("--out=/tmp/x.out", "--output"), ("--error=/tmp/e", "--error"),
+    ("--array=0-99", "--array"), ("--job-name=x", "--job-name"), ("--open-mode=truncate", "--open-mode"),
+    ("--signal=B:USR1@60", "--signal"), ("--requeue", "--requeue"), ("--cpus-per-task=4", "--cpus-per-task"),
+    ("--gres=gpu:2", "--gres"), ("--time=10", "--time"), ("--nodes=2", "--nodes"), ("--wrap=hostname", "--wrap"),
+])
+def test_extra_sbatch_may_not_set_an_option_the_script_writes_itself(tmp_path, option, owned):
+    """#65 item 5: extra_sbatch came after the script's own #SBATCH lines and won: `--output` sent every task's log
+    elsewhere (status and collect read none), `--array` ran other cells. sbatch takes an abbreviation of a long
+    option for the option (`--out`), so a prefix counts too."""
+    with pytest.raises(UsageError) as info:
+        load_profile(write(tmp_path, f'extra_sbatch = ["{option}"]'))
+    assert str(info.value).startswith(f"profile key 'extra_sbatch': {option!r} sets {owned}, which every script "
+                                      "writes itself ("), info.value
+
+
+def test_extra_sbatch_keeps_the_options_the_script_leaves_to_it(tmp_path):
+    """The options a script writes only where the profile sets their key, and every other, stay the site's."""
+    profile = load_profile(write(tmp_path, 'extra_sbatch = ["--partition=gpu", "--mem-per-cpu=4G", "--hold", '
+                                           '"--constraint=a100", "--mail-type=FAIL", "--time-min=10", "--exclusive"]'))
+    assert "--time-min=10" in profile.extra_sbatch
+    with pytest.raises(UsageError, match="'--partition=gpu' sets --partition, which every script writes itself"):
+        load_profile(write(tmp_path, 'partition = "cpu"\nextra_sbatch = ["--partition=gpu"]'))

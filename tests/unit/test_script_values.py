@@ -95,3 +95,44 @@ def test_submitit_refuses_a_percent_in_the_results_folder_it_cannot_escape(tmp_p
     assert proc.returncode == 2, proc.stderr
     assert "holds a %" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "r%j").exists() and not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("folder, written", [
+    ("o'brien", '"{base}/o\'brien/{campaign}/logs/jax_digits_1_%A_%a.out"'),
+    ("r#1", '"{base}/r#1/{campaign}/logs/jax_digits_1_%A_%a.out"'),
+    ('say "hi" there', '"{base}/say \\"hi\\" there/{campaign}/logs/jax_digits_1_%A_%a.out"'),
+    ("plain-1.2", "{base}/plain-1.2/{campaign}/logs/jax_digits_1_%A_%a.out"),
+])
+def test_every_sbatch_value_is_quoted_as_slurms_parser_reads_it(tmp_path, folder, written):
+    """#65 item 5: values were quoted only when they held a space. Slurm's #SBATCH parser reads ' and " as quotes
+    (an unmatched one is sbatch's fatal error) and an unquoted # as a comment (`--output=.../r#1/...` was cut to
+    `.../r`, one log for every task, outside the campaign). tests/integration/test_sbatch_values_on_slurm.py has
+    the real sbatch read these lines."""
+    proc = dry_run(tmp_path / "x", "--results-dir", str(tmp_path / folder))
+    assert proc.returncode == 0, proc.stderr
+    script = (tmp_path / "x" / "s" / "jax_digits_1.sh").read_text()
+    output = next(line for line in script.splitlines() if line.startswith("#SBATCH --output="))
+    campaign = next((tmp_path / folder).iterdir()).name
+    assert output == "#SBATCH --output=" + written.format(base=tmp_path, campaign=campaign)
+
+
+def test_a_backslash_in_the_log_folder_is_refused_at_plan_time(tmp_path):
+    """sbatch reads an escaped backslash, but in a log path it means "replace no %A or %a": on the local cluster
+    such tasks failed to open their logs. No quoting helps, so the folder is refused in one sentence."""
+    proc = dry_run(tmp_path, "--results-dir", str(tmp_path / "a\\b"))
+    assert proc.returncode == 2 and "holds a backslash" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "a\\b").exists() and not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "pyxis"])
+@pytest.mark.parametrize("folder", ["r,1", "r:1"])
+def test_a_folder_a_containers_mount_list_would_split_is_refused(tmp_path, runtime, folder):
+    """#65 item 5: the campaign folder goes into Apptainer's --bind list (and pyxis's --container-mounts), which
+    split at ',' (two mounts) and ':' (a path and where it goes); neither can be escaped there."""
+    profile = profile_file(tmp_path, f'[envs.jax]\ncontainer = "docker://nvcr.io/nvidia/jax:25.01-py3"\n'
+                                     f'runtime = "{runtime}"\n')
+    proc = dry_run(tmp_path, "--profile", str(profile), "--frameworks", "jax", "--results-dir", str(tmp_path / folder))
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "holds a ',' or ':'" in line and ("--bind" if runtime == "apptainer" else "--container-mounts") in line
+    assert not (tmp_path / folder).exists() and not (tmp_path / "s").exists()

@@ -51,9 +51,9 @@ def test_hostile_paths_are_quoted_and_the_script_runs_only_the_backend(tmp_path)
 
 def test_a_path_that_cannot_go_in_an_sbatch_line_is_refused(tmp_path):
     proc = run_cli("--benchmark", "digits", "--use-case", "1", "--dry-run",
-                   "--results-dir", str(tmp_path / 'quote"d'), "--scripts-dir", str(tmp_path / "s"))
+                   "--results-dir", str(tmp_path / "line\nbreak"), "--scripts-dir", str(tmp_path / "s"))
     assert proc.returncode == 2
-    assert "cannot hold double quotes" in proc.stderr
+    assert "cannot hold a line break" in proc.stderr
     assert not (tmp_path / "s").exists()
 
 
