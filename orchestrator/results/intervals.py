@@ -25,13 +25,21 @@ runs a side, paired and unpaired, on one node and on several.
 Pairs that ran under `--trials auto` (all of one campaign, under one sequential rule) get Stein's interval
 instead (sequential_speedup): the rule chose their number from the first trials' spread, and that interval is the
 one whose coverage it keeps (bench_contract.sequential).
+
+Paired jobs alternate which framework runs first (bench_contract.spec.pair_order). From ORDER_EFFECT_MIN_PAIRS pairs
+on, order_effect tests whether the pairs run JAX first give another ratio than those run PyTorch first (Welch's t
+on the two groups' log ratios): a position effect within a pair (a warmer CPU, caches, turbo) that the alternation
+balances in the mean but that makes the pairs' spread, and so the interval, say less than it seems.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from bench_contract.sequential import Rule, parse_rule, stein_interval
+from bench_contract.spec import PAIRED_ORDER
 from bench_contract.student_t import t_quantile
 
 COVERAGE = 0.95  # the speed-up's interval is a 95% one
@@ -154,6 +162,44 @@ def pairs_of(jax, torch) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     order = sorted(keyed[0].index)
     pair_nodes = nodes.loc[order].to_numpy() if nodes is not None else one_node(len(order))
     return keyed[0].loc[order].to_numpy(dtype=float), keyed[1].loc[order].to_numpy(dtype=float), pair_nodes
+
+
+# The fewest pairs order_effect tests: three run each way round, the fewest whose variance has two degrees of freedom.
+ORDER_EFFECT_MIN_PAIRS = 6
+
+
+@dataclass(frozen=True)
+class OrderEffect:
+    jax_first: float  # the speed-up of the pairs run JAX first (the geometric mean of their ratios)
+    torch_first: float  # and of those run PyTorch first
+    t: float  # Welch's t of the difference of their mean log ratios
+    critical: float  # the 95% two-sided quantile at its degrees of freedom (Welch-Satterthwaite, rounded down)
+
+    @property
+    def found(self) -> bool:
+        return abs(self.t) > self.critical
+
+
+def order_effect(jax, torch) -> OrderEffect | None:
+    """Welch's t test of the pairs' log ratios, run JAX first against run PyTorch first (the run_values series of
+    both sides, with their pair_order); None where the runs are not all paired, fewer than ORDER_EFFECT_MIN_PAIRS, or
+    fewer than two ran either way round, or where neither group spreads at all."""
+    if pairs_of(jax, torch) is None:
+        return None
+    sides = [side.reset_index().set_index(["campaign", "trial"]) for side in (jax, torch)]
+    keys = sorted(sides[0].index)
+    logs = np.log(sides[0].loc[keys, "value"].to_numpy(float) / sides[1].loc[keys, "value"].to_numpy(float))
+    jax_first = sides[0].loc[keys, "pair_order"].to_numpy() == ",".join(PAIRED_ORDER)
+    groups = logs[jax_first], logs[~jax_first]
+    if len(logs) < ORDER_EFFECT_MIN_PAIRS or min(len(g) for g in groups) < 2:
+        return None
+    share = [g.var(ddof=1) / len(g) for g in groups]  # each group mean's variance
+    if sum(share) == 0:
+        return None
+    df = (sum(share) ** 2) / sum(s ** 2 / (len(g) - 1) for s, g in zip(share, groups))
+    t = (groups[0].mean() - groups[1].mean()) / np.sqrt(sum(share))
+    return OrderEffect(float(np.exp(groups[0].mean())), float(np.exp(groups[1].mean())), float(t),
+                       t_quantile(0.95, max(1, int(np.floor(df)))))
 
 
 def sequential_rule(jax, torch) -> Rule | None:

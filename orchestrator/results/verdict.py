@@ -12,7 +12,9 @@ condition on both sides of its edge). A row is reliable when all of these hold:
 - on neither side did other processes use more than SHARED_CPUS of the CPUs a run was bound to while it measured
   (bench_contract.measure.host; the median over its runs);
 - the throughput and the median step time agree on the faster framework. The speed-up is a ratio of throughputs
-  (samples over the mean step time, the HEADLINE), so a few slow steps can decide it against the typical step.
+  (samples over the mean step time, the HEADLINE), so a few slow steps can decide it against the typical step;
+- paired runs show no order effect: from intervals.ORDER_EFFECT_MIN_PAIRS pairs on, the pairs run JAX first and
+  those run PyTorch first do not differ at 95% (intervals.order_effect).
 Anything else is "not reliable", with the reasons and what to rerun.
 """
 
@@ -26,6 +28,7 @@ from bench_contract.measure.host import SHARED_CPUS
 from bench_contract.sequential import percent
 from bench_contract.spec import FRAMEWORK_TITLES, INFERENCE_USE_CASE, JobSpec
 from orchestrator.results.certificate import MAX_INTERVAL
+from orchestrator.results.intervals import OrderEffect, order_effect
 from orchestrator.results.compare import (
     FRAMEWORKS,
     ROW_KEY,
@@ -61,12 +64,32 @@ def verdicts(frame, df) -> list[Verdict]:
     if frame.empty:
         return []
     runs, nodes = run_and_node_counts(df)
+    effects = order_effects(df)
     out = []
     for _, row in frame.sort_values(["device_model", "use_case", "benchmark", "model", "batch_size"]).iterrows():
         key = tuple(row[c] for c in ROW_KEY)
         counts = {fw: runs.get((*key, fw), 0) for fw in FRAMEWORKS}
-        out.append(verdict(row, counts, nodes.get(key, 0)))
+        out.append(verdict(with_order_effect(row, effects.get(key)), counts, nodes.get(key, 0)))
     return out
+
+
+def with_order_effect(row, effect: OrderEffect | None):
+    """The row with its paired runs' order effect (intervals.order_effect), for reasons() to read."""
+    row = row.copy()
+    row["order_effect"] = effect
+    return row
+
+
+def order_effects(df) -> dict[tuple, OrderEffect]:
+    """Per comparison row (ROW_KEY) whose runs are pairs, enough of them, the test of an order effect."""
+    throughput = run_values(with_variant_label(df), "throughput")
+    effects = {}
+    for key, block in throughput.groupby(level=ROW_KEY, dropna=False):
+        framework = block.index.get_level_values("framework")
+        effect = order_effect(block[framework == "jax"], block[framework == "torch"])
+        if effect is not None:
+            effects[key] = effect
+    return effects
 
 
 def verdict(row, runs: dict[str, int], nodes: int) -> Verdict:
@@ -137,6 +160,10 @@ def reasons(row, runs: dict[str, int]) -> list[str]:
         if others is not None and not np.isnan(others) and others > SHARED_CPUS:
             found.append(f"{FRAMEWORK_TITLES[framework]}'s CPUs were shared: other processes used {others:.0%} of them")
     found += median_step_disagrees(row)
+    effect = row.get("order_effect")
+    if isinstance(effect, OrderEffect) and effect.found:
+        found.append(f"an order effect: the pairs run JAX first gave {effect.jax_first:.3g}x, those run PyTorch "
+                     f"first {effect.torch_first:.3g}x (Welch's t {abs(effect.t):.2f} > {effect.critical:.2f}, 95%)")
     return found
 
 

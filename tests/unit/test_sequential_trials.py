@@ -23,6 +23,7 @@ from bench_contract.sequential import (
     trials_in_time,
     trials_needed,
 )
+from bench_contract.spec import pair_order
 
 TRUE_SPEEDUP = 1.3
 
@@ -172,14 +173,15 @@ def test_the_paired_job_asks_the_rule_after_the_first_stage_and_runs_as_many_tri
                          env={**os.environ, "SLURM_ARRAY_TASK_ID": str(pair)})
     assert run.returncode == 0, run.stderr
     lines = [pair * 8 + t for t in range(6)]  # the pair's lines in the specs files: 8 planned per pair
-    expected = [f"{fw} {line}" for line in lines[:FIRST_STAGE] for fw in ("jax", "torch")]
+    # Each trial in its pair's order: JAX first in even trials, PyTorch first in odd ones.
+    expected = [f"{fw} {line}" for t, line in enumerate(lines[:FIRST_STAGE]) for fw in pair_order(t)]
     logged = log.read_text().splitlines()
     rule = logged[2 * FIRST_STAGE].split()
     # The pair, then the first stage's seconds and the seconds left before the warning signal may come: 120 s
     # before the profile's 00:30:00, less the 60 s Slurm may send it early (bash's SECONDS: whole seconds since
     # the script started, a few here): together 1,620 s less the second or so the script took before its first trial.
     assert rule[:2] == ["rule", str(pair)] and 1800 - 180 - 5 <= int(rule[2]) + int(rule[3]) <= 1800 - 180
-    expected += [" ".join(rule), f"jax {lines[5]}", f"torch {lines[5]}"]
+    expected += [" ".join(rule), *(f"{fw} {lines[5]}" for fw in pair_order(5))]
     assert logged == expected
 
 

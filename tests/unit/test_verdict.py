@@ -220,3 +220,54 @@ def test_collect_advises_longer_runs_where_brief_ones_spread(tmp_path):
     assert "spread JAX trials 20%" in line
     assert line.endswith("on an idle node, each run timing at least 1 s (JAX's timed 0.02 s, PyTorch's timed 0.02 s: "
                          "more --epochs)")
+
+
+def paired_runs(ratios: list[float], order_shift: float = 1.0) -> pd.DataFrame:
+    """Summary rows of paired trials of one cell: trial t's pair ran in pair_order(t), PyTorch at 1000 samples/s and
+    JAX at ratios[t] times it, times order_shift in the pairs run JAX first."""
+    from bench_contract.spec import pair_order
+
+    data = []
+    for trial, ratio in enumerate(ratios):
+        order = pair_order(trial)
+        shift = order_shift if order[0] == "jax" else 1.0
+        for framework, value in (("jax", 1000.0 * ratio * shift), ("torch", 1000.0)):
+            base = dict(device_kind="cpu", device_model="CPU X", benchmark="digits", use_case=1, model="mlp",
+                        batch_size=32, precision="fp32", model_variant="full", framework=framework, campaign="camp",
+                        cell_id=f"{framework}-c", trial=trial, pair_order=",".join(order), unit="", epoch=np.nan,
+                        step=np.nan, settings="{}", slurm_nodelist="n1", hostname="n1")
+            data += [{**base, "metric": "throughput", "value": value}, {**base, "metric": "step_time_cv", "value": 0.01}]
+    return pd.DataFrame(data)
+
+
+# Ratios spread by about 1% around 2, alternately a little above and below within each order.
+SPREAD = [2.00, 2.02, 1.98, 2.01, 2.03, 1.99, 2.00, 1.97]
+
+
+@pytest.mark.parametrize("shift, found", [(1.0, False), (1.05, True)])
+def test_paired_runs_whose_ratio_depends_on_which_framework_ran_first_are_not_reliable(shift, found):
+    """Issue 63: every pair ran JAX first, so a position effect counted as JAX's. The order now alternates, and from
+    six pairs on a Welch's t test of the pairs run JAX first against those run PyTorch first calls out an effect."""
+    from orchestrator.results.views import use_case_frame
+    from orchestrator.results.verdict import verdicts
+
+    df = paired_runs(SPREAD, order_shift=shift)
+    (judged,) = verdicts(use_case_frame(df), df)
+    assert ("an order effect: the pairs run JAX first gave" in judged.text) is found, judged.text
+    if found:
+        assert not judged.reliable and "those run PyTorch first 2x" in judged.text
+
+
+def test_the_order_effect_needs_six_pairs_and_both_orders():
+    from orchestrator.results.compare import run_values
+    from orchestrator.results.intervals import ORDER_EFFECT_MIN_PAIRS, order_effect
+
+    def effect(ratios, shift):
+        series = run_values(paired_runs(ratios, shift), "throughput")
+        framework = series.index.get_level_values("framework")
+        return order_effect(series[framework == "jax"], series[framework == "torch"])
+
+    assert ORDER_EFFECT_MIN_PAIRS == 6
+    assert effect(SPREAD[:5], 1.5) is None  # five pairs: not tested
+    strong = effect(SPREAD[:6], 1.5)
+    assert strong.found and strong.jax_first == pytest.approx(1.5 * np.exp(np.log([2.00, 1.98, 2.03]).mean()))
