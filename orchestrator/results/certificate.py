@@ -87,13 +87,18 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
     return {row: "; ".join(found) or COMPARABLE for row, found in reasons.items()}
 
 
+def in_framework_order(sides) -> list[str]:
+    """The frameworks among `sides`, JAX first: the order FRAMEWORK_TITLES names them in, as every table does."""
+    return [side for side in FRAMEWORK_TITLES if side in sides]
+
+
 def census_reasons(sides: dict[str, str]) -> list[str]:
     """The classes in which two sides' precision censuses differ; that one side took none where the other did (a
     row from before the census, on both sides, has nothing to compare)."""
     if len(sides) < 2 or not any(sides.values()):
         return []
-    sides = {side: sides[side] for side in sorted(sides, key=lambda side: (side != "jax", side))}  # JAX first
-    missing = [FRAMEWORK_TITLES.get(side, side) for side, text in sides.items() if not text]
+    sides = {side: sides[side] for side in in_framework_order(sides)}
+    missing = [FRAMEWORK_TITLES[side] for side, text in sides.items() if not text]
     if missing:
         return [f"no precision census from {' or '.join(missing)}"]
     return census.differences({side: census.parse(text) for side, text in sides.items()}, FRAMEWORK_TITLES)
@@ -105,9 +110,8 @@ def one_per_row_reasons(columns: dict[str, dict[str, set]]) -> list[str]:
     reasons = []
     for column, sides in columns.items():
         if len(set().union(*sides.values())) > 1:
-            said = "; ".join(f"{FRAMEWORK_TITLES.get(side, side)} {' | '.join(sorted(values))}"
-                             for side, values in sorted(sides.items(), key=lambda item: (item[0] != "jax", item[0]))
-                             if values)
+            said = "; ".join(f"{FRAMEWORK_TITLES[side]} {' | '.join(sorted(sides[side]))}"
+                             for side in in_framework_order(sides) if sides[side])
             reasons.append(f"runs of different {ONE_PER_ROW[column]} ({said})")
     return reasons
 
@@ -128,17 +132,16 @@ def padding_reasons(paddings: dict[str, float]) -> list[str]:
     ratio = drawn_share[lighter] / drawn_share[heavier] if drawn_share[heavier] > 0 else math.inf
     if ratio - 1 <= MAX_INTERVAL:
         return []
-    title = lambda side: FRAMEWORK_TITLES.get(side, side)  # noqa: E731
-    return [f"{title(heavier)} computed {ratio:.2f} times the examples per drawn one that {title(lighter)} did "
+    return [f"{FRAMEWORK_TITLES[heavier]} computed {ratio:.2f} times the examples per drawn one that "
+            f"{FRAMEWORK_TITLES[lighter]} did "
             f"(padding {padding_words(paddings)}), more than the {MAX_INTERVAL:.0%} a quoted speed-up may be off by: "
             "compiled PyTorch pads alike (--torch-modes compiled)"]
 
 
 def padding_words(paddings: dict[str, float]) -> str:
     """"JAX 65%, PyTorch none": each side's share of its computed examples that was padding, JAX first."""
-    sides = sorted(paddings, key=lambda side: (side != "jax", side))
-    return ", ".join(f"{FRAMEWORK_TITLES.get(side, side)} {paddings[side]:.0%}" if paddings[side] > 0
-                     else f"{FRAMEWORK_TITLES.get(side, side)} none" for side in sides)
+    return ", ".join(f"{FRAMEWORK_TITLES[side]} {paddings[side]:.0%}" if paddings[side] > 0
+                     else f"{FRAMEWORK_TITLES[side]} none" for side in in_framework_order(paddings))
 
 
 def padding_note(paddings: dict[str, float]) -> str:
@@ -164,7 +167,7 @@ def unknown_device(model: str) -> list[str]:
 
 def pooled_differently(runs, framework: str) -> list[str]:
     """A reason per column of SOFTWARE and TUNING in which the side's runs (a row each) differ."""
-    title = FRAMEWORK_TITLES.get(framework, framework)
+    title = FRAMEWORK_TITLES[framework]
     reasons = []
     software = [c for c in SOFTWARE if c in runs]
     if software:
@@ -185,7 +188,7 @@ def recompiled(side, framework: str) -> list[str]:
     counts = side.loc[side["metric"].isin(RECOMPILATIONS), "value"].dropna()
     most = counts.max() if len(counts) else 0
     if most > 0:
-        return [f"{FRAMEWORK_TITLES.get(framework, framework)} recompiled in its timed steps (up to {most:.0f} "
+        return [f"{FRAMEWORK_TITLES[framework]} recompiled in its timed steps (up to {most:.0f} "
                 "times in a run)"]
     return []
 
@@ -202,6 +205,6 @@ def tuning_notes(df, row_key: list[str]) -> dict[tuple, str]:
             for key, values in side.groupby(row_key, dropna=False, sort=False)[column]:
                 used = sorted(v for v in values.dropna().astype(str).unique() if v not in ("", NOT_SET))
                 if used:
-                    title = FRAMEWORK_TITLES.get(framework, framework)
+                    title = FRAMEWORK_TITLES[framework]
                     notes.setdefault(tuple(key), []).append(f"{title} {words} {' | '.join(used)}")
     return {row: "; ".join(found) for row, found in notes.items()}

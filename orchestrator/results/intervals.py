@@ -52,7 +52,7 @@ def speedup_interval(numerator: np.ndarray, denominator: np.ndarray, numerator_n
     log scale, over each side's nodes where its runs ran on several). The runs lie along the last axis: an array of
     campaigns gives an array of each. The interval is NaN where a side has fewer than two units (runs, or nodes),
     all three where a side has no runs."""
-    numerator, denominator = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+    numerator, denominator = np.asarray(numerator), np.asarray(denominator)
     if not numerator.shape[-1] or not denominator.shape[-1]:
         return np.nan, np.nan, np.nan
     (logs_a, first_a), (logs_b, first_b) = about_first(numerator), about_first(denominator)
@@ -70,7 +70,7 @@ def paired_speedup_interval(numerator: np.ndarray, denominator: np.ndarray, node
     paired job, on one node, one after the other): a t interval of the mean of the pairs' log ratios (over the
     nodes' means, where the pairs ran on several), so that drift that falls on both sides of a pair cancels. The
     interval is NaN with fewer than two units (pairs, or nodes); all three without pairs."""
-    numerator, denominator = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+    numerator, denominator = np.asarray(numerator), np.asarray(denominator)
     if not numerator.shape[-1] or numerator.shape != denominator.shape:
         return np.nan, np.nan, np.nan
     logs, first = about_first(numerator / denominator)
@@ -110,7 +110,7 @@ def mean_and_variance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
 def t_interval(centre, variance, df):
     """(exp(centre), and the COVERAGE interval exp(centre -+ t se)) for a centre on the log scale whose estimated
     variance has `df` degrees of freedom (NaN: no interval)."""
-    df = np.asarray(df, dtype=float)
+    df = np.asarray(df)
     quantile = np.full(df.shape, np.nan)
     for value in np.unique(df[df >= 1]):  # each distinct degrees of freedom once (t_quantile is exact, and cached)
         quantile[df == value] = t_quantile(COVERAGE, int(value))
@@ -140,7 +140,7 @@ def per_draw(statistic, values: np.ndarray, drawn) -> np.ndarray:
 
 
 def one_node(count: int) -> np.ndarray:
-    return np.zeros(count, dtype=int)
+    return np.zeros(count)
 
 
 def pairs_of(jax, torch) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -99,6 +99,31 @@ def test_a_single_recompilation_in_any_timed_steps_makes_the_side_not_comparable
     assert recompiled(side.assign(value=[0.0, 100.0]), "torch") == []
 
 
+def test_censuses_a_table_never_recorded_are_told_apart_from_different_ones(tmp_path):
+    """In this process (the named classes' test runs collect as a command): censuses that differ are named, JAX
+    first, however the rows come; a side whose rows have no census column at all (NaN, a table from before the
+    census) took none; and runs of one side with and without one are not pooled."""
+    differing = both(tmp_path, "a", {"census": LAYER_NORM_BF16}, {"census": LAYER_NORM_FP32})
+    frame = comparison_frame(pd.concat(differing[::-1], ignore_index=True))
+    assert frame["comparable"].iloc[0] == "normalisation bfloat16 in JAX, float32 in PyTorch"
+    jax, torch = both(tmp_path, "b")
+    frame = comparison_frame(pd.concat([jax, torch.drop(columns="precision_census")], ignore_index=True))
+    assert frame["comparable"].iloc[0] == "no precision census from PyTorch"
+    unrecorded = [run.drop(columns="precision_census") for run in both(tmp_path, "c")]
+    frame = comparison_frame(pd.concat([jax, torch, *unrecorded], ignore_index=True))
+    assert frame["comparable"].iloc[0] == "JAX runs of 2 precision censuses pooled; PyTorch runs of 2 precision " \
+                                          "censuses pooled"
+
+
+def test_jax_runs_with_and_without_xla_flags_recorded_are_not_pooled_and_every_flag_is_said(tmp_path):
+    flagged = both(tmp_path, "a", {"xla_flags": "--xla_a=1"})
+    unrecorded = [run.drop(columns="xla_flags") for run in both(tmp_path, "b")]
+    frame = comparison_frame(pd.concat([*flagged, *unrecorded], ignore_index=True))
+    assert frame["comparable"].iloc[0] == "JAX runs with different XLA_FLAGS pooled ('', '--xla_a=1')"
+    frame = comparison_frame(pd.concat([*flagged, *both(tmp_path, "c", {"xla_flags": "--xla_b=2"})]))
+    assert frame["tuning"].iloc[0] == "JAX XLA_FLAGS --xla_a=1 | --xla_b=2"
+
+
 def test_xla_flags_of_a_profile_never_split_the_pair_and_are_shown_beside_it(tmp_path):
     """Defect 5: a profile's per-model xla_flags reach the JAX specs only, and as a measured setting they split
     the cell into two rows, runs 1/0 and 0/1, with no speed-up at all."""

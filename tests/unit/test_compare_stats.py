@@ -36,6 +36,42 @@ def test_fewer_than_two_runs_on_a_side_gives_the_ratio_without_an_interval(quiet
     assert all(np.isnan(paired_speedup_interval(np.array([200.0, 201.0]), np.array([100.0]))))  # no pairs
 
 
+def test_campaigns_along_the_first_axis_get_each_campaigns_own_interval(quiet):
+    """The interval functions take an array of campaigns (runs along the last axis), as the coverage test does:
+    each row's interval is the one its runs alone give; with one run each, each row's is NaN."""
+    rng = np.random.default_rng(3)
+    jax, torch = 2000.0 * np.exp(rng.normal(0, 0.1, (4, 5))), 1000.0 * np.exp(rng.normal(0, 0.1, (4, 5)))
+    for interval in (speedup_interval, paired_speedup_interval):
+        together = np.array(interval(jax, torch))
+        assert together.shape == (3, 4)
+        assert together.T == pytest.approx(np.array([interval(a, b) for a, b in zip(jax, torch)]), rel=1e-12)
+        speedup, low, high = interval(jax[:, :1], torch[:, :1])
+        assert speedup.shape == low.shape == high.shape == (4,) and np.isnan(low).all() and np.isnan(high).all()
+
+
+def series_of(runs: list[tuple[str, int, str]]) -> pd.Series:
+    """One side's runs as compare's _run_series indexes them (campaign, trial, trial_rule), each 100 samples/s."""
+    index = pd.MultiIndex.from_tuples(runs, names=["campaign", "trial", "trial_rule"])
+    return pd.Series(100.0, index=index)
+
+
+RULE = "stein first=5 target=0.05"
+
+
+@pytest.mark.parametrize("jax, torch, ruled", [
+    ([("a", t, RULE) for t in range(5)], [("a", t, RULE) for t in range(5)], True),  # its first stage, no more
+    ([("a", t, RULE) for t in range(4)], [("a", t, RULE) for t in range(4)], False),  # the first stage unfinished
+    ([("a", t, RULE) for t in range(5)] + [("b", 0, RULE)], [("a", t, RULE) for t in range(5)], False),  # 2 campaigns
+    ([("a", t, RULE) for t in range(5)] + [("a", 5, "")], [("a", t, RULE) for t in range(6)], False),  # 2 labels
+    ([("a", t, "") for t in range(5)], [("a", t, "") for t in range(5)], False),  # fixed trials
+])
+def test_steins_interval_is_for_the_pairs_of_one_campaign_under_one_rule_after_its_first_stage(jax, torch, ruled):
+    from bench_contract.sequential import Rule
+    from orchestrator.results.intervals import sequential_rule
+
+    assert sequential_rule(series_of(jax), series_of(torch)) == (Rule(5, 0.05) if ruled else None)
+
+
 def test_the_paired_interval_is_students_t_of_the_pairs_mean_log_ratio():
     ratios = np.array([1.9, 2.0, 2.2, 2.1])
     speedup, low, high = paired_speedup_interval(100.0 * ratios, np.full(4, 100.0))

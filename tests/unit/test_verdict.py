@@ -48,6 +48,73 @@ def test_enough_runs_without_an_interval_are_not_reliable():
     assert not found.reliable and "not reliable (no 95% interval)" in found.text
 
 
+@pytest.mark.parametrize("runs, said", [
+    ({"jax": 3, "torch": 0}, "no throughput from PyTorch"),
+    ({"jax": 0, "torch": 0}, "no throughput from JAX or PyTorch"),
+    ({"jax": 3, "torch": 3}, "no throughput to compare"),
+])
+def test_a_row_without_a_speed_up_says_which_side_gave_no_throughput(runs, said):
+    found = verdict(row(speedup=np.nan, half_width=None), runs, nodes=1)
+    assert found.text == f"Per-sample gradients (DP-SGD) (use case 3), digits mlp batch 32 fp32 on CPU X: {said}"
+    assert found.reliable is False and (found.device_model, found.use_case) == ("CPU X", 3)
+
+
+@pytest.mark.parametrize("values", [{}, {"half_width": 0.2}, {"comparable": "precision census differs"}],
+                         ids=["reliable", "not reliable", "not comparable"])
+def test_every_verdict_names_its_device_model_and_use_case(values):
+    found = verdict(row(**values), ENOUGH, nodes=1)
+    assert (found.device_model, found.use_case) == ("CPU X", 3)
+
+
+def test_every_reason_is_said_and_a_setting_that_tells_the_row_apart_is_named():
+    found = verdict(row(half_width=0.2, spread_too_wide="JAX steps 12%", differs_in="torch.compile"), ENOUGH, nodes=1)
+    assert "digits mlp batch 32 fp32, torch.compile on CPU X" in found.text
+    assert "not reliable (the interval reaches 20.0% from the speed-up, more than 10%; spread JAX steps 12%)" in found.text
+
+
+def test_the_interval_is_measured_against_the_speed_up_on_its_lower_side_too():
+    found = verdict(row(speedup=2.0, speedup_ci_low=1.5, speedup_ci_high=2.02), ENOUGH, nodes=1)
+    assert "the interval reaches 25.0% from the speed-up" in found.text
+
+
+def test_a_tie_is_said_as_jax_and_one_paired_trial_in_the_singular():
+    assert "JAX 1.00x faster" in verdict(row(speedup=1.0), ENOUGH, nodes=1).text
+    assert "1 paired trial on 1 node" in verdict(row(paired=True), {"jax": 1, "torch": 1}, nodes=1).text
+    assert "2 paired trials on 1 node" in verdict(row(paired=True), {"jax": 2, "torch": 2}, nodes=1).text
+
+
+def test_one_throttled_run_is_enough_to_distrust_the_row():
+    found = verdict(row(torch_throttled_runs=1.0), ENOUGH, nodes=1)
+    assert not found.reliable and "PyTorch's GPU was throttled in 1 of 3 runs" in found.text
+
+
+def test_the_verdicts_of_merged_rows_count_each_rows_runs_and_nodes(tmp_path):
+    """verdicts() and verdict_lines() in this process (collect's test runs them in a command-line child): a cell of
+    three runs a side on two nodes, and one PyTorch never ran."""
+    from bench_contract.results import ResultRows
+    from orchestrator.results.collect import merge
+    from orchestrator.results.verdict import verdict_lines, verdicts
+    from orchestrator.results.views import summary_frame, use_case_frame
+
+    for k, (node, jax) in enumerate([("n1", 2000.0), ("n2", 2010.0), ("n1", 1990.0)]):
+        write_runs(tmp_path, f"c{k}", node, {"jax": jax, "torch": 1000.0 + k})
+    alone = ResultRows(result_context(framework="jax", benchmark="digits", use_case=1, model="mlp", batch_size=64,
+                                      precision="fp32", device_kind="cpu", device_model="CPU X", campaign="c0",
+                                      cell_id="jax-alone", slurm_nodelist="n1"))
+    alone.add("throughput", 3000.0, "samples/s")
+    alone.write(tmp_path / "c0" / "rows" / "jax" / "jax-alone.parquet")
+    merge(tmp_path, tmp_path / "merged.parquet")
+    summary = summary_frame(tmp_path / "merged.parquet")
+    found = verdicts(use_case_frame(summary), summary)
+    assert [(v.device_model, v.use_case, v.reliable) for v in found] == [("CPU X", 1, True), ("CPU X", 1, False)]
+    assert found[0].text.endswith("], 3 runs each on 2 nodes: reliable")
+    assert found[1].text.endswith("batch 64 fp32 on CPU X: no throughput from PyTorch")
+    lines = verdict_lines(found)
+    assert lines[0].startswith("Verdicts (1 of 2 reliable; ") and lines[0].endswith("the rule: docs/comparisons-and-report.md):")
+    assert lines[1:] == [f"  {v.text}" for v in found]
+    assert verdict_lines([]) == []
+
+
 @pytest.mark.parametrize("half_width, reliable", [(MAX_INTERVAL * 0.99, True), (MAX_INTERVAL * 1.01, False)])
 def test_an_interval_wider_than_the_maximum_is_not_reliable(half_width, reliable):
     found = verdict(row(half_width=half_width), ENOUGH, nodes=1)
