@@ -1,10 +1,13 @@
-"""Collecting 10,000 task files from scratch, again after 100 new ones, and the memory it takes.
+"""Collecting 10,000 task files from scratch, against a bare pyarrow read of the same files, again after 100 new
+ones, and the memory it takes.
 
 The task files are real result files (the contract's ResultRows writer, every column of the schema): 100
 distinct tables, each written again under many cell ids, one file per cell, which is what collect sees after a
 campaign of that many cells. Each file is its own cell: collect keeps one run per cell, so copies with one cell
 id (as this suite wrote until #17) were merged as 100 cells and 9,900 left out, not 10,000 merged.
-Each collect runs as `main.py collect` in its own process, so its wall time and peak memory are the user's.
+Each collect runs as `main.py collect` in its own process, so its wall time and peak memory are the user's. The
+bare read runs as its own process too (interpreter, pyarrow's import, every task file read and the tables
+concatenated), in the same run, so that the ratio of the two says what collect adds whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from bench.timing import REPO_ROOT, Result, at_most, seconds
 FILES = 10_000
 NEW_FILES = 100
 ROWS_PER_FILE = 42  # throughput, test accuracy and 40 training losses
-SCRATCH_TARGET_S, INCREMENTAL_TARGET_S = 5.0, 0.5  # for FILES and NEW_FILES
+SCRATCH_TARGET_RATIO, INCREMENTAL_TARGET_S = 2.5, 0.5  # for FILES (against the bare read) and NEW_FILES
 QUICK_FILES, QUICK_NEW_FILES = 200, 10  # --quick: to check that the suite runs
 
 
@@ -65,38 +68,47 @@ def make_task_files(root: Path, count: int, rows: int, start: int = 0, wide: boo
         pq.write_table(table, folder / f"cell-{index}.parquet")  # as ResultRows.write does, without the rename
 
 
-def collect_process(results: Path) -> tuple[float, float, float]:
-    """Wall time, peak memory (MB) and CPU time (user + system, s) of `main.py collect` on `results`, as its own
-    process. On a shared machine the load stretches the wall time; the CPU time says what collect itself cost."""
+# The bare read: what any reader of these files pays. ParquetFile.read is pyarrow's cheapest whole-file read
+# (pq.read_table goes through the dataset layer and took about three times its CPU per file here), so the ratio
+# is held against the fastest plain reading, not a slow one.
+BARE_READ = """
+import sys
+from pathlib import Path
+import pyarrow as pa
+import pyarrow.parquet as pq
+paths = sorted(Path(sys.argv[1]).glob("*/rows/**/*.parquet"))
+table = pa.concat_tables([pq.ParquetFile(path).read() for path in paths])
+if table.num_rows != int(sys.argv[2]):
+    sys.exit(f"read {table.num_rows} rows, not {sys.argv[2]}")
+"""
+
+
+def timed_process(args: list[str]) -> tuple[float, float, float]:
+    """Wall time, peak memory (MB) and CPU time (user + system, s) of this interpreter running `args`, as its own
+    process. On a shared machine the load stretches the wall time; the CPU time says what the process itself cost."""
     # stderr goes to a file, not a pipe: nobody reads a pipe during wait4, and collect's warnings would fill it
     # (64 KB) and block collect for ever.
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), "collect", "--results-dir", str(results)],
-                                stdout=subprocess.DEVNULL, stderr=err, cwd=REPO_ROOT)
+        proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=err, cwd=REPO_ROOT)
         _, status, usage = os.wait4(proc.pid, 0)  # the rusage of this child alone
         elapsed = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             err.seek(0)
-            raise RuntimeError(f"main.py collect failed: {err.read().decode(errors='replace').strip()[-2000:]}")
+            raise RuntimeError(f"{' '.join(args[:2])} failed: {err.read().decode(errors='replace').strip()[-2000:]}")
     return elapsed, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
-def forget_merged(results: Path) -> None:
-    """Remove the merged dataset, so that the next collect starts from scratch: `merged.parquet` is a link to a
-    hidden generation folder (rmtree refuses a link, and ignoring that made every later collect incremental)."""
-    merged = results / "merged.parquet"
-    if merged.is_symlink() or merged.is_file():
-        merged.unlink()
-    else:
-        shutil.rmtree(merged, ignore_errors=True)
-    for generation in results.glob(".merged.parquet*"):
-        if generation.is_dir() and not generation.is_symlink():
-            shutil.rmtree(generation, ignore_errors=True)
-        else:
-            generation.unlink(missing_ok=True)
-    assert not merged.exists() and not merged.is_symlink()
+def collect_process(results: Path) -> tuple[float, float, float]:
+    """timed_process of `main.py collect` on `results`."""
+    return timed_process([str(REPO_ROOT / "main.py"), "collect", "--results-dir", str(results)])
+
+
+def bare_read(results: Path, rows: int, repeats: int) -> tuple[float, float]:
+    """Medians of wall time and CPU time of `repeats` bare reads (BARE_READ) of the task files under `results`."""
+    runs = [timed_process(["-c", BARE_READ, str(results), str(rows)]) for _ in range(repeats)]
+    return median([wall for wall, _, _ in runs]), median([cpu for _, _, cpu in runs])
 
 
 def median(values):
@@ -106,16 +118,18 @@ def median(values):
 
 def from_scratch(results: Path, repeats: int) -> tuple[float, float, float]:
     """Medians of wall time, peak memory and CPU time of `repeats` collects of `results`, each from scratch."""
+    from orchestrator.results.store import MERGED, remove_merged
+
     runs = []
     for _ in range(repeats):
-        forget_merged(results)
+        remove_merged(results / MERGED)  # the link and its generations (rmtree of the link left them, once)
         runs.append(collect_process(results))
     wall, memory, cpu = zip(*runs)
     return median(wall), median(memory), median(cpu)
 
 
 def measure(repeats: int, quick: bool = False) -> list[Result]:
-    from orchestrator.results.collect import merge
+    from orchestrator.results.collect import READ_THREADS, merge
 
     files, new_files = (QUICK_FILES, QUICK_NEW_FILES) if quick else (FILES, NEW_FILES)
     work = Path(tempfile.mkdtemp(prefix="bench-collect-"))
@@ -123,6 +137,7 @@ def measure(repeats: int, quick: bool = False) -> list[Result]:
         big = work / "big"
         make_task_files(big, files, ROWS_PER_FILE)
         scratch_s, scratch_mb, scratch_cpu = from_scratch(big, repeats)
+        bare_s, bare_cpu = bare_read(big, files * ROWS_PER_FILE, repeats)
         # The same files in the wide layout: results folders of campaigns run before #17.
         wide = work / "wide"
         make_task_files(wide, files, ROWS_PER_FILE, wide=True)
@@ -153,12 +168,18 @@ def measure(repeats: int, quick: bool = False) -> list[Result]:
         shutil.rmtree(work, ignore_errors=True)
     rows, full = files * ROWS_PER_FILE, not quick  # the time targets are for FILES and NEW_FILES
 
-    def held_to(value: float, target: float) -> tuple[str, str]:
-        return (f"<= {target:g} s", at_most(value, target)) if full else ("", "")
+    def held_to(value: float, target: float, unit: str = " s") -> tuple[str, str]:
+        return (f"<= {target:g}{unit}", at_most(value, target)) if full else ("", "")
 
     return [
-        Result(f"collect {files:,} task files from scratch", seconds(scratch_s), *held_to(scratch_s, SCRATCH_TARGET_S),
+        Result(f"collect {files:,} task files from scratch", seconds(scratch_s), "(see the ratio)", "",
                f"`main.py collect`, {rows:,} rows; {scratch_cpu:.1f} s CPU; peak {scratch_mb:.0f} MB"),
+        Result(f"a bare pyarrow read of the same {files:,} files", seconds(bare_s), "", "",
+               f"its own process: pyarrow's import, ParquetFile.read of each, concat_tables; {bare_cpu:.1f} s CPU"),
+        Result("collect from scratch / the bare read, same run", f"{scratch_s / bare_s:.2f}x",
+               *held_to(scratch_s / bare_s, SCRATCH_TARGET_RATIO, "x"),
+               f"wall-time medians; in CPU time {scratch_cpu / bare_cpu:.2f}x (collect reads on "
+               f"{READ_THREADS} threads, the bare read on one)"),
         Result(f"the same {files:,} files written in the wide layout of before #17", seconds(wide_s), "(none)", "",
                f"every context column on every row, as older results folders hold them; {wide_cpu:.1f} s CPU"),
         Result(f"collect again after {new_files:,} new files: the merge", seconds(merge_s),
