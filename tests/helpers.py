@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import re
+import shlex
 import signal
 import struct
 import subprocess
@@ -181,6 +182,13 @@ def wait_until(condition: Callable[[], object], proc: subprocess.Popen | None = 
 def shell_wait_for(path: Path, seconds: int = 120) -> str:
     """A bash line that waits until `path` exists (at most `seconds`): a fake tool held until the test says go."""
     return f'for _ in $(seq {seconds * 20}); do [ -e "{path}" ] && break; sleep 0.05; done\n'
+
+
+def driver_passthrough() -> str:
+    """A bash line for a stand-in environment's `python` (a shell script): it hands the paired job's driver
+    (bench_contract.run.driver, which needs Python and the contract only) to this real interpreter, so that the
+    stand-in stands in for the backends alone."""
+    return f'if [ "${{2:-}}" = bench_contract.run.driver ]; then exec {shlex.quote(sys.executable)} "$@"; fi\n'
 
 
 def default_signals() -> None:

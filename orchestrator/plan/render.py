@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -373,19 +374,25 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
     runs = [
         {"framework": fw, "title": catalog.FRAMEWORKS[fw],
          "environment": environment_entry(fw, profile, container_mounts(campaign_dir, cells)),
-         "exports": FRAMEWORK_EXPORTS[fw], "specs_file": specs_path(campaign_dir, fw, system)}
+         "exports": FRAMEWORK_EXPORTS[fw], "specs_file": specs_path(campaign_dir, fw, system),
+         "launcher": f"run_{fw}"}  # the script's launch function, which the driver calls by name
         for fw in PAIRED_ORDER
     ]
+    first_stage = FIRST_STAGE if first.settings.target_interval else 0
+    rule_launcher = "trials_needed" if first_stage else ""  # the launch function of Stein's rule
     text = _environment().get_template("paired.sh.j2").render(
         **header_values(name, cells, profile, campaign=campaign, command=command, git_commit=git_commit,
                         created_at=created_at),
+        launch_functions=[run["launcher"] for run in runs] + ([rule_launcher] if rule_launcher else []),
+        rule_launcher=rule_launcher,
+        driver=driver_entry(runs),
         pair_lines=[f"{i:<5}  {a.model_label} batch {a.batch_size} {a.precision}  ({a.pair_key})"
                     for i, (a, *_) in enumerate(pairs)],
         directives=sbatch_directives(profile, name.removesuffix(".sh"), len(pairs), campaign_dir / "logs"),
         order=" then ".join(catalog.FRAMEWORKS[fw] for fw in PAIRED_ORDER),
         trials=trials,
         runs=runs,
-        first_stage=FIRST_STAGE if first.settings.target_interval else 0,
+        first_stage=first_stage,
         target_percent=percent(first.settings.target_interval),
         time_limit=profile.time_limit or "",
         time_limit_s=slurm_seconds(profile.time_limit) if profile.time_limit else 0,
@@ -394,3 +401,14 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         warning_s=profile.earliest_warning_s(),
     )
     return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials, system)
+
+
+def driver_entry(runs: list[dict]) -> dict:
+    """Where the paired job's driver (bench_contract.run.driver) runs: the first framework's environment that is not
+    a container, since the driver starts every framework's process, containers included, from the node itself; where
+    both are containers, the interpreter that plans the campaign, as the --collect-after job runs it. The driver needs
+    the standard library and the contract only."""
+    for run in runs:
+        if not run["environment"].get("container"):
+            return {"framework": run["framework"], "title": run["title"], "environment": run["environment"]}
+    return {"framework": "", "title": "", "environment": {"python": sys.executable}}

@@ -84,6 +84,27 @@ def test_the_paired_and_validate_scripts_run_in_the_container_too(tmp_path):
     assert f"apptainer exec --nv --bind {REPO_ROOT},{tmp_path.resolve()} {IMAGE} python3 -m jax_backend.parity" in text
 
 
+def test_the_paired_driver_runs_outside_the_containers_it_starts(tmp_path):
+    """The driver starts each framework's container from the node, so it never runs inside one: in PyTorch's
+    environment where only JAX's is a container, and with the planning interpreter where both are."""
+    import shlex
+    import sys
+
+    driver = "-m bench_contract.run.driver"
+    assert plan(tmp_path, profile_with(tmp_path, "apptainer"), "--paired").returncode == 0
+    tail = (tmp_path / "s" / "paired_digits_1.sh").read_text().split("exec 3< <(env -0)\n", 1)[1]
+    assert f"source {REPO_ROOT / '.envs' / 'torch' / 'bin' / 'activate'}" in tail
+    assert f"exec python {driver}" in tail and "apptainer" not in tail
+    both = tmp_path / "both"
+    both.mkdir()
+    profile = both / "p.toml"
+    profile.write_text(f'[envs.jax]\ncontainer = "{IMAGE}"\n[envs.torch]\ncontainer = "{IMAGE}"\n')
+    assert plan(both, profile, "--paired").returncode == 0
+    script = both / "s" / "paired_digits_1.sh"
+    assert f"exec {shlex.quote(sys.executable)} {driver}" in script.read_text()
+    assert subprocess.run(["shellcheck", "-S", "warning", str(script)]).returncode == 0
+
+
 def test_without_the_runtime_on_path_submission_is_refused_in_one_sentence(tmp_path):
     profile = profile_with(tmp_path, "apptainer")
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}

@@ -7,7 +7,7 @@ import signal
 import subprocess
 
 import pytest
-from helpers import run_cli, wait_until
+from helpers import driver_passthrough, run_cli, wait_until
 
 
 def stand_in_env(env_dir, framework, log):
@@ -17,7 +17,7 @@ def stand_in_env(env_dir, framework, log):
     bin_dir.mkdir(parents=True)
     (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
     (bin_dir / "python").write_text(
-        "#!/bin/bash\n"
+        f"#!/bin/bash\n{driver_passthrough()}"
         f"trap 'kill $!; echo \"{framework} got TERM\" >> {shlex.quote(str(log))}; exit 143' TERM\n"
         f"trap 'kill $!; echo \"{framework} got USR1\" >> {shlex.quote(str(log))}; exit 138' USR1\n"
         f'echo "{framework} started $4" >> {shlex.quote(str(log))}\n'  # once its traps are set

@@ -8,7 +8,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import result_context, run_cli, write_result
+from helpers import driver_passthrough, result_context, run_cli, write_result
 from test_trials_and_pairing import manifest, plan
 
 from bench_contract.results import ResultRows
@@ -155,7 +155,8 @@ def rule_env(env_dir, framework, log, answer: int) -> None:
     bin_dir.mkdir(parents=True)
     (bin_dir / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
     python = bin_dir / "python"
-    python.write_text(f'#!/bin/bash\nif [ "$2" = bench_contract.sequential ]; then echo "rule $5 $6 $7" >> "{log}"; '
+    python.write_text(f'#!/bin/bash\n{driver_passthrough()}'
+                      f'if [ "$2" = bench_contract.sequential ]; then echo "rule $5 $6 $7" >> "{log}"; '
                       f'echo {answer}; exit 0; fi\necho "{framework} $4" >> "{log}"\n')
     python.chmod(0o755)
 

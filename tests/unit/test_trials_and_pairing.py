@@ -8,18 +8,21 @@ import stat
 import subprocess
 from pathlib import Path
 
-from helpers import run_cli
+from helpers import driver_passthrough, run_cli
 
 from bench_contract.spec import JobSpec
 
 
 def logging_env(env_dir: Path, framework: str, log: Path) -> None:
-    """An environment whose activate marks it, and whose `python` appends which environment ran it, with what."""
+    """An environment whose activate marks it, and whose `python` appends which environment ran it, with what. The
+    mark adds to any mark already there ("jax+torch"), so a run that inherited another environment says so."""
     bin_dir = env_dir / framework / "bin"
     bin_dir.mkdir(parents=True)
-    (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\nexport ACTIVE_ENV={framework}\n')
+    (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n'
+                                      f'export ACTIVE_ENV="${{ACTIVE_ENV:+$ACTIVE_ENV+}}{framework}"\n')
     python = bin_dir / "python"
-    python.write_text(f'#!/bin/bash\necho "$ACTIVE_ENV $$ ${{XLA_PYTHON_CLIENT_PREALLOCATE:-unset}} $*" >> {shlex.quote(str(log))}\n')
+    python.write_text(f'#!/bin/bash\n{driver_passthrough()}'
+                      f'echo "$ACTIVE_ENV $$ ${{XLA_PYTHON_CLIENT_PREALLOCATE:-unset}} $*" >> {shlex.quote(str(log))}\n')
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
 
 
@@ -74,7 +77,8 @@ def test_a_paired_script_runs_both_frameworks_alternately_each_in_its_own_enviro
     assert [(env, args[-1]) for env, _, _, *args in runs] == [("jax", "2"), ("torch", "2"), ("torch", "3"), ("jax", "3")]
     assert [args[:2] for _, _, _, *args in runs] == [["-m", f"{fw}_backend.run"] for fw in ("jax", "torch", "torch", "jax")]
     assert len({pid for _, pid, _, *_ in runs}) == 4  # each run its own process
-    # JAX's export is set in JAX's runs only: nothing of one environment leaks into the other's.
+    # Each run entered its own environment only (the paired job's driver runs in JAX's, and starts every run from the
+    # job's environment as it was before), and JAX's export is set in JAX's runs only.
     assert [prealloc for _, _, prealloc, *_ in runs] == ["false", "unset", "unset", "false"]
     assert "JAX then PyTorch in even trials, the other way round in odd ones" in run.stdout
     for env, _, _, *args in runs:

@@ -1,0 +1,269 @@
+"""The driver of a paired job: it runs the job's list of runs, one child process at a time, each in its framework's
+own environment, and keeps the job's control flow in Python rather than in the script.
+
+A paired script (templates/paired.sh.j2) keeps what Slurm must read and one launch function per framework, which
+enters that framework's environment and execs its backend; it ends by exec-ing
+
+    python -m bench_contract.run.driver --pair P --trials N --run jax run_jax SPECS --run torch run_torch SPECS
+        [--rule trials_needed [--time-budget-s S --job-seconds "$SECONDS"]] --environment-fd 3
+
+so the driver is the job's process from then on, and Slurm's warning signal (--signal=B:...) reaches it. What it
+does, each for the reason given:
+
+- The trials: trial t of pair P is line P*N+t (from 0) of each framework's specs file, the frameworks in
+  bench_contract.spec.pair_order(t), so that an effect of the position within a pair falls on both alike.
+- Each run is a process of its own, `bash -euo pipefail -c '"$@"' LAUNCHER SPECS LINE`, started from the job's
+  environment as the script had it before it entered the driver's own (its `env -0`, read from a file
+  descriptor): nothing of one framework's environment, or of the driver's, reaches the other framework's runs.
+  The shell options are the script's, under which the launch functions were written: a failed `source` ends the
+  run instead of running another interpreter.
+- A stop signal (bench_contract.run.stop_signals: Slurm's warning signal, TERM, INT) is passed on to the running
+  child, which writes its failure row and exits; the driver waits until it has ended, starts nothing more, and
+  exits 143, as a job stopped by TERM does.
+- A failed run does not stop the pair: the other runs go on, and the job ends failed (exit 1), saying how many.
+- `--trials auto`: after the first FIRST_STAGE trials, Stein's rule (bench_contract.sequential) says how many
+  trials the pair needs, within the job's time budget where there is one (the first stage's seconds, and the
+  seconds left before the earliest warning signal). The rule reads the task files with pyarrow, so it runs as a
+  child too, in the first framework's environment, through the script's rule launcher; if it fails, every
+  planned trial runs.
+
+The runs are data (Run: framework, specs file, line), grouped by trial, not code paths: a job that runs several
+cells in one allocation gives the driver a longer list.
+
+Only the standard library and the contract's stdlib-only modules (spec, stop_signals): the driver starts before
+either framework, in whatever interpreter the script gives it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from bench_contract.run.stop_signals import STOP_SIGNALS
+from bench_contract.spec import FIRST_STAGE, FRAMEWORK_TITLES, PAIRED_ORDER, pair_order
+
+# How each launcher runs: the script's own shell options, and "$@" so that the launch function's name and its
+# arguments (specs file, line) come as data, unquoted by nobody. The last word is the shell's $0, in its messages.
+SHELL = ("bash", "-euo", "pipefail", "-c", '"$@"', "bench_contract.run.driver")
+STOPPED_EXIT = 143  # 128 + SIGTERM: what a job stopped by the warning signal or scancel ends with
+FAILED_EXIT = 1
+
+
+class DriverError(Exception):
+    """A driver called wrongly (by a script it was not rendered for): one sentence, exit 2."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One backend run: its framework and its job spec, line `line` (from 0) of `specs_file`."""
+
+    framework: str
+    specs_file: str
+    line: int
+
+
+def pair_trials(pair: int, trials: int, specs_files: Mapping[str, str]) -> list[list[Run]]:
+    """The runs of pair `pair`, trial by trial: trial t is line pair*trials+t of each framework's specs file (the
+    orchestrator plans them so: orchestrator.plan.render.spec_line), in pair_order(t)."""
+    return [[Run(fw, specs_files[fw], pair * trials + t) for fw in pair_order(t)] for t in range(trials)]
+
+
+@dataclass(frozen=True)
+class TimeBudget:
+    """The seconds from the job's start to the earliest warning signal, and when the job started (monotonic)."""
+
+    seconds: int
+    job_start: float
+
+    def left(self) -> int:
+        """Whole seconds left, as bash's $SECONDS would count them (negative once past the budget)."""
+        return int(self.seconds - (time.monotonic() - self.job_start))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Stein's rule after the first stage: the launcher that runs bench_contract.sequential, and the budget."""
+
+    launcher: str
+    budget: TimeBudget | None = None
+
+
+class Children:
+    """Starts one child at a time from the job's environment, and passes a stop signal on to the one running."""
+
+    def __init__(self, environment: Mapping[str, str]):
+        self.environment = dict(environment)
+        self.child: subprocess.Popen | None = None
+        self.stopped_by: int | None = None  # the first stop signal received
+
+    def catch_stop_signals(self) -> None:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._forward)
+
+    def _forward(self, signum: int, frame: Any) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = signum
+        self._pass_on(signum)
+
+    def _pass_on(self, signum: int) -> None:
+        # The child is not reaped before wait() returns in the main flow, so its pid cannot have been reused.
+        if self.child is not None and self.child.returncode is None:
+            try:
+                os.kill(self.child.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    @property
+    def stopped(self) -> bool:
+        return self.stopped_by is not None
+
+    def call(self, launcher: str, *args: str, capture: bool = False) -> tuple[int, str]:
+        """Run `launcher ARGS` to its end: (exit code, its stdout where captured; else it goes to the job's log)."""
+        child = subprocess.Popen([*SHELL, launcher, *args], env=self.environment, text=True,
+                                 stdout=subprocess.PIPE if capture else None)
+        self.child = child
+        if self.stopped_by is not None:  # a signal came between the caller's check and the start
+            self._pass_on(self.stopped_by)
+        try:
+            out, _ = child.communicate()
+        finally:
+            self.child = None
+        return child.returncode, out or ""
+
+
+def title(framework: str) -> str:
+    return FRAMEWORK_TITLES.get(framework, framework)
+
+
+def say(text: str, stream: TextIO) -> None:
+    # Flushed at once: the children write to the same log, and their lines must come after the one that names them.
+    print(text, file=stream, flush=True)
+
+
+def run_pair(children: Children, launchers: Mapping[str, str], trials: list[list[Run]], pair: int,
+             rule: Rule | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Run the trials of one pair in order (each trial's runs in their order) and return the job's exit code."""
+    planned = len(trials)
+    order = " then ".join(title(fw) for fw in PAIRED_ORDER)
+    say(f"pair {pair} (array task {os.environ.get('SLURM_ARRAY_TASK_ID', 'none')}) on {socket.gethostname()}: "
+        f"{'up to ' if rule else ''}{planned} trial(s), {order} in even trials, the other way round in odd ones", out)
+    wanted, failed = planned, 0
+    pair_start = time.monotonic()
+    for trial, runs in enumerate(trials):
+        if trial >= wanted:
+            break
+        for run in runs:
+            if children.stopped:
+                return stopped(trial, err)
+            say(f"trial {trial}: {title(run.framework)} (line {run.line + 1})", out)
+            code, _ = children.call(launchers[run.framework], run.specs_file, str(run.line))
+            if code != 0:
+                say(f"{title(run.framework)} trial {trial} failed", err)
+                failed += 1
+        if rule is not None and trial + 1 == FIRST_STAGE:
+            wanted = ask_rule(children, rule, trials, pair, time.monotonic() - pair_start, err)
+        if children.stopped:  # during the trial's last run, or the rule
+            return stopped(trial, err)
+    if failed:
+        say(f"{failed} run(s) of pair {pair} failed", err)
+        return FAILED_EXIT
+    return 0
+
+
+def stopped(trial: int, err: TextIO) -> int:
+    say(f"stopped by a signal during trial {trial}", err)
+    return STOPPED_EXIT
+
+
+def ask_rule(children: Children, rule: Rule, trials: list[list[Run]], pair: int, first_stage_s: float,
+             err: TextIO) -> int:
+    """Ask Stein's rule how many trials the pair needs in all (bench_contract.sequential's command line: each
+    framework's specs file in PAIRED_ORDER, the pair, and with a budget the first stage's whole seconds and the
+    whole seconds left); every planned trial where it fails. The rule prints why to the job's log itself."""
+    specs = {run.framework: run.specs_file for run in trials[0]}
+    args = [specs[fw] for fw in PAIRED_ORDER] + [str(pair)]
+    if rule.budget is not None:
+        args += [str(int(first_stage_s)), str(rule.budget.left())]
+    code, answer = children.call(rule.launcher, *args, capture=True)
+    try:
+        if code != 0:
+            raise ValueError(f"exit code {code}")
+        return int(answer.strip())
+    except ValueError:
+        if not children.stopped:
+            say(f"the sequential rule failed: all {len(trials)} trials run", err)
+        return len(trials)
+
+
+def job_environment(fd: int) -> dict[str, str]:
+    """The job's environment as `env -0` wrote it to file descriptor `fd` (NUL-separated NAME=VALUE entries)."""
+    try:
+        with os.fdopen(fd, "rb") as stream:
+            data = stream.read()
+    except OSError as exc:
+        raise DriverError(f"cannot read the job's environment from file descriptor {fd} ({exc.strerror}); the "
+                          f"script passes it with `exec {fd}< <(env -0)`") from exc
+    entries = [entry.partition(b"=") for entry in data.split(b"\0") if entry]
+    environment = {os.fsdecode(name): os.fsdecode(value) for name, _, value in entries}
+    if "PATH" not in environment:
+        raise DriverError(f"file descriptor {fd} holds no environment with a PATH; the script passes it with "
+                          f"`exec {fd}< <(env -0)`")
+    return environment
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one sentence, not argparse's usage block
+        raise DriverError(message)
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    parser = Parser(prog="python -m bench_contract.run.driver", add_help=False)
+    parser.add_argument("--pair", type=int, required=True)
+    parser.add_argument("--trials", type=int, required=True)
+    parser.add_argument("--run", nargs=3, action="append", required=True,
+                        metavar=("FRAMEWORK", "LAUNCHER", "SPECS_FILE"))
+    parser.add_argument("--rule", metavar="LAUNCHER")
+    parser.add_argument("--time-budget-s", type=int)
+    parser.add_argument("--job-seconds", type=int)
+    parser.add_argument("--environment-fd", type=int)
+    args = parser.parse_args(argv)
+    frameworks = [framework for framework, _, _ in args.run]
+    if sorted(frameworks) != sorted(PAIRED_ORDER):
+        raise DriverError(f"--run names the frameworks {', '.join(frameworks)}; a pair needs each of "
+                          f"{', '.join(PAIRED_ORDER)} once")
+    if args.pair < 0 or args.trials < 1:
+        raise DriverError(f"--pair must be 0 or more and --trials 1 or more, got {args.pair} and {args.trials}")
+    if (args.time_budget_s is None) != (args.job_seconds is None) or (args.time_budget_s is not None
+                                                                       and args.rule is None):
+        raise DriverError("--time-budget-s and --job-seconds go together, and with --rule")
+    return args
+
+
+def main(argv: Sequence[str]) -> int:
+    """The paired job's entry point (the module's docstring says its command line)."""
+    started = time.monotonic()
+    try:
+        args = parse(argv)
+        environment = os.environ if args.environment_fd is None else job_environment(args.environment_fd)
+    except DriverError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    children = Children(environment)
+    children.catch_stop_signals()
+    budget = None if args.time_budget_s is None else TimeBudget(args.time_budget_s, started - args.job_seconds)
+    rule = None if args.rule is None else Rule(args.rule, budget)
+    launchers = {framework: launcher for framework, launcher, _ in args.run}
+    specs = {framework: specs_file for framework, _, specs_file in args.run}
+    return run_pair(children, launchers, pair_trials(args.pair, args.trials, specs), args.pair, rule)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
