@@ -172,7 +172,7 @@ def merge(results_dir: Path, output: Path, others: Sequence[Path] = (),
 def merge_generation(results_dir: Path, output: Path, others: Sequence[Path] = (),
                      progress: Callable[[int], Progress] | None = None) -> Collected:
     """The merge itself, with the lock held: the next generation is built apart, then published in one rename."""
-    store.adopt_folder_layout(output)
+    store.refuse_plain_folder(output)
     current = store.current_generation(output)
     on_disk = all_task_files(results_dir, others, output)
     index = store.load_index(current) if current is not None else None

@@ -1,16 +1,29 @@
-"""The merged dataset on disk: generations of merged.parquet, the index of its parts, atomic publication.
+"""The merged dataset on disk: the least machinery that keeps collect's four promises.
 
-The merged dataset is a folder of Parquet parts (`merged.parquet/part-*.parquet`; pandas and pyarrow read the
-folder as one table) with an index (`_index.json`) of every merged task file: its size and mtime, and which rows
-of which part hold its rows. Rows are dropped by rewriting only the parts that held them, and when parts pile up
-they are compacted into one.
+`merged.parquet` is a symbolic link to one generation, a hidden folder beside it (`.merged.parquet.gen-*`) of
+Parquet parts (`part-*.parquet`; pandas and pyarrow read the folder as one table) and of `_index.json`, the
+index of every merged task file: its size and mtime, its cell key, and which rows of which part hold its rows.
+Each promise, and the parts of this module that keep it:
 
-Readers never see a half-collected dataset, and two collects never write at once. `merged.parquet` is a symbolic
-link to one complete generation, a hidden sibling folder (`.merged.parquet.gen-*`). A collect holds the lock
-`.merged.parquet.lock` (orchestrator.run.file_lock; a second collect waits for it), builds the next generation in a
-fresh folder (hard links to the parts it keeps, new parts for the rest), and switches the link with one rename. The
-previous generation stays for READER_GRACE_S after the switch, so a reader that resolved it can finish; a collect
-killed mid-way leaves only an unpublished folder, removed by the next collect.
+1. A reader never sees half a dataset. A collect builds the next generation in a fresh folder and switches the
+   link to it with one rename (publish_generation); a published generation is never written again. A reader
+   resolves the link once and reads that folder (merged_dataset), and a replaced generation stays READER_GRACE_S
+   after its switch (remove_old_generations, in_grace), so a read that began before a switch ends whole.
+2. A killed collect loses nothing and doubles nothing. The index is written into the same unpublished generation
+   as the parts it names, so the link names both or neither, and a killed collect leaves only an unpublished
+   folder, which the next one removes. An index that does not name exactly the parts beside it (a folder changed
+   by hand), or of another version or result schema, is not trusted: the next collect starts from scratch
+   (load_index). Two collects at once: each holds the lock `.merged.parquet.lock` (orchestrator.run.file_lock)
+   from reading the index to switching the link, so the second merges onto the first's generation.
+3. Collect after 100 new task files takes at most 0.5 s, with 10,000 merged (make bench). The index says which
+   files are merged, so only new and changed ones are read, into one new part (from scratch, 10,000 files take
+   about ten times as long); the parts kept are hard links in the new generation, not copies (new_generation);
+   the rows of changed and gone files leave by rewriting only the parts that hold them (drop_rows); and more
+   than MAX_PARTS parts are compacted into one (compact), so that a collect and every reader open a bounded
+   number of files however many collects ran.
+4. Collect of 10,000 task files from scratch takes at most 2.5 times a bare pyarrow read of the same files. Rows
+   are written as they are read, in row groups of ROW_GROUP rows (write_part, row_group): memory follows the
+   merged rows, and the writer gets few large chunks.
 """
 
 from __future__ import annotations
@@ -27,9 +40,7 @@ from orchestrator.errors import OrchestratorError
 
 MERGED = "merged.parquet"  # the merged dataset's default place in the results folder
 INDEX = "_index.json"  # pyarrow and pandas skip names that start with "_" when they read the folder
-# 2: each file's cell key and start time, and the files superseded by a newer run; 3: the calibrated metrics
-# renamed <metric>_own in the files' parts, and the shared ones in a derived part (results.shared_calibration).
-INDEX_VERSION = 3
+INDEX_VERSION = 3  # the index's own layout; an index of another version is rebuilt from the task files
 ROW_GROUP = 100_000  # rows buffered before they are written out as one row group
 MAX_PARTS = 16  # more parts than this are compacted into one (each part costs readers a file open)
 # A generation replaced by the next stays this long, for readers that resolved it before the switch (a report
@@ -78,13 +89,8 @@ def new_generation(output: Path, current: Path | None, parts: dict[str, int]) ->
 def discard_generation(output: Path, gen: Path) -> None:
     """Remove an unpublished generation whose building failed (a full disk), freeing its space at once; one that
     `output` links to is never removed."""
-    if current_generation(output) == gen:
-        return
-    clear_output(gen)
-    try:
-        gen.rmdir()
-    except OSError:
-        pass  # something else was put there: left alone, as remove_old_generations does
+    if current_generation(output) != gen:
+        shutil.rmtree(gen, ignore_errors=True)
 
 
 def publish_generation(output: Path, gen: Path) -> None:
@@ -96,7 +102,7 @@ def publish_generation(output: Path, gen: Path) -> None:
     os.symlink(gen.name, link)  # relative: the results folder can be moved or copied whole
     previous = current_generation(output)
     try:
-        os.replace(link, output)  # also replaces a merged.parquet file of the single-file layout
+        os.replace(link, output)  # a plain file of that name is replaced too (refuse_plain_folder: a folder is not)
     finally:
         link.unlink(missing_ok=True)
     flush_to_disk(output.parent)
@@ -106,15 +112,11 @@ def publish_generation(output: Path, gen: Path) -> None:
 
 def remove_old_generations(output: Path, keep: set[str]) -> None:
     """Remove the generations other than `keep` (the published one) that were replaced more than READER_GRACE_S
-    ago, with what collects left unpublished (no marker: no reader was ever pointed there); only the files
-    collect writes there are removed."""
+    ago, with what killed collects left: unpublished generations (no marker: no reader was ever pointed there)
+    and links never switched to."""
     for folder in output.parent.glob(f"{generation_prefix(output)}*"):
         if folder.name not in keep and folder.is_dir() and not folder.is_symlink() and not in_grace(folder):
-            clear_output(folder)
-            try:
-                folder.rmdir()
-            except OSError:
-                pass  # something else was put there: left alone
+            shutil.rmtree(folder, ignore_errors=True)
     for link in output.parent.glob(f".{output.name}.link-*"):
         link.unlink(missing_ok=True)
 
@@ -161,29 +163,13 @@ def remove_merged(output: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def adopt_folder_layout(output: Path) -> None:
-    """A merged dataset written before generations (a plain folder of parts) becomes the first generation, so
-    that its parts are kept; an empty folder goes. A folder that collect did not write is refused."""
-    if output.is_symlink() or not output.is_dir():
-        return
-    if not any(output.iterdir()):
-        output.rmdir()
-        return
-    if not (output / INDEX).exists() and not any(output.glob("part-*.parquet")):
-        raise OrchestratorError(f"{output} is a folder that collect did not write; move it away or give "
-                                "another --output")
-    gen = fresh_generation_name(output)
-    os.rename(output, gen)
-    flush_to_disk(output.parent)  # the rename is durable before the link that names it
-    publish_generation(output, gen)
-
-
-def clear_output(output: Path) -> None:
-    """Empty a generation folder of what collect itself wrote there (parts, index, temporary files: those of
-    bench_contract.atomic.publish, `.<name>.tmp-<host>-<pid>-<random>`, and `.part-*.tmp` of earlier versions)."""
-    for path in [*output.glob("part-*.parquet"), *output.glob(".part-*.tmp"), *output.glob(".part-*.tmp-*"),
-                 *output.glob(f".{INDEX}.tmp-*"), output / INDEX, output / SUPERSEDED]:
-        path.unlink(missing_ok=True)
+def refuse_plain_folder(output: Path) -> None:
+    """Refuse, in one sentence, a plain folder where collect keeps its link (an earlier version's merged dataset,
+    or another tool's folder): collect neither reads it nor removes it."""
+    if output.is_dir() and not output.is_symlink():
+        raise OrchestratorError(f"{output} is a folder, not the link to a merged dataset that this version of "
+                                f"collect writes (an earlier version's, or another tool's folder); move it away or "
+                                f"remove it (rm -r {output}), or give another --output, and run collect again")
 
 
 def new_index() -> dict:
@@ -193,29 +179,19 @@ def new_index() -> dict:
 
 
 def load_index(output: Path) -> dict | None:
-    """The index of a merged dataset, or None when it must be rebuilt: absent, from another version, or not
-    matching the parts on disk (a collect that was interrupted, or a folder someone changed)."""
+    """The index of the published generation `output`, or None when it must be rebuilt from the task files:
+    absent or damaged, of another version or result schema, or not naming exactly the parts beside it (a part
+    removed, added or changed by hand: readers read every part there, and collect only those it names)."""
+    from bench_contract.results import SCHEMA
+
     try:
         index = json.loads((output / INDEX).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(index, dict) or index.get("version") != INDEX_VERSION:
+    if not isinstance(index, dict) or index.get("version") != INDEX_VERSION or index.get("columns") != SCHEMA.names:
         return None
-    from bench_contract.results import SCHEMA
-
-    if index.get("columns") != SCHEMA.names:  # parts written with other columns (or before this was kept)
-        return None
-    for part, size in index.get("parts", {}).items():
-        try:
-            if (output / part).stat().st_size != size:
-                return None
-        except OSError:
-            return None
-    # Parts that the index does not name are left over from an interrupted run; readers would count them.
-    for stray in output.glob("part-*.parquet"):
-        if stray.name not in index["parts"]:
-            stray.unlink()
-    return index
+    on_disk = {part.name: part.stat().st_size for part in output.glob("part-*.parquet")}
+    return index if index.get("parts") == on_disk else None
 
 
 def save_index(output: Path, index: dict) -> None:

@@ -139,7 +139,7 @@ def test_the_command_reports_changed_and_deleted_files(tmp_path):
     assert "merged 3 rows from 1 task files (1 new or changed)" in proc.stdout
 
 
-def test_parts_are_compacted_and_an_interrupted_collect_is_repaired(tmp_path, monkeypatch):
+def test_parts_are_compacted(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "MAX_PARTS", 2)
     out = tmp_path / "merged.parquet"
     for batch in range(1, 6):  # one new file per collect: a new part each time, compacted past two
@@ -147,11 +147,25 @@ def test_parts_are_compacted_and_an_interrupted_collect_is_repaired(tmp_path, mo
         merge(tmp_path, out)
         assert len(list(out.glob("part-*.parquet"))) <= 2
     assert merged_rows(out) == merged_rows_from_scratch(tmp_path)
-    # A part left by an interrupted collect is not counted twice; a damaged index means a merge from scratch.
-    (out / "part-stray.parquet").write_bytes(next(out.glob("part-*.parquet")).read_bytes())
-    assert not merge(tmp_path, out).from_scratch and merged_rows(out) == merged_rows_from_scratch(tmp_path)
-    (out / store.INDEX).write_text("{not json")
-    assert merge(tmp_path, out).from_scratch and merged_rows(out) == merged_rows_from_scratch(tmp_path)
+
+
+def test_a_generation_changed_by_hand_is_rebuilt_from_the_task_files(tmp_path):
+    """Readers read every part in the folder and collect only those its index names: a part added, removed or
+    changed by hand, or a damaged index, means a merge from scratch, never rows counted twice or lost."""
+    out = tmp_path / "merged.parquet"
+    for batch in (1, 2):  # two collects: two parts
+        task_file(tmp_path, "jax", batch, float(batch))
+        merge(tmp_path, out)
+    expected = merged_rows_from_scratch(tmp_path)
+    changes = [lambda part: (out / "part-stray.parquet").write_bytes(part.read_bytes()),  # its rows twice
+               lambda part: part.unlink(),  # its rows lost
+               lambda part: (out / store.INDEX).write_text("{not json")]
+    for change in changes:
+        gen = os.path.realpath(out)
+        change(next(out.glob("part-*.parquet")))
+        collected = merge(tmp_path, out)
+        assert collected.from_scratch and merged_rows(out) == expected
+        assert os.path.realpath(out) != gen  # the changed generation is not written again: a new one replaces it
 
 
 def test_a_merged_file_of_the_old_single_file_layout_is_replaced(tmp_path):

@@ -2,11 +2,12 @@
 leaves readers the previous complete dataset, never a half-collected one."""
 
 import os
+import shutil
 import subprocess
 import sys
 
 import pandas as pd
-from helpers import REPO_ROOT, task_file, wait_until
+from helpers import REPO_ROOT, run_cli, task_file, wait_until
 
 from orchestrator.results.collect import merge
 from orchestrator.results.store import remove_merged
@@ -131,22 +132,27 @@ def test_a_collect_that_waited_too_long_refuses_in_one_sentence(tmp_path, monkey
     assert not (root / "merged.parquet").exists()
 
 
-def test_a_merged_folder_of_the_layout_before_generations_is_kept_and_read_incrementally(tmp_path):
-    import shutil
-
+def test_a_plain_folder_where_the_link_goes_is_refused_in_one_sentence_and_left_alone(tmp_path):
+    """An earlier version's merged dataset (a plain folder of parts), or another tool's folder: collect says so
+    and what to do, exits 1, and neither reads nor removes it."""
     root = tmp_path / "results"
     out = root / "merged.parquet"
     task_files(root, "jax", [1, 2])
     merge(root, out)
-    plain = root / "plain"  # the dataset as collect wrote it before: a plain folder of parts with its index
+    plain = root / "plain"  # the dataset as collect wrote it before generations: a plain folder of parts
     shutil.copytree(out, plain)
     remove_merged(out)
     assert not [p for p in root.iterdir() if p.name.startswith((".merged", "merged"))]  # link and generations
     plain.rename(out)
-    task_files(root, "torch", [1])
-    collected = merge(root, out)
-    assert not collected.from_scratch and collected.read == 1
-    assert out.is_symlink() and rows(out) == from_scratch(root)
+    before = sorted(p.name for p in out.iterdir())
+    proc = run_cli("collect", "--results-dir", str(root))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    (sentence,) = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert f"{out} is a folder, not the link to a merged dataset" in sentence and "move it away" in sentence
+    assert f"rm -r {out}" in sentence
+    assert not out.is_symlink() and sorted(p.name for p in out.iterdir()) == before
+    shutil.rmtree(out)  # as the sentence says: then collect makes it anew
+    assert merge(root, out).from_scratch and rows(out) == from_scratch(root)
 
 
 # #30 item 5: readers of merged.parquet while collects switch generations. The collector rewrites one task file
