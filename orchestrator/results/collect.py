@@ -189,7 +189,7 @@ def merge_generation(results_dir: Path, output: Path, others: Sequence[Path] = (
         # Drop the rows of removed and changed files from the parts that hold them; only those parts are rewritten.
         store.drop_rows(gen, files, set(removed) | set(changed))
         skipped = read_new_files(results_dir, gen, to_read, on_disk, files, progress and progress(len(to_read)))
-        losers = keep_newest_runs(gen, files, on_disk, index["superseded"])
+        losers = keep_newest_runs(gen, files, on_disk, index["superseded"], to_read)
         parts = store.compact(gen, files)
         shared = write_shared_part(gen, parts)
         store.save_merged(gen, index, [*parts, shared] if shared else parts)
@@ -259,12 +259,16 @@ def read_new_files(results_dir: Path, output: Path, to_read: list[str], on_disk:
 
 
 def keep_newest_runs(output: Path, files: dict[str, dict], on_disk: dict[str, tuple[int, int]],
-                     superseded: dict[str, dict]) -> list[tuple[str, str, bool]]:
+                     superseded: dict[str, dict], read: list[str]) -> list[tuple[str, str, bool]]:
     """One run per cell of a campaign: the newest stays, the others' rows leave the merged dataset and are
-    recorded as superseded. Returns (left out, kept, a copy of the same run: the same start time) triples."""
+    recorded as superseded. Returns (left out, kept, a copy of the same run: the same start time) triples.
+    Only the cells of the files `read` now can hold two runs (the merged dataset held one per cell), so only
+    their runs are ordered: sorting all 10,000 files' runs took a sixth of a collect after 100 new ones."""
+    cells = {files[rel]["key"] for rel in read if rel in files}
+    runs = [rel for rel, info in files.items() if info["key"] in cells]
     kept: dict[str, str] = {}
     losers: list[tuple[str, str, bool]] = []
-    for rel in sorted(files, key=lambda r: (files[r]["started_at"], files[r]["mtime_ns"], r)):
+    for rel in sorted(runs, key=lambda r: (files[r]["started_at"], files[r]["mtime_ns"], r)):
         key = files[rel]["key"]
         if key in kept:
             loser = kept[key]

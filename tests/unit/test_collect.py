@@ -209,6 +209,20 @@ def test_the_same_cell_twice_is_merged_once_the_newest_kept_and_said(tmp_path):
     assert proc.returncode == 0 and "left out" not in proc.stderr
 
 
+def test_a_run_of_a_merged_cell_found_by_a_later_collect_is_weighed_against_the_merged_one(tmp_path):
+    """Collect orders only the runs of the cells it read now; the run merged before must be among them."""
+    out = tmp_path / "merged.parquet"
+    older = task_file(tmp_path, "jax", 32, 1000.0, campaign="c1")
+    task_file(tmp_path, "torch", 32, 500.0, campaign="c1")
+    merge(tmp_path, out)
+    newer = rerun_copy(older, tmp_path / "copy", 4000.0, "2099-01-01T00:00:00+00:00")
+    assert merge(tmp_path, out).superseded == [(older, newer)]  # the merged run leaves
+    oldest = rerun_copy(older, tmp_path / "older-copy", 10.0, "2000-01-01T00:00:00+00:00")
+    assert merge(tmp_path, out).superseded == [(oldest, newer)]  # the new file leaves, the merged run stays
+    throughput = summary_frame(out).query("metric == 'throughput' and framework == 'jax'")["value"].tolist()
+    assert throughput == [4000.0] and merged_rows(out) == merged_rows_from_scratch(tmp_path)
+
+
 def test_failure_rows_are_never_merged(tmp_path):
     from bench_contract.run.failure import write_failure
 
