@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
+from bench_contract.config import ConfigError
 from orchestrator.errors import OrchestratorError, is_disk_full, oserror_reason
 from orchestrator.suggest import Invocation, invoked
 
@@ -50,6 +51,9 @@ def domain_errors() -> Iterator[None]:
     except OrchestratorError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=exc.exit_code) from None
+    except ConfigError as exc:  # a setting the configuration refuses (bench_contract.config): bad input
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
     except OSError as exc:
         if not is_disk_full(exc):
             raise

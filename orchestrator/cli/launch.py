@@ -7,18 +7,12 @@ from typing import Annotated
 
 import typer
 
-from bench_contract.spec import DP_ENGINES, PARALLELISMS, SAMPLINGS
+from bench_contract.config import MATRIX, MEASUREMENT, PRIVACY, SLURM
+from bench_contract.spec import DP_ENGINES, PARALLELISMS
 from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR
 from orchestrator.cli.common import command_line, completes, domain_errors, warn
+from orchestrator.cli.options import given_settings, with_setting_options
 from orchestrator.plan import catalog
-
-# The panels of the default command's help, one per kind of option.
-MATRIX = "Matrix: what runs (each axis a comma-separated list, or repeat the option)"
-TRAINING = "Training"
-PRIVACY = "DP-SGD (use cases 3 and 4)"
-DATA = "Data"
-SLURM = "Slurm: where and how the jobs run"
-MEASUREMENT = "Measurement: repeats, trials, pairing, batch search, traces"
 
 
 def show_version(value: bool) -> None:
@@ -29,43 +23,19 @@ def show_version(value: bool) -> None:
         raise typer.Exit()
 
 
+@with_setting_options  # and an option per setting of the cell's configuration (bench_contract.config)
 def main(
     ctx: typer.Context,
+    *,
+    config: Annotated[Path | None, typer.Option("--config", help="A campaign's configuration file (TOML), such as the campaign.toml every campaign writes beside its manifest: plans its cells again; options given beside it override it.", rich_help_panel=MATRIX)] = None,
     benchmark: Annotated[str | None, typer.Option("--benchmark", "-b", help="Benchmark to run (see `list`).", autocompletion=completes(catalog.BENCHMARKS), rich_help_panel=MATRIX)] = None,
     use_case: Annotated[list[str] | None, typer.Option("--use-case", "-u", help="1 train, 2 multi-device train, 3 per-sample grads, 4 multi-device per-sample grads, 5 inference; several, e.g. 3,5, plan one campaign.", autocompletion=completes([str(n) for n in catalog.USE_CASES]), rich_help_panel=MATRIX)] = None,
     frameworks: Annotated[list[str] | None, typer.Option("--frameworks", help="jax,torch (default: both).", autocompletion=completes(catalog.FRAMEWORKS), rich_help_panel=MATRIX)] = None,
     models: Annotated[list[str] | None, typer.Option("--models", help="Models (default: the benchmark's).", autocompletion=completes(catalog.MODELS), rich_help_panel=MATRIX)] = None,
     batch_sizes: Annotated[list[str] | None, typer.Option("--batch-sizes", help="Batch sizes, e.g. 32,64 (default: the benchmark's).", rich_help_panel=MATRIX)] = None,
     precision: Annotated[list[str] | None, typer.Option("--precision", help="Precision policies (default: fp32).", autocompletion=completes(catalog.PRECISIONS), rich_help_panel=MATRIX)] = None,
-    variant: Annotated[str, typer.Option("--variant", help="Model size: full, or tiny (fewer blocks, smaller inputs) for CPU tests.", autocompletion=completes(catalog.MODEL_VARIANTS), rich_help_panel=MATRIX)] = "full",
-    torch_compile: Annotated[bool, typer.Option("--torch-compile", help="PyTorch cells use torch.compile instead of eager (in training the whole step); short for --torch-modes compiled.", rich_help_panel=MATRIX)] = False,
     torch_modes: Annotated[list[str] | None, typer.Option("--torch-modes", help="PyTorch modes, e.g. eager,compiled: JAX is compared with each (default: eager).", autocompletion=completes(catalog.TORCH_MODES), rich_help_panel=MATRIX)] = None,
-    torch_compile_mode: Annotated[str, typer.Option("--torch-compile-mode", help="torch.compile's mode: default, reduce-overhead (CUDA graphs on a GPU) or max-autotune.", autocompletion=completes(catalog.TORCH_COMPILE_MODES), rich_help_panel=MATRIX)] = "default",
-    channels_last: Annotated[bool, typer.Option("--channels-last", help="PyTorch CNNs run in channels_last memory format (inference).", rich_help_panel=MATRIX)] = False,
-    epochs: Annotated[int | None, typer.Option(help="Training epochs (default: the benchmark's).", rich_help_panel=TRAINING)] = None,
-    learning_rate: Annotated[float, typer.Option(help="Learning rate.", rich_help_panel=TRAINING)] = 0.01,
-    optimizer: Annotated[str, typer.Option(help="Optimizer: sgd, momentum, adam, or adamw (decoupled weight decay); the same update in both frameworks (docs/measurement.md).", autocompletion=completes(catalog.OPTIMIZERS), rich_help_panel=TRAINING)] = "sgd",
-    seed: Annotated[int, typer.Option(help="Seed of the shared initial weights and of the batch order.", rich_help_panel=TRAINING)] = 0,
-    warmup_steps: Annotated[int, typer.Option(help="Steps run before timing starts.", rich_help_panel=TRAINING)] = 5,
-    momentum: Annotated[float, typer.Option(help="Momentum of --optimizer momentum.", rich_help_panel=TRAINING)] = 0.9,
-    nesterov: Annotated[bool, typer.Option("--nesterov", help="Nesterov momentum (--optimizer momentum).", rich_help_panel=TRAINING)] = False,
-    weight_decay: Annotated[float, typer.Option(help="Weight decay: L2 added to the gradient (sgd, momentum, adam), decoupled (adamw).", rich_help_panel=TRAINING)] = 0.0,
-    lr_schedule: Annotated[str, typer.Option(help="constant, or warmup_cosine: linear warm-up, then a cosine to 0.", autocompletion=completes(catalog.LR_SCHEDULES), rich_help_panel=TRAINING)] = "constant",
-    lr_warmup_steps: Annotated[int, typer.Option(help="warmup_cosine: steps of the linear warm-up.", rich_help_panel=TRAINING)] = 0,
-    lr_decay_steps: Annotated[int, typer.Option(help="warmup_cosine: steps of the cosine after the warm-up (then 0).", rich_help_panel=TRAINING)] = 1000,
-    clip_norm: Annotated[float, typer.Option(help="Clip each per-example gradient to this L2 norm C.", rich_help_panel=PRIVACY)] = 1.0,
-    noise_multiplier: Annotated[float | None, typer.Option(help="Gaussian noise of std sigma*C on the summed gradients (default 1.0); 0 for none (then JAX and PyTorch match step by step).", show_default=False, rich_help_panel=PRIVACY)] = None,
-    sampling: Annotated[str | None, typer.Option(help="poisson (each example joins a step's batch with probability B/N; the default, what the privacy budget assumes) or shuffle (fixed-size batches: no guarantee).", autocompletion=completes(SAMPLINGS), show_default=False, rich_help_panel=PRIVACY)] = None,
-    delta: Annotated[float | None, typer.Option(help="The delta of the privacy budget epsilon (default: the largest power of ten below 1/N, N the training samples).", show_default=False, rich_help_panel=PRIVACY)] = None,
-    target_epsilon: Annotated[float | None, typer.Option(help="Derive the noise multiplier that spends this epsilon over the cell's steps (instead of --noise-multiplier).", show_default=False, rich_help_panel=PRIVACY)] = None,
-    loop_batch_size: Annotated[int, typer.Option(help="Batch at which vmap and the naive per-example loop are timed; 0 (the default): the training batch of one device.", rich_help_panel=PRIVACY)] = 0,
     dp_engine: Annotated[list[str] | None, typer.Option("--dp-engine", help="PyTorch's DP-SGD engines, e.g. torchfunc,opacus (use cases 3 and 4): torch.func's vmap or Opacus's GradSampleModule; JAX (always jax.vmap) is compared with each (default: torchfunc).", autocompletion=completes(DP_ENGINES), rich_help_panel=PRIVACY)] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="Folder with the benchmark's real data files.", rich_help_panel=DATA)] = None,
-    synthetic: Annotated[bool, typer.Option("--synthetic", help="Use synthetic data instead of real data.", rich_help_panel=DATA)] = False,
-    synthetic_samples: Annotated[int, typer.Option(help="Size of the synthetic data set.", rich_help_panel=DATA)] = 2048,
-    device: Annotated[str, typer.Option(help="auto (GPU if the framework sees one), cpu or gpu.", autocompletion=completes(("auto", "cpu", "gpu")), rich_help_panel=SLURM)] = "auto",
-    nodes: Annotated[int, typer.Option(help="Nodes per cell (use cases 2 and 4); one process per device, started by srun.", rich_help_panel=SLURM)] = 1,
-    tasks_per_node: Annotated[int, typer.Option(help="Processes (devices) per node (use cases 2 and 4).", rich_help_panel=SLURM)] = 1,
     parallelism: Annotated[list[str] | None, typer.Option("--parallelism", help="Use case 2's state: ddp (replicated on every device: DDP, JAX replicated) and/or fsdp (sharded, FSDP in both: FSDP2's fully_shard, JAX's shard_map step), e.g. ddp,fsdp (default: ddp).", autocompletion=completes(PARALLELISMS), rich_help_panel=SLURM)] = None,
     executor: Annotated[str, typer.Option(help="slurm (sbatch), submitit, or local (run the scripts here).", autocompletion=completes(catalog.EXECUTORS), rich_help_panel=SLURM)] = "slurm",
     profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML); default: built-in.", rich_help_panel=SLURM)] = None,
@@ -100,23 +70,21 @@ def main(
     new_campaign: Annotated[bool, typer.Option("--new-campaign", help="The same command again plans a separate campaign instead of completing the earlier one.", rich_help_panel=SLURM)] = False,
     results_dir: Annotated[Path, typer.Option(help="Where campaigns and results go.", rich_help_panel=SLURM)] = DEFAULT_RESULTS_DIR,
     scripts_dir: Annotated[Path, typer.Option(help="Where the sbatch scripts are written.", rich_help_panel=SLURM)] = DEFAULT_SCRIPTS_DIR,
-    timed_steps: Annotated[int, typer.Option("--min-iterations", "--timed-steps", help="Inference and the per-sample vectorisation timing: time at least this many repeats of the step; training: the steps of the pipelined throughput.", rich_help_panel=MEASUREMENT)] = 50,
-    min_duration: Annotated[float, typer.Option("--min-duration", help="With --min-iterations: keep timing until the timed steps add up to at least this many seconds.", rich_help_panel=MEASUREMENT)] = 1.0,
     trials: Annotated[str, typer.Option("--trials", help="Run each cell as this many independent trials, each in a fresh process; `auto`: paired trials until the speed-up's 95% interval is within --target-interval (Stein's two-stage rule: 5 trials, then as many as they say), at most --max-trials.", rich_help_panel=MEASUREMENT)] = "1",
     target_interval: Annotated[str | None, typer.Option("--target-interval", help="With --trials auto: the interval's half-width to reach, relative to the speed-up, e.g. 5% or 0.05 (default 5%).", rich_help_panel=MEASUREMENT)] = None,
     max_trials: Annotated[int | None, typer.Option("--max-trials", help="With --trials auto: the most trials a pair runs (default 20); fewer where the job's --time would not hold them at the first 5 trials' pace.", rich_help_panel=MEASUREMENT)] = None,
-    paired: Annotated[bool, typer.Option("--paired", help="One job per JAX/PyTorch cell pair: both run alternately on one node, trials interleaved A B A B.", rich_help_panel=MEASUREMENT)] = False,
-    find_max_batch: Annotated[bool, typer.Option("--find-max-batch", help="Instead of measuring, find the largest batch that fits in memory: doubling, then binary search, each try a fresh process on synthetic data; --batch-sizes gives the start (default 1).", rich_help_panel=MEASUREMENT)] = False,
-    max_batch_limit: Annotated[int, typer.Option(help="Largest batch size --find-max-batch tries.", rich_help_panel=MEASUREMENT)] = 65536,
-    memory_limit: Annotated[str | None, typer.Option(help="Artificial memory cap of each --find-max-batch try, e.g. 6G or 512M: on a GPU its device memory (the framework's allocator limit), on a CPU its address space (like ulimit -v).", rich_help_panel=MEASUREMENT)] = None,
-    trace_steps: Annotated[int, typer.Option(help="After measuring, run this many more steps under the framework's profiler and keep the trace (Perfetto/TensorBoard) beside the results; 0 for none.", rich_help_panel=MEASUREMENT)] = 0,
     version: Annotated[bool, typer.Option("--version", help="Print the version and the git commit, then exit.", callback=show_version, is_eager=True)] = False,
+    **settings,  # an option per setting of the cell's configuration (with_setting_options)
 ) -> None:
     """Plan a campaign from the benchmark matrix, render one sbatch array script per framework, and submit it."""
-    options = {name: value for name, value in locals().items() if name not in ("ctx", "version")}  # every option
+    options = {name: value for name, value in locals().items() if name not in ("ctx", "version", "settings", "config")}
     if ctx.invoked_subcommand is not None:
         return
-    if benchmark is None or not use_case:
+    from orchestrator.cli.options import command_line_sources
+
+    with domain_errors():
+        file_settings = from_campaign_file(config, options, command_line_sources(ctx, options)) if config else {}
+    if options["benchmark"] is None or not options["use_case"]:
         # One sentence, not the page of help: the help is one -h away.
         typer.echo("error: give --benchmark and --use-case (see `python main.py -h`), or a command such as "
                    "`collect`", err=True)
@@ -126,10 +94,21 @@ def main(
     from orchestrator.run.launch import LaunchOptions, launch
 
     with domain_errors():
-        catalog.check_executor(executor)
-        for number in parse_use_cases(use_case):  # each use case warns as it would alone
-            note = one_process_warning(number, nodes, tasks_per_node)
+        catalog.check_executor(options["executor"])
+        given = {**file_settings, **given_settings(ctx, settings)}  # the command line over the file
+        for number in parse_use_cases(options["use_case"]):  # each use case warns as it would alone
+            note = one_process_warning(number, given.get("nodes", 1), given.get("tasks_per_node", 1))
             if note:
                 warn(note)
-        code = launch(LaunchOptions(**options).request(command_line()))
+        code = launch(LaunchOptions(**options, given=given).request(command_line()))
     raise typer.Exit(code=code)
+
+
+def from_campaign_file(path: Path, options: dict, typed: set[str]) -> dict:
+    """Fill `options` the command line left at their defaults from the campaign file at `path`
+    (plan.campaign_config); return its settings."""
+    from orchestrator.plan import campaign_config
+
+    matrix, file_settings = campaign_config.load(path)
+    options.update({key: value for key, value in matrix.items() if key not in typed})
+    return file_settings

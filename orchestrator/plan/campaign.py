@@ -28,6 +28,7 @@ from bench_contract.atomic import publish_all
 from bench_contract.spec import JobSpec, write_text_atomic
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError, oserror_reason
+from orchestrator.plan.campaign_config import FILE as CONFIGURATION
 from orchestrator.plan.matrix import Cell
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.render import PAIRED, RenderedScript, specs_path
@@ -135,8 +136,10 @@ def write_campaign(
     executor: str,
     created_at: str,
     previous: dict[str, Any] | None = None,
+    configuration: str = "",
 ) -> dict[str, Any]:
-    """Write specs, scripts and the manifest, all or nothing. Everything was validated before: this only writes.
+    """Write specs, scripts, the campaign's configuration file (`configuration`, plan.campaign_config; none where
+    it is "") and the manifest, all or nothing. Everything was validated before: this only writes.
 
     Every file is written whole before any is put in place, the manifest last (bench_contract.atomic.publish_all):
     a disk that fills up mid-way leaves no part of a new campaign, nor of a new latest copy in scripts_dir, and a
@@ -168,6 +171,8 @@ def write_campaign(
         manifest.update({key: previous[key] for key in ("created_at", "submissions", "resubmissions", "arrays")
                          if key in previous})
         manifest["replanned_at"] = now_utc()
+    if configuration:
+        files.append((campaign_dir / CONFIGURATION, configuration, None))
     files.append((campaign_dir / MANIFEST, manifest_text(manifest), None))  # last: it makes the campaign whole
     try:
         publish_all(files, folders=[campaign_dir / "logs"])

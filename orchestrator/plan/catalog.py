@@ -236,14 +236,6 @@ def home_benchmark(model: str) -> Benchmark:
     raise UsageError(f"model {model!r} belongs to no benchmark")
 
 
-def check_optimizer(name: str) -> None:
-    _choose("optimizer", name, OPTIMIZERS)
-
-
-def check_lr_schedule(name: str) -> None:
-    _choose("learning-rate schedule", name, LR_SCHEDULES)
-
-
 def skip_reason(bench: Benchmark, case: UseCase, model: str, precision: str) -> str | None:
     """Why this combination cannot run (yet), or None when it can. Each rule gives its reason."""
     if model not in bench.models:

@@ -153,27 +153,13 @@ OPTIMIZER_OPTIONS = {"optimizer": "--optimizer", "learning_rate": "--learning-ra
 
 
 def check_optimizer_options(case: catalog.UseCase, settings: RunSettings) -> None:
-    """The optimizer's options where they mean something: training (DP-SGD's use cases too, where adam is DP-Adam),
-    the momentum ones with the momentum optimizer, the schedule's steps with a schedule."""
-    catalog.check_lr_schedule(settings.lr_schedule)
+    """The optimizer's options where they mean something: training (DP-SGD's use cases too, where adam is DP-Adam).
+    Between themselves they are the configuration's rules (bench_contract.config)."""
     given = [option for name, option in OPTIMIZER_OPTIONS.items()
              if getattr(settings, name) != JobSpec.__dataclass_fields__[name].default]  # the contract's defaults
     if given and not case.trains:
         raise UsageError(f"use case {case.number} trains nothing ({case.title}), so {', '.join(given)} "
                          f"{'does' if len(given) == 1 else 'do'} not apply")
-    momentum_options = [option for option in ("--momentum", "--nesterov") if option in given]
-    if momentum_options and settings.optimizer != "momentum":
-        raise UsageError(f"{' and '.join(momentum_options)} belong to --optimizer momentum, not {settings.optimizer}")
-    if not 0 <= settings.momentum < 1:
-        raise UsageError(f"--momentum must be at least 0 and below 1, got {settings.momentum}")
-    if not settings.weight_decay >= 0:
-        raise UsageError(f"--weight-decay cannot be negative, got {settings.weight_decay}")
-    schedule_steps = [option for option in ("--lr-warmup-steps", "--lr-decay-steps") if option in given]
-    if schedule_steps and settings.lr_schedule == "constant":
-        raise UsageError(f"{' and '.join(schedule_steps)} shape a schedule; give --lr-schedule warmup_cosine too")
-    if settings.lr_warmup_steps < 0 or settings.lr_decay_steps < 1:
-        raise UsageError(f"--lr-warmup-steps cannot be negative and --lr-decay-steps must be at least 1, got "
-                         f"{settings.lr_warmup_steps} and {settings.lr_decay_steps}")
 
 
 def check_paired(frameworks: list[str], settings: RunSettings) -> None:

@@ -4,168 +4,33 @@ line's values turned into them: comma-separated lists, batch and memory sizes, t
 
 from __future__ import annotations
 
-import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 
-from bench_contract.spec import FIRST_STAGE, PER_SAMPLE_USE_CASES, SAMPLINGS, TORCH_COMPILE_MODES, JobSpec
+from bench_contract.config import INT32_MAX, MAX_TRIALS, CellConfig, ConfigError
+from bench_contract.config import parse_memory_size as parse_memory_text
+from bench_contract.spec import FIRST_STAGE, PER_SAMPLE_USE_CASES, SAMPLINGS, JobSpec
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 
 
-# Bounds of the numbers a request may hold, so that each fits where it goes: the result columns (epochs, batch_size,
-# trial and device_count are 32-bit integers), the seeds numpy and JAX take, and a plan that stays small.
-INT32_MAX = 2**31 - 1
-SEED_MAX = 2**32 - 1  # numpy's generators take no negative seed, and JAX's keys 32 bits
-MAX_TRIALS = 1000
 # `--trials auto`: the most trials a pair may run (--max-trials), and the interval it aims at (--target-interval)
 DEFAULT_MAX_TRIALS = 20
 DEFAULT_TARGET_INTERVAL = 0.05
-MAX_MIN_DURATION_S = 86400.0  # a day of timed steps: no Slurm job of one cell needs more
-# Each whole-number option and its bound (from 0 or 1, as its own check below says, to INT32_MAX unless given).
-INTEGER_OPTIONS = {"epochs": "--epochs", "warmup_steps": "--warmup-steps",
-                   "synthetic_samples": "--synthetic-samples", "lr_warmup_steps": "--lr-warmup-steps",
-                   "lr_decay_steps": "--lr-decay-steps", "loop_batch_size": "--loop-batch-size", "nodes": "--nodes",
-                   "tasks_per_node": "--tasks-per-node", "timed_steps": "--min-iterations", "trials": "--trials",
-                   "batch_search_limit": "--max-batch-limit", "trace_steps": "--trace-steps"}
-INTEGER_BOUNDS = {"trials": (MAX_TRIALS, "so that a plan stays small")}
-FLOAT_OPTIONS = {"learning_rate": "--learning-rate", "momentum": "--momentum", "weight_decay": "--weight-decay",
-                 "clip_norm": "--clip-norm", "noise_multiplier": "--noise-multiplier", "delta": "--delta",
-                 "target_epsilon": "--target-epsilon", "min_duration_s": "--min-duration"}
 
 
-def check_bounds(settings: RunSettings) -> None:
-    """Every number finite and within what its column, its library or the plan can hold: one sentence each."""
-    for name, option in FLOAT_OPTIONS.items():
-        value = getattr(settings, name)
-        if value is not None and not math.isfinite(value):
-            raise UsageError(f"{option} must be a finite number, got {value}")
-    if settings.min_duration_s > MAX_MIN_DURATION_S:
-        raise UsageError(f"--min-duration must be at most {MAX_MIN_DURATION_S:.0f} seconds (a day of timed steps), "
-                         f"got {settings.min_duration_s}")
-    for name, option in INTEGER_OPTIONS.items():
-        value = getattr(settings, name)
-        bound, why = INTEGER_BOUNDS.get(name, (INT32_MAX, "a 32-bit integer, as the results hold it"))
-        if value > bound:
-            raise UsageError(f"{option} must be at most {bound} ({why}), got {value}")
-    if not 0 <= settings.seed <= SEED_MAX:
-        raise UsageError(f"--seed must be a whole number from 0 to {SEED_MAX} (the seeds numpy's generators and JAX "
-                         f"take), got {settings.seed}")
-    if settings.world_size > INT32_MAX:
-        raise UsageError(f"--nodes x --tasks-per-node must be at most {INT32_MAX} processes (a 32-bit integer, as the "
-                         f"results hold it), got {settings.world_size}")
-    if settings.memory_limit_bytes > 2**63 - 1:
-        raise UsageError(f"--memory-limit must be below 8E bytes (a 64-bit integer), got {settings.memory_limit_bytes}")
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """Settings shared by every cell of one request."""
-
-    epochs: int
-    learning_rate: float
-    optimizer: str
-    seed: int
-    warmup_steps: int
-    data_source: str  # "real" or "synthetic"
-    data_dir: str | None
-    synthetic_samples: int
-    device: str
-    # the optimizer's hyperparameters and the learning-rate schedule, with the job spec's defaults (one definition
-    # of each, bench_contract.spec; bench_contract.run.optim)
-    momentum: float = JobSpec.momentum
-    nesterov: bool = JobSpec.nesterov
-    weight_decay: float = JobSpec.weight_decay
-    lr_schedule: str = JobSpec.lr_schedule
-    lr_warmup_steps: int = JobSpec.lr_warmup_steps
-    lr_decay_steps: int = JobSpec.lr_decay_steps
-    # DP-SGD (use cases 3 and 4)
-    clip_norm: float = JobSpec.clip_norm
-    noise_multiplier: float = JobSpec.noise_multiplier
-    loop_batch_size: int = JobSpec.loop_batch_size
-    dp_engine: str = JobSpec.dp_engine  # PyTorch's DP-SGD engine, set per PyTorch cell by expand (--dp-engine)
-    # which examples a step takes, and the privacy budget (privacy_settings; the budget is per cell, with_privacy)
-    sampling: str = JobSpec.sampling
-    delta: float | None = None
-    target_epsilon: float | None = None
-    privacy: dict = field(default_factory=dict)
-    # data parallelism (use cases 2 and 4): one process per device; use case 2's state replicated or sharded, set
-    # per cell by expand (--parallelism)
-    parallelism: str = JobSpec.parallelism
-    nodes: int = 1
-    tasks_per_node: int = 1
-    # model size and inference options (use case 5)
-    model_variant: str = "full"
-    timed_steps: int = 50  # at least this many timed repeats of one step (inference, vectorisation timing)
-    torch_compile: bool = False  # PyTorch under torch.compile (in training the whole step), in this mode
-    torch_compile_mode: str = JobSpec.torch_compile_mode
-    channels_last: bool = False
-    # ... and at least this many seconds of timed steps
-    min_duration_s: float = 1.0
-    # each cell runs as `trials` independent trials, each in a fresh process
-    trials: int = 1
-    # one job per JAX/PyTorch cell pair, the two alternating on one node (trials interleaved A B A B)
-    paired: bool = False
-    # `--trials auto`: trials until the speed-up's interval is within this fraction (bench_contract.sequential);
-    # `trials` is then the most a pair may run. 0: exactly `trials` trials.
-    target_interval: float = 0.0
-    # the largest batch that fits (--find-max-batch), instead of measuring at given batch sizes
-    batch_search: bool = False
-    batch_search_limit: int = 65536
-    memory_limit_bytes: int = 0
-    # after measuring, this many steps under the framework's profiler, traced to a file next to the results
-    trace_steps: int = 0
-
-    @property
-    def world_size(self) -> int:
-        return self.nodes * self.tasks_per_node
+@dataclass(frozen=True, kw_only=True)
+class RunSettings(CellConfig):
+    """The configuration every cell of one request shares (bench_contract.config declares and checks each setting;
+    a setting that cannot run is bad input here: UsageError, exit 2)."""
 
     def __post_init__(self) -> None:
-        check_bounds(self)
-        if self.epochs < 1:
-            raise UsageError(f"--epochs must be at least 1, got {self.epochs}")
-        if not self.learning_rate > 0:
-            raise UsageError(f"--learning-rate must be positive, got {self.learning_rate}")
-        if self.warmup_steps < 0:
-            raise UsageError(f"--warmup-steps cannot be negative, got {self.warmup_steps}")
-        if self.synthetic_samples < 10:
-            raise UsageError(f"--synthetic-samples must be at least 10, got {self.synthetic_samples}")
-        if not self.clip_norm > 0:
-            raise UsageError(f"--clip-norm must be positive, got {self.clip_norm}")
-        if not self.noise_multiplier >= 0:
-            raise UsageError(f"--noise-multiplier cannot be negative, got {self.noise_multiplier}")
-        for option, value in (("--nodes", self.nodes), ("--tasks-per-node", self.tasks_per_node)):
-            if value < 1:
-                raise UsageError(f"{option} must be at least 1, got {value}")
-        if self.loop_batch_size < 0:
-            raise UsageError(f"--loop-batch-size cannot be negative (0: the training batch), got {self.loop_batch_size}")
-        if self.timed_steps < 1:
-            raise UsageError(f"--min-iterations (--timed-steps) must be at least 1, got {self.timed_steps}")
-        if not self.min_duration_s >= 0:
-            raise UsageError(f"--min-duration cannot be negative, got {self.min_duration_s}")
-        if self.trials < 1:
-            raise UsageError(f"--trials must be at least 1, got {self.trials}")
-        if self.target_interval and not self.paired:
-            raise UsageError("a target interval needs paired trials (--trials auto pairs them)")
-        if self.trace_steps < 0:
-            raise UsageError(f"--trace-steps cannot be negative, got {self.trace_steps}")
-        if self.trace_steps and self.world_size > 1:
-            raise UsageError("--trace-steps traces one process; it does not combine with --nodes or --tasks-per-node")
-        if self.trace_steps and self.batch_search:
-            raise UsageError("--trace-steps and --find-max-batch do not combine: a search records no steps to trace")
-        if self.batch_search_limit < 1:
-            raise UsageError(f"--max-batch-limit must be at least 1, got {self.batch_search_limit}")
-        catalog.check_optimizer(self.optimizer)
-        if self.torch_compile_mode not in TORCH_COMPILE_MODES:
-            raise UsageError(f"unknown --torch-compile-mode {self.torch_compile_mode!r}; choose from: "
-                             f"{', '.join(TORCH_COMPILE_MODES)}")
-        catalog.check_variant(self.model_variant)
-        if self.device not in catalog.DEVICES:
-            raise UsageError(f"unknown device {self.device!r}; choose from: {', '.join(catalog.DEVICES)}")
-        if self.memory_limit_bytes and not self.batch_search:
-            raise UsageError("--memory-limit caps the tries of --find-max-batch; give --find-max-batch too")
+        try:
+            super().__post_init__()
+        except ConfigError as error:
+            raise UsageError(str(error)) from None
 
     @cached_property
     def as_dict(self) -> dict:
@@ -284,21 +149,12 @@ def parse_use_cases(values: list[str] | None) -> list[int]:
     return cases
 
 
-MEMORY_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
 def parse_memory_size(text: str) -> int:
-    """'6G' -> bytes: a number with a K, M, G or T suffix (powers of 1024, as Slurm's --mem)."""
-    value, unit = text.strip()[:-1], text.strip()[-1:].upper()
+    """'6G' -> bytes (bench_contract.config.parse_memory_size), refused as bad input."""
     try:
-        size = float(value) * MEMORY_UNITS[unit]
-    except (KeyError, ValueError):
-        raise UsageError(f"memory size {text!r} is not a number with a K, M, G or T suffix, such as 6G") from None
-    if not math.isfinite(size) or size >= 2**63:
-        raise UsageError(f"memory size {text!r} is not a finite size below 8E (a 64-bit count of bytes)")
-    if size < 2**20:
-        raise UsageError(f"memory size {text!r} is below 1M: no framework starts in that")
-    return int(size)
+        return parse_memory_text(text)
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
 
 
 def privacy_settings(use_case: int, sampling: str | None, noise_multiplier: float | None, delta: float | None,

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from orchestrator import suggest
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, matrix, rules
+from orchestrator.plan.campaign_config import configuration_text
 from orchestrator.plan.campaign_folders import find_same_campaign
 from orchestrator.plan.discovery import profile_for
 from orchestrator.plan.profile import OPTION_KEYS, ClusterProfile
@@ -25,7 +26,6 @@ from orchestrator.plan.settings import (
     data_source,
     parse_batch_sizes,
     parse_list,
-    parse_memory_size,
     parse_use_cases,
     privacy_settings,
     trial_settings,
@@ -68,6 +68,8 @@ class LaunchRequest:
     use_case_settings: tuple[tuple[int, RunSettings], ...] = ()
     # Without --profile: what Slurm said it has, and so what the plan asks for (plan.discovery); "" with a profile.
     discovered: str = ""
+    # The campaign's configuration file (plan.campaign_config), written beside its manifest; "" writes none.
+    configuration: str = ""
 
     @property
     def plans(self) -> tuple[tuple[int, RunSettings], ...]:
@@ -77,8 +79,10 @@ class LaunchRequest:
 
 @dataclass(frozen=True)
 class LaunchOptions:
-    """The default command's options as typed (None where not given); `request` applies the defaults and the rules
-    that tie options together, and checks what can be checked before the matrix is expanded."""
+    """The default command's options as typed (None where not given): the matrix's axes, how trials run, where
+    and how the jobs run, and `given`, the settings of the cell's configuration the user gave (cli.options).
+    `request` applies the defaults and the rules that tie options together, and checks what can be checked before
+    the matrix is expanded."""
 
     benchmark: str
     use_case: list[str]  # one or several, as a comma-separated list or repeated (settings.parse_use_cases)
@@ -86,37 +90,7 @@ class LaunchOptions:
     models: list[str] | None
     batch_sizes: list[str] | None
     precision: list[str] | None
-    variant: str
-    torch_compile: bool
-    channels_last: bool
-    find_max_batch: bool
-    max_batch_limit: int
-    memory_limit: str | None
-    trace_steps: int
-    epochs: int | None
-    learning_rate: float
-    optimizer: str
-    seed: int
-    warmup_steps: int
-    momentum: float
-    nesterov: bool
-    weight_decay: float
-    lr_schedule: str
-    lr_warmup_steps: int
-    lr_decay_steps: int
-    timed_steps: int
-    min_duration: float
     trials: str  # a whole number, or "auto" (settings.trial_settings)
-    paired: bool
-    data_dir: Path | None
-    synthetic: bool
-    synthetic_samples: int
-    device: str
-    clip_norm: float
-    noise_multiplier: float | None  # None: the job spec's default, or derived from target_epsilon
-    loop_batch_size: int
-    nodes: int
-    tasks_per_node: int
     executor: str
     dry_run: bool
     wait: bool
@@ -125,15 +99,12 @@ class LaunchOptions:
     profile: Path | None
     results_dir: Path
     scripts_dir: Path
+    given: dict = field(default_factory=dict)  # setting -> value, only those given (bench_contract.config)
     systems: list[str] | None = None
     collect_after: bool = False
     torch_modes: list[str] | None = None
-    torch_compile_mode: str = "default"
     dp_engine: list[str] | None = None  # --dp-engine as typed
     parallelism: list[str] | None = None  # --parallelism as typed
-    sampling: str | None = None  # None: Poisson for DP-SGD (settings.privacy_settings)
-    delta: float | None = None
-    target_epsilon: float | None = None
     target_interval: str | None = None  # with --trials auto: "5%" or "0.05"
     max_trials: int | None = None
     # The Slurm options that replace the profile's values (profile.OPTION_KEYS); None: the profile's.
@@ -179,43 +150,34 @@ class LaunchOptions:
             dp_engines=parse_list(self.dp_engine) or None,
             parallelisms=parse_list(self.parallelism) or None,
             use_case_settings=plans,
+            configuration=self.configuration(plans[0][1], command),
         )
 
+    def configuration(self, settings: RunSettings, command: str) -> str:
+        """The campaign file's text: the request's matrix as parsed, its trials, and the resolved settings."""
+        matrix = {"benchmark": self.benchmark, "use_case": [int(n) for n in parse_use_cases(self.use_case)],
+                  "frameworks": parse_list(self.frameworks), "models": parse_list(self.models),
+                  "batch_sizes": parse_batch_sizes(self.batch_sizes), "precision": parse_list(self.precision),
+                  "torch_modes": parse_list(self.torch_modes), "dp_engine": parse_list(self.dp_engine),
+                  "parallelism": parse_list(self.parallelism), "systems": parse_list(self.systems),
+                  "trials": str(self.trials), "target_interval": self.target_interval, "max_trials": self.max_trials}
+        return configuration_text(matrix, settings.settings(), self.given, command)
+
     def settings(self, bench: catalog.Benchmark, use_case: int) -> RunSettings:
-        return RunSettings(
-            epochs=self.epochs if self.epochs is not None else bench.default_epochs,
-            learning_rate=self.learning_rate,
-            optimizer=self.optimizer,
-            seed=self.seed,
-            warmup_steps=self.warmup_steps,
-            momentum=self.momentum,
-            nesterov=self.nesterov,
-            weight_decay=self.weight_decay,
-            lr_schedule=self.lr_schedule,
-            lr_warmup_steps=self.lr_warmup_steps,
-            lr_decay_steps=self.lr_decay_steps,
-            data_source=data_source(self.synthetic, self.find_max_batch),
-            data_dir=str(self.data_dir) if self.data_dir else None,
-            synthetic_samples=self.synthetic_samples,
-            device=self.device,
-            clip_norm=self.clip_norm,
-            **privacy_settings(use_case, self.sampling, self.noise_multiplier, self.delta,
-                               self.target_epsilon, self.find_max_batch),
-            loop_batch_size=self.loop_batch_size,
-            nodes=self.nodes,
-            tasks_per_node=self.tasks_per_node,
-            model_variant=self.variant,
-            timed_steps=self.timed_steps,
-            min_duration_s=self.min_duration,
-            **trial_settings(str(self.trials), self.paired, self.target_interval, self.max_trials),
-            torch_compile=self.torch_compile,
-            torch_compile_mode=self.torch_compile_mode,
-            channels_last=self.channels_last,
-            batch_search=self.find_max_batch,
-            batch_search_limit=self.max_batch_limit,
-            memory_limit_bytes=parse_memory_size(self.memory_limit) if self.memory_limit else 0,
-            trace_steps=self.trace_steps,
-        )
+        """The configuration of this use case's cells: the settings given, and where not given the defaults the plan
+        derives (the benchmark's epochs, the data source of a search, DP-SGD's sampling, the trials' fields)."""
+        given = dict(self.given)
+        search = given.get("batch_search", False)
+        if given.get("data_dir"):
+            given["data_dir"] = str(given["data_dir"])
+        return RunSettings(**{
+            **given,
+            "epochs": given.get("epochs", bench.default_epochs),
+            "data_source": data_source(given.get("data_source") == "synthetic", search),
+            **privacy_settings(use_case, given.get("sampling"), given.get("noise_multiplier"), given.get("delta"),
+                               given.get("target_epsilon"), search),
+            **trial_settings(str(self.trials), given.get("paired", False), self.target_interval, self.max_trials),
+        })
 
 
 def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
@@ -384,7 +346,7 @@ def write_planned(req: LaunchRequest, cells: list[matrix.Cell],
     manifest = campaigns.write_campaign(
         campaign, campaign_dir, scripts, req.scripts_dir.resolve(), req.profile,
         command=req.command, commit=commit, executor="dry-run" if req.dry_run else req.executor,
-        created_at=created_at, previous=previous,
+        created_at=created_at, previous=previous, configuration=req.configuration,
     )
     return campaign_dir, scripts, manifest
 

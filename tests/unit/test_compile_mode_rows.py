@@ -26,5 +26,5 @@ def test_compiled_training_rows_name_the_compile_mode(mode, words):
 
 
 def test_an_unknown_compile_mode_in_a_spec_is_refused():
-    with pytest.raises(SpecError, match="torch_compile_mode 'fast' is not one of default, reduce-overhead, max-autotune"):
+    with pytest.raises(SpecError, match="unknown --torch-compile-mode 'fast'; choose from: default, reduce-overhead, max-autotune"):
         spec(torch_compile=True, torch_compile_mode="fast")

@@ -38,7 +38,7 @@ def test_a_specs_file_holds_one_spec_per_line_and_each_task_reads_its_own(tmp_pa
 
 @pytest.mark.parametrize("overrides, message", [
     (dict(batch_size=0), "batch_size must be a positive integer"),
-    (dict(device="tpu"), "device 'tpu' is not one of"),
+    (dict(device="tpu"), "unknown --device 'tpu'; choose from: auto, cpu, gpu"),
     (dict(schema_version=99), "re-plan the campaign"),
 ])
 def test_bad_specs_are_refused(overrides, message):

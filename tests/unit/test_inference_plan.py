@@ -40,11 +40,11 @@ def test_the_tiny_variant_is_its_own_cell_and_its_own_weights_file(tmp_path):
 
 
 def test_unknown_variant_and_bad_timed_steps_are_refused():
-    with pytest.raises(UsageError, match="unknown model variant 'huge'; choose from: full, tiny"):
+    with pytest.raises(UsageError, match="unknown --variant 'huge'; choose from: full, tiny"):
         settings(model_variant="huge")
     with pytest.raises(UsageError, match="--min-iterations \\(--timed-steps\\) must be at least 1"):
         settings(timed_steps=0)
-    with pytest.raises(SpecError, match="model_variant 'huge'"):
+    with pytest.raises(SpecError, match="unknown --variant 'huge'"):
         JobSpec(campaign="c", cell_id="x", pair_key="p", framework="jax", benchmark="imagenet", use_case=5,
                 model="resnet50", batch_size=1, precision="fp32", model_variant="huge")
 

@@ -35,10 +35,10 @@ def test_every_training_use_case_carries_the_options_into_its_specs(tmp_path, us
     "args, message",
     [
         (["--use-case", "5", "--optimizer", "adam"], "use case 5 trains nothing (inference (forward pass, eval mode) on one GPU), so --optimizer does not apply"),
-        (["--use-case", "1", "--optimizer", "lamb"], "unknown optimizer 'lamb'; choose from: sgd, momentum, adam, adamw"),
+        (["--use-case", "1", "--optimizer", "lamb"], "unknown --optimizer 'lamb'; choose from: sgd, momentum, adam, adamw"),
         (["--use-case", "1", "--optimizer", "adam", "--nesterov"], "--nesterov belong to --optimizer momentum"),
         (["--use-case", "1", "--lr-warmup-steps", "5"], "give --lr-schedule warmup_cosine too"),
-        (["--use-case", "1", "--lr-schedule", "step"], "unknown learning-rate schedule 'step'"),
+        (["--use-case", "1", "--lr-schedule", "step"], "unknown --lr-schedule 'step'"),
         (["--use-case", "1", "--optimizer", "momentum", "--momentum", "1.5"], "--momentum must be at least 0"),
         (["--use-case", "3", "--weight-decay", "-1"], "--weight-decay cannot be negative"),
     ],
@@ -63,7 +63,7 @@ def test_warmup_then_cosine_to_zero():
 
 
 def test_a_spec_written_by_hand_is_refused_where_the_plan_would_be():
-    with pytest.raises(SpecError, match="nesterov applies to the momentum optimizer"):
+    with pytest.raises(SpecError, match="--nesterov belong to --optimizer momentum"):
         spec(optimizer="adam", nesterov=True)
-    with pytest.raises(SpecError, match="optimizer 'lamb' is not one of"):
+    with pytest.raises(SpecError, match="unknown --optimizer 'lamb'; choose from"):
         spec(optimizer="lamb")

@@ -70,7 +70,7 @@ def test_the_spec_refuses_what_the_plan_refuses():
         spec(use_case=1, nodes=2)
     with pytest.raises(SpecError, match="does not split evenly over 2 processes"):
         spec(batch_size=33, nodes=2)
-    with pytest.raises(SpecError, match="clip_norm must be positive"):
+    with pytest.raises(SpecError, match="--clip-norm must be positive"):
         spec(clip_norm=-1.0)
     assert spec(nodes=2, tasks_per_node=2).world_size == 4
 

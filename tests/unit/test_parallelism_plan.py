@@ -75,7 +75,7 @@ def contract_spec(framework, **overrides):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"parallelism": "zero3"}, "parallelism 'zero3' is not one of ddp, fsdp"),
+    ({"parallelism": "zero3"}, "unknown --parallelism 'zero3'; choose from: ddp, fsdp"),
     ({"parallelism": "fsdp", "use_case": 4}, "not use case 4"),
     ({"parallelism": "fsdp", "model": "mlp", "benchmark": "digits"}, "implemented for gpt, not mlp"),
 ])

@@ -135,7 +135,7 @@ def test_a_draw_above_the_padded_size_is_refused_not_cut():
 def test_the_spec_refuses_poisson_sampling_outside_dp_sgd_and_unknown_samplers():
     with pytest.raises(SpecError, match="Poisson sampling is for DP-SGD"):
         spec(use_case=1)
-    with pytest.raises(SpecError, match="sampling 'uniform' is not one of shuffle, poisson"):
+    with pytest.raises(SpecError, match="unknown --sampling 'uniform'; choose from: shuffle, poisson"):
         spec(sampling="uniform")
     assert dataclasses.replace(spec(), sampling="shuffle").sampling == "shuffle"
 

@@ -94,7 +94,7 @@ def test_a_loop_longer_than_its_budget_is_still_timed_once_whole(tmp_path, monke
 
 
 def test_a_negative_loop_batch_size_is_refused_in_one_sentence(tmp_path):
-    with pytest.raises(SpecError, match="loop_batch_size must be a non-negative integer"):
+    with pytest.raises(SpecError, match=r"--loop-batch-size cannot be negative \(0: the training batch\)"):
         dp_spec(tmp_path, loop_batch_size=-1)
 
 

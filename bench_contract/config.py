@@ -1,0 +1,351 @@
+"""The configuration of a cell: every setting declared once, with its type, default, bounds or choices, the use
+cases that read it, its command-line option and its help. Validation and its one-sentence messages come from these
+declarations; the orchestrator's command line is generated from them (orchestrator.cli.options), and the job spec a
+backend reads is this configuration plus the cell's identity and paths (bench_contract.spec.JobSpec).
+
+Dataclasses with field metadata, not pydantic: the contract runs in the frameworks' environments, site interpreters
+and containers, whose imports `envs` checks, and it should need no library there beyond the standard one. A setting
+is a field declared with `setting(default, help, ...)`; CellConfig's checks read each field's Setting, then the
+rules that tie settings together (RULES), each a function returning a sentence or None.
+
+To add a setting: declare it here, read it where a backend or the plan uses it, test it, and give it its line in the
+docs. Its option, its help, its check, its place in the result rows' `settings` (when `measured`) and in a campaign's
+configuration file all follow from the declaration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+# The panels of the command line's help, one per kind of option (orchestrator.cli).
+MATRIX = "Matrix: what runs (each axis a comma-separated list, or repeat the option)"
+TRAINING = "Training"
+PRIVACY = "DP-SGD (use cases 3 and 4)"
+DATA = "Data"
+SLURM = "Slurm: where and how the jobs run"
+MEASUREMENT = "Measurement: repeats, trials, pairing, batch search, traces"
+
+DEVICES = ("auto", "cpu", "gpu")
+VARIANTS = ("full", "tiny")  # the published network, or the same layer types smaller for CPU tests
+DATA_SOURCES = ("real", "synthetic")
+TORCH_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes
+# What both backends implement (bench_contract.run.optim): momentum is SGD with (optionally Nesterov) momentum;
+# adamw is Adam with decoupled weight decay.
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+LR_SCHEDULES = ("constant", "warmup_cosine")
+# Which examples a training step takes (bench_contract.run.sampling): a shuffled fixed-size batch, or each example
+# with probability B/N (Poisson, the sampler DP-SGD's privacy accounting assumes).
+SAMPLINGS = ("shuffle", "poisson")
+# PyTorch's DP-SGD engines: torch.func's vmap(grad) or Opacus's GradSampleModule (torch_backend.opacus_engine);
+# JAX's per-sample gradients are always jax.vmap. "" for JAX and outside DP-SGD.
+DP_ENGINES = ("torchfunc", "opacus")
+# How data-parallel training lays the model's state over its processes: ddp keeps the parameters and optimizer state
+# whole on every device (PyTorch's DistributedDataParallel, JAX's replicated arrays); fsdp shards them, all-gathers
+# the parameters once a step for the forward and backward passes and reduce-scatters the gradients to the shards
+# (PyTorch's FSDP2 fully_shard, JAX's shard_map step: jax_backend.parallel).
+PARALLELISMS = ("ddp", "fsdp")
+DATA_PARALLEL_USE_CASES = (2, 4)  # several processes, one per device, each on its shard of the global batch
+PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed, noised
+INFERENCE_USE_CASE = 5
+# `--trials auto`: a paired job runs this many trials before Stein's rule says how many the pair needs in all
+# (bench_contract.sequential; with fewer, the rule's t quantile grows fast: 4.30 at 3 trials against 2.78 at 5).
+FIRST_STAGE = 5
+
+# Bounds that hold for every whole number unless its declaration says otherwise: the result columns (epochs,
+# batch_size, trial and device_count are 32-bit integers).
+INT32_MAX = 2**31 - 1
+INT32_WHY = "a 32-bit integer, as the results hold it"
+SEED_MAX = 2**32 - 1  # numpy's generators take no negative seed, and JAX's keys 32 bits
+MAX_TRIALS = 1000
+
+
+class ConfigError(ValueError):
+    """A setting, or a combination of settings, that cannot run: one sentence that names the option."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a field of CellConfig is, beyond its type and default."""
+
+    help: str
+    panel: str = TRAINING
+    option: str = ""  # as the command line spells it; "" derives it from the field's name ("--learning-rate")
+    aliases: tuple[str, ...] = ()  # further spellings of the option ("--timed-steps")
+    choices: tuple[Any, ...] = ()
+    minimum: float | None = None  # the smallest value allowed (inclusive)
+    positive: bool = False  # above 0, not 0 itself
+    below: float | None = None  # the value must stay below this (exclusive)
+    maximum: float | None = None  # the largest value allowed (inclusive), with why
+    maximum_why: str = ""
+    note: str = ""  # said in parentheses after the option in a refusal ("0: the training batch")
+    use_cases: tuple[int, ...] = ()  # the use cases that read it; () every one
+    measured: bool = True  # can change what is measured: part of the rows' `settings`, so runs that differ in it
+    #                        are never pooled as trials of one cell
+    on_command_line: bool = True  # False: set by the plan (derived, or from a composite option such as --trials)
+    parse: Callable[[str], Any] | None = None  # the option's text to the value, where the option takes text
+    flag_value: Any = None  # an option that is a flag setting this value when given (--synthetic: "synthetic")
+    shown_default: str = ""  # how the help names a default the plan derives ("the benchmark's")
+
+
+def setting(default: Any, help: str, **declaration: Any) -> Any:
+    """A CellConfig field: its default and its Setting (the keyword arguments)."""
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata={"setting": Setting(help, **declaration)})
+    return field(default=default, metadata={"setting": Setting(help, **declaration)})
+
+
+def option_of(name: str) -> str:
+    """A field's option as the user types it: its declared one, else --name-with-dashes."""
+    return declared(name).option or "--" + name.replace("_", "-")
+
+
+def declared(name: str) -> Setting:
+    return SETTINGS[name]
+
+
+def parse_memory_size(text: str) -> int:
+    """'6G' -> bytes: a number with a K, M, G or T suffix (powers of 1024, as Slurm's --mem)."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    value, unit = text.strip()[:-1], text.strip()[-1:].upper()
+    try:
+        size = float(value) * units[unit]
+    except (KeyError, ValueError):
+        raise ConfigError(f"memory size {text!r} is not a number with a K, M, G or T suffix, such as 6G") from None
+    if not math.isfinite(size) or size >= 2**63:
+        raise ConfigError(f"memory size {text!r} is not a finite size below 8E (a 64-bit count of bytes)")
+    if size < 2**20:
+        raise ConfigError(f"memory size {text!r} is below 1M: no framework starts in that")
+    return int(size)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellConfig:
+    """The settings of a cell, other than its place in the matrix (benchmark, use case, framework, model, batch
+    size, precision): each declared once, with its check and its option."""
+
+    device: str = setting("auto", "auto (GPU if the framework sees one), cpu or gpu.", panel=SLURM, choices=DEVICES)
+    data_source: str = setting("real", "Use synthetic data instead of real data.", panel=DATA, option="--synthetic",
+                               choices=DATA_SOURCES, flag_value="synthetic")
+    data_dir: str | None = setting(None, "Folder with the benchmark's real data files.", panel=DATA, measured=False)
+    synthetic_samples: int = setting(2048, "Size of the synthetic data set.", panel=DATA, minimum=10)
+    epochs: int = setting(1, "Training epochs.", minimum=1, shown_default="the benchmark's")
+    learning_rate: float = setting(0.01, "Learning rate.", positive=True)
+    optimizer: str = setting("sgd", "Optimizer: sgd, momentum, adam, or adamw (decoupled weight decay); the same "
+                                    "update in both frameworks (docs/measurement.md).", choices=OPTIMIZERS)
+    seed: int = setting(0, "Seed of the shared initial weights and of the batch order.", minimum=0, maximum=SEED_MAX,
+                        maximum_why="the seeds numpy's generators and JAX take")
+    warmup_steps: int = setting(5, "Steps run before timing starts.", minimum=0)
+    momentum: float = setting(0.9, "Momentum of --optimizer momentum.", minimum=0, below=1)
+    nesterov: bool = setting(False, "Nesterov momentum (--optimizer momentum).")
+    weight_decay: float = setting(0.0, "Weight decay: L2 added to the gradient (sgd, momentum, adam), decoupled "
+                                       "(adamw).", minimum=0)
+    lr_schedule: str = setting("constant", "constant, or warmup_cosine: linear warm-up, then a cosine to 0.",
+                               choices=LR_SCHEDULES)
+    lr_warmup_steps: int = setting(0, "warmup_cosine: steps of the linear warm-up.", minimum=0)
+    lr_decay_steps: int = setting(1000, "warmup_cosine: steps of the cosine after the warm-up (then 0).", minimum=1)
+    clip_norm: float = setting(1.0, "Clip each per-example gradient to this L2 norm C.", panel=PRIVACY,
+                               positive=True, use_cases=PER_SAMPLE_USE_CASES)
+    noise_multiplier: float = setting(1.0, "Gaussian noise of std sigma*C on the summed gradients; 0 for none (then "
+                                           "JAX and PyTorch match step by step).", panel=PRIVACY, minimum=0,
+                                      use_cases=PER_SAMPLE_USE_CASES)
+    sampling: str = setting("shuffle", "poisson (each example joins a step's batch with probability B/N; what the "
+                                       "privacy budget assumes) or shuffle (fixed-size batches: no guarantee).",
+                            panel=PRIVACY, choices=SAMPLINGS, use_cases=PER_SAMPLE_USE_CASES,
+                            shown_default="poisson for DP-SGD")
+    delta: float | None = setting(None, "The delta of the privacy budget epsilon (default: the largest power of ten "
+                                        "below 1/N, N the training samples).", panel=PRIVACY, positive=True,
+                                  below=1, use_cases=PER_SAMPLE_USE_CASES, measured=False)
+    target_epsilon: float | None = setting(None, "Derive the noise multiplier that spends this epsilon over the "
+                                                 "cell's steps (instead of --noise-multiplier).", panel=PRIVACY,
+                                           positive=True, use_cases=PER_SAMPLE_USE_CASES, measured=False)
+    # The privacy budget the orchestrator's accountant computed at plan time, once for both frameworks
+    # (orchestrator.plan.privacy): epsilon, delta, sampling_rate, steps, train_samples, accountant; {} for none.
+    privacy: dict = setting({}, "The privacy budget computed at plan time.", on_command_line=False, measured=False)
+    loop_batch_size: int = setting(0, "Batch at which vmap and the naive per-example loop are timed; 0 (the "
+                                      "default): the training batch of one device.", panel=PRIVACY, minimum=0,
+                                   note="0: the training batch", use_cases=PER_SAMPLE_USE_CASES)
+    # Set per PyTorch cell by the matrix (--dp-engine is an axis of it); "" for JAX.
+    dp_engine: str = setting("", "PyTorch's DP-SGD engine.", choices=("", *DP_ENGINES), on_command_line=False,
+                             use_cases=PER_SAMPLE_USE_CASES)
+    # Set per cell by the matrix (--parallelism is an axis of it).
+    parallelism: str = setting("ddp", "Use case 2's state layout.", choices=PARALLELISMS, on_command_line=False)
+    nodes: int = setting(1, "Nodes per cell (use cases 2 and 4); one process per device, started by srun.",
+                         panel=SLURM, minimum=1)
+    tasks_per_node: int = setting(1, "Processes (devices) per node (use cases 2 and 4).", panel=SLURM, minimum=1)
+    model_variant: str = setting("full", "Model size: full, or tiny (fewer blocks, smaller inputs) for CPU tests.",
+                                 panel=MATRIX, option="--variant", choices=VARIANTS)
+    timed_steps: int = setting(50, "Inference and the per-sample vectorisation timing: time at least this many "
+                                   "repeats of the step; training: the steps of the pipelined throughput.",
+                               panel=MEASUREMENT, option="--min-iterations", aliases=("--timed-steps",), minimum=1)
+    min_duration_s: float = setting(1.0, "With --min-iterations: keep timing until the timed steps add up to at "
+                                         "least this many seconds.", panel=MEASUREMENT, option="--min-duration",
+                                    minimum=0, maximum=86400.0, maximum_why="a day of timed steps")
+    # Repeats: each cell runs as `trials` independent trials, each in a fresh process; `paired`: one job per
+    # JAX/PyTorch pair, the two alternating on one node; `target_interval`: --trials auto's aim (0: fixed trials).
+    # Set from --trials, --target-interval, --max-trials and --paired (orchestrator.cli.options.TRIALS).
+    trials: int = setting(1, "Trials of each cell.", minimum=1, maximum=MAX_TRIALS,
+                          maximum_why="so that a plan stays small", on_command_line=False, measured=False)
+    paired: bool = setting(False, "One job per JAX/PyTorch cell pair: both run alternately on one node, JAX first "
+                                  "in even trials, PyTorch first in odd ones.", panel=MEASUREMENT, measured=False)
+    target_interval: float = setting(0.0, "--trials auto's target interval.", minimum=0, below=1,
+                                     on_command_line=False, measured=False)
+    torch_compile: bool = setting(False, "PyTorch cells use torch.compile instead of eager (in training the whole "
+                                         "step); short for --torch-modes compiled.", panel=MATRIX)
+    torch_compile_mode: str = setting("default", "torch.compile's mode: default, reduce-overhead (CUDA graphs on a "
+                                                 "GPU) or max-autotune.", panel=MATRIX, choices=TORCH_COMPILE_MODES)
+    channels_last: bool = setting(False, "PyTorch CNNs run in channels_last memory format (inference).",
+                                  panel=MATRIX)
+    batch_search: bool = setting(False, "Instead of measuring, find the largest batch that fits in memory: "
+                                        "doubling, then binary search, each try a fresh process on synthetic data; "
+                                        "--batch-sizes gives the start (default 1).", panel=MEASUREMENT,
+                                 option="--find-max-batch")
+    batch_search_limit: int = setting(65536, "Largest batch size --find-max-batch tries.", panel=MEASUREMENT,
+                                      option="--max-batch-limit", minimum=1)
+    memory_limit_bytes: int = setting(0, "Artificial memory cap of each --find-max-batch try, e.g. 6G or 512M: on a "
+                                         "GPU its device memory (the framework's allocator limit), on a CPU its "
+                                         "address space (like ulimit -v).", panel=MEASUREMENT, option="--memory-limit",
+                                      minimum=0, maximum=2**63 - 1, maximum_why="a 64-bit count of bytes",
+                                      parse=parse_memory_size)
+    trace_steps: int = setting(0, "After measuring, run this many more steps under the framework's profiler and keep "
+                                  "the trace (Perfetto/TensorBoard) beside the results; 0 for none.",
+                               panel=MEASUREMENT, minimum=0, measured=False)
+
+    def __post_init__(self) -> None:
+        for problem in (check_value(name, getattr(self, name)) for name in SETTINGS):
+            if problem:
+                raise ConfigError(problem)
+        for rule in RULES:
+            problem = rule(self)
+            if problem:
+                raise ConfigError(problem)
+
+    @property
+    def world_size(self) -> int:
+        """How many processes run the cell together: one per device, nodes x tasks_per_node."""
+        return self.nodes * self.tasks_per_node
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting by name, as the spec holds it."""
+        return {name: getattr(self, name) for name in SETTINGS}
+
+
+def check_value(name: str, value: Any) -> str | None:
+    """Why `value` cannot be the setting `name`, in one sentence; None when it can. From its declaration alone."""
+    declaration, option = declared(name), option_of(name)
+    kind = FIELD_TYPES[name]
+    if value is None:
+        return None if kind.endswith("| None") else f"{option} needs a value"
+    if declaration.choices:
+        if value not in declaration.choices:
+            shown = ", ".join(str(c) for c in declaration.choices if c != "")
+            return f"unknown {option} {value!r}; choose from: {shown}"
+        return None
+    if kind.startswith("bool"):
+        return None if isinstance(value, bool) else f"{option} is true or false, got {value!r}"
+    if kind.startswith("int") and (isinstance(value, bool) or not isinstance(value, int)):
+        return f"{option} must be a whole number, got {value!r}"
+    if kind.startswith("float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{option} must be a number, got {value!r}"
+        if not math.isfinite(value):
+            return f"{option} must be a finite number, got {value}"
+    if not isinstance(value, (int, float)):
+        return None
+    return out_of_bounds(declaration, option, value)
+
+
+def out_of_bounds(declaration: Setting, option: str, value: float) -> str | None:
+    """The sentence for a number outside its declared bounds (and, for a whole number, a 32-bit column's)."""
+    wrong = bound_broken(declaration, value)
+    if wrong is None:
+        return None
+    note = f" ({declaration.note})" if declaration.note else ""
+    spellings = f" ({', '.join(declaration.aliases)})" if declaration.aliases else ""
+    return f"{option}{spellings} {wrong}{note}, got {value}"
+
+
+def bound_broken(declaration: Setting, value: float) -> str | None:
+    """Which declared bound `value` breaks, in words ("must be positive"); None within them all."""
+    low, below = declaration.minimum, declaration.below
+    if declaration.positive and not value > 0:
+        return "must be positive"
+    if low is not None and below is not None and not low <= value < below:
+        return f"must be at least {number(low)} and below {number(below)}"
+    if low is not None and not value >= low:
+        return "cannot be negative" if low == 0 else f"must be at least {number(low)}"
+    if below is not None and not value < below:
+        return f"must be below {number(below)}"
+    most, why = declaration.maximum, declaration.maximum_why
+    if most is None and isinstance(value, int):
+        most, why = INT32_MAX, INT32_WHY
+    if most is not None and value > most:
+        return f"must be at most {number(most)} ({why})"
+    return None
+
+
+def number(value: float) -> str:
+    """A bound as a person writes it: 1, 0.5, 4294967295 (never 4.29497e+09)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def given(config: CellConfig, names: tuple[str, ...]) -> list[str]:
+    """The options among `names` whose settings differ from their declared defaults."""
+    defaults = {f.name: f.default for f in dataclasses.fields(CellConfig)}
+    return [option_of(name) for name in names if getattr(config, name) != defaults[name]]
+
+
+# The rules that tie settings together, in the order they are checked: each returns why the configuration cannot
+# run, or None.
+def momentum_options_need_momentum(config: CellConfig) -> str | None:
+    options = given(config, ("momentum", "nesterov"))
+    if options and config.optimizer != "momentum":
+        return f"{' and '.join(options)} belong to --optimizer momentum, not {config.optimizer}"
+    return None
+
+
+def schedule_steps_need_a_schedule(config: CellConfig) -> str | None:
+    options = given(config, ("lr_warmup_steps", "lr_decay_steps"))
+    if options and config.lr_schedule == "constant":
+        return f"{' and '.join(options)} shape a schedule; give --lr-schedule warmup_cosine too"
+    return None
+
+
+def target_needs_pairs(config: CellConfig) -> str | None:
+    if config.target_interval and not (config.paired and config.trials >= FIRST_STAGE):
+        return (f"a target interval needs paired trials, at least {FIRST_STAGE} of them (--trials auto pairs "
+                "them)")
+    return None
+
+
+def one_process_to_trace(config: CellConfig) -> str | None:
+    if config.trace_steps and config.world_size > 1:
+        return "--trace-steps traces one process; it does not combine with --nodes or --tasks-per-node"
+    if config.trace_steps and config.batch_search:
+        return "--trace-steps and --find-max-batch do not combine: a search records no steps to trace"
+    return None
+
+
+def processes_fit_a_column(config: CellConfig) -> str | None:
+    if config.world_size > INT32_MAX:
+        return (f"--nodes x --tasks-per-node must be at most {INT32_MAX} processes ({INT32_WHY}), got "
+                f"{config.world_size}")
+    return None
+
+
+RULES: tuple[Callable[[CellConfig], str | None], ...] = (
+    momentum_options_need_momentum, schedule_steps_need_a_schedule, target_needs_pairs, one_process_to_trace,
+    processes_fit_a_column)
+
+SETTINGS: dict[str, Setting] = {f.name: f.metadata["setting"] for f in dataclasses.fields(CellConfig)}
+FIELD_TYPES: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(CellConfig)}
+# The settings that can change what is measured (the rows' `settings`, JobSpec.measured_settings), and those of
+# them that only DP-SGD reads: without these, a DP-SGD cell's settings are those of the plain cell it costs more
+# than (orchestrator.results.dp_sgd_cost).
+MEASURED = tuple(name for name, declaration in SETTINGS.items() if declaration.measured)
+DP_SGD_ONLY = tuple(name for name in MEASURED if SETTINGS[name].use_cases == PER_SAMPLE_USE_CASES)
+# The settings that are options of their own on the command line (and keys of a campaign file's [settings]).
+ON_COMMAND_LINE = tuple(name for name, declaration in SETTINGS.items() if declaration.on_command_line)
