@@ -215,9 +215,9 @@ class CellConfig:
                                panel=MEASUREMENT, minimum=0, measured=False)
 
     def __post_init__(self) -> None:
-        for problem in (check_value(name, getattr(self, name)) for name in SETTINGS):
-            if problem:
-                raise ConfigError(problem)
+        problem = first_problem(self, option_of)
+        if problem:
+            raise ConfigError(problem)
         for rule in RULES:
             problem = rule(self)
             if problem:
@@ -233,10 +233,22 @@ class CellConfig:
         return {name: getattr(self, name) for name in SETTINGS}
 
 
-def check_value(name: str, value: Any) -> str | None:
-    """Why `value` cannot be the setting `name`, in one sentence; None when it can. From its declaration alone."""
-    declaration, option = declared(name), option_of(name)
-    kind = FIELD_TYPES[name]
+def first_problem(declared_object: Any, spelled: Callable[[str], str]) -> str | None:
+    """The first field of a dataclass declared with `setting` whose value its declaration refuses, in one sentence
+    (`spelled` names a field as its user writes it: an option, a profile key); None when every value may be. Any
+    typed model made of such fields (the cell's configuration, the cluster profile) is checked by this."""
+    for item in dataclasses.fields(declared_object):
+        declaration = item.metadata.get("setting")
+        if declaration is not None:
+            problem = check_value(declaration, str(item.type), spelled(item.name), getattr(declared_object, item.name))
+            if problem:
+                return problem
+    return None
+
+
+def check_value(declaration: Setting, kind: str, option: str, value: Any) -> str | None:
+    """Why `value` cannot be the declared field whose type is `kind` and which its user calls `option`, in one
+    sentence; None when it can. From its declaration alone."""
     if value is None:
         return None if kind.endswith("| None") else f"{option} needs a value"
     if declaration.choices:
