@@ -61,7 +61,9 @@ def wait_until_gone(job_ids: list[str], most_s: float = LEAVE_WAIT_S) -> float |
 
 def measure(repeats: int, quick: bool = False) -> list[Result]:
     from orchestrator.plan.profile import load_profile
-    from orchestrator.run import limits, sbatch_call, submit
+    from orchestrator.run import limits, sbatch_call
+    from orchestrator.run.executors import Submission
+    from orchestrator.run.executors.slurm import submit_sbatch
 
     per_framework, window_s = (QUICK_CELLS_PER_FRAMEWORK, QUICK_POLL_WINDOW_S) if quick else (CELLS_PER_FRAMEWORK,
                                                                                               POLL_WINDOW_S)
@@ -78,10 +80,10 @@ def measure(repeats: int, quick: bool = False) -> list[Result]:
         scripts = sorted((work / "s").glob("*.sh"))
         assert len(scripts) == 2 and all("#SBATCH --hold" in s.read_text() for s in scripts)
         limit = limits.array_limit(profile)
-        held: list[list[submit.Submission]] = []
+        held: list[list[Submission]] = []
 
         def by_arrays():
-            subs = [submit.submit_sbatch(s.name.split("_")[0], s, per_framework, limit) for s in scripts]
+            subs = [submit_sbatch(s.name.split("_")[0], s, per_framework, limit) for s in scripts]
             held.append(subs)
             submitted.extend(j for sub in subs for j in sub.job_ids)
 

@@ -8,9 +8,15 @@ from typing import Annotated
 import typer
 
 from orchestrator import DEFAULT_RESULTS_DIR
-from orchestrator.cli.common import CampaignArg, CampaignOption, ResultsDirOption, completes, domain_errors, warn
+from orchestrator.cli.common import (
+    CampaignArg,
+    CampaignOption,
+    ResultsDirOption,
+    completes_executors,
+    domain_errors,
+    warn,
+)
 from orchestrator.errors import UsageError
-from orchestrator.plan import catalog
 
 
 def chosen_campaign(results_dir: Path, argument: str | None, option: str | None) -> str:
@@ -66,18 +72,19 @@ def resubmit(
     campaign: CampaignArg = None,
     campaign_option: CampaignOption = None,
     results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
-    executor: Annotated[str | None, typer.Option(help="slurm, submitit or local (default: the campaign's).", autocompletion=completes(catalog.EXECUTORS))] = None,
+    executor: Annotated[str | None, typer.Option(help="slurm, submitit or local (default: the campaign's).", autocompletion=completes_executors)] = None,
     rerun_completed: Annotated[bool, typer.Option("--rerun-completed", "--force", help="Also run the cells that have a result again; each new result replaces the old one.")] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.")] = False,
 ) -> None:
     """Submit again only the cells of a campaign that have no result (failed, timed out, cancelled, no result),
     one array per framework with only their indices. Cells still queued or running are left alone; a bad
     result file is moved aside first; nothing is submitted while the queue cannot be read."""
+    from orchestrator.run.executors import executor as named_executor
     from orchestrator.run.resubmit import resubmit_and_report
 
     with domain_errors():
         if executor is not None:
-            catalog.check_executor(executor)
+            named_executor(executor)  # an unknown name is refused before the campaign is looked for
         folder = Path(chosen_campaign(results_dir, campaign, campaign_option))
         code = resubmit_and_report(folder, executor=executor, rerun_completed=rerun_completed, wait=wait,
                                    report=typer.echo, warn=warn)

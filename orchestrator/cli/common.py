@@ -40,6 +40,14 @@ def completes(names):
     return lambda incomplete: [name for name in names if name.startswith(incomplete)]
 
 
+def completes_executors(incomplete: str) -> list[str]:
+    """Shell completion of --executor from the executors' registry, read when a shell asks: the executors import
+    what submitting needs, which `--help` does not."""
+    from orchestrator.run.executors import EXECUTORS
+
+    return completes(EXECUTORS)(incomplete)
+
+
 @contextmanager
 def domain_errors() -> Iterator[None]:
     """An OrchestratorError leaves as one sentence on stderr and its exit code, never as a traceback; so does a

@@ -10,7 +10,7 @@ import typer
 from bench_contract.config import MATRIX, MEASUREMENT, PRIVACY, SLURM
 from bench_contract.spec import DP_ENGINES, PARALLELISMS
 from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR
-from orchestrator.cli.common import command_line, completes, domain_errors, warn
+from orchestrator.cli.common import command_line, completes, completes_executors, domain_errors, warn
 from orchestrator.cli.options import given_settings, with_setting_options
 from orchestrator.plan import catalog
 
@@ -37,7 +37,7 @@ def main(
     torch_modes: Annotated[list[str] | None, typer.Option("--torch-modes", help="PyTorch modes, e.g. eager,compiled: JAX is compared with each (default: eager).", autocompletion=completes(catalog.TORCH_MODES), rich_help_panel=MATRIX)] = None,
     dp_engine: Annotated[list[str] | None, typer.Option("--dp-engine", help="PyTorch's DP-SGD engines, e.g. torchfunc,opacus (use cases 3 and 4): torch.func's vmap or Opacus's GradSampleModule; JAX (always jax.vmap) is compared with each (default: torchfunc).", autocompletion=completes(DP_ENGINES), rich_help_panel=PRIVACY)] = None,
     parallelism: Annotated[list[str] | None, typer.Option("--parallelism", help="Use case 2's state: ddp (replicated on every device: DDP, JAX replicated) and/or fsdp (sharded, FSDP in both: FSDP2's fully_shard, JAX's shard_map step), e.g. ddp,fsdp (default: ddp).", autocompletion=completes(PARALLELISMS), rich_help_panel=SLURM)] = None,
-    executor: Annotated[str, typer.Option(help="slurm (sbatch), submitit, or local (run the scripts here).", autocompletion=completes(catalog.EXECUTORS), rich_help_panel=SLURM)] = "slurm",
+    executor: Annotated[str, typer.Option(help="slurm (sbatch), submitit, or local (run the scripts here).", autocompletion=completes_executors, rich_help_panel=SLURM)] = "slurm",
     profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML); default: built-in.", rich_help_panel=SLURM)] = None,
     partition: Annotated[str | None, typer.Option(
         help="Slurm partition (default: the profile's partition, else the cluster's default).",
@@ -91,10 +91,11 @@ def main(
         raise typer.Exit(code=2)
     from orchestrator.plan.rules import one_process_warning
     from orchestrator.plan.settings import parse_use_cases
+    from orchestrator.run.executors import executor
     from orchestrator.run.launch import LaunchOptions, launch
 
     with domain_errors():
-        catalog.check_executor(options["executor"])
+        executor(options["executor"])  # an unknown name is refused before anything else is read
         given = {**file_settings, **given_settings(ctx, settings)}  # the command line over the file
         for number in parse_use_cases(options["use_case"]):  # each use case warns as it would alone
             note = one_process_warning(number, given.get("nodes", 1), given.get("tasks_per_node", 1))

@@ -303,19 +303,33 @@ def add_submitted(manifest: dict[str, Any], entry: dict[str, Any]) -> None:
     key, job_id, offset, count = entry["script"], entry["job_id"], entry["offset"], entry["count"]
     n = manifest["scripts"][key]["array_tasks"]
     sub = manifest["submissions"].setdefault(key, {"job_id": job_id, "task_ids": [], "submitted_at": entry["at"]})
+    ids = sub["task_ids"] + [""] * (n - len(sub["task_ids"]))
+    for cell, task_id in numbered_tasks(entry).items():
+        ids[cell] = task_id
+    sub["task_ids"] = ids
     if "indices" in entry:  # a resubmission: some indices of a part, beside the arrays submitted before
         sub.setdefault("arrays", []).append({"job_id": job_id, "offset": offset, "indices": entry["indices"]})
-        ids = sub["task_ids"] + [""] * (n - len(sub["task_ids"]))
-        for i in entry["indices"]:
-            ids[offset + i] = f"{job_id}_{i}"
-        sub["task_ids"] = ids
         return
     parts = [a for a in sub.setdefault("arrays", []) if a["offset"] != offset]
     sub["arrays"] = sorted(parts + [{"job_id": job_id, "offset": offset, "count": count}], key=lambda a: a["offset"])
     sub["job_id"] = sub["arrays"][0]["job_id"]
-    ids = sub["task_ids"] + [""] * (n - len(sub["task_ids"]))
-    ids[offset:offset + count] = [f"{job_id}_{i}" for i in range(count)]
-    sub["task_ids"] = ids
+
+
+# How an array's tasks are numbered where sbatch's rule (task i of a part runs cell offset + i) does not hold:
+IN_ORDER = "in order"  # submitit's resubmission: its k-th cell runs as task k
+ONE_JOB = "one job"  # submitit's single task: a plain job, whose only task id is the job id
+
+
+def numbered_tasks(entry: dict[str, Any]) -> dict[int, str]:
+    """Array index -> task id of each cell of a submitted array, by its "numbering" (sbatch's where none)."""
+    job_id, offset = entry["job_id"], entry["offset"]
+    local = entry["indices"] if "indices" in entry else range(entry["count"])
+    cells = [offset + i for i in local]
+    if entry.get("numbering") == ONE_JOB:
+        return {cells[0]: job_id}
+    if entry.get("numbering") == IN_ORDER:
+        return {cell: f"{job_id}_{k}" for k, cell in enumerate(cells)}
+    return {offset + i: f"{job_id}_{i}" for i in local}
 
 
 def save_manifest(campaign_dir: Path, manifest: dict[str, Any]) -> None:

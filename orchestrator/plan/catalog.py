@@ -172,8 +172,6 @@ BATCH_NORM_REFUSALS[4] = BATCH_NORM_REFUSALS[3]
 CONVOLUTIONAL = ("cnn", "resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0", "resnet18_gn",
                  "resnet50_gn")
 
-EXECUTORS = ("slurm", "submitit", "local")
-SLURM_EXECUTORS = ("slurm", "submitit")  # the executors that hand arrays to Slurm (and so obey its MaxArraySize)
 DEVICES = ("auto", "cpu", "gpu")
 
 
@@ -203,10 +201,6 @@ def use_cases_label(numbers) -> str:
 
 def check_framework(name: str) -> None:
     _choose("framework", name, FRAMEWORKS)
-
-
-def check_executor(name: str) -> None:
-    _choose("executor", name, EXECUTORS)
 
 
 def check_precision(name: str) -> None:

@@ -219,9 +219,10 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
                 raise UsageError(problem)
 
 
-def check_device_has_gpus(device: str, profile: ClusterProfile, executor: str, discovered: str) -> None:
-    """--device gpu on a Slurm plan that asks for no GPU would queue jobs that find none: refused, with the fix."""
-    if device != "gpu" or executor == "local":
+def check_device_has_gpus(device: str, profile: ClusterProfile, on_slurm: bool, discovered: str) -> None:
+    """--device gpu on a Slurm plan (`on_slurm`: its executor hands the arrays to Slurm) that asks for no GPU would
+    queue jobs that find none: refused, with the fix."""
+    if device != "gpu" or not on_slurm:
         return
     asks = [profile.for_system(name).gpus_per_task for name in profile.systems] or [profile.gpus_per_task]
     if not any(asks):

@@ -67,7 +67,7 @@ from orchestrator.results.shared_calibration import with_own_names, write_shared
 from orchestrator.results.task_files import all_task_files, read_task_file, task_path, widened
 from orchestrator.results.summary import summary_lines
 from orchestrator.results.views import curve_frame, summary_frame
-from orchestrator.run.submit import LOG_LINES
+from orchestrator.run.executors.base import LOG_LINES
 from orchestrator.suggest import shown
 
 READ_BATCH = 512  # task files read at once: bounds the memory held by tables not yet written

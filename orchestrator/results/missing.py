@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from orchestrator.run.submit import LOG_LINES, log_tail
+from orchestrator.run.executors.base import LOG_LINES, log_tail
 from orchestrator.suggest import command
 from orchestrator.tables import format_table
 

@@ -30,13 +30,15 @@ from orchestrator.plan.settings import (
     privacy_settings,
     trial_settings,
 )
-from orchestrator.run import sbatch_call, submit, waiting_times
+from orchestrator.run import sbatch_call, waiting_times
 from orchestrator.run.doctor import check_partition
 from orchestrator.run.envs import check_container
-from orchestrator.run.limits import check_submit_limits, executor_array_limit
+from orchestrator.run.executors import Executor, ScriptJob, Submission, Submitting, executor
+from orchestrator.run.executors.base import failure_lines
+from orchestrator.run.limits import check_submit_limits
 from orchestrator.run.record import record_failed, recorder, submitting
 from orchestrator.run.status import follow_up
-from orchestrator.run.wait import OutputsWritten, task_outputs, wait_for_slurm, wait_for_submitit
+from orchestrator.run.wait import OutputsWritten, task_outputs
 from orchestrator.tables import format_table
 
 
@@ -75,6 +77,11 @@ class LaunchRequest:
     def plans(self) -> tuple[tuple[int, RunSettings], ...]:
         """Each use case of the campaign with its settings, in the order asked."""
         return self.use_case_settings or ((self.use_case, self.settings),)
+
+    @property
+    def run_by(self) -> Executor:
+        """The executor named by `executor`; an unknown name is bad input."""
+        return executor(self.executor)
 
 
 @dataclass(frozen=True)
@@ -125,7 +132,7 @@ class LaunchOptions:
         # Each use case gets the settings, and the refusals, it would get alone.
         plans = tuple((number, self.settings(bench, number)) for number in parse_use_cases(self.use_case))
         # Without --profile, Slurm is asked what it has (plan.discovery); the local executor runs on this machine.
-        profile, discovered = profile_for(self.profile, ask_slurm=self.executor != "local")
+        profile, discovered = profile_for(self.profile, ask_slurm=executor(self.executor).on_slurm)
         return LaunchRequest(
             benchmark=self.benchmark,
             use_case=plans[0][0],
@@ -191,7 +198,7 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
                                        req.precisions, settings, req.torch_modes, req.dp_engines, req.parallelisms)]
     cells = on_systems(cells, req.profile.system_names(list(req.systems)))
     rules.check_campaign_size(len(cells), req.settings.trials)
-    rules.check_device_has_gpus(req.settings.device, req.profile, req.executor, req.discovered)
+    rules.check_device_has_gpus(req.settings.device, req.profile, req.run_by.on_slurm, req.discovered)
     if req.discovered:
         report(f"cluster: {req.discovered}")
     check_request(req, cells, report)
@@ -210,7 +217,7 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
                     release: Callable[[], None]) -> int:
     """Plan and submit under the lock, then `release` it before anything is waited for."""
     same = None if req.dry_run or req.new_campaign else find_same(req, cells)
-    if not same and not req.dry_run and req.executor in catalog.SLURM_EXECUTORS:
+    if not same and not req.dry_run and req.run_by.on_slurm:
         check_submit_limits(req.profile, campaign_tasks(req, cells))
     campaign_dir, scripts, manifest = write_planned(req, cells, same)
     if same:
@@ -225,7 +232,7 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
         report("dry run: nothing was submitted")
         return 0
     try:
-        submissions, submitit_jobs = submit_all(req, scripts, manifest, campaign_dir, report)
+        submissions = submit_all(req, scripts, manifest, campaign_dir, report)
     except (OrchestratorError, OSError) as exc:
         # The manifest keeps what was submitted before the failure, and says why the rest was not.
         error = exc if isinstance(exc, OrchestratorError) else OrchestratorError(
@@ -239,12 +246,12 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
     if req.collect_after:
         chain_collect(req, campaign_dir, manifest, submissions, report)
     release()
-    if req.wait and req.executor != "local":
-        wait_for_jobs(req, campaign_dir, submissions, submitit_jobs, report)
+    if req.wait and not req.run_by.runs_here:
+        wait_for_jobs(req, campaign_dir, submissions, report)
     return report_submitted(req, scripts, manifest, submissions, report)
 
 
-def chain_collect(req: LaunchRequest, campaign_dir: Path, manifest: dict, submissions: list[submit.Submission],
+def chain_collect(req: LaunchRequest, campaign_dir: Path, manifest: dict, submissions: list[Submission],
                   report: Callable[[str], None]) -> None:
     """--collect-after: a job on the profile's partition, without a GPU, that collects the campaign and writes its
     report once every array job has ended (afterany: failed tasks too), so that nobody waits on the login node."""
@@ -266,19 +273,13 @@ def chain_collect(req: LaunchRequest, campaign_dir: Path, manifest: dict, submis
            f"into {req.results_dir} and writes its report there (log: {campaign_dir / 'logs'}/collect_{job_id}.out)")
 
 
-def wait_for_jobs(req: LaunchRequest, campaign_dir: Path, submissions: list[submit.Submission],
-                  submitit_jobs: dict[str, list], report: Callable[[str], None]) -> None:
-    """--wait: until every job has ended, then record each failed task (record.record_failed)."""
-    if req.executor == "slurm":
-        report("waiting for the jobs to finish (polling squeue with back-off)")
-        scripts = {sub.framework for sub in submissions}
-        cells = [c for c in campaigns.load_manifest(campaign_dir)["cells"]
-                 if c.get("script", c["framework"]) in scripts]
-        wait_for_slurm(submissions, report=report, woken=OutputsWritten(task_outputs(c["results"] for c in cells)))
-    for sub in submissions:
-        if sub.framework in submitit_jobs:
-            report(f"waiting for submitit job {sub.job_id}")
-            wait_for_submitit(sub, submitit_jobs[sub.framework])
+def wait_for_jobs(req: LaunchRequest, campaign_dir: Path, submissions: list[Submission],
+                  report: Callable[[str], None]) -> None:
+    """--wait: until every job has ended (the executor's wait, woken early once every task has written its
+    output), then record each failed task (record.record_failed)."""
+    scripts = {sub.framework for sub in submissions}
+    cells = [c for c in campaigns.load_manifest(campaign_dir)["cells"] if c.get("script", c["framework"]) in scripts]
+    req.run_by.wait(submissions, OutputsWritten(task_outputs(c["results"] for c in cells)), report)
     record_failed(campaign_dir, {s.framework: {i: (s.task_ids[i], why) for i, why in s.failed.items()}
                                         for s in submissions}, f"`{req.command}`")
 
@@ -312,19 +313,7 @@ def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable
         report(f"warning: {problem}; the jobs would fail as planned")
     for system in dict.fromkeys(c.system for c in cells):
         check_partition(req.profile.for_system(system))
-    if req.executor not in catalog.EXECUTORS:
-        raise UsageError(f"unknown executor {req.executor!r}; choose from: {', '.join(catalog.EXECUTORS)}")
-    if req.collect_after and req.executor not in catalog.SLURM_EXECUTORS:
-        raise UsageError(f"--collect-after chains a Slurm job after the arrays; the {req.executor} executor runs the "
-                         f"cells here, so run `{follow_up('collect', req.results_dir)}` when it returns")
-    if req.executor == "submitit" and "%" in str(req.results_dir.resolve()):
-        raise UsageError(f"--results-dir {str(req.results_dir)!r} holds a %, which Slurm would expand in the log paths "
-                         "submitit gives it; choose a folder without %, or use --executor slurm, which escapes it")
-    if req.settings.world_size > 1 and req.executor != "slurm":
-        raise UsageError(
-            f"{req.settings.world_size} processes per cell are started by srun inside an sbatch allocation; "
-            f"the {req.executor} executor cannot do that: use --executor slurm (or --dry-run to only write the scripts)"
-        )
+    req.run_by.check(req.results_dir, req.settings.world_size, req.collect_after, follow_up("collect", req.results_dir))
     if not req.dry_run:
         check_can_run(req, sorted({c.framework for c in cells}))
 
@@ -351,15 +340,15 @@ def write_planned(req: LaunchRequest, cells: list[matrix.Cell],
     return campaign_dir, scripts, manifest
 
 
-def report_submitted(req: LaunchRequest, scripts, manifest: dict, submissions: list[submit.Submission],
+def report_submitted(req: LaunchRequest, scripts, manifest: dict, submissions: list[Submission],
                      report: Callable[[str], None]) -> int:
     """The cells with their jobs, each failed task, and what to do next. Returns the exit code."""
     report(cell_table(manifest, {s.framework: s for s in submissions}))
-    failed = submit.failure_lines(submissions)
+    failed = failure_lines(submissions)
     for line in failed:
         report(line)
     collect = follow_up("collect", req.results_dir)
-    if req.executor == "slurm" and not req.wait:
+    if not req.run_by.runs_here and not req.wait:  # the tasks may still be queued
         report(f"submitted; follow with squeue, then run: {collect}")
     else:
         tasks = sum(s.tasks for s in scripts)
@@ -387,7 +376,7 @@ def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
     """What submission needs, checked before anything is written: the waiting times, Slurm's commands, and the
     environments."""
     waiting_times.check_all()
-    if req.executor in catalog.SLURM_EXECUTORS:
+    if req.run_by.on_slurm:
         sbatch_call.require_command("sbatch")
     for framework in frameworks:
         site = req.profile.site_environment(framework)
@@ -403,49 +392,32 @@ def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
             raise UsageError(f"the {framework} environment is missing ({python} does not exist); {fix}")
 
 
-def submit_all(req: LaunchRequest, scripts, manifest: dict, campaign_dir: Path,
-               report: Callable[[str], None]) -> tuple[list[submit.Submission], dict[str, list]]:
-    """Submit (or, with the local executor, run) every script. Returns the submissions and submitit's jobs by
-    script key, to wait for."""
+def submit_all(req: LaunchRequest, scripts: list[RenderedScript], manifest: dict, campaign_dir: Path,
+               report: Callable[[str], None]) -> list[Submission]:
+    """Submit (or, with an executor that runs them here, run) every script with the request's executor. Slurm's
+    arrays are recorded in the manifest as each is submitted; tasks run here are recorded once they have run."""
+    run_by = req.run_by
+    how = Submitting(req.profile, run_by.array_limit(req.profile), recorder(campaign_dir, manifest), report)
     submissions = []
-    log_dir = campaign_dir / "logs"
-    submitit_jobs = {}
-    max_array = executor_array_limit(req.executor, req.profile)
     for script in scripts:
-        key = script.key
-        info = manifest["scripts"][key]
-        job_name = script.name.removesuffix(".sh")
-        n = script.tasks
-        if req.executor == "slurm":
-            sub = submit.submit_sbatch(key, Path(info["campaign_copy"]), n, max_array,
-                                       campaign=campaign_dir.name, record=recorder(campaign_dir, manifest),
-                                       throttle=req.profile.array_spec)
-        elif req.executor == "local":
-            sub = submit.run_local(key, Path(info["campaign_copy"]), n, log_dir, job_name, report)
-        else:
-            sub, jobs = submit.submit_submitit(key, Path(info["campaign_copy"]), n,
-                                               campaign_dir / "submitit" / key, req.profile.for_system(script.system),
-                                               job_name, log_dir, max_array, campaign=campaign_dir.name,
-                                               record=recorder(campaign_dir, manifest))
-            submitit_jobs[key] = jobs
+        job = ScriptJob(script.key, Path(manifest["scripts"][script.key]["campaign_copy"]), script.tasks,
+                        script.name.removesuffix(".sh"), script.system, campaign_dir)
+        sub = run_by.submit(job, how)
         submissions.append(sub)
-        if req.executor == "local":  # Slurm's arrays were recorded as each was submitted
-            manifest["submissions"][key] = {"job_id": sub.job_id, "task_ids": sub.task_ids,
-                                            "submitted_at": campaigns.now_utc()}
+        if run_by.runs_here:  # ran here, under the lock
+            manifest["submissions"][script.key] = {"job_id": sub.job_id, "task_ids": sub.task_ids,
+                                                   "submitted_at": campaigns.now_utc(),
+                                                   "failed": {str(i): why for i, why in sub.failed.items()}}
             campaigns.save_manifest(campaign_dir, manifest)
         if len(sub.arrays) > 1:
-            report(f"{key}: {n} tasks exceed the {max_array} an array may hold here; submitted as "
-                   f"{len(sub.arrays)} array jobs {', '.join(sub.job_ids)}")
+            report(f"{script.key}: {script.tasks} tasks exceed the {how.max_array} an array may hold here; submitted "
+                   f"as {len(sub.arrays)} array jobs {', '.join(sub.job_ids)}")
         else:
-            report(f"{key}: {'ran' if req.executor == 'local' else 'submitted'} as job {sub.job_id}")
-    if req.executor == "local":  # ran here, under the lock
-        for sub in submissions:
-            manifest["submissions"][sub.framework]["failed"] = {str(i): why for i, why in sub.failed.items()}
-        campaigns.save_manifest(campaign_dir, manifest)
-    return submissions, submitit_jobs
+            report(f"{script.key}: {'ran' if run_by.runs_here else 'submitted'} as job {sub.job_id}")
+    return submissions
 
 
-def cell_table(manifest: dict, submissions: dict[str, submit.Submission]) -> str:
+def cell_table(manifest: dict, submissions: dict[str, Submission]) -> str:
     rows = []
     systems = any(cell.get("system") for cell in manifest["cells"])  # a column only where systems are named
     for cell in manifest["cells"]:

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 
 from orchestrator.errors import UsageError
-from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
 
 
@@ -24,11 +23,6 @@ def array_limit(profile: ClusterProfile) -> int | None:
     """Most tasks one array job may hold here: the cluster's MaxArraySize, or the profile's cap if smaller."""
     limits = [n for n in (cluster_max_array_size(), profile.max_array_size) if n is not None]
     return min(limits) if limits else None
-
-
-def executor_array_limit(executor: str, profile: ClusterProfile) -> int | None:
-    """The array limit where the executor submits to Slurm; None (no limit) for the local executor."""
-    return array_limit(profile) if executor in catalog.SLURM_EXECUTORS else None
 
 
 def cluster_config() -> dict[str, str]:

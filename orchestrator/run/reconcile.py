@@ -1,6 +1,6 @@
 """Arrays whose submission is unknown (sbatch gave no answer), settled by looking their job names up in Slurm:
-submitted with the job id found, or never accepted; a submitit array found so is cancelled, since its tasks
-cannot get their work."""
+submitted with the job id found, or never accepted; an array found so that its executor cannot run (submitit's,
+whose tasks cannot get their work) is cancelled by that executor."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import datetime as dt
 import getpass
 import os
 import shutil
-import subprocess
 
 from orchestrator.plan import campaign as campaigns
 from orchestrator.run import queue
-from orchestrator.run.submit import number_submitit_tasks
+from orchestrator.run.executors import executor
 
 
 def reconcile(manifest: dict, user: str | None = None) -> list[dict]:
@@ -31,33 +30,14 @@ def reconcile(manifest: dict, user: str | None = None) -> list[dict]:
     settled = []
     for entry in unknown:
         job_id = found.get(entry["job_name"])
-        if job_id and entry.get("executor") == "submitit" and cancel_orphan(job_id):
-            entry.update(state="cancelled", job_id=job_id, reconciled_at=campaigns.now_utc(), reason=ORPHAN)
+        cancelled = executor(entry["executor"]).cancelled_when_found(job_id) if job_id else None
+        if cancelled:
+            entry.update(state="cancelled", job_id=job_id, reconciled_at=campaigns.now_utc(), reason=cancelled)
             settled.append(entry)
         elif job_id or (complete and campaigns.is_past(entry.get("answer_by", entry["at"]))):
             campaigns.settle_array(manifest, entry, job_id)
-            number_submitit_tasks(manifest, entry)
             settled.append(entry)
     return settled
-
-
-# A submitit array found in Slurm after its submission's outcome was unknown: submitit files each task's work
-# under the job id sbatch answered, so without that answer its tasks wait 60 s for it and fail.
-ORPHAN = "submitit never learnt its job id, so its tasks could not get their work: it was cancelled"
-
-
-def cancel_orphan(job_id: str) -> bool:
-    """scancel a submitit array whose tasks cannot run (ORPHAN); whether scancel did. Where it did not, the array
-    stays recorded as submitted: its tasks fail, and a resubmit runs their cells again."""
-    scancel = shutil.which("scancel")
-    if scancel is None:
-        return False
-    try:
-        proc = subprocess.run([scancel, job_id], check=False, capture_output=True, text=True,
-                              timeout=queue.QUERY_TIMEOUT_S)
-    except (subprocess.TimeoutExpired, OSError):
-        return False
-    return proc.returncode == 0
 
 
 def jobs_named(names: list[str], since: str, user: str | None = None) -> tuple[dict[str, str], bool]:

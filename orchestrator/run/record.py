@@ -10,7 +10,6 @@ from pathlib import Path
 from orchestrator.errors import OrchestratorError
 from orchestrator.run.file_lock import exclusive
 from orchestrator.plan import campaign as campaigns
-from orchestrator.run.submit import number_submitit_tasks
 
 
 # In a results folder: one command at a time plans or submits there (the default command, and resubmit of any
@@ -46,7 +45,6 @@ def recorder(campaign_dir: Path, manifest: dict) -> Callable[[dict], None]:
     Should the manifest not be written, the error names the job id, so that a submitted array is never lost."""
     def record(entry: dict) -> None:
         entry = campaigns.record_array(manifest, entry)
-        number_submitit_tasks(manifest, entry)
         try:
             campaigns.save_manifest(campaign_dir, manifest)
         except OSError as exc:

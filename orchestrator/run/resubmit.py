@@ -19,17 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench_contract.atomic import flush_to_disk
-from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.errors import OrchestratorError
 from orchestrator.plan import campaign as campaigns
-from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile, System
 from orchestrator.plan.settings import check_output_folder
-from orchestrator.run import sbatch_call, submit
-from orchestrator.run.limits import executor_array_limit
+from orchestrator.run.executors import EXECUTORS, Executor, ScriptJob, Submission, Submitting, executor
+from orchestrator.run.executors.base import failure_lines
+from orchestrator.run.executors.slurm import Slurm, array_expression
 from orchestrator.run.reconcile import reconcile
 from orchestrator.run.record import record_failed, recorder, submitting
 from orchestrator.run.status import ACTIVE, NOT_NEEDED, SUCCESS, CellStatus, campaign_status, unknown_note
-from orchestrator.run.wait import OutputsWritten, task_outputs, wait_for_slurm, wait_for_submitit
+from orchestrator.run.wait import OutputsWritten, task_outputs
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Resubmission:
     indices: list[int]
     job_ids: list[str]
     failed: dict[int, str] = field(default_factory=dict)  # array index -> why, once waited for
-    jobs: list = field(default_factory=list, repr=False)  # submitit's jobs, to wait for
+    submission: Submission | None = field(default=None, repr=False)  # what the executor made of it, to wait for
 
 
 def chosen_cells(folder: Path, rerun_completed: bool = False) -> list[CellStatus]:
@@ -87,29 +87,6 @@ def move_aside(cells: list[CellStatus], report: Callable[[str], None] = print) -
     return moved
 
 
-def array_expression(indices: list[int]) -> str:
-    """Slurm's --array syntax for the indices, runs of consecutive ones as ranges: [0, 1, 2, 5, 7, 8] -> 0-2,5,7-8."""
-    runs: list[list[int]] = []
-    for i in sorted(set(indices)):
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
-def blocks(indices: list[int], max_array: int | None) -> list[tuple[int, list[int]]]:
-    """(offset, task ids within the part) per part: Slurm's array ids stay below MaxArraySize, so index i
-    runs as task i - offset of a part whose script argument is offset (as a first submission in parts does)."""
-    if max_array is None or max(indices) < max_array:
-        return [(0, indices)]
-    grouped: dict[int, list[int]] = {}
-    for i in indices:
-        offset = i // max_array * max_array
-        grouped.setdefault(offset, []).append(i - offset)
-    return sorted(grouped.items())
-
-
 def profile_of(manifest: dict) -> ClusterProfile:
     values = dict(manifest["profile"])
     for key in ("setup_lines", "extra_sbatch"):
@@ -134,23 +111,22 @@ def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool
     check_output_folder(folder, "campaign folder")
     with submitting(folder.parent, doing):
         run, done = submit_missing(folder, executor, rerun_completed, todo, report)
-        if done and run.executor == "local":  # ran here, under the lock
+        if done and run.executor.runs_here:  # ran here, under the lock
             run.record_failures(done)
-    if not done or not wait or run.executor == "local":
+    if not done or not wait or run.executor.runs_here:
         return done
     run.wait_for_jobs(done)
     record_failed(folder, run.failed_tasks(done), doing)
     return done
 
 
-def submit_missing(folder: Path, executor: str | None, rerun_completed: bool, todo: dict[str, list[int]] | None,
+def submit_missing(folder: Path, name: str | None, rerun_completed: bool, todo: dict[str, list[int]] | None,
                    report: Callable[[str], None]) -> tuple[Rerun | None, list[Resubmission]]:
-    """Settle unknown arrays, choose the cells (unless `todo`), move bad results aside and submit the tasks."""
+    """Settle unknown arrays, choose the cells (unless `todo`), move bad results aside and submit the tasks with the
+    executor `name`: by default the campaign's, and for a dry run's campaign, which none ran, sbatch's."""
     manifest = campaigns.load_manifest(folder)
     reconcile_unknown(folder, manifest, report)
-    executor = executor or (manifest["executor"] if manifest["executor"] in catalog.EXECUTORS else "slurm")
-    if executor not in catalog.EXECUTORS:
-        raise UsageError(f"unknown executor {executor!r}; choose from: {', '.join(catalog.EXECUTORS)}")
+    chosen_executor = executor(name or (manifest["executor"] if manifest["executor"] in EXECUTORS else Slurm.name))
     if todo is None:
         chosen = chosen_cells(folder, rerun_completed)
         todo = by_script(chosen)
@@ -158,7 +134,7 @@ def submit_missing(folder: Path, executor: str | None, rerun_completed: bool, to
     if not todo:
         report(f"campaign {folder.name}: every cell has a result or is still queued; nothing to submit")
         return None, []
-    run = Rerun(folder, manifest, executor, rerun_completed, report)
+    run = Rerun(folder, manifest, chosen_executor, rerun_completed, report)
     return run, [run.resubmit_script(key, indices) for key, indices in todo.items()]
 
 
@@ -180,7 +156,7 @@ def resubmit_and_report(folder: Path, *, executor: str | None, rerun_completed: 
                         report: Callable[[str], None] = print, warn: Callable[[str], None] = print) -> int:
     """Resubmit (above), then warn of each array task that failed. Returns the exit code: 1 if any failed."""
     done = resubmit(folder, executor=executor, rerun_completed=rerun_completed, wait=wait, report=report)
-    failed = submit.failure_lines(done, first_line_only=True)
+    failed = failure_lines(done, first_line_only=True)
     for line in failed:
         warn(line)
     return 1 if failed else 0
@@ -200,63 +176,35 @@ class Rerun:
 
     folder: Path
     manifest: dict
-    executor: str
+    executor: Executor
     rerun_completed: bool
     report: Callable[[str], None]
-    profile: ClusterProfile = field(init=False)
-    max_array: int | None = field(init=False)  # the most tasks one array job may hold here, where Slurm has a cap
-    record: Callable[[dict], None] = field(init=False)
+    how: Submitting = field(init=False)
 
     def __post_init__(self) -> None:
-        self.profile = profile_of(self.manifest)
-        self.max_array = executor_array_limit(self.executor, self.profile)
-        self.record = recorder(self.folder, self.manifest)  # each array's outcome, as soon as it is known
+        profile = profile_of(self.manifest)
+        # Each array's outcome is recorded as soon as it is known.
+        self.how = Submitting(profile, self.executor.array_limit(profile), recorder(self.folder, self.manifest),
+                              self.report)
+
+    def job(self, key: str) -> ScriptJob:
+        info = self.manifest["scripts"][key]
+        return ScriptJob(key, Path(info["campaign_copy"]), info["array_tasks"], info["name"].removesuffix(".sh"),
+                         info.get("system", ""), self.folder)
 
     def resubmit_script(self, key: str, indices: list[int]) -> Resubmission:
         """Submit (or run) the script's tasks at these array indices, and record them before anything is waited for."""
-        info = self.manifest["scripts"][key]
-        script, job_name = Path(info["campaign_copy"]), info["name"].removesuffix(".sh")
-        n = info["array_tasks"]
-        sub = self.manifest["submissions"].setdefault(key, {"job_id": "", "task_ids": [""] * n})
+        job = self.job(key)
+        sub = self.manifest["submissions"].setdefault(key, {"job_id": "", "task_ids": [""] * job.tasks})
         if "arrays" not in sub and sub["job_id"]:
-            sub["arrays"] = [{"job_id": sub["job_id"], "offset": 0, "count": n}]
-        task_ids, jobs = self.submit_tasks(key, script, job_name, n, indices, sub)
-        job_ids = self.record_tasks(key, indices, task_ids, sub)
-        how = "run here" if self.executor == "local" else f"submitted as job {', '.join(job_ids)}"
-        self.report(f"{key}: {len(indices)} of {n} array tasks (indices {array_expression(indices)}) {how}")
-        result = Resubmission(key, indices, job_ids, jobs=jobs)
-        if self.executor == "local":
-            self.run_here(result, script, job_name)
+            sub["arrays"] = [{"job_id": sub["job_id"], "offset": 0, "count": job.tasks}]
+        submission = self.executor.resubmit(job, indices, next_attempt(self.manifest), self.how)
+        job_ids = self.record_tasks(key, indices, dict(zip(indices, submission.task_ids)), sub)
+        how = "run here" if self.executor.runs_here else f"submitted as job {', '.join(job_ids)}"
+        self.report(f"{key}: {len(indices)} of {job.tasks} array tasks (indices {array_expression(indices)}) {how}")
+        result = Resubmission(key, indices, job_ids, submission=submission)
+        result.failed = self.executor.run_resubmitted(job, indices, self.how)
         return result
-
-    def submit_tasks(self, key: str, script: Path, job_name: str, n: int, indices: list[int],
-                     sub: dict) -> tuple[dict[int, str], list]:
-        """Array index -> new task id, and submitit's jobs (none for the other executors)."""
-        task_ids: dict[int, str] = {}
-        jobs = []
-        attempt = next_attempt(self.manifest)
-        if self.executor == "slurm":
-            for offset, local in blocks(indices, self.max_array):
-                job_id = self.sbatch_recorded(key, script, offset, local, attempt)
-                task_ids.update({offset + i: f"{job_id}_{i}" for i in local})
-        elif self.executor == "submitit":
-            profile = self.profile.for_system(self.manifest["scripts"][key].get("system", ""))
-            part, jobs = submit.submit_submitit(key, script, n, self.folder / "submitit" / key, profile,
-                                                job_name, self.folder / "logs", self.max_array, indices=indices,
-                                                campaign=self.folder.name, rerun=attempt, record=self.record)
-            task_ids.update(zip(indices, part.task_ids))
-        else:
-            task_ids.update({i: submit.local_task_id(i) for i in indices})
-        return task_ids, jobs
-
-    def sbatch_recorded(self, key: str, script: Path, offset: int, local: list[int], attempt: int) -> str:
-        """One sbatch of some indices of a part, named so that Slurm can find it again, its outcome (submitted,
-        refused or unknown) in the manifest as soon as sbatch returns."""
-        entry = {"script": key, "offset": offset, "count": len(local), "indices": local,
-                 "job_name": f"{sbatch_call.array_job_name(self.folder.name, key, offset)}:rerun{attempt}"}
-        return sbatch_call.recorded_sbatch(script, (str(offset),) if offset else (),
-                                           (f"--array={self.profile.array_spec(array_expression(local))}",), entry,
-                                           self.record)
 
     def record_tasks(self, key: str, indices: list[int], task_ids: dict[int, str], sub: dict) -> list[str]:
         """Write the new task ids into the manifest and save it; returns the job ids."""
@@ -267,40 +215,25 @@ class Rerun:
             sub["job_id"] = next(iter(task_ids.values())).split("_")[0]
         job_ids = sorted({t.rsplit("_", 1)[0] for t in task_ids.values()})
         self.manifest.setdefault("resubmissions", []).append({
-            "script": key, "indices": indices, "job_ids": job_ids, "executor": self.executor,
+            "script": key, "indices": indices, "job_ids": job_ids, "executor": self.executor.name,
             "rerun_completed": self.rerun_completed, "submitted_at": campaigns.now_utc()})
         self.manifest.pop("submission_error", None)
         # Recorded before anything runs or is waited for: a later failure does not lose these job ids.
         campaigns.save_manifest(self.folder, self.manifest)
         return job_ids
 
-    def run_here(self, result: Resubmission, script: Path, job_name: str) -> None:
-        """The local executor: run each task here, one after another; a failed task does not stop the rest."""
-        for i in result.indices:
-            log = self.folder / "logs" / f"{job_name}_local_{i}.out"
-            try:
-                submit.run_array_task(str(script), i, str(log))
-            except OrchestratorError as exc:
-                result.failed[i] = str(exc)
-                self.report(str(exc).splitlines()[0])
-
     def task_id(self, r: Resubmission, index: int) -> str:
         """The task this resubmission submitted for the cell at `index`."""
         return self.manifest["submissions"][r.framework]["task_ids"][index]
 
     def wait_for_jobs(self, done: list[Resubmission]) -> None:
-        """Until every resubmitted task has ended (squeue, or submitit's jobs); each failure goes into `failed`."""
-        waited = [submit.Submission(r.framework, r.job_ids[0], [self.task_id(r, i) for i in r.indices],
-                                    arrays=[{"job_id": j} for j in r.job_ids]) for r in done]
-        if self.executor == "slurm":
-            self.report("waiting for the jobs to finish (polling squeue with back-off)")
-            again = {(r.framework, index) for r in done for index in r.indices}
-            cells = [c for c in self.manifest["cells"] if (c.get("script", c["framework"]), c["array_index"]) in again]
-            wait_for_slurm(waited, report=self.report, woken=OutputsWritten(task_outputs(c["results"] for c in cells)))
+        """Until every resubmitted task has ended (the executor's wait); each failure goes into `failed`."""
+        waited = [Submission(r.framework, r.job_ids[0], [self.task_id(r, i) for i in r.indices],
+                             arrays=[{"job_id": j} for j in r.job_ids], jobs=r.submission.jobs) for r in done]
+        again = {(r.framework, index) for r in done for index in r.indices}
+        cells = [c for c in self.manifest["cells"] if (c.get("script", c["framework"]), c["array_index"]) in again]
+        self.executor.wait(waited, OutputsWritten(task_outputs(c["results"] for c in cells)), self.report)
         for r, w in zip(done, waited):
-            if r.jobs:
-                self.report(f"waiting for submitit job {', '.join(r.job_ids)}")
-                wait_for_submitit(w, r.jobs)
             r.failed = {r.indices[k]: why for k, why in w.failed.items()}
 
     def failed_tasks(self, done: list[Resubmission]) -> dict[str, dict[int, tuple[str, str]]]:

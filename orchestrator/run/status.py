@@ -28,7 +28,9 @@ from orchestrator.plan import campaign as campaigns
 from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.run.progress import progress_lines, text_bar
 from orchestrator.run.queue import ACTIVE, SLURM_STATE_NAMES, QueueUnreadable, read_sacct, read_squeue
-from orchestrator.run.submit import is_slurm_task, log_tail
+from orchestrator.run.executors import EXECUTORS
+from orchestrator.run.executors.base import log_tail
+from orchestrator.run.executors.local import is_slurm_task
 from orchestrator.run.wait import POLL_BACKOFF, Backoff, OutputsWritten, task_outputs
 from orchestrator.run.waiting_times import watch_accounting_lag_s, watch_unreadable_s
 from orchestrator.suggest import command
@@ -213,13 +215,14 @@ def slurm_memory_kill(log: str) -> str | None:
 
 
 def log_path(folder: Path, manifest: dict, script_key: str, index: int, task_id: str) -> Path | None:
-    """The task's output file: <job name>_<task id>.out for sbatch (%A_%a) and the local executor,
-    <job name>_submitit_<index>.out for submitit; None when it is not there."""
+    """The task's output file, named as the executor that ran it names its logs (Executor.log_name: sbatch's and
+    the local executor's <job name>_<task id>.out, submitit's <job name>_submitit_<index>.out); None when it is
+    not there."""
     script = manifest.get("scripts", {}).get(script_key)
     if not script or not task_id:
         return None
     job_name = script["name"].removesuffix(".sh")
-    for name in (f"{job_name}_{task_id}.out", f"{job_name}_submitit_{index}.out"):
+    for name in dict.fromkeys(e.log_name(job_name, task_id, index) for e in EXECUTORS.values()):
         path = folder / "logs" / name
         if path.is_file():
             return path

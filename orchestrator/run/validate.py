@@ -155,12 +155,14 @@ def summary(req: ValidateRequest, result: ValidateResult) -> list[str]:
 
 def validate_with(executor: str, req: ValidateRequest, results_dir: Path, command: str,
                   report: Callable[[str], None] = print) -> ValidateResult:
-    """The validate command's executor: local (run here) or slurm (one job on the profile's partition)."""
-    if executor == "local":
-        return validate(req, report=report)
-    if executor == "slurm":
-        return validate_on_slurm(req, results_dir, command, report=report)
-    raise UsageError(f"unknown executor {executor!r} for validate; choose from: local, slurm")
+    """The validate command's executor: local (run here) or slurm (one job on the profile's partition). validate
+    runs one job of its own, not a campaign's arrays, so it has its own two ways rather than the campaigns'
+    executors (orchestrator.run.executors)."""
+    ways = {"local": lambda: validate(req, report=report),
+            "slurm": lambda: validate_on_slurm(req, results_dir, command, report=report)}
+    if executor not in ways:
+        raise UsageError(f"unknown executor {executor!r} for validate; choose from: {', '.join(ways)}")
+    return ways[executor]()
 
 
 # --- the same check as one job on the cluster ----------------------------------------------------------
@@ -187,7 +189,9 @@ def validate_on_slurm(req: ValidateRequest, results_dir: Path, command: str,
                       report: Callable[[str], None] = print) -> ValidateResult:
     """Submit the check as one Slurm job, wait for it, and compare what it wrote (the folder must be shared)."""
     from orchestrator.plan import campaign
-    from orchestrator.run import sbatch_call, submit
+    from orchestrator.run import sbatch_call
+    from orchestrator.run.executors.base import log_tail
+    from orchestrator.run.executors.slurm import submit_sbatch
     from orchestrator.run.wait import wait_for_slurm
 
     check_request(req)
@@ -198,13 +202,13 @@ def validate_on_slurm(req: ValidateRequest, results_dir: Path, command: str,
     spec, spec_path = write_inputs(req, work)
     script = work / f"validate_{req.model}.sh"
     script.write_text(render_script(req, spec_path, work, command))
-    sub = submit.submit_sbatch("parity", script, 1)
+    sub = submit_sbatch("parity", script, 1)
     report(f"submitted {script} as job {sub.job_id}; waiting for it")
     wait_for_slurm([sub], report=report)
     logs = sorted(work.glob("*.out"))
     missing = [fw for fw in ORDER if not spec.logits_path(fw).is_file()]
     if sub.failed or missing:
-        tail = submit.log_tail(logs[-1]) if logs else f"(no log in {work})"
+        tail = log_tail(logs[-1]) if logs else f"(no log in {work})"
         raise OrchestratorError(f"the parity job {sub.job_id} did not finish both forward passes "
                                 f"(missing: {', '.join(missing) or 'none'}); its log ends with:\n{tail}")
     return read_result(spec)

@@ -1,7 +1,7 @@
 """Waiting for submitted arrays to end: squeue polled with a back-off until none of their jobs is queued, then
-sacct's final state of each task (accounting lags the controller), or each submitit job's result. The tasks' own
-output files cut a back-off's long wait short: once every task has written its result (or failure row), Slurm is
-asked at once, not up to half a minute later."""
+sacct's final state of each task (accounting lags the controller); the executors that submit to Slurm wait with it
+(orchestrator.run.executors). The tasks' own output files cut a back-off's long wait short: once every task has
+written its result (or failure row), Slurm is asked at once, not up to half a minute later."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from bench_contract.run.failure import failure_path
 from orchestrator.errors import OrchestratorError
 from orchestrator.run.queue import QueueUnreadable, query, sacct_states
 from orchestrator.run.sbatch_call import require_command
-from orchestrator.run.submit import Submission
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,15 @@ def polls_within(seconds: float) -> int:
     return SQUEUE_POLLS.polls_within(seconds)
 
 
-def wait_for_slurm(submissions: list[Submission], timeout_s: float | None = None,
+class Waited(Protocol):
+    """What waiting for Slurm reads of a submission (an executor's Submission), and marks its failures in."""
+
+    job_ids: list[str]
+    task_ids: list[str]
+    failed: dict[int, str]
+
+
+def wait_for_slurm(submissions: list[Waited], timeout_s: float | None = None,
                    report: Callable[[str], None] = print, woken: Callable[[], bool] | None = None) -> None:
     """Poll squeue once per round for all jobs of the campaign, backing off (cut short by `woken`, such as
     OutputsWritten of the tasks), until none is queued or running.
@@ -188,10 +196,3 @@ def final_sacct_states(job_ids: list[str], settle_s: float = 60.0) -> dict[str, 
             break
     return states
 
-
-def wait_for_submitit(sub: Submission, jobs) -> None:
-    for index, job in enumerate(jobs):
-        try:
-            job.result()
-        except Exception as exc:  # noqa: BLE001 - submitit raises FailedJobError and friends, with the task's stderr
-            sub.failed[index] = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__

@@ -37,7 +37,7 @@ def test_each_call_has_its_own_folder_environment_and_exit_code(tmp_path):
 
 
 def test_a_call_sees_its_own_environment_as_a_fresh_interpreter_would(tmp_path, monkeypatch):
-    # The server imported orchestrator.run.submit before any call (tests/zygote.py), which reads
+    # The server imported orchestrator.run.executors before any call (tests/zygote.py), which reads
     # ORCHESTRATOR_SBATCH_SLOW_S. A server started with the variable set must not pass it to a call whose
     # environment lacks it (as a module that read it at import would), and a call whose environment has it must
     # see it.

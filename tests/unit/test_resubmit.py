@@ -13,7 +13,7 @@ from helpers import REPO_ROOT, fake_slurm_site, run_cli, shell_wait_for, wait_un
 
 from bench_contract.run.failure import write_failure
 from orchestrator.run.record import SUBMIT_LOCK
-from orchestrator.run.resubmit import array_expression, blocks
+from orchestrator.run.executors.slurm import array_expression, blocks
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from helpers import fake_slurm_site, run_cli
 
 from orchestrator.plan.profile import load_profile
-from orchestrator.run.submit import submitit_parameters
+from orchestrator.run.executors.submitit import submitit_parameters
 
 # A profile that sets every value an option replaces, each to something the option then changes.
 SITE = """partition = "p1"

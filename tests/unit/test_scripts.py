@@ -173,14 +173,14 @@ def test_a_refused_submission_is_one_sentence(tmp_path, fake_slurm):
     ("30", 30), ("30:01", 31), ("02:00:00", 120), ("1-00", 1440), ("1-02:30", 1590), ("0-00:00:30", 1),
 ])
 def test_slurm_time_limits_become_submitit_minutes(limit, minutes):
-    from orchestrator.run.submit import slurm_minutes
+    from orchestrator.run.executors.submitit import slurm_minutes
 
     assert slurm_minutes(limit) == minutes
 
 
 def test_submitit_gets_the_profile_resources():
     from orchestrator.plan.profile import ClusterProfile
-    from orchestrator.run.submit import submitit_parameters
+    from orchestrator.run.executors.submitit import submitit_parameters
 
     params = submitit_parameters(ClusterProfile(partition="gpu", account="a1", gpus_per_task=2, jax_recipe="cuda12", cpus_per_task=4,
                                                 setup_lines=("module load cuda",), extra_sbatch=("--qos=high",)),
@@ -193,7 +193,7 @@ def test_submitit_gets_the_profile_resources():
 
 def test_waiting_polls_squeue_once_per_round_for_the_whole_campaign(tmp_path, monkeypatch):
     from orchestrator.run import wait
-    from orchestrator.run.submit import Submission
+    from orchestrator.run.executors import Submission
 
     calls = tmp_path / "calls"
     bin_dir = tmp_path / "bin"
@@ -228,7 +228,7 @@ def test_a_partition_sinfo_does_not_know_is_refused_before_anything_is_written(t
 
 def test_waiting_lets_accounting_catch_up_with_the_controller(tmp_path, monkeypatch):
     from orchestrator.run import wait
-    from orchestrator.run.submit import Submission
+    from orchestrator.run.executors import Submission
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

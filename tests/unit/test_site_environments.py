@@ -159,10 +159,11 @@ def test_submission_needs_the_site_interpreter_not_an_activate_script(tmp_path):
 
     from orchestrator.errors import UsageError
     from orchestrator.plan.profile import load_profile
+    from orchestrator.run.executors import executor
     from orchestrator.run.launch import check_can_run
 
     python = fake_python(tmp_path / "conda" / "bin" / "python", tmp_path / "record")
-    req = SimpleNamespace(executor="local", profile=load_profile(site_profile(tmp_path, python)))
+    req = SimpleNamespace(run_by=executor("local"), profile=load_profile(site_profile(tmp_path, python)))
     check_can_run(req, ["jax"])  # no activate script anywhere: accepted
     python.unlink()
     with pytest.raises(UsageError, match=r"the jax environment is missing \(.*conda/bin/python does not exist\); "

@@ -274,6 +274,8 @@ def test_submitit_names_each_array_and_records_it_at_once(tmp_path, cluster):
     assert [(a["script"], a["state"], a["job_id"], a["job_name"]) for a in record["arrays"]] == [
         ("jax", "submitted", "4001", f"jax:{campaign}:0"), ("torch", "submitted", "4002", f"torch:{campaign}:0")]
     assert record["submissions"]["jax"]["task_ids"] == ["4001_0", "4001_1", "4001_2"]
+    # Not waited for, its tasks may still be queued: said as for sbatch, never "6 of 6 array tasks finished".
+    assert proc.stdout.strip().splitlines()[-1].startswith("submitted; follow with squeue, then run: "), proc.stdout
 
 
 def test_a_submitit_refusal_is_one_sentence_and_recorded_as_refused(tmp_path, cluster):

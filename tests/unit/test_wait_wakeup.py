@@ -134,14 +134,15 @@ def test_watch_ends_within_a_poll_of_the_last_task_leaving_the_queue(tmp_path, m
 
 
 def test_wait_ends_within_a_poll_of_the_last_task_leaving_the_queue(tmp_path, monkeypatch, clock):
+    from orchestrator.run.executors import executor
     from orchestrator.run.launch import wait_for_jobs
-    from orchestrator.run.submit import Submission
+    from orchestrator.run.executors import Submission
 
     folder = campaign(tmp_path)
     slurm_that_lets_go_at(tmp_path, monkeypatch, clock, WRITTEN_AT, GONE_AT)
     submissions = [Submission("jax", "70", ["70_0", "70_1", "70_2"]),
                    Submission("torch", "71", ["71_0", "71_1", "71_2"])]
-    wait_for_jobs(SimpleNamespace(executor="slurm", command="main.py --wait"), folder, submissions, {},
+    wait_for_jobs(SimpleNamespace(run_by=executor("slurm"), command="main.py --wait"), folder, submissions,
                   report=lambda line: None)
     assert all(not sub.failed for sub in submissions)
     assert GONE_AT <= clock.now < GONE_AT + 2.5 < BACK_OFF_POLL
