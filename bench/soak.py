@@ -166,6 +166,7 @@ def settle(run: Soak) -> int:
 
     left = 0
     for _ in range(SETTLE_ROUNDS):
+        wait_for_killed_sbatch(run)
         for folder in run.campaigns():
             run.cli("resubmit", folder.name, "--wait", env=run.reliable)
         left = sum(result_problem(cell["results"]) is not None for manifest in run.manifests().values()
@@ -174,6 +175,18 @@ def settle(run: Soak) -> int:
             break
     run.cli("collect", env=run.reliable)
     return left
+
+
+def wait_for_killed_sbatch(run: Soak) -> None:
+    """Sleep until the sbatch of every killed command can no longer accept its array (each unknown array's
+    `answer_by`): before then resubmit rightly leaves those cells alone, as a user's would, and a round of settle
+    would pass without running them."""
+    import datetime as dt
+
+    answers = [dt.datetime.fromisoformat(entry["answer_by"]) for manifest in run.manifests().values()
+               for entry in manifest.get("arrays", []) if entry.get("state") == "unknown" and entry.get("answer_by")]
+    if answers:
+        time.sleep(max(0.0, (max(answers) - dt.datetime.now(dt.UTC)).total_seconds() + 1.0))
 
 
 def task_starts(run: Soak, manifests: dict[str, dict], since: str) -> tuple[Counter, list[str]]:

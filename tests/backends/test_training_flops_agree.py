@@ -37,7 +37,7 @@ def counts(tmp_path_factory):
     found = {}
     for framework in ("jax", "torch"):
         specs = [make_spec(framework, root, benchmark=home_benchmark(model).name, model=model, model_variant="tiny",
-                           precision=precision, batch_size=BATCH, data_source="synthetic", synthetic_samples=4 * BATCH,
+                           precision=precision, batch_size=BATCH, data_source="synthetic", synthetic_samples=8 * BATCH,
                            cell_id=cell_id(model, precision), init_weights_path=str(root / f"init-{model}.npz"))
                  for model, precision in CELLS]
         path = root / f"{framework}-specs.json"
