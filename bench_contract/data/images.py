@@ -29,6 +29,17 @@ def split_folder(data_dir: str | os.PathLike[str], split: str) -> Path:
     return root / split if (root / split).is_dir() else root
 
 
+def flat_folder_advice(root: Path) -> str:
+    """How to arrange a folder of images without class subfolders: ImageNet's validation archive unpacks so, its
+    labels in a separate file."""
+    flat = sum(1 for p in root.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not flat:
+        return ""
+    return (f"; it holds {flat} images side by side: move each into a subfolder named for its class, as in train/ "
+            "(ImageNet's validation archive unpacks flat; its labels file, LOC_val_solution.csv in the Kaggle "
+            "release or the devkit's ILSVRC2012_validation_ground_truth.txt, gives each image's class)")
+
+
 @dataclass(frozen=True)
 class ImageFolder:
     root: Path
@@ -42,7 +53,8 @@ class ImageFolder:
             raise DataError(f"image folder {root} does not exist")
         classes = tuple(sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")))
         if not classes:
-            raise DataError(f"image folder {root} has no class subfolders (expected <class>/<image>.JPEG)")
+            raise DataError(f"image folder {root} has no class subfolders (expected <class>/<image>.JPEG)"
+                            + flat_folder_advice(root))
         samples = tuple(
             (path, label)
             for label, name in enumerate(classes)

@@ -148,7 +148,7 @@ def download_verified(url: str, md5: str, tmp: Path, timeout_s: float) -> None:
     digest, received = hashlib.md5(), 0
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response, open(tmp, "wb") as out:
-            expected = response.length  # None where the server sends no Content-Length
+            expected = promised_length(response)
             while chunk := response.read(CHUNK):
                 out.write(chunk)
                 digest.update(chunk)
@@ -165,6 +165,14 @@ def download_verified(url: str, md5: str, tmp: Path, timeout_s: float) -> None:
         raise FetchFailed(f"the connection dropped after {received} of {expected} bytes")
     if digest.hexdigest() != md5:
         raise FetchFailed(f"MD5 {digest.hexdigest()} differs from the published {md5} (corrupt or not the file)")
+
+
+def promised_length(response) -> int | None:
+    """The bytes the answer promises, from its Content-Length header (None where there is none). urllib's answer
+    for an http(s) URL also has it as `length`; its answer for a file:// URL (an archive staged on a shared file
+    system for nodes without internet) has only the header."""
+    value = response.headers.get("Content-Length")
+    return int(value) if value and value.isdigit() else None
 
 
 def unpack(archive: Path, root: Path, folder: str, missing: Callable[[Path], list[str]],

@@ -129,6 +129,18 @@ def test_cifar10_is_unpacked_into_the_readers_layout_and_the_archive_removed(ser
     assert check.check("cifar10", tmp_path).problems == []
 
 
+def test_a_mirror_on_a_shared_file_system_is_read_as_file_url(monkeypatch, tmp_path):
+    """Compute nodes without internet: the archive staged on a shared file system, given as a file:// mirror.
+    urllib's answer for a file has no `length`; the transfer is checked by its Content-Length header alike."""
+    files = {"cifar-10-python.tar.gz": cifar_archive()}
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    (staged / "cifar-10-python.tar.gz").write_bytes(files["cifar-10-python.tar.gz"])
+    with_checksums(monkeypatch, "cifar10", files)
+    fetch.fetch("cifar10", tmp_path / "data", mirrors=(staged.as_uri(),), report=lambda line: None)
+    assert check.check("cifar10", tmp_path / "data").problems == []
+
+
 def test_the_published_checksum_refuses_other_bytes_and_keeps_nothing(serve, tmp_path):
     """The real catalog's MD5s against the test's small files: every mirror fails, nothing is left."""
     server = serve(mnist_files())

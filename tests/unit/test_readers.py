@@ -75,6 +75,20 @@ def test_an_image_folder_is_scanned_in_a_stable_order_and_preprocessed_like_torc
     np.testing.assert_allclose(x[0], np.broadcast_to(expected[:, None, None], (3, 32, 32)), rtol=1e-6)
 
 
+def test_a_flat_folder_of_images_is_refused_with_how_to_arrange_it(tmp_path):
+    """ImageNet's validation archive unpacks as 50,000 images side by side: the refusal says to sort them into
+    class folders and where their labels are."""
+    from PIL import Image
+
+    from bench_contract.data.images import ImageFolder
+
+    for name in ("ILSVRC2012_val_00000001.JPEG", "ILSVRC2012_val_00000002.JPEG"):
+        Image.new("RGB", (8, 8)).save(tmp_path / name, format="JPEG")
+    with pytest.raises(data.DataError, match=r"holds 2 images side by side: move each into a subfolder named for "
+                                             r"its class.*LOC_val_solution.csv"):
+        ImageFolder.scan(tmp_path)
+
+
 def test_an_image_folder_that_cannot_be_read_is_a_clear_error(tmp_path):
     from bench_contract.data.images import ImageFolder
 
