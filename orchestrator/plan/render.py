@@ -220,6 +220,8 @@ def environment_entry(framework: str, profile: ClusterProfile, mounts: list[Path
                 "build": build, "kind": LOCKED, "kind_variable": ENVIRONMENT_KIND_VARIABLE,
                 "launcher": launcher_words(None, mounts, world_size)}
     python = profile.python_path(framework)
+    if site.container:
+        check_container_reference(framework, site)
     return {"activate": None, "python": python, "setup_lines": list(site.setup_lines),
             "kind": site.kind if site.container else f"site: {python}", "kind_variable": ENVIRONMENT_KIND_VARIABLE,
             "container": site.container, "runtime": site.runtime, "launcher": launcher_words(site, mounts, world_size)}
@@ -236,8 +238,55 @@ def launcher_words(site, mounts, world_size: int) -> list[str]:
     check_mounts(paths, "apptainer's --bind" if site.runtime == "apptainer" else "pyxis's --container-mounts")
     if site.runtime == "apptainer":
         return [*processes, "apptainer", "exec", "--nv", "--bind", ",".join(paths), site.container]
-    return [*(processes or ["srun", "--ntasks=1"]), f"--container-image={site.container}",
+    return [*(processes or ["srun", "--ntasks=1"]), f"--container-image={pyxis_image(site.container)}",
             "--container-mounts=" + ",".join(f"{p}:{p}" for p in paths)]
+
+
+# How each runtime names an image. pyxis (its README): `--container-image=[USER@][REGISTRY#]IMAGE[:TAG]`, pulled
+# by enroot, or the path of a squashfs file (`enroot import`); a docker:// URI is not its form. Apptainer: a .sif
+# file, or a URI (docker://, library://, oras://, shub://) that it pulls and converts when the task starts, in
+# every task, on compute nodes that often have no internet.
+APPTAINER_PULLED = ("docker://", "library://", "oras://", "shub://", "http://", "https://")
+
+
+def pyxis_image(reference: str) -> str:
+    """pyxis's form of a docker:// reference (docker://nvcr.io/nvidia/jax:25.04-py3 -> nvcr.io#nvidia/jax:25.04-py3,
+    docker://ubuntu:24.04 -> ubuntu:24.04); any other reference as it is."""
+    if not reference.startswith("docker://"):
+        return reference
+    name = reference.removeprefix("docker://")
+    host, _, rest = name.partition("/")
+    # A first component with a dot or a port, or localhost, is a registry (Docker's own rule); else Docker Hub's.
+    return f"{host}#{rest}" if rest and ("." in host or ":" in host or host == "localhost") else name
+
+
+def check_container_reference(framework: str, site) -> None:
+    """Refuse, in one sentence with the fix, an image that the site's runtime cannot use as the jobs would."""
+    problem = container_reference_problem(site.runtime, site.container)
+    if problem:
+        raise UsageError(f"{framework}: {problem} (profile table 'envs.{framework}')")
+
+
+def container_reference_problem(runtime: str, reference: str) -> str | None:
+    """Why `runtime` cannot use `reference` as the jobs would, with the fix; None when it can."""
+    if runtime == "apptainer":
+        if reference.startswith(APPTAINER_PULLED):
+            return (f"apptainer would pull {reference} in every task, on compute nodes that may have no internet; "
+                    f"pull it once on the login node (`apptainer pull /shared/path/image.sif {reference}`) and "
+                    "give that .sif as container")
+        if "#" in reference:
+            docker = "docker://" + reference.replace("#", "/", 1)
+            return (f"{reference} is pyxis's form of an image; for apptainer pull it once on the login node "
+                    f"(`apptainer pull /shared/path/image.sif {docker}`) and give that .sif as container")
+        return None
+    if "://" in reference and not reference.startswith("docker://"):
+        return (f"pyxis pulls registry images as REGISTRY#IMAGE:TAG (e.g. nvcr.io#nvidia/jax:25.04-py3) and cannot "
+                f"pull {reference}; give such a reference, or a squashfs file made with `enroot import`")
+    if reference.endswith(".sif"):
+        return (f"{reference} is an Apptainer image, which pyxis cannot run; give a registry reference "
+                "(REGISTRY#IMAGE:TAG, e.g. nvcr.io#nvidia/jax:25.04-py3) or a squashfs file made with `enroot import`, "
+                "or set runtime = \"apptainer\"")
+    return None
 
 
 # Both runtimes read their mounts as one list, `SRC[:DEST[:OPTIONS]],...`, with no way to write a comma or a colon

@@ -26,7 +26,7 @@ from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.discovery import profile_for
 from orchestrator.plan.profile import ClusterProfile
-from orchestrator.plan.render import launcher_words
+from orchestrator.plan.render import check_container_reference, launcher_words
 from orchestrator.run import locks
 
 STAMP = ".lock.sha256"
@@ -176,15 +176,22 @@ def check_site_environment(framework: str, profile: ClusterProfile) -> None:
 
 
 def check_container(framework: str, site) -> None:
-    """The runtime a container table names must be on PATH, and an image given as a file must exist: one sentence
-    each, before anything runs (a registry reference is pulled by the runtime when a job starts)."""
+    """The image must be one the runtime can use as the jobs would (render.check_container_reference), the runtime
+    must be on PATH, and an image given as a file must exist: one sentence each, before anything runs."""
+    check_container_reference(framework, site)
     command = "apptainer" if site.runtime == "apptainer" else "srun"
     if shutil.which(command) is None:
         raise UsageError(f"{framework}: the container runtime {site.runtime} needs `{command}`, which is not on "
                                 f"PATH (profile table 'envs.{framework}')")
-    if "://" not in site.container and site.container.endswith(".sif") and not Path(site.container).is_file():
+    if is_image_file(site.container) and not Path(site.container).expanduser().is_file():
         raise UsageError(f"{framework}: the container image {site.container} does not exist (profile table "
                                 f"'envs.{framework}')")
+
+
+def is_image_file(reference: str) -> bool:
+    """An image given as a file (Apptainer's .sif, enroot's squashfs), not a registry reference."""
+    return "://" not in reference and (reference.startswith(("/", "./", "../", "~"))
+                                       or reference.endswith((".sif", ".sqsh", ".squashfs")))
 
 
 def import_probe(framework: str) -> str:

@@ -6,10 +6,11 @@ import pandas as pd
 from fake_container import fake_apptainer
 from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, run_cli
 
-IMAGES = {"jax": "docker://nvcr.io/nvidia/jax:25.01-py3", "torch": "docker://nvcr.io/nvidia/pytorch:25.01-py3"}
-
-
 def test_a_two_use_case_campaign_runs_inside_the_containers_and_its_rows_say_so(slurm_cluster, tmp_path):
+    # Each image pulled once to a .sif, as the profile docs say (the fake runtime needs only the file to exist).
+    IMAGES = {fw: str(tmp_path / f"{fw}.sif") for fw in ("jax", "torch")}
+    for image in IMAGES.values():
+        open(image, "w").close()
     log = tmp_path / "apptainer.log"
     fake_apptainer(tmp_path / "bin", log)
     profile = tmp_path / "containers.toml"

@@ -16,6 +16,7 @@ from orchestrator.errors import UsageError
 from orchestrator.plan.profile import SiteEnvironment, site_environments
 
 IMAGE = "docker://nvcr.io/nvidia/jax:25.01-py3"
+PYXIS_IMAGE = "nvcr.io#nvidia/jax:25.01-py3"  # what pyxis is given for IMAGE
 
 
 def test_a_container_table_needs_no_python_and_refuses_what_does_not_fit():
@@ -30,9 +31,18 @@ def test_a_container_table_needs_no_python_and_refuses_what_does_not_fit():
             site_environments({"jax": table})
 
 
+def sif(tmp_path: Path) -> Path:
+    """The image apptainer runs: a .sif pulled once on the login node (here an empty file: the fake runtime runs it)."""
+    return tmp_path / "jax.sif"
+
+
 def profile_with(tmp_path: Path, runtime: str, python: str = "python3") -> Path:
+    image = IMAGE
+    if runtime == "apptainer":
+        image = sif(tmp_path)
+        image.touch()
     profile = tmp_path / "p.toml"
-    profile.write_text(f'[envs.jax]\ncontainer = "{IMAGE}"\nruntime = "{runtime}"\npython = "{python}"\n')
+    profile.write_text(f'[envs.jax]\ncontainer = "{image}"\nruntime = "{runtime}"\npython = "{python}"\n')
     return profile
 
 
@@ -48,8 +58,8 @@ def test_apptainer_runs_the_backend_in_the_image_with_the_repository_campaign_an
     script = (tmp_path / "s" / "jax_digits_1.sh").read_text()
     campaign = next((tmp_path / "r").iterdir()).resolve()
     mounts = f"{REPO_ROOT},{campaign},{tmp_path.resolve()}"
-    assert (f"exec apptainer exec --nv --bind {mounts} {IMAGE} python3 -m jax_backend.run" in script)
-    assert f"export BENCH_ENVIRONMENT_KIND='container: {IMAGE}'" in script
+    assert (f"exec apptainer exec --nv --bind {mounts} {sif(tmp_path)} python3 -m jax_backend.run" in script)
+    assert f"export BENCH_ENVIRONMENT_KIND='container: {sif(tmp_path)}'" in script
     assert "source " not in script.split("set -u", 1)[1]  # no environment of this machine is entered
     torch = (tmp_path / "s" / "torch_digits_1.sh").read_text()
     assert "apptainer exec" not in torch and "source " in torch  # the framework without a container is as before
@@ -57,9 +67,8 @@ def test_apptainer_runs_the_backend_in_the_image_with_the_repository_campaign_an
 
 
 @pytest.mark.parametrize("use_case, extra, prefix", [
-    ("1", (), "exec srun --ntasks=1 --container-image={image} --container-mounts={mounts} python3"),
-    ("2", ("--nodes", "2"), "exec srun --kill-on-bad-exit=1 --container-image={image} --container-mounts={mounts} "
-                            "python3"),
+    ("1", (), "exec srun --ntasks=1 {image} --container-mounts={mounts} python3"),
+    ("2", ("--nodes", "2"), "exec srun --kill-on-bad-exit=1 {image} --container-mounts={mounts} python3"),
 ])
 def test_pyxis_puts_the_image_on_srun(tmp_path, use_case, extra, prefix):
     proc = plan(tmp_path, profile_with(tmp_path, "pyxis"), *extra, use_case=use_case)
@@ -67,7 +76,8 @@ def test_pyxis_puts_the_image_on_srun(tmp_path, use_case, extra, prefix):
     script = next((tmp_path / "s").glob("jax_digits_*.sh")).read_text()
     campaign = next((tmp_path / "r").iterdir()).resolve()
     mounts = ",".join(f"{p}:{p}" for p in (REPO_ROOT, campaign, tmp_path.resolve()))
-    assert prefix.format(image=IMAGE, mounts=mounts) in script
+    # pyxis's form of the docker:// reference, quoted for its '#'
+    assert prefix.format(image=f"'--container-image={PYXIS_IMAGE}'", mounts=mounts) in script
 
 
 def test_the_paired_and_validate_scripts_run_in_the_container_too(tmp_path):
@@ -77,11 +87,12 @@ def test_the_paired_and_validate_scripts_run_in_the_container_too(tmp_path):
     proc = plan(tmp_path, profile_with(tmp_path, "apptainer"), "--paired")
     assert proc.returncode == 0, proc.stderr
     paired = (tmp_path / "s" / "paired_digits_1.sh").read_text()
-    assert paired.count(f"{IMAGE} python3 -m jax_backend.run") == 1 and "torch_backend.run" in paired
+    assert paired.count(f"{sif(tmp_path)} python3 -m jax_backend.run") == 1 and "torch_backend.run" in paired
     request = ValidateRequest(model="mlp", batch_size=2, precision="fp32", variant="full", seed=0, device="auto",
                               profile=load_profile(profile_with(tmp_path, "apptainer")))
     text = render_script(request, tmp_path / "spec.json", tmp_path, "python main.py validate --model mlp")
-    assert f"apptainer exec --nv --bind {REPO_ROOT},{tmp_path.resolve()} {IMAGE} python3 -m jax_backend.parity" in text
+    assert (f"apptainer exec --nv --bind {REPO_ROOT},{tmp_path.resolve()} {sif(tmp_path)} python3 -m "
+            "jax_backend.parity") in text
 
 
 def test_the_paired_driver_runs_outside_the_containers_it_starts(tmp_path):
@@ -98,7 +109,8 @@ def test_the_paired_driver_runs_outside_the_containers_it_starts(tmp_path):
     both = tmp_path / "both"
     both.mkdir()
     profile = both / "p.toml"
-    profile.write_text(f'[envs.jax]\ncontainer = "{IMAGE}"\n[envs.torch]\ncontainer = "{IMAGE}"\n')
+    sif(both).touch()
+    profile.write_text(f'[envs.jax]\ncontainer = "{sif(both)}"\n[envs.torch]\ncontainer = "{sif(both)}"\n')
     assert plan(both, profile, "--paired").returncode == 0
     script = both / "s" / "paired_digits_1.sh"
     assert f"exec {shlex.quote(sys.executable)} {driver}" in script.read_text()
@@ -130,10 +142,47 @@ def test_envs_checks_the_image_through_the_runtime_and_builds_nothing(tmp_path):
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
     proc = run_cli("envs", "--framework", "jax", "--profile", str(profile), env=env)
     assert proc.returncode == 0, proc.stderr
-    assert f"jax: container {IMAGE} (apptainer) imports" in proc.stdout
-    assert log.read_text().startswith(f"{IMAGE} {REPO_ROOT} {jax_python} -c")
+    assert f"jax: container {sif(tmp_path)} (apptainer) imports" in proc.stdout
+    assert log.read_text().startswith(f"{sif(tmp_path)} {REPO_ROOT} {jax_python} -c")
 
 
 def test_the_kind_is_what_the_rows_record():
     assert SiteEnvironment("python3", (), IMAGE, "pyxis").kind == f"container: {IMAGE}"
     assert SiteEnvironment("/usr/bin/python3").kind == "site: /usr/bin/python3"
+
+
+@pytest.mark.parametrize("reference, given", [
+    ("docker://nvcr.io/nvidia/jax:25.04-py3", "nvcr.io#nvidia/jax:25.04-py3"),
+    ("docker://registry.site:5000/team/jax:1", "registry.site:5000#team/jax:1"),
+    ("docker://localhost/jax", "localhost#jax"),
+    ("docker://ubuntu:24.04", "ubuntu:24.04"),  # Docker Hub's: no registry to name
+    ("docker://library/ubuntu:24.04", "library/ubuntu:24.04"),
+    ("nvcr.io#nvidia/jax:25.04-py3", "nvcr.io#nvidia/jax:25.04-py3"),  # pyxis's own form, as it is
+    ("/shared/jax.sqsh", "/shared/jax.sqsh"),
+])
+def test_pyxis_is_given_its_own_form_of_a_reference(reference, given):
+    from orchestrator.plan.render import pyxis_image
+
+    assert pyxis_image(reference) == given
+
+
+@pytest.mark.parametrize("runtime, reference, message", [
+    ("apptainer", IMAGE, f"jax: apptainer would pull {IMAGE} in every task, on compute nodes that may have no "
+                         f"internet; pull it once on the login node (`apptainer pull /shared/path/image.sif {IMAGE}`) "
+                         "and give that .sif as container (profile table 'envs.jax')"),
+    ("apptainer", "library://sylabs/jax", "apptainer would pull library://sylabs/jax in every task"),
+    ("apptainer", "nvcr.io#nvidia/jax:25.01-py3", "nvcr.io#nvidia/jax:25.01-py3 is pyxis's form of an image; for "
+                                                  "apptainer pull it once on the login node (`apptainer pull "
+                                                  f"/shared/path/image.sif {IMAGE}`)"),
+    ("pyxis", "/shared/jax.sif", "/shared/jax.sif is an Apptainer image, which pyxis cannot run"),
+    ("pyxis", "oras://ghcr.io/x/jax:1", "pyxis pulls registry images as REGISTRY#IMAGE:TAG"),
+])
+def test_an_image_the_runtime_cannot_use_as_the_jobs_would_is_refused_with_the_fix(tmp_path, runtime, reference,
+                                                                                  message):
+    """Apptainer pulls a registry reference in every task (nodes often have no internet); pyxis reads neither a
+    .sif nor another scheme. Refused at plan time, a dry run included, nothing written."""
+    profile = tmp_path / "p.toml"
+    profile.write_text(f'[envs.jax]\ncontainer = "{reference}"\nruntime = "{runtime}"\n')
+    proc = plan(tmp_path, profile)
+    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
