@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator import PROJECT_ROOT
+from orchestrator import PROJECT_ROOT, suggest
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.discovery import profile_for
@@ -173,6 +173,22 @@ def check_site_environment(framework: str, profile: ClusterProfile) -> None:
                                     f"image that has it ([envs.{framework}] container)")
         raise OrchestratorError(f"{framework}: the site environment's python {python} cannot import {missing}: "
                                 f"install it there or point [envs.{framework}] python at another interpreter")
+
+
+def check_runnable(framework: str, profile: ClusterProfile) -> None:
+    """What running a framework's job here needs, checked before anything is written: a container's runtime and
+    image (its interpreter is inside the image), or the interpreter of a built or site environment."""
+    site = profile.site_environment(framework)
+    if site is not None and site.container:
+        check_container(framework, site)
+        return
+    # A built environment's interpreter, or a site's (a conda env or /usr/bin/python3 has no activate script, and
+    # needs none: the scripts run it by its path).
+    python = profile.python_path(framework)
+    if not python.is_file():
+        fix = (f"correct [envs.{framework}] python in the profile" if site
+               else f"create it with: {suggest.command('envs')}")
+        raise UsageError(f"the {framework} environment is missing ({python} does not exist); {fix}")
 
 
 def check_container(framework: str, site) -> None:

@@ -11,7 +11,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchestrator import suggest
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, matrix, rules
@@ -32,7 +31,7 @@ from orchestrator.plan.settings import (
 )
 from orchestrator.run import sbatch_call, waiting_times
 from orchestrator.run.doctor import check_partition
-from orchestrator.run.envs import check_container
+from orchestrator.run.envs import check_runnable
 from orchestrator.run.executors import Executor, ScriptJob, Submission, Submitting, executor
 from orchestrator.run.executors.base import failure_lines
 from orchestrator.run.limits import check_submit_limits
@@ -379,17 +378,7 @@ def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
     if req.run_by.on_slurm:
         sbatch_call.require_command("sbatch")
     for framework in frameworks:
-        site = req.profile.site_environment(framework)
-        if site is not None and site.container:  # its interpreter is inside the image: the runtime must be here
-            check_container(framework, site)
-            continue
-        # The interpreter the jobs run: a built environment's, or a site's (a conda env or /usr/bin/python3 has
-        # no activate script, and needs none: the scripts run it by its path).
-        python = req.profile.python_path(framework)
-        if not python.is_file():
-            fix = (f"correct [envs.{framework}] python in the profile" if req.profile.site_environment(framework)
-                   else f"create it with: {suggest.command('envs')}")
-            raise UsageError(f"the {framework} environment is missing ({python} does not exist); {fix}")
+        check_runnable(framework, req.profile)
 
 
 def submit_all(req: LaunchRequest, scripts: list[RenderedScript], manifest: dict, campaign_dir: Path,

@@ -20,12 +20,12 @@ import numpy as np
 
 from bench_contract.run.inference import num_classes, sample_shape, synthetic_inputs
 from bench_contract.run.parity import Comparison, ParitySpec, compare
-from orchestrator import PROJECT_ROOT, suggest
+from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.render import environment_entry
-from orchestrator.run.envs import interpreter_command
+from orchestrator.run.envs import check_runnable, interpreter_command
 
 ORDER = ("torch", "jax")  # PyTorch first: its report is the reference
 
@@ -81,11 +81,7 @@ def check_request(req: ValidateRequest) -> None:
     if req.device not in catalog.DEVICES:
         raise UsageError(f"unknown device {req.device!r}; choose from: {', '.join(catalog.DEVICES)}")
     for framework in ORDER:
-        python = req.profile.python_path(framework)  # a built environment's interpreter, or the site's
-        if not python.is_file():
-            fix = (f"correct [envs.{framework}] python in the profile" if req.profile.site_environment(framework)
-                   else f"create it with: {suggest.command('envs')}")
-            raise UsageError(f"the {framework} environment is missing ({python} does not exist); {fix}")
+        check_runnable(framework, req.profile)
 
 
 def write_inputs(req: ValidateRequest, work: Path) -> tuple[ParitySpec, Path]:

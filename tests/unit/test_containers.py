@@ -186,3 +186,20 @@ def test_an_image_the_runtime_cannot_use_as_the_jobs_would_is_refused_with_the_f
     proc = plan(tmp_path, profile)
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
+
+
+def test_validate_runs_each_framework_through_its_container(tmp_path):
+    """validate checked a container's interpreter as a path on this machine ("python3 does not exist") and refused
+    every container profile; it checks the container as submission does, and runs each side through the runtime."""
+    log = tmp_path / "apptainer.log"
+    fake_apptainer(tmp_path / "bin", log)
+    sif(tmp_path).touch()
+    profile = tmp_path / "p.toml"
+    profile.write_text("".join(f'[envs.{fw}]\ncontainer = "{sif(tmp_path)}"\n' for fw in ("torch", "jax")))
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    proc = run_cli("validate", "--model", "mlp", "--variant", "tiny", "--device", "cpu", "--profile", str(profile),
+                   env=env)
+    assert "environment is missing" not in proc.stderr, proc.stderr
+    # The fake runs the image's python3 on this machine, which has no framework: the first side's run fails there,
+    # after the runtime was called with the image and the parity module.
+    assert f"{sif(tmp_path)} " in log.read_text() and "python3 -m torch_backend.parity" in log.read_text()
