@@ -19,7 +19,7 @@ from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.discovery import profile_for
 from orchestrator.plan.profile import ClusterProfile
-from orchestrator.run.envs import check_container, import_probe, interpreter_command, missing_imports
+from orchestrator.run.envs import build_mismatch, check_container, import_probe, interpreter_command, missing_imports
 from orchestrator.tables import format_table
 
 # Printed as JSON by each environment's python: framework version, devices it sees, NVML's GPU names.
@@ -65,6 +65,9 @@ def check_environment(framework: str, profile: ClusterProfile, on_node: bool = F
     if site is None and not python.exists():
         return [Check(f"{framework} environment", False,
                       f"{python} is missing; create it with: {suggest.command('envs')}")]
+    mismatch = None if site else build_mismatch(framework, profile)
+    if mismatch:
+        return [Check(f"{framework} environment", False, mismatch)]
     if site is not None and site.container:  # the runtime and the image, before anything runs in them
         try:
             check_container(framework, site)

@@ -58,6 +58,29 @@ def is_current(env: Path, lock: Path) -> bool:
     return stamp.is_file() and stamp.read_text().strip() == fingerprint(lock)
 
 
+def built_from(env: Path) -> locks.Lock | None:
+    """The lock an environment was built from, by the fingerprint its stamp records; None without a stamp, or for
+    a lock of none of today's recipes (an older version of one)."""
+    stamp = env / STAMP
+    if not stamp.is_file():
+        return None
+    recorded = stamp.read_text().strip()
+    return next((lock for lock in locks.EVERY_LOCK if fingerprint(lock.lock) == recorded), None)
+
+
+def build_mismatch(framework: str, profile: ClusterProfile) -> str | None:
+    """Why the framework's built environment is not the one this plan's jobs would run, with the command that
+    builds it; None when it is, or when the folder was not built by `envs` (no stamp: a folder made by hand)."""
+    env, wanted = profile.env_path(framework), lock_for(framework, profile)
+    if not (env / STAMP).is_file() or is_current(env, wanted.lock):
+        return None
+    found = built_from(env)
+    source = f"from {found.lock.name}" if found else "from an earlier version of its lock file"
+    why = f" (the profile's jax_recipe is {profile.jax_recipe})" if framework == "jax" else ""
+    return (f"the {framework} environment {env} was built {source}, not from {wanted.lock.name}, which this plan's "
+            f"jobs need{why}; build it with: {suggest.command('envs', '--framework', framework)}")
+
+
 def ensure_envs(frameworks: list[str], profile: Path | None, report: Callable[[str], None] = print) -> None:
     """The envs command: each framework's environment (default: every framework's) from the profile (a TOML
     path, or the built-in one); every name is checked before anything is built."""
@@ -189,6 +212,9 @@ def check_runnable(framework: str, profile: ClusterProfile) -> None:
         fix = (f"correct [envs.{framework}] python in the profile" if site
                else f"create it with: {suggest.command('envs')}")
         raise UsageError(f"the {framework} environment is missing ({python} does not exist); {fix}")
+    mismatch = None if site else build_mismatch(framework, profile)
+    if mismatch:
+        raise UsageError(mismatch)
 
 
 def check_container(framework: str, site) -> None:

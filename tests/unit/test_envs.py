@@ -137,6 +137,32 @@ def test_the_profile_chooses_the_jax_lock():
     assert envs.lock_for("torch", ClusterProfile()).lock.name == "requirements.lock"
 
 
+def test_an_environment_built_for_another_plan_is_refused_with_the_command_that_builds_the_right_one(tmp_path):
+    """.envs/jax built from the CPU lock, a profile of GPU nodes whose plan needs the CUDA build: submission said
+    "(its cuda12 build)" in the script and went through, and the jobs failed on the node. Submission, validate and
+    doctor now say which lock the environment was built from and which the plan needs."""
+    from helpers import fake_slurm_site, run_cli
+
+    env, calls, profile = fake_slurm_site(tmp_path, {}, 'gpus_per_task = 1\njax_recipe = "cuda12"\n')
+    (tmp_path / "envs" / "jax" / envs.STAMP).write_text(envs.fingerprint(locks.JAX["cpu"].lock) + "\n")
+    (tmp_path / "envs" / "torch" / envs.STAMP).write_text(envs.fingerprint(locks.TORCH.lock) + "\n")
+    expected = (f"the jax environment {tmp_path / 'envs' / 'jax'} was built from requirements-cpu.lock, not from "
+                "requirements-cuda12.lock, which this plan's jobs need (the profile's jax_recipe is cuda12); build "
+                f"it with: python main.py envs --framework jax --profile {profile}")
+    launch = run_cli("--benchmark", "digits", "--use-case", "1", "--profile", str(profile),
+                     "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
+    assert (launch.returncode, launch.stderr.strip()) == (2, f"error: {expected}")
+    assert not calls.exists() and not (tmp_path / "r").exists()
+    validate = run_cli("validate", "--model", "mlp", "--profile", str(profile), env=env)
+    assert (validate.returncode, validate.stderr.strip()) == (2, f"error: {expected}")
+    doctor = run_cli("doctor", "--profile", str(profile), env=env)
+    assert doctor.returncode == 1 and expected.removeprefix("the jax environment ") in doctor.stdout, doctor.stdout
+    # Built again from the lock the plan needs, it is taken.
+    (tmp_path / "envs" / "jax" / envs.STAMP).write_text(envs.fingerprint(locks.JAX["cuda12"].lock) + "\n")
+    assert envs.build_mismatch("jax", ClusterProfile(env_dir=str(tmp_path / "envs"), gpus_per_task=1,
+                                                     jax_recipe="cuda12")) is None
+
+
 @pytest.mark.parametrize("lock", locks.EVERY_LOCK, ids=lambda lock: lock.lock.name)
 def test_every_checked_in_lock_matches_its_requirements_and_pins_each_of_them_with_hashes(lock):
     lock.check()
