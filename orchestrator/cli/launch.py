@@ -11,7 +11,7 @@ from bench_contract.config import MATRIX, MEASUREMENT, PRIVACY, SLURM
 from bench_contract.spec import DP_ENGINES, PARALLELISMS
 from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR
 from orchestrator.cli.common import command_line, completes, completes_executors, domain_errors, warn
-from orchestrator.cli.options import given_settings, with_setting_options
+from orchestrator.cli.options import Account, GpusPerTask, Partition, Qos, Systems, given_settings, with_setting_options
 from orchestrator.plan import catalog
 
 
@@ -39,19 +39,10 @@ def main(
     parallelism: Annotated[list[str] | None, typer.Option("--parallelism", help="Use case 2's state: ddp (replicated on every device: DDP, JAX replicated) and/or fsdp (sharded, FSDP in both: FSDP2's fully_shard, JAX's shard_map step), e.g. ddp,fsdp (default: ddp).", autocompletion=completes(PARALLELISMS), rich_help_panel=SLURM)] = None,
     executor: Annotated[str, typer.Option(help="slurm (sbatch), submitit, or local (run the scripts here).", autocompletion=completes_executors, rich_help_panel=SLURM)] = "slurm",
     profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML); default: built-in.", rich_help_panel=SLURM)] = None,
-    partition: Annotated[str | None, typer.Option(
-        help="Slurm partition (default: the profile's partition, else the cluster's default).",
-        show_default=False, rich_help_panel=SLURM)] = None,
-    account: Annotated[str | None, typer.Option(
-        help="Slurm account to charge (default: the profile's).",
-        show_default=False, rich_help_panel=SLURM)] = None,
-    qos: Annotated[str | None, typer.Option(
-        help="Slurm QOS (default: the profile's, else the account's default).",
-        show_default=False, rich_help_panel=SLURM)] = None,
-    gpus_per_task: Annotated[int | None, typer.Option(
-        help="GPUs per task, rendered as --gres=gpu:N (default: the profile's); GPUs need a profile with a "
-             "CUDA jax_recipe.",
-        show_default=False, rich_help_panel=SLURM)] = None,
+    partition: Partition = None,
+    account: Account = None,
+    qos: Qos = None,
+    gpus_per_task: GpusPerTask = None,
     time: Annotated[str | None, typer.Option(
         help="Time limit per array task, e.g. 02:00:00 or 1-00:00:00 (default: the profile's time_limit).",
         show_default=False, rich_help_panel=SLURM)] = None,
@@ -62,7 +53,7 @@ def main(
         help="Run at most N tasks of each array at once (Slurm's --array=0-K%N; default: the profile's "
              "array_parallelism, else no limit).",
         show_default=False, rich_help_panel=SLURM)] = None,
-    systems: Annotated[list[str] | None, typer.Option("--systems", help="The profile's systems (kinds of nodes) to run on, e.g. a100,h100: the matrix once per system, one array per framework each (default: the profile's default_system).", rich_help_panel=SLURM)] = None,
+    systems: Systems = None,
     collect_after: Annotated[bool, typer.Option("--collect-after", help="Also submit a small job (no GPU) that starts when every array has ended and runs collect and report of the campaign.", rich_help_panel=SLURM)] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write the scripts and the campaign, submit nothing.", rich_help_panel=SLURM)] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.", rich_help_panel=SLURM)] = False,

@@ -31,6 +31,23 @@ from bench_contract.config import (
 )
 from orchestrator.cli.common import completes
 
+# Where a command's jobs go, replacing the profile's values (plan.profile.OPTION_KEYS): declared once, for the
+# commands that submit (the launch) and the one that checks what a job would get (doctor --on-node).
+Partition = Annotated[str | None, typer.Option(
+    help="Slurm partition (default: the profile's partition, else the cluster's default).",
+    show_default=False, rich_help_panel=SLURM)]
+Account = Annotated[str | None, typer.Option(
+    help="Slurm account to charge (default: the profile's).", show_default=False, rich_help_panel=SLURM)]
+Qos = Annotated[str | None, typer.Option(
+    help="Slurm QOS (default: the profile's, else the account's default).", show_default=False, rich_help_panel=SLURM)]
+GpusPerTask = Annotated[int | None, typer.Option(
+    help="GPUs per task, rendered as --gres=gpu:N (default: the profile's); GPUs need a profile with a CUDA "
+         "jax_recipe.", show_default=False, rich_help_panel=SLURM)]
+Systems = Annotated[list[str] | None, typer.Option(
+    "--systems", help="The profile's systems (kinds of nodes), e.g. a100,h100: a launch runs the matrix once on each, "
+                      "one array per framework each; doctor checks each (default: the profile's default_system).",
+    rich_help_panel=SLURM)]
+
 PANELS = (MATRIX, TRAINING, PRIVACY, DATA, SLURM, MEASUREMENT)  # the help's order
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(CellConfig)}
 TYPES = {"int": int, "float": float, "str": str}

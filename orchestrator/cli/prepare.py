@@ -11,6 +11,7 @@ import typer
 
 from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.cli.common import PanelledHelp, command_line, completes, domain_errors, warn
+from orchestrator.cli.options import Account, GpusPerTask, Partition, Qos, Systems
 from orchestrator.plan import catalog
 
 
@@ -83,12 +84,21 @@ def doctor(
     benchmark: Annotated[str, typer.Option(help="Benchmark whose data to check.")] = "digits",
     data_dir: Annotated[Path | None, typer.Option(help="Its data directory, where it needs one.")] = None,
     on_node: Annotated[bool, typer.Option("--on-node", help="Check the frameworks' devices in a short job (srun) on the profile's partition, with its GPUs.")] = False,
+    partition: Partition = None,
+    account: Account = None,
+    qos: Qos = None,
+    gpus_per_task: GpusPerTask = None,
+    systems: Systems = None,
 ) -> None:
-    """Check the setup: environments import their framework, devices, Slurm commands and accounting, data."""
+    """Check the setup: environments import their framework, devices, Slurm commands and accounting, data; with
+    --on-node, where and as a job of each system would run (the same Slurm options as the launch)."""
+    from orchestrator.plan.settings import parse_list
     from orchestrator.run.doctor import check_setup
 
+    options = {"--partition": partition, "--account": account, "--qos": qos, "--gpus-per-task": gpus_per_task}
     with domain_errors():
-        code = check_setup(profile, benchmark, data_dir, report=typer.echo, on_node=on_node)
+        code = check_setup(profile, benchmark, data_dir, report=typer.echo, on_node=on_node, options=options,
+                           systems=parse_list(systems))
     raise typer.Exit(code=code)
 
 

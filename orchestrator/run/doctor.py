@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestrator import PROJECT_ROOT, suggest
@@ -118,15 +118,17 @@ def device_check(framework: str, found: dict, gpus_per_task: int, on_node: bool)
 
 
 def srun_prefix(profile: ClusterProfile) -> list[str]:
-    """A short one-task job step on the profile's partition with its GPUs: the devices a task would see."""
+    """A short one-task job step on the profile's partition, of its kind of node, with its GPUs: the devices a task
+    would see."""
     options = ["srun", "--nodes=1", "--ntasks=1", f"--cpus-per-task={profile.cpus_per_task}", "--time=10",
                "--job-name=jaxtorch-doctor"]
     options += [f"--partition={profile.partition}"] if profile.partition else []
     options += [f"--account={profile.account}"] if profile.account else []
     options += [f"--qos={profile.qos}"] if profile.qos else []
-    options += [f"--gres=gpu:{profile.gpus_per_task}"] if profile.gpus_per_task else []
+    options += [f"--gres={profile.gres(profile.gpus_per_task)}"] if profile.gpus_per_task else []
     options += [f"--mem={profile.mem}"] if profile.mem else []
-    return options
+    # A system's kind of node (its constraint, added to extra_sbatch by for_system): the node a job of it gets.
+    return options + [o for o in profile.extra_sbatch if o.partition("=")[0] == "--constraint"]
 
 
 def slurm_partitions() -> list[str] | None:
@@ -191,22 +193,30 @@ def check_data(benchmark: str, data_dir: Path | None) -> Check:
     return Check(f"{benchmark} data", True, where)
 
 
-def run_checks(profile: ClusterProfile, data: list[tuple[str, Path | None]], on_node: bool = False) -> list[Check]:
+def run_checks(profile: ClusterProfile, data: list[tuple[str, Path | None]], on_node: bool = False,
+               systems: list[str] = ()) -> list[Check]:
+    """Each framework's environment and Slurm's commands, as the jobs of each system (the profile's own values
+    where it names none) would get them; then the data."""
     checks = []
-    for framework in catalog.FRAMEWORKS:
-        checks += check_environment(framework, profile, on_node)
-    checks += check_slurm(profile)
+    for name in profile.system_names(list(systems)):
+        jobs = profile.for_system(name)
+        found = [*(c for framework in catalog.FRAMEWORKS for c in check_environment(framework, jobs, on_node)),
+                 *check_slurm(jobs)]
+        checks += [replace(c, name=f"{c.name} ({name})") for c in found] if name else found
     checks += [check_data(benchmark, folder) for benchmark, folder in data]
     return checks
 
 
 def check_setup(profile: Path | None, benchmark: str, data_dir: Path | None,
-                report: Callable[[str], None] = print, on_node: bool = False) -> int:
-    """The doctor command: run every check for the profile (a TOML path, or the built-in one) and the benchmark's
-    data, and report them as a table. Returns the exit code: 1 if any check failed."""
+                report: Callable[[str], None] = print, on_node: bool = False,
+                options: dict[str, object] | None = None, systems: list[str] = ()) -> int:
+    """The doctor command: run every check for the profile (a TOML path, or the built-in one) with the command
+    line's Slurm options over its values (plan.profile.OPTION_KEYS), on each of `systems` (default: the profile's
+    default_system), and the benchmark's data, and report them as a table. Returns the exit code: 1 if any check
+    failed."""
     catalog.benchmark(benchmark)
     loaded, discovered = profile_for(profile)
-    checks = run_checks(loaded, [(benchmark, data_dir)], on_node)
+    checks = run_checks(loaded.with_options(options or {}), [(benchmark, data_dir)], on_node, systems)
     if discovered:  # what the plan would ask Slurm for without a profile, and why (plan.discovery)
         checks.insert(0, Check("profile", True, discovered))
     report(format_table(["check", "", "detail"], [[c.name, c.word, c.detail] for c in checks]))

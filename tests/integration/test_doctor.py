@@ -29,6 +29,8 @@ def test_doctor_on_a_node_checks_the_devices_a_task_sees(slurm_cluster, tmp_path
     proc = run_cli("doctor", "--on-node", "--profile", str(gpu_profile), env=slurm_cluster.env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rows = doctor_rows(proc.stdout)
-    for framework in ("jax", "torch"):
-        status, detail = rows[f"{framework} devices"]
-        assert status == "FAIL" and "NVML finds no GPU there" in detail, detail
+    status, detail = rows["torch devices"]
+    assert status == "FAIL" and "NVML finds no GPU there" in detail, detail
+    # This machine's JAX environment is the CPU build: not the one a cuda12 profile's jobs need, said before any job.
+    status, detail = rows["jax environment"]
+    assert status == "FAIL" and "was built from requirements-cpu.lock, not from requirements-cuda12.lock" in detail

@@ -116,6 +116,30 @@ def test_doctor_reports_each_check_and_fails_on_a_missing_environment(tmp_path):
     assert rows["mnist data"][0] == "FAIL" and "lacks the MNIST files" in rows["mnist data"][1]
 
 
+def test_doctor_on_the_node_asks_for_what_each_systems_jobs_get(tmp_path):
+    """doctor --on-node ran srun without the systems' partitions (on a site whose default partition has no GPU) and
+    took no Slurm options: it checks each system as its jobs would run, with the launch's own options."""
+    from helpers import fake_slurm_site
+
+    probe = json.dumps({"version": "1", "devices": ["gpu:0"], "nvml": ["NVIDIA H100"]})
+    env, _, profile = fake_slurm_site(tmp_path, {
+        "srun": f'echo "$*" >> {tmp_path / "srun.log"}\necho \'{probe}\'\n',
+        "sinfo": 'echo "cpu* a100 h100"\n', "sacct": "exit 0\n", "squeue": "exit 0\n", "scancel": "exit 0\n"},
+        'gpus_per_task = 1\njax_recipe = "cuda12"\n[systems.a100]\npartition = "a100"\ngpu_type = "a100"\n'
+        '[systems.h100]\npartition = "h100"\nconstraint = "h100_80g"\n')
+    proc = run_cli("doctor", "--on-node", "--profile", str(profile), "--systems", "a100,h100", "--account", "lab",
+                   env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = (tmp_path / "srun.log").read_text().splitlines()
+    assert len(calls) == 4  # each framework on each system
+    a100 = [c for c in calls if "--partition=a100" in c]
+    h100 = [c for c in calls if "--partition=h100" in c]
+    assert len(a100) == 2 and all("--account=lab" in c and "--gres=gpu:a100:1" in c for c in a100), calls
+    assert len(h100) == 2 and all("--constraint=h100_80g" in c and "--gres=gpu:1" in c for c in h100), calls
+    rows = doctor_rows(proc.stdout)
+    assert {"jax environment (a100)", "torch devices (h100)", "profile partition (h100)"} <= set(rows)
+
+
 def test_the_device_check_fails_where_a_framework_cannot_see_the_nodes_gpu():
     """doctor's device check used to pass whatever the framework saw."""
     from orchestrator.run.doctor import device_check
