@@ -35,16 +35,35 @@ class Discovery:
         return replace(base, name="discovered", partition=self.partition, gpus_per_task=1, jax_recipe=GPU_RECIPE)
 
 
-def profile_for(path: str | Path | None, ask_slurm: bool = True) -> tuple[ClusterProfile, str]:
+def profile_for(path: str | Path | None, ask_slurm: bool = True, partition: str | None = None,
+                gpus_per_task: int | None = None) -> tuple[ClusterProfile, str]:
     """The profile a command plans with, and what discovery said ("" where a profile was given, or Slurm was not
-    asked: the local executor runs on this machine)."""
+    asked: the local executor runs on this machine). The command line's --partition is the partition discovery
+    looks at, and its --gpus-per-task 0 plans for CPUs: what the plan says is what it asks for."""
     if path is not None or not ask_slurm:
         return load_profile(path), ""
-    found = discover()
+    found = discover(partition)
+    if gpus_per_task == 0 and found.partition is not None:
+        found = Discovery(None, 0, found.said.partition(": planned")[0] + "; --gpus-per-task 0: planned for CPUs")
     return found.profile(load_profile(None)), found.said
 
 
-def discover() -> Discovery:
+def partition_gpus(name: str) -> int | None:
+    """GPUs per node that sinfo shows in partition `name`; None where sinfo cannot say (absent, failing, or no
+    such partition)."""
+    sinfo = shutil.which("sinfo")
+    if sinfo is None:
+        return None
+    try:
+        proc = subprocess.run([sinfo, "--noheader", "--format=%P|%G"], capture_output=True, text=True, check=False,
+                              timeout=SINFO_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = {partition: gpus for partition, _, gpus in gpu_partitions(proc.stdout)} if proc.returncode == 0 else {}
+    return found.get(name)
+
+
+def discover(partition: str | None = None) -> Discovery:
     sinfo = shutil.which("sinfo")
     if sinfo is None:
         return Discovery(None, 0, "no profile given and no sinfo on PATH to ask Slurm for GPUs: planned for CPUs "
@@ -57,7 +76,7 @@ def discover() -> Discovery:
     if proc.returncode != 0:
         why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         return Discovery(None, 0, f"no profile given, and sinfo failed ({why}): planned for CPUs")
-    return choose(gpu_partitions(proc.stdout))
+    return choose(gpu_partitions(proc.stdout), partition)
 
 
 def gpu_partitions(text: str) -> list[tuple[str, bool, int]]:
@@ -65,8 +84,8 @@ def gpu_partitions(text: str) -> list[tuple[str, bool, int]]:
     several lines (nodes with different GRES) takes its largest count."""
     found: dict[str, tuple[bool, int]] = {}
     for line in text.splitlines():
-        name, _, gres = line.strip().partition("|")
-        if not name:
+        name, bar, gres = line.strip().partition("|")
+        if not name or not bar:  # not an answer in this format: the partition's GRES is not known from it
             continue
         default = name.endswith("*")
         name = name.rstrip("*")
@@ -76,7 +95,17 @@ def gpu_partitions(text: str) -> list[tuple[str, bool, int]]:
     return [(name, default, gpus) for name, (default, gpus) in sorted(found.items())]
 
 
-def choose(partitions: list[tuple[str, bool, int]]) -> Discovery:
+def choose(partitions: list[tuple[str, bool, int]], asked: str | None = None) -> Discovery:
+    """The partition the plan runs on and its GPUs: the one asked for (--partition), else the default partition
+    where it has GPUs, else the first that has."""
+    chosen = next((p for p in partitions if p[0] == asked), None)
+    if chosen is not None:
+        name, _, gpus = chosen
+        if not gpus:
+            return Discovery(None, 0, f"no profile given, and sinfo shows no GPU in partition {name} (--partition): "
+                                      "planned for CPUs")
+        return Discovery(name, gpus, f"no profile given; sinfo shows {gpus} GPU(s) per node in partition {name} "
+                                     f"(--partition): planned for one GPU per task there, with JAX's {GPU_RECIPE} build")
     with_gpus = [p for p in partitions if p[2] > 0]
     if not with_gpus:
         listed = ", ".join(name for name, _, _ in partitions) or "none"

@@ -219,12 +219,16 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
                 raise UsageError(problem)
 
 
-def check_device_has_gpus(device: str, profile: ClusterProfile, on_slurm: bool, discovered: str) -> None:
+def check_device_has_gpus(device: str, profile: ClusterProfile, on_slurm: bool, discovered: str,
+                          gpus_option: int | None = None) -> None:
     """--device gpu on a Slurm plan (`on_slurm`: its executor hands the arrays to Slurm) that asks for no GPU would
-    queue jobs that find none: refused, with the fix."""
+    queue jobs that find none: refused, with the fix (`gpus_option`: the command line's --gpus-per-task)."""
     if device != "gpu" or not on_slurm:
         return
     asks = [profile.for_system(name).gpus_per_task for name in profile.systems] or [profile.gpus_per_task]
+    if gpus_option == 0:
+        raise UsageError("--device gpu needs GPUs, and --gpus-per-task 0 asks Slurm for none; give --gpus-per-task 1 "
+                         "or more, or plan with --device cpu")
     if not any(asks):
         why = f" ({discovered})" if discovered else f" (profile {profile.name!r} has gpus_per_task = 0)"
         raise UsageError(f"--device gpu needs GPUs, and this plan asks Slurm for none{why}; give a profile with "

@@ -17,7 +17,7 @@ from pathlib import Path
 from orchestrator import PROJECT_ROOT, suggest
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
-from orchestrator.plan.discovery import profile_for
+from orchestrator.plan.discovery import partition_gpus, profile_for
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.run.envs import build_mismatch, check_container, import_probe, interpreter_command, missing_imports
 from orchestrator.tables import format_table
@@ -143,12 +143,16 @@ def slurm_partitions() -> list[str] | None:
 
 
 def check_partition(profile: ClusterProfile) -> None:
-    """Refuse a partition Slurm does not know, where sinfo can tell (before anything is written)."""
+    """Refuse a partition Slurm does not know, or one without GPUs for a plan that asks for them, where sinfo can
+    tell (before anything is written)."""
     if profile.partition is None:
         return
     known = slurm_partitions()
     if known is not None and profile.partition not in known:
         raise UsageError(f"partition {profile.partition!r} is unknown to sinfo; known partitions: {', '.join(known)}")
+    if profile.gpus_per_task and partition_gpus(profile.partition) == 0:
+        raise UsageError(f"partition {profile.partition!r} has no GPU (sinfo shows no gpu GRES there), and the plan "
+                         f"asks for {profile.gpus_per_task} per task: choose a partition with GPUs, or --gpus-per-task 0")
 
 
 def check_slurm(profile: ClusterProfile) -> list[Check]:

@@ -69,6 +69,7 @@ class LaunchRequest:
     use_case_settings: tuple[tuple[int, RunSettings], ...] = ()
     # Without --profile: what Slurm said it has, and so what the plan asks for (plan.discovery); "" with a profile.
     discovered: str = ""
+    gpus_option: int | None = None  # --gpus-per-task as typed (None: not given), for the advice of a refusal
     # The campaign's configuration file (plan.campaign_config), written beside its manifest; "" writes none.
     configuration: str = ""
 
@@ -131,7 +132,8 @@ class LaunchOptions:
         # Each use case gets the settings, and the refusals, it would get alone.
         plans = tuple((number, self.settings(bench, number)) for number in parse_use_cases(self.use_case))
         # Without --profile, Slurm is asked what it has (plan.discovery); the local executor runs on this machine.
-        profile, discovered = profile_for(self.profile, ask_slurm=executor(self.executor).on_slurm)
+        profile, discovered = profile_for(self.profile, ask_slurm=executor(self.executor).on_slurm,
+                                          partition=self.partition, gpus_per_task=self.gpus_per_task)
         return LaunchRequest(
             benchmark=self.benchmark,
             use_case=plans[0][0],
@@ -142,6 +144,7 @@ class LaunchOptions:
             settings=plans[0][1],
             profile=profile.with_options(self.slurm_options()),  # the command's Slurm options over the profile's
             discovered=discovered,
+            gpus_option=self.gpus_per_task,
             executor=self.executor,
             dry_run=self.dry_run,
             wait=self.wait,
@@ -197,7 +200,8 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
                                        req.precisions, settings, req.torch_modes, req.dp_engines, req.parallelisms)]
     cells = on_systems(cells, req.profile.system_names(list(req.systems)))
     rules.check_campaign_size(len(cells), req.settings.trials)
-    rules.check_device_has_gpus(req.settings.device, req.profile, req.run_by.on_slurm, req.discovered)
+    rules.check_device_has_gpus(req.settings.device, req.profile, req.run_by.on_slurm, req.discovered,
+                                req.gpus_option)
     if req.discovered:
         report(f"cluster: {req.discovered}")
     check_request(req, cells, report)

@@ -92,3 +92,41 @@ def test_a_profile_or_the_local_executor_asks_slurm_nothing(cluster, tmp_path):
     assert plan("gpu*|gpu:4\n", "--profile", str(profile)).returncode == 0
     assert plan("gpu*|gpu:4\n", "--executor", "local", "--new-campaign").returncode == 0
     assert "%G" not in (asked.read_text() if asked.exists() else "")
+
+
+def test_the_partition_asked_for_is_the_one_the_plan_says_and_asks_gpus_of(cluster):
+    """--partition h100 planned on h100 while "cluster:" named a100 (discovery's choice); --partition cpu rendered
+    --gres=gpu:1 on a partition without GPUs. Discovery now looks at the partition asked for."""
+    plan, root, _ = cluster
+    sinfo = "a100*|gpu:a100:4\nh100|gpu:h100:8\ncpu|(null)\n"
+    proc = plan(sinfo, "--partition", "h100")
+    assert proc.returncode == 0, proc.stderr
+    assert "cluster: no profile given; sinfo shows 8 GPU(s) per node in partition h100 (--partition)" in proc.stdout
+    script = (root / "s" / "jax_cifar10_3.sh").read_text()
+    assert "#SBATCH --partition=h100" in script and "#SBATCH --gres=gpu:1" in script
+    proc = plan(sinfo, "--partition", "cpu", "--new-campaign")
+    assert proc.returncode == 0, proc.stderr
+    assert "sinfo shows no GPU in partition cpu (--partition): planned for CPUs" in proc.stdout
+    script = (root / "s" / "jax_cifar10_3.sh").read_text()
+    assert "#SBATCH --partition=cpu" in script and "--gres" not in script
+
+
+def test_gpus_asked_of_a_partition_without_them_are_refused(cluster, tmp_path):
+    plan, root, _ = cluster
+    profile = tmp_path / "gpu.toml"
+    profile.write_text('partition = "a100"\ngpus_per_task = 1\njax_recipe = "cuda12"\n')
+    proc = plan("a100*|gpu:a100:4\ncpu|(null)\n", "--profile", str(profile), "--partition", "cpu")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: partition 'cpu' has no GPU (sinfo shows no gpu GRES there), and the plan "
+                                   "asks for 1 per task: choose a partition with GPUs, or --gpus-per-task 0")
+    assert not (root / "s").exists()
+
+
+def test_device_gpu_with_no_gpus_asked_on_the_command_line_gets_advice_that_applies(cluster):
+    plan, root, _ = cluster
+    proc = plan("a100*|gpu:a100:4\n", "--gpus-per-task", "0", "--device", "gpu")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: --device gpu needs GPUs, and --gpus-per-task 0 asks Slurm for none; give "
+                                   "--gpus-per-task 1 or more, or plan with --device cpu")
+    proc = plan("a100*|gpu:a100:4\n", "--gpus-per-task", "0")
+    assert proc.returncode == 0 and "--gpus-per-task 0: planned for CPUs" in proc.stdout, proc.stdout + proc.stderr
