@@ -1,0 +1,49 @@
+#!/bin/bash
+# torch_digits_2.sh: PyTorch for benchmark digits, use case 2 (data-parallel training on several GPUs and nodes), on CPUs: this plan asks Slurm for no GPU.
+# One Slurm array job, one array task per cell of campaign <CAMPAIGN>.
+# Produced by `python main.py --benchmark digits --use-case 2 --nodes 2 --tasks-per-node 1 --dry-run --results-dir <TMP>/r --scripts-dir <TMP>/s`
+# (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
+#
+#   index  cell
+#   0      mlp batch 16 fp32  (torch-digits-uc2-mlp-bs16-fp32-abc67a40)
+#   1      mlp batch 32 fp32  (torch-digits-uc2-mlp-bs32-fp32-46d9a2cd)
+#
+#SBATCH --job-name=torch_digits_2
+#SBATCH --array=0-1
+#SBATCH --output=<TMP>/r/<CAMPAIGN>/logs/torch_digits_2_%A_%a.out
+#SBATCH --time=00:30:00
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task=2
+#SBATCH --signal=B:TERM@120
+#SBATCH --open-mode=append
+#SBATCH --no-requeue
+set -eo pipefail
+
+set -u
+# The PyTorch environment built from its lock file (its one build), and no other.
+source <REPO>/.envs/torch/bin/activate
+# The rows record which: "locked", "site: <python>" or "container: <image>" (environment_kind).
+export BENCH_ENVIRONMENT_KIND=locked
+export PYTHONPATH=<REPO>
+# The task's CPU count (the profile's cpus_per_task where Slurm sets none). Each backend binds its process to
+# that many CPUs before its framework starts (bench_contract.run.cpu_binding), so that both frameworks use the
+# same cores: XLA ignores OMP_NUM_THREADS and takes a thread per CPU it may use, and more threads than cores
+# would make the timings measure that. The rows record the CPUs (bound_cpus, bound_cpu_list) and threads.
+export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-2}"
+# CUDA then numbers GPUs as NVML does (by PCI bus id), so the GPU details and energy read through NVML are those of the GPU the framework uses.
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
+
+# Data parallel: 2 processes, one per device; srun starts them, each reads its rank from SLURM_PROCID.
+# torch.distributed's rendezvous: the first node of the allocation, a port that differs per job.
+MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+export MASTER_ADDR
+export MASTER_PORT="$((20000 + SLURM_JOB_ID % 12000))"
+
+# Cell i's job spec is line i+1 of the specs file (one JSON object per line: `sed -n 3p FILE` shows cell 2's).
+specs=<TMP>/r/<CAMPAIGN>/specs/torch.jsonl
+# An array larger than the cluster's MaxArraySize is submitted in parts: `sbatch --array=0-K THIS_SCRIPT OFFSET`,
+# and task i of that part runs cell OFFSET+i. Submitted whole, OFFSET is 0.
+index=$(( ${1:-0} + SLURM_ARRAY_TASK_ID ))
+echo "torch cell $index (array task ${SLURM_ARRAY_TASK_ID}) on $(hostname): line $((index + 1)) of $specs"
+exec srun --kill-on-bad-exit=1 python -m torch_backend.run "$specs" "$index"
