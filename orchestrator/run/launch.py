@@ -13,7 +13,7 @@ from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
-from orchestrator.plan import catalog, matrix, rules
+from orchestrator.plan import catalog, known_issues, matrix, rules
 from orchestrator.plan.campaign_config import configuration_text
 from orchestrator.plan.campaign_folders import find_same_campaign
 from orchestrator.plan.discovery import profile_for
@@ -314,6 +314,8 @@ def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable
     for problem in dict.fromkeys(problems):  # one folder's problem once, whichever use cases it stops
         # A dry run only writes scripts, often on a machine other than the one with the data: say, don't stop.
         report(f"warning: {problem}; the jobs would fail as planned")
+    for known in known_issues.warnings(cells, req.profile):
+        report(f"warning: {known}")
     for system in dict.fromkeys(c.system for c in cells):
         check_partition(req.profile.for_system(system))
     req.run_by.check(req.results_dir, req.settings.world_size, req.collect_after, follow_up("collect", req.results_dir))

@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from helpers import run_cli
+from helpers import REPO_ROOT, run_cli
 
 from orchestrator.plan import discovery
 from orchestrator.plan.discovery import GPU_RECIPE, choose, gpu_partitions
@@ -130,3 +130,16 @@ def test_device_gpu_with_no_gpus_asked_on_the_command_line_gets_advice_that_appl
                                    "--gpus-per-task 1 or more, or plan with --device cpu")
     proc = plan("a100*|gpu:a100:4\n", "--gpus-per-task", "0")
     assert proc.returncode == 0 and "--gpus-per-task 0: planned for CPUs" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_cell_known_not_to_run_well_on_a_gpu_is_named_by_the_plan(cluster):
+    """The user's own example (cifar10, use case 3) on GPUs: JAX's DP-SGD step of the CNN was seen compiling for
+    more than 4.5 minutes on an H200. The plan says so, with its record; the same plan on CPUs does not."""
+    plan, root, _ = cluster
+    proc = plan("gpu*|gpu:h200:8\n")
+    assert proc.returncode == 0, proc.stderr
+    warning = [line for line in proc.stdout.splitlines() if "did not finish compiling in 4.5 minutes" in line]
+    assert len(warning) == 1 and warning[0].startswith("warning: JAX's DP-SGD step of the CIFAR-10 CNN")
+    assert (REPO_ROOT / "docs" / "records" / "2026-11-26-h200-gpu-check.md").is_file()
+    proc = plan("cpu*|(null)\n", "--new-campaign")
+    assert proc.returncode == 0 and "did not finish compiling" not in proc.stdout
