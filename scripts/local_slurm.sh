@@ -20,7 +20,7 @@
 # Exit codes: 0 ok; 1 failure (the message names the log file to read); 2 bad usage;
 # 3 this machine cannot run the cluster (not root, no apt-get, no mknod): tests skip on 3.
 #
-# The facts this relies on are in shared/notes/local-slurm.md.
+# The facts this relies on are in docs/cluster-profile.md, "What the local cluster relies on".
 
 set -euo pipefail
 
