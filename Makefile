@@ -69,8 +69,8 @@ test-heavy: $(VENV)/.installed
 	@$(MAKE) --no-print-directory setup
 	$(PY) -m pytest -m heavy $(PYTEST_ARGS)
 
-# The packages a lent GPU machine's Python 3.12 lacks, as wheels in .whl/ for the device tool to carry there
-# (scripts/gpu_common.sh installs them): the versions that ran on the H200 (docs/what-was-run.md).
+# The packages a GPU machine's Python 3.12 lacks, as wheels in .whl/ to copy there with the tree
+# (scripts/gpu_common.sh installs them): the versions that ran on the H200 (docs/records/2026-11-26-h200-gpu-check.md).
 GPU_WHEELS = opacus==1.6.0 dp-accounting==0.6.0 dm-tree==0.1.10 submitit==1.5.4
 gpu-wheels:
 	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

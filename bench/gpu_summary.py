@@ -22,7 +22,7 @@ from bench.harness_overhead import Probe, label, parse_probe_output, verdict
 # The harness's step may differ from a bare loop's by this much on a GPU (issue 35).
 GPU_TARGET_PERCENT = 3.0
 
-# Published images/s at batch 128, inference, one H100 (the seed study, ../shared/notes/comparisons.md): PyTorch
+# Published images/s at batch 128, inference, one H100 (the seed study, docs/what-was-run.md): PyTorch
 # eager without TF32, JAX at its default precision (TF32 in its float32 convolutions and matmuls on an H100).
 SEED_H100 = {
     "resnet50": {"torch": 5915.0, "jax": 11739.0},

@@ -8,9 +8,9 @@ own process, arguments, environment, working folder, standard streams and exit c
 libraries of the command line read no variable the tests set (numpy's BLAS reads its thread count at import: the
 server's, the same as the tests'); the frameworks do (JAX's configuration, PyTorch's and OpenMP's settings), so
 tests/helpers.py keeps a framework server for each environment as the framework reads it. The command-line server
-also imports the orchestrator package ahead (about 0.2 s of each call's CPU; measured in docs/performance.md, "The
-command line's server imports the orchestrator too"), which reads the environment only when called, never at import
-(orchestrator/run/waiting_times.py; tests/unit/test_cli_server.py parses every module of ours the server has
+also imports the orchestrator package ahead (about 0.2 s of each call's CPU; measured in
+docs/records/2026-11-29-cli-server-imports-orchestrator.md), which reads the environment only when called, never at
+import (orchestrator/run/waiting_times.py; tests/unit/test_cli_server.py parses every module of ours the server has
 loaded). The backends' modules are imported by each call.
 
 Started as `python tests/zygote.py KIND` with KIND's interpreter (tests/helpers.py): `cli` with the orchestrator's,
