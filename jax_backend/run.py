@@ -15,6 +15,10 @@ stop_signals.catch_early()
 # Before the framework's import too, so that every thread it starts inherits the task's CPUs (XLA sizes its
 # pools from them); the same decision in both backends (bench_contract.run.cpu_binding).
 cpu_binding.bind_task_cpus()
+# And the variables that would turn TF32 on behind the precision policy (NGC's images set one), found and cleared.
+from bench_contract.measure.device import clear_tf32_overrides  # noqa: E402  (after the signals are caught)
+
+clear_tf32_overrides()
 
 import jax
 import jax.numpy as jnp

@@ -171,10 +171,27 @@ RECORDED_VARIABLES = ("XLA_FLAGS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", 
 RECORDED_PREFIXES = ("XLA_PYTHON_CLIENT_", "NCCL_", "MALLOC_")
 
 
+# Variables that turn TF32 on for float32 matmuls behind every setting of the framework: NGC's PyTorch images set
+# TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (cuBLAS then computes float32 products in TF32 whatever torch's flags say), and
+# NVIDIA_TF32_OVERRIDE forces cuBLAS's and cuDNN's choice (1 on, 0 off) for both frameworks. A backend clears them
+# before it imports its framework, so that the cell's precision policy alone decides; what it found is recorded.
+TF32_OVERRIDES = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")
+CLEARED_VARIABLES: dict[str, str] = {}  # name -> the value this process found and cleared
+
+
+def clear_tf32_overrides() -> None:
+    """Remove TF32_OVERRIDES from this process's environment (its native libraries read them through getenv, which
+    os.environ's removal reaches), keeping what was found for recorded_environment."""
+    for name in TF32_OVERRIDES:
+        if name in os.environ:
+            CLEARED_VARIABLES[name] = os.environ.pop(name)
+
+
 def recorded_environment() -> dict[str, str]:
     env = os.environ
-    return {name: env[name] for name in sorted(env)
-            if name in RECORDED_VARIABLES or name.startswith(RECORDED_PREFIXES)}
+    recorded = {name: env[name] for name in sorted(env)
+                if name in RECORDED_VARIABLES or name.startswith(RECORDED_PREFIXES)}
+    return recorded | {name: f"{value} (cleared)" for name, value in CLEARED_VARIABLES.items()}
 
 
 def environment_context(*, device_kind: str, device_count: int, framework_version: str, libraries: list[str],

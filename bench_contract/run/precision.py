@@ -100,6 +100,7 @@ MATMUL_PROBE_SIZE = 256
 # error (errors and values both grow as sqrt(K)); bfloat16 (2**-8) is near 3e-3. 2**-14 = 6.1e-5 lies 60 times
 # above the float32 error and 6 times below TF32's, whatever the CPU or GPU.
 REDUCED_MATMUL_BOUND = 2.0**-14
+MATMUL_ERROR = "float32_matmul_error"  # the row that records it (record_matmul_probe)
 
 
 def float32_matmul_error(matmul) -> float:
@@ -115,6 +116,6 @@ def record_matmul_probe(rows, matmul) -> None:
     """The float32_matmul_error row: above REDUCED_MATMUL_BOUND, float32 matmuls ran with reduced-precision inputs."""
     error = float32_matmul_error(matmul)
     arithmetic = "reduced precision (TF32 or lower)" if error > REDUCED_MATMUL_BOUND else "float32"
-    rows.add("float32_matmul_error", error, "relative",
+    rows.add(MATMUL_ERROR, error, "relative",
              note=f"{MATMUL_PROBE_SIZE}x{MATMUL_PROBE_SIZE} float32 matmul on the cell's device after its precision "
                   f"setup, against float64: {arithmetic} (bound {REDUCED_MATMUL_BOUND:.2g})")

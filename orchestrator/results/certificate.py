@@ -12,6 +12,9 @@ no table shows its speed-up (compare.format_speedup). The checks:
   ("normalisation bfloat16 in JAX, float32 in PyTorch");
 - compilation: no side recompiled inside its timed steps (`recompilations_timed`, and the per-sample timings'
   own counts): a timed step that compiled timed the compiler;
+- float32 as run: in an fp32 row, each run's own float32 matmul check (bench_contract.run.precision's probe on the
+  cell's device after its precision setup) shows float32 arithmetic, not TF32 or lower: a variable such as NGC's
+  TORCH_ALLOW_TF32_CUBLAS_OVERRIDE turns TF32 on behind every setting, on one side only;
 - device: the GPU's model is known (a GPU neither NVML nor the framework named may be an A100 on one side and an
   H100 on the other, and pools them);
 - harness and data: every run of the row, on both sides, ran one commit of this harness and saw the same data (its
@@ -30,6 +33,7 @@ import math
 
 from bench_contract.measure.device import UNKNOWN_GPU
 from bench_contract.run import census
+from bench_contract.run.precision import MATMUL_ERROR, REDUCED_MATMUL_BOUND
 from bench_contract.spec import FRAMEWORK_TITLES
 
 COMPARABLE = "yes"
@@ -156,7 +160,7 @@ def padding_note(paddings: dict[str, float]) -> str:
 def side_reasons(side, runs, framework: str) -> list[str]:
     """What makes one side's runs unfit to stand for it: `side`, its summary rows; `runs`, a row per run. Also a
     baseline's test of each framework against its own past (orchestrator.results.baseline)."""
-    return pooled_differently(runs, framework) + recompiled(side, framework)
+    return pooled_differently(runs, framework) + recompiled(side, framework) + reduced_float32(side, framework)
 
 
 def unknown_device(model: str) -> list[str]:
@@ -190,6 +194,17 @@ def recompiled(side, framework: str) -> list[str]:
     if most > 0:
         return [f"{FRAMEWORK_TITLES[framework]} recompiled in its timed steps (up to {most:.0f} "
                 "times in a run)"]
+    return []
+
+
+def reduced_float32(side, framework: str) -> list[str]:
+    """A reason when a run of an fp32 side multiplied float32 matrices in reduced precision, by its own check."""
+    if "precision" not in side or set(side["precision"].dropna()) != {"fp32"}:
+        return []
+    errors = side.loc[side["metric"] == MATMUL_ERROR, "value"].dropna()
+    if len(errors) and errors.max() > REDUCED_MATMUL_BOUND:
+        return [f"{FRAMEWORK_TITLES[framework]}'s float32 matmuls ran in reduced precision (TF32 or lower) in an fp32 "
+                f"row: its own check's error {errors.max():.1e} is above {REDUCED_MATMUL_BOUND:.1e}"]
     return []
 
 

@@ -284,3 +284,15 @@ def test_jax_spells_the_cuda_version_as_pytorch_does():
     assert out.returncode == 0, out.stderr[-3000:]
     versions = json.loads(out.stdout.splitlines()[-1])
     assert (versions["cuda"], versions["cudnn"]) == ("13.0", "91900")
+
+
+@pytest.mark.parametrize("framework", ["jax", "torch"])
+def test_variables_that_turn_tf32_on_behind_the_policy_are_cleared_and_recorded(tmp_path, framework):
+    """NGC's PyTorch images set TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1; NVIDIA_TF32_OVERRIDE forces cuBLAS and cuDNN.
+    Each backend clears both before its framework starts, and its rows say what it found."""
+    proc = run_backend(framework, make_spec(framework, tmp_path, epochs=1), tmp_path,
+                       env={"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1", "NVIDIA_TF32_OVERRIDE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    df = read_task_table(tmp_path / f"{framework}.parquet").to_pandas()
+    recorded = json.loads(df.environment_variables.iloc[0])
+    assert recorded["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] == recorded["NVIDIA_TF32_OVERRIDE"] == "1 (cleared)"

@@ -23,7 +23,7 @@ LAYER_NORM_FP32 = LAYER_NORM_BF16.replace('"normalisation": ["bfloat16"]', '"nor
 
 
 def write_run(root, campaign, framework, throughput, version="0.10.2", environment="locked", xla_flags="",
-              recompilations=0.0, census=MLP_BF16, data=DIGITS, commit="6feb0d7"):
+              recompilations=0.0, census=MLP_BF16, data=DIGITS, commit="6feb0d7", matmul_error=1.2e-7):
     """One task's result file as a backend writes it (identity from a real job spec), with the software and the
     recompilations in timed steps that the run recorded. xla_flags: the spec's, as a profile gives them to JAX
     (plan.campaign.write_specs); the run records them as its XLA_FLAGS, as the JAX backend sets them."""
@@ -38,6 +38,7 @@ def write_run(root, campaign, framework, throughput, version="0.10.2", environme
     rows = ResultRows(context)
     rows.add("throughput", throughput, "samples/s")
     rows.add("recompilations_timed", recompilations, "compilations")
+    rows.add("float32_matmul_error", matmul_error, "relative")
     rows.write(root / campaign / "rows" / framework / f"{framework}-cell.parquet")
     return pd.DataFrame(rows.rows).assign(**context)
 
@@ -215,3 +216,14 @@ def test_padding_makes_a_row_not_comparable_only_beyond_what_a_quoted_speed_up_m
     assert reason.startswith("PyTorch computed 1.10 times the examples per drawn one that JAX did (padding JAX none, "
                              "PyTorch 9%), more than the 10%")
     assert padding_reasons({"jax": 0.65, "torch": 0.65}) == [] and padding_reasons({"jax": 0.65}) == []
+
+
+def test_an_fp32_side_whose_own_matmul_check_shows_tf32_is_not_comparable(tmp_path):
+    """NGC's PyTorch images set TORCH_ALLOW_TF32_CUBLAS_OVERRIDE, which turns TF32 on whatever the backend sets: the
+    probe's error (about 4e-4 for TF32, bench_contract.run.precision) is the evidence, and an fp32 row with it on
+    one side compares TF32 with float32."""
+    frame = comparison_frame(pd.concat(both(tmp_path, "a", torch={"matmul_error": 3.9e-4})))
+    assert frame["comparable"].iloc[0] == ("PyTorch's float32 matmuls ran in reduced precision (TF32 or lower) in an "
+                                           "fp32 row: its own check's error 3.9e-04 is above 6.1e-05")
+    assert frame["speedup"].isna().all()
+    assert comparison_frame(pd.concat(both(tmp_path, "b")))["comparable"].iloc[0] == "yes"

@@ -3,6 +3,8 @@ setting that did not take (or one a library turned on) shows in the row, on any 
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from helpers import rows_for_test
@@ -50,3 +52,15 @@ def test_the_probe_row_word_for_word_and_at_its_bound(monkeypatch):
     assert at_bound["unit"] == above["unit"] == "relative"
     assert at_bound["note"].endswith("against float64: float32 (bound 6.1e-05)")
     assert above["note"].endswith("against float64: reduced precision (TF32 or lower) (bound 6.1e-05)")
+
+
+def test_the_tf32_override_variables_are_removed_and_kept_for_the_rows(monkeypatch):
+    from bench_contract.measure import device
+
+    monkeypatch.setattr(device, "CLEARED_VARIABLES", {})
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    device.clear_tf32_overrides()
+    assert "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE" not in os.environ
+    recorded = device.recorded_environment()
+    assert recorded["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] == "1 (cleared)" and "NVIDIA_TF32_OVERRIDE" not in recorded
