@@ -4,7 +4,7 @@
 #   bash scripts/gpu_check.sh                          # on a GPU machine, full-size models
 #   bash scripts/gpu_check.sh --device cpu --variant tiny   # the rehearsal on a CPU machine
 #
-# Made for a lent GPU machine with no Slurm and no package index (scripts/gpu_common.sh: the interpreters, the
+# Made for a GPU machine with no Slurm and no package index (scripts/gpu_common.sh: the interpreters, the
 # carried wheels in .whl/, the profile of site environments). Four lanes run side by side, each on its
 # own CPUs: MNIST training (use case 1), inference and validate (5), CIFAR-10 training, DP-SGD, traces and TF32
 # (1 and 3), and the batch search. Then scripts/gpu_check.py checks the rows and writes the summary; everything is packed into
@@ -18,7 +18,7 @@ cd "$root" || exit 1
 . scripts/gpu_common.sh
 gpu_arguments "$@" || exit 2
 OUT=${OUT:-$root/gpu_check_out}
-# The rows, logs and scripts live outside $OUT: the device tool brings back a few files from there, not folders.
+# The rows, logs and scripts live outside $OUT, which holds only the packed files to copy back, not folders.
 work=${WORK:-/tmp/gpu_check_work}/gpu_check
 rm -rf "$work" && mkdir -p "$work/logs" "$OUT"
 lane_seconds=${LANE_SECONDS:-330}  # every lane stops this long after the start, so that the checks and packing run

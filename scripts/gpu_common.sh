@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The set-up the GPU scripts share (scripts/gpu_check.sh, gpu_speed.sh, gpu_dpsgd.sh), sourced from the project's root.
 #
-# Made for a lent GPU machine with no Slurm and no package index: the local executor runs every cell, and a
+# Made for a GPU machine with no Slurm and no package index: the local executor runs every cell, and a
 # profile of site environments points both frameworks at one interpreter (PYTHON, default python3; JAX_PYTHON,
 # TORCH_PYTHON and ORCHESTRATOR_PYTHON override it, for a rehearsal with this project's own environments).
 

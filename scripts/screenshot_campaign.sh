@@ -2,12 +2,12 @@
 # The README's screenshot from a reliable campaign (issue 31), in one call: digits use cases 1, 3 and 5, JAX against
 # PyTorch on the CPU of a quiet machine, `--trials auto --target-interval 10%`, collected and reported in one folder.
 #
-#   bash scripts/screenshot_campaign.sh                # on a quiet machine: a lent device machine, its CPU alone
+#   bash scripts/screenshot_campaign.sh                # on a quiet machine: many cores, no neighbours
 #   bash scripts/screenshot_campaign.sh --rehearsal    # shorter runs, to see the script work end to end
 #
-# Why a lent machine: on this project's shared 2-core machines the steps within a run, or the throughputs between
+# Why a quiet machine: on this project's shared 2-core machines the steps within a run, or the throughputs between
 # runs, varied by 10% or more (CV) in every try, with nothing else running, so no verdict there was reliable
-# (docs/comparisons-and-report.md, "The README's screenshot"). A lent GPU machine has 16 cores and no neighbours.
+# (docs/comparisons-and-report.md, "The README's screenshot"). A GPU machine's CPU (16 cores, no neighbours) is one.
 # The three use cases run side by side, each a campaign of its own in its own results folder (a local campaign
 # holds its folder's launch lock while it runs) on one CPU of its own (a one-CPU profile: one intra-op thread a
 # framework, none waiting for a descheduled sibling), for at most the campaigns' --time (CAMPAIGN_TIME, a
