@@ -45,11 +45,33 @@ def hardware(runs) -> str:
     return f"All runs used {listed(devices)}, on {nodes} node{'s' if nodes != 1 else ''}."
 
 
+# The native libraries the methods name, by their key in library_versions (what each framework reports loading).
+RUNTIMES = {"cuda": "CUDA", "cudnn": "cuDNN"}
+CONTAINER = "container: "  # environment_kind of a run in a container image (plan.render's site.kind)
+
+
 def software(runs) -> str:
-    versions = [f"{FRAMEWORK_TITLES[fw]} {listed(runs.loc[runs['framework'] == fw, 'framework_version'])}"
-                for fw in FRAMEWORKS if (runs["framework"] == fw).any()]
+    """The harness and its commit, each framework's version, the native libraries it loaded and the container image
+    it ran in, and Python."""
+    sides = [FRAMEWORK_TITLES[fw] + " " + listed(block["framework_version"]) + native(block)
+             for fw in FRAMEWORKS if len(block := runs[runs["framework"] == fw])]
     python = listed(runs["python_version"]) if "python_version" in runs else ""
-    return f"Software: {listed(versions)}" + (f", Python {python}" if python else "") + "."
+    commits = listed(runs["git_commit"]) if "git_commit" in runs else ""
+    return (f"Software: {listed(sides)}" + (f", Python {python}" if python else "") + "; measured with jaxtorch-bench"
+            + (f" at commit {commits}" if commits else "") + ".")
+
+
+def native(block) -> str:
+    """ " (CUDA 12.8, cuDNN 9.7; container nvcr.io/nvidia/jax:25.04-py3)": what a side's runs loaded and ran in, where
+    known."""
+    loaded = [json_field(v) for v in block["library_versions"]] if "library_versions" in block else []
+    words = [f"{name} {versions}" for key, name in RUNTIMES.items()
+             if (versions := listed(v.get(key, "") for v in loaded if not str(v.get(key, "")).startswith("not ")))]
+    kinds = block["environment_kind"].dropna().astype(str) if "environment_kind" in block else []
+    images = listed(kind.removeprefix(CONTAINER) for kind in kinds if kind.startswith(CONTAINER))
+    parts = [", ".join(words)] if words else []
+    parts += [f"container {images}"] if images else []
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def workload(runs) -> str:
