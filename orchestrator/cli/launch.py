@@ -28,6 +28,7 @@ def main(
     ctx: typer.Context,
     *,
     config: Annotated[Path | None, typer.Option("--config", help="A campaign's configuration file (TOML), such as the campaign.toml every campaign writes beside its manifest: plans its cells again; options given beside it override it.", rich_help_panel=MATRIX)] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="A named configuration under --config and the options: paper (paired trials, as many as the interval needs: --paired --trials auto).", autocompletion=completes(("paper",)), rich_help_panel=MATRIX)] = None,
     benchmark: Annotated[str | None, typer.Option("--benchmark", "-b", help="Benchmark to run (see `list`).", autocompletion=completes(catalog.BENCHMARKS), rich_help_panel=MATRIX)] = None,
     use_case: Annotated[list[str] | None, typer.Option("--use-case", "-u", help="1 train, 2 multi-device train, 3 per-sample grads, 4 multi-device per-sample grads, 5 inference; several, e.g. 3,5, plan one campaign.", autocompletion=completes([str(n) for n in catalog.USE_CASES]), rich_help_panel=MATRIX)] = None,
     frameworks: Annotated[list[str] | None, typer.Option("--frameworks", help="jax,torch (default: both).", autocompletion=completes(catalog.FRAMEWORKS), rich_help_panel=MATRIX)] = None,
@@ -68,13 +69,14 @@ def main(
     **settings,  # an option per setting of the cell's configuration (with_setting_options)
 ) -> None:
     """Plan a campaign from the benchmark matrix, render one sbatch array script per framework, and submit it."""
-    options = {name: value for name, value in locals().items() if name not in ("ctx", "version", "settings", "config")}
+    options = {name: value for name, value in locals().items()
+               if name not in ("ctx", "version", "settings", "config", "preset")}
     if ctx.invoked_subcommand is not None:
         return
     from orchestrator.cli.options import command_line_sources
 
     with domain_errors():
-        file_settings = from_campaign_file(config, options, command_line_sources(ctx, options)) if config else {}
+        file_settings = from_campaign_file(config, preset, options, command_line_sources(ctx, options))
     if options["benchmark"] is None or not options["use_case"]:
         # One sentence, not the page of help: the help is one -h away.
         typer.echo("error: give --benchmark and --use-case (see `python main.py -h`), or a command such as "
@@ -96,11 +98,12 @@ def main(
     raise typer.Exit(code=code)
 
 
-def from_campaign_file(path: Path, options: dict, typed: set[str]) -> dict:
-    """Fill `options` the command line left at their defaults from the campaign file at `path`
-    (plan.campaign_config); return its settings."""
+def from_campaign_file(path: Path | None, preset: str | None, options: dict, typed: set[str]) -> dict:
+    """Fill `options` the command line left at their defaults from the campaign file at `path` over the named
+    preset (plan.campaign_config; either may be None); return their settings, the file's over the preset's."""
     from orchestrator.plan import campaign_config
 
-    matrix, file_settings = campaign_config.load(path)
-    options.update({key: value for key, value in matrix.items() if key not in typed})
-    return file_settings
+    preset_matrix, preset_settings = campaign_config.preset(preset)
+    matrix, file_settings = campaign_config.load(path) if path else ({}, {})
+    options.update({key: value for key, value in {**preset_matrix, **matrix}.items() if key not in typed})
+    return {**preset_settings, **file_settings}

@@ -27,6 +27,21 @@ MATRIX_KEYS = {"benchmark": str, "use_case": list, "frameworks": list, "models":
                "trials": str, "target_interval": str, "max_trials": int}
 # Settings whose value the plan derives per use case where the user gave none: written only when given.
 DERIVED_PER_USE_CASE = ("sampling", "noise_multiplier")
+# Named configurations (--preset NAME), below a --config file and the command line: (matrix, settings) as load
+# gives them. "paper": what a careful reader of a published comparison expects, paired trials interleaving the two
+# frameworks on one node, as many as the interval needs (Stein's rule); the variables that would turn TF32 on behind
+# the settings are cleared in every run anyway (bench_contract.measure.device.clear_tf32_overrides).
+PRESETS = {"paper": ({"trials": "auto"}, {"paired": True})}
+
+
+def preset(name: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the matrix's parameters, the settings) of a named preset; nothing for None; one sentence for an unknown one."""
+    if name is None:
+        return {}, {}
+    if name not in PRESETS:
+        raise UsageError(f"--preset {name!r} is not a preset; choose from: {', '.join(PRESETS)}")
+    matrix, settings = PRESETS[name]
+    return dict(matrix), dict(settings)
 
 
 def configuration_text(matrix: dict[str, Any], settings: dict[str, Any], given: dict[str, Any], command: str) -> str:

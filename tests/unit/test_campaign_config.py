@@ -25,7 +25,7 @@ def cells(folder):
 def test_every_setting_on_the_command_line_is_an_option_with_its_declared_help():
     from typer.main import get_command
 
-    from orchestrator.cli import app
+    from orchestrator.cli.app import app
 
     command = get_command(app)
     options = {name: param for param in command.params for name in param.opts}
@@ -84,3 +84,18 @@ def test_a_campaign_file_that_cannot_be_one_is_refused_in_one_sentence(tmp_path,
     proc = plan(tmp_path, "r", "--config", str(path))
     assert proc.returncode == 2 and words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_the_paper_preset_plans_paired_trials_as_many_as_the_interval_needs_and_options_override_it(tmp_path):
+    proc = plan(tmp_path, "paper", "--benchmark", "digits", "--use-case", "1", "--preset", "paper")
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in (tmp_path / "paper-s").iterdir()] == ["paired_digits_1.sh"]
+    (toml,) = (tmp_path / "paper").glob("*/campaign.toml")
+    assert 'trials = "auto"' in toml.read_text() and "paired = true" in toml.read_text()
+    proc = plan(tmp_path, "three", "--benchmark", "digits", "--use-case", "1", "--preset", "paper", "--trials", "3")
+    assert proc.returncode == 0, proc.stderr
+    (toml,) = (tmp_path / "three").glob("*/campaign.toml")
+    assert 'trials = "3"' in toml.read_text() and "paired = true" in toml.read_text()
+    proc = plan(tmp_path, "none", "--benchmark", "digits", "--use-case", "1", "--preset", "papers")
+    assert (proc.returncode, proc.stderr.strip()) == (2, "error: --preset 'papers' is not a preset; choose from: paper")
+    assert not (tmp_path / "none").exists()
