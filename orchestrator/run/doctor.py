@@ -76,7 +76,8 @@ def check_environment(framework: str, profile: ClusterProfile, on_node: bool = F
     if site is not None and not on_node:
         missing = missing_imports(interpreter_command(framework, profile, ["-c", import_probe(framework)]))
         if missing:
-            return [Check(f"{framework} environment", False, f"the site environment {python} cannot import {missing} "
+            where = f"the container {site.container}" if site.container else f"the site environment {python}"
+            return [Check(f"{framework} environment", False, f"{where} cannot import {missing} "
                                                              f"(profile table envs.{framework})")]
     command = interpreter_command(framework, profile, ["-c", PROBES[framework]])
     if on_node:
@@ -90,7 +91,8 @@ def check_environment(framework: str, profile: ClusterProfile, on_node: bool = F
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return [Check(f"{framework} environment", False, f"{python} cannot import {framework} {where}: {last}")]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    kind = f"site environment {python}, not locked" if site else f"{python.parent.parent}, built from its lock file"
+    kind = (f"container {site.container} ({site.runtime}), not locked" if site and site.container
+            else f"site environment {python}, not locked" if site else f"{python.parent.parent}, built from its lock file")
     return [
         Check(f"{framework} environment", True, f"{framework} {found['version']} in {kind}"),
         device_check(framework, found, profile.gpus_per_task, on_node),

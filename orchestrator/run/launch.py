@@ -353,7 +353,9 @@ def report_submitted(req: LaunchRequest, scripts, manifest: dict, submissions: l
     for line in failed:
         report(line)
     collect = follow_up("collect", req.results_dir)
-    if not req.run_by.runs_here and not req.wait:  # the tasks may still be queued
+    if not req.run_by.runs_here and not req.wait and req.collect_after:  # its collect job runs collect itself
+        report(f"submitted; follow with: {follow_up('watch', req.results_dir)}; the collect job writes the report")
+    elif not req.run_by.runs_here and not req.wait:  # the tasks may still be queued
         report(f"submitted; follow with squeue, then run: {collect}")
     else:
         tasks = sum(s.tasks for s in scripts)

@@ -88,6 +88,7 @@ def test_the_paired_and_validate_scripts_run_in_the_container_too(tmp_path):
     assert proc.returncode == 0, proc.stderr
     paired = (tmp_path / "s" / "paired_digits_1.sh").read_text()
     assert paired.count(f"{sif(tmp_path)} python3 -m jax_backend.run") == 1 and "torch_backend.run" in paired
+    assert f"# A container image, {sif(tmp_path)}, run by apptainer" in paired  # not "the site's interpreter"
     request = ValidateRequest(model="mlp", batch_size=2, precision="fp32", variant="full", seed=0, device="auto",
                               profile=load_profile(profile_with(tmp_path, "apptainer")))
     text = render_script(request, tmp_path / "spec.json", tmp_path, "python main.py validate --model mlp")

@@ -155,6 +155,10 @@ def test_collect_after_chains_a_collect_job_after_every_array(site, tmp_path):
     assert f"main.py collect --results-dir {tmp_path / 'r'} --campaign {campaign}\n" in script
     assert f"main.py report --results-dir {tmp_path / 'r'} --campaign {campaign} " in script
     assert "collect: submitted as job 5005, to start after jobs 5001, 5002, 5003, 5004" in proc.stdout
+    # The collect job runs collect: the launch does not tell the user to run it too.
+    assert "then run" not in proc.stdout and proc.stdout.strip().splitlines()[-1] == (
+        f"submitted; follow with: python main.py watch --results-dir {tmp_path / 'r'}; the collect job writes the "
+        "report")
 
 
 def test_collect_after_with_the_local_executor_is_refused(site, tmp_path):
