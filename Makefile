@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup envs locks demo test test-unit test-avx2 test-heavy bench mutation gpu-wheels clean
+.PHONY: setup envs locks demo test test-fast test-unit test-avx2 test-heavy bench mutation gpu-wheels clean
 
 setup: $(VENV)/.installed envs
 
@@ -76,6 +76,11 @@ gpu-wheels:
 	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 	  -d .whl $(GPU_WHEELS)
+
+# The loop for every edit: the unit tests that start no process (tests/conftest.py marks them `fast` and fails one
+# that starts a process all the same), within 3 minutes on 2 cores.
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m fast tests/unit $(PYTEST_ARGS)
 
 test-unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit

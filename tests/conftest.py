@@ -1,4 +1,7 @@
+import functools
 import os
+import re
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -68,8 +71,42 @@ def pytest_configure(config):
         cluster_run.share_compilations()
 
 
+# make test-fast: the unit tests that run in the test process alone, a loop for every edit. A file is in it when its
+# source names none of the ways a test starts a process (the command line's server, a framework's, subprocess, the
+# cluster) and it is not marked `process`; the tier's guard (refuse_processes) fails a test of it that starts one
+# all the same.
+STARTS_PROCESSES = re.compile(r"\b(run_cli|run_in_env|run_fresh|run_backend|subprocess|Popen|slurm_cluster|"
+                              r"fake_slurm_site|os\.system)\b")
+FAST = "fast"
+
+
+@functools.cache
+def starts_processes(path: Path) -> bool:
+    return bool(STARTS_PROCESSES.search(path.read_text()))
+
+
+def mark_fast(items) -> None:
+    for item in items:
+        if item.path.parent.name == "unit" and not starts_processes(item.path) and not item.get_closest_marker("process"):
+            item.add_marker(FAST)
+
+
+@pytest.fixture(autouse=True)
+def refuse_processes(request, monkeypatch):
+    """In `make test-fast` (-m fast), a test that starts a process fails, naming the tier it belongs to."""
+    if request.config.getoption("markexpr", "") != FAST:
+        return
+
+    def refused(*args, **kwargs):
+        pytest.fail("this test starts a process, so it belongs to `make test`, not `make test-fast`: name how it "
+                    "starts it in its file (tests/conftest.py, STARTS_PROCESSES)", pytrace=False)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refused)
+
+
 def pytest_collection_modifyitems(config, items):
     leave_out_heavy_unless_asked(config, items)
+    mark_fast(items)
     rank = file_order([item.nodeid for item in items])
     items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: within a file, the usual order
 

@@ -17,6 +17,9 @@ from test_status import campaign
 
 from orchestrator.run import wait
 
+# The waits under test call a fake squeue and sacct (queue_on_path), as the product calls Slurm's.
+pytestmark = pytest.mark.process
+
 
 class FakeClock:
     """The wait module's clock, advanced only by its sleeps; `at` runs an action once the clock passes its time
