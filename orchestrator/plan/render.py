@@ -6,6 +6,8 @@ a shell line goes through the `q` filter (shlex.quote). StrictUndefined makes a 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
 import shlex
 import sys
@@ -223,7 +225,8 @@ def environment_entry(framework: str, profile: ClusterProfile, mounts: list[Path
     if site.container:
         check_container_reference(framework, site)
     return {"activate": None, "python": python, "setup_lines": list(site.setup_lines),
-            "kind": site.kind if site.container else f"site: {python}", "kind_variable": ENVIRONMENT_KIND_VARIABLE,
+            "kind": container_kind(site) if site.container else f"site: {python}",
+            "kind_variable": ENVIRONMENT_KIND_VARIABLE,
             "container": site.container, "runtime": site.runtime, "launcher": launcher_words(site, mounts, world_size)}
 
 
@@ -258,6 +261,35 @@ def pyxis_image(reference: str) -> str:
     host, _, rest = name.partition("/")
     # A first component with a dot or a port, or localhost, is a registry (Docker's own rule); else Docker Hub's.
     return f"{host}#{rest}" if rest and ("." in host or ":" in host or host == "localhost") else name
+
+
+def is_image_file(reference: str) -> bool:
+    """An image given as a file (Apptainer's .sif, enroot's squashfs), not a registry reference."""
+    return "://" not in reference and (reference.startswith(("/", "./", "../", "~"))
+                                       or reference.endswith((".sif", ".sqsh", ".squashfs")))
+
+
+def container_kind(site) -> str:
+    """What the rows say a container run ran in (environment_kind): the reference, and for an image file the sha256
+    of its bytes, so that a report names exactly what ran; a registry reference says its own digest where it pins
+    one (name@sha256:...)."""
+    if not is_image_file(site.container):
+        return site.kind
+    path = Path(site.container).expanduser()
+    if not path.is_file():
+        return site.kind  # refused before submission (run.envs.check_container); a dry run may name a future file
+    stat = path.stat()
+    return f"{site.kind} (sha256:{file_sha256(path, stat.st_size, stat.st_mtime_ns)})"
+
+
+@functools.cache
+def file_sha256(path: Path, size: int, mtime_ns: int) -> str:
+    """sha256 of a file, read once per plan for its size and time of change (an image of gigabytes: seconds)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as image:
+        while chunk := image.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def check_container_reference(framework: str, site) -> None:

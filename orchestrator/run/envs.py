@@ -26,7 +26,7 @@ from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.discovery import profile_for
 from orchestrator.plan.profile import ClusterProfile
-from orchestrator.plan.render import check_container_reference, launcher_words
+from orchestrator.plan.render import check_container_reference, is_image_file, launcher_words
 from orchestrator.run import locks
 
 STAMP = ".lock.sha256"
@@ -228,12 +228,6 @@ def check_container(framework: str, site) -> None:
     if is_image_file(site.container) and not Path(site.container).expanduser().is_file():
         raise UsageError(f"{framework}: the container image {site.container} does not exist (profile table "
                                 f"'envs.{framework}')")
-
-
-def is_image_file(reference: str) -> bool:
-    """An image given as a file (Apptainer's .sif, enroot's squashfs), not a registry reference."""
-    return "://" not in reference and (reference.startswith(("/", "./", "../", "~"))
-                                       or reference.endswith((".sif", ".sqsh", ".squashfs")))
 
 
 def import_probe(framework: str) -> str:

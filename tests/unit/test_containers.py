@@ -4,6 +4,7 @@ mounted at their own paths; the rows say "container: <image>". No container runt
 fake `apptainer` (at the subprocess boundary) checks its arguments and runs the command; the real local cluster
 runs a campaign through it in tests/integration/test_containers_on_slurm.py."""
 
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -17,6 +18,7 @@ from orchestrator.plan.profile import SiteEnvironment, site_environments
 
 IMAGE = "docker://nvcr.io/nvidia/jax:25.01-py3"
 PYXIS_IMAGE = "nvcr.io#nvidia/jax:25.01-py3"  # what pyxis is given for IMAGE
+IMAGE_BYTES = b"an image pulled once"  # the .sif's content, whose sha256 the rows record
 
 
 def test_a_container_table_needs_no_python_and_refuses_what_does_not_fit():
@@ -40,7 +42,7 @@ def profile_with(tmp_path: Path, runtime: str, python: str = "python3") -> Path:
     image = IMAGE
     if runtime == "apptainer":
         image = sif(tmp_path)
-        image.touch()
+        image.write_bytes(IMAGE_BYTES)
     profile = tmp_path / "p.toml"
     profile.write_text(f'[envs.jax]\ncontainer = "{image}"\nruntime = "{runtime}"\npython = "{python}"\n')
     return profile
@@ -59,7 +61,9 @@ def test_apptainer_runs_the_backend_in_the_image_with_the_repository_campaign_an
     campaign = next((tmp_path / "r").iterdir()).resolve()
     mounts = f"{REPO_ROOT},{campaign},{tmp_path.resolve()}"
     assert (f"exec apptainer exec --nv --bind {mounts} {sif(tmp_path)} python3 -m jax_backend.run" in script)
-    assert f"export BENCH_ENVIRONMENT_KIND='container: {sif(tmp_path)}'" in script
+    # The rows name the image file and the sha256 of its bytes: exactly what ran.
+    digest = hashlib.sha256(IMAGE_BYTES).hexdigest()
+    assert f"export BENCH_ENVIRONMENT_KIND='container: {sif(tmp_path)} (sha256:{digest})'" in script
     assert "source " not in script.split("set -u", 1)[1]  # no environment of this machine is entered
     torch = (tmp_path / "s" / "torch_digits_1.sh").read_text()
     assert "apptainer exec" not in torch and "source " in torch  # the framework without a container is as before
