@@ -10,10 +10,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
@@ -99,30 +97,6 @@ def slow_sbatch(seconds: float, then: str, said: str = "") -> str:
             + f" (`sdiag` and `squeue | wc -l` say whether the controller is busy or full); {then}")
 
 
-@contextmanager
-def saying_while_slow(warn: Callable[[str], None] = say, first_s: float | None = None,
-                      every_s: float = 30.0) -> Iterator[None]:
-    """While the block runs (an sbatch call made by another library, which sets no time limit), say after
-    `first_s` (sbatch_slow_s()) and then every `every_s` seconds that sbatch is still waiting."""
-    first_s = sbatch_slow_s() if first_s is None else first_s
-    done = threading.Event()
-    start = time.monotonic()
-
-    def keep_saying() -> None:
-        delay = first_s
-        while not done.wait(delay):
-            warn(slow_sbatch(time.monotonic() - start, "submitit waits for it, as long as sbatch retries"))
-            delay = every_s
-
-    speaker = threading.Thread(target=keep_saying, daemon=True)
-    speaker.start()
-    try:
-        yield
-    finally:
-        done.set()
-        speaker.join()
-
-
 def array_job_name(campaign: str, key: str, offset: int) -> str:
     """The job name of one array job: its script key, campaign and first cell (the offset of its part). It finds
     the array again in Slurm (sacct --name, or squeue --name) when sbatch's answer was lost."""
@@ -160,17 +134,35 @@ def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: st
     by `until` (time.time(); default sbatch_timeout_s() from now) raises SubmissionUnknown. After sbatch_slow_s()
     without an answer, `warn` says why, in sbatch's words so far where it printed any ("Slurm temporarily unable to
     accept job, sleeping and retrying"). `job_name` replaces the script's --job-name (through SBATCH_JOB_NAME,
-    which outranks #SBATCH lines).
+    which outranks #SBATCH lines). sbatch runs as in_own_session says."""
+    command = [require_command("sbatch"), "--parsable", *options, str(script), *args]
+    env = {**os.environ, "SBATCH_JOB_NAME": job_name} if job_name else None
+    code, out, err = in_own_session(command, script, until, warn, env)
+    if code != 0:
+        said = "; ".join(line.strip() for line in (err or out).splitlines() if line.strip())
+        if not is_refusal(said):  # "Socket timed out on send/recv operation": the job may exist
+            raise unknown_outcome(script, said, f"sbatch exited with status {code}")
+        raise SbatchRefused(script, said)
+    job_id = out.strip().split(";")[0]  # --parsable prints "jobid" or "jobid;cluster"
+    if not job_id.isdigit():
+        raise SubmissionUnknown(f"sbatch printed {out.strip()!r} for {script}, not a job id, so whether Slurm "
+                                "accepted it is unknown; run the same command again: it looks the array up first")
+    return job_id
 
-    sbatch runs in a session of its own under a watchdog (coreutils `timeout`), and everything it starts (a site's
+
+def in_own_session(command: list[str], script: Path, until: float | None = None, warn: Callable[[str], None] = say,
+                   env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Run an sbatch command line (sbatch's, or the one submitit makes) to its end: (exit status, stdout, stderr).
+    SubmissionUnknown where it has not answered by `until` (time.time(); default sbatch_timeout_s() from now);
+    after sbatch_slow_s(), `warn` says that it waits, and why in its own words so far.
+
+    It runs in a session of its own under a watchdog (coreutils `timeout`), and everything it starts (a site's
     sbatch may be a script whose child submits) is killed as one group: when this command stops (Ctrl-C, SIGTERM,
     an error) or stops waiting, and, should this command be killed outright (SIGKILL), by the watchdog at `until`.
     No sbatch of this call accepts an array later than that (and ACCEPT_GRACE_S for a request on its way)."""
-    command = [require_command("sbatch"), "--parsable", *options, str(script), *args]
     waits = (sbatch_slow_s(), sbatch_timeout_s())  # read, and a bad value refused, before sbatch starts
     until = time.time() + waits[1] if until is None else until
     watchdog = require_watchdog()
-    env = {**os.environ, "SBATCH_JOB_NAME": job_name} if job_name else None
     left = until - time.time()
     if left <= 0:  # `timeout 0` would wait forever
         raise OrchestratorError(f"sbatch was not started for {script}: its {waits[1]:g} s "
@@ -190,16 +182,7 @@ def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: st
         err = written(stderr)
     if proc.returncode < 0:  # the watchdog killed it (this command was held up past `until`)
         raise sbatch_silent(script, waits[1], last_line(err))
-    if proc.returncode != 0:
-        said = "; ".join(line.strip() for line in (err or out).splitlines() if line.strip())
-        if not is_refusal(said):  # "Socket timed out on send/recv operation": the job may exist
-            raise unknown_outcome(script, said, f"sbatch exited with status {proc.returncode}")
-        raise SbatchRefused(script, said)
-    job_id = out.strip().split(";")[0]  # --parsable prints "jobid" or "jobid;cluster"
-    if not job_id.isdigit():
-        raise SubmissionUnknown(f"sbatch printed {out.strip()!r} for {script}, not a job id, so whether Slurm "
-                                "accepted it is unknown; run the same command again: it looks the array up first")
-    return job_id
+    return proc.returncode, out, err
 
 
 def require_watchdog() -> str:
@@ -259,16 +242,23 @@ def last_line(text: str) -> str:
 
 def recorded_sbatch(script: Path, args: tuple[str, ...], options: tuple[str, ...], entry: dict,
                     record: Callable[[dict], None] | None) -> str:
-    """sbatch (above) named entry["job_name"], its intent recorded before the call and its outcome after (`record`;
-    None: nothing is recorded): submitted with the job id, refused, or unknown. A command stopped while sbatch works
-    (Ctrl-C, SIGTERM, SIGHUP) kills sbatch's group on its way out, and the record says from when no lookup of the
-    array's name can miss it; a command killed outright (SIGKILL) leaves the intent, whose `answer_by` says the same
-    of the watchdog's kill."""
+    """sbatch (above) named entry["job_name"], recorded as recorded_call says."""
+    return recorded_call(entry, record, lambda until: sbatch(script, *args, options=options,
+                                                             job_name=entry.get("job_name"), until=until))
+
+
+def recorded_call(entry: dict, record: Callable[[dict], None] | None, call: Callable[[float], str]) -> str:
+    """One submission, `call(until)` (an sbatch call, or submitit's, run in_own_session with that limit), which
+    returns the job id; its intent recorded before the call and its outcome after (`record`; None: nothing is
+    recorded): submitted with the job id, refused, or unknown. A command stopped while sbatch works (Ctrl-C, SIGTERM,
+    SIGHUP) kills sbatch's group on its way out, and the record says from when no lookup of the array's name can
+    miss it; a command killed outright (SIGKILL) leaves the intent, whose `answer_by` says the same of the
+    watchdog's kill."""
     planned, until = intent(entry)
     if record:  # the intent first: a kill while sbatch works leaves "unknown", not nothing
         record(planned)
     try:
-        job_id = sbatch(script, *args, options=options, job_name=entry.get("job_name"), until=until)
+        job_id = call(until)
     except OrchestratorError as exc:
         if record:
             record({**entry, "state": "unknown" if isinstance(exc, SubmissionUnknown) else "refused",

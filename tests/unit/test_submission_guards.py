@@ -383,7 +383,8 @@ def test_a_slow_submitit_sbatch_is_said_while_it_waits(tmp_path, cluster):
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
     waiting = [line for line in proc.stderr.splitlines() if re.match(r"sbatch has not answered for \d+ s: ", line)]
-    assert len(waiting) == 2 and "submitit waits for it" in waiting[0], proc.stderr  # once per framework's array
+    # Once per framework's array, as for sbatch: submitit's sbatch call has the same time limit.
+    assert len(waiting) == 2 and waiting[0].endswith("waiting up to 120 s"), proc.stderr
 
 
 def test_an_unknown_array_is_never_submitted_again_while_the_queue_cannot_be_read(tmp_path, cluster):
@@ -607,11 +608,14 @@ def launched(tmp_path, env, *extra) -> subprocess.Popen:
                             stderr=subprocess.PIPE, start_new_session=True, preexec_fn=default_signals)
 
 
+@pytest.mark.parametrize("executor", ["slurm", "submitit"])
 @pytest.mark.parametrize("stop", ["SIGTERM", "timeout"])
-def test_sbatch_and_its_children_are_stopped_with_the_command(tmp_path, cluster, stop):
+def test_sbatch_and_its_children_are_stopped_with_the_command(tmp_path, cluster, stop, executor):
     """#65 item 1: a site's sbatch that is a wrapper, whose child submits. Before, a SIGTERM to the command left
     sbatch running (an orphan that accepted its array after the rerun had submitted the cells again), and the
-    command's own timeout killed the wrapper alone, so that its child submitted later, untracked."""
+    command's own timeout killed the wrapper alone, so that its child submitted later, untracked. submitit's
+    sbatch call the same (found by the soak, #65 item 6): a SIGTERM left the command waiting for its sbatch, which
+    had no time limit, and then left the wrapper's child to submit."""
     env, _ = cluster
     go = tmp_path / "go"
     write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
@@ -621,7 +625,7 @@ def test_sbatch_and_its_children_are_stopped_with_the_command(tmp_path, cluster,
                f'touch "{tmp_path / "started"}"\nexec sleep 30\n')
     if stop == "timeout":
         env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
-    launch = launched(tmp_path, env)
+    launch = launched(tmp_path, env, "--executor", executor)
     wait_until(lambda: (tmp_path / "started").exists() and (tmp_path / "child.pid").exists(), launch)
     if stop == "SIGTERM":
         launch.send_signal(signal.SIGTERM)
@@ -638,49 +642,64 @@ def test_sbatch_and_its_children_are_stopped_with_the_command(tmp_path, cluster,
 
 def orphan_sbatch(tmp_path, accept: Path) -> str:
     """A slow sbatch that, once `accept` exists, takes the array as job 4100: from then on squeue lists it by its
-    job name (the file `named`) and its tasks as pending."""
+    job name (the file `named`) and its tasks as pending. The name is sbatch's (SBATCH_JOB_NAME) or submitit's
+    (its file's #SBATCH line)."""
     named = tmp_path / "named"
-    return (f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho $$ > "{tmp_path / "sbatch.pid"}"\n'
+    return (f'name=${{SBATCH_JOB_NAME:-$(sed -n "s/^#SBATCH --job-name=//p" "${{@: -1}}")}}\n'
+            f'echo "$name $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho $$ > "{tmp_path / "sbatch.pid"}"\n'
             f'touch "{tmp_path / "started"}"\n{shell_wait_for(accept, 60)}'
-            f'[ -e "{accept}" ] || exit 1\necho "4100|$SBATCH_JOB_NAME" > "{named}"\necho 4100\n')
+            f'[ -e "{accept}" ] || exit 1\necho "4100|$name" > "{named}"\necho 4100\n')
 
 
-def test_an_orphan_sbatch_of_a_killed_command_is_never_taken_for_never_accepted(tmp_path, cluster):
+@pytest.mark.parametrize("executor", ["slurm", "submitit"])
+def test_an_orphan_sbatch_of_a_killed_command_is_never_taken_for_never_accepted(tmp_path, cluster, executor):
     """#65 item 1: `kill -9` while a slow sbatch works. The orphan sbatch lives on; the same command run at once
     must not conclude from an empty queue that the array was never accepted. Before, it said "not in Slurm: it
-    was never accepted" and submitted the cells, and the orphan then accepted its own array: the cells ran twice."""
+    was never accepted" and submitted the cells, and the orphan then accepted its own array: the cells ran twice.
+    submitit's record of its call said no `answer_by` until the soak found it (#65 item 6); the array its orphan
+    accepts is then cancelled, as submitit's tasks cannot get their work, and its cells submitted once more."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
     accept = tmp_path / "accept"
     write_tool(bin_dir, "sbatch", orphan_sbatch(tmp_path, accept))
     write_tool(bin_dir, "squeue", f'case "$*" in *--name=*) cat "{tmp_path / "named"}" 2>/dev/null; true;; '
                                   '*4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
-    launch = launched(tmp_path, env)
+    write_tool(bin_dir, "scancel", f'echo "$*" >> "{tmp_path / "scancel_calls.txt"}"\n')
+    launch = launched(tmp_path, env, "--executor", executor)
     wait_until((tmp_path / "started").exists, launch)
     launch.kill()
     launch.communicate(timeout=60)
     assert alive(tmp_path / "sbatch.pid")  # SIGKILL: nothing could stop it
-    again = run("--frameworks", "jax")
+    again = run("--frameworks", "jax", "--executor", executor)
     no_traceback(again)
     assert again.returncode == 1 and "nothing was submitted" in again.stderr, again.stdout + again.stderr
     assert "its sbatch may still be accepted until " in again.stderr and "never accepted" not in again.stdout
     assert len(calls(tmp_path)) == 1
     accept.touch()  # the orphan's array is accepted now, after that run looked
     wait_until((tmp_path / "named").exists, what="the orphan's acceptance")
-    third = run("--frameworks", "jax")
+    if executor == "submitit":
+        write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
+    third = run("--frameworks", "jax", "--executor", executor)
     assert third.returncode == 0 and "is found as job 4100" in third.stdout, third.stdout + third.stderr
-    assert len(calls(tmp_path)) == 1  # the cells are queued once
-    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
+    if executor == "slurm":
+        assert len(calls(tmp_path)) == 1  # the cells are queued once
+        assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
+    else:
+        assert (tmp_path / "scancel_calls.txt").read_text() == "4100\n" and len(calls(tmp_path)) == 2
+        assert [a["state"] for a in manifest(tmp_path)["arrays"]] == ["cancelled", "submitted"]
 
 
-def test_an_orphan_sbatch_is_killed_by_its_watchdog_and_then_the_queue_has_the_last_word(tmp_path, cluster):
+@pytest.mark.parametrize("executor", ["slurm", "submitit"])
+def test_an_orphan_sbatch_is_killed_by_its_watchdog_and_then_the_queue_has_the_last_word(tmp_path, cluster,
+                                                                                         executor):
     """#65 item 1: the orphan of a `kill -9` lives no longer than the command would have waited for it
     (ORCHESTRATOR_SBATCH_TIMEOUT_S): its watchdog kills it. Once that time and the grace for a request on its way
-    (answer_by) are past, an array no lookup finds was never accepted, and its cells are submitted once."""
+    (answer_by) are past, an array no lookup finds was never accepted, and its cells are submitted once. submitit's
+    sbatch had no watchdog until the soak found it (#65 item 6)."""
     env, run = cluster
     write_tool(Path(env["PATH"].split(":")[0]), "sbatch", orphan_sbatch(tmp_path, tmp_path / "never"))
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2")
-    launch = launched(tmp_path, env)
+    launch = launched(tmp_path, env, "--executor", executor)
     wait_until((tmp_path / "started").exists, launch)
     launch.kill()
     launch.communicate(timeout=60)
@@ -689,8 +708,9 @@ def test_an_orphan_sbatch_is_killed_by_its_watchdog_and_then_the_queue_has_the_l
     from orchestrator.plan.campaign import is_past
 
     wait_until(lambda: is_past(array["answer_by"]), seconds=60, poll_s=0.2, what="answer_by")
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
+    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(tmp_path) if executor == "submitit" else
                f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
-    again = run("--frameworks", "jax")
+    again = run("--frameworks", "jax", "--executor", executor)
     assert again.returncode == 0 and "never accepted" in again.stdout, again.stdout + again.stderr
-    assert len(calls(tmp_path)) == 2 and manifest(tmp_path)["submissions"]["jax"]["task_ids"][0] == "4200_0"
+    assert len(calls(tmp_path)) == 2
+    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"][0] in ("4200_0", "4002_0")

@@ -1,6 +1,7 @@
 """The `submitit` executor: each script's tasks go to Slurm as submitit arrays (one sbatch call per array, or per
 part), each task running the same array script with its index on the node (base.run_array_task). Its arrays are
-named and recorded as sbatch's are; it numbers a resubmission's tasks in order, and submits a single task as a
+named and recorded as sbatch's are, and its sbatch call runs as sbatch's does (in a session of its own, under the
+watchdog, killed with the command); it numbers a resubmission's tasks in order, and submits a single task as a
 plain job. It is waited for through submitit's jobs, and an array found in Slurm after submitit's answer was lost
 is cancelled: submitit never learnt its id, so its tasks cannot get their work."""
 
@@ -12,12 +13,13 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
-from contextlib import redirect_stderr
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr
+from functools import partial
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
-from orchestrator.plan.campaign import CALLING_SBATCH, IN_ORDER, ONE_JOB
+from orchestrator.plan.campaign import IN_ORDER, ONE_JOB
 from orchestrator.plan.profile import ClusterProfile, slurm_seconds
 from orchestrator.run import queue
 from orchestrator.run.executors.base import Executor, ScriptJob, Submission, Submitting, run_array_task
@@ -25,9 +27,10 @@ from orchestrator.run.sbatch_call import (
     SbatchRefused,
     SubmissionUnknown,
     array_job_name,
+    in_own_session,
     is_refusal,
+    recorded_call,
     require_command,
-    saying_while_slow,
     unknown_outcome,
 )
 from orchestrator.run.wait import OutputsWritten
@@ -112,7 +115,6 @@ def submit_submitit(job: ScriptJob, how: Submitting, indices: list[int] | None =
     size = how.max_array if how.max_array is not None and len(indices) > how.max_array else len(indices)
     executor.update_parameters(**submitit_parameters(how.profile.for_system(job.system), job.job_name, size))
     jobs, arrays = [], []
-    record = how.record or (lambda outcome: None)
     stderr = sys.stderr  # the user's, while submitit's own print of sbatch's refusal goes into the error
 
     def warn(line: str) -> None:
@@ -122,21 +124,51 @@ def submit_submitit(job: ScriptJob, how: Submitting, indices: list[int] | None =
         chunk = indices[offset:offset + size]
         entry = submitit_entry(job.key, chunk, job.campaign_dir.name, rerun)
         executor.update_parameters(name=entry["job_name"])
-        record({**entry, "state": "unknown", "reason": CALLING_SBATCH})  # the intent first, as for sbatch
-        try:
-            with saying_while_slow(warn), redirect_stderr(io.StringIO()), executor.batch():  # one sbatch call
-                part = [executor.submit(run_array_task, str(job.script), i, str(job.logs / task_log(job.job_name, i)))
-                        for i in chunk]  # each task is told its cell's index
-        except Exception as exc:  # noqa: BLE001 - submitit raises its own errors, and whatever its sbatch call raised
-            error = submitit_failure(job.script, exc)
-            record({**entry, "state": "unknown" if isinstance(error, SubmissionUnknown) else "refused",
-                    "reason": str(error)})
-            raise error from None
-        job_id = re.sub(r"_\d+$", "", part[0].job_id)
-        record({**entry, "state": "submitted", "job_id": job_id})
+        part: list = []  # submitit's jobs, once it has submitted them
+        job_id = recorded_call(entry, how.record, partial(submit_part, executor, job, chunk, warn, part))
         arrays.append({"job_id": job_id, "offset": offset, "count": len(chunk)})
         jobs += part
     return Submission(job.key, arrays[0]["job_id"], [j.job_id for j in jobs], arrays=arrays, jobs=jobs)
+
+
+def submit_part(executor, job: ScriptJob, chunk: list[int], warn: Callable[[str], None], part: list,
+                until: float) -> str:
+    """One submitit array of the script's indices `chunk` (one sbatch call, run in_own_session until `until`); its
+    jobs go into `part`, its job id is returned, and any failure leaves as submitit_failure's error."""
+    try:
+        with sbatch_in_own_session(job.script, until, warn), redirect_stderr(io.StringIO()), executor.batch():
+            part.extend(executor.submit(run_array_task, str(job.script), i, str(job.logs / task_log(job.job_name, i)))
+                        for i in chunk)  # each task is told its cell's index
+    except Exception as exc:  # noqa: BLE001 - submitit raises its own errors, and whatever its sbatch call raised
+        raise submitit_failure(job.script, exc) from None
+    return re.sub(r"_\d+$", "", part[0].job_id)
+
+
+@contextmanager
+def sbatch_in_own_session(script: Path, until: float, warn: Callable[[str], None]) -> Iterator[None]:
+    """While the block runs, submitit's sbatch call (through its utils.CommandFunction, which would run sbatch in
+    this command's process group, with no time limit, and wait for it whatever stopped this command) runs as every
+    sbatch call here does (sbatch_call.in_own_session): in a session of its own under the watchdog, killed as a
+    group when this command stops or at `until`. It answers as CommandFunction does: stdout, or FailedJobError
+    from a CalledProcessError with sbatch's words (submitit_failure reads them)."""
+    from submitit.core import utils
+
+    def command_function(command: list[str], verbose: bool = True, cwd=None, env=None) -> Callable[..., str]:
+        def call(*args: object) -> str:
+            full = [*command, *map(str, args)]
+            code, out, err = in_own_session(full, script, until, warn, env)
+            if code != 0:
+                raise utils.FailedJobError(err.strip()) from subprocess.CalledProcessError(
+                    code, full, output=out, stderr=err)
+            return out.strip()
+        return call
+
+    original = utils.CommandFunction
+    utils.CommandFunction = command_function
+    try:
+        yield
+    finally:
+        utils.CommandFunction = original
 
 
 def task_log(job_name: str, index: int) -> str:
@@ -162,6 +194,8 @@ def submitit_entry(key: str, chunk: list[int], campaign: str, rerun: int | None)
 def submitit_failure(script: Path, exc: Exception) -> OrchestratorError:
     """What a failed submitit submission means: sbatch's refusal (it exited non-zero: nothing was submitted),
     or an unknown outcome (anything else: sbatch may have accepted the array before the failure)."""
+    if isinstance(exc, OrchestratorError):  # sbatch not answering in time, or not started (in_own_session)
+        return exc
     refused = exc.__cause__ if isinstance(exc.__cause__, subprocess.CalledProcessError) else None
     if refused is not None:
         said = "; ".join(line.strip() for line in str(refused.stderr or refused.output or "").splitlines()
