@@ -6,8 +6,8 @@ OrchestratorError and leave as one sentence on stderr with an exit code: 2 for b
 too), 1 for a failure. Users never see a traceback or a page of help for bad input.
 
 The commands live by concern: `launch` (the default command), `campaigns`, `results` and `prepare`; `common`
-holds what they share. This module builds the app from them, in the order its help lists them, and is the
-entry point.
+holds what they share. This module builds the app from them, in the order its help lists them, and runs it
+(run_app); the entry point, run(), is the package's, which catches signals before this module is imported.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typer._click import exceptions as click_errors  # typer 0.29 (pinned) parse
 
 from orchestrator.cli import campaigns, launch, prepare, results
 from orchestrator.cli.common import PanelledHelp
-from orchestrator.signals import Stopped, stop_on_signals
+from orchestrator.signals import Stopped
 
 app = typer.Typer(
     cls=PanelledHelp,
@@ -85,12 +85,11 @@ def refuse_completion_for_main_py(argv: list[str]) -> None:
         sys.exit(2)
 
 
-def run() -> None:
-    """The entry point of `python main.py` and of the `jaxtorch-bench` command. Click's own usage errors (an
+def run_app() -> None:
+    """The command line, once signals stop it by an exception (orchestrator.cli.run). Click's own usage errors (an
     unknown option, a value of the wrong type, a missing value) leave as one sentence and exit 2, as the
     domain's bad input does, instead of a box of help. SIGINT, SIGTERM and SIGHUP stop a command by an
     exception, so its `finally` blocks run, and it says so in one sentence (orchestrator.signals)."""
-    stop_on_signals()
     refuse_completion_for_main_py(sys.argv)
     try:
         code = app(standalone_mode=False)

@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+import sys
 
 import pytest
 from helpers import doctor_rows, run_cli
@@ -164,6 +165,32 @@ def test_version_names_the_release_and_the_git_commit():
     proc = run_cli("--version")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"jaxtorch-bench 0.1.0 (git {git_commit()})"
+
+
+# A Python that sends SIGINT to itself as the command line starts importing typer (the first of its imports that
+# take a quarter of a second), then runs main.py as `python main.py list`.
+SIGINT_WHILE_IMPORTING = """
+import builtins, os, runpy, signal, sys
+real = builtins.__import__
+def importing(name, *args, **kwargs):
+    if name == "typer":
+        builtins.__import__ = real
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+builtins.__import__ = importing
+sys.argv = ["main.py", "list"]
+runpy.run_path("main.py", run_name="__main__")
+"""
+
+
+def test_a_signal_while_the_command_line_is_imported_is_one_sentence():
+    """#65 item 6, found by the soak: a Ctrl-C in a command's first quarter second, while typer and the commands
+    were imported, ended in a KeyboardInterrupt traceback; the signals are now caught before those imports."""
+    from helpers import REPO_ROOT
+
+    proc = subprocess.run([sys.executable, "-c", SIGINT_WHILE_IMPORTING], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (130, "error: stopped by SIGINT\n"), proc.stderr
 
 
 def test_the_console_command_is_declared_and_installed():

@@ -9,7 +9,7 @@ import typer
 from helpers import run_cli
 from test_results_folders import local_campaign
 
-from orchestrator.cli import app
+from orchestrator.cli.app import app
 from orchestrator.suggest import TAKES_PROFILE, TAKES_RESULTS_DIR
 
 
