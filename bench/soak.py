@@ -1,18 +1,28 @@
-"""The soak of "nothing run twice" (#30): for SOAK_S (ten minutes), random launches, resubmits, collects, status
-calls and readers of the merged dataset in one results folder on the local cluster, with random kills (SIGINT,
-SIGTERM, SIGHUP, SIGKILL) of the commands and a queue whose squeue and sacct fail one call in five. Then, with the
-queue reliable again, the campaigns are completed (resubmit --wait) and collected, and three things are counted:
-- by Slurm's accounting (sacct), how often each cell's task started: exactly once per cell and trial;
-- in the merged dataset, each cell and trial once, and every cell there;
-- the readers' failures: none.
-Tasks run the stand-in backend (bench/standin_backend.py), a second of CPU each, so the soak tests the
-orchestrator, not a framework. `python -m bench --only soak`; SOAK_S sets its length.
+"""The soak of "nothing run twice" (#30, #65): for SOAK_S (ten minutes), random launches, resubmits, collects, status
+calls and readers of the merged dataset in one results folder on the local cluster, under a faulty Slurm
+(bench/soak_faults.py: an sbatch that is slow, hung, a wrapper whose child submits, or loses its answer, chosen per
+call; squeue and sacct failing one call in five), with random kills (SIGINT, SIGTERM, SIGHUP, SIGKILL) of the
+commands, at any moment or while their sbatch works. The kills go to the command's process only: stopping its sbatch
+is the product's part. The launches vary: JAX, PyTorch, both, paired jobs, sbatch or submitit as executor, arrays
+whole or split in parts (a profile's max_array_size).
+
+Then, with the queue reliable again, the campaigns are completed (resubmit --wait) and collected, and the soak
+counts (bench/soak_counts.py), per cell and trial: the tasks Slurm's accounting has submitted and started for it,
+and the jobs it ran that no manifest records; the distinct runs that published its result, from a ledger the
+stand-in backend appends to; and its row in the merged dataset, from that run. Besides: sbatch processes that
+outlived their command, commands that ended in a traceback or did not end, and the readers' failures. Each must
+be none (and each cell once).
+
+Tasks run the stand-in backend (bench/standin_backend.py), a second of CPU each, so the soak tests the orchestrator,
+not a framework. `python -m bench --only soak`; SOAK_S sets its length.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -23,19 +33,39 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench import soak_counts, soak_faults
+from bench.soak_faults import COMMAND_TAG, QUEUE_FAILS_ONE_IN, SOAK_WORK
 from bench.standin_backend import standin_env
 from bench.submission import cluster_unavailable
 from bench.timing import REPO_ROOT, Result
 
 SOAK_S = float(os.environ.get("SOAK_S", "600"))
 QUICK_SOAK_S = 5.0  # --quick: to check that the suite runs
-QUEUE_FAILS_ONE_IN = 5
-KILL_CHANCE = 0.3  # of each command, killed after a random moment of its first KILL_WITHIN_S
+KILL_CHANCE = 0.3  # of each command, at any moment of its first KILL_WITHIN_S
 KILL_WITHIN_S = 3.0
+SBATCH_KILL_CHANCE = 0.5  # of each command not killed so, that calls sbatch: within WHILE_SBATCH_S of its first call
+WHILE_SBATCH_S = 2.5
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)
-# The commands that plan campaigns: digits, JAX, use case 1; each again and again, so that most runs resubmit.
-COMMANDS = (("--batch-sizes", "8,16"), ("--batch-sizes", "32,64,128"), ("--batch-sizes", "8", "--trials", "3"))
+# sbatch's time limit in the random phase: a hung sbatch ends (is killed) after this, not after the default 120 s.
+SBATCH_TIMEOUT_S = 8.0
+COMMAND_LIMIT_S = 120.0  # a command still running after this has hung: it is killed and counted
+REAPED_S = 1.5  # after a command has ended, its sbatch processes have been killed and reaped within this
 SETTLE_ROUNDS = 8
+# The launches, each a command run again and again (so that most runs resubmit what is missing or find it queued):
+# its options, its profile (whole arrays, or "split": at most SPLIT_ARRAY tasks an array), and its executor.
+SPLIT_ARRAY = 2
+# Some launches plan a new campaign (--new-campaign), so that there is something to submit all along: a command run
+# again once its campaign is complete submits nothing.
+NEW_CAMPAIGN_CHANCE = 0.35
+DIGITS = ("--benchmark", "digits", "--use-case", "1", "--synthetic")
+LAUNCHES = (
+    (("--frameworks", "jax", "--batch-sizes", "8,16"), "whole", "slurm"),
+    (("--frameworks", "torch", "--batch-sizes", "32,64,128"), "split", "slurm"),
+    (("--frameworks", "jax,torch", "--batch-sizes", "8,16,32", "--trials", "2", "--paired"), "split", "slurm"),
+    (("--frameworks", "jax,torch", "--batch-sizes", "16,32"), "whole", "slurm"),
+    (("--frameworks", "jax", "--batch-sizes", "8", "--trials", "3"), "split", "submitit"),
+    (("--frameworks", "jax,torch", "--batch-sizes", "64", "--trials", "2", "--paired"), "whole", "submitit"),
+)
 
 
 class Soak:
@@ -43,40 +73,143 @@ class Soak:
 
     def __init__(self, work: Path, seed: int) -> None:
         self.work, self.random = work, random.Random(seed)
-        self.results, self.scripts = work / "results", work / "scripts"
-        standin_env(work / "envs")
-        self.profile = work / "profile.toml"
-        self.profile.write_text((REPO_ROOT / "profiles" / "local_slurm.toml").read_text()
-                                + f'\nenv_dir = "{work / "envs"}"\n')
+        self.results, self.scripts, self.logs = work / "results", work / "scripts", work / "logs"
+        self.logs.mkdir(parents=True)
+        self.ledger = work / "ledger.jsonl"
+        standin_env(work / "envs", ledger=self.ledger)
+        base = (REPO_ROOT / "profiles" / "local_slurm.toml").read_text() + f'\nenv_dir = "{work / "envs"}"\n'
+        self.profiles = {"whole": work / "profile.toml", "split": work / "profile-split.toml"}
+        self.profiles["whole"].write_text(base)
+        self.profiles["split"].write_text(base + f"max_array_size = {SPLIT_ARRAY}\n")
+        self.calls = work / "sbatch-calls"
         self.reliable = dict(os.environ)
-        self.flaky = {**os.environ, "PATH": f"{flaky_queue(work / 'flaky')}:{os.environ['PATH']}"}
+        self.faulty = {**os.environ, SOAK_WORK: str(work), "ORCHESTRATOR_SBATCH_TIMEOUT_S": f"{SBATCH_TIMEOUT_S:g}",
+                       "PATH": f"{soak_faults.faulty_slurm(work / 'faulty', self.calls)}:{os.environ['PATH']}"}
+        self.lock = threading.Lock()
+        self.numbered = 0
         self.ran: Counter = Counter()
         self.killed: Counter = Counter()
-        self.lock = threading.Lock()
+        self.exits: Counter = Counter()
+        self.killed_in_sbatch: Counter = Counter()
+        self.tracebacks: list[str] = []
+        self.hung: list[str] = []
+        self.outlived: list[str] = []
+        self.checks: list[threading.Timer] = []
+        self.said: Counter = Counter()
 
-    def cli(self, *args: str, env: dict | None = None, kill: bool = False) -> int:
-        """`python main.py ARGS` (the results and scripts folders added); with `kill`, it may be killed."""
-        command = [sys.executable, str(REPO_ROOT / "main.py"), *args]
-        if args and args[0].startswith("--"):
-            command += ["--profile", str(self.profile), "--scripts-dir", str(self.scripts)]
-        command += ["--results-dir", str(self.results)]
-        proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env or self.flaky, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
+    def cli(self, *args: str, reliable: bool = False, kill: bool = False) -> int:
+        """`python main.py ARGS` (the results and scripts folders added), tagged for the processes it starts; with
+        `kill`, it may be killed (kill_at). Its stderr is read for a traceback; its sbatch processes are looked for
+        once they should all have ended. A command killed while its sbatch worked is followed at once by a
+        resubmit of the campaign it was submitting, as a user runs a command again after a Ctrl-C: that is when
+        an sbatch that outlived its command could have its array taken for never accepted."""
         with self.lock:
+            self.numbered += 1
+            tag = f"c{self.numbered}"
             self.ran[args[0]] += 1
-            chosen = self.random.choice(SIGNALS) if kill and self.random.random() < KILL_CHANCE else None
-            when = self.random.uniform(0, KILL_WITHIN_S)
+            signum, moment, delay = self.kill_plan(args[0]) if kill else (None, "", 0.0)
+        command = [sys.executable, str(REPO_ROOT / "main.py"), *args]
+        if args[0].startswith("--"):
+            command += ["--scripts-dir", str(self.scripts)]
+        command += ["--results-dir", str(self.results)]
+        env = self.reliable if reliable else {**self.faulty, COMMAND_TAG: tag}
+        err = self.logs / f"{tag}.err"
+        with err.open("w") as stderr:
+            proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        sent, in_sbatch = self.kill_at(proc, tag, signum, moment, delay) if signum else (None, False)
         try:
-            return proc.wait(timeout=when) if chosen else proc.wait(timeout=600)
+            code = proc.wait(timeout=COMMAND_LIMIT_S)
         except subprocess.TimeoutExpired:
-            proc.send_signal(chosen)
+            proc.kill()
+            code = proc.wait()
             with self.lock:
-                self.killed[chosen.name] += 1
-            return proc.wait(timeout=600)
+                self.hung.append(f"{tag}: {' '.join(args)}" + (f" (after {sent.name})" if sent else ""))
+        self.after(proc, tag, args, sent, err)
+        with self.lock:
+            self.exits[code] += 1
+        campaign = soak_faults.campaign_called(self.calls, tag) if in_sbatch else None
+        if campaign:
+            self.cli("resubmit", campaign, kill=True)
+        return code
+
+    def kill_plan(self, command: str) -> tuple[signal.Signals | None, str, float]:
+        """Whether and how to kill a command: at any moment of its first KILL_WITHIN_S (KILL_CHANCE), else, for a
+        command that may submit, while its sbatch works (SBATCH_KILL_CHANCE, within WHILE_SBATCH_S of its first
+        sbatch call); the signal at random."""
+        if self.random.random() < KILL_CHANCE:
+            return self.random.choice(SIGNALS), "any", self.random.uniform(0, KILL_WITHIN_S)
+        if command in ("--benchmark", "resubmit") and self.random.random() < SBATCH_KILL_CHANCE:
+            return self.random.choice(SIGNALS), "sbatch", self.random.uniform(0, WHILE_SBATCH_S)
+        return None, "", 0.0
+
+    def kill_at(self, proc: subprocess.Popen, tag: str, signum: signal.Signals, moment: str,
+                delay: float) -> tuple[signal.Signals | None, bool]:
+        """Send `signum` to the command's process only, `delay` s after it catches signals ("any") or after its first
+        sbatch call ("sbatch"; not at all if it ends first); counted, and counted as during sbatch if an sbatch
+        process of it lived then. Returns the signal sent (None when the command had ended before), and whether an
+        sbatch of it lived then.
+
+        The moments count from when the command catches signals: a signal before its first line runs is the Python
+        interpreter's, starting up (its site module, tens of milliseconds), which prints a traceback of its own and
+        which no program can catch."""
+        given_up = time.monotonic() + COMMAND_LIMIT_S
+        started = (lambda: soak_faults.sbatch_called(self.calls, tag)) if moment == "sbatch" else (
+            lambda: soak_faults.catches_signals(proc.pid))
+        while not started():
+            if proc.poll() is not None or time.monotonic() > given_up:
+                return None, False
+            time.sleep(0.01)
+        try:
+            proc.wait(timeout=delay)
+            return None, False
+        except subprocess.TimeoutExpired:
+            pass
+        in_sbatch = bool(soak_faults.sbatch_processes(self.work, tag))
+        proc.send_signal(signum)
+        with self.lock:
+            self.killed[signum.name] += 1
+            self.killed_in_sbatch[signum.name] += in_sbatch
+        return signum, in_sbatch
+
+    def after(self, proc: subprocess.Popen, tag: str, args: tuple[str, ...], sent: signal.Signals | None,
+              err: Path) -> None:
+        """Once the command has ended: a traceback on its stderr is counted; and its sbatch processes are looked
+        for once none may live: at once (REAPED_S), or, after SIGKILL, once the watchdog's time is up."""
+        said = err.read_text(errors="replace")
+        last = said.strip().splitlines()[-1] if said.strip() else ""
+        with self.lock:  # what the commands said last, by kind: campaign names, job ids and times left out
+            self.said[re.sub(r"\S*\d\S*", "#", last)[:120]] += 1
+        if "Traceback (most recent call last)" in said:
+            with self.lock:
+                self.tracebacks.append(f"{tag}: {' '.join(args)}" + (f" (after {sent.name})" if sent else "")
+                                       + ": " + " | ".join(said.strip().splitlines()[-6:]))
+        wait_s = REAPED_S + (SBATCH_TIMEOUT_S if sent == signal.SIGKILL else 0.0)
+
+        def look() -> None:
+            left = soak_faults.sbatch_processes(self.work, tag)
+            if left:
+                with self.lock:
+                    self.outlived.append(f"{tag} ({' '.join(args)}; {sent.name if sent else 'not killed'}): "
+                                         f"{sorted(left.values())}")
+                soak_faults.end_processes(left)
+
+        check = threading.Timer(wait_s, look)
+        check.start()
+        with self.lock:
+            self.checks.append(check)
 
     def launch(self) -> None:
-        args = self.random.choice(COMMANDS)
-        self.cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", "--synthetic", *args, kill=True)
+        options, profile, executor = self.random.choice(LAUNCHES)
+        new = ("--new-campaign",) if self.random.random() < NEW_CAMPAIGN_CHANCE else ()
+        self.cli(*DIGITS, *options, *new, "--profile", str(self.profiles[profile]), "--executor", executor, kill=True)
+
+    def resubmit(self) -> None:
+        names = [folder.name for folder in self.campaigns()]
+        if names:
+            self.cli("resubmit", self.random.choice(names), kill=True)
+        else:
+            time.sleep(1)
 
     def act(self, step, until: float) -> None:
         while time.monotonic() < until:
@@ -90,18 +223,6 @@ class Soak:
         from orchestrator.plan.campaign import load_manifest
 
         return {folder.name: load_manifest(folder) for folder in self.campaigns()}
-
-
-def flaky_queue(folder: Path) -> Path:
-    """squeue and sacct that fail one call in QUEUE_FAILS_ONE_IN, as a controller that times out does."""
-    folder.mkdir(parents=True)
-    for name in ("squeue", "sacct"):
-        real = shutil.which(name)
-        (folder / name).write_text(
-            f"#!/bin/bash\nif [ $((RANDOM % {QUEUE_FAILS_ONE_IN})) -eq 0 ]; then\n"
-            f"  echo '{name}: error: Socket timed out on send/recv operation' >&2; exit 1\nfi\nexec {real} \"$@\"\n")
-        (folder / name).chmod(0o755)
-    return folder
 
 
 READER = """
@@ -133,30 +254,34 @@ def soak(work: Path, seconds: float, seed: int = 0) -> dict:
     until = time.monotonic() + seconds
     reader = subprocess.Popen([sys.executable, "-c", READER, str(run.results / "merged.parquet"), str(seconds)],
                               cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    steps = [run.launch, run.launch,
-             lambda: run.cli("resubmit", kill=True) if run.campaigns() else time.sleep(1),
+    steps = [run.launch, run.launch, run.resubmit,
              lambda: run.cli("collect", kill=True),
              lambda: (run.cli("status"), time.sleep(1))]
-    actors = [threading.Thread(target=run.act, args=(step, until)) for step in steps]
-    for actor in actors:
-        actor.start()
-    for actor in actors:
-        actor.join()
-    reads, failures = map(int, reader.communicate(timeout=600)[0].split())
+    actors = [threading.Thread(target=run.act, args=(step, until), daemon=True) for step in steps]
+    try:
+        for actor in actors:
+            actor.start()
+        for actor in actors:
+            actor.join()
+        for check in run.checks:
+            check.join()
+        reads, failures = map(int, reader.communicate(timeout=600)[0].split())
+    finally:
+        reader.kill()  # ended already, unless the soak itself was stopped
+        reader.wait()
     unfinished = settle(run)
-    manifests = run.manifests()  # as the soak left them: read once for the three counts
-    runs, unrecorded = task_starts(run, manifests, started)
-    merged = merged_runs(run, manifests)
-    cells = {(name, cell["array_index"]) for name, manifest in manifests.items() for cell in manifest["cells"]}
-    never = sorted(cells - set(runs))
-    if never:  # what sacct and the manifests say of them, to look into
-        print(f"soak: cells no task of which started, by sacct: {never}\n{sacct_lines(run, started)}",
-              file=sys.stderr)
-    return {"campaigns": len(manifests), "cells": len(cells), "commands": dict(run.ran),
-            "killed": dict(run.killed), "unfinished": unfinished, "unrecorded_jobs": unrecorded,
-            "ran_twice": sorted(c for c, n in runs.items() if n > 1), "never_ran": never,
-            "merged_twice": sorted(c for c, n in merged.items() if n > 1), "not_merged": sorted(cells - set(merged)),
-            "reads": reads, "read_failures": failures}
+    manifests = run.manifests()  # as the soak left them: read once for the counts
+    lines = soak_counts.sacct_lines(run.reliable, started, manifests)
+    counts = soak_counts.count(manifests, lines, soak_counts.ledger_runs(run.ledger),
+                               soak_counts.merged_jobs(run.results / "merged.parquet"))
+    if counts["never_started"]:  # what sacct said, to look into
+        print(f"soak: cells no task of which started, by sacct: {counts['never_started']}\n"
+              + "\n".join("|".join(line) for line in lines), file=sys.stderr)
+    return {**counts, "campaigns": len(manifests), "commands": dict(run.ran), "exits": dict(run.exits),
+            "killed": dict(run.killed), "killed_in_sbatch": dict(run.killed_in_sbatch),
+            "sbatch_calls": dict(soak_faults.sbatch_calls(run.calls)), "tracebacks": run.tracebacks,
+            "hung": run.hung, "sbatch_outlived": run.outlived, "unfinished": unfinished, "reads": reads,
+            "read_failures": failures, "said": dict(run.said.most_common())}
 
 
 def settle(run: Soak) -> int:
@@ -168,12 +293,12 @@ def settle(run: Soak) -> int:
     for _ in range(SETTLE_ROUNDS):
         wait_for_killed_sbatch(run)
         for folder in run.campaigns():
-            run.cli("resubmit", folder.name, "--wait", env=run.reliable)
-        left = sum(result_problem(cell["results"]) is not None for manifest in run.manifests().values()
-                   for cell in manifest["cells"])
+            run.cli("resubmit", folder.name, "--wait", reliable=True)
+        left = sum(result_problem(path) is not None for manifest in run.manifests().values()
+                   for path in soak_counts.result_paths(manifest))
         if not left:
             break
-    run.cli("collect", env=run.reliable)
+    run.cli("collect", reliable=True)
     return left
 
 
@@ -181,59 +306,22 @@ def wait_for_killed_sbatch(run: Soak) -> None:
     """Sleep until the sbatch of every killed command can no longer accept its array (each unknown array's
     `answer_by`): before then resubmit rightly leaves those cells alone, as a user's would, and a round of settle
     would pass without running them."""
-    import datetime as dt
-
-    answers = [dt.datetime.fromisoformat(entry["answer_by"]) for manifest in run.manifests().values()
-               for entry in manifest.get("arrays", []) if entry.get("state") == "unknown" and entry.get("answer_by")]
+    answers = [dt.datetime.fromisoformat(when) for manifest in run.manifests().values()
+               for when in soak_counts.answer_bys(manifest)]
     if answers:
         time.sleep(max(0.0, (max(answers) - dt.datetime.now(dt.UTC)).total_seconds() + 1.0))
 
 
-def task_starts(run: Soak, manifests: dict[str, dict], since: str) -> tuple[Counter, list[str]]:
-    """(campaign, array index) -> how many of its tasks started, by sacct: every array job named for a campaign
-    here (`jax:<campaign>:<offset>[:rerunN]`), each task mapped to its cell by the manifest's record of that array
-    (task i of an array at `offset` runs cell offset + i); and the jobs Slurm ran for a campaign here that no
-    manifest records (each a cell run that nothing knows of)."""
-    arrays = {entry["job_id"]: (name, entry) for name, manifest in manifests.items()
-              for entry in manifest.get("arrays", []) if entry.get("job_id")}
-    out = sacct_lines(run, since)
-    starts: Counter = Counter()
-    unrecorded: list[str] = []
-    for line in out.splitlines():
-        job, name, start = line.split("|")
-        parts = name.split(":")
-        if len(parts) < 3 or parts[1] not in manifests or start in ("Unknown", "None", "") or "_" not in job:
-            continue
-        job_id, task = job.split("_", 1)
-        if not task.isdigit():
-            continue
-        if job_id not in arrays:
-            unrecorded.append(job)
-            continue
-        campaign, entry = arrays[job_id]
-        starts[(campaign, entry["offset"] + int(task))] += 1
-    return starts, unrecorded
-
-
-def sacct_lines(run: Soak, since: str) -> str:
-    return subprocess.run(["sacct", "-X", "-n", "-P", "-S", since, "-o", "JobID,JobName,Start"],
-                          capture_output=True, text=True, check=True, env=run.reliable).stdout
-
-
-def merged_runs(run: Soak, manifests: dict[str, dict]) -> Counter:
-    """(campaign, array index) -> how many runs of it the merged dataset holds (distinct start times)."""
-    from orchestrator.results.store import read_merged_rows
-
-    index = {(name, cell["cell_id"], cell["trial"]): cell["array_index"] for name, manifest in manifests.items()
-             for cell in manifest["cells"]}
-    merged = read_merged_rows(run.results / "merged.parquet", ["campaign", "cell_id", "trial", "started_at"])
-    runs = merged.to_pandas().drop_duplicates().groupby(["campaign", "cell_id", "trial"]).size()
-    return Counter({(c, index[(c, cell, t)]): n for (c, cell, t), n in runs.items() if (c, cell, t) in index})
+# The figures that must be empty (or zero) for the soak to be met.
+MUST_BE_NONE = ("submitted_twice", "never_submitted", "started_twice", "never_started", "ran_twice", "never_ran",
+                "not_merged", "merged_from_another_run", "unrecorded_jobs", "orphans_ran", "tracebacks", "hung",
+                "sbatch_outlived", "unfinished", "read_failures")
 
 
 def measure(repeats: int, quick: bool = False) -> list[Result]:
     length_s = QUICK_SOAK_S if quick else SOAK_S
-    step = f"soak: {length_s:.0f} s of random commands and kills, queue failing 1 call in {QUEUE_FAILS_ONE_IN}"
+    step = (f"soak: {length_s:.0f} s of random commands and kills, sbatch slow, hung, a wrapper or losing its answer, "
+            f"queue failing 1 call in {QUEUE_FAILS_ONE_IN}")
     reason = cluster_unavailable()
     if reason:
         return [Result(step, "not measured", "each cell once", reason)]
@@ -242,24 +330,27 @@ def measure(repeats: int, quick: bool = False) -> list[Result]:
         figures = soak(work, length_s)
     finally:
         cancel_all(work)
-    wrong = {key: figures[key] for key in ("ran_twice", "never_ran", "merged_twice", "not_merged", "unrecorded_jobs")
-             if figures[key]}
-    verdict = "met" if not wrong and not figures["read_failures"] and not figures["unfinished"] else "missed"
-    measured = (f"{figures['cells']} cells in {figures['campaigns']} campaigns: {len(figures['ran_twice'])} ran "
-                f"twice, {len(figures['never_ran'])} never; {figures['read_failures']} of {figures['reads']} reads "
-                "failed")
-    note = (f"commands {figures['commands']}, killed {figures['killed']}"
-            + (f"; {wrong}" if wrong else "") + (f"; {figures['unfinished']} unfinished" if figures["unfinished"] else ""))
+    wrong = {key: figures[key] for key in MUST_BE_NONE if figures[key]}
+    twice = {key for name in ("submitted_twice", "started_twice", "ran_twice") for key in figures[name]}
+    never = {key for name in ("never_submitted", "never_started", "never_ran") for key in figures[name]}
+    measured = (f"{figures['cells']} cells in {figures['campaigns']} campaigns: {len(twice)} ran twice, "
+                f"{len(never)} never; {figures['read_failures']} of {figures['reads']} reads failed")
+    note = (f"commands {figures['commands']}, killed {figures['killed']} ({figures['killed_in_sbatch']} while sbatch "
+            f"worked), sbatch calls {figures['sbatch_calls']}, orphans {figures['orphans']}"
+            + (f"; {wrong}" if wrong else ""))
     print(f"soak figures: {figures}", file=sys.stderr)
-    return [Result(step, measured, "each cell once, merged once; no read fails", verdict, note)]
+    return [Result(step, measured, "each cell submitted, run and merged once; no read fails",
+                   "missed" if wrong else "met", note)]
 
 
 def cancel_all(work: Path) -> None:
-    """Cancel whatever of the soak's jobs is still queued, and remove its folder."""
+    """End the soak's sbatch processes still alive, cancel whatever of its jobs is still queued, and remove its
+    folder."""
     from orchestrator.plan.campaign import load_manifest
 
+    soak_faults.end_processes(soak_faults.sbatch_processes(work))
     for manifest in (work / "results").glob("*/manifest.json"):
-        for entry in load_manifest(manifest.parent).get("arrays", []):
+        for entry in soak_counts.arrays_of(load_manifest(manifest.parent)):
             if entry.get("job_name"):
                 subprocess.run(["scancel", f"--name={entry['job_name']}"], capture_output=True)
     shutil.rmtree(work, ignore_errors=True)
