@@ -6,7 +6,8 @@ process at once, for a user who does not want to wait for that."""
 from __future__ import annotations
 
 import signal
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -36,3 +37,26 @@ def stop_on_signals() -> None:
     for signum in HANDLED:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _stop)
+
+
+def stopped_cause(exc: BaseException | None) -> Stopped | None:
+    """The Stopped that `exc` is, or came from: a signal that lands while Python creates a class (a module imported
+    on demand, a dataclass's fields set up) reaches the command as the RuntimeError "Error calling __set_name__"
+    raised from it (Python 3.11), and an error raised while a stop unwinds has it as its context."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, Stopped):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def stop_with(exc: BaseException) -> NoReturn:
+    """A command stopped by a signal ends in one sentence on stderr and exit 128 + the signal's number, however the
+    stop reached it (stopped_cause); any other exception is raised again."""
+    stopped = stopped_cause(exc)
+    if stopped is None:
+        raise exc
+    print(f"error: {stopped}", file=sys.stderr)
+    sys.exit(stopped.exit_code)

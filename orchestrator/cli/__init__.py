@@ -8,9 +8,7 @@ and a Ctrl-C then ended in a KeyboardInterrupt traceback.
 
 from __future__ import annotations
 
-import sys
-
-from orchestrator.signals import Stopped, stop_on_signals
+from orchestrator.signals import stop_on_signals, stop_with
 
 
 def run() -> None:
@@ -18,7 +16,7 @@ def run() -> None:
     stop_on_signals()
     try:
         from orchestrator.cli.app import run_app
-    except Stopped as exc:  # a signal while the command line was imported
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+    except BaseException as exc:  # noqa: BLE001  a signal while the command line was imported; anything else raises
+        stop_with(exc)
     run_app()
+

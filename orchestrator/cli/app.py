@@ -19,7 +19,7 @@ from typer._click import exceptions as click_errors  # typer 0.29 (pinned) parse
 
 from orchestrator.cli import campaigns, launch, prepare, results
 from orchestrator.cli.common import PanelledHelp
-from orchestrator.signals import Stopped
+from orchestrator.signals import Stopped, stop_with
 
 app = typer.Typer(
     cls=PanelledHelp,
@@ -94,8 +94,7 @@ def run_app() -> None:
     try:
         code = app(standalone_mode=False)
     except Stopped as exc:
-        typer.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        stop_with(exc)
     except click_errors.UsageError as exc:
         where = f" (see `{exc.ctx.command_path} -h`)" if exc.ctx is not None else ""
         typer.echo(f"error: {usage_sentence(exc)}{where}", err=True)
@@ -106,4 +105,6 @@ def run_app() -> None:
     except typer.Abort:
         typer.echo("aborted", err=True)
         sys.exit(1)
+    except Exception as exc:  # noqa: BLE001  a stop that reached the command inside another error; else raised again
+        stop_with(exc)
     sys.exit(code if isinstance(code, int) else 0)

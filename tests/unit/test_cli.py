@@ -193,6 +193,34 @@ def test_a_signal_while_the_command_line_is_imported_is_one_sentence():
     assert (proc.returncode, proc.stderr) == (130, "error: stopped by SIGINT\n"), proc.stderr
 
 
+# A Python that sends SIGINT to itself while `status` creates the Submission dataclass (a module the command imports
+# on demand, after the signals are set), from inside one of its fields' __set_name__, where Python 3.11 wraps what
+# is raised in a RuntimeError.
+SIGINT_WHILE_A_CLASS_IS_MADE = """
+import dataclasses, os, runpy, signal, sys
+real = dataclasses.Field.__set_name__
+def set_name(self, owner, name):
+    if owner.__name__ == "Submission" and signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        dataclasses.Field.__set_name__ = real
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(self, owner, name)
+dataclasses.Field.__set_name__ = set_name
+sys.argv = ["main.py", "status", "--results-dir", sys.argv[1]]
+runpy.run_path("main.py", run_name="__main__")
+"""
+
+
+def test_a_signal_while_a_class_is_made_is_one_sentence(tmp_path):
+    """#65 item 6, found by the soak: a SIGHUP while a launch imported orchestrator.run.executors.base ended in
+    "RuntimeError: Error calling __set_name__ on 'Field' instance 'failed' in 'Submission'" and its traceback: the
+    stop came wrapped in another error."""
+    from helpers import REPO_ROOT
+
+    proc = subprocess.run([sys.executable, "-c", SIGINT_WHILE_A_CLASS_IS_MADE, str(tmp_path / "none")],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (130, "error: stopped by SIGINT\n"), proc.stderr
+
+
 def test_the_console_command_is_declared_and_installed():
     import sys
     import tomllib
