@@ -274,9 +274,13 @@ def soak(work: Path, seconds: float, seed: int = 0) -> dict:
     lines = soak_counts.sacct_lines(run.reliable, started, manifests)
     counts = soak_counts.count(manifests, lines, soak_counts.ledger_runs(run.ledger),
                                soak_counts.merged_jobs(run.results / "merged.parquet"))
-    if counts["never_started"]:  # what sacct said, to look into
-        print(f"soak: cells no task of which started, by sacct: {counts['never_started']}\n"
-              + "\n".join("|".join(line) for line in lines), file=sys.stderr)
+    if counts["never_submitted"] or counts["never_started"]:  # what sacct, the manifests and the ledger said
+        odd = {campaign for campaign, _, _ in counts["never_submitted"] + counts["never_started"]}
+        print(f"soak: cells no task of which sacct has (or has started): {counts['never_submitted']}, "
+              f"{counts['never_started']}\nsacct:\n" + "\n".join("|".join(line) for line in lines)
+              + "".join(f"\narrays of {name}: {soak_counts.arrays_of(manifests[name])}" for name in sorted(odd))
+              + "\nledger:\n" + "".join(line for line in run.ledger.read_text().splitlines(keepends=True)
+                                         if any(name in line for name in odd)), file=sys.stderr)
     return {**counts, "campaigns": len(manifests), "commands": dict(run.ran), "exits": dict(run.exits),
             "killed": dict(run.killed), "killed_in_sbatch": dict(run.killed_in_sbatch),
             "sbatch_calls": dict(soak_faults.sbatch_calls(run.calls)), "tracebacks": run.tracebacks,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -74,23 +75,29 @@ ACCOUNTING_WAIT_S = 120.0
 
 def sacct_lines(env: dict, since: str, manifests: dict[str, dict]) -> list[list[str]]:
     """sacct's allocations since `since` (local time): job id, job name, start, state; read once it has a record
-    of every job the manifests record, or after ACCOUNTING_WAIT_S: slurmctld hands its records to the accounting
-    database in the background, and a job that ended a moment ago may not be there yet."""
-    recorded = {entry["job_id"] for manifest in manifests.values() for entry in arrays_of(manifest)
-                if entry.get("job_id")}
+    of every task of every job the manifests record, or after ACCOUNTING_WAIT_S: slurmctld hands its records to the
+    accounting database in the background, and a task that ended a moment ago may not be there yet."""
+    recorded = {task for manifest in manifests.values() for entry in arrays_of(manifest) if entry.get("job_id")
+                for task in tasks_of(entry).values()}
     given_up = time.monotonic() + ACCOUNTING_WAIT_S
     while True:
         out = subprocess.run(["sacct", "-X", "-n", "-P", "-S", since, "-o", "JobID,JobName,Start,State"],
                              capture_output=True, text=True, check=True, env=env).stdout
         lines = [line.split("|") for line in out.splitlines() if line.count("|") == 3]
-        if recorded <= {line[0].split("_")[0] for line in lines} or time.monotonic() > given_up:
+        missing = recorded - {task for line in lines for task in task_ids_of(line[0])}
+        if not missing:
+            return lines
+        if time.monotonic() > given_up:
+            print(f"soak: after {ACCOUNTING_WAIT_S:.0f} s, sacct has no record of tasks {sorted(missing)}",
+                  file=sys.stderr)
             return lines
         time.sleep(2)
 
 
 def accounting(manifests: dict[str, dict], lines: list[list[str]]) -> Accounting:
-    """Each task sacct has of a job named for one of the campaigns (`<script>:<campaign>:<offset>[:rerunN]`),
-    counted at its slot through the manifest's record of its array; a task no record names is unrecorded."""
+    """Each task sacct has of a job a manifest records, counted at its slot through the record of its array (by
+    job id: sacct may name a job "allocation" until it has its name); and each task of a job named for one of the
+    campaigns (`<script>:<campaign>:<offset>[:rerunN]`) that no manifest records."""
     recorded: dict[str, tuple[Slot, str]] = {}
     for name, manifest in manifests.items():
         for entry in arrays_of(manifest):
@@ -100,10 +107,11 @@ def accounting(manifests: dict[str, dict], lines: list[list[str]]) -> Accounting
     found = Accounting()
     for job, job_name, start, _state in lines:
         parts = job_name.split(":")
-        if len(parts) < 3 or parts[1] not in manifests:
-            continue
+        ours = len(parts) >= 3 and parts[1] in manifests
         started = start not in ("Unknown", "None", "")
         for task in task_ids_of(job):
+            if task not in recorded and not ours:
+                continue  # another campaign's, or another user's job
             if task not in recorded:
                 found.unrecorded.append(f"{task} ({job_name})")
                 named = slot_named(job_name, task)
