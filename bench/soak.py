@@ -43,8 +43,12 @@ SOAK_S = float(os.environ.get("SOAK_S", "600"))
 QUICK_SOAK_S = 5.0  # --quick: to check that the suite runs
 KILL_CHANCE = 0.3  # of each command, at any moment of its first KILL_WITHIN_S
 KILL_WITHIN_S = 3.0
-SBATCH_KILL_CHANCE = 0.5  # of each command not killed so, that calls sbatch: within WHILE_SBATCH_S of its first call
-WHILE_SBATCH_S = 2.5
+SBATCH_KILL_CHANCE = 0.7  # of each command not killed so, that calls sbatch: within WHILE_SBATCH_S of its first call
+WHILE_SBATCH_S = 2.0
+# Of the kills while sbatch works, this share is SIGKILL (the rest SIGINT, SIGTERM, SIGHUP alike): the command cannot
+# stop its sbatch then, which lives on until its watchdog kills it, and whether it accepts its array before or after
+# the next run looks is what the record's `answer_by` is for.
+SBATCH_SIGKILL_SHARE = 0.5
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)
 # sbatch's time limit in the random phase: a hung sbatch ends (is killed) after this, not after the default 120 s.
 SBATCH_TIMEOUT_S = 8.0
@@ -136,11 +140,12 @@ class Soak:
     def kill_plan(self, command: str) -> tuple[signal.Signals | None, str, float]:
         """Whether and how to kill a command: at any moment of its first KILL_WITHIN_S (KILL_CHANCE), else, for a
         command that may submit, while its sbatch works (SBATCH_KILL_CHANCE, within WHILE_SBATCH_S of its first
-        sbatch call); the signal at random."""
+        sbatch call, SIGKILL for SBATCH_SIGKILL_SHARE of them); the signal at random."""
         if self.random.random() < KILL_CHANCE:
             return self.random.choice(SIGNALS), "any", self.random.uniform(0, KILL_WITHIN_S)
         if command in ("--benchmark", "resubmit") and self.random.random() < SBATCH_KILL_CHANCE:
-            return self.random.choice(SIGNALS), "sbatch", self.random.uniform(0, WHILE_SBATCH_S)
+            signum = signal.SIGKILL if self.random.random() < SBATCH_SIGKILL_SHARE else self.random.choice(SIGNALS[:3])
+            return signum, "sbatch", self.random.uniform(0, WHILE_SBATCH_S)
         return None, "", 0.0
 
     def kill_at(self, proc: subprocess.Popen, tag: str, signum: signal.Signals, moment: str,

@@ -4,8 +4,8 @@ processes a command's sbatch left behind, found by the tag every command of the 
 
 sbatch, per call (SBATCH_WAYS gives the chances):
 - plain: the real sbatch, which answers in milliseconds;
-- slow: waits a few seconds, submits, waits again, then answers (a busy controller);
-- wrapper: a site's sbatch script whose child process does the real submission, a moment later, while the script
+- slow: waits 2 to 6 s, submits, waits up to 2 s more, then answers (a busy controller, retrying);
+- wrapper: a site's sbatch script whose child process does the real submission 2 to 6 s later, while the script
   waits for it: a command that kills only the process it started leaves the child to submit;
 - lost: submits, then prints nothing, "Submitted batch job" without an id, or "Socket timed out" with exit 1 (the
   answer lost on its way back);
@@ -38,11 +38,11 @@ r=$((RANDOM % 100))
 {choose}
 # The way, and the job name (sbatch's SBATCH_JOB_NAME, or submitit's #SBATCH line in the file it submits).
 echo "$way ${{SBATCH_JOB_NAME:-$(sed -n 's/^#SBATCH --job-name=//p' "${{@: -1}}" 2>/dev/null)}}" >> {calls}/"${{{tag}:-untagged}}"
-pause() {{ sleep "$((RANDOM % 3 + 1)).$((RANDOM % 10))"; }}  # 1.0 to 3.9 s
+pause() {{ sleep "$((RANDOM % ($2 - $1) + $1)).$((RANDOM % 10))"; }}  # $1 to $2 s, tenths at random
 case $way in
   plain) exec {real} "$@" ;;
-  slow) pause; out=$({real} "$@"); rc=$?; pause; [ -n "$out" ] && printf '%s\\n' "$out"; exit $rc ;;
-  wrapper) ( pause; exec {real} "$@" ) & wait $!; exit $? ;;
+  slow) pause 2 6; out=$({real} "$@"); rc=$?; pause 0 2; [ -n "$out" ] && printf '%s\\n' "$out"; exit $rc ;;
+  wrapper) ( pause 2 6; exec {real} "$@" ) & wait $!; exit $? ;;
   lost)
     {real} "$@" > /dev/null || exit $?
     case $((RANDOM % 3)) in
