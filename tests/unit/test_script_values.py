@@ -129,8 +129,10 @@ def test_a_backslash_in_the_log_folder_is_refused_at_plan_time(tmp_path):
 def test_a_folder_a_containers_mount_list_would_split_is_refused(tmp_path, runtime, folder):
     """#65 item 5: the campaign folder goes into Apptainer's --bind list (and pyxis's --container-mounts), which
     split at ',' (two mounts) and ':' (a path and where it goes); neither can be escaped there."""
-    profile = profile_file(tmp_path, f'[envs.jax]\ncontainer = "docker://nvcr.io/nvidia/jax:25.01-py3"\n'
-                                     f'runtime = "{runtime}"\n')
+    image = tmp_path / "jax.sif"  # each runtime's own form: apptainer runs a pulled .sif, pyxis a registry reference
+    image.touch()
+    reference = image if runtime == "apptainer" else "docker://nvcr.io/nvidia/jax:25.01-py3"
+    profile = profile_file(tmp_path, f'[envs.jax]\ncontainer = "{reference}"\nruntime = "{runtime}"\n')
     proc = dry_run(tmp_path, "--profile", str(profile), "--frameworks", "jax", "--results-dir", str(tmp_path / folder))
     assert proc.returncode == 2, proc.stderr
     [line] = proc.stderr.strip().splitlines()
