@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,8 @@ class Setting:
     option: str = ""  # as the command line spells it; "" derives it from the field's name ("--learning-rate")
     aliases: tuple[str, ...] = ()  # further spellings of the option ("--timed-steps")
     choices: tuple[Any, ...] = ()
+    pattern: str = ""  # a text (each text of a list or of a table) must match this regular expression whole
+    pattern_why: str = ""  # what such a text is, said after one that does not match ("is not a Slurm time ...")
     minimum: float | None = None  # the smallest value allowed (inclusive)
     positive: bool = False  # above 0, not 0 itself
     below: float | None = None  # the value must stay below this (exclusive)
@@ -92,7 +95,8 @@ class Setting:
 
 
 def setting(default: Any, help: str, **declaration: Any) -> Any:
-    """A CellConfig field: its default and its Setting (the keyword arguments)."""
+    """A field of a typed model checked by first_problem (CellConfig, the cluster profile): its default and its
+    Setting (the keyword arguments)."""
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata={"setting": Setting(help, **declaration)})
     return field(default=default, metadata={"setting": Setting(help, **declaration)})
@@ -258,6 +262,8 @@ def check_value(declaration: Setting, kind: str, option: str, value: Any) -> str
         return None
     if kind.startswith("bool"):
         return None if isinstance(value, bool) else f"{option} is true or false, got {value!r}"
+    if kind.startswith(("str", "tuple", "dict")):
+        return text_problem(declaration, kind, option, value)
     if kind.startswith("int") and (isinstance(value, bool) or not isinstance(value, int)):
         return f"{option} must be a whole number, got {value!r}"
     if kind.startswith("float"):
@@ -268,6 +274,26 @@ def check_value(declaration: Setting, kind: str, option: str, value: Any) -> str
     if not isinstance(value, (int, float)):
         return None
     return out_of_bounds(declaration, option, value)
+
+
+def text_problem(declaration: Setting, kind: str, option: str, value: Any) -> str | None:
+    """Why a text, a list of texts (tuple[str, ...]) or a table (dict[str, ...]) cannot be the declared field: its
+    type, then each text against the declared pattern. A table's values are checked as its kind says, each named
+    `option.key`, as TOML spells a key of a table; a value of a kind this module does not know (a nested model) is
+    its model's to check."""
+    if kind.startswith("dict"):
+        if not isinstance(value, dict):
+            return f"{option} must be a table, got {value!r}"
+        inner = kind.partition(",")[2].removesuffix("]").strip()  # dict[str, tuple[str, ...]] -> tuple[str, ...]
+        problems = (check_value(declaration, inner, f"{option}.{key}", item) for key, item in value.items())
+        return next((problem for problem in problems if problem), None) if inner else None
+    if kind.startswith("tuple") and not (isinstance(value, tuple) and all(isinstance(t, str) for t in value)):
+        return f"{option} must be a list of strings, got {value!r}"
+    if kind.startswith("str") and not isinstance(value, str):
+        return f"{option} must be a string, got {value!r}"
+    texts = value if isinstance(value, tuple) else (value,)
+    wrong = next((text for text in texts if declaration.pattern and not re.fullmatch(declaration.pattern, text)), None)
+    return None if wrong is None else f"{option} {wrong!r} {declaration.pattern_why}"
 
 
 def out_of_bounds(declaration: Setting, option: str, value: float) -> str | None:

@@ -1,288 +1,140 @@
 """The cluster profile: where and how jobs run on one site. A TOML file, with a built-in default.
 
-Every key is checked: an unknown key or a bad value is refused with the key's name and what is expected,
-because a typo in a profile otherwise surfaces hours later on a compute node.
+A typed model of the same kind as the cell's configuration (bench_contract.config): every key is a field declared
+once with `setting(default, help, ...)`, with its type, its choices, bounds or pattern, and the command-line option
+that replaces it for one campaign. The tables of the file are models of their own: an [envs.<framework>] table a
+SiteEnvironment, a [systems.<name>] table a System, whose keys that replace the profile's share the profile's
+declarations. The checks come from these declarations (config.first_problem, each key named as the file spells
+it: `cpus_per_task`, `systems.a100.time_limit`), then from the few rules that tie keys together (RULES). An unknown
+key, a wrong type or a bad value is refused in one sentence before anything is written, because a typo in a
+profile otherwise surfaces hours later on a compute node. profiles/example_gpu_cluster.toml shows every key
+(tests/unit/test_readme_matches_code.py).
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
 
+from bench_contract.config import Setting, check_value, first_problem, setting
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
+from orchestrator.plan.catalog import FRAMEWORKS, MODELS
 from orchestrator.plan.script_options import owned_option
 
-# Values that go into #SBATCH lines, which sbatch reads itself: only a plain character set is accepted.
-# \Z, not $: $ also matches before a final line break, and a value with one would end its #SBATCH line early.
-SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,:@+-]+\Z")
-TIME_LIMIT = re.compile(r"^(\d{1,5}-)?\d{1,3}(:\d{2}){0,2}\Z")
+# Values that go into #SBATCH lines, which sbatch reads itself: only a plain character set is accepted (each
+# pattern must match a value whole: a value that ends in a line break would end its #SBATCH line early).
+SLURM_NAME = r"[A-Za-z0-9_.,:@+-]+"
+SLURM_NAME_WHY = "may only hold letters, digits and _.,:@+-"
+TIME_LIMIT = r"(\d{1,5}-)?\d{1,3}(:\d{2}){0,2}"  # M, M:S, H:M:S, D-H, D-H:M or D-H:M:S; at most 99999 days
+MEMORY = r"\d{1,15}[KMGT]?"
+SBATCH_OPTION = r"--[a-z][a-z-]*(=[A-Za-z0-9_.,:@+%=/-]+)?"
+XLA_FLAGS = r"--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?)*"
+MIRROR_URL = r"(https?|file)://\S+"
+ONE_LINE = r"[^\n]*"  # a shell line of the site's own, run as written
+SYSTEM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")  # it becomes part of script names, job names and specs file names
 # The profile's name goes into a "# ..." comment line of every rendered script: one line of printable characters.
 PROFILE_NAME_LENGTH = 100
 # Slurm keeps a task's CPU count in 16 bits (65534 is the largest it takes); GPUs are held to the same bound.
 MAX_PER_TASK = 65534
+PER_TASK_WHY = "the most per task that Slurm counts"
 # Slurm's MaxArraySize may not exceed 4000001, so no array holds more tasks than that.
 MAX_ARRAY_SIZE = 4000001
+ARRAY_WHY = "Slurm's largest MaxArraySize"
 JAX_RECIPES = ("cpu", "cuda12", "cuda13")
 # Signals a backend turns into a failure row that says how far it got (bench_contract.run.stop_signals.STOP_SIGNALS).
 WARNING_SIGNALS = ("TERM", "USR1", "none")
-SITE_KEYS = ("python", "setup_lines", "container", "runtime")  # the keys of an [envs.<framework>] table
 # How a container runs: Apptainer (`apptainer exec --nv IMAGE ...`) or Slurm's pyxis plugin (`srun
 # --container-image=IMAGE ...`), the two ways most sites run NGC's JAX and PyTorch images.
 CONTAINER_RUNTIMES = ("apptainer", "pyxis")
 CONTAINER_PYTHON = "python3"  # the interpreter on the image's PATH where the table names none (NGC images)
-# A system's name: it becomes part of script names, job names and specs file names.
-SYSTEM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*\Z")
-# The keys a [systems.<name>] table may set; each but constraint and expect replaces the profile's own value.
-SYSTEM_KEYS = ("partition", "constraint", "gpu_type", "gpus_per_task", "cpus_per_task", "mem", "time_limit", "expect")
-# The keys whose values go into #SBATCH lines as they are, each checked by slurm_value_problem; the command line's
-# Slurm options (OPTION_KEYS) set the same keys and are checked by the same function.
-SLURM_VALUE_KEYS = ("partition", "account", "qos", "gpu_type", "time_limit", "mem", "gpus_per_task", "cpus_per_task",
-                    "array_parallelism")
-# The default command's Slurm options and the profile key each replaces.
-OPTION_KEYS = {"--partition": "partition", "--account": "account", "--qos": "qos", "--gpus-per-task": "gpus_per_task",
-               "--time": "time_limit", "--mem": "mem", "--array-parallelism": "array_parallelism"}
 # The sbatch option each key becomes, where extra_sbatch could spell it too: an option given on the command line
 # drops that spelling, which would otherwise come later in the script and win.
 SBATCH_NAMES = {"partition": "partition", "account": "account", "qos": "qos", "gpus_per_task": "gpus-per-task",
                 "time_limit": "time", "mem": "mem"}
-XLA_FLAGS = re.compile(r"^--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?( +--[A-Za-z0-9_]+(=[A-Za-z0-9_.,:+/-]*)?)*\Z")
-
-
-@dataclass(frozen=True)
-class SiteEnvironment:
-    """An interpreter the site already has ([envs.jax] python = "/path/to/env/bin/python"), used as it is instead of
-    an environment built from the lock: a conda env, a module's Python, or frameworks installed without an index;
-    or a container image the framework runs in ([envs.jax] container = "docker://nvcr.io/nvidia/jax:25.01-py3",
-    runtime = "apptainer" or "pyxis"), whose `python` is the image's interpreter."""
-
-    python: str
-    # Shell lines run before that interpreter (module load ..., conda activate ...), after the profile's own.
-    setup_lines: tuple[str, ...] = ()
-    container: str | None = None  # an .sif file or a registry reference (docker://..., or pyxis's own form)
-    runtime: str = "apptainer"  # CONTAINER_RUNTIMES
-
-    def __post_init__(self) -> None:
-        if self.container is None and not Path(self.python).expanduser().is_absolute():
-            raise UsageError(f"profile table 'envs': python = {self.python!r} is not an absolute path to an "
-                             "interpreter such as \"/opt/conda/envs/jax/bin/python\"")
-        if self.container is not None and (not self.container.strip() or any(c.isspace() for c in self.container)):
-            raise UsageError(f"profile table 'envs': container = {self.container!r} is not an image reference")
-        if self.runtime not in CONTAINER_RUNTIMES:
-            raise UsageError(f"profile table 'envs': runtime = {self.runtime!r}; choose from: "
-                             f"{', '.join(CONTAINER_RUNTIMES)}")
-        for line in self.setup_lines:
-            if "\n" in line:
-                raise UsageError("profile table 'envs': give one shell line per setup_lines item, without newlines")
-
-    @property
-    def kind(self) -> str:
-        """What the rows say the environment was (environment_kind): "container: <image>" or "site: <python>"."""
-        return f"container: {self.container}" if self.container else f"site: {self.python}"
-
-
-@dataclass(frozen=True)
-class System:
-    """One kind of node of the site ([systems.a100] constraint = "a100"): where its jobs go and what they get, where
-    that differs from the profile's own values (None: the profile's)."""
-
-    partition: str | None = None
-    constraint: str | None = None  # rendered as --constraint=<value>
-    gpu_type: str | None = None  # typed GRES: --gres=gpu:<type>:<count>
-    gpus_per_task: int | None = None
-    cpus_per_task: int | None = None
-    mem: str | None = None
-    time_limit: str | None = None
-    # A regular expression searched in the device_model its rows record ("A100" in "NVIDIA A100-SXM4-80GB"): a
-    # row whose device does not match ran elsewhere (a constraint the site ignored), and is flagged.
-    expect: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.constraint is not None and not SLURM_NAME.match(self.constraint):
-            raise UsageError(f"constraint = {self.constraint!r} may only hold letters, digits and _.,:@+-")
-        if self.expect is not None:
-            try:
-                re.compile(self.expect)
-            except re.error as exc:
-                raise UsageError(f"expect = {self.expect!r} is not a regular expression ({exc})") from None
-
-    def overrides(self) -> dict:
-        """The profile values this system replaces (ClusterProfile checks them)."""
-        names = ("partition", "gpu_type", "gpus_per_task", "cpus_per_task", "mem", "time_limit")
-        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
-
-
 # sbatch(1), --signal: "Due to the resolution of event handling by Slurm, the signal may be sent up to 60 seconds
 # earlier than specified" (seen here: a warning asked for 30 s before a 3-minute limit came at 2 minutes).
 SIGNAL_EARLY_S = 60
 
 
-def slurm_seconds(time_limit: str) -> int:
-    """Seconds in a Slurm time limit (TIME_LIMIT): M, M:S, H:M:S, D-H, D-H:M or D-H:M:S."""
-    days, dash, clock = time_limit.rpartition("-")
-    parts = [int(p) for p in clock.split(":")]
-    if dash:  # after "D-" the fields are hours, then minutes, then seconds
-        h, m, s = (parts + [0, 0])[:3]
-    elif len(parts) == 3:
-        h, m, s = parts
-    else:  # without days: minutes, then seconds
-        h, m, s = 0, parts[0], (parts[1] if len(parts) > 1 else 0)
-    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + s
-
-
-def whole_number(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def slurm_value_problem(key: str, value: object) -> str | None:
-    """What is wrong with a value of one of SLURM_VALUE_KEYS, as words that follow the key's (or the option's) name
-    and a colon; None when it is good, or not set."""
-    if value is None:
-        return None
-    if key in ("partition", "account", "qos", "gpu_type"):
-        return None if SLURM_NAME.match(value) else f"{value!r} may only hold letters, digits and _.,:@+-"
-    if key == "time_limit":
-        return None if TIME_LIMIT.match(value) else f"{value!r} is not a Slurm time such as 00:30:00 or 1-00:00:00"
-    if key == "mem":
-        return None if re.match(r"^\d{1,15}[KMGT]?\Z", value) else f"{value!r} is not a Slurm memory size such as 16G"
-    if key == "array_parallelism":
-        if whole_number(value) and 1 <= value <= MAX_ARRAY_SIZE:
-            return None
-        return f"{value!r} is not a whole number of array tasks to run at once from 1 to {MAX_ARRAY_SIZE}"
-    if not whole_number(value) or value < 0:  # gpus_per_task, cpus_per_task
-        return f"{value!r} is not a non-negative integer"
-    if value > MAX_PER_TASK:
-        return f"{value} is more than the {MAX_PER_TASK} per task that Slurm can count"
-    return None
-
-
 @dataclass(frozen=True)
 class ClusterProfile:
-    name: str = "default"
-    partition: str | None = None  # None: the cluster's default partition
-    account: str | None = None
-    qos: str | None = None  # --qos; None: the association's default QOS
-    time_limit: str = "00:30:00"
+    """The profile's keys. `option`: the default command's option that replaces the key for one campaign."""
+
+    name: str = setting("default", "Named in a comment line of every script: one line of 1 to 100 printable "
+                                   "characters (default: the file's name).")
+    partition: str | None = setting(None, "Slurm partition (none: the cluster's default).", option="--partition",
+                                    pattern=SLURM_NAME, pattern_why=SLURM_NAME_WHY)
+    account: str | None = setting(None, "Slurm account to charge.", option="--account", pattern=SLURM_NAME,
+                                  pattern_why=SLURM_NAME_WHY)
+    qos: str | None = setting(None, "Slurm QOS (none: the association's default).", option="--qos",
+                              pattern=SLURM_NAME, pattern_why=SLURM_NAME_WHY)
+    time_limit: str = setting("00:30:00", "Time limit of each task: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S, at most "
+                                          "99999 days.", option="--time", pattern=TIME_LIMIT,
+                              pattern_why="is not a Slurm time such as 00:30:00 or 1-00:00:00")
     # The built-in default runs on CPUs; a GPU site names its GPUs and its JAX build together (jax_recipe).
-    gpus_per_task: int = 0
-    gpu_type: str | None = None  # typed GRES (--gres=gpu:a100:1) where the site names its GPU types
-    cpus_per_task: int = 2
-    mem: str | None = None  # e.g. "16G"; None: the partition's default
-    env_dir: str = ".envs"  # where the framework environments live; relative to the project root
-    jax_recipe: str = "cpu"  # which JAX build the JAX environment gets: cpu, cuda12 or cuda13
-    python: str = "python3"  # the interpreter that creates the environments
-    # Free-form shell lines run before the environment is activated (module load ..., conda ...).
-    # They are the one deliberate exception to quoting: they are the site's own shell, written by the user.
-    setup_lines: tuple[str, ...] = ()
-    extra_sbatch: tuple[str, ...] = ()  # e.g. ("--constraint=a100", "--qos=normal")
-    # Most tasks per array job, when the site wants fewer than Slurm's MaxArraySize (which is always obeyed).
-    max_array_size: int | None = None
-    # Most tasks of one array that run at once (Slurm's %N throttle on --array); None: as many as Slurm lets run.
-    array_parallelism: int | None = None
-    # Slurm signals the task this many seconds before its time limit (`--signal=B:TERM@120`); the backend
-    # then writes a failure row saying at which step it stopped, and exits. "none": no warning signal.
-    warning_signal: str = "TERM"
-    warning_seconds: int = 120
-    # `--requeue`: Slurm may put a preempted or failed-node task back in the queue (where the site allows it);
-    # false renders `--no-requeue`, and `python main.py resubmit` runs such a task again.
-    requeue: bool = False
-    # XLA flags per model ([xla_flags] table: vit_b_16 = "--xla_gpu_..."), added to XLA_FLAGS in that model's
-    # JAX cells (and recorded on their rows); some sites need one for a model on a GPU generation.
-    xla_flags: dict[str, str] = field(default_factory=dict)
-    # Where `data fetch` looks first ([data_mirrors] table: mnist = ["https://mirror.site/mnist/"]), before the
-    # published mirrors: sites mirror data sets, and compute clusters often reach only their own.
-    data_mirrors: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # Site environments per framework ([envs.jax] python = "...", setup_lines = [...]): such a framework runs that
-    # interpreter, and `envs` checks it instead of building one; its rows say "site: <python>", not "locked".
-    envs: dict[str, SiteEnvironment] = field(default_factory=dict)
-    # Kinds of nodes ([systems.<name>] tables, SYSTEM_KEYS): --systems a100,h100 runs the matrix on each; a campaign
-    # without --systems runs on default_system, or on the profile's own values where that is not set.
-    systems: dict[str, System] = field(default_factory=dict)
-    default_system: str | None = None
+    gpus_per_task: int = setting(0, "GPUs per task, as --gres=gpu:N (0: on CPUs); GPUs need a CUDA jax_recipe.",
+                                 option="--gpus-per-task", minimum=0, maximum=MAX_PER_TASK, maximum_why=PER_TASK_WHY)
+    gpu_type: str | None = setting(None, "Typed GRES (--gres=gpu:a100:1), where the site names its GPU types.",
+                                   pattern=SLURM_NAME, pattern_why=SLURM_NAME_WHY)
+    cpus_per_task: int = setting(2, "CPUs per task.", minimum=1, maximum=MAX_PER_TASK, maximum_why=PER_TASK_WHY)
+    mem: str | None = setting(None, "Memory per node, such as 16G (none: the partition's default).", option="--mem",
+                              pattern=MEMORY, pattern_why="is not a Slurm memory size such as 16G")
+    env_dir: str = setting(".envs", "Where the framework environments are built; relative to the project root.")
+    jax_recipe: str = setting("cpu", "The JAX build of the JAX environment: cpu, cuda12 or cuda13.",
+                              choices=JAX_RECIPES)
+    python: str = setting("python3", "The interpreter that creates the environments.")
+    # The one deliberate exception to quoting: the site's own shell, written by the user.
+    setup_lines: tuple[str, ...] = setting((), "Shell lines run as written before the environment is entered "
+                                               "(module load ...), one per item.", pattern=ONE_LINE,
+                                           pattern_why="is not one shell line; give one per item, without newlines")
+    extra_sbatch: tuple[str, ...] = setting((), "Further sbatch options (--mail-type=FAIL), after the script's own; "
+                                                "none that a script writes itself.", pattern=SBATCH_OPTION,
+                                            pattern_why="is not a plain sbatch option such as --qos=normal")
+    max_array_size: int | None = setting(None, "Most tasks per array job, where the site wants fewer than Slurm's "
+                                               "MaxArraySize (which is always obeyed).", minimum=1,
+                                         maximum=MAX_ARRAY_SIZE, maximum_why=ARRAY_WHY)
+    array_parallelism: int | None = setting(None, "Most tasks of an array that run at once (--array=0-K%N; none: "
+                                                  "as many as Slurm lets run).", option="--array-parallelism",
+                                            minimum=1, maximum=MAX_ARRAY_SIZE, maximum_why=ARRAY_WHY)
+    # The backend turns the signal into a failure row that says at which step it stopped, and exits.
+    warning_signal: str = setting("TERM", "The signal Slurm sends warning_seconds before the time limit "
+                                          "(--signal=B:TERM@120): TERM, USR1, or none.", choices=WARNING_SIGNALS)
+    warning_seconds: int = setting(120, "How long before the time limit the warning signal comes.", minimum=1,
+                                   maximum=65535, maximum_why="sbatch's --signal counts seconds in 16 bits")
+    # `python main.py resubmit` runs a task that Slurm did not requeue.
+    requeue: bool = setting(False, "--requeue: Slurm may put a preempted or failed-node task back in the queue "
+                                   "(false: --no-requeue).")
+    xla_flags: dict[str, str] = setting({}, "[xla_flags] table of XLA flags per model (vit_b_16 = \"--xla_...\"), "
+                                            "added to XLA_FLAGS in that model's JAX cells.", pattern=XLA_FLAGS,
+                                        pattern_why="is not a list of XLA flags such as "
+                                                    "\"--xla_gpu_enable_triton_gemm=false\" (--name or --name=value, "
+                                                    "spaces between)")
+    # Sites mirror data sets, and compute clusters often reach only their own.
+    data_mirrors: dict[str, tuple[str, ...]] = setting({}, "[data_mirrors] table of base URLs per data set (mnist = "
+                                                           "[\"https://mirror.site/mnist/\"]) that `data fetch` "
+                                                           "tries before the published mirrors.", pattern=MIRROR_URL,
+                                                       pattern_why="is not an http(s):// or file:// base URL")
+    envs: dict[str, SiteEnvironment] = setting({}, "[envs.<framework>] tables: a framework that runs an interpreter "
+                                                   "the site has, or a container, instead of one built from the lock.")
+    systems: dict[str, System] = setting({}, "[systems.<name>] tables: kinds of nodes, each run by --systems.")
+    default_system: str | None = setting(None, "The system a campaign without --systems runs on (none: the "
+                                               "profile's own values).")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not 0 < len(self.name) <= PROFILE_NAME_LENGTH \
-                or not self.name.isprintable():
-            raise UsageError(f"profile key 'name': {self.name!r} is not a profile name, which is one line of 1 to "
-                             f"{PROFILE_NAME_LENGTH} printable characters without line breaks or control characters "
-                             "(without a name key, a profile is named after its file)")
-        for key in SLURM_VALUE_KEYS:
-            problem = slurm_value_problem(key, getattr(self, key))
-            if problem:
-                raise UsageError(f"profile key {key!r}: {problem}")
-        if self.qos is not None and any(option.startswith("--qos=") for option in self.extra_sbatch):
-            raise UsageError(f"profile key 'qos': {self.qos!r} and the --qos= in extra_sbatch both name the QOS; "
-                             "keep one of them")
-        if self.max_array_size is not None and (
-                not isinstance(self.max_array_size, int) or isinstance(self.max_array_size, bool)
-                or not 1 <= self.max_array_size <= MAX_ARRAY_SIZE):
-            raise UsageError(f"profile key 'max_array_size' must be a whole number from 1 to {MAX_ARRAY_SIZE} (Slurm's "
-                             f"largest MaxArraySize), got {self.max_array_size!r}")
-        if self.cpus_per_task < 1:
-            raise UsageError("profile key 'cpus_per_task' must be at least 1")
-        if self.jax_recipe not in JAX_RECIPES:
-            raise UsageError(f"profile key 'jax_recipe': {self.jax_recipe!r} is not one of {', '.join(JAX_RECIPES)}")
-        if self.gpus_per_task and self.jax_recipe == "cpu":
-            raise UsageError(f"profile asks Slurm for {self.gpus_per_task} GPU per task (gpus_per_task) but "
-                             "jax_recipe = 'cpu' builds the CPU-only JAX, which would run on the CPU beside PyTorch on "
-                             "the GPU: set jax_recipe = 'cuda12' or 'cuda13' for GPU nodes, or gpus_per_task = 0 to "
-                             "run both frameworks on CPUs")
-        if self.warning_signal not in WARNING_SIGNALS:
-            raise UsageError(f"profile key 'warning_signal': {self.warning_signal!r} is not one of "
-                             f"{', '.join(WARNING_SIGNALS)}")
-        if not isinstance(self.warning_seconds, int) or isinstance(self.warning_seconds, bool) \
-                or not 0 < self.warning_seconds < 65536:
-            raise UsageError(f"profile key 'warning_seconds' must be a whole number of seconds from 1 to 65535, "
-                             f"got {self.warning_seconds!r}")
-        if self.warning_signal != "none" and self.time_limit and \
-                self.warning_seconds >= (limit := slurm_seconds(self.time_limit)):
-            # Slurm would send it at the task's start: every task would stop before its first step.
-            raise UsageError(f"profile key 'warning_seconds': a warning {self.warning_seconds} s before a time limit "
-                             f"of {self.time_limit} ({limit} s) would come as the task starts; make the warning shorter "
-                             "than the time limit, or warning_signal = \"none\"")
-        if not isinstance(self.requeue, bool):
-            raise UsageError(f"profile key 'requeue' must be true or false, got {self.requeue!r}")
-        for option in self.extra_sbatch:
-            if not re.match(r"^--[a-z][a-z-]*(=[A-Za-z0-9_.,:@+%=/-]+)?\Z", option):
-                raise UsageError(
-                    f"profile key 'extra_sbatch': {option!r} is not a plain sbatch option such as --qos=normal"
-                )
-            owned = owned_option(option, {key for key in ("partition", "account", "mem") if getattr(self, key)})
-            if owned:
-                raise UsageError(f"profile key 'extra_sbatch': {option!r} sets --{owned[0]}, which every script "
-                                 f"writes itself ({owned[1]}); remove it from extra_sbatch")
-        from orchestrator.plan.catalog import MODELS
+        problem = refusal(self)
+        if problem:
+            raise UsageError(problem)
 
-        for model, flags in self.xla_flags.items():
-            if model not in MODELS:
-                raise UsageError(f"profile table 'xla_flags': unknown model {model!r}; known: {', '.join(MODELS)}")
-            if not isinstance(flags, str) or not XLA_FLAGS.match(flags):
-                raise UsageError(f"profile table 'xla_flags', model {model!r}: {flags!r} is not a list of XLA flags "
-                                 "such as \"--xla_gpu_enable_triton_gemm=false\" (--name or --name=value, spaces between)")
-        from orchestrator.data.fetch import SOURCES
-
-        for name, urls in self.data_mirrors.items():
-            if name not in SOURCES:
-                raise UsageError(f"profile table 'data_mirrors': {name!r} is not a data set `data fetch` knows "
-                                 f"({', '.join(SOURCES)})")
-            for url in urls:
-                if not re.match(r"^(https?|file)://\S+\Z", url):
-                    raise UsageError(f"profile table 'data_mirrors', {name}: {url!r} is not an http(s):// or file:// "
-                                     "base URL")
-        if self.default_system is not None and self.default_system not in self.systems:
-            raise UsageError(f"profile key 'default_system': {self.default_system!r} is not a [systems.<name>] table "
-                             f"of the profile; its systems: {', '.join(self.systems) or 'none'}")
-        for line in self.setup_lines:
-            if "\n" in line:
-                raise UsageError("profile key 'setup_lines': give one shell line per list item, without newlines")
-        from orchestrator.plan.catalog import FRAMEWORKS
-
-        for framework in self.envs:
-            if framework not in FRAMEWORKS:
-                raise UsageError(f"profile table 'envs': {framework!r} is not a framework; known: "
-                                 f"{', '.join(FRAMEWORKS)}")
+    @classmethod
+    def from_dict(cls, data: dict) -> ClusterProfile:
+        """A profile from its keys as TOML (or the manifest's record of it, asdict) holds them: lists and tables
+        made the fields' types, then checked."""
+        return from_table(cls, data, "")
 
     def earliest_warning_s(self) -> int:
         """How long before the time limit Slurm may send the warning signal at the earliest (0 without one)."""
@@ -310,7 +162,7 @@ class ClusterProfile:
 
     def for_system(self, name: str) -> ClusterProfile:
         """The profile as one system's jobs get it: its values in place of the profile's, its constraint added to
-        the sbatch options. Checked again, so a system whose values do not fit together is refused by name."""
+        the sbatch options. Checked again, so a system whose values do not fit the profile's is refused by name."""
         if not name:
             return self
         system = self.systems[name]
@@ -318,23 +170,23 @@ class ClusterProfile:
         try:
             return replace(self, **system.overrides(), extra_sbatch=extra, systems={}, default_system=None)
         except UsageError as exc:
-            raise UsageError(f"profile table 'systems.{name}': {exc}") from None
+            raise UsageError(f"systems.{name} does not fit the profile's other keys: {exc}") from None
 
     def with_options(self, options: dict[str, object]) -> ClusterProfile:
         """The profile with the command line's Slurm options (OPTION_KEYS; None: not given) in place of its own and
         its systems' values, and without extra_sbatch's spelling of the same sbatch option. Each value is checked
-        as its profile key is, the message naming the option."""
+        by its key's declaration, the sentence naming the option."""
         given = {OPTION_KEYS[option]: value for option, value in options.items() if value is not None}
-        if not given:
-            return self
-        for option, value in options.items():
-            problem = slurm_value_problem(OPTION_KEYS[option], value)
+        for option, key in OPTION_KEYS.items():
+            problem = check_value(DECLARED[key], TYPES[key], option, given[key]) if key in given else None
             if problem:
-                raise UsageError(f"{option}: {problem}")
+                raise UsageError(problem)
         if given.get("gpus_per_task") and self.jax_recipe == "cpu":
             raise UsageError(f"--gpus-per-task {given['gpus_per_task']} asks Slurm for GPUs, but profile {self.name!r} "
                              "has jax_recipe = 'cpu', the CPU-only JAX, which would run on the CPU beside PyTorch on "
                              "the GPU: give a --profile with jax_recipe = 'cuda12' or 'cuda13'")
+        if not given:
+            return self
         dropped = tuple(f"--{SBATCH_NAMES[key]}" for key in given if key in SBATCH_NAMES)
         extra = tuple(option for option in self.extra_sbatch if option.partition("=")[0] not in dropped)
         systems = {name: replace(system, **{key: None for key in given if key in system.overrides()})
@@ -359,32 +211,244 @@ class ClusterProfile:
         return (base if base.is_absolute() else PROJECT_ROOT / base) / framework
 
 
-def site_environments(table: object) -> dict[str, SiteEnvironment]:
-    """The [envs] table: one [envs.<framework>] table each, with python (required without a container),
-    setup_lines, and container with its runtime."""
-    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
-        raise UsageError("profile key 'envs' must hold one table per framework, such as [envs.jax] python = \"...\"")
-    environments = {}
-    for framework, keys in table.items():
-        unknown = sorted(set(keys) - set(SITE_KEYS))
-        if unknown:
-            raise UsageError(f"profile table 'envs.{framework}' has unknown keys {', '.join(unknown)}; known keys: "
-                             f"{', '.join(SITE_KEYS)}")
-        container = keys.get("container")
-        python = keys.get("python", CONTAINER_PYTHON if container is not None else None)
-        if not isinstance(python, str):
-            raise UsageError(f"profile table 'envs.{framework}' needs python = \"/path/to/bin/python\", the "
-                             "interpreter that has the framework, or container = \"<image>\"")
-        for key in ("container", "runtime"):
-            if key in keys and not isinstance(keys[key], str):
-                raise UsageError(f"profile table 'envs.{framework}': {key} must be a string, got {keys[key]!r}")
-        if "runtime" in keys and container is None:
-            raise UsageError(f"profile table 'envs.{framework}': runtime goes with container = \"<image>\"")
-        lines = keys.get("setup_lines", [])
-        if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
-            raise UsageError(f"profile table 'envs.{framework}': setup_lines must be a list of strings")
-        environments[framework] = SiteEnvironment(python, tuple(lines), container, keys.get("runtime", "apptainer"))
-    return environments
+DECLARED: dict[str, Setting] = {f.name: f.metadata["setting"] for f in fields(ClusterProfile)}
+TYPES: dict[str, str] = {f.name: str(f.type) for f in fields(ClusterProfile)}
+# The default command's Slurm options and the profile key each replaces.
+OPTION_KEYS: dict[str, str] = {declared.option: name for name, declared in DECLARED.items() if declared.option}
+
+
+def as_in_the_profile(key: str) -> Any:
+    """A [systems.<name>] key that replaces the profile's key of that name: the same declaration; None (the default)
+    keeps the profile's value."""
+    return field(default=None, metadata={"setting": DECLARED[key]})
+
+
+@dataclass(frozen=True)
+class SiteEnvironment:
+    """An interpreter the site already has ([envs.jax] python = "/path/to/env/bin/python"), used as it is instead of
+    an environment built from the lock: a conda env, a module's Python, or frameworks installed without an index;
+    or a container image the framework runs in ([envs.jax] container = "docker://nvcr.io/nvidia/jax:25.01-py3",
+    runtime = "apptainer" or "pyxis"), whose `python` is the image's interpreter."""
+
+    python: str | None = setting(None, "The interpreter that has the framework: an absolute path; in a container, "
+                                       "the image's (default python3).")
+    setup_lines: tuple[str, ...] = setting((), "Shell lines run before that interpreter, after the profile's own "
+                                               "(module load ..., conda activate ...).", pattern=ONE_LINE,
+                                           pattern_why="is not one shell line; give one per item, without newlines")
+    container: str | None = setting(None, "An image the framework runs in: an .sif file or a registry reference "
+                                          "(docker://...).", pattern=r"\S+", pattern_why="is not an image reference")
+    runtime: str | None = setting(None, "How the container runs: apptainer (the default) or pyxis.",
+                                  choices=CONTAINER_RUNTIMES)
+
+    def __post_init__(self) -> None:
+        if self.container is not None:  # an image's own interpreter and the usual runtime, unless the table says
+            object.__setattr__(self, "python", CONTAINER_PYTHON if self.python is None else self.python)
+            object.__setattr__(self, "runtime", CONTAINER_RUNTIMES[0] if self.runtime is None else self.runtime)
+
+    @property
+    def kind(self) -> str:
+        """What the rows say the environment was (environment_kind): "container: <image>" or "site: <python>"."""
+        return f"container: {self.container}" if self.container else f"site: {self.python}"
+
+
+@dataclass(frozen=True)
+class System:
+    """One kind of node of the site ([systems.a100] constraint = "a100"): where its jobs go and what they get, where
+    that differs from the profile's own values (None: the profile's)."""
+
+    partition: str | None = as_in_the_profile("partition")
+    constraint: str | None = setting(None, "--constraint=<value>, after the profile's extra_sbatch.",
+                                     pattern=SLURM_NAME, pattern_why=SLURM_NAME_WHY)
+    gpu_type: str | None = as_in_the_profile("gpu_type")
+    gpus_per_task: int | None = as_in_the_profile("gpus_per_task")
+    cpus_per_task: int | None = as_in_the_profile("cpus_per_task")
+    mem: str | None = as_in_the_profile("mem")
+    time_limit: str | None = as_in_the_profile("time_limit")
+    # A row whose device does not match ran elsewhere (a constraint the site ignored), and is flagged.
+    expect: str | None = setting(None, "A regular expression searched in the device_model its rows record (A100 "
+                                       "in NVIDIA A100-SXM4-80GB).")
+
+    def overrides(self) -> dict:
+        """The profile values this system replaces: its keys that are the profile's too, where set."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name in DECLARED and getattr(self, f.name) is not None}
+
+
+# The keys of an [envs.<framework>] and of a [systems.<name>] table.
+SITE_KEYS = tuple(f.name for f in fields(SiteEnvironment))
+SYSTEM_KEYS = tuple(f.name for f in fields(System))
+
+
+def refusal(profile: ClusterProfile) -> str | None:
+    """The first thing a profile's declarations or rules refuse, in one sentence: its own values, then each of its
+    tables' (a key named as TOML spells it from the top: systems.a100.time_limit), then the rules that tie keys
+    together."""
+    problem = first_problem(profile, lambda key: key)
+    if problem:
+        return problem
+    tables = [*((f"envs.{name}", site, SiteEnvironment, SITE_RULES) for name, site in profile.envs.items()),
+              *((f"systems.{name}", system, System, SYSTEM_RULES) for name, system in profile.systems.items())]
+    for where, table, model, rules in tables:
+        if not isinstance(table, model):
+            return f"{where} must be a table, got {table!r}"
+        problem = first_problem(table, lambda key: f"{where}.{key}") or first(rule(table, where) for rule in rules)
+        if problem:
+            return problem
+    return first(rule(profile) for rule in RULES)
+
+
+def first(problems: Any) -> str | None:
+    return next((problem for problem in problems if problem), None)
+
+
+# The rules of an [envs.<framework>] table, then of a [systems.<name>] table: each returns why the table cannot
+# be, or None.
+def python_or_a_container(site: SiteEnvironment, where: str) -> str | None:
+    if site.container is None and site.python is None:
+        return (f"[{where}] needs python = \"/path/to/bin/python\", the interpreter that has the framework, or "
+                "container = \"<image>\"")
+    if site.container is None and not Path(site.python).expanduser().is_absolute():
+        return (f"{where}.python {site.python!r} is not an absolute path to an interpreter such as "
+                "\"/opt/conda/envs/jax/bin/python\"")
+    return None
+
+
+def runtime_goes_with_a_container(site: SiteEnvironment, where: str) -> str | None:
+    return f"{where}.runtime goes with container = \"<image>\"" if site.runtime and not site.container else None
+
+
+def expect_is_a_regular_expression(system: System, where: str) -> str | None:
+    try:
+        re.compile(system.expect or "")
+    except re.error as exc:
+        return f"{where}.expect {system.expect!r} is not a regular expression ({exc})"
+    return None
+
+
+SITE_RULES = (python_or_a_container, runtime_goes_with_a_container)
+SYSTEM_RULES = (expect_is_a_regular_expression,)
+
+
+# The rules of the profile, in the order they are checked: each returns why the profile cannot be, or None.
+def name_is_one_printable_line(profile: ClusterProfile) -> str | None:
+    if 0 < len(profile.name) <= PROFILE_NAME_LENGTH and profile.name.isprintable():
+        return None
+    return (f"name {profile.name!r} is not a profile name, which is one line of 1 to {PROFILE_NAME_LENGTH} "
+            "printable characters without line breaks or control characters (without a name key, a profile is "
+            "named after its file)")
+
+
+def qos_named_once(profile: ClusterProfile) -> str | None:
+    if profile.qos is not None and any(option.startswith("--qos=") for option in profile.extra_sbatch):
+        return f"qos {profile.qos!r} and the --qos= in extra_sbatch both name the QOS; keep one of them"
+    return None
+
+
+def gpus_need_a_cuda_jax(profile: ClusterProfile) -> str | None:
+    if profile.gpus_per_task and profile.jax_recipe == "cpu":
+        return (f"gpus_per_task = {profile.gpus_per_task} asks Slurm for GPUs, but jax_recipe = 'cpu' builds the "
+                "CPU-only JAX, which would run on the CPU beside PyTorch on the GPU: set jax_recipe = 'cuda12' or "
+                "'cuda13' for GPU nodes, or gpus_per_task = 0 to run both frameworks on CPUs")
+    return None
+
+
+def warning_before_the_time_limit(profile: ClusterProfile) -> str | None:
+    limit = slurm_seconds(profile.time_limit)
+    if profile.warning_signal != "none" and profile.warning_seconds >= limit:
+        # Slurm would send it at the task's start: every task would stop before its first step.
+        return (f"warning_seconds = {profile.warning_seconds}: a warning {profile.warning_seconds} s before a time "
+                f"limit of {profile.time_limit} ({limit} s) would come as the task starts; make the warning shorter "
+                "than the time limit, or warning_signal = \"none\"")
+    return None
+
+
+def extra_sbatch_leaves_the_scripts_options(profile: ClusterProfile) -> str | None:
+    set_keys = {key for key in ("partition", "account", "mem") if getattr(profile, key)}
+    for option in profile.extra_sbatch:
+        owned = owned_option(option, set_keys)
+        if owned:
+            return (f"extra_sbatch {option!r} sets --{owned[0]}, which every script writes itself ({owned[1]}); "
+                    "remove it from extra_sbatch")
+    return None
+
+
+def tables_name_what_exists(profile: ClusterProfile) -> str | None:
+    """Each table's keys name a model, a data set `data fetch` knows, a framework, or a system as names go."""
+    from orchestrator.data.fetch import SOURCES  # here: it imports numpy, which a plan's profile does not need
+
+    for where, names, what, known in (("xla_flags", profile.xla_flags, "a model", MODELS),
+                                      ("data_mirrors", profile.data_mirrors, "a data set `data fetch` knows", SOURCES),
+                                      ("envs", profile.envs, "a framework", FRAMEWORKS)):
+        unknown = next((name for name in names if name not in known), None)
+        if unknown is not None:
+            return f"{where}.{unknown}: {unknown!r} is not {what}; known: {', '.join(known)}"
+    wrong = next((name for name in profile.systems if not SYSTEM_NAME.fullmatch(name)), None)
+    if wrong is not None:
+        return f"[systems.{wrong}]: a system's name may only hold lower-case letters, digits, _ and -"
+    return None
+
+
+def default_system_is_a_system(profile: ClusterProfile) -> str | None:
+    if profile.default_system is not None and profile.default_system not in profile.systems:
+        return (f"default_system {profile.default_system!r} is not a [systems.<name>] table of the profile; its "
+                f"systems: {', '.join(profile.systems) or 'none'}")
+    return None
+
+
+def systems_fit_the_profile(profile: ClusterProfile) -> str | None:
+    """Each system's values with the profile's others, checked as one profile (a GPU count with the CPU JAX)."""
+    for name in profile.systems:
+        try:
+            profile.for_system(name)
+        except UsageError as exc:
+            return str(exc)
+    return None
+
+
+RULES: tuple[Callable[[ClusterProfile], str | None], ...] = (
+    name_is_one_printable_line, qos_named_once, gpus_need_a_cuda_jax, warning_before_the_time_limit,
+    extra_sbatch_leaves_the_scripts_options, tables_name_what_exists, default_system_is_a_system,
+    systems_fit_the_profile)
+
+
+def slurm_seconds(time_limit: str) -> int:
+    """Seconds in a Slurm time limit (TIME_LIMIT): M, M:S, H:M:S, D-H, D-H:M or D-H:M:S."""
+    days, dash, clock = time_limit.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if dash:  # after "D-" the fields are hours, then minutes, then seconds
+        h, m, s = (parts + [0, 0])[:3]
+    elif len(parts) == 3:
+        h, m, s = parts
+    else:  # without days: minutes, then seconds
+        h, m, s = 0, parts[0], (parts[1] if len(parts) > 1 else 0)
+    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + s
+
+
+def from_table(model: type, table: object, where: str) -> Any:
+    """One table of the profile as its model: the file's top (where ""), or one of its tables ("systems.a100").
+    An unknown key is refused with the known ones; lists become tuples and tables of tables their models, as the
+    fields' types say; the values are the model's to check."""
+    if not isinstance(table, dict):
+        return table  # not a table: the model that holds it refuses it by name
+    def spelled(key: str) -> str:
+        return f"{where}.{key}" if where else key
+
+    known = [f.name for f in fields(model)]
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise UsageError(f"unknown keys {', '.join(map(spelled, unknown))}; known keys"
+                         f"{f' of [{where}]' if where else ''}: {', '.join(known)}")
+    types = get_type_hints(model)
+    return model(**{key: as_typed(types[key], value, spelled(key)) for key, value in table.items()})
+
+
+def as_typed(kind: Any, value: object, where: str) -> object:
+    """A TOML value as the field's type holds it: a list as a tuple, a table of tables as their models."""
+    if get_origin(kind) is tuple and isinstance(value, list):
+        return tuple(value)
+    if get_origin(kind) is dict and isinstance(value, dict):
+        return {key: as_typed(get_args(kind)[1], item, f"{where}.{key}") for key, item in value.items()}
+    return from_table(kind, value, where) if is_dataclass(kind) else value
 
 
 def expected_devices(recorded: dict) -> dict[str, str]:
@@ -396,31 +460,6 @@ def expected_devices(recorded: dict) -> dict[str, str]:
 def device_matches(pattern: str, device_model: str | None) -> bool:
     """Whether a row's device_model is what its system expects (the pattern is searched, not anchored)."""
     return re.search(pattern, device_model or "") is not None
-
-
-def system_tables(table: object) -> dict[str, System]:
-    """The [systems] table: one [systems.<name>] table each, with SYSTEM_KEYS."""
-    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
-        raise UsageError("profile key 'systems' must hold one table per system, such as [systems.a100] "
-                         "constraint = \"a100\"")
-    systems = {}
-    for name, keys in table.items():
-        where = f"profile table 'systems.{name}'"
-        if not SYSTEM_NAME.match(name):
-            raise UsageError(f"{where}: a system's name may only hold lower-case letters, digits, _ and -")
-        unknown = sorted(set(keys) - set(SYSTEM_KEYS))
-        if unknown:
-            raise UsageError(f"{where} has unknown keys {', '.join(unknown)}; known keys: {', '.join(SYSTEM_KEYS)}")
-        for key, value in keys.items():
-            wanted = int if key in ("gpus_per_task", "cpus_per_task") else str
-            if not isinstance(value, wanted) or isinstance(value, bool):
-                kind = "an integer" if wanted is int else "a string"
-                raise UsageError(f"{where}: {key} must be {kind}, got {value!r}")
-        try:
-            systems[name] = System(**keys)
-        except UsageError as exc:
-            raise UsageError(f"{where}: {exc}") from None
-    return systems
 
 
 def parse_toml(path: Path) -> dict:
@@ -442,43 +481,13 @@ def parse_toml(path: Path) -> dict:
 
 
 def load_profile(path: str | Path | None) -> ClusterProfile:
+    """The profile in the TOML file at `path` (named after the file unless it has a name key), or the built-in
+    one; whatever it refuses is one sentence that names the file and the key."""
     if path is None:
         return ClusterProfile()
     path = Path(path)
     data = parse_toml(path)
-    known = {f.name: f for f in fields(ClusterProfile)}
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise UsageError(f"cluster profile {path} has unknown keys {', '.join(unknown)}; known keys: {', '.join(known)}")
-    values = {}
-    for key, value in data.items():
-        if key in ("setup_lines", "extra_sbatch"):
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise UsageError(f"profile key {key!r} must be a list of strings")
-            value = tuple(value)
-        elif key == "xla_flags":
-            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-                raise UsageError("profile key 'xla_flags' must be a table of model = \"flags\" strings")
-        elif key == "data_mirrors":
-            if not isinstance(value, dict) or not all(
-                    isinstance(v, list) and all(isinstance(u, str) for u in v) for v in value.values()):
-                raise UsageError("profile key 'data_mirrors' must be a table of data set = [\"base URL\", ...] lists")
-            value = {name: tuple(urls) for name, urls in value.items()}
-        elif key == "envs":
-            value = site_environments(value)
-        elif key == "systems":
-            value = system_tables(value)
-        elif key in ("gpus_per_task", "cpus_per_task", "max_array_size", "array_parallelism", "warning_seconds"):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise UsageError(f"profile key {key!r} must be an integer, got {value!r}")
-        elif key == "requeue":
-            if not isinstance(value, bool):
-                raise UsageError(f"profile key 'requeue' must be true or false, got {value!r}")
-        elif not isinstance(value, str):
-            raise UsageError(f"profile key {key!r} must be a string, got {value!r}")
-        values[key] = value
-    values.setdefault("name", path.stem)
-    profile = ClusterProfile(**values)
-    for name in profile.systems:  # each system's values checked with the profile's, before anything is planned
-        profile.for_system(name)
-    return profile
+    try:
+        return ClusterProfile.from_dict({"name": path.stem, **data})
+    except UsageError as exc:
+        raise UsageError(f"cluster profile {path}: {exc}") from None

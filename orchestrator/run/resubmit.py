@@ -21,7 +21,7 @@ from pathlib import Path
 from bench_contract.atomic import flush_to_disk
 from orchestrator.errors import OrchestratorError
 from orchestrator.plan import campaign as campaigns
-from orchestrator.plan.profile import ClusterProfile, System
+from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.settings import check_output_folder
 from orchestrator.run.executors import EXECUTORS, Executor, ScriptJob, Submission, Submitting, executor
 from orchestrator.run.executors.base import failure_lines
@@ -88,11 +88,8 @@ def move_aside(cells: list[CellStatus], report: Callable[[str], None] = print) -
 
 
 def profile_of(manifest: dict) -> ClusterProfile:
-    values = dict(manifest["profile"])
-    for key in ("setup_lines", "extra_sbatch"):
-        values[key] = tuple(values.get(key, ()))
-    values["systems"] = {name: System(**system) for name, system in values.get("systems", {}).items()}
-    return ClusterProfile(**values)
+    """The profile the campaign's jobs got, from the manifest's record of it (its lists and tables typed again)."""
+    return ClusterProfile.from_dict(manifest["profile"])
 
 
 def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool = False, wait: bool = False,

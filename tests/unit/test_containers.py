@@ -6,6 +6,7 @@ runs a campaign through it in tests/integration/test_containers_on_slurm.py."""
 
 import hashlib
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from fake_container import fake_apptainer
 from helpers import REPO_ROOT, run_cli
 
 from orchestrator.errors import UsageError
-from orchestrator.plan.profile import SiteEnvironment, site_environments
+from orchestrator.plan.profile import ClusterProfile, SiteEnvironment
 
 IMAGE = "docker://nvcr.io/nvidia/jax:25.01-py3"
 PYXIS_IMAGE = "nvcr.io#nvidia/jax:25.01-py3"  # what pyxis is given for IMAGE
@@ -22,15 +23,16 @@ IMAGE_BYTES = b"an image pulled once"  # the .sif's content, whose sha256 the ro
 
 
 def test_a_container_table_needs_no_python_and_refuses_what_does_not_fit():
-    found = site_environments({"jax": {"container": IMAGE}})["jax"]
+    found = ClusterProfile.from_dict({"envs": {"jax": {"container": IMAGE}}}).envs["jax"]
     assert (found.python, found.container, found.runtime, found.kind) == ("python3", IMAGE, "apptainer",
                                                                           f"container: {IMAGE}")
-    for table, message in [({"container": IMAGE, "runtime": "docker"}, "runtime = 'docker'; choose from"),
-                           ({"python": "/usr/bin/python3", "runtime": "pyxis"}, "runtime goes with container"),
-                           ({"container": "two words"}, "is not an image reference"),
-                           ({"container": 3}, "container must be a string")]:
-        with pytest.raises(UsageError, match=message):
-            site_environments({"jax": table})
+    for table, message in [({"container": IMAGE, "runtime": "docker"}, "unknown envs.jax.runtime 'docker'; choose "
+                                                                       "from: apptainer, pyxis"),
+                           ({"python": "/usr/bin/python3", "runtime": "pyxis"}, "envs.jax.runtime goes with container"),
+                           ({"container": "two words"}, "envs.jax.container 'two words' is not an image reference"),
+                           ({"container": 3}, "envs.jax.container must be a string, got 3")]:
+        with pytest.raises(UsageError, match=re.escape(message)):
+            ClusterProfile.from_dict({"envs": {"jax": table}})
 
 
 def sif(tmp_path: Path) -> Path:

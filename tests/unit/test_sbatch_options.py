@@ -87,20 +87,21 @@ def test_an_option_also_replaces_a_systems_value_and_the_same_option_in_extra_sb
 
 
 @pytest.mark.parametrize("option, value, words", [
-    ("--time", "25:99:99x", "is not a Slurm time"),
-    ("--mem", "lots", "is not a Slurm memory size"),
-    ("--array-parallelism", "0", "is not a whole number of array tasks"),
-    ("--partition", "gpu; rm -rf ~", "may only hold letters"),
-    ("--account", "a\nb", "may only hold letters"),
-    ("--qos", "hi gh", "may only hold letters"),
-    ("--gpus-per-task", "70000", "per task that Slurm can count"),
+    ("--time", "25:99:99x", "'25:99:99x' is not a Slurm time"),
+    ("--mem", "lots", "'lots' is not a Slurm memory size"),
+    ("--array-parallelism", "0", "must be at least 1, got 0"),
+    ("--array-parallelism", "4000002", "must be at most 4000001 (Slurm's largest MaxArraySize), got 4000002"),
+    ("--partition", "gpu; rm -rf ~", "'gpu; rm -rf ~' may only hold letters"),
+    ("--account", "a\nb", "'a\\nb' may only hold letters"),
+    ("--qos", "hi gh", "'hi gh' may only hold letters"),
+    ("--gpus-per-task", "70000", "must be at most 65534 (the most per task that Slurm counts), got 70000"),
 ])
 def test_a_bad_value_is_refused_in_one_sentence_like_the_profile_key(tmp_path, cluster, option, value, words):
     env, calls, profile = cluster
     proc = plan(tmp_path, env, profile, option, value)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {option}: ") and words in lines[0], proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"error: {option} {words}"), proc.stderr
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists() and not calls.exists()
 
 

@@ -17,13 +17,13 @@ from orchestrator.plan.render import render_collect, render_scripts, sbatch_dire
 def test_a_profile_name_that_is_not_one_printable_line_is_refused_at_load(tmp_path, name):
     escaped = name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r") \
         .replace("\x1b", "\\u001b")
-    with pytest.raises(UsageError, match="profile key 'name'"):
+    with pytest.raises(UsageError, match="site.toml: name '.* is not a profile name, which is one line"):
         load_profile(profile_file(tmp_path, f'name = "{escaped}"\n'))
 
 
 def test_a_profile_name_with_a_line_break_stops_the_campaign_before_anything_is_written(tmp_path):
     path = profile_file(tmp_path, 'name = "site\\necho owned"\nsetup_lines = ["true"]\n')
-    refused_before_writing(tmp_path, dry_run(tmp_path, "--profile", str(path)), "'name'", "echo owned")
+    refused_before_writing(tmp_path, dry_run(tmp_path, "--profile", str(path)), "name 'site", "echo owned")
 
 
 def test_an_ordinary_profile_name_still_loads_and_lands_in_its_comment(tmp_path):

@@ -98,12 +98,15 @@ def test_typed_gres_names_the_gpu_type(tmp_path):
 
 @pytest.mark.parametrize("toml, message", [
     ('[systems.a100]\nconstraint = "a100"\n', "--systems: v100 is not a system of profile 'p'; its systems: a100"),
-    ('[systems.v100]\ntime_limit = "soon"\n', "profile table 'systems.v100': profile key 'time_limit': 'soon' is not"),
-    ('[systems.v100]\ngpus_per_task = 2\n', "profile table 'systems.v100': profile asks Slurm for 2 GPU per task"),
-    ('[systems.v100]\nconstrain = "v100"\n', "profile table 'systems.v100' has unknown keys constrain; known keys:"),
-    ('[systems.v100]\nexpect = "V100("\n', "profile table 'systems.v100': expect = 'V100(' is not a regular"),
-    ('[systems.v100]\nconstraint = "v 100"\n', "profile table 'systems.v100': constraint = 'v 100' may only hold"),
-    ('default_system = "a100"\n[systems.v100]\n', "profile key 'default_system': 'a100' is not a [systems.<name>]"),
+    ('[systems.v100]\ntime_limit = "soon"\n', "p.toml: systems.v100.time_limit 'soon' is not a Slurm time"),
+    ('[systems.v100]\ngpus_per_task = 2\n', "p.toml: systems.v100 does not fit the profile's other keys: "
+                                            "gpus_per_task = 2 asks Slurm for GPUs, but jax_recipe = 'cpu'"),
+    ('[systems.v100]\nconstrain = "v100"\n', "p.toml: unknown keys systems.v100.constrain; known keys of "
+                                             "[systems.v100]: partition, constraint,"),
+    ('[systems.v100]\nexpect = "V100("\n', "p.toml: systems.v100.expect 'V100(' is not a regular expression"),
+    ('[systems.v100]\nconstraint = "v 100"\n', "p.toml: systems.v100.constraint 'v 100' may only hold"),
+    ('[systems.V100]\nexpect = "V100"\n', "p.toml: [systems.V100]: a system's name may only hold lower-case"),
+    ('default_system = "a100"\n[systems.v100]\n', "p.toml: default_system 'a100' is not a [systems.<name>] table"),
 ])
 def test_an_unknown_or_invalid_system_is_refused_at_plan_time_and_nothing_is_written(tmp_path, toml, message):
     path = tmp_path / "p.toml"
