@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench_contract.use_cases import PER_SAMPLE_USE_CASES  # the DP-SGD settings' readers, from the use cases
+
 # The panels of the command line's help, one per kind of option (orchestrator.cli).
 MATRIX = "Matrix: what runs (each axis a comma-separated list, or repeat the option)"
 TRAINING = "Training"
@@ -49,9 +51,6 @@ DP_ENGINES = ("torchfunc", "opacus")
 # the parameters once a step for the forward and backward passes and reduce-scatters the gradients to the shards
 # (PyTorch's FSDP2 fully_shard, JAX's shard_map step: jax_backend.parallel).
 PARALLELISMS = ("ddp", "fsdp")
-DATA_PARALLEL_USE_CASES = (2, 4)  # several processes, one per device, each on its shard of the global batch
-PER_SAMPLE_USE_CASES = (3, 4)  # DP-SGD: per-example gradients, clipped, summed, noised
-INFERENCE_USE_CASE = 5
 # `--trials auto`: a paired job runs this many trials before Stein's rule says how many the pair needs in all
 # (bench_contract.sequential; with fewer, the rule's t quantile grows fast: 4.30 at 3 trials against 2.78 at 5).
 FIRST_STAGE = 5

@@ -18,24 +18,30 @@ from typing import Any
 from bench_contract import SCHEMA_VERSION
 from bench_contract.atomic import publish
 from bench_contract.config import (  # noqa: F401  (the configuration's vocabulary, read through the spec by many)
-    DATA_PARALLEL_USE_CASES,
     DATA_SOURCES,
     DEVICES,
     DP_ENGINES,
     DP_SGD_ONLY,
     FIRST_STAGE,
-    INFERENCE_USE_CASE,
     LR_SCHEDULES,
     MEASURED,
     OPTIMIZERS,
     PARALLELISMS,
-    PER_SAMPLE_USE_CASES,
     SAMPLINGS,
     SETTINGS,
     TORCH_COMPILE_MODES,
     VARIANTS,
     CellConfig,
     ConfigError,
+)
+from bench_contract.model_registry import MODELS, names
+from bench_contract.use_cases import (  # noqa: F401  (the use cases' numbers, read through the spec by many)
+    DATA_PARALLEL_USE_CASES,
+    INFERENCE_USE_CASE,
+    PER_SAMPLE_USE_CASES,
+    SHARDED_USE_CASES,
+    USE_CASES,
+    UseCase,
 )
 
 FRAMEWORK_TITLES = {"jax": "JAX", "torch": "PyTorch"}  # the frameworks, as every table and sentence names them
@@ -44,35 +50,26 @@ CLIP_EPSILON = 1e-6
 DEFAULT_DP_ENGINE = "torchfunc"
 DEFAULT_PARALLELISM = "ddp"
 SHARDED_PARALLELISM = "fsdp"
-SHARDED_USE_CASES = (2,)
-SHARDED_MODELS = ("gpt",)  # the models fsdp is implemented and tested for in both backends
 JAX_DP_ENGINE = "vmap"
-# Opacus's grad_sample_mode per model it runs: expanded weights (ew, the faster of the two where both run: 12 against
-# 17 ms for the tiny CNN at batch 64 here), else hooks. The ResNets' in-place residual add breaks the hooks; the ViT's
-# class token (expand) breaks expanded weights; the text transformer and the GCN run in neither (docs/measurement.md).
 # The precision policies whose training computes in a narrower dtype than its float32 master parameters.
 MIXED = ("bf16", "fp16")
-OPACUS_GRAD_SAMPLE_MODES = {"mlp": "ew", "cnn": "ew", "resnet18_gn": "ew", "resnet50_gn": "ew", "vit_b_16": "hooks"}
-# Under mixed precision (bf16) Opacus runs hooks: its expanded weights multiply, in their backward (which autocast does
-# not reach), the bfloat16 gradient by the float32 weight, and fail ("expected m1 and m2 to have the same dtype").
-# The ResNets' in-place operations break the hooks, so Opacus runs bf16 on these models only.
-OPACUS_MIXED_PRECISION_MODELS = ("mlp", "cnn", "vit_b_16")
 
 
 def opacus_grad_sample_mode(model: str, precision: str) -> str | None:
-    """The grad_sample_mode Opacus runs `model` in at `precision`; None where it runs it in neither."""
-    if precision in MIXED:
-        return "hooks" if model in OPACUS_MIXED_PRECISION_MODELS else None
-    return OPACUS_GRAD_SAMPLE_MODES.get(model)
+    """The grad_sample_mode Opacus runs `model` in at `precision` (its declaration's, bench_contract.model_registry);
+    None where it runs it in neither."""
+    declared = MODELS.get(model)
+    return declared.opacus_mode(precision in MIXED) if declared else None
 
 
 def sharding_refusal(use_case: int, model: str) -> str | None:
     """Why `--parallelism fsdp` cannot run `model` in `use_case`, in words; None where it can."""
-    if use_case not in SHARDED_USE_CASES:
+    case, declared = USE_CASES.get(use_case), MODELS.get(model)
+    if not (case and case.shards_state):
         return (f"sharded state is for data-parallel training (use case {' and '.join(map(str, SHARDED_USE_CASES))}), "
                 f"not use case {use_case}")
-    if model not in SHARDED_MODELS:
-        return f"sharded state is implemented for {', '.join(SHARDED_MODELS)}, not {model}"
+    if not (declared and declared.shardable):
+        return f"sharded state is implemented for {names(m for m in MODELS.values() if m.shardable)}, not {model}"
     return None
 
 
@@ -80,11 +77,11 @@ def opacus_refusal(model: str, precision: str) -> str | None:
     """Why Opacus cannot run `model` at `precision`, in words; None where it can."""
     if opacus_grad_sample_mode(model, precision) is not None:
         return None
-    if model in OPACUS_GRAD_SAMPLE_MODES:
-        return (f"Opacus runs {precision} on {', '.join(OPACUS_MIXED_PRECISION_MODELS)} only ({model}'s in-place "
-                "operations break its hooks, and its expanded weights fail under autocast)")
+    if (declared := MODELS.get(model)) and declared.opacus:  # in float32 only: the precision is the reason
+        return (f"Opacus runs {precision} on {names(m for m in MODELS.values() if m.opacus_mode(mixed=True))} only "
+                f"({model}'s in-place operations break its hooks, and its expanded weights fail under autocast)")
     return (f"{model} runs in neither of its modes (hooks, expanded weights): Opacus runs "
-            f"{', '.join(OPACUS_GRAD_SAMPLE_MODES)}")
+            f"{names(m for m in MODELS.values() if m.opacus)}")
 # The order in which a paired job runs the two frameworks within its even trials; odd trials run them the other way
 # round (pair_order), so that an effect of the position within a pair (a warmer CPU, caches, turbo) falls on both
 # frameworks alike instead of being counted as one's, and the verdict can test for it (orchestrator.results.verdict).
@@ -165,10 +162,15 @@ class JobSpec(CellConfig):
             if problem:
                 raise SpecError(problem)
 
+    @property
+    def case(self) -> UseCase:
+        """The cell's use case, the object its code asks what to run (bench_contract.use_cases)."""
+        return USE_CASES[self.use_case]
+
     def dp_engine_columns(self) -> tuple[str, str]:
         """(dp_engine, dp_engine_mode) as every row records them: the engine that computed the per-sample
         gradients and how; ("", "") outside the DP-SGD use cases."""
-        if self.use_case not in PER_SAMPLE_USE_CASES:
+        if not self.case.per_sample:
             return "", ""
         if self.framework != "torch":
             return JAX_DP_ENGINE, "jax.vmap(jax.value_and_grad) of one example's loss"
@@ -215,6 +217,13 @@ class JobSpec(CellConfig):
 
 
 # The rules that tie the configuration to the cell's place in the matrix (its framework, use case, model, batch).
+def known_use_case(spec: JobSpec) -> str | None:
+    """First: the rules after it ask the use case's object (JobSpec.case)."""
+    if isinstance(spec.use_case, int) and not isinstance(spec.use_case, bool) and spec.use_case in USE_CASES:
+        return None
+    return f"use_case must be one of {', '.join(map(str, USE_CASES))}, got {spec.use_case!r}"
+
+
 def positive_batch(spec: JobSpec) -> str | None:
     if not isinstance(spec.batch_size, int) or isinstance(spec.batch_size, bool) or spec.batch_size < 1:
         return f"batch_size must be a positive integer, got {spec.batch_size!r}"
@@ -247,7 +256,7 @@ def paired_frameworks(spec: JobSpec) -> str | None:
 
 
 def poisson_for_dp_sgd(spec: JobSpec) -> str | None:
-    if spec.sampling == "poisson" and spec.use_case not in PER_SAMPLE_USE_CASES:
+    if spec.sampling == "poisson" and not spec.case.per_sample:
         return (f"Poisson sampling is for DP-SGD (use cases {' and '.join(map(str, PER_SAMPLE_USE_CASES))}), "
                 f"not use case {spec.use_case}")
     return None
@@ -256,7 +265,7 @@ def poisson_for_dp_sgd(spec: JobSpec) -> str | None:
 def dp_engine_fits(spec: JobSpec) -> str | None:
     if not spec.dp_engine:
         return None
-    if spec.framework != "torch" or spec.use_case not in PER_SAMPLE_USE_CASES:
+    if spec.framework != "torch" or not spec.case.per_sample:
         return (f"dp_engine is PyTorch's DP-SGD engine (use cases {' and '.join(map(str, PER_SAMPLE_USE_CASES))}); "
                 f"leave it empty for {spec.framework} use case {spec.use_case}")
     if spec.dp_engine == "opacus" and (refusal := opacus_refusal(spec.model, spec.precision)):
@@ -274,7 +283,7 @@ def parallelism_fits(spec: JobSpec) -> str | None:
 
 
 def processes_for_data_parallel(spec: JobSpec) -> str | None:
-    if spec.world_size > 1 and spec.use_case not in DATA_PARALLEL_USE_CASES:
+    if spec.world_size > 1 and not spec.case.data_parallel:
         return (f"use case {spec.use_case} runs on one device; {spec.world_size} processes are for use cases "
                 f"{' and '.join(map(str, DATA_PARALLEL_USE_CASES))}")
     if spec.batch_size % spec.world_size:
@@ -283,8 +292,9 @@ def processes_for_data_parallel(spec: JobSpec) -> str | None:
     return None
 
 
-CELL_RULES = (positive_batch, search_starts_below_its_limit, memory_limit_for_a_search, trial_within_trials, paired_frameworks,
-              poisson_for_dp_sgd, dp_engine_fits, parallelism_fits, processes_for_data_parallel)
+CELL_RULES = (known_use_case, positive_batch, search_starts_below_its_limit, memory_limit_for_a_search,
+              trial_within_trials, paired_frameworks, poisson_for_dp_sgd, dp_engine_fits, parallelism_fits,
+              processes_for_data_parallel)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:

@@ -142,7 +142,8 @@ def fsdp_value_and_grad(loss_fn, mesh: Mesh, spec_of):
     def value_and_grad(params, batch_stats, x, y, *rest):
         if jax.tree.leaves(batch_stats):
             # Each device would normalise with its own part of the batch, not the global batch as the replicated
-            # layout does: a different computation, so it is refused (spec.SHARDED_MODELS has no batch norm).
+            # layout does: a different computation, so it is refused (no shardable model of
+            # bench_contract.model_registry has batch norm).
             raise ValueError("sharded state (fsdp) is not implemented for a model with batch norm")
         specs = jax.tree.map(lambda leaf: spec_of(leaf.shape), params)
 

@@ -33,7 +33,7 @@ from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.sampling import compiled_batch_size
 from bench_contract.run.topology import topology_for
 from bench_contract.run.training import refuse_batch_norm
-from bench_contract.spec import PER_SAMPLE_USE_CASES, SHARDED_PARALLELISM, JobSpec
+from bench_contract.spec import SHARDED_PARALLELISM, JobSpec
 from jax_backend import census, compiles, language, mixed, models, steps
 from jax_backend.efficiency import cuda_ordinals, efficiency, gpu_description, runtime_versions, traced_flops
 from jax_backend.inference import JaxInference
@@ -199,7 +199,7 @@ class JaxBackend:
         refuse_batch_norm(spec, "batch_stats" in variables)
         module = mixed.with_precision(module, spec.precision, self.kind == "gpu")  # bf16, fp16: autocast's policy
         placement = Placement(self.topology, sharded_state=spec.parallelism == SHARDED_PARALLELISM)
-        if spec.use_case in PER_SAMPLE_USE_CASES:
+        if spec.case.per_sample:
             step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed,
                                         expected_batch_size=spec.batch_size, mesh=placement.mesh)
         elif spec.precision == "fp16":

@@ -36,7 +36,7 @@ from bench_contract.run.precision import DTYPE_NAMES, precision_policy
 from bench_contract.run.runner import DeviceSetup, main
 from bench_contract.run.topology import Topology, topology_for
 from bench_contract.run.training import refuse_batch_norm
-from bench_contract.spec import PER_SAMPLE_USE_CASES, SHARDED_PARALLELISM, JobSpec
+from bench_contract.spec import SHARDED_PARALLELISM, JobSpec
 from torch_backend import census, compiles, language, models, sharding, vision
 from torch_backend.compiled import compiled
 from torch_backend.efficiency import counted_flops, cuda_description, efficiency, pci_bus_id, runtime_versions
@@ -246,7 +246,7 @@ class TorchBackend:
         compile_mode = compile_mode_of(spec)
         optimizer = build_optimizer(model.parameters(), spec)
         scaler = LossScaler(spec.precision, self.device)
-        if spec.use_case in PER_SAMPLE_USE_CASES:
+        if spec.case.per_sample:
             return TorchDPOps(dp_update_class(spec)(model, optimizer, self.device, clip_norm=spec.clip_norm,
                                                     noise_multiplier=spec.noise_multiplier, seed=spec.seed,
                                                     world_size=world_size, expected_batch_size=spec.batch_size), compile_mode)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench_contract.spec import INFERENCE_USE_CASE, PER_SAMPLE_USE_CASES
+from bench_contract.spec import USE_CASES
 
 # The precision policies of the inference use case, in the words both backends record on every row.
 # fp32 is every use case's. bf16 and fp16 inference cast everything: no float32 master copy is needed when nothing
@@ -64,12 +64,13 @@ LOSS_SCALING = LossScaling()
 
 def precision_policy(framework: str, precision: str, use_case: int) -> str:
     """The policy both backends apply for this precision and use case; refuses what is not implemented."""
-    if use_case == INFERENCE_USE_CASE:
+    case = USE_CASES[use_case]
+    if not case.trains:
         if precision in PRECISION_POLICIES:
             return PRECISION_POLICIES[precision]
         raise ValueError(f"precision {precision!r} is not implemented for inference in the {framework} backend "
                          f"(only {', '.join(PRECISION_POLICIES)})")
-    if precision == "fp16" and use_case in PER_SAMPLE_USE_CASES:
+    if precision == "fp16" and case.per_sample:
         raise ValueError(f"precision 'fp16' is not implemented for DP-SGD (use case {use_case}): loss scaling "
                          "would clip the scaled per-example gradients to norm C, not the true ones; use bf16")
     if precision in TRAINING_POLICIES:

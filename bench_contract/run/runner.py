@@ -47,7 +47,6 @@ from bench_contract.spec import (
     FRAMEWORK_TITLES,
     INFERENCE_USE_CASE,
     OPTIMIZERS,
-    PER_SAMPLE_USE_CASES,
     JobSpec,
     pair_order,
 )
@@ -130,11 +129,12 @@ UseCase = Callable[[JobSpec, Backend, Dataset, dict[str, np.ndarray], ResultRows
 
 def run_use_case(spec: JobSpec, backend: Backend, data: Dataset, weights: dict[str, np.ndarray],
                  rows: ResultRows) -> None:
-    """The spec's use case, with the backend's operations: inference (5) or training (1 to 4)."""
-    if spec.use_case == INFERENCE_USE_CASE:
-        run_inference_case(spec, backend, data, weights, rows)
-    else:
+    """The spec's use case, with the backend's operations: training (plain or DP-SGD, on one device or several), or
+    the forward pass of a use case that trains nothing."""
+    if spec.case.trains:
         run_training_case(spec, backend, data, weights, rows)
+    else:
+        run_inference_case(spec, backend, data, weights, rows)
     backend.add_device_memory(rows)
 
 
@@ -153,7 +153,7 @@ def run_training_case(spec: JobSpec, backend: Backend, data: Dataset, weights: d
     refuse_inference_options(spec)
     record_matmul_probe(rows, backend.matmul)  # what the precision setup really gave a float32 matmul
     ops = backend.training_ops(spec, data, weights, rows)
-    private = spec.use_case in PER_SAMPLE_USE_CASES
+    private = spec.case.per_sample
     if private:
         record_dp_settings(spec, rows)
     efficiency = measurement_efficiency(spec, backend)
@@ -299,12 +299,12 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
     refuse_cpu_beside_gpu(FRAMEWORK_TITLES.get(backend.framework, backend.framework), spec.device, setup.kind,
                           getattr(backend, "no_gpu_cause", "it does not find the GPU"))
     progress.phase = "loading the data"
-    if spec.use_case == INFERENCE_USE_CASE:
-        data = inference_dataset(spec)
-    else:
+    if spec.case.trains:
         data = load_dataset(spec.benchmark, spec.data_source, spec.data_dir, spec.synthetic_samples,
                             spec.model_variant, spec.model)
         progress.steps_total = len(data.x_train) // spec.batch_size * spec.epochs
+    else:
+        data = inference_dataset(spec)
     progress.phase = "loading the initial weights"
     # Each backend derives the parameter list from its own model; the weights file is checked against it.
     specs = backend.param_specs(spec.model, data.sample_shape, data.num_classes, spec.model_variant, graph=data.graph)

@@ -25,7 +25,7 @@ import numpy as np
 from bench_contract.data.datasets import DataError, epoch_batches
 from bench_contract.results import ResultRows
 from bench_contract.run.topology import Topology
-from bench_contract.spec import PER_SAMPLE_USE_CASES, JobSpec
+from bench_contract.spec import JobSpec
 
 PAD_LABEL = -1  # the label of a padding example: no class has it, so the step can mask it out
 # Per step: with it, a million steps overflow with probability at most 1e-3 (a union bound).
@@ -162,7 +162,7 @@ class SamplingRecord:
         return sum(self.timed) / len(self.timed)
 
     def finish(self, rows: ResultRows, num_samples: int) -> None:
-        if self.spec.use_case not in PER_SAMPLE_USE_CASES:
+        if not self.spec.case.per_sample:
             return
         rows.add("sampling_rate", sampling_rate(self.spec.batch_size, num_samples), "fraction",
                  note=f"{self.spec.sampling} sampling")

@@ -79,9 +79,9 @@ class TrainingOps(Protocol):
 def refuse_batch_norm(spec: JobSpec, has_batch_norm: bool) -> None:
     """Refuse the training use cases that batch norm makes ill-defined or incomparable (the orchestrator's
     catalog refuses them at plan time already; this guards a spec written by hand)."""
-    if has_batch_norm and spec.use_case in PER_SAMPLE_USE_CASES:
+    if has_batch_norm and spec.case.per_sample:
         raise ValueError(f"{spec.model} has batch norm, which mixes the examples of a batch, so its per-sample "
-                         "gradients (use cases 3 and 4) are undefined")
+                         f"gradients (use cases {' and '.join(map(str, PER_SAMPLE_USE_CASES))}) are undefined")
     if has_batch_norm and spec.world_size > 1:
         raise ValueError(f"{spec.model} has batch norm, whose statistics PyTorch's DistributedDataParallel takes "
                          "per rank and a sharded JAX step over the global batch (SyncBatchNorm, which would align "

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from bench_contract.spec import DEFAULT_PARALLELISM, PER_SAMPLE_USE_CASES
+from bench_contract.spec import DEFAULT_PARALLELISM
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.rules import (
@@ -43,7 +43,8 @@ class Cell:
         # The same JSON as asdict(self) would give, so ids stay stable, without asdict's deep copies. A DP-SGD cell's
         # engine is left out: the JAX cell has none and the PyTorch cell's id names it in words (cell_id), so the two
         # keep one pair key. Elsewhere it is "" and hashed like every setting.
-        settings = self.settings.without_dp_engine if self.use_case in PER_SAMPLE_USE_CASES else self.settings.hashed
+        private = catalog.USE_CASES[self.use_case].per_sample
+        settings = self.settings.without_dp_engine if private else self.settings.hashed
         fields = {"benchmark": self.benchmark, "use_case": self.use_case, "model": self.model,
                   "batch_size": self.batch_size, "precision": self.precision, "settings": settings,
                   "system": self.system}
@@ -153,7 +154,7 @@ def expand(
         raise UsageError("--precision tf32 cannot run with --device cpu: a CPU has no TF32 arithmetic, so it would "
                          "silently be float32; use fp32 on a CPU")
     world = settings.world_size
-    if world > 1 and use_case not in catalog.DATA_PARALLEL_USE_CASES:
+    if world > 1 and not case.data_parallel:
         raise UsageError(
             f"use case {use_case} ({case.title}) runs one process; --nodes and --tasks-per-node above 1 are for "
             f"use cases {' and '.join(map(str, catalog.DATA_PARALLEL_USE_CASES))}"

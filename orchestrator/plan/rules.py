@@ -8,7 +8,6 @@ from bench_contract.spec import (
     DEFAULT_DP_ENGINE,
     DEFAULT_PARALLELISM,
     DP_ENGINES,
-    OPACUS_GRAD_SAMPLE_MODES,
     PAIRED_ORDER,
     PARALLELISMS,
     PER_SAMPLE_USE_CASES,
@@ -42,16 +41,17 @@ def check_sampling(case: catalog.UseCase, settings: RunSettings) -> None:
     """Poisson sampling means something for DP-SGD only (settings built without privacy_settings)."""
     if settings.sampling not in SAMPLINGS:
         raise UsageError(f"unknown sampling {settings.sampling!r}; choose from: {', '.join(SAMPLINGS)}")
-    if settings.sampling == "poisson" and case.number not in PER_SAMPLE_USE_CASES:
+    if settings.sampling == "poisson" and not case.per_sample:
         raise UsageError(f"Poisson sampling is for DP-SGD (use cases {' and '.join(map(str, PER_SAMPLE_USE_CASES))}), "
                          f"not use case {case.number} ({case.title})")
 
 
 def check_batch_search(case: catalog.UseCase, batch_sizes: list[int], settings: RunSettings) -> None:
     """A search starts from one batch size (the first of --batch-sizes, or 1) on one device."""
-    if case.number in catalog.DATA_PARALLEL_USE_CASES:
+    if case.data_parallel:
+        one_device = [str(c.number) for c in catalog.USE_CASES.values() if not c.data_parallel]
         raise UsageError(f"--find-max-batch searches on one device; use case {case.number} runs several processes "
-                         "(use 1, 3 or 5)")
+                         f"(use {', '.join(one_device[:-1])} or {one_device[-1]})")
     if len(batch_sizes) > 1:
         raise UsageError("--find-max-batch starts from one batch size; give at most one --batch-sizes value")
     if settings.world_size > 1:
@@ -63,11 +63,12 @@ def check_batch_search(case: catalog.UseCase, batch_sizes: list[int], settings: 
 def one_process_warning(use_case: int, nodes: int, tasks_per_node: int) -> str | None:
     """The warning for a data-parallel use case planned with one process, which measures one device under the
     data-parallel name; None otherwise. A warning, not a refusal: the plan is valid, only not what its name says."""
-    if use_case not in catalog.DATA_PARALLEL_USE_CASES or nodes * tasks_per_node != 1:
+    case = catalog.use_case(use_case)
+    if not case.data_parallel or nodes * tasks_per_node != 1:
         return None
     return (f"warning: use case {use_case} is data parallel, but --nodes 1 --tasks-per-node 1 gives it one process, "
             f"so it measures one device, not data parallelism; give --nodes or --tasks-per-node above 1 (or use "
-            f"case {catalog.ONE_PROCESS_USE_CASE[use_case]} for one device)")
+            f"case {case.one_process.number} for one device)")
 
 
 def check_torch_modes(torch_modes: list[str] | None, settings: RunSettings) -> list[str]:
@@ -91,7 +92,7 @@ def check_dp_engines(case: catalog.UseCase, engines: list[str] | None, framework
     for engine in engines or []:
         if engine not in DP_ENGINES:
             raise UsageError(f"unknown DP-SGD engine {engine!r} in --dp-engine; choose from: {', '.join(DP_ENGINES)}")
-    if case.number not in PER_SAMPLE_USE_CASES or "torch" not in frameworks:
+    if not case.per_sample or "torch" not in frameworks:
         if engines:
             raise UsageError(f"--dp-engine chooses how PyTorch computes DP-SGD's per-sample gradients (use cases "
                              f"{' and '.join(map(str, PER_SAMPLE_USE_CASES))}, framework torch; JAX always uses "
@@ -128,7 +129,7 @@ def check_opacus(models: list[str], modes: list[str], precisions: list[str]) -> 
             refusal = opacus_refusal(model, precision)
             if refusal is None:
                 continue
-            if model not in OPACUS_GRAD_SAMPLE_MODES:  # at no precision: the model is the reason
+            if not catalog.MODELS[model].opacus:  # at no precision: the model is the reason
                 raise UsageError(f"--dp-engine opacus: {refusal}; plan {model} with --dp-engine torchfunc")
             raise UsageError(f"--dp-engine opacus with --precision {precision}: {refusal}; plan {model} in "
                              f"{precision} with --dp-engine torchfunc")
@@ -137,14 +138,15 @@ def check_opacus(models: list[str], modes: list[str], precisions: list[str]) -> 
 def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunSettings) -> None:
     """channels_last is implemented for inference, and only means something for convolutional networks
     (torch.compile runs in every use case)."""
-    if settings.channels_last and case.number != catalog.INFERENCE:
+    if settings.channels_last and case.trains:
         raise UsageError(f"--channels-last is implemented for the inference use case ({catalog.INFERENCE}) only, "
                          f"not for use case {case.number}")
     if settings.channels_last:
-        flat = [m for m in models if m not in catalog.CONVOLUTIONAL]
+        flat = [m for m in models if not catalog.MODELS[m].convolutional]
         if flat:
+            convolutional = catalog.names(m for m in catalog.MODELS.values() if m.convolutional)
             raise UsageError(f"--channels-last is for convolutional networks; {', '.join(flat)} "
-                             f"{'is' if len(flat) == 1 else 'are'} not one (they are: {', '.join(catalog.CONVOLUTIONAL)})")
+                             f"{'is' if len(flat) == 1 else 'are'} not one (they are: {convolutional})")
 
 
 OPTIMIZER_OPTIONS = {"optimizer": "--optimizer", "learning_rate": "--learning-rate", "momentum": "--momentum",
@@ -210,7 +212,7 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
         problem = folder_problem(root, "val")
         if problem:
             raise UsageError(problem)
-        if use_case is not None and use_case != catalog.INFERENCE:
+        if use_case is not None and catalog.use_case(use_case).trains:
             if not (root / "train").is_dir() or not (root / "val").is_dir():
                 raise UsageError(f"training on image folders needs {root}/train/<class>/<image> and "
                                  f"{root}/val/<class>/<image> (the test split)")

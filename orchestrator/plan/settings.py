@@ -162,7 +162,7 @@ def privacy_settings(use_case: int, sampling: str | None, noise_multiplier: floa
     """RunSettings' sampling and DP-SGD fields from the command line, its refusals in one sentence each.
     Poisson sampling is the default for DP-SGD (use cases 3 and 4) outside a batch search, which measures
     memory at fixed shapes; the budget options ask the accountant, which assumes Poisson sampling."""
-    private = use_case in PER_SAMPLE_USE_CASES
+    private = catalog.use_case(use_case).per_sample
     if sampling is not None and sampling not in SAMPLINGS:
         raise UsageError(f"unknown --sampling {sampling!r}; choose from: {', '.join(SAMPLINGS)}")
     given = [option for option, value in (("--delta", delta), ("--target-epsilon", target_epsilon)) if value is not None]

@@ -12,11 +12,12 @@ import json
 import numpy as np
 
 from bench_contract.spec import DP_SGD_SETTINGS
+from bench_contract.use_cases import USE_CASES
 from orchestrator.results.compare import FRAMEWORKS, ROW_KEY
 
 # The use case whose plain step a DP-SGD use case is costed against: one process (3 against 1), or several (4
 # against 2, on the same processes, which the settings hold).
-PLAIN_USE_CASE = {3: 1, 4: 2}
+PLAIN_USE_CASE = {case.number: case.plain.number for case in USE_CASES.values() if case.plain}
 # What a DP-SGD row and its SGD row share: the row key but its use case, and the settings but DP-SGD's own.
 MATCH = [column for column in ROW_KEY if column not in ("use_case", "settings")]
 

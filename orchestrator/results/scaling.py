@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 
+from bench_contract.use_cases import USE_CASES
 from orchestrator.results.compare import KEY
 from orchestrator.tables import format_table
 
 # A data-parallel cell is compared with the one-process cell that takes the same update on the same global batch.
-ONE_PROCESS_USE_CASE = {2: 1, 4: 3}
+ONE_PROCESS_USE_CASE = {case.number: case.one_process.number for case in USE_CASES.values()
+                        if case.one_process}
 
 
 def scaling_frame(df):

@@ -26,7 +26,7 @@ import numpy as np
 
 from bench_contract.measure.host import SHARED_CPUS
 from bench_contract.sequential import percent
-from bench_contract.spec import FRAMEWORK_TITLES, INFERENCE_USE_CASE, JobSpec
+from bench_contract.spec import FRAMEWORK_TITLES, USE_CASES, JobSpec
 from orchestrator.results.certificate import MAX_INTERVAL
 from orchestrator.results.intervals import OrderEffect, order_effect
 from orchestrator.results.compare import (
@@ -126,7 +126,8 @@ def longer_windows(row) -> str:
              if (seconds := row.get(f"{fw}_timed_duration", np.nan)) < MIN_TIMED_WINDOW_S]  # NaN: not recorded
     if not short:
         return ""
-    longer = "a longer --min-duration" if row["use_case"] == INFERENCE_USE_CASE else "more --epochs"
+    case = USE_CASES.get(row["use_case"])  # None for a row of a use case no longer declared: trained, say
+    longer = "more --epochs" if case is None or case.trains else "a longer --min-duration"
     return f", each run timing at least {MIN_TIMED_WINDOW_S:g} s ({', '.join(short)}: {longer})"
 
 

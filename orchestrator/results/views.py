@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from bench_contract.measure.timing import CV_THRESHOLD
-from bench_contract.spec import FRAMEWORK_TITLES, PER_SAMPLE_USE_CASES
+from bench_contract.spec import FRAMEWORK_TITLES
+from bench_contract.use_cases import DATA_PARALLEL_TABLE, DP_SGD_TABLE, INFERENCE_TABLE, TRAINING_TABLE, USE_CASES
 from orchestrator.results.certificate import CERTIFIED_COLUMNS, padding_of
 from orchestrator.results.compare import (
     CELL_RUN,
@@ -73,9 +74,12 @@ class Column:
 
 @dataclass(frozen=True)
 class View:
-    title: str
-    use_cases: tuple[int, ...]
+    title: str  # each use case names the tables its rows appear in by their titles (bench_contract.use_cases)
     columns: tuple[Column, ...]
+
+    @property
+    def use_cases(self) -> tuple[int, ...]:  # those whose rows the table shows: the use cases that name it
+        return tuple(number for number, case in USE_CASES.items() if self.title in case.tables)
 
 
 @dataclass
@@ -116,19 +120,19 @@ SPEEDUP = Column("speedup", "speed-up JAX/PyTorch\n[95% CI]", lambda row, _: for
 MS = metric_text("step_time_p50")  # three significant digits, thousands separated above 100
 
 VIEWS = (
-    View("Training", (1,), (
+    View(TRAINING_TABLE, (
         THROUGHPUT, SPEEDUP,
         Column("step_time_p50", "step p50\nms", MS),
         Column("accuracy_target", "val acc\ntarget", metric_text("test_accuracy"), per_framework=False),
         Column("time_to_target", "s to\ntarget", MS),
         Column("test_accuracy", "test\nacc", metric_text("test_accuracy")),
     )),
-    View("Data parallel", (2, 4), (
+    View(DATA_PARALLEL_TABLE, (
         Column("processes", "pro-\ncesses", pattern_text("{:.0f}"), per_framework=False), SPEEDUP,
         Column("throughput_per_device", "samples/s\nper device", metric_text("throughput")),
         Column("scaling_efficiency", "scaling\nefficiency", pattern_text("{:.0%}")),
     )),
-    View("Per-sample gradients (DP-SGD)", (3, 4), (
+    View(DP_SGD_TABLE, (
         Column("throughput", "DP-SGD\nsamples/s", metric_text("throughput")), SPEEDUP,
         # The share of the side's computed examples that was padding; 0% where it ran its drawn examples alone.
         Column("padding_fraction", "pad", lambda row, column: f"{padding_of(row.get(column)):.0%}"),
@@ -137,7 +141,7 @@ VIEWS = (
         Column("vectorization_speedup", "vmap\nspeed-up", pattern_text("{:.1f}x")),
         Column("sgd_cost", "cost\nvs SGD", pattern_text("{:.1f}x")),  # orchestrator.results.dp_sgd_cost
     )),
-    View("Inference", (5,), (
+    View(INFERENCE_TABLE, (
         THROUGHPUT, SPEEDUP,
         Column("step_time_p50", "latency\np50 ms", MS),
         Column("step_time_p95", "latency\np95 ms", MS),
@@ -331,7 +335,7 @@ def view_table(frame, view: View, device: str) -> ViewTable | None:
     keys += varying + (["differs_in"] if block["differs_in"].astype(bool).any() else [])
     headers, rows = cell_lines(block, keys, [KEY_HEADERS[k] for k in keys], view.columns)
     notes, info = verdict_notes(block)
-    if view.use_cases == PER_SAMPLE_USE_CASES:
+    if all(USE_CASES[number].per_sample for number in view.use_cases):  # DP-SGD's: its budgets, padding and loops
         info += [note for note in (privacy_note(row) for _, row in block.iterrows()) if note]
         info += [note for note in (padding_info(row, cell_words) for _, row in block.iterrows()) if note]
         info += loop_notes(block, cell_words)

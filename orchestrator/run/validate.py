@@ -67,8 +67,7 @@ def check_request(req: ValidateRequest) -> None:
     catalog.check_precision(req.precision)
     precision = catalog.PRECISIONS[req.precision]
     # validate runs the inference forward pass: a precision of training only (tf32) is refused here, not on the node.
-    usable = [p.name for p in catalog.PRECISIONS.values()
-              if p.implemented and (p.use_cases is None or catalog.INFERENCE in p.use_cases)]
+    usable = [p.name for p in catalog.PRECISIONS.values() if p.implemented_for(catalog.USE_CASES[catalog.INFERENCE])]
     if req.precision not in usable:
         why = precision.elsewhere if precision.implemented else "it is declared but not implemented yet"
         raise UsageError(f"validate compares the inference forward pass, which precision {req.precision!r} does not "
@@ -76,7 +75,7 @@ def check_request(req: ValidateRequest) -> None:
     catalog.check_variant(req.variant)
     if req.batch_size < 1:
         raise UsageError(f"--batch-size must be a positive integer, got {req.batch_size}")
-    if req.channels_last and req.model not in catalog.CONVOLUTIONAL:
+    if req.channels_last and not catalog.MODELS[req.model].convolutional:
         raise UsageError(f"--channels-last is for convolutional networks; {req.model} is not one")
     if req.device not in catalog.DEVICES:
         raise UsageError(f"unknown device {req.device!r}; choose from: {', '.join(catalog.DEVICES)}")

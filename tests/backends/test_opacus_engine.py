@@ -19,7 +19,7 @@ from test_backends import make_spec, run_backend
 from test_parallel_training_options import run_ranks
 
 from bench_contract import results
-from bench_contract.spec import OPACUS_GRAD_SAMPLE_MODES
+from bench_contract.model_registry import MODELS as REGISTERED
 
 CLIP_NORM = 0.5  # well below the probe batch's gradient norms: every example is clipped
 PROBE_BATCH = 8
@@ -120,7 +120,7 @@ def test_a_use_case_3_run_with_opacus_takes_torch_funcs_steps_and_names_its_engi
     np.testing.assert_allclose(losses_of(digits_runs["opacus"]), losses_of(digits_runs["torchfunc"]), rtol=1e-5)
     opacus = contexts["opacus"]
     assert opacus["dp_engine"] == "opacus"
-    assert opacus["dp_engine_mode"] == f"GradSampleModule, grad_sample_mode={OPACUS_GRAD_SAMPLE_MODES['mlp']}"
+    assert opacus["dp_engine_mode"] == f"GradSampleModule, grad_sample_mode={REGISTERED['mlp'].opacus}"
     assert contexts["torchfunc"]["dp_engine"] == "torchfunc"
     assert "opacus" in json.loads(opacus["library_versions"])
     assert (frames["opacus"].metric == "vectorization_speedup").any()

@@ -28,8 +28,7 @@ MODELS = catalog.inference_models()  # what `validate` compares; the training-on
 FRAMEWORKS = ("torch", "jax")  # PyTorch first, as `validate` does; either order makes the same weights file
 
 
-PRECISIONS = [name for name, p in catalog.PRECISIONS.items()
-              if p.implemented and (p.use_cases is None or catalog.INFERENCE in p.use_cases)]
+PRECISIONS = [name for name, p in catalog.PRECISIONS.items() if p.implemented_for(catalog.USE_CASES[catalog.INFERENCE])]
 
 
 @pytest.fixture(scope="module")

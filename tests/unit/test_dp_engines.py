@@ -8,7 +8,8 @@ from helpers import result_context, run_cli
 
 from bench_contract.results import ResultRows
 from bench_contract.run.runner import base_context
-from bench_contract.spec import OPACUS_GRAD_SAMPLE_MODES, JobSpec, SpecError
+from bench_contract.model_registry import MODELS
+from bench_contract.spec import JobSpec, SpecError
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
 from orchestrator.plan.campaign import job_spec
@@ -99,11 +100,11 @@ def test_every_row_names_the_engine_and_how_it_ran():
     assert torchfunc["dp_engine"] == "torchfunc" and "torch.func" in torchfunc["dp_engine_mode"]
     opacus = base_context(contract_spec("torch", dp_engine="opacus"))
     assert (opacus["dp_engine"], opacus["dp_engine_mode"]) == (
-        "opacus", f"GradSampleModule, grad_sample_mode={OPACUS_GRAD_SAMPLE_MODES['resnet18_gn']}")
+        "opacus", f"GradSampleModule, grad_sample_mode={MODELS['resnet18_gn'].opacus}")
     # In bf16, Opacus runs hooks: its expanded weights fail under autocast.
     mixed = base_context(contract_spec("torch", dp_engine="opacus", model="cnn", precision="bf16"))
     assert mixed["dp_engine_mode"] == "GradSampleModule, grad_sample_mode=hooks"
-    assert OPACUS_GRAD_SAMPLE_MODES["cnn"] == "ew"  # and in fp32 expanded weights
+    assert MODELS["cnn"].opacus == "ew"  # and in fp32 expanded weights
     plain = base_context(contract_spec("torch", use_case=1))
     assert (plain["dp_engine"], plain["dp_engine_mode"]) == ("", "")
 

@@ -15,7 +15,7 @@ def test_each_group_norm_variant_has_its_batch_norm_networks_blocks_and_a_home_b
         for variant in ("full", "tiny"):
             assert vision.resnet_blocks(model, variant) == vision.RESNET_BLOCKS[(base, variant)]
         assert catalog.home_benchmark(model) == catalog.home_benchmark(base)
-        assert model not in catalog.BATCH_NORM_MODELS and model in catalog.CONVOLUTIONAL
+        assert not catalog.MODELS[model].batch_norm and catalog.MODELS[model].convolutional
 
 
 @pytest.mark.parametrize("channels, groups", [(64, 32), (2048, 32), (32, 32), (16, 16), (3, 3)])
@@ -33,7 +33,7 @@ def test_a_channel_count_that_32_groups_do_not_divide_is_refused_in_one_sentence
 @pytest.mark.parametrize("model", sorted(vision.GROUP_NORM_VARIANTS))
 def test_the_group_norm_variants_plan_every_use_case(model, use_case):
     benchmark = catalog.home_benchmark(model).name
-    workers = {"nodes": 2} if use_case in catalog.ONE_PROCESS_USE_CASE else {}
+    workers = {"nodes": 2} if catalog.USE_CASES[use_case].data_parallel else {}
     cells = matrix.expand(benchmark, use_case, [], [model], [16], [],
                           settings(data_source="synthetic", model_variant="tiny", **workers))
     assert {(c.framework, c.model) for c in cells} == {("jax", model), ("torch", model)}

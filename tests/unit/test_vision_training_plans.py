@@ -25,21 +25,21 @@ def test_every_vision_model_plans_use_case_1_at_both_sizes(benchmark, model, var
 
 @pytest.mark.parametrize("use_case", [2, 3, 4])
 def test_vit_plans_the_per_sample_and_data_parallel_use_cases(use_case):
-    workers = dict(nodes=2) if use_case in (2, 4) else {}
+    workers = dict(nodes=2) if catalog.USE_CASES[use_case].data_parallel else {}
     cells = matrix.expand("imagenet", use_case, [], ["vit_b_16"], [16], [],
                           settings(data_source="synthetic", model_variant="tiny", **workers))
     assert len(cells) == 2
 
 
-@pytest.mark.parametrize("model", catalog.BATCH_NORM_MODELS)
+@pytest.mark.parametrize("model", [name for name, model in catalog.MODELS.items() if model.batch_norm])
 @pytest.mark.parametrize("use_case, reason", [
     (3, "batch norm mixes the examples of a batch, so per-sample gradients are undefined for it"),
-    (4, "per-sample gradients run for mlp, cnn, vit_b_16"),
+    (4, "per-sample gradients run for mlp, cnn, resnet18_gn, resnet50_gn, vit_b_16, transformer, gcn"),
     (2, "SyncBatchNorm, which would align them, runs on GPUs only"),
 ])
 def test_batch_norm_models_are_refused_per_sample_and_data_parallel_training_with_the_reason(model, use_case, reason):
     benchmark = catalog.home_benchmark(model).name
-    workers = dict(nodes=2) if use_case in (2, 4) else {}
+    workers = dict(nodes=2) if catalog.USE_CASES[use_case].data_parallel else {}
     with pytest.raises(UsageError) as info:
         matrix.expand(benchmark, use_case, [], [model], [16], [], settings(data_source="synthetic", **workers))
     assert f"is refused for {model}: " in str(info.value) and reason in str(info.value)
