@@ -32,12 +32,16 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench import soak_counts, soak_faults
 from bench.soak_faults import COMMAND_TAG, QUEUE_FAILS_ONE_IN, SOAK_WORK
 from bench.standin_backend import standin_env
 from bench.submission import cluster_unavailable
 from bench.timing import REPO_ROOT, Result
+
+if TYPE_CHECKING:
+    from orchestrator.plan.manifest import Manifest
 
 SOAK_S = float(os.environ.get("SOAK_S", "600"))
 QUICK_SOAK_S = 5.0  # --quick: to check that the suite runs
@@ -223,9 +227,9 @@ class Soak:
     def campaigns(self) -> list[Path]:
         return sorted(manifest.parent for manifest in self.results.glob("*/manifest.json"))
 
-    def manifests(self) -> dict[str, dict]:
+    def manifests(self) -> dict[str, Manifest]:
         """Each campaign's manifest as it is now, by campaign name."""
-        from orchestrator.plan.campaign import load_manifest
+        from orchestrator.plan.manifest import load_manifest
 
         return {folder.name: load_manifest(folder) for folder in self.campaigns()}
 
@@ -283,7 +287,7 @@ def soak(work: Path, seconds: float, seed: int = 0) -> dict:
         odd = {campaign for campaign, _, _ in counts["never_submitted"] + counts["never_started"]}
         print(f"soak: cells no task of which sacct has (or has started): {counts['never_submitted']}, "
               f"{counts['never_started']}\nsacct:\n" + "\n".join("|".join(line) for line in lines)
-              + "".join(f"\narrays of {name}: {soak_counts.arrays_of(manifests[name])}" for name in sorted(odd))
+              + "".join(f"\narrays of {name}: {manifests[name].arrays}" for name in sorted(odd))
               + "\nledger:\n" + "".join(line for line in run.ledger.read_text().splitlines(keepends=True)
                                          if any(name in line for name in odd)), file=sys.stderr)
     return {**counts, "campaigns": len(manifests), "commands": dict(run.ran), "exits": dict(run.exits),
@@ -303,8 +307,8 @@ def settle(run: Soak) -> int:
         wait_for_killed_sbatch(run)
         for folder in run.campaigns():
             run.cli("resubmit", folder.name, "--wait", reliable=True)
-        left = sum(result_problem(path) is not None for manifest in run.manifests().values()
-                   for path in soak_counts.result_paths(manifest))
+        left = sum(result_problem(cell.results) is not None for manifest in run.manifests().values()
+                   for cell in manifest.cells)
         if not left:
             break
     run.cli("collect", reliable=True)
@@ -355,13 +359,13 @@ def measure(repeats: int, quick: bool = False) -> list[Result]:
 def cancel_all(work: Path) -> None:
     """End the soak's sbatch processes still alive, cancel whatever of its jobs is still queued, and remove its
     folder."""
-    from orchestrator.plan.campaign import load_manifest
+    from orchestrator.plan.manifest import load_manifest
 
     soak_faults.end_processes(soak_faults.sbatch_processes(work))
     for manifest in (work / "results").glob("*/manifest.json"):
-        for entry in soak_counts.arrays_of(load_manifest(manifest.parent)):
-            if entry.get("job_name"):
-                subprocess.run(["scancel", f"--name={entry['job_name']}"], capture_output=True)
+        for entry in load_manifest(manifest.parent).arrays:
+            if entry.job_name:
+                subprocess.run(["scancel", f"--name={entry.job_name}"], capture_output=True)
     shutil.rmtree(work, ignore_errors=True)
 
 

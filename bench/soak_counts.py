@@ -9,8 +9,8 @@
 Arrays the product found in Slurm and cancelled since they cannot run (submitit's, whose answer was lost) are
 counted apart: they are submissions by design, and the ledger shows whether any of their tasks ran a cell.
 
-The manifest is read only through the small functions at the top (its cells, its arrays, the tasks of an array),
-so that a typed manifest replaces them alone.
+The manifests are the product's typed model (orchestrator.plan.manifest): an array's tasks are numbered by its own
+record (ArrayRecord.task_ids), as status and resubmit number them.
 """
 
 from __future__ import annotations
@@ -23,36 +23,16 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.plan.campaign import numbered_tasks
+from orchestrator.plan.manifest import UNKNOWN, Manifest
 from orchestrator.run.queue import task_ids_of
 
 Key = tuple[str, str, int]  # campaign, cell id, trial
 Slot = tuple[str, str, int]  # campaign, script key, array index
 
 
-def cells_of(manifest: dict) -> list[tuple[str, int, str, int]]:
-    """(script key, array index, cell id, trial) of each cell of a campaign."""
-    return [(cell["script"], cell["array_index"], cell["cell_id"], cell["trial"]) for cell in manifest["cells"]]
-
-
-def result_paths(manifest: dict) -> list[str]:
-    return [cell["results"] for cell in manifest["cells"]]
-
-
-def arrays_of(manifest: dict) -> list[dict]:
-    """The manifest's record of each sbatch (or submitit) call: its state, job name, and job id once known."""
-    return manifest.get("arrays", [])
-
-
-def tasks_of(entry: dict) -> dict[int, str]:
-    """Array index -> Slurm task id of each cell of an array with a job id (the product's own numbering)."""
-    return numbered_tasks(entry)
-
-
-def answer_bys(manifest: dict) -> list[str]:
+def answer_bys(manifest: Manifest) -> list[str]:
     """When each array whose answer is unknown can no longer be accepted (UTC, ISO), where the record says."""
-    return [entry["answer_by"] for entry in arrays_of(manifest) if entry.get("state") == "unknown"
-            and entry.get("answer_by")]
+    return [entry.answer_by for entry in manifest.arrays if entry.state == UNKNOWN and entry.answer_by]
 
 
 CANCELLED = "cancelled"  # an array found in Slurm that cannot run, cancelled by the product (reconcile)
@@ -73,12 +53,12 @@ class Accounting:
 ACCOUNTING_WAIT_S = 120.0
 
 
-def sacct_lines(env: dict, since: str, manifests: dict[str, dict]) -> list[list[str]]:
+def sacct_lines(env: dict, since: str, manifests: dict[str, Manifest]) -> list[list[str]]:
     """sacct's allocations since `since` (local time): job id, job name, start, state; read once it has a record
     of every task of every job the manifests record, or after ACCOUNTING_WAIT_S: slurmctld hands its records to the
     accounting database in the background, and a task that ended a moment ago may not be there yet."""
-    recorded = {task for manifest in manifests.values() for entry in arrays_of(manifest) if entry.get("job_id")
-                for task in tasks_of(entry).values()}
+    recorded = {task for manifest in manifests.values() for entry in manifest.arrays if entry.job_id
+                for task in entry.task_ids().values()}
     given_up = time.monotonic() + ACCOUNTING_WAIT_S
     while True:
         out = subprocess.run(["sacct", "-X", "-n", "-P", "-S", since, "-o", "JobID,JobName,Start,State"],
@@ -94,16 +74,16 @@ def sacct_lines(env: dict, since: str, manifests: dict[str, dict]) -> list[list[
         time.sleep(2)
 
 
-def accounting(manifests: dict[str, dict], lines: list[list[str]]) -> Accounting:
+def accounting(manifests: dict[str, Manifest], lines: list[list[str]]) -> Accounting:
     """Each task sacct has of a job a manifest records, counted at its slot through the record of its array (by
     job id: sacct may name a job "allocation" until it has its name); and each task of a job named for one of the
     campaigns (`<script>:<campaign>:<offset>[:rerunN]`) that no manifest records."""
     recorded: dict[str, tuple[Slot, str]] = {}
     for name, manifest in manifests.items():
-        for entry in arrays_of(manifest):
-            if entry.get("job_id"):
-                for index, task in tasks_of(entry).items():
-                    recorded[task] = ((name, entry["script"], index), entry["state"])
+        for entry in manifest.arrays:
+            if entry.job_id:
+                for index, task in entry.task_ids().items():
+                    recorded[task] = ((name, entry.script, index), entry.state)
     found = Accounting()
     for job, job_name, start, _state in lines:
         parts = job_name.split(":")
@@ -162,15 +142,15 @@ def merged_jobs(merged: Path) -> dict[Key, set[str]]:
     return jobs
 
 
-def count(manifests: dict[str, dict], lines: list[list[str]], runs: dict[Key, list[dict]],
+def count(manifests: dict[str, Manifest], lines: list[list[str]], runs: dict[Key, list[dict]],
           merged_from: dict[Key, set[str]]) -> dict:
     """The soak's counts from the manifests, sacct's `lines` (sacct_lines), the ledger's `runs` (ledger_runs) and
     the merged dataset's jobs (merged_jobs): each a sorted list of the cells and trials (or jobs) it names; all
     empty when every cell was submitted, started and run exactly once and merged from that run."""
     slots: dict[Key, Slot] = {}
     for name, manifest in manifests.items():
-        for script, index, cell_id, trial in cells_of(manifest):
-            slots[(name, cell_id, trial)] = (name, script, index)
+        for cell in manifest.cells:
+            slots[(name, cell.cell_id, cell.trial)] = (name, cell.script, cell.array_index)
     slurm = accounting(manifests, lines)
     ran_from_orphans = sorted(f"{key}: job {run['slurm_job_id']}" for key, key_runs in runs.items()
                               for run in key_runs if run["slurm_job_id"] in slurm.orphan_jobs)

@@ -250,6 +250,48 @@ def result_context(**values) -> dict:
     return ctx
 
 
+def cell_record(**values) -> dict:
+    """A manifest's cell (orchestrator.plan.manifest.CellEntry) as JSON: its framework, array_index, cell_id and
+    results from `values`, the rest as the first trial of digits' MLP in a one-framework script unless given."""
+    return {"script": values["framework"], "system": "", "trial": 0, "pair_key": values["cell_id"], "model": "mlp",
+            "batch_size": 32, "precision": "fp32", **values}
+
+
+def manifest_record(folder: Path, cells: list[dict], **fields) -> dict:
+    """A campaign's manifest as this version writes it (orchestrator.plan.manifest), as JSON, for a test's hand-made
+    campaign: each cell needs its framework, array_index, cell_id and results (the rest as the first trial of
+    digits' MLP in a one-framework script), one script per framework that its cells imply, and `fields` replace
+    the rest (campaign: the folder's name; executor: local)."""
+    from orchestrator.plan.manifest import VERSION
+
+    cells = [cell_record(**c) for c in cells]
+    scripts: dict[str, dict] = {}
+    for cell in cells:
+        name = f"{cell['script']}_digits_1.sh"
+        script = scripts.setdefault(cell["script"], {
+            "name": name, "path": name, "campaign_copy": str(folder / "scripts" / name), "sha256": "",
+            "array_tasks": 0, "trials": 1, "system": cell["system"], "specs_files": {}})
+        script["array_tasks"] = max(script["array_tasks"], cell["array_index"] + 1)
+    return {"version": VERSION, "campaign": folder.name, "benchmark": "digits", "use_cases": [1],
+            "created_at": "2026-01-01T00:00:00+00:00", "command": "python main.py --benchmark digits --use-case 1",
+            "git_commit": "", "executor": "local", "profile": {}, "scripts": scripts, "cells": cells,
+            "submissions": {}, **fields}
+
+
+def write_manifest(folder: Path, cells: list[dict], **fields) -> Path:
+    """manifest_record's manifest written as the campaign folder's manifest.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").write_text(json.dumps(manifest_record(folder, cells, **fields)))
+    return folder / "manifest.json"
+
+
+def typed_manifest(folder: Path, cells: list[dict], **fields):
+    """manifest_record's manifest as the typed model it is read as (orchestrator.plan.manifest.Manifest)."""
+    from orchestrator.plan.manifest import Manifest, from_json
+
+    return from_json(Manifest, manifest_record(folder, cells, **fields))
+
+
 def write_result(path: str | Path, cell_id: str = "c") -> Path:
     """A whole result file at path, one row, as a backend writes it (bench_contract.results.result_problem
     accepts it): for tests of status and resubmit, which ask only whether a cell has a readable result."""

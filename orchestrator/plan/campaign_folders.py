@@ -3,18 +3,12 @@ newest, one named by its id or folder, and the one the same command planned befo
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from orchestrator.errors import UsageError
-from orchestrator.plan.campaign import MANIFEST, DamagedManifest, is_dry_run, load_manifest
+from orchestrator.plan.manifest import MANIFEST, CellEntry, DamagedManifest, Manifest, load_manifest
 from orchestrator.suggest import command
-
-
-# A campaign id as new_campaign_id writes it: the benchmark and use case of manifests written before they had both.
-CAMPAIGN_ID = re.compile(r"^(?P<benchmark>.+)-uc(?P<use_case>\d+(?:\+\d+)*)-\d{8}T\d{6}-[0-9a-f]{4}$")
 
 
 @dataclass(frozen=True)
@@ -22,7 +16,7 @@ class CampaignEntry:
     """One campaign folder as `campaigns` lists it, read from its manifest alone."""
 
     folder: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
 
     @property
     def name(self) -> str:
@@ -30,37 +24,31 @@ class CampaignEntry:
 
     @property
     def dry_run(self) -> bool:
-        return is_dry_run(self.manifest)
+        return self.manifest.dry_run
 
     @property
     def benchmark(self) -> str:
-        return str(self.manifest.get("benchmark") or self._from_id("benchmark"))
+        return self.manifest.benchmark
 
     @property
     def use_case(self) -> str:
-        several = self.manifest.get("use_cases")  # a campaign of several use cases: all of them
-        if several:
-            return ",".join(map(str, several))
-        return str(self.manifest.get("use_case") or self._from_id("use_case"))
+        """Its use cases, as --use-case takes them: 3, or 3,5."""
+        return ",".join(map(str, self.manifest.use_cases))
 
     @property
     def cells(self) -> int:
         """Cells of the campaign; trials of one cell count once."""
-        return len({(c["framework"], c["cell_id"]) for c in self.manifest.get("cells", [])})
+        return len({(c.framework, c.cell_id) for c in self.manifest.cells})
 
     @property
     def kind(self) -> str:
         if self.dry_run:
             return "dry run"
-        return "submitted" if self.manifest.get("submissions") else "not submitted"
+        return "submitted" if self.manifest.submissions else "not submitted"
 
     @property
     def created_at(self) -> str:
-        return str(self.manifest.get("created_at", ""))
-
-    def _from_id(self, group: str) -> str:
-        match = CAMPAIGN_ID.match(self.manifest.get("campaign", self.name))
-        return match.group(group) if match else "?"
+        return self.manifest.created_at
 
 
 def campaign_scan(results_dir: Path) -> list[CampaignEntry | DamagedManifest]:
@@ -112,8 +100,8 @@ def campaign_folder(results_dir: Path, campaign: str) -> Path:
     return folder
 
 
-def cell_layout(cells: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
-    return sorted((cell["framework"], cell["cell_id"], cell.get("trial", 0)) for cell in cells)
+def cell_layout(cells: list[CellEntry]) -> list[tuple[str, str, int]]:
+    return sorted((cell.framework, cell.cell_id, cell.trial) for cell in cells)
 
 
 def find_same_campaign(results_dir: Path, layout: list[tuple[str, str, int]]) -> Path | None:
@@ -125,6 +113,6 @@ def find_same_campaign(results_dir: Path, layout: list[tuple[str, str, int]]) ->
     if damage is not None:  # it may be this command's campaign: planning anew would submit its cells again
         raise damage
     for entry in reversed(scan):
-        if not entry.dry_run and cell_layout(entry.manifest.get("cells", [])) == layout:
+        if not entry.dry_run and cell_layout(entry.manifest.cells) == layout:
             return entry.folder
     return None

@@ -40,11 +40,11 @@ class Cell:
     system: str = ""  # the profile's system (kind of node) it runs on; "": the profile's own values
 
     def _digest(self, with_framework: bool) -> str:
-        # The same JSON as asdict(self) would give, so ids stay stable, without asdict's deep copies. A DP-SGD cell's
-        # engine is left out: the JAX cell has none and the PyTorch cell's id names it in words (cell_id), so the two
-        # keep one pair key. Elsewhere it is "" and hashed like every setting.
+        # The same JSON as asdict(self) would give, without asdict's deep copies: every setting, defaults included.
+        # A DP-SGD cell's engine is left out: the JAX cell has none and the PyTorch cell's id names it in words
+        # (cell_id), so the two keep one pair key. Elsewhere it is "" and hashed like every setting.
         private = catalog.USE_CASES[self.use_case].per_sample
-        settings = self.settings.without_dp_engine if private else self.settings.hashed
+        settings = self.settings.without_dp_engine if private else self.settings.as_dict
         fields = {"benchmark": self.benchmark, "use_case": self.use_case, "model": self.model,
                   "batch_size": self.batch_size, "precision": self.precision, "settings": settings,
                   "system": self.system}

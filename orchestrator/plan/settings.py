@@ -38,17 +38,9 @@ class RunSettings(CellConfig):
         return asdict(self)
 
     @cached_property
-    def hashed(self) -> dict:
-        """What a cell's id hashes (Cell._digest): every setting, the default parallelism left out, so that the ids of
-        cells planned before --parallelism existed stay the same."""
-        if self.parallelism != JobSpec.parallelism:
-            return self.as_dict
-        return {name: value for name, value in self.as_dict.items() if name != "parallelism"}
-
-    @cached_property
     def without_dp_engine(self) -> dict:
-        """Every hashed setting but the DP-SGD engine: what a DP-SGD cell's id hashes (Cell._digest)."""
-        return {name: value for name, value in self.hashed.items() if name != "dp_engine"}
+        """Every setting but the DP-SGD engine: what a DP-SGD cell's id hashes (Cell._digest)."""
+        return {name: value for name, value in self.as_dict.items() if name != "dp_engine"}
 
 
 def trial_settings(trials: str, paired: bool, target_interval: str | None, max_trials: int | None) -> dict:

@@ -20,7 +20,7 @@ def campaign_id(results_dir: Path, campaign: str) -> str:
 def campaign_id_in(folders: list[Path], campaign: str) -> str:
     """campaign_id in the first of the results folders that holds the campaign; refused, naming the first
     folder's newest campaigns, when none does."""
-    from orchestrator.plan.campaign import MANIFEST
+    from orchestrator.plan.manifest import MANIFEST
 
     holder = next((folder for folder in folders if (folder / campaign / MANIFEST).is_file()), folders[0])
     return campaign_id(holder, campaign)

@@ -11,7 +11,7 @@ from orchestrator.results.store import merged_dataset
 
 def expected_devices_of(folders: Sequence[Path]) -> dict[tuple[str, str], str]:
     """(campaign, system) -> the device pattern its profile's system expects, from every campaign's manifest."""
-    from orchestrator.plan.campaign import DamagedManifest, load_manifest
+    from orchestrator.plan.manifest import DamagedManifest, load_manifest
     from orchestrator.plan.profile import expected_devices
 
     expected = {}
@@ -21,7 +21,7 @@ def expected_devices_of(folders: Sequence[Path]) -> dict[tuple[str, str], str]:
                 manifest = load_manifest(manifest_file.parent)
             except DamagedManifest:
                 continue  # collect says so, last
-            for system, pattern in expected_devices(manifest.get("profile", {})).items():
+            for system, pattern in expected_devices(manifest.profile).items():
                 expected[(manifest_file.parent.name, system)] = pattern
     return expected
 

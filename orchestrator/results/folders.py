@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 
 from orchestrator import DEFAULT_RESULTS_DIR, DEMO_RESULTS_DIR
-from orchestrator.plan.campaign import MANIFEST
+from orchestrator.plan.manifest import MANIFEST
 from orchestrator.plan.campaign_folders import campaign_entries
 from orchestrator.results.store import MERGED
 from orchestrator.suggest import command, shown

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from orchestrator.plan.manifest import MANIFEST, DamagedManifest, Manifest, load_manifest
 from orchestrator.run.executors.base import LOG_LINES, log_tail
 from orchestrator.suggest import command
 from orchestrator.tables import format_table
@@ -23,21 +24,19 @@ def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dic
     merge) leaves its cell without a result, and says why. Dry-run campaigns are not counted: nothing was meant
     to run there. One sacct call per campaign that misses something and ran on this cluster. A campaign whose
     manifest cannot be read is left out, its DamagedManifest added to `damaged` for the caller to say."""
-    from orchestrator.plan import campaign as campaigns
     from orchestrator.run.status import DONE, SUCCESS, campaign_status
 
     bad = {os.path.realpath(path): reason for path, reason in (unreadable or {}).items()}
     missing = []
     for folder, manifest in campaign_manifests([results_dir, *others], damaged):
-        if campaigns.is_dry_run(manifest):
+        if manifest.dry_run:
             continue
         if ran_elsewhere(folder, manifest):
             missing += copied_campaign_missing(folder, manifest, bad)
             continue
-        if all(os.path.isfile(c["results"]) and os.path.realpath(c["results"]) not in bad for c in manifest["cells"]):
+        if all(os.path.isfile(c.results) and os.path.realpath(c.results) not in bad for c in manifest.cells):
             continue
-        results = {(c["framework"], c["array_index"], c["cell_id"]): os.path.realpath(c["results"])
-                   for c in manifest["cells"]}
+        results = {(c.framework, c.array_index, c.cell_id): os.path.realpath(c.results) for c in manifest.cells}
         for cell in campaign_status(folder):
             result = results.get((cell.framework, cell.array_index, cell.cell_id), "")
             state, reason = cell.state, cell.detail
@@ -45,7 +44,7 @@ def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dic
                 state = "unreadable result" if state == SUCCESS else state
                 reason = f"result file {result} does not count: {bad[result]}"
             if state not in DONE:
-                missing.append({"campaign": manifest["campaign"], "framework": cell.framework,
+                missing.append({"campaign": manifest.campaign, "framework": cell.framework,
                                 "array_index": cell.array_index, "cell_id": cell.cell_id, "task_id": cell.task_id,
                                 "state": state, "reason": reason, "log": cell.log,
                                 "log_tail": "\n".join(log_tail(cell.log, log_lines)), "results": result,
@@ -53,33 +52,32 @@ def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dic
     return missing
 
 
-def campaign_manifests(folders: Sequence[Path], damaged: list[Exception] | None = None) -> Iterator[tuple[Path, dict]]:
+def campaign_manifests(folders: Sequence[Path],
+                       damaged: list[Exception] | None = None) -> Iterator[tuple[Path, Manifest]]:
     """(campaign folder, manifest) of every campaign under the results folders, each campaign once: one found
     in several folders (a copy) is taken from the first that holds it. One whose manifest cannot be read is left
     out, its DamagedManifest added to `damaged`."""
-    from orchestrator.plan import campaign as campaigns
-
     seen: set[str] = set()
     for folder in folders:
-        for path in sorted(folder.glob(f"*/{campaigns.MANIFEST}")):
+        for path in sorted(folder.glob(f"*/{MANIFEST}")):
             try:
-                manifest = campaigns.load_manifest(path.parent)
-            except campaigns.DamagedManifest as exc:
+                manifest = load_manifest(path.parent)
+            except DamagedManifest as exc:
                 if damaged is not None:
                     damaged.append(exc)
                 continue
             except OSError:
                 continue
-            if manifest["campaign"] not in seen:
-                seen.add(manifest["campaign"])
+            if manifest.campaign not in seen:
+                seen.add(manifest.campaign)
                 yield path.parent, manifest
 
 
-def ran_elsewhere(folder: Path, manifest: dict) -> bool:
+def ran_elsewhere(folder: Path, manifest: Manifest) -> bool:
     """Whether the campaign's result paths lie outside its folder: a folder copied from another cluster (or
     moved), whose jobs this cluster's Slurm does not know."""
     inside = os.path.realpath(folder) + os.sep
-    return any(not os.path.realpath(c["results"]).startswith(inside) for c in manifest["cells"])
+    return any(not os.path.realpath(c.results).startswith(inside) for c in manifest.cells)
 
 
 def relocated(folder: Path, results: str) -> str:
@@ -92,12 +90,12 @@ def relocated(folder: Path, results: str) -> str:
     return str(folder.joinpath(*parts[last + 1:]))
 
 
-def copied_campaign_missing(folder: Path, manifest: dict, bad: dict[str, str]) -> list[dict]:
+def copied_campaign_missing(folder: Path, manifest: Manifest, bad: dict[str, str]) -> list[dict]:
     """The cells without a result of a campaign that ran elsewhere, read from the files in this copy alone:
     the jobs' Slurm state and logs belong to the other cluster, so neither is looked up."""
     missing = []
-    for cell in manifest["cells"]:
-        result = os.path.realpath(relocated(folder, cell["results"]))
+    for cell in manifest.cells:
+        result = os.path.realpath(relocated(folder, cell.results))
         if os.path.isfile(result) and result not in bad:
             continue
         if result in bad:
@@ -105,8 +103,8 @@ def copied_campaign_missing(folder: Path, manifest: dict, bad: dict[str, str]) -
         else:
             state, reason = "no result", (f"no result file in this copy ({folder}); the campaign ran elsewhere, so "
                                           "its Slurm state is not looked up here")
-        missing.append({"campaign": manifest["campaign"], "framework": cell["framework"],
-                        "array_index": cell["array_index"], "cell_id": cell["cell_id"], "task_id": "",
+        missing.append({"campaign": manifest.campaign, "framework": cell.framework,
+                        "array_index": cell.array_index, "cell_id": cell.cell_id, "task_id": "",
                         "state": state, "reason": reason, "log": "", "log_tail": "", "results": result,
                         "results_dir": str(folder.parent)})
     return missing

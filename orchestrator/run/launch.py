@@ -17,6 +17,17 @@ from orchestrator.plan import catalog, known_issues, matrix, rules
 from orchestrator.plan.campaign_config import configuration_text
 from orchestrator.plan.campaign_folders import find_same_campaign
 from orchestrator.plan.discovery import profile_for
+from orchestrator.plan.manifest import (
+    DRY_RUN,
+    MANIFEST,
+    SUBMITTED,
+    CollectJob,
+    Manifest,
+    ScriptSubmission,
+    load_manifest,
+    now_utc,
+    save_manifest,
+)
 from orchestrator.plan.profile import OPTION_KEYS, ClusterProfile
 from orchestrator.plan.render import RenderedScript, collect_script_name, render_collect, render_scripts
 from orchestrator.plan.settings import (
@@ -227,9 +238,9 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
         release()  # resubmit takes it again and reads the manifest just written; nothing can slip in between
         return resubmit_same(req, campaign_dir, report)  # which first reconciles arrays whose fate is unknown
     for script in scripts:
-        report(f"wrote {manifest['scripts'][script.key]['path']} ({script.tasks} array tasks)")
+        report(f"wrote {manifest.scripts[script.key].path} ({script.tasks} array tasks)")
     trials = f" x {req.settings.trials} trials" if req.settings.trials > 1 else ""
-    report(f"campaign {campaign_dir.name}: {len(cells)} cells{trials}, manifest {campaign_dir / campaigns.MANIFEST}")
+    report(f"campaign {campaign_dir.name}: {len(cells)} cells{trials}, manifest {campaign_dir / MANIFEST}")
     if req.dry_run:
         report(cell_table(manifest, {}))
         report("dry run: nothing was submitted")
@@ -239,10 +250,10 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
     except (OrchestratorError, OSError) as exc:
         # The manifest keeps what was submitted before the failure, and says why the rest was not.
         error = exc if isinstance(exc, OrchestratorError) else OrchestratorError(
-            f"{exc} after submitting {submitted_ids(manifest)}; their ids are in {campaign_dir / campaigns.MANIFEST}")
-        manifest["submission_error"] = str(error)
+            f"{exc} after submitting {submitted_ids(manifest)}; their ids are in {campaign_dir / MANIFEST}")
+        manifest.submission_error = str(error)
         try:
-            campaigns.save_manifest(campaign_dir, manifest)
+            save_manifest(campaign_dir, manifest)
         except OSError:
             pass  # the error names every job id already; a manifest that cannot be written said so
         raise error from None
@@ -254,7 +265,7 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
     return report_submitted(req, scripts, manifest, submissions, report)
 
 
-def chain_collect(req: LaunchRequest, campaign_dir: Path, manifest: dict, submissions: list[Submission],
+def chain_collect(req: LaunchRequest, campaign_dir: Path, manifest: Manifest, submissions: list[Submission],
                   report: Callable[[str], None]) -> None:
     """--collect-after: a job on the profile's partition, without a GPU, that collects the campaign and writes its
     report once every array job has ended (afterany: failed tasks too), so that nobody waits on the login node."""
@@ -264,14 +275,15 @@ def chain_collect(req: LaunchRequest, campaign_dir: Path, manifest: dict, submis
     name = collect_script_name(campaign_dir.name)
     text = render_collect(req.profile, campaign=campaign_dir.name, campaign_dir=campaign_dir,
                           results_dir=req.results_dir.resolve(), python=sys.executable, command=req.command,
-                          git_commit=manifest["git_commit"], created_at=campaigns.now_utc())
+                          git_commit=manifest.git_commit, created_at=now_utc())
     script = campaigns.write_collect_script(campaign_dir, name, text)
     try:
         job_id = sbatch_call.sbatch(script, options=(f"--dependency=afterany:{':'.join(after)}",))
     except OrchestratorError as exc:
         raise OrchestratorError(f"{exc}; the campaign's arrays were submitted ({', '.join(after)}): run "
                                 f"`{follow_up('collect', req.results_dir)}` when they have ended") from None
-    campaigns.record_collect_job(campaign_dir, manifest, script, job_id, after)
+    manifest.collect_job = CollectJob(job_id, str(script), after, now_utc())
+    save_manifest(campaign_dir, manifest)
     report(f"collect: submitted as job {job_id}, to start after jobs {', '.join(after)}; it collects the campaign "
            f"into {req.results_dir} and writes its report there (log: {campaign_dir / 'logs'}/collect_{job_id}.out)")
 
@@ -281,8 +293,8 @@ def wait_for_jobs(req: LaunchRequest, campaign_dir: Path, submissions: list[Subm
     """--wait: until every job has ended (the executor's wait, woken early once every task has written its
     output), then record each failed task (record.record_failed)."""
     scripts = {sub.framework for sub in submissions}
-    cells = [c for c in campaigns.load_manifest(campaign_dir)["cells"] if c.get("script", c["framework"]) in scripts]
-    req.run_by.wait(submissions, OutputsWritten(task_outputs(c["results"] for c in cells)), report)
+    cells = load_manifest(campaign_dir).cells_of(scripts)
+    req.run_by.wait(submissions, OutputsWritten(task_outputs(c.results for c in cells)), report)
     record_failed(campaign_dir, {s.framework: {i: (s.task_ids[i], why) for i, why in s.failed.items()}
                                         for s in submissions}, f"`{req.command}`")
 
@@ -293,8 +305,8 @@ def campaign_tasks(req: LaunchRequest, cells: list[matrix.Cell]) -> int:
     return tasks // 2 if req.settings.paired and len({c.framework for c in cells}) == 2 else tasks
 
 
-def submitted_ids(manifest: dict) -> str:
-    ids = [a["job_id"] for a in manifest.get("arrays", []) if a.get("state") == "submitted"]
+def submitted_ids(manifest: Manifest) -> str:
+    ids = [a.job_id for a in manifest.arrays if a.state == SUBMITTED]
     return f"job{'s' if len(ids) != 1 else ''} {', '.join(ids)}" if ids else "no job"
 
 
@@ -324,28 +336,28 @@ def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable
 
 
 def write_planned(req: LaunchRequest, cells: list[matrix.Cell],
-                  same: Path | None) -> tuple[Path, list[RenderedScript], dict]:
+                  same: Path | None) -> tuple[Path, list[RenderedScript], Manifest]:
     """Render the scripts and write the campaign (the one planned before by the same command, or a new one).
     Returns the campaign folder, the scripts and the manifest."""
     label = catalog.use_cases_label(use_case for use_case, _ in req.plans)
     campaign = same.name if same else campaigns.new_campaign_id(req.benchmark, label)
     campaign_dir = (req.results_dir / campaign).resolve()
     commit = campaigns.git_commit()
-    created_at = campaigns.now_utc()
+    created_at = now_utc()
     scripts = render_scripts(cells, req.profile, campaign=campaign, campaign_dir=campaign_dir,
                              command=req.command, git_commit=commit, created_at=created_at)
-    previous = campaigns.load_manifest(campaign_dir) if same else None
+    previous = load_manifest(campaign_dir) if same else None
     # Planned again (the same command): scripts and specs are rewritten from this run's profile, so a
     # corrected time limit or memory applies to the cells submitted again.
     manifest = campaigns.write_campaign(
         campaign, campaign_dir, scripts, req.scripts_dir.resolve(), req.profile,
-        command=req.command, commit=commit, executor="dry-run" if req.dry_run else req.executor,
+        command=req.command, commit=commit, executor=DRY_RUN if req.dry_run else req.executor,
         created_at=created_at, previous=previous, configuration=req.configuration,
     )
     return campaign_dir, scripts, manifest
 
 
-def report_submitted(req: LaunchRequest, scripts, manifest: dict, submissions: list[Submission],
+def report_submitted(req: LaunchRequest, scripts, manifest: Manifest, submissions: list[Submission],
                      report: Callable[[str], None]) -> int:
     """The cells with their jobs, each failed task, and what to do next. Returns the exit code."""
     report(cell_table(manifest, {s.framework: s for s in submissions}))
@@ -389,7 +401,7 @@ def check_can_run(req: LaunchRequest, frameworks: list[str]) -> None:
         check_runnable(framework, req.profile)
 
 
-def submit_all(req: LaunchRequest, scripts: list[RenderedScript], manifest: dict, campaign_dir: Path,
+def submit_all(req: LaunchRequest, scripts: list[RenderedScript], manifest: Manifest, campaign_dir: Path,
                report: Callable[[str], None]) -> list[Submission]:
     """Submit (or, with an executor that runs them here, run) every script with the request's executor. Slurm's
     arrays are recorded in the manifest as each is submitted; tasks run here are recorded once they have run."""
@@ -397,15 +409,14 @@ def submit_all(req: LaunchRequest, scripts: list[RenderedScript], manifest: dict
     how = Submitting(req.profile, run_by.array_limit(req.profile), recorder(campaign_dir, manifest), report)
     submissions = []
     for script in scripts:
-        job = ScriptJob(script.key, Path(manifest["scripts"][script.key]["campaign_copy"]), script.tasks,
-                        script.name.removesuffix(".sh"), script.system, campaign_dir)
+        job = ScriptJob(script.key, Path(manifest.scripts[script.key].campaign_copy), script.tasks,
+                        manifest.scripts[script.key].job_name, script.system, campaign_dir)
         sub = run_by.submit(job, how)
         submissions.append(sub)
         if run_by.runs_here:  # ran here, under the lock
-            manifest["submissions"][script.key] = {"job_id": sub.job_id, "task_ids": sub.task_ids,
-                                                   "submitted_at": campaigns.now_utc(),
-                                                   "failed": {str(i): why for i, why in sub.failed.items()}}
-            campaigns.save_manifest(campaign_dir, manifest)
+            manifest.submissions[script.key] = ScriptSubmission(sub.job_id, sub.task_ids, now_utc(),
+                                                                failed=dict(sub.failed))
+            save_manifest(campaign_dir, manifest)
         if len(sub.arrays) > 1:
             report(f"{script.key}: {script.tasks} tasks exceed the {how.max_array} an array may hold here; submitted "
                    f"as {len(sub.arrays)} array jobs {', '.join(sub.job_ids)}")
@@ -414,18 +425,15 @@ def submit_all(req: LaunchRequest, scripts: list[RenderedScript], manifest: dict
     return submissions
 
 
-def cell_table(manifest: dict, submissions: dict[str, Submission]) -> str:
+def cell_table(manifest: Manifest, submissions: dict[str, Submission]) -> str:
     rows = []
-    systems = any(cell.get("system") for cell in manifest["cells"])  # a column only where systems are named
-    for cell in manifest["cells"]:
-        sub = submissions.get(cell.get("script", cell["framework"]))  # a paired script runs both frameworks
-        job = sub.task_ids[cell["array_index"]] if sub else "-"
-        state = ""
-        if sub and cell["array_index"] in sub.failed:
-            state = "FAILED"
-        rows.append([cell["framework"], *([cell["system"]] if systems else []), cell["array_index"],
-                     cell.get("trial", 0), cell["model"], cell["batch_size"], cell["precision"], cell["cell_id"], job,
-                     state])
+    systems = any(cell.system for cell in manifest.cells)  # a column only where systems are named
+    for cell in manifest.cells:
+        sub = submissions.get(cell.script)  # a paired script runs both frameworks
+        job = sub.task_ids[cell.array_index] if sub else "-"
+        state = "FAILED" if sub and cell.array_index in sub.failed else ""
+        rows.append([cell.framework, *([cell.system] if systems else []), cell.array_index, cell.trial, cell.model,
+                     cell.batch_size, cell.precision, cell.cell_id, job, state])
     return format_table(["framework", *(["system"] if systems else []), "index", "trial", "model", "batch",
                          "precision", "cell", "job", ""], rows)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench_contract.run.progress import describe, duration, heartbeat_path
-from orchestrator.plan import campaign as campaigns
+from orchestrator.plan.manifest import load_manifest
 
 # A heartbeat is stale once this many of its intervals have passed without one, and never sooner than
 # STALE_MIN_S: a compilation, a large evaluation split or one slow step legitimately take a minute or two.
@@ -31,14 +31,6 @@ STALE_MIN_S = 120.0
 class Cell(Protocol):
     """What names a cell and finds its heartbeat: a manifest cell or a status.CellStatus."""
 
-    framework: str
-    array_index: int
-    cell_id: str
-    results: str
-
-
-@dataclass(frozen=True)
-class ManifestCell:
     framework: str
     array_index: int
     cell_id: str
@@ -81,9 +73,7 @@ def cell_progress(cell: Cell, now: float | None = None) -> CellProgress:
 
 def campaign_progress(folder: Path, now: float | None = None) -> list[CellProgress]:
     """Every cell of the campaign in `folder`, with its heartbeat where its task has written one."""
-    cells = campaigns.load_manifest(folder)["cells"]
-    return [cell_progress(ManifestCell(c["framework"], c["array_index"], c["cell_id"], c["results"]), now)
-            for c in cells]
+    return [cell_progress(cell, now) for cell in load_manifest(folder).cells]
 
 
 def progress_line(p: CellProgress) -> str:

@@ -9,12 +9,12 @@ import getpass
 import os
 import shutil
 
-from orchestrator.plan import campaign as campaigns
+from orchestrator.plan.manifest import UNKNOWN, ArrayRecord, Manifest, is_past, now_utc
 from orchestrator.run import queue
 from orchestrator.run.executors import executor
 
 
-def reconcile(manifest: dict, user: str | None = None) -> list[dict]:
+def reconcile(manifest: Manifest, user: str | None = None) -> list[ArrayRecord]:
     """Look up the campaign's arrays whose submission is unknown in Slurm by their job names, in one squeue and
     one sacct call, and record what was found: submitted, with the job id, or "not found" (never accepted).
 
@@ -23,19 +23,19 @@ def reconcile(manifest: dict, user: str | None = None) -> list[dict]:
     An array either lists is found; one is "not found" only when both answered (or the cluster keeps no
     accounting) and its sbatch can no longer accept it (`answer_by`, sbatch_call.intent: the command that called it was
     killed and its sbatch may live on until its watchdog kills it). Returns the entries it settled."""
-    unknown = [a for a in manifest.get("arrays", []) if a.get("state") == "unknown" and a.get("job_name")]
+    unknown = [a for a in manifest.arrays if a.state == UNKNOWN and a.job_name]
     if not unknown:
         return []
-    found, complete = jobs_named([a["job_name"] for a in unknown], min(a["at"] for a in unknown), user)
+    found, complete = jobs_named([a.job_name for a in unknown], min(a.at for a in unknown), user)
     settled = []
     for entry in unknown:
-        job_id = found.get(entry["job_name"])
-        cancelled = executor(entry["executor"]).cancelled_when_found(job_id) if job_id else None
+        job_id = found.get(entry.job_name)
+        cancelled = executor(entry.executor).cancelled_when_found(job_id) if job_id else None
         if cancelled:
-            entry.update(state="cancelled", job_id=job_id, reconciled_at=campaigns.now_utc(), reason=cancelled)
+            entry.state, entry.job_id, entry.reconciled_at, entry.reason = "cancelled", job_id, now_utc(), cancelled
             settled.append(entry)
-        elif job_id or (complete and campaigns.is_past(entry.get("answer_by", entry["at"]))):
-            campaigns.settle_array(manifest, entry, job_id)
+        elif job_id or (complete and is_past(entry.answer_by or entry.at)):
+            manifest.settle_array(entry, job_id)
             settled.append(entry)
     return settled
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError
+from orchestrator.plan.manifest import MANIFEST, SUBMITTED, ArrayRecord, Manifest, load_manifest, save_manifest
 from orchestrator.run.file_lock import exclusive
-from orchestrator.plan import campaign as campaigns
 
 
 # In a results folder: one command at a time plans or submits there (the default command, and resubmit of any
@@ -31,30 +31,31 @@ def record_failed(campaign_dir: Path, failed: dict[str, dict[int, tuple[str, str
     The wait held no lock, so take it again, read the manifest afresh and mark only the tasks that are still their
     cell's latest: what another command submitted and recorded meanwhile is kept."""
     with submitting(campaign_dir.parent, doing, RECORD_WAIT_S):
-        manifest = campaigns.load_manifest(campaign_dir)
+        manifest = load_manifest(campaign_dir)
         for key, tasks in failed.items():
-            marked = manifest["submissions"][key].setdefault("failed", {})  # {} once waited for: none failed
+            sub = manifest.submissions[key]
+            sub.failed = sub.failed or {}  # {} once waited for: none failed
             for index, (task_id, why) in tasks.items():
-                if manifest["submissions"][key]["task_ids"][index] == task_id:
-                    marked[str(index)] = why
-        campaigns.save_manifest(campaign_dir, manifest)
+                if sub.task_ids[index] == task_id:
+                    sub.failed[index] = why
+        save_manifest(campaign_dir, manifest)
 
 
-def recorder(campaign_dir: Path, manifest: dict) -> Callable[[dict], None]:
+def recorder(campaign_dir: Path, manifest: Manifest) -> Callable[[ArrayRecord], None]:
     """Records each sbatch call's outcome (sbatch's own, or submitit's) in the manifest as soon as it returns.
     Should the manifest not be written, the error names the job id, so that a submitted array is never lost."""
-    def record(entry: dict) -> None:
-        entry = campaigns.record_array(manifest, entry)
+    def record(entry: ArrayRecord) -> None:
+        entry = manifest.record_array(entry)
         try:
-            campaigns.save_manifest(campaign_dir, manifest)
+            save_manifest(campaign_dir, manifest)
         except OSError as exc:
-            if entry["state"] == "submitted":
-                tasks = (f"array tasks {entry['offset']} to {entry['offset'] + entry['count'] - 1}"
-                         if "indices" not in entry else f"{entry['count']} array tasks submitted again")
+            if entry.state == SUBMITTED:
+                tasks = (f"array tasks {entry.offset} to {entry.offset + entry.count - 1}"
+                         if entry.indices is None else f"{entry.count} array tasks submitted again")
                 raise OrchestratorError(
-                    f"job {entry['job_id']} ({entry['script']}, {tasks}) was submitted, but {campaign_dir / campaigns.MANIFEST} "
-                    f"could not be written ({exc}): keep this id, or cancel it with `scancel {entry['job_id']}` "
+                    f"job {entry.job_id} ({entry.script}, {tasks}) was submitted, but {campaign_dir / MANIFEST} "
+                    f"could not be written ({exc}): keep this id, or cancel it with `scancel {entry.job_id}` "
                     "before running the same command again") from None
-            raise OrchestratorError(f"{entry['reason']}; and {campaign_dir / campaigns.MANIFEST} could not be "
+            raise OrchestratorError(f"{entry.reason}; and {campaign_dir / MANIFEST} could not be "
                                     f"written ({exc})") from None
     return record

@@ -20,10 +20,17 @@ from pathlib import Path
 
 from bench_contract.atomic import flush_to_disk
 from orchestrator.errors import OrchestratorError
-from orchestrator.plan import campaign as campaigns
+from orchestrator.plan.manifest import (
+    Manifest,
+    ResubmissionRecord,
+    ScriptSubmission,
+    load_manifest,
+    now_utc,
+    save_manifest,
+)
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.settings import check_output_folder
-from orchestrator.run.executors import EXECUTORS, Executor, ScriptJob, Submission, Submitting, executor
+from orchestrator.run.executors import Executor, ScriptJob, Submission, Submitting, executor
 from orchestrator.run.executors.base import failure_lines
 from orchestrator.run.executors.slurm import Slurm, array_expression
 from orchestrator.run.reconcile import reconcile
@@ -87,9 +94,9 @@ def move_aside(cells: list[CellStatus], report: Callable[[str], None] = print) -
     return moved
 
 
-def profile_of(manifest: dict) -> ClusterProfile:
+def profile_of(manifest: Manifest) -> ClusterProfile:
     """The profile the campaign's jobs got, from the manifest's record of it (its lists and tables typed again)."""
-    return ClusterProfile.from_dict(manifest["profile"])
+    return ClusterProfile.from_dict(manifest.profile)
 
 
 def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool = False, wait: bool = False,
@@ -121,9 +128,9 @@ def submit_missing(folder: Path, name: str | None, rerun_completed: bool, todo: 
                    report: Callable[[str], None]) -> tuple[Rerun | None, list[Resubmission]]:
     """Settle unknown arrays, choose the cells (unless `todo`), move bad results aside and submit the tasks with the
     executor `name`: by default the campaign's, and for a dry run's campaign, which none ran, sbatch's."""
-    manifest = campaigns.load_manifest(folder)
+    manifest = load_manifest(folder)
     reconcile_unknown(folder, manifest, report)
-    chosen_executor = executor(name or (manifest["executor"] if manifest["executor"] in EXECUTORS else Slurm.name))
+    chosen_executor = executor(name or (Slurm.name if manifest.dry_run else manifest.executor))
     if todo is None:
         chosen = chosen_cells(folder, rerun_completed)
         todo = by_script(chosen)
@@ -135,18 +142,18 @@ def submit_missing(folder: Path, name: str | None, rerun_completed: bool, todo: 
     return run, [run.resubmit_script(key, indices) for key, indices in todo.items()]
 
 
-def reconcile_unknown(folder: Path, manifest: dict, report: Callable[[str], None]) -> None:
+def reconcile_unknown(folder: Path, manifest: Manifest, report: Callable[[str], None]) -> None:
     """Arrays whose sbatch gave no answer: look them up in Slurm by their job names (one squeue and one sacct call)
     and record what was found, before anything is submitted again."""
     settled = reconcile(manifest)
     if not settled:
         return
-    campaigns.save_manifest(folder, manifest)
+    save_manifest(folder, manifest)
     for entry in settled:
-        what = f"found as job {entry['job_id']}" if entry.get("job_id") else "not in Slurm: it was never accepted"
-        if entry["state"] == "cancelled":  # reconcile.ORPHAN: its cells go again
-            what += f"; {entry['reason']}"
-        report(f"{entry['script']}: the array at offset {entry['offset']} whose submission was unknown is {what}")
+        what = f"found as job {entry.job_id}" if entry.job_id else "not in Slurm: it was never accepted"
+        if entry.state == "cancelled":  # by its executor (Executor.cancelled_when_found): its cells go again
+            what += f"; {entry.reason}"
+        report(f"{entry.script}: the array at offset {entry.offset} whose submission was unknown is {what}")
 
 
 def resubmit_and_report(folder: Path, *, executor: str | None, rerun_completed: bool, wait: bool,
@@ -159,12 +166,11 @@ def resubmit_and_report(folder: Path, *, executor: str | None, rerun_completed: 
     return 1 if failed else 0
 
 
-def next_attempt(manifest: dict) -> int:
+def next_attempt(manifest: Manifest) -> int:
     """The number of the next resubmission (`:rerunN` in its arrays' job names): one more than any before, answered
     or not, so that no two arrays of a campaign share a name and reconcile finds the right one."""
-    named = [int(found.group(1)) for a in manifest.get("arrays", [])
-             if (found := re.search(r":rerun(\d+)$", a.get("job_name", "")))]
-    return max([len(manifest.get("resubmissions", [])), *named]) + 1
+    named = [int(found.group(1)) for a in manifest.arrays if (found := re.search(r":rerun(\d+)$", a.job_name))]
+    return max([len(manifest.resubmissions), *named]) + 1
 
 
 @dataclass
@@ -172,7 +178,7 @@ class Rerun:
     """One resubmission of a campaign's tasks, script after script, with the manifest updated as it goes."""
 
     folder: Path
-    manifest: dict
+    manifest: Manifest
     executor: Executor
     rerun_completed: bool
     report: Callable[[str], None]
@@ -185,16 +191,14 @@ class Rerun:
                               self.report)
 
     def job(self, key: str) -> ScriptJob:
-        info = self.manifest["scripts"][key]
-        return ScriptJob(key, Path(info["campaign_copy"]), info["array_tasks"], info["name"].removesuffix(".sh"),
-                         info.get("system", ""), self.folder)
+        script = self.manifest.scripts[key]
+        return ScriptJob(key, Path(script.campaign_copy), script.array_tasks, script.job_name, script.system,
+                         self.folder)
 
     def resubmit_script(self, key: str, indices: list[int]) -> Resubmission:
         """Submit (or run) the script's tasks at these array indices, and record them before anything is waited for."""
         job = self.job(key)
-        sub = self.manifest["submissions"].setdefault(key, {"job_id": "", "task_ids": [""] * job.tasks})
-        if "arrays" not in sub and sub["job_id"]:
-            sub["arrays"] = [{"job_id": sub["job_id"], "offset": 0, "count": job.tasks}]
+        sub = self.manifest.submissions.setdefault(key, ScriptSubmission("", [""] * job.tasks))
         submission = self.executor.resubmit(job, indices, next_attempt(self.manifest), self.how)
         job_ids = self.record_tasks(key, indices, dict(zip(indices, submission.task_ids)), sub)
         how = "run here" if self.executor.runs_here else f"submitted as job {', '.join(job_ids)}"
@@ -203,33 +207,33 @@ class Rerun:
         result.failed = self.executor.run_resubmitted(job, indices, self.how)
         return result
 
-    def record_tasks(self, key: str, indices: list[int], task_ids: dict[int, str], sub: dict) -> list[str]:
+    def record_tasks(self, key: str, indices: list[int], task_ids: dict[int, str], sub: ScriptSubmission) -> list[str]:
         """Write the new task ids into the manifest and save it; returns the job ids."""
         for i, task_id in task_ids.items():
-            sub["task_ids"][i] = task_id
-            sub.get("failed", {}).pop(str(i), None)
-        if not sub["job_id"]:
-            sub["job_id"] = next(iter(task_ids.values())).split("_")[0]
+            sub.task_ids[i] = task_id
+            if sub.failed:
+                sub.failed.pop(i, None)
+        if not sub.job_id:
+            sub.job_id = next(iter(task_ids.values())).split("_")[0]
         job_ids = sorted({t.rsplit("_", 1)[0] for t in task_ids.values()})
-        self.manifest.setdefault("resubmissions", []).append({
-            "script": key, "indices": indices, "job_ids": job_ids, "executor": self.executor.name,
-            "rerun_completed": self.rerun_completed, "submitted_at": campaigns.now_utc()})
-        self.manifest.pop("submission_error", None)
+        self.manifest.resubmissions.append(ResubmissionRecord(key, indices, job_ids, self.executor.name,
+                                                              self.rerun_completed, now_utc()))
+        self.manifest.submission_error = ""
         # Recorded before anything runs or is waited for: a later failure does not lose these job ids.
-        campaigns.save_manifest(self.folder, self.manifest)
+        save_manifest(self.folder, self.manifest)
         return job_ids
 
     def task_id(self, r: Resubmission, index: int) -> str:
         """The task this resubmission submitted for the cell at `index`."""
-        return self.manifest["submissions"][r.framework]["task_ids"][index]
+        return self.manifest.submissions[r.framework].task_ids[index]
 
     def wait_for_jobs(self, done: list[Resubmission]) -> None:
         """Until every resubmitted task has ended (the executor's wait); each failure goes into `failed`."""
         waited = [Submission(r.framework, r.job_ids[0], [self.task_id(r, i) for i in r.indices],
                              arrays=[{"job_id": j} for j in r.job_ids], jobs=r.submission.jobs) for r in done]
         again = {(r.framework, index) for r in done for index in r.indices}
-        cells = [c for c in self.manifest["cells"] if (c.get("script", c["framework"]), c["array_index"]) in again]
-        self.executor.wait(waited, OutputsWritten(task_outputs(c["results"] for c in cells)), self.report)
+        cells = [c for c in self.manifest.cells if (c.script, c.array_index) in again]
+        self.executor.wait(waited, OutputsWritten(task_outputs(c.results for c in cells)), self.report)
         for r, w in zip(done, waited):
             r.failed = {r.indices[k]: why for k, why in w.failed.items()}
 
@@ -239,6 +243,6 @@ class Rerun:
 
     def record_failures(self, done: list[Resubmission]) -> None:
         for r in done:
-            failed = self.manifest["submissions"][r.framework].setdefault("failed", {})
-            failed.update({str(i): why for i, why in r.failed.items()})
-        campaigns.save_manifest(self.folder, self.manifest)
+            sub = self.manifest.submissions[r.framework]
+            sub.failed = {**(sub.failed or {}), **r.failed}
+        save_manifest(self.folder, self.manifest)

@@ -12,10 +12,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
-from orchestrator.plan.campaign import CALLING_SBATCH, utc
+from orchestrator.plan.manifest import CALLING_SBATCH, SUBMITTED, UNKNOWN, ArrayRecord, utc
 from orchestrator.run.waiting_times import sbatch_slow_s, sbatch_timeout_s
 from orchestrator.signals import Stopped
 
@@ -120,12 +121,12 @@ def sbatch_refusal(script: Path, said: str, where: str = "") -> str:
 ACCEPT_GRACE_S = 10.0
 
 
-def intent(entry: dict) -> tuple[dict, float]:
+def intent(entry: ArrayRecord) -> tuple[ArrayRecord, float]:
     """What is recorded before an sbatch call (unknown, CALLING_SBATCH), and when (time.time()) that call's sbatch
     is killed at the latest, whoever ends first: the record's `answer_by` is that time and ACCEPT_GRACE_S, before
     which Slurm may still accept the array though no lookup finds it (reconcile leaves it unknown until then)."""
     until = time.time() + sbatch_timeout_s()
-    return {**entry, "state": "unknown", "reason": CALLING_SBATCH, "answer_by": utc(until + ACCEPT_GRACE_S)}, until
+    return replace(entry, state=UNKNOWN, reason=CALLING_SBATCH, answer_by=utc(until + ACCEPT_GRACE_S)), until
 
 
 def sbatch(script: Path, *args: str, options: tuple[str, ...] = (), job_name: str | None = None,
@@ -240,14 +241,15 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def recorded_sbatch(script: Path, args: tuple[str, ...], options: tuple[str, ...], entry: dict,
-                    record: Callable[[dict], None] | None) -> str:
-    """sbatch (above) named entry["job_name"], recorded as recorded_call says."""
+def recorded_sbatch(script: Path, args: tuple[str, ...], options: tuple[str, ...], entry: ArrayRecord,
+                    record: Callable[[ArrayRecord], None] | None) -> str:
+    """sbatch (above) named entry.job_name, recorded as recorded_call says."""
     return recorded_call(entry, record, lambda until: sbatch(script, *args, options=options,
-                                                             job_name=entry.get("job_name"), until=until))
+                                                             job_name=entry.job_name or None, until=until))
 
 
-def recorded_call(entry: dict, record: Callable[[dict], None] | None, call: Callable[[float], str]) -> str:
+def recorded_call(entry: ArrayRecord, record: Callable[[ArrayRecord], None] | None,
+                  call: Callable[[float], str]) -> str:
     """One submission, `call(until)` (an sbatch call, or submitit's, run in_own_session with that limit), which
     returns the job id; its intent recorded before the call and its outcome after (`record`; None: nothing is
     recorded): submitted with the job id, refused, or unknown. A command stopped while sbatch works (Ctrl-C, SIGTERM,
@@ -261,17 +263,16 @@ def recorded_call(entry: dict, record: Callable[[dict], None] | None, call: Call
         job_id = call(until)
     except OrchestratorError as exc:
         if record:
-            record({**entry, "state": "unknown" if isinstance(exc, SubmissionUnknown) else "refused",
-                    "reason": str(exc)})
+            record(replace(entry, state=UNKNOWN if isinstance(exc, SubmissionUnknown) else "refused", reason=str(exc)))
         raise
     except Stopped:
         if record:
             try:
-                record({**entry, "state": "unknown", "reason": f"{CALLING_SBATCH}; sbatch, and what it started, "
-                        "were killed with it", "answer_by": utc(time.time() + ACCEPT_GRACE_S)})
+                record(replace(entry, state=UNKNOWN, reason=f"{CALLING_SBATCH}; sbatch, and what it started, were "
+                               "killed with it", answer_by=utc(time.time() + ACCEPT_GRACE_S)))
             except OrchestratorError:
                 pass  # the intent stays, with the watchdog's later answer_by
         raise
     if record:
-        record({**entry, "state": "submitted", "job_id": job_id})
+        record(replace(entry, state=SUBMITTED, job_id=job_id))
     return job_id

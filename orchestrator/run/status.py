@@ -24,7 +24,7 @@ from bench_contract.results import result_problem as readable_result_problem
 from bench_contract.run.failure import failure_path, read_failure
 from bench_contract.sequential import not_needed_reason
 from orchestrator.errors import OrchestratorError, UsageError
-from orchestrator.plan import campaign as campaigns
+from orchestrator.plan.manifest import MANIFEST, ArrayRecord, CellEntry, Manifest, is_past, load_manifest
 from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.run.progress import progress_lines, text_bar
 from orchestrator.run.queue import ACTIVE, SLURM_STATE_NAMES, QueueUnreadable, read_sacct, read_squeue
@@ -77,10 +77,10 @@ def find_campaign(results_dir: Path, campaign: str | None) -> Path:
     """The campaign folder named, or the newest one under results_dir."""
     if campaign:
         folder = Path(campaign) if Path(campaign).is_dir() else results_dir / campaign
-        if not (folder / campaigns.MANIFEST).is_file():
-            raise UsageError(f"no campaign {campaign!r} in {results_dir} (no {campaigns.MANIFEST} there)")
+        if not (folder / MANIFEST).is_file():
+            raise UsageError(f"no campaign {campaign!r} in {results_dir} (no {MANIFEST} there)")
         return folder
-    manifests = sorted(results_dir.glob(f"*/{campaigns.MANIFEST}"), key=lambda p: p.stat().st_mtime)
+    manifests = sorted(results_dir.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime)
     if not manifests:
         raise UsageError(f"no campaign in {results_dir}; give --results-dir or a campaign id")
     return manifests[-1].parent
@@ -115,62 +115,60 @@ def result_problem(path: str) -> str | None:
     return known[1]
 
 
-def device_note(cell: dict, expect: str | None) -> str:
+def device_note(cell: CellEntry, expect: str | None) -> str:
     """For a cell whose system expects a device (its `expect`), what its result says when it ran on another one:
     a constraint the site ignored. Only such cells' files are read (one column)."""
     if expect is None:
         return ""
-    model = read_task_file(cell["results"]).value("device_model")
+    model = read_task_file(cell.results).value("device_model")
     if device_matches(expect, model):
         return ""
-    return f"; ran on {model!r}, not on system {cell['system']}'s device ({expect!r}): check its constraint"
+    return f"; ran on {model!r}, not on system {cell.system}'s device ({expect!r}): check its constraint"
 
 
-def reran_jobs(manifest: dict) -> set[str]:
+def reran_jobs(manifest: Manifest) -> set[str]:
     """The job ids of resubmissions that ran completed cells again (--rerun-completed)."""
-    return {job for r in manifest.get("resubmissions", []) if r.get("rerun_completed") for job in r.get("job_ids", [])}
+    return {job for r in manifest.resubmissions if r.rerun_completed for job in r.job_ids}
 
 
 def campaign_status(folder: Path) -> list[CellStatus]:
-    manifest = campaigns.load_manifest(folder)
-    submissions = manifest.get("submissions", {})
-    states, unreadable = queue_states(campaigns.slurm_job_ids(manifest))
+    manifest = load_manifest(folder)
+    states, unreadable = queue_states(manifest.slurm_job_ids())
     reran = reran_jobs(manifest) if unreadable else set()
-    expected = expected_devices(manifest.get("profile", {}))
-    lost = campaigns.lost_arrays(manifest)
+    expected = expected_devices(manifest.profile)
+    lost = manifest.lost_arrays()
     cells = []
-    for cell in manifest["cells"]:
-        framework, index = cell["framework"], cell["array_index"]
-        script = cell.get("script", framework)
-        sub = submissions.get(script)  # a paired script runs both frameworks
-        task_id = sub["task_ids"][index] if sub else ""
-        problem = result_problem(cell["results"])
+    for cell in manifest.cells:
+        framework, index, script = cell.framework, cell.array_index, cell.script
+        sub = manifest.submissions.get(script)  # a paired script runs both frameworks
+        task_id = sub.task_ids[index] if sub else ""
+        problem = result_problem(cell.results)
         bad = problem if problem not in (None, NO_FILE) else ""
         slurm_state = states.get(task_id)
         active = SLURM_STATE_NAMES.get(slurm_state or "") in ACTIVE
-        found = {"script": script, "bad_result": bad, "results": cell["results"]}
+        found = {"script": script, "bad_result": bad, "results": cell.results}
         if unreadable and is_slurm_task(task_id) and (
                 problem is not None or task_id.rsplit("_", 1)[0] in reran):
             # No result, or a result that a queued run of --rerun-completed may replace: it may still be queued.
-            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, UNKNOWN, unreadable, **found))
+            cells.append(CellStatus(framework, index, cell.cell_id, task_id, UNKNOWN, unreadable, **found))
             continue
-        skipped = not_needed_reason(cell["results"]) if problem == NO_FILE else None
+        skipped = not_needed_reason(cell.results) if problem == NO_FILE else None
         if skipped:
-            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, NOT_NEEDED, skipped, **found))
+            cells.append(CellStatus(framework, index, cell.cell_id, task_id, NOT_NEEDED, skipped, **found))
             continue
         if problem is None and not active:
-            detail = "result written" + device_note(cell, expected.get(cell.get("system", "")))
-            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, SUCCESS, detail, **found))
+            detail = "result written" + device_note(cell, expected.get(cell.system))
+            cells.append(CellStatus(framework, index, cell.cell_id, task_id, SUCCESS, detail, **found))
             continue
         if (script, index) in lost:  # before "not submitted": the array may be queued under a job id never heard
-            cells.append(CellStatus(framework, index, cell["cell_id"], task_id, UNKNOWN,
+            cells.append(CellStatus(framework, index, cell.cell_id, task_id, UNKNOWN,
                                     lost_answer(lost[script, index]), **found))
             continue
         log = str(log_path(folder, manifest, script, index, task_id) or "")  # looked up for the rest only
-        failure = read_failure(failure_path(cell["results"])) if sub else None
+        failure = read_failure(failure_path(cell.results)) if sub else None
         reason = failure["failure_reason"] if failure else None
         if not task_id:  # never submitted, or refused (a resubmission refused leaves its cells' ids empty)
-            state, detail = "not submitted", manifest.get("submission_error", "dry run" if manifest["executor"] == "dry-run" else "")
+            state, detail = "not submitted", manifest.submission_error or ("dry run" if manifest.dry_run else "")
         elif active:
             # Queued again (resubmitted, rerun or requeued): a failure row or a result is the previous attempt's.
             state = SLURM_STATE_NAMES[slurm_state]
@@ -180,8 +178,8 @@ def campaign_status(folder: Path) -> list[CellStatus]:
         elif bad:
             # Empty, truncated or foreign: it is not a result. resubmit moves it aside and runs the cell again.
             state, detail = "failed", f"bad result: {bad}" + (f" ({slurm_state})" if slurm_state else "")
-        elif str(index) in sub.get("failed", {}):
-            state, detail = "failed", "; ".join(filter(None, [sub["failed"][str(index)].splitlines()[0], reason]))
+        elif index in (sub.failed or {}):
+            state, detail = "failed", "; ".join(filter(None, [sub.failed[index].splitlines()[0], reason]))
         elif slurm_state is not None:
             reason = reason or slurm_memory_kill(log)
             state = SLURM_STATE_NAMES.get(slurm_state, "no result" if slurm_state == "COMPLETED" else slurm_state.lower())
@@ -190,7 +188,7 @@ def campaign_status(folder: Path) -> list[CellStatus]:
             state, detail = ("failed" if failure["status"] == "failed" else "cancelled"), reason
         else:
             state, detail = "no result", NOT_RECORDED
-        cells.append(CellStatus(framework, index, cell["cell_id"], task_id, state, detail, log, **found))
+        cells.append(CellStatus(framework, index, cell.cell_id, task_id, state, detail, log, **found))
     return cells
 
 
@@ -214,15 +212,14 @@ def slurm_memory_kill(log: str) -> str | None:
     return None
 
 
-def log_path(folder: Path, manifest: dict, script_key: str, index: int, task_id: str) -> Path | None:
+def log_path(folder: Path, manifest: Manifest, script_key: str, index: int, task_id: str) -> Path | None:
     """The task's output file, named as the executor that ran it names its logs (Executor.log_name: sbatch's and
     the local executor's <job name>_<task id>.out, submitit's <job name>_submitit_<index>.out); None when it is
     not there."""
-    script = manifest.get("scripts", {}).get(script_key)
+    script = manifest.scripts.get(script_key)
     if not script or not task_id:
         return None
-    job_name = script["name"].removesuffix(".sh")
-    for name in dict.fromkeys(e.log_name(job_name, task_id, index) for e in EXECUTORS.values()):
+    for name in dict.fromkeys(e.log_name(script.job_name, task_id, index) for e in EXECUTORS.values()):
         path = folder / "logs" / name
         if path.is_file():
             return path
@@ -275,13 +272,12 @@ LOST = "the answer to its array's submission was lost"
 THEIR_LOST = "the answer to their array's submission was lost"  # LOST, said of several cells
 
 
-def lost_answer(entry: dict) -> str:
+def lost_answer(entry: ArrayRecord) -> str:
     """The detail of a cell whose array's submission is unknown."""
-    answer_by = entry.get("answer_by")
-    wait = "" if answer_by is None or campaigns.is_past(answer_by) else \
-        f"; its sbatch may still be accepted until {answer_by}, so run the same command again after that"
-    return (f"{LOST} ({entry.get('reason', 'no reason recorded')}){wait}; it is looked up in Slurm by its job name "
-            f"{entry.get('job_name', '')!r} before anything is submitted again")
+    wait = "" if not entry.answer_by or is_past(entry.answer_by) else \
+        f"; its sbatch may still be accepted until {entry.answer_by}, so run the same command again after that"
+    return (f"{LOST} ({entry.reason or 'no reason recorded'}){wait}; it is looked up in Slurm by its job name "
+            f"{entry.job_name!r} before anything is submitted again")
 
 
 def unknown_note(cells: list[CellStatus]) -> str | None:

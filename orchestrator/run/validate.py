@@ -164,6 +164,7 @@ def validate_with(executor: str, req: ValidateRequest, results_dir: Path, comman
 
 def render_script(req: ValidateRequest, spec_path: Path, work: Path, command: str) -> str:
     from orchestrator.plan import campaign
+    from orchestrator.plan.manifest import now_utc
     from orchestrator.plan.render import _environment, sbatch_directives
 
     name = f"validate_{req.model}"
@@ -171,7 +172,7 @@ def render_script(req: ValidateRequest, spec_path: Path, work: Path, command: st
     return _environment().get_template("validate.sh.j2").render(
         script_name=f"{name}.sh", model=req.model, variant=req.variant, batch_size=req.batch_size,
         precision=req.precision, work_dir=work, command=command, git_commit=campaign.git_commit(),
-        created_at=campaign.now_utc(),
+        created_at=now_utc(),
         # One task: the two frameworks run one after the other on the same node and GPU, the ones to be benchmarked.
         directives=sbatch_directives(req.profile, name, 1, work),
         setup_lines=list(req.profile.setup_lines), profile_name=req.profile.name, project_root=PROJECT_ROOT,
@@ -183,7 +184,7 @@ def render_script(req: ValidateRequest, spec_path: Path, work: Path, command: st
 def validate_on_slurm(req: ValidateRequest, results_dir: Path, command: str,
                       report: Callable[[str], None] = print) -> ValidateResult:
     """Submit the check as one Slurm job, wait for it, and compare what it wrote (the folder must be shared)."""
-    from orchestrator.plan import campaign
+    from orchestrator.plan.manifest import now_utc
     from orchestrator.run import sbatch_call
     from orchestrator.run.executors.base import log_tail
     from orchestrator.run.executors.slurm import submit_sbatch
@@ -191,7 +192,7 @@ def validate_on_slurm(req: ValidateRequest, results_dir: Path, command: str,
 
     check_request(req)
     sbatch_call.require_command("sbatch")
-    stamp = campaign.now_utc().replace(":", "").replace("+0000", "")
+    stamp = now_utc().replace(":", "").replace("+0000", "")
     work = (results_dir / "validate" / f"{req.model}-{req.variant}-bs{req.batch_size}-{stamp}").resolve()
     work.mkdir(parents=True, exist_ok=False)
     spec, spec_path = write_inputs(req, work)

@@ -2,6 +2,10 @@
 records, merged from another run, or run by an array the product cancelled, is named; a campaign whose every cell
 ran once, with a paired array in parts, a resubmission and a cancelled orphan, is counted clean."""
 
+from pathlib import Path
+
+from helpers import typed_manifest
+
 from bench.soak_counts import count
 
 
@@ -9,13 +13,13 @@ def paired_campaign() -> dict:
     """Two pairs, two trials each, both frameworks: array index i covers 4 cells. Pair 0 ran as task 0 of job 10;
     pair 1's first array (job 11, at offset 1) was found after a lost answer and cancelled (an orphan), and
     resubmitted as job 12, numbered in order."""
-    cells = [{"script": "paired", "array_index": i, "cell_id": f"{fw}-{i}", "trial": t, "results": ""}
-             for i in (0, 1) for fw in ("jax", "torch") for t in (0, 1)]
-    arrays = [{"script": "paired", "offset": 0, "count": 1, "job_id": "10", "state": "submitted"},
-              {"script": "paired", "offset": 1, "count": 1, "job_id": "11", "state": "cancelled"},
-              {"script": "paired", "offset": 0, "count": 1, "indices": [1], "numbering": "in order", "job_id": "12",
-               "state": "submitted", "job_name": "paired:c:1:rerun1"}]
-    return {"c": {"cells": cells, "arrays": arrays}}
+    cells = [{"framework": fw, "script": "paired", "array_index": i, "cell_id": f"{fw}-{i}", "trial": t,
+              "results": ""} for i in (0, 1) for fw in ("jax", "torch") for t in (0, 1)]
+    arrays = [{"script": "paired", "offset": 0, "count": 1, "executor": "slurm", "job_id": "10", "state": "submitted"},
+              {"script": "paired", "offset": 1, "count": 1, "executor": "slurm", "job_id": "11", "state": "cancelled"},
+              {"script": "paired", "offset": 0, "count": 1, "executor": "slurm", "indices": [1], "numbering": "in order",
+               "job_id": "12", "state": "submitted", "job_name": "paired:c:1:rerun1"}]
+    return {"c": typed_manifest(Path("c"), cells, executor="slurm", arrays=arrays)}
 
 
 # sacct -X -o JobID,JobName,Start,State, split at "|" (soak_counts.sacct_lines)

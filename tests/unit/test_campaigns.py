@@ -5,7 +5,7 @@ import json
 import os
 
 import pandas as pd
-from helpers import run_cli, task_file
+from helpers import run_cli, task_file, write_manifest
 
 
 def submitted_campaign(results, name="digits-uc1-20260101T000000-abcd"):
@@ -13,11 +13,8 @@ def submitted_campaign(results, name="digits-uc1-20260101T000000-abcd"):
     folder = results / name
     cells = [{"framework": fw, "array_index": i, "cell_id": f"{fw}-{i}", "results": str(folder / f"{fw}-{i}.parquet")}
              for fw in ("jax", "torch") for i in range(2)]
-    manifest = {"campaign": name, "executor": "slurm", "created_at": "2026-01-01T00:00:00+00:00", "cells": cells,
-                "submissions": {"jax": {"job_id": "70", "task_ids": ["70_0", "70_1"]},
-                                "torch": {"job_id": "71", "task_ids": ["71_0", "71_1"]}}}
-    folder.mkdir(parents=True)
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    write_manifest(folder, cells, executor="slurm", submissions={"jax": {"job_id": "70", "task_ids": ["70_0", "70_1"]},
+                                                                 "torch": {"job_id": "71", "task_ids": ["71_0", "71_1"]}})
     os.utime(folder / "manifest.json", (1, 1))  # older than any dry run planned by the test
     return name
 
@@ -108,9 +105,8 @@ def two_campaigns(root):
     task_file(root, "torch", 32, 1000.0, campaign="camp1")
     cells = [{"framework": fw, "array_index": 0, "cell_id": f"{fw}-32",
               "results": str(root / "camp1" / "rows" / fw / f"{fw}-32.parquet")} for fw in ("jax", "torch")]
-    (root / "camp1" / "manifest.json").write_text(json.dumps({
-        "campaign": "camp1", "executor": "local", "cells": cells,
-        "submissions": {fw: {"job_id": "local", "task_ids": ["local_0"]} for fw in ("jax", "torch")}}))
+    write_manifest(root / "camp1", cells,
+                   submissions={fw: {"job_id": "local", "task_ids": ["local_0"]} for fw in ("jax", "torch")})
     task_file(root / "b", "jax", 32, 2000.0, device="GPU Y", campaign="campB")
     task_file(root / "b", "torch", 32, 1000.0, device="GPU Y", campaign="campB")
 

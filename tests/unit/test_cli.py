@@ -159,12 +159,21 @@ def test_the_device_check_fails_where_a_framework_cannot_see_the_nodes_gpu():
 # --- #19: the CLI people expect: version, completion, panels, a console command, one sentence for bad input ---
 
 
+def released() -> str:
+    """The version pyproject.toml declares, which `make setup` installs (it reinstalls when the file changes)."""
+    import tomllib
+
+    from helpers import REPO_ROOT
+
+    return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
 def test_version_names_the_release_and_the_git_commit():
     from orchestrator.plan.campaign import git_commit
 
     proc = run_cli("--version")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"jaxtorch-bench 0.1.0 (git {git_commit()})"
+    assert proc.stdout.strip() == f"jaxtorch-bench {released()} (git {git_commit()})"
 
 
 # A Python that sends SIGINT to itself as the command line starts importing typer (the first of its imports that
@@ -232,7 +241,7 @@ def test_the_console_command_is_declared_and_installed():
     assert scripts == {"jaxtorch-bench": "orchestrator.cli:run"}
     command = Path(sys.executable).parent / "jaxtorch-bench"  # make setup installs the project into .venv
     proc = subprocess.run([str(command), "--version"], capture_output=True, text=True, cwd="/", check=False)
-    assert proc.returncode == 0 and proc.stdout.startswith("jaxtorch-bench 0.1.0 (git "), proc.stderr
+    assert proc.returncode == 0 and proc.stdout.startswith(f"jaxtorch-bench {released()} (git "), proc.stderr
 
 
 @pytest.mark.parametrize("words, cword, expected", [

@@ -3,7 +3,7 @@
 import os
 
 import pyarrow.parquet as pq
-from helpers import run_cli, task_file
+from helpers import run_cli, task_file, write_manifest
 
 from bench_contract.results import SCHEMA, read_task_table
 from orchestrator.results import collect, store
@@ -252,14 +252,10 @@ def test_a_merged_dataset_of_another_result_schema_is_rebuilt(tmp_path):
 
 def campaign_of(root, *results):
     """A campaign manifest under root/camp1 whose cells are these result files (run with the local executor)."""
-    import json
-
     cells = [{"framework": path.parent.name, "array_index": i, "cell_id": path.stem, "results": str(path)}
              for i, path in enumerate(results)]
-    manifest = {"campaign": "camp1", "executor": "local", "cells": cells,
-                "submissions": {fw: {"job_id": "local", "task_ids": [f"local_{i}" for i in range(len(cells))]}
-                                for fw in ("jax", "torch")}}
-    (root / "camp1" / "manifest.json").write_text(json.dumps(manifest))
+    write_manifest(root / "camp1", cells, submissions={
+        fw: {"job_id": "local", "task_ids": [f"local_{i}" for i in range(len(cells))]} for fw in ("jax", "torch")})
 
 
 def test_a_result_counts_only_when_readable_and_collect_says_which_do_not(tmp_path):

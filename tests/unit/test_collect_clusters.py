@@ -5,7 +5,7 @@ import json
 import shutil
 
 import pyarrow.parquet as pq
-from helpers import result_context, run_cli
+from helpers import result_context, run_cli, write_manifest
 
 from orchestrator.results import collect
 from orchestrator.results.collect import merge
@@ -99,10 +99,8 @@ def manifest(folder, campaign, results):
     """A campaign manifest (local executor) whose cells' results were written where the campaign ran."""
     cells = [{"framework": "jax", "array_index": i, "cell_id": f"jax-{i}", "results": path}
              for i, path in enumerate(results)]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "manifest.json").write_text(json.dumps({
-        "campaign": campaign, "executor": "local", "cells": cells,
-        "submissions": {"jax": {"job_id": "local", "task_ids": [f"local_{i}" for i in range(len(cells))]}}}))
+    write_manifest(folder, cells, campaign=campaign,
+                   submissions={"jax": {"job_id": "local", "task_ids": [f"local_{i}" for i in range(len(cells))]}})
 
 
 def test_a_campaign_copied_into_two_folders_lists_its_missing_cells_once(tmp_path):

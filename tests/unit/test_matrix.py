@@ -73,7 +73,7 @@ def test_cell_id_is_stable_and_follows_every_setting():
 
 
 
-def test_cell_ids_hash_every_field_but_the_framework_so_old_campaigns_keep_their_ids():
+def test_cell_ids_hash_every_field_but_the_framework_defaults_included():
     import hashlib
     import json
     from dataclasses import asdict
@@ -81,9 +81,8 @@ def test_cell_ids_hash_every_field_but_the_framework_so_old_campaigns_keep_their
     cell = matrix.expand("digits", 1, ["torch"], [], [16], [], settings(seed=7))[0]
     fields = asdict(cell)
     fields.pop("framework")  # the framework is in the readable part of the id; the hash is the pair's
-    # A setting added after campaigns were planned hashes only away from its default (RunSettings.hashed): the
-    # ids planned before --parallelism existed are the ones planned with its default, ddp.
-    assert fields["settings"].pop("parallelism") == "ddp"
+    # Every setting at its default is hashed too (no setting is left out to keep ids of an earlier version).
+    assert fields["settings"]["parallelism"] == "ddp"
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
     assert cell.pair_key == f"digits-uc1-mlp-bs16-fp32-{digest}" and cell.cell_id == f"torch-{cell.pair_key}"
 

@@ -1,6 +1,6 @@
 """`--parallelism ddp,fsdp` (issue 33): use case 2's state replicated or sharded, each layout a cell in both
 frameworks, JAX replicated compared with DDP and JAX sharded with FSDP2; refused where it means nothing, in one
-sentence, before anything is written; the ids of cells planned without it unchanged."""
+sentence, before anything is written; without it, the default layout's cells."""
 
 import json
 
@@ -36,13 +36,11 @@ def test_each_layout_is_a_cell_in_both_frameworks_and_its_own_pair(tmp_path):
     assert specs["torch", "fsdp"].parallelism == "fsdp" and specs["jax", "ddp"].parallelism == "ddp"
 
 
-def test_cells_planned_without_the_option_keep_their_ids():
-    """The default layout is left out of a cell's hash, so a campaign planned before --parallelism existed is the
-    same campaign; sharded cells hash it in."""
+def test_cells_planned_without_the_option_are_the_default_layouts():
+    """No --parallelism plans the same cells as --parallelism ddp, the same campaign; sharded cells are others."""
     without = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings())
     default = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(), parallelisms=["ddp"])
     assert [c.cell_id for c in without] == [c.cell_id for c in default]
-    assert "parallelism" not in without[0].settings.hashed and "parallelism" in without[0].settings.as_dict
     sharded = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(), parallelisms=["fsdp"])
     assert {c.cell_id for c in sharded}.isdisjoint(c.cell_id for c in without)
 

@@ -8,7 +8,7 @@ import types
 
 import numpy as np
 import pytest
-from helpers import rows_for_test
+from helpers import rows_for_test, write_manifest
 
 from bench_contract.data.datasets import Dataset
 from bench_contract.measure import timing
@@ -232,8 +232,7 @@ def campaign_with_heartbeats(tmp_path):
     cells = [{"framework": fw, "array_index": i, "cell_id": f"{fw}-{i}",
               "results": str(folder / "rows" / fw / f"{fw}-{i}.parquet")} for fw, i in (("jax", 0), ("jax", 1),
                                                                                         ("torch", 0))]
-    folder.mkdir()
-    (folder / "manifest.json").write_text(json.dumps({"cells": cells}))
+    write_manifest(folder, cells)
     clock = FakeClock()
     reporter = ProgressReporter(heartbeat_path(cells[0]["results"]), "jax-0", "jax", 10.0, clock=clock,
                                 say=lambda line: None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from helpers import run_cli
+from helpers import run_cli, write_manifest
 from test_baseline import campaign
 
 from orchestrator.results import baseline
@@ -56,7 +56,7 @@ def test_a_report_without_a_baseline_has_no_such_table_and_a_bad_name_is_one_sen
 def test_the_report_of_one_campaign_shows_that_campaign_against_the_baseline(tmp_path):
     campaign(tmp_path, "base")
     campaign(tmp_path, "slow", slower=1.2)
-    (tmp_path / "slow" / "manifest.json").write_text(json.dumps({"campaign": "slow", "cells": []}))
+    write_manifest(tmp_path / "slow", [])
     merge(tmp_path, tmp_path / "merged.parquet")
     baseline.save(tmp_path, tmp_path / "merged.parquet", "release-1", ("base",))
     proc = run_cli("report", "--results-dir", str(tmp_path), "--campaign", "slow", "--baseline", "release-1")

@@ -419,14 +419,14 @@ def test_waiting_holds_no_lock_and_its_failures_are_recorded_in_the_manifest_as_
     assert "nothing to submit" in during.stdout
     folder = next((tmp_path / "r").glob("*/manifest.json")).parent
     noted = json.loads((folder / "manifest.json").read_text())
-    noted["noted_meanwhile"] = True  # what another command might record while the first one waits
+    noted["collect_job"] = {"job_id": "99", "script": "c.sh", "after": ["4001"], "submitted_at": "2026-01-01T00:00:00"}
     (folder / "manifest.json").write_text(json.dumps(noted))
     (tmp_path / "sacct.txt").write_text("4001_[0-3]|COMPLETED\n4002_0|COMPLETED\n4002_1|FAILED\n4002_[2-3]|COMPLETED\n")
     (tmp_path / "squeue.txt").write_text("")
     out, err = first.communicate(timeout=120)
     assert first.returncode == 1 and "FAILED torch array task 1: FAILED" in out, out + err
     after = manifest_of(tmp_path)
-    assert after["noted_meanwhile"] and after["submissions"]["torch"]["failed"] == {"1": "FAILED"}
+    assert after["collect_job"]["job_id"] == "99" and after["submissions"]["torch"]["failed"] == {"1": "FAILED"}
     assert not after["submissions"]["jax"].get("failed")
 
 

@@ -5,7 +5,7 @@ naming it with --results-dir."""
 import json
 
 import pyarrow.parquet as pq
-from helpers import result_context, run_cli, task_file
+from helpers import result_context, run_cli, task_file, write_manifest
 
 from orchestrator.results.folders import own_folders
 
@@ -26,10 +26,8 @@ def local_campaign(results, name, throughput, device="CPU X"):
         rows.add("throughput", throughput * (index + 1), "samples/s")
         path = rows.write(folder / "rows" / framework / f"{framework}-32.parquet")
         cells.append({"framework": framework, "array_index": 0, "cell_id": f"{framework}-32", "results": str(path)})
-    manifest = {"campaign": name, "benchmark": "digits", "use_case": 1, "executor": "local",
-                "created_at": "2026-11-20T10:00:00+00:00", "cells": cells,
-                "submissions": {fw: {"job_id": "local", "task_ids": ["local_0"]} for fw in ("jax", "torch")}}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    write_manifest(folder, cells, created_at="2026-11-20T10:00:00+00:00",
+                   submissions={fw: {"job_id": "local", "task_ids": ["local_0"]} for fw in ("jax", "torch")})
     return name
 
 

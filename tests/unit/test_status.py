@@ -3,7 +3,7 @@
 import json
 import os
 
-from helpers import run_cli, write_result
+from helpers import run_cli, write_manifest, write_result
 
 
 def campaign(tmp_path, with_results=()):
@@ -16,12 +16,10 @@ def campaign(tmp_path, with_results=()):
                 write_result(result, f"{framework}-{index}")
             cells.append({"framework": framework, "array_index": index, "cell_id": f"{framework}-{index}",
                           "results": str(result)})
-    manifest = {"campaign": "camp-1", "executor": "slurm", "cells": cells, "submissions": {
+    write_manifest(folder, cells, executor="slurm", submissions={
         "jax": {"job_id": "70", "task_ids": ["70_0", "70_1", "70_2"]},
         "torch": {"job_id": "71", "task_ids": ["71_0", "71_1", "71_2"]},
-    }}
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    })
     return folder
 
 
@@ -230,7 +228,8 @@ def test_watch_goes_on_while_the_queue_cannot_be_read_and_ends_when_it_can(tmp_p
                                 '{ echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1; }; true')
     # torch's cells, rerun with --rerun-completed, are unknown while the queue cannot be read, results or not.
     manifest = json.loads((tmp_path / "results" / "camp-1" / "manifest.json").read_text())
-    manifest["resubmissions"] = [{"script": "torch", "indices": [2], "job_ids": ["71"], "rerun_completed": True}]
+    manifest["resubmissions"] = [{"script": "torch", "indices": [2], "job_ids": ["71"], "executor": "slurm",
+                                  "rerun_completed": True, "submitted_at": "2026-01-01T00:00:00+00:00"}]
     (tmp_path / "results" / "camp-1" / "manifest.json").write_text(json.dumps(manifest))
     proc = run_cli("watch", "--interval", "0.05", "--results-dir", str(tmp_path / "results"),
                    env={**env, "ORCHESTRATOR_WATCH_UNREADABLE_S": "60"})
@@ -276,12 +275,13 @@ def test_watch_gives_up_with_exit_3_when_the_queue_stays_unreadable(tmp_path):
 
 def test_a_cell_that_ran_on_another_device_than_its_system_expects_is_named_from_its_task_file(tmp_path):
     """device_note reads the device from a task file as a backend writes it (the context stored once, #17)."""
-    from helpers import task_file
+    from helpers import cell_record, task_file
 
+    from orchestrator.plan.manifest import CellEntry
     from orchestrator.run.status import device_note
 
     path = task_file(tmp_path, "jax", 32, 100.0, device="NVIDIA A100-SXM4-80GB")
-    cell = {"results": str(path), "system": "h100"}
+    cell = CellEntry(**cell_record(framework="jax", array_index=0, cell_id="jax-32", results=str(path), system="h100"))
     assert device_note(cell, "H100") == (
         "; ran on 'NVIDIA A100-SXM4-80GB', not on system h100's device ('H100'): check its constraint")
     assert device_note(cell, "A100") == ""

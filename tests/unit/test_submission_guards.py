@@ -591,6 +591,53 @@ def test_a_damaged_manifest_is_one_sentence_for_every_command_and_never_planned_
     assert [p.parent.name for p in (tmp_path / "r").glob("*/manifest.json")] == [campaign]  # no second campaign
 
 
+def manifest_of_another_kind(data: dict, change: str) -> dict:
+    """A manifest as an earlier version wrote it (no version field; the first use case beside the list), as a later
+    one may (a higher version), or with a field this version needs taken out."""
+    from orchestrator.plan.manifest import VERSION
+
+    if change == "earlier":
+        return {key: value for key, value in data.items() if key != "version"} | {"use_case": 1}
+    if change == "later":
+        return data | {"version": VERSION + 1}
+    del data["cells"][0]["results"]
+    return data
+
+
+@pytest.mark.parametrize("change, said", [
+    ("earlier", "was written by an earlier version of jaxtorch-bench (manifest version 1, this one reads {v}), so "
+                "nothing is planned or submitted over it"),
+    ("later", "was written by a later version of jaxtorch-bench (manifest version {w}, this one reads {v}): run that "
+              "version on it"),
+    ("a field missing", "cannot be read (cells[0].results is missing), so which of its cells were submitted is "
+                        "unknown and nothing is planned or submitted over it"),
+])
+def test_a_manifest_of_another_version_is_one_sentence_for_every_command_and_never_planned_over(
+        tmp_path, cluster, change, said):
+    """Issue 64 item 5: no shim reads an earlier version's manifest (nor a later one's); each command says which
+    version wrote it in one sentence, and where this version could plan anew, the command that does so."""
+    from orchestrator.plan.manifest import VERSION
+
+    env, run = cluster
+    assert run("--frameworks", "jax").returncode == 0
+    [path] = (tmp_path / "r").glob("*/manifest.json")
+    campaign = path.parent.name
+    path.write_text(json.dumps(manifest_of_another_kind(json.loads(path.read_text()), change)))
+    said = said.format(v=VERSION, w=VERSION + 1)
+    results = ("--results-dir", str(tmp_path / "r"))
+    for argv in (("status", *results), ("resubmit", *results), ("watch", "--interval", "0.05", *results),
+                 ("campaigns", *results), ("collect", *results), ARGS):
+        proc = run_cli(*argv, *(("--profile", str(tmp_path / "p.toml"), *results) if argv == ARGS else ()), env=env,
+                       timeout=60)
+        no_traceback(proc)
+        assert proc.returncode == 1, (argv, proc.stdout, proc.stderr)
+        [line] = proc.stderr.strip().splitlines()[-1:]
+        assert line.startswith(f"error: campaign {campaign}'s manifest {path} {said}"), (argv, line)
+        assert ("--benchmark digits" in line) == (change != "later"), (argv, line)  # the command that plans anew
+    assert len(calls(tmp_path)) == 1  # nothing submitted again
+    assert [p.parent.name for p in (tmp_path / "r").glob("*/manifest.json")] == [campaign]  # no second campaign
+
+
 def alive(pid_file: Path) -> bool:
     """Whether the process whose pid the file holds still runs (a zombie, killed and not yet reaped, does not)."""
     try:
@@ -705,7 +752,7 @@ def test_an_orphan_sbatch_is_killed_by_its_watchdog_and_then_the_queue_has_the_l
     launch.communicate(timeout=60)
     wait_until(lambda: not alive(tmp_path / "sbatch.pid"), seconds=30, what="the watchdog's kill")
     [array] = manifest(tmp_path)["arrays"]
-    from orchestrator.plan.campaign import is_past
+    from orchestrator.plan.manifest import is_past
 
     wait_until(lambda: is_past(array["answer_by"]), seconds=60, poll_s=0.2, what="answer_by")
     write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(tmp_path) if executor == "submitit" else

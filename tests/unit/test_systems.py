@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import run_cli
+from helpers import run_cli, write_manifest
 
 from bench_contract.results import CONTEXT_NAMES, ResultRows
 from bench_contract.run.runner import base_context
@@ -190,7 +190,7 @@ def test_collect_warns_of_rows_that_ran_on_a_device_their_system_does_not_expect
         rows.add("throughput", 100.0, "samples/s")
         rows.write(tmp_path / "c1" / "rows" / "jax" / f"jax-{system}.parquet")
     recorded = {"systems": {"h100": {"expect": "H100"}, "cpu": {"expect": "CPU"}}}
-    (tmp_path / "c1" / "manifest.json").write_text(json.dumps({"campaign": "c1", "profile": recorded}))
+    write_manifest(tmp_path / "c1", [], profile=recorded)
     merged = merge(tmp_path, tmp_path / "merged.parquet").output
     assert device_mismatch_lines(merged, [tmp_path]) == [
         "warning: system h100 expects a device matching 'H100', but 1 cell(s) of campaign c1 ran on 'CPU X' "
@@ -198,8 +198,6 @@ def test_collect_warns_of_rows_that_ran_on_a_device_their_system_does_not_expect
 
 
 def test_the_report_names_rows_that_ran_on_a_device_their_system_does_not_expect(tmp_path):
-    import json
-
     from helpers import result_context
 
     from bench_contract.results import ResultRows
@@ -213,8 +211,7 @@ def test_the_report_names_rows_that_ran_on_a_device_their_system_does_not_expect
         rows = ResultRows(ctx)
         rows.add("throughput", 100.0, "samples/s")
         rows.write(tmp_path / "c1" / "rows" / framework / f"{framework}-h100.parquet")
-    (tmp_path / "c1" / "manifest.json").write_text(
-        json.dumps({"campaign": "c1", "profile": {"systems": {"h100": {"expect": "H100"}}}}))
+    write_manifest(tmp_path / "c1", [], profile={"systems": {"h100": {"expect": "H100"}}})
     merge(tmp_path, tmp_path / "merged.parquet")
     said = []
     report_and_export(tmp_path, report=said.append)

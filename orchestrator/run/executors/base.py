@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from orchestrator.errors import OrchestratorError, UsageError
+from orchestrator.plan.manifest import ArrayRecord
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.run.limits import array_limit
 from orchestrator.run.progress import run_streaming
@@ -71,7 +72,7 @@ class Submitting:
 
     profile: ClusterProfile
     max_array: int | None
-    record: Callable[[dict], None] | None
+    record: Callable[[ArrayRecord], None] | None
     report: Callable[[str], None] = print
 
 

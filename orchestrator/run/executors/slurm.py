@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError
+from orchestrator.plan.manifest import ArrayRecord
 from orchestrator.run.executors.base import Executor, ScriptJob, Submission, Submitting
 from orchestrator.run.sbatch_call import SbatchRefused, array_job_name, recorded_sbatch
 from orchestrator.run.wait import OutputsWritten, wait_for_slurm
@@ -29,9 +30,8 @@ class Slurm(Executor):
         task_ids: dict[int, str] = {}
         arrays = []
         for offset, local in blocks(indices, how.max_array):
-            entry = {"script": job.key, "offset": offset, "count": len(local), "indices": local,
-                     "job_name": f"{array_job_name(job.campaign_dir.name, job.key, offset)}:rerun{attempt}",
-                     "executor": self.name}
+            entry = ArrayRecord(job.key, offset, len(local), self.name, indices=local,
+                                job_name=f"{array_job_name(job.campaign_dir.name, job.key, offset)}:rerun{attempt}")
             job_id = recorded_sbatch(job.script, (str(offset),) if offset else (),
                                      (f"--array={how.profile.array_spec(array_expression(local))}",), entry, how.record)
             task_ids.update({offset + i: f"{job_id}_{i}" for i in local})
@@ -44,7 +44,7 @@ class Slurm(Executor):
 
 
 def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | None = None,
-                  campaign: str | None = None, record: Callable[[dict], None] | None = None,
+                  campaign: str | None = None, record: Callable[[ArrayRecord], None] | None = None,
                   throttle: Callable[[str], str] = str) -> Submission:
     """One sbatch call for the whole array, or one per part of at most `max_array` tasks.
 
@@ -60,9 +60,8 @@ def submit_sbatch(framework: str, script: Path, n_tasks: int, max_array: int | N
     for number, (offset, count) in enumerate(parts, 1):
         options: tuple[str, ...] = () if whole else (f"--array={throttle(f'0-{count - 1}')}",)
         args = () if whole else (str(offset),)
-        entry = {"script": framework, "offset": offset, "count": count, "executor": Slurm.name}
-        if campaign:
-            entry["job_name"] = array_job_name(campaign, framework, offset)
+        entry = ArrayRecord(framework, offset, count, Slurm.name,
+                            job_name=array_job_name(campaign, framework, offset) if campaign else "")
         try:
             job_id = recorded_sbatch(script, args, options, entry, record if campaign else None)
         except OrchestratorError as exc:

@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
-from orchestrator.plan.campaign import IN_ORDER, ONE_JOB
+from orchestrator.plan.manifest import IN_ORDER, ONE_JOB, ArrayRecord
 from orchestrator.plan.profile import ClusterProfile, slurm_seconds
 from orchestrator.run import queue
 from orchestrator.run.executors.base import Executor, ScriptJob, Submission, Submitting, run_array_task
@@ -123,7 +123,7 @@ def submit_submitit(job: ScriptJob, how: Submitting, indices: list[int] | None =
     for offset in range(0, len(indices), size):
         chunk = indices[offset:offset + size]
         entry = submitit_entry(job.key, chunk, job.campaign_dir.name, rerun)
-        executor.update_parameters(name=entry["job_name"])
+        executor.update_parameters(name=entry.job_name)
         part: list = []  # submitit's jobs, once it has submitted them
         job_id = recorded_call(entry, how.record, partial(submit_part, executor, job, chunk, warn, part))
         arrays.append({"job_id": job_id, "offset": offset, "count": len(chunk)})
@@ -177,18 +177,14 @@ def task_log(job_name: str, index: int) -> str:
     return f"{job_name}_submitit_{index}.out"
 
 
-def submitit_entry(key: str, chunk: list[int], campaign: str, rerun: int | None) -> dict:
+def submitit_entry(key: str, chunk: list[int], campaign: str, rerun: int | None) -> ArrayRecord:
     """The manifest's record of one submitit array: its cells (`offset` and `count`, or a resubmission's
     `indices`), its job name, and how its tasks are numbered where sbatch's rule does not hold."""
+    name = array_job_name(campaign, key, chunk[0]) + (f":rerun{rerun}" if rerun else "")
+    numbering = ONE_JOB if len(chunk) == 1 else "" if rerun is None else IN_ORDER
     if rerun is None:
-        entry = {"script": key, "offset": chunk[0], "count": len(chunk), "executor": Submitit.name}
-    else:
-        entry = {"script": key, "offset": 0, "count": len(chunk), "indices": chunk, "numbering": IN_ORDER,
-                 "executor": Submitit.name}
-    if len(chunk) == 1:
-        entry["numbering"] = ONE_JOB
-    entry["job_name"] = array_job_name(campaign, key, chunk[0]) + (f":rerun{rerun}" if rerun else "")
-    return entry
+        return ArrayRecord(key, chunk[0], len(chunk), Submitit.name, job_name=name, numbering=numbering)
+    return ArrayRecord(key, 0, len(chunk), Submitit.name, job_name=name, indices=chunk, numbering=numbering)
 
 
 def submitit_failure(script: Path, exc: Exception) -> OrchestratorError:

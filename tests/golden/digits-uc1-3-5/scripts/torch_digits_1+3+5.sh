@@ -5,14 +5,14 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      mlp batch 16 fp32  (torch-digits-uc1-mlp-bs16-fp32-887a262f)
-#   1      mlp batch 32 fp32  (torch-digits-uc1-mlp-bs32-fp32-a0356a66)
-#   2      mlp batch 16 fp32  (torch-digits-uc3-mlp-bs16-fp32-c89b9f59-torchfunc)
-#   3      mlp batch 32 fp32  (torch-digits-uc3-mlp-bs32-fp32-264eb62c-torchfunc)
-#   4      mlp batch 1 fp32  (torch-digits-uc5-mlp-bs1-fp32-0db4ac9d)
-#   5      mlp batch 8 fp32  (torch-digits-uc5-mlp-bs8-fp32-df479b72)
-#   6      mlp batch 32 fp32  (torch-digits-uc5-mlp-bs32-fp32-30ca138b)
-#   7      mlp batch 128 fp32  (torch-digits-uc5-mlp-bs128-fp32-97d27c47)
+#   0      mlp batch 16 fp32  (torch-digits-uc1-mlp-bs16-fp32-7afdc071)
+#   1      mlp batch 32 fp32  (torch-digits-uc1-mlp-bs32-fp32-5ebd9c9c)
+#   2      mlp batch 16 fp32  (torch-digits-uc3-mlp-bs16-fp32-b4ee2229-torchfunc)
+#   3      mlp batch 32 fp32  (torch-digits-uc3-mlp-bs32-fp32-6422f448-torchfunc)
+#   4      mlp batch 1 fp32  (torch-digits-uc5-mlp-bs1-fp32-b9658b8d)
+#   5      mlp batch 8 fp32  (torch-digits-uc5-mlp-bs8-fp32-bf347c77)
+#   6      mlp batch 32 fp32  (torch-digits-uc5-mlp-bs32-fp32-f9682224)
+#   7      mlp batch 128 fp32  (torch-digits-uc5-mlp-bs128-fp32-ef976c2a)
 #
 #SBATCH --job-name=torch_digits_1+3+5
 #SBATCH --array=0-7
