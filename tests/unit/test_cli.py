@@ -195,10 +195,11 @@ runpy.run_path("main.py", run_name="__main__")
 def test_a_signal_while_the_command_line_is_imported_is_one_sentence():
     """#65 item 6, found by the soak: a Ctrl-C in a command's first quarter second, while typer and the commands
     were imported, ended in a KeyboardInterrupt traceback; the signals are now caught before those imports."""
-    from helpers import REPO_ROOT
+    from helpers import REPO_ROOT, default_signals
 
+    # Started as from a login shell: a test run started in the background ignores SIGINT, and so would the child.
     proc = subprocess.run([sys.executable, "-c", SIGINT_WHILE_IMPORTING], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, preexec_fn=default_signals)
     assert (proc.returncode, proc.stderr) == (130, "error: stopped by SIGINT\n"), proc.stderr
 
 
@@ -223,10 +224,10 @@ def test_a_signal_while_a_class_is_made_is_one_sentence(tmp_path):
     """#65 item 6, found by the soak: a SIGHUP while a launch imported orchestrator.run.executors.base ended in
     "RuntimeError: Error calling __set_name__ on 'Field' instance 'failed' in 'Submission'" and its traceback: the
     stop came wrapped in another error."""
-    from helpers import REPO_ROOT
+    from helpers import REPO_ROOT, default_signals
 
     proc = subprocess.run([sys.executable, "-c", SIGINT_WHILE_A_CLASS_IS_MADE, str(tmp_path / "none")],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, preexec_fn=default_signals)
     assert (proc.returncode, proc.stderr) == (130, "error: stopped by SIGINT\n"), proc.stderr
 
 
