@@ -48,35 +48,47 @@ def profile_for(path: str | Path | None, ask_slurm: bool = True, partition: str 
     return found.profile(load_profile(None)), found.said
 
 
-def partition_gpus(name: str) -> int | None:
-    """GPUs per node that sinfo shows in partition `name`; None where sinfo cannot say (absent, failing, or no
-    such partition)."""
-    sinfo = shutil.which("sinfo")
-    if sinfo is None:
-        return None
-    try:
-        proc = subprocess.run([sinfo, "--noheader", "--format=%P|%G"], capture_output=True, text=True, check=False,
-                              timeout=SINFO_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = {partition: gpus for partition, _, gpus in gpu_partitions(proc.stdout)} if proc.returncode == 0 else {}
-    return found.get(name)
+class SinfoUnanswered(Exception):
+    """sinfo did not answer or failed; its words say which."""
 
 
-def discover(partition: str | None = None) -> Discovery:
+class SinfoAbsent(SinfoUnanswered):
+    """No sinfo on PATH."""
+
+
+def sinfo_partitions() -> list[tuple[str, bool, int]]:
+    """Each partition with its GPUs per node, as sinfo's `%P|%G` lines give them (gpu_partitions)."""
     sinfo = shutil.which("sinfo")
     if sinfo is None:
-        return Discovery(None, 0, "no profile given and no sinfo on PATH to ask Slurm for GPUs: planned for CPUs "
-                                  "(give --profile for a GPU cluster)")
+        raise SinfoAbsent("no sinfo on PATH")
     try:
         proc = subprocess.run([sinfo, "--noheader", "--format=%P|%G"], capture_output=True, text=True, check=False,
                               timeout=SINFO_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Discovery(None, 0, f"no profile given, and sinfo did not answer ({exc}): planned for CPUs")
+        raise SinfoUnanswered(f"sinfo did not answer ({exc})") from None
     if proc.returncode != 0:
         why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        return Discovery(None, 0, f"no profile given, and sinfo failed ({why}): planned for CPUs")
-    return choose(gpu_partitions(proc.stdout), partition)
+        raise SinfoUnanswered(f"sinfo failed ({why})")
+    return gpu_partitions(proc.stdout)
+
+
+def partition_gpus(name: str) -> int | None:
+    """GPUs per node that sinfo shows in partition `name`; None where sinfo cannot say (absent, failing, or no
+    such partition)."""
+    try:
+        return {partition: gpus for partition, _, gpus in sinfo_partitions()}.get(name)
+    except SinfoUnanswered:
+        return None
+
+
+def discover(partition: str | None = None) -> Discovery:
+    try:
+        return choose(sinfo_partitions(), partition)
+    except SinfoAbsent:
+        return Discovery(None, 0, "no profile given and no sinfo on PATH to ask Slurm for GPUs: planned for CPUs "
+                                  "(give --profile for a GPU cluster)")
+    except SinfoUnanswered as exc:
+        return Discovery(None, 0, f"no profile given, and {exc}: planned for CPUs")
 
 
 def gpu_partitions(text: str) -> list[tuple[str, bool, int]]:
