@@ -76,6 +76,17 @@ LAUNCHES = (
 )
 
 
+def soak_profile(env_dir: Path) -> str:
+    """The local cluster's profile on its load partition: the soak's tasks are stand-ins, never timed, and on the
+    debug partition (one core a node) they would wait behind whatever else runs there, as the jobs of the tests
+    beside it in `make test`, past the settle rounds' time."""
+    base = (REPO_ROOT / "profiles" / "local_slurm.toml").read_text()
+    on_load, replaced = re.subn(r'(?m)^partition = "debug"$', 'partition = "load"', base)
+    if replaced != 1:
+        raise RuntimeError('profiles/local_slurm.toml no longer says partition = "debug": update the soak\'s profile')
+    return on_load + f'\nenv_dir = "{env_dir}"\n'
+
+
 class Soak:
     """One results folder, the commands run on it, and what they did."""
 
@@ -85,7 +96,7 @@ class Soak:
         self.logs.mkdir(parents=True)
         self.ledger = work / "ledger.jsonl"
         standin_env(work / "envs", ledger=self.ledger)
-        base = (REPO_ROOT / "profiles" / "local_slurm.toml").read_text() + f'\nenv_dir = "{work / "envs"}"\n'
+        base = soak_profile(work / "envs")
         self.profiles = {"whole": work / "profile.toml", "split": work / "profile-split.toml"}
         self.profiles["whole"].write_text(base)
         self.profiles["split"].write_text(base + f"max_array_size = {SPLIT_ARRAY}\n")
@@ -288,13 +299,18 @@ def soak(work: Path, seconds: float, seed: int = 0) -> dict:
         print(f"soak: cells no task of which sacct has (or has started): {counts['never_submitted']}, "
               f"{counts['never_started']}\nsacct:\n" + "\n".join("|".join(line) for line in lines)
               + "".join(f"\narrays of {name}: {manifests[name].arrays}" for name in sorted(odd))
-              + "\nledger:\n" + "".join(line for line in run.ledger.read_text().splitlines(keepends=True)
+              + "\nledger:\n" + "".join(line for line in ledger_lines(run.ledger)
                                          if any(name in line for name in odd)), file=sys.stderr)
     return {**counts, "campaigns": len(manifests), "commands": dict(run.ran), "exits": dict(run.exits),
             "killed": dict(run.killed), "killed_in_sbatch": dict(run.killed_in_sbatch),
             "sbatch_calls": dict(soak_faults.sbatch_calls(run.calls)), "tracebacks": run.tracebacks,
             "hung": run.hung, "sbatch_outlived": run.outlived, "unfinished": unfinished, "reads": reads,
             "read_failures": failures, "said": dict(run.said.most_common())}
+
+
+def ledger_lines(ledger: Path) -> list[str]:
+    """The ledger's lines; none where no run has published a result yet (the stand-in creates it with its first)."""
+    return ledger.read_text().splitlines(keepends=True) if ledger.exists() else []
 
 
 def settle(run: Soak) -> int:
@@ -311,6 +327,12 @@ def settle(run: Soak) -> int:
                    for cell in manifest.cells)
         if not left:
             break
+    if left:  # say why: what the last round's commands printed, and what the queue holds
+        for err in sorted(run.logs.glob("*.err"), key=lambda path: path.stat().st_mtime)[-len(run.campaigns()):]:
+            print(f"soak: {left} cells without a result after settling; {err.name} said:\n{err.read_text()[-2000:]}",
+                  file=sys.stderr)
+        print(subprocess.run(["squeue", "-a", "-o", "%i %j %P %T %R"], capture_output=True, text=True).stdout,
+              file=sys.stderr)
     run.cli("collect", reliable=True)
     return left
 
