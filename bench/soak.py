@@ -57,6 +57,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)
 # sbatch's time limit in the random phase: a hung sbatch ends (is killed) after this, not after the default 120 s.
 SBATCH_TIMEOUT_S = 8.0
 COMMAND_LIMIT_S = 120.0  # a command still running after this has hung: it is killed and counted
+SOAK_TASK_MEM = "1G"  # a paired job's driver and one stand-in run at a time; 8 such jobs fit a local node
 REAPED_S = 1.5  # after a command has ended, its sbatch processes have been killed and reaped within this
 SETTLE_ROUNDS = 8
 # The launches, each a command run again and again (so that most runs resubmit what is missing or find it queued):
@@ -79,12 +80,14 @@ LAUNCHES = (
 def soak_profile(env_dir: Path) -> str:
     """The local cluster's profile on its load partition: the soak's tasks are stand-ins, never timed, and on the
     debug partition (one core a node) they would wait behind whatever else runs there, as the jobs of the tests
-    beside it in `make test`, past the settle rounds' time."""
+    beside it in `make test`, past the settle rounds' time. With SOAK_TASK_MEM: the load partition's default
+    (scripts/local_slurm.sh: 200 MB) holds a stand-in task, not a paired job's driver beside its runs, which
+    Slurm then kills for its memory (seen: 217 MB)."""
     base = (REPO_ROOT / "profiles" / "local_slurm.toml").read_text()
     on_load, replaced = re.subn(r'(?m)^partition = "debug"$', 'partition = "load"', base)
     if replaced != 1:
         raise RuntimeError('profiles/local_slurm.toml no longer says partition = "debug": update the soak\'s profile')
-    return on_load + f'\nenv_dir = "{env_dir}"\n'
+    return on_load + f'\nenv_dir = "{env_dir}"\nmem = "{SOAK_TASK_MEM}"\n'
 
 
 class Soak:
