@@ -292,6 +292,18 @@ def file_sha256(path: Path, size: int, mtime_ns: int) -> str:
     return digest.hexdigest()
 
 
+def unpinned_image(framework: str, site) -> str | None:
+    """A warning for a registry image named by its tag alone: the registry may move the tag between a campaign's
+    jobs, and the rows can then name only the tag (container_kind), not the image that ran. None for an image file
+    (its sha256 goes to the rows) and for a reference pinned with @sha256:."""
+    if site is None or site.container is None or is_image_file(site.container) or "@sha256:" in site.container:
+        return None
+    registry = site.container.replace("#", "/", 1).removeprefix("docker://")
+    return (f"{framework}'s image {site.container} is named by its tag, which its registry may move between this "
+            f"campaign's jobs, and the rows can name only the tag; pin it as IMAGE@sha256:DIGEST (`skopeo inspect "
+            f"docker://{registry}` prints the digest)")
+
+
 def check_container_reference(framework: str, site) -> None:
     """Refuse, in one sentence with the fix, an image that the site's runtime cannot use as the jobs would."""
     problem = container_reference_problem(site.runtime, site.container)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
-from orchestrator.plan import catalog, known_issues, matrix, rules
+from orchestrator.plan import catalog, known_issues, matrix, render, rules
 from orchestrator.plan.campaign_config import configuration_text
 from orchestrator.plan.campaign_folders import find_same_campaign
 from orchestrator.plan.discovery import profile_for
@@ -328,6 +328,10 @@ def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable
         report(f"warning: {problem}; the jobs would fail as planned")
     for known in known_issues.warnings(cells, req.profile):
         report(f"warning: {known}")
+    unpinned = (render.unpinned_image(framework, req.profile.for_system(system).site_environment(framework))
+                for system, framework in {(c.system, c.framework) for c in cells})
+    for warning in sorted(set(filter(None, unpinned))):  # systems sharing an image: said once
+        report(f"warning: {warning}")
     for system in dict.fromkeys(c.system for c in cells):
         check_partition(req.profile.for_system(system))
     req.run_by.check(req.results_dir, req.settings.world_size, req.collect_after, follow_up("collect", req.results_dir))

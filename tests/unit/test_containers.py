@@ -86,6 +86,21 @@ def test_pyxis_puts_the_image_on_srun(tmp_path, use_case, extra, prefix):
     assert prefix.format(image=f"'--container-image={PYXIS_IMAGE}'", mounts=mounts) in script
 
 
+def test_a_registry_image_named_by_its_tag_alone_is_warned_of_and_a_pinned_one_is_not(tmp_path):
+    proc = plan(tmp_path, profile_with(tmp_path, "pyxis"))
+    assert proc.returncode == 0, proc.stderr
+    assert (f"warning: jax's image {IMAGE} is named by its tag, which its registry may move between this campaign's "
+            "jobs" in proc.stdout)
+    assert "`skopeo inspect docker://nvcr.io/nvidia/jax:25.01-py3` prints the digest" in proc.stdout
+    pinned = tmp_path / "pinned.toml"
+    pinned.write_text(f'[envs.jax]\ncontainer = "{PYXIS_IMAGE}@sha256:{"0" * 64}"\nruntime = "pyxis"\n')
+    proc = plan(tmp_path, pinned)
+    assert proc.returncode == 0, proc.stderr
+    assert "named by its tag" not in proc.stdout
+    proc = plan(tmp_path, profile_with(tmp_path, "apptainer"))  # an image file: its sha256 goes to the rows
+    assert proc.returncode == 0 and "named by its tag" not in proc.stdout, proc.stderr
+
+
 def test_the_paired_and_validate_scripts_run_in_the_container_too(tmp_path):
     from orchestrator.plan.profile import load_profile
     from orchestrator.run.validate import ValidateRequest, render_script
