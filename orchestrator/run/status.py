@@ -341,13 +341,17 @@ class Shown:
     systems: bool
 
     @classmethod
-    def of(cls, cells: list[CellStatus]) -> Shown:
+    def of(cls, cells: list[CellStatus] | list[CellEntry]) -> Shown:
+        """For a campaign's cells: its CellStatus, or its manifest's CellEntry."""
         return cls(any(c.trial for c in cells), len({c.system for c in cells}) > 1)
 
     def name(self, cell: CellStatus) -> str:
         """`jax 3 (cell)`, with its trial and system where they are shown: `jax 3 (cell, trial 2, system a100)`."""
-        more = [f"trial {cell.trial}"] * self.trials + [f"system {cell.system or '-'}"] * self.systems
-        return f"{cell.framework} {cell.array_index} ({', '.join([cell.cell_id, *more])})"
+        return self.name_of(cell.framework, cell.array_index, cell.cell_id, cell.trial, cell.system)
+
+    def name_of(self, framework: str, array_index: int, cell_id: str, trial: int, system: str) -> str:
+        more = [f"trial {trial}"] * self.trials + [f"system {system or '-'}"] * self.systems
+        return f"{framework} {array_index} ({', '.join([cell_id, *more])})"
 
 
 def campaign_shape(cells: list[CellStatus]) -> str:
