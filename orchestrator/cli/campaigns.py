@@ -54,18 +54,20 @@ def status(
     campaign_option: CampaignOption = None,
     results_dir: ResultsDirOption = DEFAULT_RESULTS_DIR,
     log_lines: Annotated[int, typer.Option(help="Lines of the end of each failed task's log to show.")] = 20,
+    every_task: Annotated[bool, typer.Option("--all", help="One line per run (each trial of each cell), not one per run of a cell's trials in the same state.")] = False,
 ) -> None:
     """The state of every cell of a campaign: pending, running, completed, failed, timed out, cancelled, no result,
-    or unknown (squeue or sacct failed).
+    or unknown (squeue or sacct failed), then the count of each.
 
-    A cell that ended without a readable result is named with its reason (Slurm's state, the task's failure
-    row, a bad result file) and the end of its log. Exit 3 when some cells are unknown: the queue could not be
-    read, so nothing may be concluded (nor resubmitted) from them."""
+    With --trials, the trials of a cell in the same state share a line (trial 0-4, task 70_[0-4]); with several
+    systems, a system column says where each runs. A cell that ended without a readable result is named with its
+    reason (Slurm's state, the task's failure row, a bad result file) and the end of its log. Exit 3 when some
+    cells are unknown: the queue could not be read, so nothing may be concluded (nor resubmitted) from them."""
     from orchestrator.run.status import show_status
 
     with domain_errors():
         show_status(results_dir, chosen_campaign(results_dir, campaign, campaign_option), log_lines,
-                    report=typer.echo)
+                    report=typer.echo, every_task=every_task)
 
 
 def resubmit(

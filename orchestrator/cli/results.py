@@ -21,15 +21,17 @@ def collect(
 ) -> None:
     """Merge every task's Parquet file into one dataset and print JAX vs PyTorch per GPU (or CPU) model.
 
-    Incremental: only task files that are new or changed since the last collect are read. Every cell without
-    a result is named with its reason, and listed apart from the measurements in failures.parquet. With several
+    Incremental: only task files that are new or changed since the last collect are read. Every cell that ended
+    without a result is named with its reason, and listed apart from the measurements in failures.parquet. Cells
+    still queued or running are counted, and collect exits 3: what it merged is partial. With several
     --results-dir, each campaign is merged once, and a table compares the device models side by side."""
     from orchestrator.results.collect import collect_and_report
 
     home, *others = results_dir or [DEFAULT_RESULTS_DIR]
     with domain_errors():
-        collect_and_report(home, output, failures, log_lines, report=typer.echo, warn=warn, campaign=campaign,
-                           others=others, progress=progress)
+        code = collect_and_report(home, output, failures, log_lines, report=typer.echo, warn=warn,
+                                  campaign=campaign, others=others, progress=progress)
+    raise typer.Exit(code=code)
 
 
 def report(

@@ -60,6 +60,7 @@ from orchestrator.results.missing import (
     missing_cells,
     missing_lines,
     unreadable_lines,
+    unsettled_lines,
     write_failures,
 )
 from orchestrator.results.progress_bar import Progress, progress_for
@@ -93,13 +94,19 @@ class Collected:
 def collect_and_report(results_dir: Path, output: Path | None = None, failures: Path | None = None,
                        log_lines: int = LOG_LINES, report: Callable[[str], None] = print,
                        warn: Callable[[str], None] = print, campaign: str | None = None,
-                       others: Sequence[Path] = (), progress: bool | None = None) -> None:
+                       others: Sequence[Path] = (), progress: bool | None = None) -> int:
     """The collect command: merge every task file of results_dir and the `others` folders into `output` (default
     <results_dir>/merged.parquet), warn of the files left out or replaced, list the cells without a result (and
     write them to `failures`, default <results_dir>/failures.parquet), then report JAX against PyTorch. With
     `campaign`, everything is merged as always, and what is shown is that campaign's: its cells without a result
     and its comparison, read from its rows alone (campaign_rows_path). `progress` shows the bar on stderr while
-    reading files (True), never (False), or on a terminal when there are thousands (None: progress_for)."""
+    reading files (True), never (False), or on a terminal when there are thousands (None: progress_for).
+
+    Returns the exit code: EXIT_UNSETTLED (3) when a cell shown may still get a result (queued, running, or its
+    state unknown), said last, since what was merged is then partial; else 0, cells that ended without a result
+    included (resubmit is the command for them)."""
+    from orchestrator.run.status import EXIT_UNSETTLED
+
     check_results_dirs([results_dir, *others])
     # Named wrongly: refused before anything is written.
     campaign = campaign and campaign_id_in([results_dir, *others], campaign)
@@ -117,7 +124,8 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
     with written_or_said(f"collect merged into {output}, but could not write {failures_path}",
                          f"{failures_path} is as the last collect left it"):
         write_failures(failures_path, missing)
-    for line in missing_lines([m for m in missing if campaign in (None, m["campaign"])], failures_path):
+    shown = [m for m in missing if campaign in (None, m["campaign"])]
+    for line in missing_lines(shown, failures_path):
         report(line)
     merged = collected.generation or output  # the generation just merged
     if campaign:
@@ -131,8 +139,12 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
         warn(line)
     for line in unreadable_lines(collected.skipped, missing):  # last, where it cannot be missed
         report(line)
+    waiting = unsettled_lines(shown)  # what makes the merged results partial, and to wait rather than resubmit
+    for line in waiting:
+        report(line)
     if damaged:  # its cells without a result could not be listed: one sentence, exit 1
         raise damaged[0]
+    return EXIT_UNSETTLED if waiting else 0
 
 
 @contextmanager

@@ -31,6 +31,7 @@ from orchestrator.run.queue import ACTIVE, SLURM_STATE_NAMES, QueueUnreadable, r
 from orchestrator.run.executors import EXECUTORS
 from orchestrator.run.executors.base import log_tail
 from orchestrator.run.executors.local import is_slurm_task
+from orchestrator.run.executors.slurm import array_expression
 from orchestrator.run.wait import POLL_BACKOFF, Backoff, OutputsWritten, task_outputs
 from orchestrator.run.waiting_times import watch_accounting_lag_s, watch_unreadable_s
 from orchestrator.suggest import command
@@ -41,15 +42,18 @@ SUCCESS = "completed"
 NOT_NEEDED = "not needed"
 DONE = (SUCCESS, NOT_NEEDED)  # nothing left to run
 UNKNOWN = "unknown"  # submitted, and the queue could not be read: it may still be queued or running
+UNSETTLED = (*ACTIVE, UNKNOWN)  # not ended, or not known to have ended
+# The exit code of a command that stops while some cells are UNSETTLED: status and watch with cells whose state is
+# unknown, collect with cells still queued, running or unknown (its results are partial). It tells a script "not
+# over yet" apart from "ended without a result" (1, watch's) and bad input (2).
+EXIT_UNSETTLED = 3
 
 
 class StateUnknown(OrchestratorError):
     """Some cells may still be queued or running, and squeue or sacct could not say: `status` ends with this
-    after its table, and `watch` once the queue has stayed unreadable for watch_unreadable_s(). Its exit code, 3,
-    tells a script "unknown" apart from "ended without a result" (1) and bad input (2)."""
+    after its table, and `watch` once the queue has stayed unreadable for watch_unreadable_s()."""
 
-    exit_code = 3
-UNSETTLED = (*ACTIVE, UNKNOWN)
+    exit_code = EXIT_UNSETTLED
 NO_FILE = "no file"  # result_problem's word for a result that was never written
 # A task that neither queue nor accounting lists, without a result or a failure row.
 NOT_RECORDED = "the task is not queued and wrote no result"
@@ -67,6 +71,8 @@ class CellStatus:
     script: str = ""  # the key of the script and submission that run it (the framework, or "paired")
     bad_result: str = ""  # why the result file there cannot count (empty, truncated, foreign), where one is there
     results: str = ""  # the cell's result path
+    trial: int = 0  # which run of the cell (--trials); each trial is its own task, or a step of a paired task
+    system: str = ""  # the profile's system it runs on ("": the profile's own values)
 
     @property
     def ended_without_result(self) -> bool:
@@ -146,7 +152,8 @@ def campaign_status(folder: Path) -> list[CellStatus]:
         bad = problem if problem not in (None, NO_FILE) else ""
         slurm_state = states.get(task_id)
         active = SLURM_STATE_NAMES.get(slurm_state or "") in ACTIVE
-        found = {"script": script, "bad_result": bad, "results": cell.results}
+        found = {"script": script, "bad_result": bad, "results": cell.results, "trial": cell.trial,
+                 "system": cell.system}
         if unreadable and is_slurm_task(task_id) and (
                 problem is not None or task_id.rsplit("_", 1)[0] in reran):
             # No result, or a result that a queued run of --rerun-completed may replace: it may still be queued.
@@ -283,12 +290,14 @@ def lost_answer(entry: ArrayRecord) -> str:
 def unknown_note(cells: list[CellStatus]) -> str | None:
     """One sentence for the cells whose state is unknown, naming the failed command; None when there are none."""
     unknown = [c for c in cells if c.state == UNKNOWN]
-    if not unknown:
-        return None
-    detail = unknown[0].detail
+    return unknown_sentence(len(unknown), unknown[0].detail) if unknown else None
+
+
+def unknown_sentence(count: int, detail: str) -> str:
+    """unknown_note's sentence for `count` cells whose state is unknown, the first of them with this detail."""
     if detail.startswith(LOST):  # the detail says why already: said once, for the cells
-        return f"{len(unknown)} cells may still be queued or running, and {THEIR_LOST}{detail.removeprefix(LOST)}"
-    return f"{len(unknown)} cells may still be queued or running, and the queue could not be read ({detail})"
+        return f"{count} cells may still be queued or running, and {THEIR_LOST}{detail.removeprefix(LOST)}"
+    return f"{count} cells may still be queued or running, and the queue could not be read ({detail})"
 
 
 def follow_up(name: str, results_dir: Path, *args: str) -> str:
@@ -300,19 +309,20 @@ def follow_up(name: str, results_dir: Path, *args: str) -> str:
 # --- the status and watch commands -----------------------------------------------------------------------
 
 def show_status(results_dir: Path, campaign: str | None, log_lines: int,
-                report: Callable[[str], None] = print) -> None:
-    """Report every cell of the campaign (the newest when none is named), then the end of the log of each cell
-    that ended without a result, and how to submit those again."""
+                report: Callable[[str], None] = print, every_task: bool = False) -> None:
+    """Report every cell of the campaign (the newest when none is named), the trials of a cell that are in the same
+    state on one line unless `every_task`, then the end of the log of each cell that ended without a result, the
+    count of each state, and how to submit those cells again."""
     folder = find_campaign(results_dir, campaign)
     cells = campaign_status(folder)
-    report(f"campaign {folder.name}")
-    report(format_table(["framework", "index", "cell", "task", "state", "detail"],
-                        [[c.framework, c.array_index, c.cell_id, c.task_id, c.state, c.detail] for c in cells]))
-    report(progress_bar(cells))
+    report(f"campaign {folder.name}{campaign_shape(cells)}")
+    report(status_table(cells, every_task))
+    shown = Shown.of(cells)
     for c in cells:
         if c.ended_without_result and log_lines > 0:
-            for line in ended_lines(c, log_lines):
+            for line in ended_lines(c, log_lines, shown):
                 report(line)
+    report(progress_bar(cells))  # last but the advice: the summary of the lines above
     missing = sum(c.ended_without_result for c in cells)
     if missing:
         report(f"\n{missing} cells ended without a result; submit only those again with: "
@@ -322,10 +332,92 @@ def show_status(results_dir: Path, campaign: str | None, log_lines: int,
         raise StateUnknown(f"{note}; their state is unknown, and resubmit submits nothing until it can be read")
 
 
-def ended_lines(cell: CellStatus, log_lines: int) -> list[str]:
+@dataclass(frozen=True)
+class Shown:
+    """Which of a cell's coordinates beyond framework, index and id tell its tasks apart, and so are shown: the
+    trial where the campaign runs several, the system where it runs on several."""
+
+    trials: bool
+    systems: bool
+
+    @classmethod
+    def of(cls, cells: list[CellStatus] | list[CellEntry]) -> Shown:
+        """For a campaign's cells: its CellStatus, or its manifest's CellEntry."""
+        return cls(any(c.trial for c in cells), len({c.system for c in cells}) > 1)
+
+    def name(self, cell: CellStatus) -> str:
+        """`jax 3 (cell)`, with its trial and system where they are shown: `jax 3 (cell, trial 2, system a100)`."""
+        return self.name_of(cell.framework, cell.array_index, cell.cell_id, cell.trial, cell.system)
+
+    def name_of(self, framework: str, array_index: int, cell_id: str, trial: int, system: str) -> str:
+        more = [f"trial {trial}"] * self.trials + [f"system {system or '-'}"] * self.systems
+        return f"{framework} {array_index} ({', '.join([cell_id, *more])})"
+
+
+def campaign_shape(cells: list[CellStatus]) -> str:
+    """What the lines below count, where a run is not simply a cell: `: 48 cells x 5 trials = 240 runs` (each run
+    its own task, or a step of a paired task), `on systems a100, h100`; "" for one trial on one system."""
+    shown = Shown.of(cells)
+    parts = []
+    if shown.trials:
+        ids = {(c.system, c.cell_id) for c in cells}
+        parts.append(f"{len(ids)} cells x {max(c.trial for c in cells) + 1} trials = {len(cells)} runs")
+    if shown.systems:
+        parts.append("on systems " + ", ".join(sorted({c.system or "-" for c in cells})))
+    return ": " + " ".join(parts) if parts else ""
+
+
+def status_table(cells: list[CellStatus], every_task: bool = False) -> str:
+    """One line per task (`every_task`), or per run of consecutive trials of a cell in the same state with the same
+    detail in the same job: their indices, trials and task ids as ranges, as squeue writes an array's pending tasks
+    (`70_[0-4]`). The trial and system columns are there where they tell tasks apart (Shown)."""
+    shown = Shown.of(cells)
+    headers = ["framework", *["system"] * shown.systems, "index", "cell", *["trial"] * shown.trials, "task", "state",
+               "detail"]
+    rows = []
+    for run in ([c] for c in cells) if every_task else same_state_runs(cells):
+        first = run[0]
+        rows.append([first.framework, *[first.system or "-"] * shown.systems,
+                     array_expression([c.array_index for c in run]), first.cell_id,
+                     *[array_expression([c.trial for c in run])] * shown.trials, task_range(run), first.state,
+                     first.detail])
+    return format_table(headers, rows)
+
+
+def job_of(task_id: str) -> str:
+    """The job part of a task id: 70 of 70_3 (a plain job's id is its own)."""
+    return task_id.rsplit("_", 1)[0]
+
+
+def same_state_runs(cells: list[CellStatus]) -> list[list[CellStatus]]:
+    """The cells in order, consecutive trials of one cell with the same state, detail and job put together."""
+    runs: list[list[CellStatus]] = []
+    for cell in cells:
+        last = runs[-1][-1] if runs else None
+        if last is not None and cell.trial == last.trial + 1 and (
+                cell.script, cell.framework, cell.system, cell.cell_id, cell.state, cell.detail,
+                job_of(cell.task_id)) == (last.script, last.framework, last.system, last.cell_id, last.state,
+                                          last.detail, job_of(last.task_id)):
+            runs[-1].append(cell)
+        else:
+            runs.append([cell])
+    return runs
+
+
+def task_range(run: list[CellStatus]) -> str:
+    """The task ids of a run of cells of one job: one id (a paired task runs every trial), or the job's array
+    tasks as squeue writes them, `70_[0-2,4]`."""
+    ids = list(dict.fromkeys(c.task_id for c in run))
+    numbers = [task_id.rsplit("_", 1)[-1] for task_id in ids]
+    if len(ids) == 1 or not all("_" in task_id for task_id in ids) or not all(n.isdigit() for n in numbers):
+        return ",".join(ids)
+    return f"{job_of(ids[0])}_[{array_expression([int(n) for n in numbers])}]"
+
+
+def ended_lines(cell: CellStatus, log_lines: int, shown: Shown = Shown(False, False)) -> list[str]:
     """A cell that ended without a result: its state and reason, then the end of its log."""
     tail = log_tail(cell.log, log_lines)
-    return [f"\n--- {cell.framework} {cell.array_index} ({cell.cell_id}): {cell.state}: {cell.detail}",
+    return [f"\n--- {shown.name(cell)}: {cell.state}: {cell.detail}",
             f"  end of {cell.log}:" if tail else "  (no log)", *(f"  | {line}" for line in tail)]
 
 
@@ -374,6 +466,7 @@ def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
         if records.over(cells, time.monotonic()):  # unknown cells are active: watch never stops on them
             break
     unfinished = [c for c in cells if c.state not in DONE]
+    shown = Shown.of(cells)
     for c in unfinished:
-        warn(f"{c.framework} {c.array_index} ({c.cell_id}): {c.state}: {c.detail}")
+        warn(f"{shown.name(c)}: {c.state}: {c.detail}")
     return 1 if unfinished else 0

@@ -58,7 +58,8 @@ def test_a_few_hundred_tasks_finishing_together_lose_no_result(slurm_cluster, tm
     cells = run.manifest["cells"]
     run.wait_until(lambda: sum(os.path.exists(c["results"]) for c in cells) >= TASKS // 2, "half of the results")
     during = run.cli("collect")  # while tasks are still publishing into the same folders
-    assert during.returncode == 0 and "skipped" not in during.stderr, during.stderr
+    # 3: some cells were still queued or running, so what it merged is partial (0 should every task have ended).
+    assert during.returncode in (0, 3) and "skipped" not in during.stderr, during.stderr
     assert run.watch().returncode == 0
     elapsed = time.monotonic() - start
     collected = run.cli("collect")

@@ -47,7 +47,7 @@ def test_a_paired_cell_runs_interleaved_trials_of_both_frameworks_in_one_job(slu
     trials, first_stage_s, left_s = map(int, held.groups())
     assert 5 <= trials < asked <= MAX_TRIALS
     assert trials == trials_in_time(first_stage_s, left_s)
-    status = run_cli("status", "--results-dir", str(results), env=slurm_cluster.env)
+    status = run_cli("status", "--all", "--results-dir", str(results), env=slurm_cluster.env)  # a line per trial
     assert status.returncode == 0, status.stdout + status.stderr
     assert status.stdout.count("not needed  left out by the sequential rule") == 2 * (MAX_TRIALS - trials), (
         status.stdout)

@@ -313,3 +313,54 @@ def test_a_json_column_that_does_not_parse_sets_its_file_aside_and_the_rest_are_
     assert f"skipped {not_object}: its settings is not readable: JSON, but not an object (list)" in out
     merged = pq.read_table(tmp_path / "merged.parquet")
     assert set(merged["cell_id"].to_pylist()) == {"jax-32", "torch-32"}
+
+
+def test_cells_still_queued_or_running_are_waited_for_not_resubmitted(tmp_path):
+    """Issue 68: the cells without a result are told apart by why. Those that ended without one are listed, with
+    their trial, and resubmit is the advice for them alone; those still queued or running are counted in one line
+    that says to wait; those whose state is unknown, in one that says the queue could not be read. Everything is
+    merged all the same, and collect exits 3 while any cell may still get a result: what it merged is partial."""
+    from test_status import failing, fake_slurm, trials_campaign
+
+    results = tmp_path / "results"
+    trials_campaign(tmp_path, results={(0, 0), (0, 1)})
+    env, _ = fake_slurm(tmp_path, sacct_lines=["70_0|COMPLETED", "70_1|COMPLETED", "70_3|FAILED"],
+                        squeue_lines=["70_2 PENDING", "70_4 RUNNING", "70_5 RUNNING"])
+    proc = run_cli("collect", "--results-dir", str(results), env=env)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("merged ") and (results / "merged.parquet").is_dir()  # what there is, merged
+    assert f"\n1 cells have no result (listed in {results / 'failures.parquet'}):\n" in proc.stdout
+    [row] = [line.split(None, 6) for line in proc.stdout.splitlines() if line.startswith("camp-1 ")]
+    assert row == ["camp-1", "jax", "3", "jax-1", "0", "failed", "FAILED"]  # campaign, framework, index, cell, trial
+    assert f"submit only those again with: python main.py resubmit camp-1 --results-dir {results}" in proc.stdout
+    assert proc.stdout.rstrip().splitlines()[-1] == (
+        "3 cells are still queued or running (1 pending, 2 running), so their results are not merged yet: follow "
+        f"them with `python main.py watch camp-1 --results-dir {results}`, then run collect again")
+    failures = pq.read_table(results / "failures.parquet").to_pylist()
+    assert [(f["array_index"], f["trial"], f["state"]) for f in failures] == [
+        (2, 2, "pending"), (3, 0, "failed"), (4, 1, "running"), (5, 2, "running")]
+
+    # Nothing has ended yet: no cell to resubmit, only the line that says to wait.
+    failing("sacct", tmp_path, "true")
+    failing("squeue", tmp_path, "for i in 2 3 4 5; do echo \"70_$i PENDING\"; done")
+    proc = run_cli("collect", "--results-dir", str(results), env=env)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "have no result" not in proc.stdout and "resubmit" not in proc.stdout
+    assert "\n4 cells are still queued or running (4 pending), so their results are not merged yet" in proc.stdout
+
+    # The queue cannot be read: those cells may still be queued, which no resubmit may be advised for either.
+    failing("squeue", tmp_path, 'echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1')
+    proc = run_cli("collect", "--results-dir", str(results), env=env)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "have no result" not in proc.stdout and "resubmit" not in proc.stdout
+    assert proc.stdout.rstrip().splitlines()[-1] == (
+        "4 cells may still be queued or running, and the queue could not be read (squeue failed: exit status 1: "
+        "slurm_load_jobs error: Unable to contact slurm controller); run collect again once "
+        f"`python main.py status camp-1 --results-dir {results}` can say where they stand")
+
+    # Every cell ended: those without a result are the resubmit's, and collect exits 0 as before.
+    failing("squeue", tmp_path, "true")
+    failing("sacct", tmp_path, "for i in 2 3 4 5; do echo \"70_$i|FAILED\"; done")
+    proc = run_cli("collect", "--results-dir", str(results), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 cells have no result" in proc.stdout and "still queued" not in proc.stdout

@@ -199,9 +199,10 @@ def test_trials_the_rule_left_out_are_not_needed_not_missing(tmp_path):
     data.update(executor="local", submissions={"paired": {"failed": {}, "job_id": "local", "task_ids": [
         "local_0", "local_1"], "submitted_at": "2026-11-27T00:00:00+00:00"}})
     path.write_text(json.dumps(data))
-    status = run_cli("status", "--results-dir", str(tmp_path / "results"))
+    status = run_cli("status", "--all", "--results-dir", str(tmp_path / "results"))  # a line per trial
     assert status.returncode == 0, status.stdout + status.stderr
-    states = [line.split()[4:6] for line in status.stdout.splitlines() if line.startswith(("jax ", "torch "))]
+    # framework, index, cell, trial, task, state: the state's two words are the sixth and seventh.
+    states = [line.split()[5:7] for line in status.stdout.splitlines() if line.startswith(("jax ", "torch "))]
     assert states.count(["not", "needed"]) == 8 and states.count(["completed", "result"]) == 20
     collect = run_cli("collect", "--results-dir", str(tmp_path / "results"))
     assert collect.returncode == 0 and "without a result" not in collect.stdout + collect.stderr

@@ -302,3 +302,75 @@ def test_the_wait_for_accounting_starts_anew_when_a_cell_is_active_again():
     assert not wait.over(unrecorded, lag + 1)  # 1 s into the second wait
     assert wait.over(unrecorded, 2 * lag + 1)
     assert AccountingWait().over(recorded, 0.0)  # nothing awaits a record: watch stops at once
+
+
+def trials_campaign(tmp_path, results=()):
+    """Campaign camp-1: two JAX cells of three trials each in job 70, trial t of cell c at array index 3c + t, with
+    a result for the (cell, trial) pairs in `results`."""
+    folder = tmp_path / "results" / "camp-1"
+    cells = []
+    for cell in range(2):
+        for trial in range(3):
+            result = folder / "rows" / "jax" / f"jax-{cell}-trial{trial}.parquet"
+            if (cell, trial) in results:
+                write_result(result, f"jax-{cell}")
+            cells.append({"framework": "jax", "array_index": 3 * cell + trial, "trial": trial,
+                          "cell_id": f"jax-{cell}", "results": str(result)})
+    write_manifest(folder, cells, executor="slurm",
+                   submissions={"jax": {"job_id": "70", "task_ids": [f"70_{i}" for i in range(6)]}})
+    return folder
+
+
+def table_rows(stdout, columns):
+    """status's table lines as lists of `columns` words, the last one the rest of the line (the detail)."""
+    return [line.split(None, columns - 1) for line in stdout.splitlines() if line.startswith(("jax ", "torch "))]
+
+
+def test_a_cells_trials_are_told_apart_and_those_in_one_state_share_a_line(tmp_path):
+    """Issue 68: with --trials, each line names its trials; the trials of a cell in the same state, with the same
+    detail, in the same job share one line (squeue's 70_[0-1]); --all gives one line per run; the count of each
+    state comes after the logs, last but the advice."""
+    trials_campaign(tmp_path, results={(0, 0), (0, 1)})
+    env, _ = fake_slurm(tmp_path, sacct_lines=["70_0|COMPLETED", "70_1|COMPLETED", "70_3|FAILED"],
+                        squeue_lines=["70_2 PENDING", "70_4 RUNNING", "70_5 RUNNING"])
+    proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "campaign camp-1: 2 cells x 3 trials = 6 runs"
+    assert lines[1].split() == ["framework", "index", "cell", "trial", "task", "state", "detail"]
+    assert table_rows(proc.stdout, 7) == [
+        ["jax", "0-1", "jax-0", "0-1", "70_[0-1]", "completed", "result written"],
+        ["jax", "2", "jax-0", "2", "70_2", "pending", "PENDING"],
+        ["jax", "3", "jax-1", "0", "70_3", "failed", "FAILED"],
+        ["jax", "4-5", "jax-1", "1-2", "70_[4-5]", "running", "RUNNING"],
+    ]
+    assert "--- jax 3 (jax-1, trial 0): failed: FAILED" in proc.stdout
+    assert lines[-3].endswith("] 3/6 ended (2 completed, 1 failed, 1 pending, 2 running)")
+    assert lines[-1].startswith("1 cells ended without a result; submit only those again with:")
+
+    every = run_cli("status", "--all", "--results-dir", str(tmp_path / "results"), env=env)
+    assert every.returncode == 0, every.stderr
+    rows = table_rows(every.stdout, 7)
+    assert [(row[1], row[3], row[4], row[5]) for row in rows] == [
+        ("0", "0", "70_0", "completed"), ("1", "1", "70_1", "completed"), ("2", "2", "70_2", "pending"),
+        ("3", "0", "70_3", "failed"), ("4", "1", "70_4", "running"), ("5", "2", "70_5", "running")]
+
+
+def test_a_campaign_on_several_systems_names_the_system_of_each_line(tmp_path):
+    """Issue 68: one cell on two systems (its id differs by the system's hash only): a system column says which."""
+    from orchestrator.run.status import show_status
+
+    folder = tmp_path / "results" / "camp-1"
+    cells = []
+    for index, system in enumerate(("h100", "a100")):
+        result = write_result(folder / "rows" / "jax" / f"jax-{system}.parquet", f"jax-{index}")
+        cells.append({"framework": "jax", "script": f"jax.{system}", "system": system, "array_index": 0,
+                      "cell_id": f"jax-{index}", "results": str(result)})
+    write_manifest(folder, cells, submissions={
+        f"jax.{system}": {"job_id": "local", "task_ids": ["local_0"]} for system in ("h100", "a100")})
+    said = []
+    show_status(tmp_path / "results", None, 20, report=said.append)
+    assert said[0] == "campaign camp-1: on systems a100, h100"
+    assert said[1].splitlines()[0].split() == ["framework", "system", "index", "cell", "task", "state", "detail"]
+    assert table_rows("\n".join(said), 7) == [["jax", "h100", "0", "jax-0", "local_0", "completed", "result written"],
+                                             ["jax", "a100", "0", "jax-1", "local_0", "completed", "result written"]]
