@@ -14,7 +14,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_contract.measure.device import TF32_OVERRIDES
 from bench_contract.results import ENVIRONMENT_KIND_VARIABLE, LOCKED
+from bench_contract.run.progress import INTERVAL_ENV
 from bench_contract.sequential import percent
 from bench_contract.spec import FIRST_STAGE, PAIRED_ORDER
 from orchestrator import PROJECT_ROOT
@@ -40,6 +42,18 @@ FRAMEWORK_EXPORTS = {
 
 
 PAIRED = "paired"  # the key of the one paired script, where an unpaired campaign has one per framework
+
+# Apptainer runs an image with --cleanenv, so that nothing of the job's shell (the login node's modules, a conda
+# environment, a stray LD_LIBRARY_PATH) reaches the framework; these variables are passed on by name, each where it
+# is set: what the script exports (the framework's, PYTHONPATH, the environment kind, the CPU count, torch's
+# rendezvous), the GPUs Slurm gave the task and their numbering, the user's XLA flags, the TF32 overrides the
+# backend clears and records, and the progress interval; then every SLURM_* (the ids the rows record, the ranks and
+# node list a data-parallel cell reads) and NCCL_* (a site's network settings for NCCL) variable.
+CONTAINER_VARIABLES = tuple(dict.fromkeys([
+    "PYTHONPATH", ENVIRONMENT_KIND_VARIABLE, "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+    *(name for exports in FRAMEWORK_EXPORTS.values() for name, _, _ in exports), "XLA_FLAGS",
+    "MASTER_ADDR", "MASTER_PORT", *TF32_OVERRIDES, INTERVAL_ENV]))
+CONTAINER_PREFIXES = ("SLURM_", "NCCL_")
 
 
 @dataclass(frozen=True)
@@ -220,27 +234,35 @@ def environment_entry(framework: str, profile: ClusterProfile, mounts: list[Path
         build = f"its {profile.jax_recipe} build" if framework == "jax" else "its one build"
         return {"activate": profile.env_path(framework) / "bin" / "activate", "python": "python", "setup_lines": [],
                 "build": build, "kind": LOCKED, "kind_variable": ENVIRONMENT_KIND_VARIABLE,
-                "launcher": launcher_words(None, mounts, world_size)}
+                "launcher": launcher_words(None, mounts, world_size), "passed": []}
     python = profile.python_path(framework)
     if site.container:
         check_container_reference(framework, site)
     return {"activate": None, "python": python, "setup_lines": list(site.setup_lines),
             "kind": container_kind(site) if site.container else f"site: {python}",
             "kind_variable": ENVIRONMENT_KIND_VARIABLE,
-            "container": site.container, "runtime": site.runtime, "launcher": launcher_words(site, mounts, world_size)}
+            "container": site.container, "runtime": site.runtime, "launcher": launcher_words(site, mounts, world_size),
+            "passed": passed_words() if site.container and site.runtime == "apptainer" else []}
+
+
+def passed_words() -> list[str]:
+    """The words a script's loop passes into an Apptainer image by name (CONTAINER_VARIABLES, then bash's list of
+    the variables set with each prefix: ${!SLURM_@})."""
+    return [*CONTAINER_VARIABLES, *(f"${{!{prefix}@}}" for prefix in CONTAINER_PREFIXES)]
 
 
 def launcher_words(site, mounts, world_size: int) -> list[str]:
     """The words before the interpreter: srun for several processes, then the container runtime where there is one
-    (Apptainer: `apptainer exec --nv --bind A,B IMAGE`; pyxis: srun's --container-image and --container-mounts, on
-    the srun of a data-parallel cell or on a one-task srun)."""
+    (Apptainer: `apptainer exec --nv --cleanenv --bind A,B IMAGE`, the script passing the variables a run needs by
+    name; pyxis: srun's --container-image and --container-mounts, on the srun of a data-parallel cell or on a
+    one-task srun)."""
     processes = SRUN if world_size > 1 else []
     if site is None or site.container is None:
         return processes
     paths = list(dict.fromkeys(str(m) for m in mounts))
     check_mounts(paths, "apptainer's --bind" if site.runtime == "apptainer" else "pyxis's --container-mounts")
     if site.runtime == "apptainer":
-        return [*processes, "apptainer", "exec", "--nv", "--bind", ",".join(paths), site.container]
+        return [*processes, "apptainer", "exec", "--nv", "--cleanenv", "--bind", ",".join(paths), site.container]
     return [*(processes or ["srun", "--ntasks=1"]), f"--container-image={pyxis_image(site.container)}",
             "--container-mounts=" + ",".join(f"{p}:{p}" for p in paths)]
 
