@@ -85,6 +85,9 @@ class ClusterProfile:
     mem: str | None = setting(None, "Memory per node, such as 16G (none: the partition's default).", option="--mem",
                               pattern=MEMORY, pattern_why="is not a Slurm memory size such as 16G")
     env_dir: str = setting(".envs", "Where the framework environments are built; relative to the project root.")
+    # A site puts campaigns on scratch rather than in the home directory's checkout: results and task logs alike.
+    results_dir: str | None = setting(None, "Where campaigns go, their results and task logs with them (~ is "
+                                            "expanded; --results-dir replaces it; none: results/ in the checkout).")
     jax_recipe: str = setting("cpu", "The JAX build of the JAX environment: cpu, cuda12 or cuda13.",
                               choices=JAX_RECIPES)
     python: str = setting("python3", "The interpreter that creates the environments.")
@@ -147,6 +150,13 @@ class ClusterProfile:
     def array_spec(self, indices: str) -> str:
         """An --array value: the indices (0-9, or 1,3-5), throttled to array_parallelism tasks at once (%N)."""
         return f"{indices}%{self.array_parallelism}" if self.array_parallelism else indices
+
+    def results_folder(self) -> Path | None:
+        """results_dir as a folder (~ expanded; a relative one from the project root), None where not set."""
+        if self.results_dir is None:
+            return None
+        folder = Path(self.results_dir).expanduser()
+        return folder if folder.is_absolute() else PROJECT_ROOT / folder
 
     def system_names(self, asked: list[str]) -> list[str]:
         """The systems a campaign runs on: those asked for (--systems), else the default one, else [""] (the

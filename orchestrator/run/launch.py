@@ -11,6 +11,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, known_issues, matrix, rules
@@ -115,7 +116,7 @@ class LaunchOptions:
     rerun_completed: bool
     new_campaign: bool
     profile: Path | None
-    results_dir: Path
+    results_dir: Path | None  # None: the profile's results_dir, else DEFAULT_RESULTS_DIR
     scripts_dir: Path
     given: dict = field(default_factory=dict)  # setting -> value, only those given (bench_contract.config)
     systems: list[str] | None = None
@@ -159,7 +160,8 @@ class LaunchOptions:
             executor=self.executor,
             dry_run=self.dry_run,
             wait=self.wait,
-            results_dir=self.results_dir,
+            # A site's profile may put campaigns on scratch; --results-dir replaces it.
+            results_dir=self.results_dir or profile.results_folder() or DEFAULT_RESULTS_DIR,
             scripts_dir=self.scripts_dir,
             command=command,
             rerun_completed=self.rerun_completed,
