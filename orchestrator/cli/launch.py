@@ -13,6 +13,7 @@ from orchestrator import DEFAULT_SCRIPTS_DIR
 from orchestrator.cli.common import command_line, completes, completes_executors, domain_errors, warn
 from orchestrator.cli.options import Account, GpusPerTask, Partition, Qos, Systems, given_settings, with_setting_options
 from orchestrator.plan import catalog
+from orchestrator.plan.profile import DEFAULT_ARRAY_PARALLELISM
 
 
 def show_version(value: bool) -> None:
@@ -45,14 +46,16 @@ def main(
     qos: Qos = None,
     gpus_per_task: GpusPerTask = None,
     time: Annotated[str | None, typer.Option(
-        help="Time limit per array task, e.g. 02:00:00 or 1-00:00:00 (default: the profile's time_limit).",
+        help="Time limit per array task, e.g. 02:00:00 or 1-00:00:00 (default: the profile's time_limit, else "
+             "estimated from the cells' work and said in each script's header).",
         show_default=False, rich_help_panel=SLURM)] = None,
     mem: Annotated[str | None, typer.Option(
-        help="Memory per node, e.g. 64G (default: the profile's, else the partition's).",
+        help="Memory per node, e.g. 64G (default: the profile's mem or mem_per_gpu; without a profile, each GPU's "
+             "share of a node, else the partition's).",
         show_default=False, rich_help_panel=SLURM)] = None,
     array_parallelism: Annotated[int | None, typer.Option(
         help="Run at most N tasks of each array at once (Slurm's --array=0-K%N; default: the profile's "
-             "array_parallelism, else no limit).",
+             f"array_parallelism, else {DEFAULT_ARRAY_PARALLELISM} where an array holds more).",
         show_default=False, rich_help_panel=SLURM)] = None,
     systems: Systems = None,
     collect_after: Annotated[bool, typer.Option("--collect-after", help="Also submit a small job (no GPU) that starts when every array has ended and runs collect and report of the campaign.", rich_help_panel=SLURM)] = False,
