@@ -4,17 +4,20 @@ from pathlib import Path
 
 
 def fake_apptainer(bin_dir: Path, log: Path) -> None:
-    """`apptainer exec --nv --bind A,B,... IMAGE CMD...`: every bound folder must exist; logs the image and the
-    command, then runs it (here, on this machine: the fake's "image" is the host)."""
+    """`apptainer exec --nv --cleanenv --bind A,B,... IMAGE CMD...`: every bound folder must exist; logs the image
+    and the command, then runs it (here, on this machine: the fake's "image" is the host) as --cleanenv does, in an
+    environment of the host's PATH and HOME and of each APPTAINERENV_<NAME> variable as NAME, and nothing else."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     (bin_dir / "apptainer").write_text(f"""#!/bin/bash
-if [ "$1" != exec ] || [ "$2" != --nv ] || [ "$3" != --bind ]; then
+if [ "$1" != exec ] || [ "$2" != --nv ] || [ "$3" != --cleanenv ] || [ "$4" != --bind ]; then
     echo "fake apptainer: unexpected $*" >&2; exit 64
 fi
-IFS=, read -ra binds <<< "$4"
+IFS=, read -ra binds <<< "$5"
 for folder in "${{binds[@]}}"; do [ -d "$folder" ] || {{ echo "fake apptainer: no folder $folder" >&2; exit 65; }}; done
-echo "$5 $4 ${{*:6}}" >> "{log}"
-shift 5
-exec "$@"
+echo "$6 $5 ${{*:7}}" >> "{log}"
+shift 6
+inside=("PATH=$PATH" "HOME=$HOME")
+for name in ${{!APPTAINERENV_@}}; do inside+=("${{name#APPTAINERENV_}}=${{!name}}"); done
+exec env -i "${{inside[@]}}" "$@"
 """)
     (bin_dir / "apptainer").chmod(0o755)

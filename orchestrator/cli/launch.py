@@ -9,10 +9,11 @@ import typer
 
 from bench_contract.config import MATRIX, MEASUREMENT, PRIVACY, SLURM
 from bench_contract.spec import DP_ENGINES, PARALLELISMS
-from orchestrator import DEFAULT_RESULTS_DIR, DEFAULT_SCRIPTS_DIR
+from orchestrator import DEFAULT_SCRIPTS_DIR
 from orchestrator.cli.common import command_line, completes, completes_executors, domain_errors, warn
 from orchestrator.cli.options import Account, GpusPerTask, Partition, Qos, Systems, given_settings, with_setting_options
 from orchestrator.plan import catalog
+from orchestrator.plan.profile import DEFAULT_ARRAY_PARALLELISM
 
 
 def show_version(value: bool) -> None:
@@ -45,14 +46,16 @@ def main(
     qos: Qos = None,
     gpus_per_task: GpusPerTask = None,
     time: Annotated[str | None, typer.Option(
-        help="Time limit per array task, e.g. 02:00:00 or 1-00:00:00 (default: the profile's time_limit).",
+        help="Time limit per array task, e.g. 02:00:00 or 1-00:00:00 (default: the profile's time_limit, else "
+             "estimated from the cells' work and said in each script's header).",
         show_default=False, rich_help_panel=SLURM)] = None,
     mem: Annotated[str | None, typer.Option(
-        help="Memory per node, e.g. 64G (default: the profile's, else the partition's).",
+        help="Memory per node, e.g. 64G (default: the profile's mem or mem_per_gpu; without a profile, each GPU's "
+             "share of a node, else the partition's).",
         show_default=False, rich_help_panel=SLURM)] = None,
     array_parallelism: Annotated[int | None, typer.Option(
         help="Run at most N tasks of each array at once (Slurm's --array=0-K%N; default: the profile's "
-             "array_parallelism, else no limit).",
+             f"array_parallelism, else {DEFAULT_ARRAY_PARALLELISM} where an array holds more).",
         show_default=False, rich_help_panel=SLURM)] = None,
     systems: Systems = None,
     collect_after: Annotated[bool, typer.Option("--collect-after", help="Also submit a small job (no GPU) that starts when every array has ended and runs collect and report of the campaign.", rich_help_panel=SLURM)] = False,
@@ -60,7 +63,7 @@ def main(
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the submitted jobs have finished.", rich_help_panel=SLURM)] = False,
     rerun_completed: Annotated[bool, typer.Option("--rerun-completed", "--force", help="The same command again submits only the cells without a result; this also runs the completed ones again.", rich_help_panel=SLURM)] = False,
     new_campaign: Annotated[bool, typer.Option("--new-campaign", help="The same command again plans a separate campaign instead of completing the earlier one.", rich_help_panel=SLURM)] = False,
-    results_dir: Annotated[Path, typer.Option(help="Where campaigns and results go.", rich_help_panel=SLURM)] = DEFAULT_RESULTS_DIR,
+    results_dir: Annotated[Path | None, typer.Option(help="Where campaigns, their results and task logs go (default: the profile's results_dir, else results/ in the checkout).", show_default=False, rich_help_panel=SLURM)] = None,
     scripts_dir: Annotated[Path, typer.Option(help="Where the sbatch scripts are written.", rich_help_panel=SLURM)] = DEFAULT_SCRIPTS_DIR,
     trials: Annotated[str, typer.Option("--trials", help="Run each cell as this many independent trials, each in a fresh process; `auto`: paired trials until the speed-up's 95% interval is within --target-interval (Stein's two-stage rule: 5 trials, then as many as they say), at most --max-trials.", rich_help_panel=MEASUREMENT)] = "1",
     target_interval: Annotated[str | None, typer.Option("--target-interval", help="With --trials auto: the interval's half-width to reach, relative to the speed-up, e.g. 5% or 0.05 (default 5%).", rich_help_panel=MEASUREMENT)] = None,

@@ -56,6 +56,10 @@ CONTAINER_PYTHON = "python3"  # the interpreter on the image's PATH where the ta
 # drops that spelling, which would otherwise come later in the script and win.
 SBATCH_NAMES = {"partition": "partition", "account": "account", "qos": "qos", "gpus_per_task": "gpus-per-task",
                 "time_limit": "time", "mem": "mem"}
+# Where array_parallelism is not set, an array of more tasks than this runs at most this many at once: a modest
+# share of a cluster (two 8-GPU nodes), so that one campaign never takes a partition's every GPU and a mistake in it
+# fails a few tasks before the rest start. An array this small or smaller is not throttled.
+DEFAULT_ARRAY_PARALLELISM = 16
 # sbatch(1), --signal: "Due to the resolution of event handling by Slurm, the signal may be sent up to 60 seconds
 # earlier than specified" (seen here: a warning asked for 30 s before a 3-minute limit came at 2 minutes).
 SIGNAL_EARLY_S = 60
@@ -73,18 +77,28 @@ class ClusterProfile:
                                   pattern_why=SLURM_NAME_WHY)
     qos: str | None = setting(None, "Slurm QOS (none: the association's default).", option="--qos",
                               pattern=SLURM_NAME, pattern_why=SLURM_NAME_WHY)
-    time_limit: str = setting("00:30:00", "Time limit of each task: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S, at most "
-                                          "99999 days.", option="--time", pattern=TIME_LIMIT,
-                              pattern_why="is not a Slurm time such as 00:30:00 or 1-00:00:00")
+    # None: estimated from each campaign's cells when it is planned (orchestrator.plan.sizing).
+    time_limit: str | None = setting(None, "Time limit of each task: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S, at most "
+                                           "99999 days (none: estimated from the cells' work).", option="--time",
+                                     pattern=TIME_LIMIT,
+                                     pattern_why="is not a Slurm time such as 00:30:00 or 1-00:00:00")
     # The built-in default runs on CPUs; a GPU site names its GPUs and its JAX build together (jax_recipe).
     gpus_per_task: int = setting(0, "GPUs per task, as --gres=gpu:N (0: on CPUs); GPUs need a CUDA jax_recipe.",
                                  option="--gpus-per-task", minimum=0, maximum=MAX_PER_TASK, maximum_why=PER_TASK_WHY)
     gpu_type: str | None = setting(None, "Typed GRES (--gres=gpu:a100:1), where the site names its GPU types.",
                                    pattern=SLURM_NAME, pattern_why=SLURM_NAME_WHY)
     cpus_per_task: int = setting(2, "CPUs per task.", minimum=1, maximum=MAX_PER_TASK, maximum_why=PER_TASK_WHY)
-    mem: str | None = setting(None, "Memory per node, such as 16G (none: the partition's default).", option="--mem",
-                              pattern=MEMORY, pattern_why="is not a Slurm memory size such as 16G")
+    mem: str | None = setting(None, "Memory per node, such as 16G (none: mem_per_gpu, else the partition's "
+                                    "default).", option="--mem", pattern=MEMORY,
+                              pattern_why="is not a Slurm memory size such as 16G")
+    # Without a profile, each GPU's share of a node's memory as sinfo shows it (orchestrator.plan.discovery).
+    mem_per_gpu: str | None = setting(None, "Memory per GPU of a task, such as 120G (--mem-per-gpu; only where tasks "
+                                            "ask for GPUs); mem, where set, replaces it.", pattern=MEMORY,
+                                      pattern_why="is not a Slurm memory size such as 120G")
     env_dir: str = setting(".envs", "Where the framework environments are built; relative to the project root.")
+    # A site puts campaigns on scratch rather than in the home directory's checkout: results and task logs alike.
+    results_dir: str | None = setting(None, "Where campaigns go, their results and task logs with them (~ is "
+                                            "expanded; --results-dir replaces it; none: results/ in the checkout).")
     jax_recipe: str = setting("cpu", "The JAX build of the JAX environment: cpu, cuda12 or cuda13.",
                               choices=JAX_RECIPES)
     python: str = setting("python3", "The interpreter that creates the environments.")
@@ -99,7 +113,8 @@ class ClusterProfile:
                                                "MaxArraySize (which is always obeyed).", minimum=1,
                                          maximum=MAX_ARRAY_SIZE, maximum_why=ARRAY_WHY)
     array_parallelism: int | None = setting(None, "Most tasks of an array that run at once (--array=0-K%N; none: "
-                                                  "as many as Slurm lets run).", option="--array-parallelism",
+                                                  f"{DEFAULT_ARRAY_PARALLELISM} where an array holds more).",
+                                            option="--array-parallelism",
                                             minimum=1, maximum=MAX_ARRAY_SIZE, maximum_why=ARRAY_WHY)
     # The backend turns the signal into a failure row that says at which step it stopped, and exits.
     warning_signal: str = setting("TERM", "The signal Slurm sends warning_seconds before the time limit "
@@ -144,9 +159,24 @@ class ClusterProfile:
         """The --gres value for this many GPUs: typed (gpu:a100:2) where the profile names a GPU type."""
         return f"gpu:{self.gpu_type}:{gpus}" if self.gpu_type else f"gpu:{gpus}"
 
+    def throttle(self, tasks: int) -> int | None:
+        """How many of an array's `tasks` may run at once (the N of %N): array_parallelism, else
+        DEFAULT_ARRAY_PARALLELISM where the array holds more tasks than that; None: no throttle."""
+        if self.array_parallelism:
+            return self.array_parallelism
+        return DEFAULT_ARRAY_PARALLELISM if tasks > DEFAULT_ARRAY_PARALLELISM else None
+
     def array_spec(self, indices: str) -> str:
-        """An --array value: the indices (0-9, or 1,3-5), throttled to array_parallelism tasks at once (%N)."""
-        return f"{indices}%{self.array_parallelism}" if self.array_parallelism else indices
+        """An --array value: the indices (0-9, or 1,3-5), throttled to `throttle` tasks at once (%N)."""
+        limit = self.throttle(array_size(indices))
+        return f"{indices}%{limit}" if limit else indices
+
+    def results_folder(self) -> Path | None:
+        """results_dir as a folder (~ expanded; a relative one from the project root), None where not set."""
+        if self.results_dir is None:
+            return None
+        folder = Path(self.results_dir).expanduser()
+        return folder if folder.is_absolute() else PROJECT_ROOT / folder
 
     def system_names(self, asked: list[str]) -> list[str]:
         """The systems a campaign runs on: those asked for (--systems), else the default one, else [""] (the
@@ -168,7 +198,8 @@ class ClusterProfile:
         system = self.systems[name]
         extra = self.extra_sbatch + ((f"--constraint={system.constraint}",) if system.constraint else ())
         try:
-            return replace(self, **system.overrides(), extra_sbatch=extra, systems={}, default_system=None)
+            return replace(self, **memory_replaced(system.overrides()), extra_sbatch=extra, systems={},
+                           default_system=None)
         except UsageError as exc:
             raise UsageError(f"systems.{name} does not fit the profile's other keys: {exc}") from None
 
@@ -189,6 +220,7 @@ class ClusterProfile:
             return self
         dropped = tuple(f"--{SBATCH_NAMES[key]}" for key in given if key in SBATCH_NAMES)
         extra = tuple(option for option in self.extra_sbatch if option.partition("=")[0] not in dropped)
+        given = memory_replaced(given)  # --mem replaces mem_per_gpu, the profile's and its systems' alike
         systems = {name: replace(system, **{key: None for key in given if key in system.overrides()})
                    for name, system in self.systems.items()}
         return replace(self, **given, extra_sbatch=extra, systems=systems)
@@ -209,6 +241,25 @@ class ClusterProfile:
             return Path(site.python).expanduser().parent.parent
         base = Path(self.env_dir).expanduser()
         return (base if base.is_absolute() else PROJECT_ROOT / base) / framework
+
+
+def array_size(indices: str) -> int:
+    """How many indices an --array expression names (0-9, 1,3-5, 7)."""
+    count = 0
+    for part in indices.split(","):
+        first, _, last = part.partition("-")
+        count += int(last) - int(first) + 1 if last else 1
+    return count
+
+
+def memory_replaced(values: dict) -> dict:
+    """`values` (a system's, or the command line's) with the other memory key cleared where one is given: Slurm
+    takes --mem or --mem-per-gpu, not both, and the more specific place's wins (within one place, mem)."""
+    if values.get("mem"):
+        return {"mem_per_gpu": None, **values}
+    if values.get("mem_per_gpu"):
+        return {"mem": None, **values}
+    return values
 
 
 DECLARED: dict[str, Setting] = {f.name: f.metadata["setting"] for f in fields(ClusterProfile)}
@@ -263,6 +314,7 @@ class System:
     gpus_per_task: int | None = as_in_the_profile("gpus_per_task")
     cpus_per_task: int | None = as_in_the_profile("cpus_per_task")
     mem: str | None = as_in_the_profile("mem")
+    mem_per_gpu: str | None = as_in_the_profile("mem_per_gpu")
     time_limit: str | None = as_in_the_profile("time_limit")
     # A row whose device does not match ran elsewhere (a constraint the site ignored), and is flagged.
     expect: str | None = setting(None, "A regular expression searched in the device_model its rows record (A100 "
@@ -353,6 +405,8 @@ def gpus_need_a_cuda_jax(profile: ClusterProfile) -> str | None:
 
 
 def warning_before_the_time_limit(profile: ClusterProfile) -> str | None:
+    if profile.time_limit is None:  # estimated at plan time, the warning's time included (plan.sizing)
+        return None
     limit = slurm_seconds(profile.time_limit)
     if profile.warning_signal != "none" and profile.warning_seconds >= limit:
         # Slurm would send it at the task's start: every task would stop before its first step.
@@ -363,7 +417,7 @@ def warning_before_the_time_limit(profile: ClusterProfile) -> str | None:
 
 
 def extra_sbatch_leaves_the_scripts_options(profile: ClusterProfile) -> str | None:
-    set_keys = {key for key in ("partition", "account", "mem") if getattr(profile, key)}
+    set_keys = {key for key in ("partition", "account", "mem", "mem_per_gpu") if getattr(profile, key)}
     for option in profile.extra_sbatch:
         owned = owned_option(option, set_keys)
         if owned:

@@ -14,14 +14,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_contract.measure.device import TF32_OVERRIDES
 from bench_contract.results import ENVIRONMENT_KIND_VARIABLE, LOCKED
+from bench_contract.run.progress import INTERVAL_ENV
 from bench_contract.sequential import percent
 from bench_contract.spec import FIRST_STAGE, PAIRED_ORDER
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.matrix import Cell
-from orchestrator.plan.profile import ClusterProfile, slurm_seconds
+from orchestrator.plan.profile import DEFAULT_ARRAY_PARALLELISM, ClusterProfile, slurm_seconds
+from orchestrator.plan.sizing import Sized, header_lines, size
 
 TEMPLATE_DIR = PROJECT_ROOT / "templates"
 
@@ -40,6 +43,18 @@ FRAMEWORK_EXPORTS = {
 
 
 PAIRED = "paired"  # the key of the one paired script, where an unpaired campaign has one per framework
+
+# Apptainer runs an image with --cleanenv, so that nothing of the job's shell (the login node's modules, a conda
+# environment, a stray LD_LIBRARY_PATH) reaches the framework; these variables are passed on by name, each where it
+# is set: what the script exports (the framework's, PYTHONPATH, the environment kind, the CPU count, torch's
+# rendezvous), the GPUs Slurm gave the task and their numbering, the user's XLA flags, the TF32 overrides the
+# backend clears and records, and the progress interval; then every SLURM_* (the ids the rows record, the ranks and
+# node list a data-parallel cell reads) and NCCL_* (a site's network settings for NCCL) variable.
+CONTAINER_VARIABLES = tuple(dict.fromkeys([
+    "PYTHONPATH", ENVIRONMENT_KIND_VARIABLE, "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+    *(name for exports in FRAMEWORK_EXPORTS.values() for name, _, _ in exports), "XLA_FLAGS",
+    "MASTER_ADDR", "MASTER_PORT", *TF32_OVERRIDES, INTERVAL_ENV]))
+CONTAINER_PREFIXES = ("SLURM_", "NCCL_")
 
 
 @dataclass(frozen=True)
@@ -126,9 +141,15 @@ def task_layout(profile: ClusterProfile, nodes: int, tasks_per_node: int) -> lis
     ]
 
 
+# The limit of a job whose profile sets none and that no estimate sized (a campaign's arrays always are, by
+# plan.sizing): validate's parity check, one forward pass of each framework.
+UNSIZED_TIME_LIMIT = "00:30:00"
+
+
 def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_dir: Path,
                       nodes: int = 1, tasks_per_node: int = 1) -> list[str]:
     """Every #SBATCH line, in order; options the profile leaves unset are left out."""
+    gpus = profile.gpus_per_task * tasks_per_node
     pairs = [
         ("job-name", job_name),
         ("array", profile.array_spec(f"0-{n_tasks - 1}")),
@@ -136,9 +157,11 @@ def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_
         ("partition", profile.partition),
         ("account", profile.account),
         ("qos", profile.qos),
-        ("time", profile.time_limit),
+        ("time", profile.time_limit or UNSIZED_TIME_LIMIT),
         *task_layout(profile, nodes, tasks_per_node),
         ("mem", profile.mem),
+        # Slurm takes one of them: mem where it is set, and no memory per GPU of a job without a GPU.
+        ("mem-per-gpu", profile.mem_per_gpu if gpus and not profile.mem else None),
         # B: signals the batch shell only, which is the backend itself (the script ends with exec); the backend
         # writes a failure row with the step it reached. Without it, Slurm's SIGTERM at the limit does the same
         # with KillWait's seconds to spare.
@@ -182,6 +205,18 @@ def sbatch_value(key: str, value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def throttle_said(profile: ClusterProfile, n_tasks: int) -> list[str]:
+    """The header's line on the array's throttle, where it has one."""
+    limit = profile.throttle(n_tasks)
+    if not limit:
+        return []
+    why = ("the profile's array_parallelism, or --array-parallelism" if profile.array_parallelism else
+           f"by default, where an array holds more than {DEFAULT_ARRAY_PARALLELISM} tasks and the profile's "
+           "array_parallelism sets none")
+    return [f"--array=...%{limit}: at most {limit} of the {n_tasks} tasks run at once ({why}), so that one "
+            "campaign leaves the rest of the partition to others."]
+
+
 def comment(value: object) -> str:
     """Text for a "# ..." comment line: line breaks and other control characters written as escapes (\\n)."""
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(value))
@@ -220,27 +255,35 @@ def environment_entry(framework: str, profile: ClusterProfile, mounts: list[Path
         build = f"its {profile.jax_recipe} build" if framework == "jax" else "its one build"
         return {"activate": profile.env_path(framework) / "bin" / "activate", "python": "python", "setup_lines": [],
                 "build": build, "kind": LOCKED, "kind_variable": ENVIRONMENT_KIND_VARIABLE,
-                "launcher": launcher_words(None, mounts, world_size)}
+                "launcher": launcher_words(None, mounts, world_size), "passed": []}
     python = profile.python_path(framework)
     if site.container:
         check_container_reference(framework, site)
     return {"activate": None, "python": python, "setup_lines": list(site.setup_lines),
             "kind": container_kind(site) if site.container else f"site: {python}",
             "kind_variable": ENVIRONMENT_KIND_VARIABLE,
-            "container": site.container, "runtime": site.runtime, "launcher": launcher_words(site, mounts, world_size)}
+            "container": site.container, "runtime": site.runtime, "launcher": launcher_words(site, mounts, world_size),
+            "passed": passed_words() if site.container and site.runtime == "apptainer" else []}
+
+
+def passed_words() -> list[str]:
+    """The words a script's loop passes into an Apptainer image by name (CONTAINER_VARIABLES, then bash's list of
+    the variables set with each prefix: ${!SLURM_@})."""
+    return [*CONTAINER_VARIABLES, *(f"${{!{prefix}@}}" for prefix in CONTAINER_PREFIXES)]
 
 
 def launcher_words(site, mounts, world_size: int) -> list[str]:
     """The words before the interpreter: srun for several processes, then the container runtime where there is one
-    (Apptainer: `apptainer exec --nv --bind A,B IMAGE`; pyxis: srun's --container-image and --container-mounts, on
-    the srun of a data-parallel cell or on a one-task srun)."""
+    (Apptainer: `apptainer exec --nv --cleanenv --bind A,B IMAGE`, the script passing the variables a run needs by
+    name; pyxis: srun's --container-image and --container-mounts, on the srun of a data-parallel cell or on a
+    one-task srun)."""
     processes = SRUN if world_size > 1 else []
     if site is None or site.container is None:
         return processes
     paths = list(dict.fromkeys(str(m) for m in mounts))
     check_mounts(paths, "apptainer's --bind" if site.runtime == "apptainer" else "pyxis's --container-mounts")
     if site.runtime == "apptainer":
-        return [*processes, "apptainer", "exec", "--nv", "--bind", ",".join(paths), site.container]
+        return [*processes, "apptainer", "exec", "--nv", "--cleanenv", "--bind", ",".join(paths), site.container]
     return [*(processes or ["srun", "--ntasks=1"]), f"--container-image={pyxis_image(site.container)}",
             "--container-mounts=" + ",".join(f"{p}:{p}" for p in paths)]
 
@@ -355,15 +398,16 @@ def container_mounts(campaign_dir: Path, cells: list[Cell]) -> list[Path]:
 
 
 def header_values(name: str, cells: list[Cell], profile: ClusterProfile, *, campaign: str, command: str,
-                  git_commit: str, created_at: str) -> dict:
-    """What both templates (one framework's array, or the paired one) say about the campaign and the profile."""
+                  git_commit: str, created_at: str, sizing: list[str] = ()) -> dict:
+    """What both templates (one framework's array, or the paired one) say about the campaign and the profile;
+    `sizing`, what the tasks ask Slurm for and why (plan.sizing, and the throttle)."""
     # A header that says "on one GPU" above a job that asks for none would mislead the reader of the script.
     device = "" if profile.gpus_per_task else ", on CPUs: this plan asks Slurm for no GPU"
     return {"script_name": name, "benchmark": cells[0].benchmark, "use_cases_said": use_cases_said(cells) + device,
             "campaign": campaign, "command": command,
             "git_commit": git_commit, "created_at": created_at, "profile_name": profile.name,
             "setup_lines": list(profile.setup_lines), "project_root": PROJECT_ROOT,
-            "cpus_per_task": profile.cpus_per_task}
+            "cpus_per_task": profile.cpus_per_task, "sizing_lines": header_lines(list(sizing))}
 
 
 def render_scripts(
@@ -375,25 +419,28 @@ def render_scripts(
     command: str,
     git_commit: str,
     created_at: str,
+    sized: Sized | None = None,
 ) -> list[RenderedScript]:
     """One script per framework; array index i runs line i+1 of specs/<fw>.jsonl (with several trials, trial
     t of the framework's c-th cell is line c*trials+t+1). With --paired, one script instead: array index i runs
-    every trial of the i-th JAX/PyTorch cell pair."""
+    every trial of the i-th JAX/PyTorch cell pair. `sized`: the profile with its time limits and the header's lines
+    on them (plan.sizing); without it, the profile is sized here."""
+    sized = sized or size(profile, cells)
     scripts = []
     for system in dict.fromkeys(c.system for c in cells):  # one system after another, in the order asked
         on_system = [c for c in cells if c.system == system]
-        scripts += render_system(on_system, profile.for_system(system), system, campaign=campaign,
+        scripts += render_system(on_system, sized.profile.for_system(system), system, campaign=campaign,
                                  campaign_dir=campaign_dir, command=command, git_commit=git_commit,
-                                 created_at=created_at)
+                                 created_at=created_at, sizing=sized.notes.get(system, []))
     return scripts
 
 
 def render_system(cells: list[Cell], profile: ClusterProfile, system: str, *, campaign: str, campaign_dir: Path,
-                  command: str, git_commit: str, created_at: str) -> list[RenderedScript]:
+                  command: str, git_commit: str, created_at: str, sizing: list[str] = ()) -> list[RenderedScript]:
     """The scripts of one system's cells, with that system's profile."""
     if cells and cells[0].settings.paired:
         return [render_paired(cells, profile, system, campaign=campaign, campaign_dir=campaign_dir, command=command,
-                              git_commit=git_commit, created_at=created_at)]
+                              git_commit=git_commit, created_at=created_at, sizing=sizing)]
     template = _environment().get_template("sbatch.sh.j2")
     scripts = []
     for framework in catalog.FRAMEWORKS:
@@ -410,7 +457,8 @@ def render_system(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         ]
         text = template.render(
             **header_values(name, mine, profile, campaign=campaign, command=command, git_commit=git_commit,
-                            created_at=created_at),
+                            created_at=created_at,
+                            sizing=[*sizing, *throttle_said(profile, len(mine) * trials)]),
             framework=framework,
             framework_title=catalog.FRAMEWORKS[framework],
             cell_lines=cell_lines,
@@ -452,7 +500,7 @@ def render_collect(profile: ClusterProfile, *, campaign: str, campaign_dir: Path
 
 
 def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, campaign: str, campaign_dir: Path, command: str,
-                  git_commit: str, created_at: str) -> RenderedScript:
+                  git_commit: str, created_at: str, sizing: list[str] = ()) -> RenderedScript:
     """One array script, one task per JAX/PyTorch cell pair: on its node, trial after trial, JAX then PyTorch in even
     trials and the other way round in odd ones (bench_contract.spec.pair_order), each in its own environment and its
     own process."""
@@ -475,7 +523,7 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
     rule_launcher = "trials_needed" if first_stage else ""  # the launch function of Stein's rule
     text = _environment().get_template("paired.sh.j2").render(
         **header_values(name, cells, profile, campaign=campaign, command=command, git_commit=git_commit,
-                        created_at=created_at),
+                        created_at=created_at, sizing=[*sizing, *throttle_said(profile, len(pairs))]),
         launch_functions=[run["launcher"] for run in runs] + ([rule_launcher] if rule_launcher else []),
         rule_launcher=rule_launcher,
         driver=driver_entry(runs),

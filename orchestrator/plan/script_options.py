@@ -20,8 +20,10 @@ ALWAYS = {
     "time": "the profile's time_limit (or --time) sets it",
     "wrap": "the rendered script is the job",
 }
-# Written where the profile key is set: extra_sbatch may set them in its place (--qos has its own check).
-WHERE_SET = {"partition": "partition", "account": "account", "mem": "mem"}
+# Written where one of the profile keys is set: extra_sbatch may set them in its place (--qos has its own check).
+# Slurm takes memory one way only, so either memory key owns both options.
+MEMORY_KEYS = ("mem", "mem_per_gpu")
+WHERE_SET = {"partition": ("partition",), "account": ("account",), "mem": MEMORY_KEYS, "mem-per-gpu": MEMORY_KEYS}
 
 
 def owned_option(option: str, set_keys: set[str]) -> tuple[str, str] | None:
@@ -29,5 +31,11 @@ def owned_option(option: str, set_keys: set[str]) -> tuple[str, str] | None:
     the profile's keys `set_keys` being set; None otherwise. sbatch reads an unambiguous abbreviation of a long
     option as the option (getopt), so `--out=...` is --output: any prefix of an owned option counts."""
     name = option.removeprefix("--").partition("=")[0]
-    owned = {**ALWAYS, **{o: f"the profile's {key} sets it" for o, key in WHERE_SET.items() if key in set_keys}}
+    owned = dict(ALWAYS)
+    for full, keys in WHERE_SET.items():
+        key = next((k for k in keys if k in set_keys), None)
+        if key:
+            owned[full] = f"the profile's {key} sets it"
+    if name in owned:  # the option itself, before any it abbreviates (--mem, not --mem-per-gpu)
+        return name, owned[name]
     return next(((full, why) for full, why in owned.items() if full.startswith(name)), None)

@@ -129,6 +129,8 @@ def srun_prefix(profile: ClusterProfile) -> list[str]:
     options += [f"--qos={profile.qos}"] if profile.qos else []
     options += [f"--gres={profile.gres(profile.gpus_per_task)}"] if profile.gpus_per_task else []
     options += [f"--mem={profile.mem}"] if profile.mem else []
+    options += [f"--mem-per-gpu={profile.mem_per_gpu}"] if (profile.mem_per_gpu and profile.gpus_per_task
+                                                            and not profile.mem) else []
     # A system's kind of node (its constraint, added to extra_sbatch by for_system): the node a job of it gets.
     return options + [o for o in profile.extra_sbatch if o.partition("=")[0] == "--constraint"]
 

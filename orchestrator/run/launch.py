@@ -11,12 +11,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
-from orchestrator.plan import catalog, known_issues, matrix, render, rules
+from orchestrator.plan import catalog, known_issues, matrix, render, rules, sizing
 from orchestrator.plan.campaign_config import configuration_text
 from orchestrator.plan.campaign_folders import find_same_campaign
-from orchestrator.plan.discovery import profile_for
+from orchestrator.plan.discovery import NodeShape, discovered_profile
 from orchestrator.plan.manifest import (
     DRY_RUN,
     MANIFEST,
@@ -80,6 +81,7 @@ class LaunchRequest:
     use_case_settings: tuple[tuple[int, RunSettings], ...] = ()
     # Without --profile: what Slurm said it has, and so what the plan asks for (plan.discovery); "" with a profile.
     discovered: str = ""
+    node: NodeShape | None = None  # and the shape of the nodes of the partition it found, where sinfo showed it
     gpus_option: int | None = None  # --gpus-per-task as typed (None: not given), for the advice of a refusal
     # The campaign's configuration file (plan.campaign_config), written beside its manifest; "" writes none.
     configuration: str = ""
@@ -115,7 +117,7 @@ class LaunchOptions:
     rerun_completed: bool
     new_campaign: bool
     profile: Path | None
-    results_dir: Path
+    results_dir: Path | None  # None: the profile's results_dir, else DEFAULT_RESULTS_DIR
     scripts_dir: Path
     given: dict = field(default_factory=dict)  # setting -> value, only those given (bench_contract.config)
     systems: list[str] | None = None
@@ -143,8 +145,8 @@ class LaunchOptions:
         # Each use case gets the settings, and the refusals, it would get alone.
         plans = tuple((number, self.settings(bench, number)) for number in parse_use_cases(self.use_case))
         # Without --profile, Slurm is asked what it has (plan.discovery); the local executor runs on this machine.
-        profile, discovered = profile_for(self.profile, ask_slurm=executor(self.executor).on_slurm,
-                                          partition=self.partition, gpus_per_task=self.gpus_per_task)
+        profile, found = discovered_profile(self.profile, ask_slurm=executor(self.executor).on_slurm,
+                                            partition=self.partition, gpus_per_task=self.gpus_per_task)
         return LaunchRequest(
             benchmark=self.benchmark,
             use_case=plans[0][0],
@@ -154,12 +156,14 @@ class LaunchOptions:
             precisions=parse_list(self.precision),
             settings=plans[0][1],
             profile=profile.with_options(self.slurm_options()),  # the command's Slurm options over the profile's
-            discovered=discovered,
+            discovered=found.said if found else "",
+            node=found.node if found else None,
             gpus_option=self.gpus_per_task,
             executor=self.executor,
             dry_run=self.dry_run,
             wait=self.wait,
-            results_dir=self.results_dir,
+            # A site's profile may put campaigns on scratch; --results-dir replaces it.
+            results_dir=self.results_dir or profile.results_folder() or DEFAULT_RESULTS_DIR,
             scripts_dir=self.scripts_dir,
             command=command,
             rerun_completed=self.rerun_completed,
@@ -216,10 +220,16 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     if req.discovered:
         report(f"cluster: {req.discovered}")
     check_request(req, cells, report)
+    # Each system's time limit where neither the profile nor --time gives one, estimated from its cells' work: the
+    # scripts, the manifest and submitit's parameters all read it from the profile.
+    sized = sizing.size(req.profile, cells, req.node)
+    for warning in sized.warnings + sizing.tiny_cells(cells, req.profile, req.node):
+        report(f"warning: {warning}")
+    req = replace(req, profile=sized.profile)
     with ExitStack() as held:
         if not req.dry_run:
             held.enter_context(submitting(req.results_dir, f"`{req.command}`"))
-        return plan_and_submit(req, cells, report, release=held.close)
+        return plan_and_submit(req, cells, report, release=held.close, sized=sized)
 
 
 def on_systems(cells: list[matrix.Cell], systems: list[str]) -> list[matrix.Cell]:
@@ -228,12 +238,12 @@ def on_systems(cells: list[matrix.Cell], systems: list[str]) -> list[matrix.Cell
 
 
 def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None],
-                    release: Callable[[], None]) -> int:
+                    release: Callable[[], None], sized: sizing.Sized | None = None) -> int:
     """Plan and submit under the lock, then `release` it before anything is waited for."""
     same = None if req.dry_run or req.new_campaign else find_same(req, cells)
     if not same and not req.dry_run and req.run_by.on_slurm:
         check_submit_limits(req.profile, campaign_tasks(req, cells))
-    campaign_dir, scripts, manifest = write_planned(req, cells, same)
+    campaign_dir, scripts, manifest = write_planned(req, cells, same, sized)
     if same:
         release()  # resubmit takes it again and reads the manifest just written; nothing can slip in between
         return resubmit_same(req, campaign_dir, report)  # which first reconciles arrays whose fate is unknown
@@ -339,8 +349,8 @@ def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable
         check_can_run(req, sorted({c.framework for c in cells}))
 
 
-def write_planned(req: LaunchRequest, cells: list[matrix.Cell],
-                  same: Path | None) -> tuple[Path, list[RenderedScript], Manifest]:
+def write_planned(req: LaunchRequest, cells: list[matrix.Cell], same: Path | None,
+                  sized: sizing.Sized | None = None) -> tuple[Path, list[RenderedScript], Manifest]:
     """Render the scripts and write the campaign (the one planned before by the same command, or a new one).
     Returns the campaign folder, the scripts and the manifest."""
     label = catalog.use_cases_label(use_case for use_case, _ in req.plans)
@@ -349,7 +359,7 @@ def write_planned(req: LaunchRequest, cells: list[matrix.Cell],
     commit = campaigns.git_commit()
     created_at = now_utc()
     scripts = render_scripts(cells, req.profile, campaign=campaign, campaign_dir=campaign_dir,
-                             command=req.command, git_commit=commit, created_at=created_at)
+                             command=req.command, git_commit=commit, created_at=created_at, sized=sized)
     previous = load_manifest(campaign_dir) if same else None
     # Planned again (the same command): scripts and specs are rewritten from this run's profile, so a
     # corrected time limit or memory applies to the cells submitted again.

@@ -62,7 +62,7 @@ def test_apptainer_runs_the_backend_in_the_image_with_the_repository_campaign_an
     script = (tmp_path / "s" / "jax_digits_1.sh").read_text()
     campaign = next((tmp_path / "r").iterdir()).resolve()
     mounts = f"{REPO_ROOT},{campaign},{tmp_path.resolve()}"
-    assert (f"exec apptainer exec --nv --bind {mounts} {sif(tmp_path)} python3 -m jax_backend.run" in script)
+    assert (f"exec apptainer exec --nv --cleanenv --bind {mounts} {sif(tmp_path)} python3 -m jax_backend.run" in script)
     # The rows name the image file and the sha256 of its bytes: exactly what ran.
     digest = hashlib.sha256(IMAGE_BYTES).hexdigest()
     assert f"export BENCH_ENVIRONMENT_KIND='container: {sif(tmp_path)} (sha256:{digest})'" in script
@@ -113,7 +113,7 @@ def test_the_paired_and_validate_scripts_run_in_the_container_too(tmp_path):
     request = ValidateRequest(model="mlp", batch_size=2, precision="fp32", variant="full", seed=0, device="auto",
                               profile=load_profile(profile_with(tmp_path, "apptainer")))
     text = render_script(request, tmp_path / "spec.json", tmp_path, "python main.py validate --model mlp")
-    assert (f"apptainer exec --nv --bind {REPO_ROOT},{tmp_path.resolve()} {sif(tmp_path)} python3 -m "
+    assert (f"apptainer exec --nv --cleanenv --bind {REPO_ROOT},{tmp_path.resolve()} {sif(tmp_path)} python3 -m "
             "jax_backend.parity") in text
 
 
@@ -225,3 +225,37 @@ def test_validate_runs_each_framework_through_its_container(tmp_path):
     # The fake runs the image's python3 on this machine, which has no framework: the first side's run fails there,
     # after the runtime was called with the image and the parity module.
     assert f"{sif(tmp_path)} " in log.read_text() and "python3 -m torch_backend.parity" in log.read_text()
+
+
+def test_apptainer_runs_the_image_with_a_clean_environment_and_passes_what_the_run_needs(tmp_path):
+    """--cleanenv: the login node's modules (LD_LIBRARY_PATH, MODULEPATH) stay outside the image; what the run reads
+    goes in by name (APPTAINERENV_<NAME>, as the fake runtime takes it, tests/fake_container.py), and a variable
+    that is not set is not passed as an empty one (CUDA_VISIBLE_DEVICES= would hide every GPU)."""
+    seen = tmp_path / "seen.env"
+    python = tmp_path / "image-python"  # the image's interpreter: it writes the environment it was started with
+    python.write_text(f'#!/bin/bash\nenv > "{seen}"\n')
+    python.chmod(0o755)
+    proc = plan(tmp_path, profile_with(tmp_path, "apptainer", python=str(python)), "--paired")
+    assert proc.returncode == 0, proc.stderr
+    proc = plan(tmp_path, profile_with(tmp_path, "apptainer", python=str(python)), "--new-campaign")
+    assert proc.returncode == 0, proc.stderr
+    fake_apptainer(tmp_path / "bin", tmp_path / "apptainer.log")
+    script = tmp_path / "s" / "jax_digits_1.sh"
+    assert "exec apptainer exec --nv --cleanenv --bind " in script.read_text()
+    for name in ("jax_digits_1.sh", "paired_digits_1.sh"):
+        assert subprocess.run(["shellcheck", "-S", "warning", str(tmp_path / "s" / name)]).returncode == 0
+    job = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "HOME": str(tmp_path),
+           "SLURM_ARRAY_TASK_ID": "0", "SLURM_JOB_ID": "77", "SLURM_CPUS_PER_TASK": "3", "CUDA_VISIBLE_DEVICES": "2",
+           "NCCL_SOCKET_IFNAME": "ib0", "NVIDIA_TF32_OVERRIDE": "1",
+           "LD_LIBRARY_PATH": "/login/modules/lib", "MODULEPATH": "/login/modules"}
+    run = subprocess.run(["bash", str(script)], env=job, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    inside = dict(line.split("=", 1) for line in seen.read_text().splitlines())
+    assert {name: inside.get(name) for name in ("SLURM_ARRAY_TASK_ID", "SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES",
+                                                "OMP_NUM_THREADS", "PYTHONPATH", "XLA_PYTHON_CLIENT_PREALLOCATE",
+                                                "CUDA_DEVICE_ORDER", "NCCL_SOCKET_IFNAME", "NVIDIA_TF32_OVERRIDE")} == {
+        "SLURM_ARRAY_TASK_ID": "0", "SLURM_JOB_ID": "77", "CUDA_VISIBLE_DEVICES": "2", "OMP_NUM_THREADS": "3",
+        "PYTHONPATH": str(REPO_ROOT), "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "NCCL_SOCKET_IFNAME": "ib0", "NVIDIA_TF32_OVERRIDE": "1"}
+    assert inside["BENCH_ENVIRONMENT_KIND"].startswith(f"container: {sif(tmp_path)}")
+    assert not {"LD_LIBRARY_PATH", "MODULEPATH", "MASTER_ADDR", "XLA_FLAGS"} & set(inside)

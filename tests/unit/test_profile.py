@@ -207,3 +207,26 @@ def test_extra_sbatch_keeps_the_options_the_script_leaves_to_it(tmp_path):
     assert "--time-min=10" in profile.extra_sbatch
     with pytest.raises(UsageError, match="'--partition=gpu' sets --partition, which every script writes itself"):
         load_profile(write(tmp_path, 'partition = "cpu"\nextra_sbatch = ["--partition=gpu"]'))
+
+
+def test_memory_is_asked_one_way_the_more_specific_place_winning(tmp_path):
+    """Slurm takes --mem or --mem-per-gpu, not both: mem wins within one place, a system's or the command line's over
+    the profile's; extra_sbatch may spell neither where either key is set (--mem itself, not read as a prefix of
+    --mem-per-gpu)."""
+    from orchestrator.plan.render import sbatch_directives
+    from orchestrator.run.executors.submitit import submitit_parameters
+
+    gpu = 'gpus_per_task = 1\njax_recipe = "cuda12"\n'
+    per_gpu = load_profile(write(tmp_path, gpu + 'mem_per_gpu = "80G"\n[systems.big]\nmem = "500G"\n'))
+    assert "--mem-per-gpu=80G" in sbatch_directives(per_gpu, "j", 1, tmp_path)
+    assert "--mem-per-gpu=80G" not in sbatch_directives(ClusterProfile(mem_per_gpu="80G"), "j", 1, tmp_path)  # CPUs
+    big = per_gpu.for_system("big")
+    assert (big.mem, big.mem_per_gpu) == ("500G", None)
+    both = load_profile(write(tmp_path, gpu + 'mem = "64G"\nmem_per_gpu = "80G"\n'))
+    assert [d for d in sbatch_directives(both, "j", 1, tmp_path) if d.startswith("--mem")] == ["--mem=64G"]
+    given = per_gpu.with_options({"--mem": "32G"})
+    assert (given.mem, given.mem_per_gpu, given.for_system("big").mem) == ("32G", None, "32G")
+    params = submitit_parameters(per_gpu, "j", 40)
+    assert (params["slurm_mem_per_gpu"], params["slurm_array_parallelism"]) == ("80G", 16)
+    with pytest.raises(UsageError, match="extra_sbatch '--mem=4G' sets --mem, which every script writes itself"):
+        load_profile(write(tmp_path, gpu + 'mem_per_gpu = "80G"\nextra_sbatch = ["--mem=4G"]\n'))

@@ -32,7 +32,8 @@ def plan(tmp_path: Path, *args: str):
         for fw in ("jax", "torch"):
             logging_env(env_dir, fw, log)
     profile = tmp_path / "p.toml"
-    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
+    # A time limit of its own: the rule's time budget (test_sequential_trials) counts from it.
+    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\ntime_limit = \"00:30:00\"\n")
     proc = run_cli("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "16,32", "--dry-run",
                    "--profile", str(profile), "--results-dir", str(tmp_path / "results"),
                    "--scripts-dir", str(tmp_path / "scripts"), *args)

@@ -21,6 +21,7 @@ from pathlib import Path
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan.manifest import IN_ORDER, ONE_JOB, ArrayRecord
 from orchestrator.plan.profile import ClusterProfile, slurm_seconds
+from orchestrator.plan.render import UNSIZED_TIME_LIMIT
 from orchestrator.run import queue
 from orchestrator.run.executors.base import Executor, ScriptJob, Submission, Submitting, run_array_task
 from orchestrator.run.sbatch_call import (
@@ -83,11 +84,11 @@ def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) ->
         extra["qos"] = profile.qos
     params = {
         "name": job_name,
-        "timeout_min": slurm_minutes(profile.time_limit),
+        "timeout_min": slurm_minutes(profile.time_limit or UNSIZED_TIME_LIMIT),  # sized when planned (plan.sizing)
         "slurm_cpus_per_task": profile.cpus_per_task,
         "slurm_ntasks_per_node": 1,
         "slurm_setup": list(profile.setup_lines),
-        "slurm_array_parallelism": profile.array_parallelism or n_tasks,  # submitit writes it as --array=...%N
+        "slurm_array_parallelism": profile.throttle(n_tasks) or n_tasks,  # submitit writes it as --array=...%N
         "slurm_additional_parameters": extra,
     }
     if profile.partition:
@@ -96,6 +97,8 @@ def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) ->
         params["slurm_gres"] = profile.gres(profile.gpus_per_task)
     if profile.mem:
         params["slurm_mem"] = profile.mem
+    elif profile.mem_per_gpu and profile.gpus_per_task:
+        params["slurm_mem_per_gpu"] = profile.mem_per_gpu
     return params
 
 

@@ -7,6 +7,12 @@
 #   index  cell
 #   0      cnn batch 128 fp32  (torch-cifar10-uc3-cnn-bs128-fp32-e431e74b-torchfunc)
 #
+# What each task asks Slurm for, and why:
+#   --time=00:30:00: estimated from the longest cell, cnn batch 128 fp32 (63 steps): 5 min to start (imports, data,
+#     compilation), then each step's 9.98 GFLOP at 20% of the 100 GFLOP/s peak taken for 2 CPUs (50 GFLOP/s each), at
+#     least 10 ms (0.499 s a step); times 1.5, plus the 180 s before the limit that Slurm's warning may come, rounded up
+#     to a quarter hour.
+#
 #SBATCH --job-name=torch_cifar10_3
 #SBATCH --array=0-0
 #SBATCH --output=<TMP>/r/<CAMPAIGN>/logs/torch_cifar10_3_%A_%a.out

@@ -14,6 +14,12 @@
 #   6      mlp batch 32 fp32  (jax-digits-uc5-mlp-bs32-fp32-f9682224)
 #   7      mlp batch 128 fp32  (jax-digits-uc5-mlp-bs128-fp32-ef976c2a)
 #
+# What each task asks Slurm for, and why:
+#   --time=00:30:00: estimated from the longest cell, mlp batch 16 fp32 (2,420 steps): 5 min to start (imports, data,
+#     compilation), then each step's 134 MFLOP at 20% of the 100 GFLOP/s peak taken for 2 CPUs (50 GFLOP/s each), at
+#     least 10 ms (0.01 s a step); times 1.5, plus the 180 s before the limit that Slurm's warning may come, rounded up
+#     to a quarter hour.
+#
 #SBATCH --job-name=jax_digits_1+3+5
 #SBATCH --array=0-7
 #SBATCH --output=<TMP>/r/<CAMPAIGN>/logs/jax_digits_1+3+5_%A_%a.out

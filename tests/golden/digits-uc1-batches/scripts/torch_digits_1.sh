@@ -9,10 +9,16 @@
 #   1      mlp batch 32 fp32  (torch-digits-uc1-mlp-bs32-fp32-5ebd9c9c)
 #   2      mlp batch 64 fp32  (torch-digits-uc1-mlp-bs64-fp32-3d58e1e2)
 #
+# What each task asks Slurm for, and why:
+#   --time=00:15:00: estimated from the longest cell, mlp batch 16 fp32 (2,420 steps): 5 min to start (imports, data,
+#     compilation), then each step's 67.2 MFLOP at 20% of the 100 GFLOP/s peak taken for 2 CPUs (50 GFLOP/s each), at
+#     least 10 ms (0.01 s a step); times 1.5, plus the 180 s before the limit that Slurm's warning may come, rounded up
+#     to a quarter hour.
+#
 #SBATCH --job-name=torch_digits_1
 #SBATCH --array=0-2
 #SBATCH --output=<TMP>/r/<CAMPAIGN>/logs/torch_digits_1_%A_%a.out
-#SBATCH --time=00:30:00
+#SBATCH --time=00:15:00
 #SBATCH --nodes=1
 #SBATCH --ntasks=1
 #SBATCH --cpus-per-task=2

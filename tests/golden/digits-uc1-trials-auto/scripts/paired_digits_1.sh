@@ -10,10 +10,16 @@
 #   0      mlp batch 16 fp32  (digits-uc1-mlp-bs16-fp32-ac9883b8)
 #   1      mlp batch 32 fp32  (digits-uc1-mlp-bs32-fp32-f2fb17c8)
 #
+# What each task asks Slurm for, and why:
+#   --time=05:30:00: estimated from the longest cell, mlp batch 16 fp32 (2,420 steps): 5 min to start (imports, data,
+#     compilation), then each step's 67.2 MFLOP at 20% of the 100 GFLOP/s peak taken for 2 CPUs (50 GFLOP/s each), at
+#     least 10 ms (0.01 s a step), for each of the task's 40 runs; times 1.5, plus the 180 s before the limit that
+#     Slurm's warning may come, rounded up to a quarter hour.
+#
 #SBATCH --job-name=paired_digits_1
 #SBATCH --array=0-1
 #SBATCH --output=<TMP>/r/<CAMPAIGN>/logs/paired_digits_1_%A_%a.out
-#SBATCH --time=00:30:00
+#SBATCH --time=05:30:00
 #SBATCH --nodes=1
 #SBATCH --ntasks=1
 #SBATCH --cpus-per-task=2
@@ -56,7 +62,7 @@ run_torch() {
 
 # --trials auto: after the first 5 trials, Stein's two-stage rule reads their throughputs and says how
 # many trials this pair needs for a speed-up interval within 10%, at most 20
-# (bench_contract.sequential), and as many as can end before the job's time limit (00:30:00) less its warning; it marks the trials
+# (bench_contract.sequential), and as many as can end before the job's time limit (05:30:00) less its warning; it marks the trials
 # it leaves out as not needed. It reads the task files, in JAX's environment.
 trials_needed() {
     source <REPO>/.envs/jax/bin/activate
@@ -78,9 +84,9 @@ exec 3< <(env -0)
 # The driver needs Python and the contract only: it runs in JAX's environment, outside any container.
 source <REPO>/.envs/jax/bin/activate
 # Stein's rule also keeps the trials within the seconds from the job's start to the earliest Slurm may send its warning signal, 180 s before its
-# time limit of 00:30:00 (1800 s), at the first stage's pace; the job has run for bash's SECONDS so far.
+# time limit of 05:30:00 (19800 s), at the first stage's pace; the job has run for bash's SECONDS so far.
 exec python -m bench_contract.run.driver --pair "$index" --trials 20 \
     --run jax run_jax <TMP>/r/<CAMPAIGN>/specs/jax.jsonl \
     --run torch run_torch <TMP>/r/<CAMPAIGN>/specs/torch.jsonl \
-    --rule trials_needed --time-budget-s 1620 --job-seconds "$SECONDS" \
+    --rule trials_needed --time-budget-s 19620 --job-seconds "$SECONDS" \
     --environment-fd 3

@@ -8,10 +8,16 @@
 #   0      mlp batch 16 fp32  (torch-digits-uc2-mlp-bs16-fp32-8ba15611)
 #   1      mlp batch 32 fp32  (torch-digits-uc2-mlp-bs32-fp32-389620c0)
 #
+# What each task asks Slurm for, and why:
+#   --time=00:15:00: estimated from the longest cell, mlp batch 16 fp32 (2,420 steps): 5 min to start (imports, data,
+#     compilation), then each step's 33.6 MFLOP at 20% of the 100 GFLOP/s peak taken for 2 CPUs (50 GFLOP/s each), at
+#     least 10 ms (0.01 s a step); times 1.5, plus the 180 s before the limit that Slurm's warning may come, rounded up
+#     to a quarter hour.
+#
 #SBATCH --job-name=torch_digits_2
 #SBATCH --array=0-1
 #SBATCH --output=<TMP>/r/<CAMPAIGN>/logs/torch_digits_2_%A_%a.out
-#SBATCH --time=00:30:00
+#SBATCH --time=00:15:00
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
 #SBATCH --cpus-per-task=2

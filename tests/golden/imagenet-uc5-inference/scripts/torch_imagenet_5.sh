@@ -14,10 +14,16 @@
 #   6      vit_b_16 batch 32 fp32  (torch-imagenet-uc5-vit_b_16-bs32-fp32-f71a5589)
 #   7      vit_b_16 batch 128 fp32  (torch-imagenet-uc5-vit_b_16-bs128-fp32-4800a39f)
 #
+# What each task asks Slurm for, and why:
+#   --time=05:30:00: estimated from the longest cell, vit_b_16 batch 128 fp32 (55 steps): 5 min to start (imports, data,
+#     compilation), then each step's 4.48 TFLOP at 20% of the 100 GFLOP/s peak taken for 2 CPUs (50 GFLOP/s each), at
+#     least 10 ms (224 s a step); times 1.5, plus the 180 s before the limit that Slurm's warning may come, rounded up
+#     to a quarter hour.
+#
 #SBATCH --job-name=torch_imagenet_5
 #SBATCH --array=0-7
 #SBATCH --output=<TMP>/r/<CAMPAIGN>/logs/torch_imagenet_5_%A_%a.out
-#SBATCH --time=00:30:00
+#SBATCH --time=05:30:00
 #SBATCH --nodes=1
 #SBATCH --ntasks=1
 #SBATCH --cpus-per-task=2
