@@ -33,7 +33,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
     """`python main.py ARGS` with the orchestrator's interpreter, as a user would type it: a process of its own, with
     these arguments, environment and working folder, its output captured. The process is forked from a server that
     has imported the libraries once (tests/zygote.py), not started afresh: the same process but for the time an
-    interpreter takes to start and import them (issue 28)."""
+    interpreter takes to start and import them."""
     env = env if env is not None else dict(os.environ)
     return CLI_SERVER.call([str(MAIN_PY), *args], env, Path(cwd or REPO_ROOT), timeout)
 
@@ -164,7 +164,7 @@ def read_text(path: Path) -> str:
 def wait_until(condition: Callable[[], object], proc: subprocess.Popen | None = None, seconds: float = 120,
                what: str = "the condition", poll_s: float = 0.05):
     """Poll until `condition()` is true, and return its value. Tests order processes by what they see happen, never
-    by a sleep: a loaded machine stretches a process's start past any sleep (stop 59's CI: a second collect started
+    by a sleep: a loaded machine stretches a process's start past any sleep (in one CI run a second collect started
     after the first had finished). Fails, with the process's output, when `proc` ends first or after `seconds`
     (then killed, so that reading its output cannot hang)."""
     until = time.monotonic() + seconds

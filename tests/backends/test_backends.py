@@ -77,7 +77,7 @@ def test_jax_compile_time_is_measured_apart_from_the_steps(both):
     timed step either."""
     df = both["jax"]
     compile_s = metric(df, "compile_time")
-    # Tracing and lowering are part of it, as Dynamo's tracing is of PyTorch's (issue 29, defect 9): XLA's
+    # Tracing and lowering are part of it, as Dynamo's tracing is of PyTorch's: XLA's
     # compilation alone left out about a fifth of the MLP's.
     assert metric(df, "lowering_time") > 0 and metric(df, "xla_compile_time") > 0
     assert compile_s == metric(df, "lowering_time") + metric(df, "xla_compile_time")
@@ -182,7 +182,7 @@ def test_a_failure_is_reported_and_writes_no_result(framework, tmp_path):
 
 def test_a_training_spec_with_channels_last_is_refused_rather_than_run_contiguous(tmp_path):
     """channels_last is built for inference only; a hand-written training spec asking for it would be recorded as
-    channels_last (framework_options) and run contiguous. (torch.compile trains since #15.)"""
+    channels_last (framework_options) and run contiguous. (torch.compile trains too.)"""
     spec = make_spec("torch", tmp_path, channels_last=True)
     proc = run_backend("torch", spec, tmp_path)
     assert proc.returncode == 1

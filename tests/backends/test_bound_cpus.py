@@ -1,4 +1,4 @@
-"""Both frameworks compute on the task's CPUs and no others (#14): the real backends, each in its own environment,
+"""Both frameworks compute on the task's CPUs and no others: the real backends, each in its own environment,
 bound by their entry points as Slurm's --cpus-per-task says, and what they record of it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Compiled PyTorch DP-SGD under Poisson sampling (issue 29, defect 1): at their drawn sizes Dynamo recompiled the
+"""Compiled PyTorch DP-SGD under Poisson sampling: at their drawn sizes Dynamo recompiled the
 step at every new batch size ("expected 35, actual 26") until its recompile limit (8), then ran it eagerly, with
 the first timed steps taking seconds each, under a row that still said torch.compile. Now the compiled step takes
 one shape, as JAX's does: each Poisson batch is padded to it and the padding masked out."""

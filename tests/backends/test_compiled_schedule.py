@@ -1,4 +1,4 @@
-"""A learning-rate schedule under torch.compile (#15): the rate changes every step without recompiling the
+"""A learning-rate schedule under torch.compile: the rate changes every step without recompiling the
 step, and the compiled steps follow the eager ones. Run by tests/backends/compiled_schedule_probe.py."""
 
 import json

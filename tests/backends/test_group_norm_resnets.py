@@ -1,5 +1,5 @@
 """The DP-trainable ResNets (resnet18_gn, resnet50_gn): the batch-norm ResNets with GroupNorm in place of every
-batch norm, so that per-sample gradients are defined (issue #16).
+batch norm, so that per-sample gradients are defined.
 
 - each framework's GroupNorm layer equals GroupNorm written in numpy (min(32, C) groups, eps 1e-5, the variance
   as the mean of squared deviations), on an input where Flax's defaults (eps 1e-6, E[x^2] - E[x]^2) would not;

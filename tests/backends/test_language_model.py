@@ -1,4 +1,4 @@
-"""The language model `gpt` (issue 33) in both frameworks, from the same weights and the same byte windows of real
+"""The language model `gpt` in both frameworks, from the same weights and the same byte windows of real
 text files: the same next-token losses step by step, GPT-2's parameter count, and the rows a language model adds
 (tokens/s, the analytic model FLOPs, the attention kernel each framework ran)."""
 

@@ -1,4 +1,4 @@
-"""Mixed-precision and compiled PyTorch training in the real backends (#15), from the same initial weights and
+"""Mixed-precision and compiled PyTorch training in the real backends, from the same initial weights and
 batches (digits, the MLP, batch 32, two epochs: 78 steps).
 
 Tolerances, measured on this machine (x86 CPU, jaxlib 0.10.2, torch 2.14.1) and stated relative to each

@@ -1,4 +1,4 @@
-"""Optimizers, schedules and pipelined throughput (#15) in real backend cells, both frameworks: a momentum
+"""Optimizers, schedules and pipelined throughput in real backend cells, both frameworks: a momentum
 cell (use case 1) and a DP-Adam cell (use case 3, without noise so the frameworks can agree) with a
 warm-up-then-cosine schedule take the same steps, and every training cell records throughput_pipelined."""
 

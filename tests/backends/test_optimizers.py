@@ -1,4 +1,4 @@
-"""Optimizers and schedules (#15): every optimizer and schedule takes the same 20 steps in JAX and PyTorch from
+"""Optimizers and schedules: every optimizer and schedule takes the same 20 steps in JAX and PyTorch from
 the same initial weights. Run by tests/backends/optimizer_probe.py in each framework's environment, through
 each backend's own build_optimizer (jax_backend.optim, torch_backend.optim).
 

@@ -1,9 +1,9 @@
-"""#15's training options in use cases 2, 3 and 4, really run: the processes of each backend on this machine,
-started as srun starts them (rank, world size and coordinator in Slurm's variables), with the options the planner
-accepts there: AdamW with warm-up and cosine (2, two processes), Adam, which DP-SGD makes DP-Adam (3 on one
-process, 4 on two), bf16 mixed precision and compiled PyTorch (all three). Use case 1 with these options is
-tested in test_optimizer_cells and test_mixed_precision_training, use case 3 with Adam in fp32 eager in
-test_optimizer_cells; what the planner refuses in these use cases is tested in
+"""The training options (optimizers, schedules, precisions, PyTorch modes) in use cases 2, 3 and 4, really run: the
+processes of each backend on this machine, started as srun starts them (rank, world size and coordinator in Slurm's
+variables), with the options the planner accepts there: AdamW with warm-up and cosine (2, two processes), Adam, which
+DP-SGD makes DP-Adam (3 on one process, 4 on two), bf16 mixed precision and compiled PyTorch (all three). Use case 1
+with these options is tested in test_optimizer_cells and test_mixed_precision_training, use case 3 with Adam in fp32
+eager in test_optimizer_cells; what the planner refuses in these use cases is tested in
 tests/unit/test_training_options_by_use_case.py.
 
 One cell per use case and framework, on the tiny digits MLP, one epoch at global batch 32 (16 a process on two).
@@ -27,7 +27,7 @@ CELLS = {
     2: {"optimizer": "adamw", "learning_rate": 0.001, "weight_decay": 0.01, "lr_schedule": "warmup_cosine",
         "lr_warmup_steps": 3, "lr_decay_steps": 30},
     # DP-SGD samples as the planner plans it: Poisson batches, a new size nearly every step, which a compiled
-    # step must take without recompiling (issue 29, defect 1).
+    # step must take without recompiling.
     3: {"optimizer": "adam", "learning_rate": 0.001, "noise_multiplier": 0.0, "loop_batch_size": 4,
         "sampling": "poisson"},
     4: {"optimizer": "adam", "learning_rate": 0.001, "noise_multiplier": 0.0, "loop_batch_size": 4,

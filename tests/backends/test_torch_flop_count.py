@@ -1,4 +1,4 @@
-"""PyTorch's FLOP count of a DP-SGD step (issue 34's rehearsal): torch's formula for a convolution's backward counts
+"""PyTorch's FLOP count of a DP-SGD step: torch's formula for a convolution's backward counts
 the weight gradient of a grouped convolution `groups` times over, and torch.func's per-sample gradients of a
 convolution are one, with a group per example. The CIFAR-10 CNN's DP-SGD step counted 43 times its work, an MFU of
 3.9 on a CPU; each check below fails with torch's own formula."""

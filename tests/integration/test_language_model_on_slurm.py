@@ -1,4 +1,4 @@
-"""The language model data parallel on the two nodes of the local Slurm cluster, as issue 33 asks a user to run it:
+"""The language model data parallel on the two nodes of the local Slurm cluster, as a user runs it:
 `python main.py --benchmark nlp --models gpt --use-case 2 --parallelism ddp,fsdp --nodes 2 --variant tiny
 --synthetic`, then `collect`. Both layouts (replicated: DDP and JAX replicated; sharded: FSDP2 and JAX's FSDP step)
 in both frameworks must take the losses of one process step by step, sharding must lower the state one device

@@ -1,4 +1,4 @@
-"""#22 "nothing run twice" on the real cluster: while squeue fails, held tasks are "unknown", never finished, and
+"""Nothing run twice on the real cluster: while squeue fails, held tasks are "unknown", never finished, and
 neither resubmit nor the same command again submits anything; once squeue answers they read as pending, and
 released they complete the campaign, each cell once. The tasks run the stand-in backend."""
 

@@ -170,7 +170,7 @@ def test_the_report_fits_the_window_with_no_text_over_text(chromium, tmp_path):
     assert int(dom.body["data-texts"]) > 100 and dom.tables >= 4  # the page was laid out and measured
     assert dom.body["data-sideways"] == "0" and dom.body["data-tables-past-the-edge"] == "0"
     assert dom.body["data-overlaps"] == ""
-    # The page opens on the verdicts (issue 31): the first is on the first screen, before any scrolling.
+    # The page opens on the verdicts: the first is on the first screen, before any scrolling.
     assert 0 < float(dom.body["data-first-verdict-bottom"]) <= WINDOW[1]
     png = screenshot(chromium, page, tmp_path / "report.png")
     assert png_size(png) == (WINDOW[0], 1800)

@@ -38,9 +38,9 @@ def test_watch_a_campaign_with_a_cancelled_task(slurm_cluster, tmp_path):
 
 
 def test_status_says_unknown_with_exit_3_and_watch_goes_on_until_the_queue_answers(slurm_cluster, tmp_path):
-    """#22: squeue fails (the controller restarting, say) for watch's first polls while real tasks are queued:
-    status exits 3, watch neither ends on the unknown cells nor gives up, and ends 0 once every cell has completed;
-    collect then has each cell once. The tasks run the stand-in backend."""
+    """Nothing lost, nothing run twice: squeue fails (the controller restarting, say) for watch's first polls while
+    real tasks are queued: status exits 3, watch neither ends on the unknown cells nor gives up, and ends 0 once
+    every cell has completed; collect then has each cell once. The tasks run the stand-in backend."""
     from faults import Campaign
 
     from bench.standin_backend import standin_env

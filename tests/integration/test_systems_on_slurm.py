@@ -1,4 +1,4 @@
-"""Two systems in one campaign on the real local cluster, and the chained collect job (#17).
+"""Two systems in one campaign on the real local cluster, and the chained collect job.
 
 The two nodes get different node features for the length of the test (n1 "fakea", n2 "fakeb": fake GPU models),
 and the profile defines one system per feature by constraint. One command runs digits on both: every row names

@@ -1,4 +1,4 @@
-"""The vectorisation benchmark's bookkeeping (#16): reading the probe's output, both speed-ups from the medians,
+"""The vectorisation benchmark's bookkeeping: reading the probe's output, both speed-ups from the medians,
 ours against the hand-written one with its verdict (no timing)."""
 
 import json

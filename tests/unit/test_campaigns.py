@@ -1,4 +1,4 @@
-"""Campaigns (#19): `campaigns` lists them, dry runs are marked and left out of status by default, and collect,
+"""Campaigns: `campaigns` lists them, dry runs are marked and left out of status by default, and collect,
 report and status take --campaign."""
 
 import json

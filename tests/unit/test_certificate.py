@@ -1,4 +1,4 @@
-"""The comparability certificate (issue 29): each comparison row says whether its two sides measured like things,
+"""The comparability certificate: each comparison row says whether its two sides measured like things,
 from what the runs recorded, and a row that is not comparable shows no speed-up, anywhere, only its reasons."""
 
 import re
@@ -56,7 +56,7 @@ def test_runs_of_one_software_and_no_recompilation_are_comparable(tmp_path):
 
 
 def test_runs_of_different_framework_versions_are_pooled_only_as_not_comparable(tmp_path):
-    """Defect 6: JAX 0.4.30 and PyTorch 2.3 (locked) in campaign a, JAX 0.10.2 and PyTorch 2.9 (site) in b
+    """JAX 0.4.30 and PyTorch 2.3 (locked) in campaign a, JAX 0.10.2 and PyTorch 2.9 (site) in b once
     became one row, runs 2/2, speed-up 1.5 [1.0, 2.0], and nothing said why."""
     old = both(tmp_path, "a", {"version": "0.4.30"}, {"version": "2.3.0"}, torch_speed=1000)
     new = both(tmp_path, "b", {"version": "0.10.2", "environment": "site"}, {"version": "2.9.1", "environment": "site"},
@@ -126,8 +126,8 @@ def test_jax_runs_with_and_without_xla_flags_recorded_are_not_pooled_and_every_f
 
 
 def test_xla_flags_of_a_profile_never_split_the_pair_and_are_shown_beside_it(tmp_path):
-    """Defect 5: a profile's per-model xla_flags reach the JAX specs only, and as a measured setting they split
-    the cell into two rows, runs 1/0 and 0/1, with no speed-up at all."""
+    """A profile's per-model xla_flags reach the JAX specs only, and as a measured setting they once
+    split the cell into two rows, runs 1/0 and 0/1, with no speed-up at all."""
     flags = "--xla_cpu_enable_fast_math=false"
     frame = comparison_frame(pd.concat(both(tmp_path, "a", {"xla_flags": flags}), ignore_index=True))
     assert len(frame) == 1 and frame["runs_jax_torch"].iloc[0] == "1/1" and frame["speedup"].iloc[0] == 2.0
@@ -163,7 +163,7 @@ def test_without_nvml_the_gpu_model_is_the_frameworks_name_for_it():
 
 
 def test_different_precision_censuses_make_the_row_not_comparable_and_name_the_classes(tmp_path):
-    """Defect 2 of issue 29, as the backends record it for the nlp transformer in bf16 on a CPU: JAX casts the
+    """A bf16 policy that differs, as the backends record it for the nlp transformer in bf16 on a CPU: JAX casts the
     LayerNorm's parameters and runs it in bfloat16, PyTorch's autocast leaves it in float32."""
     both(tmp_path, "a", {"census": LAYER_NORM_BF16}, {"census": LAYER_NORM_FP32})
     proc = run_cli("collect", "--results-dir", str(tmp_path))
@@ -192,7 +192,7 @@ def test_census_differences_name_each_class_and_a_class_one_side_never_ran():
 
 
 def test_runs_that_saw_other_data_or_ran_another_harness_commit_are_not_comparable(tmp_path):
-    """Two data folders of different size paired freely, and the harness's own commit was not looked at (issue 63)."""
+    """Two data folders of different size paired freely, and the harness's own commit was not looked at."""
     other = "2,000/180/360 train/val/test examples, sha256 9f1c0b7e22d4a6e1"
     frame = comparison_frame(pd.concat(both(tmp_path, "a", torch={"data": other}), ignore_index=True))
     assert frame["comparable"].iloc[0] == f"runs of different data (JAX {DIGITS}; PyTorch {other})"

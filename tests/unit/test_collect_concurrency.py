@@ -1,4 +1,4 @@
-"""collect (#22): two collects at once lose nothing and merge nothing twice, and a collect killed mid-way
+"""collect: two collects at once lose nothing and merge nothing twice, and a collect killed mid-way
 leaves readers the previous complete dataset, never a half-collected one."""
 
 import os
@@ -155,7 +155,7 @@ def test_a_plain_folder_where_the_link_goes_is_refused_in_one_sentence_and_left_
     assert merge(root, out).from_scratch and rows(out) == from_scratch(root)
 
 
-# #30 item 5: readers of merged.parquet while collects switch generations. The collector rewrites one task file
+# Readers of merged.parquet while collects switch generations. The collector rewrites one task file
 # per collect (its rows dropped, a part rewritten) and adds one, so parts come and go and are compacted; each
 # reader reads as the comparison, the report and the curves do, again and again, and counts what failed.
 COLLECTOR = """

@@ -1,4 +1,4 @@
-"""Comparable by construction (#14): what a row says about a run is what the run did. The backends here are
+"""Comparable by construction: what a row says about a run is what the run did. The backends here are
 stand-ins: the contract's own decisions are under test."""
 
 import json
@@ -35,7 +35,7 @@ class UntrainableBackend:
 ])
 @pytest.mark.parametrize("use_case", [1, 3])
 def test_a_training_spec_with_inference_only_options_is_refused_not_run_eager(options, named, use_case):
-    """framework_options would record channels_last while training ran contiguous (torch.compile trains, #15)."""
+    """framework_options would record channels_last while training ran contiguous (torch.compile trains)."""
     spec = job(use_case=use_case, **options)
     assert "channels_last" in runner.framework_options(spec)
     with pytest.raises(ValueError, match=re.escape(named)) as refused:

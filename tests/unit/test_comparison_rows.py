@@ -1,5 +1,5 @@
 """A comparison row pools only runs made with the same settings on the same kind and model of device; cells
-measured under different settings get a row each, named by the setting that differs (issue 14, item 1)."""
+measured under different settings get a row each, named by the setting that differs."""
 
 import pandas as pd
 import pytest
@@ -102,7 +102,7 @@ def test_mfu_of_both_frameworks_divides_by_one_peak_per_device_and_precision():
 
 
 def test_a_cpu_peak_is_shared_only_by_runs_bound_to_as_many_cpus():
-    """Defect 7 of issue 29: a 2-CPU run's MFU of 0.40 was divided again by a 32-CPU campaign's peak, to 0.025."""
+    """A 2-CPU run's MFU of 0.40 was once divided again by a 32-CPU campaign's peak, to 0.025."""
     from orchestrator.results.compare import with_shared_peak
 
     def run(campaign, framework, cpus, peak, achieved):

@@ -1,4 +1,4 @@
-"""The rows of compiled PyTorch say its torch.compile mode, reduce-overhead with its CUDA graphs (#15); a spec
+"""The rows of compiled PyTorch say its torch.compile mode, reduce-overhead with its CUDA graphs; a spec
 with an unknown mode is refused in one sentence."""
 
 import json

@@ -1,4 +1,4 @@
-"""Containers (issue 32): `[envs.<framework>] container = "<image>"` with runtime apptainer or pyxis. The array,
+"""Containers: `[envs.<framework>] container = "<image>"` with runtime apptainer or pyxis. The array,
 paired and validate scripts run the backend inside the image with the repository, the campaign and the data folders
 mounted at their own paths; the rows say "container: <image>". No container runtime can be installed here, so a
 fake `apptainer` (at the subprocess boundary) checks its arguments and runs the command; the real local cluster

@@ -1,4 +1,4 @@
-"""Both frameworks of a cell compute on the same CPUs with the same thread count (#14): the task's CPUs are
+"""Both frameworks of a cell compute on the same CPUs with the same thread count: the task's CPUs are
 decided once (bench_contract.run.cpu_binding) and every row records them. The frameworks themselves are in
 tests/backends/test_bound_cpus.py; here the decision, the binding of a real process and the runner's record."""
 

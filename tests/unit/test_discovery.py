@@ -1,4 +1,4 @@
-"""GPUs by default where the cluster has them (orchestrator.plan.discovery, issue 32): without --profile the plan asks
+"""GPUs by default where the cluster has them (orchestrator.plan.discovery): without --profile the plan asks
 `sinfo` (a fake one on PATH here, at the subprocess boundary) which partitions have GPUs, and asks for one GPU per
 task there with JAX's CUDA build; on a cluster without GPUs it plans for CPUs and says so, in the script headers too;
 --device gpu on a plan that asks for no GPU is refused."""

@@ -1,4 +1,4 @@
-"""PyTorch's DP-SGD engines (--dp-engine torchfunc,opacus; issue 16): an axis of PyTorch's cells in use cases 3 and
+"""PyTorch's DP-SGD engines (--dp-engine torchfunc,opacus): an axis of PyTorch's cells in use cases 3 and
 4 with JAX planned once, refused with a reason where it means nothing, named on every row, and compared as JAX
 against each engine."""
 

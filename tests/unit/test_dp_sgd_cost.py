@@ -1,4 +1,4 @@
-"""DP-SGD's cost over plain SGD (orchestrator.results.dp_sgd_cost, issue 36): which SGD row a DP-SGD row is
+"""DP-SGD's cost over plain SGD (orchestrator.results.dp_sgd_cost): which SGD row a DP-SGD row is
 costed against, per framework and per PyTorch engine."""
 
 import json

@@ -1,4 +1,4 @@
-"""bench/gpu_summary.py, the summaries of scripts/gpu_speed.sh (issue 35) and gpu_dpsgd.sh (36): their tables
+"""bench/gpu_summary.py, the summaries of scripts/gpu_speed.sh and gpu_dpsgd.sh: their tables
 from made-up frames, the steps' outcomes from a log as the scripts write it, the overhead against the GPU's 3%, and
 the DP-SGD checks."""
 

@@ -1,4 +1,4 @@
-"""The DP-trainable ResNets (issue #16): the GroupNorm variants' table, and what the catalog plans for them.
+"""The DP-trainable ResNets: the GroupNorm variants' table, and what the catalog plans for them.
 Their networks in both frameworks: tests/backends/test_group_norm_resnets.py and test_vision.py."""
 
 import pytest

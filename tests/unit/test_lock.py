@@ -64,7 +64,7 @@ def test_a_lock_held_on_another_host_is_not_taken_over(tmp_path):
     assert lock.exists()
 
 
-# #30 item 9. A lock file that names no holder: its holder was killed between creating and writing it.
+# A lock file that names no holder: its holder was killed between creating and writing it.
 def aged(path, seconds):
     old = time.time() - seconds
     os.utime(path, (old, old))

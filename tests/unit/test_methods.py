@@ -1,4 +1,4 @@
-"""The methods paragraph (orchestrator.results.methods, issue 31): written from the rows, in report.md and on the
+"""The methods paragraph (orchestrator.results.methods): written from the rows, in report.md and on the
 HTML page, every figure in it read from what the runs recorded."""
 
 import json
@@ -49,7 +49,7 @@ def test_the_report_has_a_methods_paragraph_written_from_the_rows(tmp_path):
 
 
 def test_the_methods_say_what_poisson_sampled_runs_count_and_each_sides_padding(tmp_path):
-    """Issue 63: JAX padded its Poisson batches (65% of the examples it computed), and no methods text said so."""
+    """JAX padded its Poisson batches (65% of the examples it computed), and no methods text said so."""
     settings = {"warmup_steps": 7, "timed_steps": 50}
     for k, padding in enumerate((0.6, 0.65)):
         write_run(tmp_path, f"c{k}", "jax", "n1", 2000.0, settings, "0.4.31",

@@ -1,4 +1,4 @@
-"""Optimizers and schedules (#15) at plan time: the options reach every cell's spec, and where they mean nothing
+"""Optimizers and schedules at plan time: the options reach every cell's spec, and where they mean nothing
 the real CLI refuses them in one sentence, exit 2, nothing written."""
 
 import json

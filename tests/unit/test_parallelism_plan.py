@@ -1,4 +1,4 @@
-"""`--parallelism ddp,fsdp` (issue 33): use case 2's state replicated or sharded, each layout a cell in both
+"""`--parallelism ddp,fsdp`: use case 2's state replicated or sharded, each layout a cell in both
 frameworks, JAX replicated compared with DDP and JAX sharded with FSDP2; refused where it means nothing, in one
 sentence, before anything is written; without it, the default layout's cells."""
 

@@ -191,7 +191,7 @@ def test_qos_and_array_parallelism_are_profile_keys_that_reach_the_script(tmp_pa
     ("--gres=gpu:2", "--gres"), ("--time=10", "--time"), ("--nodes=2", "--nodes"), ("--wrap=hostname", "--wrap"),
 ])
 def test_extra_sbatch_may_not_set_an_option_the_script_writes_itself(tmp_path, option, owned):
-    """#65 item 5: extra_sbatch came after the script's own #SBATCH lines and won: `--output` sent every task's log
+    """extra_sbatch once came after the script's own #SBATCH lines and won: `--output` sent every task's log
     elsewhere (status and collect read none), `--array` ran other cells. sbatch takes an abbreviation of a long
     option for the option (`--out`), so a prefix counts too."""
     with pytest.raises(UsageError) as info:

@@ -1,4 +1,4 @@
-"""A task's progress (#19): lines in its log as it runs and a heartbeat file, from the training loop, the
+"""A task's progress: lines in its log as it runs and a heartbeat file, from the training loop, the
 inference loop and the batch search, never inside a timed step; the orchestrator reads the heartbeats."""
 
 import json

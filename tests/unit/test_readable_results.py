@@ -27,7 +27,7 @@ def test_missing_empty_truncated_and_foreign_files_are_not(tmp_path):
     assert unreadable_reason(foreign) == "not a result file (no cell_id, metric, value column)"
 
 
-# #30 item 4: status, resubmit and collect share one definition of a readable result. Each of these files has a
+# Status, resubmit and collect share one definition of a readable result. Each of these files has a
 # whole footer, which status once took for a result while collect, reading the rows, left the file out.
 def damaged_data_page(path):
     """The bytes of the `value` column's page overwritten: the footer still reads, the rows do not."""

@@ -1,4 +1,4 @@
-"""`report --baseline NAME` (issue #17): the report shows each cell's change against a baseline, as `compare
+"""`report --baseline NAME`: the report shows each cell's change against a baseline, as `compare
 --baseline` does: a baseline from one campaign, a slowed copy flagged as a regression with the versions that changed
 beside it, the unchanged copy not flagged."""
 

@@ -1,4 +1,4 @@
-"""Issue 30, item 8: every number of a request and of a profile has a bound (finite, fits its result column or
+"""Every number of a request and of a profile has a bound (finite, fits its result column or
 Slurm's own count, a plan that stays small), refused in one sentence before anything is written."""
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ def test_trials_and_pairs_are_resubmitted_by_their_task(tmp_path, cluster, extra
         f"--parsable {expected} {tmp_path / 'r' / manifest['campaign'] / 'scripts' / name}"]
 
 
-# --- #22 "Nothing lost, nothing run twice" ----------------------------------------------------------------
+# --- Nothing lost, nothing run twice ----------------------------------------------------------------------
 
 def real_result(manifest, cell):
     """The cell's result file as a backend writes it (every column), so that collect merges it."""
@@ -251,7 +251,7 @@ def sbatch_lines(calls):
 
 @pytest.mark.parametrize("again", ["resubmit", "the same command"])
 def test_a_bad_result_is_moved_aside_and_its_cell_runs_again(tmp_path, cluster, again):
-    """#22 item 1: an empty or truncated result file is no result. resubmit (and the same command again) moves it
+    """An empty or truncated result file is no result. resubmit (and the same command again) moves it
     aside, never deleting it, and runs its cell again; collect then has every cell once."""
     import pyarrow.parquet as pq
 
@@ -300,7 +300,7 @@ SQUEUE_DOWN = "slurm_load_jobs error: Socket timed out on send/recv operation"
 
 @pytest.mark.parametrize("broken", ["squeue", "sacct"])
 def test_nothing_is_submitted_while_the_queue_cannot_be_read(tmp_path, cluster, broken):
-    """#22 item 2: a failed squeue (or sacct) call is never "not queued": resubmit, and the same command again,
+    """A failed squeue (or sacct) call is never "not queued": resubmit, and the same command again,
     submit nothing, exit non-zero and name the failed command in one sentence."""
     env, calls, profile = cluster
     plan(tmp_path, env, profile)
@@ -345,7 +345,7 @@ def test_nothing_is_submitted_while_the_queue_cannot_be_read(tmp_path, cluster, 
 
 
 def test_a_second_rerun_of_the_completed_cells_submits_nothing_while_the_first_is_queued(tmp_path, cluster):
-    """#22 item 3: a cell whose latest task is queued is queued, whatever result an earlier run left."""
+    """A cell whose latest task is queued is queued, whatever result an earlier run left."""
     env, calls, profile = cluster
     plan(tmp_path, env, profile)
     manifest = manifest_of(tmp_path)
@@ -374,7 +374,7 @@ def test_a_second_rerun_of_the_completed_cells_submits_nothing_while_the_first_i
 
 
 def test_two_resubmits_at_once_submit_each_cell_once_and_the_second_names_the_first(tmp_path, cluster):
-    """#22: resubmit holds the results folder's submission lock, the one the default command holds: a second
+    """Resubmit holds the results folder's submission lock, the one the default command holds: a second
     resubmit, or the same command again, while the first submits, refuses in one sentence and submits nothing."""
     env, calls, profile = cluster
     plan(tmp_path, env, profile)  # jobs 4001 and 4002: nothing queued, no result, so every cell goes again
@@ -450,7 +450,7 @@ def read_only(folder: Path, *argv: str, env: dict) -> subprocess.CompletedProces
 
 
 def test_resubmit_into_a_folder_it_cannot_write_is_one_sentence(tmp_path, cluster):
-    """#65 item 4: resubmit in a results folder on a read-only file system ended in a traceback (OSError:
+    """Resubmit in a results folder on a read-only file system ended in a traceback (OSError:
     Read-only file system, on the lock), where launch and collect refuse in one sentence."""
     env, calls, profile = cluster
     plan(tmp_path, env, profile)

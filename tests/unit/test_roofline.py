@@ -102,7 +102,7 @@ def test_both_frameworks_roofline_against_one_bandwidth_per_device():
 
 def test_runs_on_other_numbers_of_cpus_share_no_bandwidth():
     """32 CPUs move more bytes a second than 2: a 2-CPU run against a 32-CPU campaign's bandwidth and peak would
-    move its ridge and its bound (issue 29, defect 7)."""
+    move its ridge and its bound."""
     import pandas as pd
 
     from orchestrator.results.compare import with_shared_roofline

@@ -1,4 +1,4 @@
-"""Issue 32: the common sbatch settings as options of the default command (--partition, --account, --qos,
+"""The common sbatch settings as options of the default command (--partition, --account, --qos,
 --gpus-per-task, --time, --mem, --array-parallelism). Each replaces the profile's value in the scripts, in
 submitit's parameters and in the partition check, and is checked as the profile key is. Slurm is faked at the
 command line."""

@@ -1,4 +1,4 @@
-"""Issue 30, item 7: every profile value that reaches a script is checked or quoted (setup_lines alone is raw shell),
+"""Every profile value that reaches a script is checked or quoted (setup_lines alone is raw shell),
 and a % of the results folder stays a % in Slurm's --output."""
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def test_submitit_refuses_a_percent_in_the_results_folder_it_cannot_escape(tmp_p
     ("plain-1.2", "{base}/plain-1.2/{campaign}/logs/jax_digits_1_%A_%a.out"),
 ])
 def test_every_sbatch_value_is_quoted_as_slurms_parser_reads_it(tmp_path, folder, written):
-    """#65 item 5: values were quoted only when they held a space. Slurm's #SBATCH parser reads ' and " as quotes
+    """Values were once quoted only when they held a space. Slurm's #SBATCH parser reads ' and " as quotes
     (an unmatched one is sbatch's fatal error) and an unquoted # as a comment (`--output=.../r#1/...` was cut to
     `.../r`, one log for every task, outside the campaign). tests/integration/test_sbatch_values_on_slurm.py has
     the real sbatch read these lines."""
@@ -127,7 +127,7 @@ def test_a_backslash_in_the_log_folder_is_refused_at_plan_time(tmp_path):
 @pytest.mark.parametrize("runtime", ["apptainer", "pyxis"])
 @pytest.mark.parametrize("folder", ["r,1", "r:1"])
 def test_a_folder_a_containers_mount_list_would_split_is_refused(tmp_path, runtime, folder):
-    """#65 item 5: the campaign folder goes into Apptainer's --bind list (and pyxis's --container-mounts), which
+    """The campaign folder goes into Apptainer's --bind list (and pyxis's --container-mounts), which
     split at ',' (two mounts) and ':' (a path and where it goes); neither can be escaped there."""
     image = tmp_path / "jax.sif"  # each runtime's own form: apptainer runs a pulled .sif, pyxis a registry reference
     image.touch()

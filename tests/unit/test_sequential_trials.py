@@ -132,8 +132,8 @@ def test_the_rule_reads_the_first_stage_says_how_many_trials_and_marks_the_rest(
 
 
 def test_the_job_s_time_limit_caps_the_trials_at_the_first_stage_s_pace(tmp_path):
-    """Issue 31's time budget: 5 trials in 100 s (20 s each) with 95 s left hold 4 more, less one in reserve; the
-    rule's own count stands where the time holds it, and the first stage is never undone."""
+    """The time budget of --trials auto: 5 trials in 100 s (20 s each) with 95 s left hold 4 more, less one in
+    reserve; the rule's own count stands where the time holds it, and the first stage is never undone."""
     assert trials_in_time(100, 95) == FIRST_STAGE + 3
     assert trials_in_time(100, 10) == trials_in_time(100, -5) == FIRST_STAGE
     files, lines = specs_of(tmp_path, "--target-interval", "10%", "--max-trials", "9")

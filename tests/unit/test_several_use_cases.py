@@ -1,4 +1,4 @@
-"""Issue 32: several use cases in one command (`--use-case 3,5`, `-u 3 -u 5`), one campaign, like every other axis
+"""Several use cases in one command (`--use-case 3,5`, `-u 3 -u 5`), one campaign, like every other axis
 of the matrix; each use case keeps the rules and the settings it has alone."""
 
 import json

@@ -1,4 +1,4 @@
-"""Site environments (#18): a profile points a framework at an interpreter the site already has. envs and doctor check
+"""Site environments: a profile points a framework at an interpreter the site already has. envs and doctor check
 it (nothing is built), the scripts run it by its path after its setup lines, the rows say "site: <python>" and the
 report marks them as not locked. The backends are stood in for by fake interpreters here; the real run is in
 tests/backends/test_site_environment_demo.py."""

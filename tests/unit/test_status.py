@@ -100,7 +100,7 @@ def states_of(stdout):
 
 
 def test_an_empty_or_truncated_result_is_a_bad_result_never_a_completion(tmp_path):
-    """#22 item 1: a result counts only when it reads (bench_contract.results.unreadable_reason)."""
+    """A result counts only when it reads (bench_contract.results.unreadable_reason)."""
     folder = campaign(tmp_path, with_results={("jax", 0), ("jax", 1), ("jax", 2), ("torch", 0)})
     rows = folder / "rows" / "jax"
     (rows / "jax-0.parquet").write_bytes(b"")  # empty
@@ -125,7 +125,7 @@ def failing(name, tmp_path, body):
 
 
 def test_a_failed_squeue_or_sacct_is_unknown_never_not_queued(tmp_path):
-    """#22 item 2: squeue failing (exit status, missing command) or sacct failing leaves the cells that may still be
+    """squeue failing (exit status, missing command) or sacct failing leaves the cells that may still be
     queued unknown, with the failed command and its words; a cell with a result stays completed."""
     campaign(tmp_path, with_results={("jax", 0)})
     env, _ = fake_slurm(tmp_path, sacct_lines=["70_1|PENDING"], squeue_lines=["70_1 PENDING"])
@@ -203,7 +203,7 @@ def test_sacct_range_records_and_a_forgotten_job(tmp_path):
 
 
 def test_a_queued_rerun_of_a_completed_cell_is_queued_and_watch_waits_for_it(tmp_path):
-    """#22 item 3: the queue is read before the result file; a cell whose latest task is queued is queued."""
+    """The queue is read before the result file; a cell whose latest task is queued is queued."""
     every = {(f, i) for f in ("jax", "torch") for i in range(3)}
     campaign(tmp_path, with_results=every)
     env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
@@ -274,7 +274,7 @@ def test_watch_gives_up_with_exit_3_when_the_queue_stays_unreadable(tmp_path):
 
 
 def test_a_cell_that_ran_on_another_device_than_its_system_expects_is_named_from_its_task_file(tmp_path):
-    """device_note reads the device from a task file as a backend writes it (the context stored once, #17)."""
+    """device_note reads the device from a task file as a backend writes it (the context stored once)."""
     from helpers import cell_record, task_file
 
     from orchestrator.plan.manifest import CellEntry

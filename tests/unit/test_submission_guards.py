@@ -1,4 +1,4 @@
-"""Issue #22, submission: nothing lost, nothing run twice. sbatch, squeue, sacct, scontrol and sacctmgr are faked
+"""Submission: nothing lost, nothing run twice. sbatch, squeue, sacct, scontrol and sacctmgr are faked
 on PATH, so these run without Slurm."""
 
 import json
@@ -388,7 +388,7 @@ def test_a_slow_submitit_sbatch_is_said_while_it_waits(tmp_path, cluster):
 
 
 def test_an_unknown_array_is_never_submitted_again_while_the_queue_cannot_be_read(tmp_path, cluster):
-    """#30 item 1: a hung sbatch that in fact accepted the campaign's only array, then squeue and sacct failing.
+    """A hung sbatch that in fact accepted the campaign's only array, then squeue and sacct failing.
     Before, with no job id to ask about, the queue counted as readable: the cell was "not submitted", the same
     command submitted it again, status said 1/1 ended and exit 0, and watch stopped at once."""
     env, run = cluster
@@ -419,7 +419,7 @@ SOCKET_TIMEOUT = "sbatch: error: Batch job submission failed: Socket timed out o
 
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])
 def test_an_sbatch_that_lost_the_controllers_answer_is_unknown_and_found_again_by_name(tmp_path, cluster, executor):
-    """#30 item 11: sbatch exits 1 after "Socket timed out on send/recv operation", yet the controller took the
+    """sbatch exits 1 after "Socket timed out on send/recv operation", yet the controller took the
     array (as job 4100). Before, that was a refusal, and the next run submitted the cells again."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
@@ -453,7 +453,7 @@ def test_only_sbatchs_own_error_is_a_refusal():
 
 
 def test_sbatch_gets_the_campaigns_own_script_not_the_shared_latest_copy(tmp_path, cluster):
-    """#30 item 3: campaign A's sbatch is slow to read its script, and meanwhile a dry run of campaign B (other
+    """Campaign A's sbatch is slow to read its script, and meanwhile a dry run of campaign B (other
     batch sizes, the same script names) rewrites slurm_scripts/. Before, A's array ran B's script: B's cells,
     written into B's folder, under A's job id."""
     env, run = cluster
@@ -487,7 +487,7 @@ def test_sbatch_gets_the_campaigns_own_script_not_the_shared_latest_copy(tmp_pat
                          ids=lambda s: s.name)
 def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_rerun_finds_it(tmp_path, cluster,
                                                                                               signum):
-    """#30 item 2: Ctrl-C, a dropped ssh session, a kill (even -9) while a slow sbatch works, which in fact took
+    """Ctrl-C, a dropped ssh session, a kill (even -9) while a slow sbatch works, which in fact took
     the array as job 4100. Before, nothing was recorded and the rerun submitted the cells again."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
@@ -518,7 +518,7 @@ def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_r
     assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
 
 
-# --- issue 65: nothing run twice, round three ----------------------------------------------------------------
+# --- Nothing run twice: refusals, lost answers, damaged manifests, orphan sbatch calls --------------------------------
 
 UNMATCHED = "sbatch: fatal: {script}: line 12: Unmatched `'` in [--output=/scratch/o'brien/r/logs/x_%A_%a.out]"
 GETOPT = "sbatch: unrecognized option '--nosuch'\nTry \"sbatch --help\" for more information"
@@ -526,7 +526,7 @@ GETOPT = "sbatch: unrecognized option '--nosuch'\nTry \"sbatch --help\" for more
 
 @pytest.mark.parametrize("said, code", [(UNMATCHED, 1), (GETOPT, 255)], ids=["fatal", "getopt"])
 def test_sbatchs_fatal_error_is_a_refusal_not_an_unknown_outcome(tmp_path, cluster, said, code):
-    """#65 item 2: an sbatch that cannot parse a line of the script (`fatal:`) or an option (getopt's words, then
+    """An sbatch that cannot parse a line of the script (`fatal:`) or an option (getopt's words, then
     Slurm's `Try "sbatch --help"`) submitted nothing. Before, that was "unknown": every rerun said "never
     accepted" and failed the same way, status exited 3 and watch polled for ten minutes."""
     env, run = cluster
@@ -550,7 +550,7 @@ def test_sbatchs_fatal_error_is_a_refusal_not_an_unknown_outcome(tmp_path, clust
 
 
 def test_a_lost_answer_is_said_once_in_the_sentence_of_unknown_cells(tmp_path, cluster):
-    """#65 item 2: the sentence for cells whose array's answer was lost said so twice ("was lost (the answer to its
+    """The sentence for cells whose array's answer was lost said so twice ("was lost (the answer to its
     array's submission was lost (...")."""
     env, run = cluster
     write_tool(Path(env["PATH"].split(":")[0]), "sbatch", "exit 1\n")  # silence: it may have been accepted
@@ -564,7 +564,7 @@ def test_a_lost_answer_is_said_once_in_the_sentence_of_unknown_cells(tmp_path, c
 
 
 def test_a_damaged_manifest_is_one_sentence_for_every_command_and_never_planned_over(tmp_path, cluster):
-    """#65 item 3: a campaign's manifest.json cut short. Before, status, resubmit and watch ended in a
+    """A campaign's manifest.json cut short. Before, status, resubmit and watch ended in a
     JSONDecodeError, collect merged and then crashed, and the same command again planned a second campaign (the
     search for the same one skipped what it could not read) and submitted its cells again."""
     env, run = cluster
@@ -614,7 +614,7 @@ def manifest_of_another_kind(data: dict, change: str) -> dict:
 ])
 def test_a_manifest_of_another_version_is_one_sentence_for_every_command_and_never_planned_over(
         tmp_path, cluster, change, said):
-    """Issue 64 item 5: no shim reads an earlier version's manifest (nor a later one's); each command says which
+    """No shim reads an earlier version's manifest (nor a later one's); each command says which
     version wrote it in one sentence, and where this version could plan anew, the command that does so."""
     from orchestrator.plan.manifest import VERSION
 
@@ -658,10 +658,10 @@ def launched(tmp_path, env, *extra) -> subprocess.Popen:
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])
 @pytest.mark.parametrize("stop", ["SIGTERM", "timeout"])
 def test_sbatch_and_its_children_are_stopped_with_the_command(tmp_path, cluster, stop, executor):
-    """#65 item 1: a site's sbatch that is a wrapper, whose child submits. Before, a SIGTERM to the command left
+    """A site's sbatch that is a wrapper, whose child submits. Before, a SIGTERM to the command left
     sbatch running (an orphan that accepted its array after the rerun had submitted the cells again), and the
     command's own timeout killed the wrapper alone, so that its child submitted later, untracked. submitit's
-    sbatch call the same (found by the soak, #65 item 6): a SIGTERM left the command waiting for its sbatch, which
+    sbatch call the same (found by the soak): a SIGTERM left the command waiting for its sbatch, which
     had no time limit, and then left the wrapper's child to submit."""
     env, _ = cluster
     go = tmp_path / "go"
@@ -700,10 +700,10 @@ def orphan_sbatch(tmp_path, accept: Path) -> str:
 
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])
 def test_an_orphan_sbatch_of_a_killed_command_is_never_taken_for_never_accepted(tmp_path, cluster, executor):
-    """#65 item 1: `kill -9` while a slow sbatch works. The orphan sbatch lives on; the same command run at once
+    """`kill -9` while a slow sbatch works. The orphan sbatch lives on; the same command run at once
     must not conclude from an empty queue that the array was never accepted. Before, it said "not in Slurm: it
     was never accepted" and submitted the cells, and the orphan then accepted its own array: the cells ran twice.
-    submitit's record of its call said no `answer_by` until the soak found it (#65 item 6); the array its orphan
+    submitit's record of its call said no `answer_by` until the soak found it; the array its orphan
     accepts is then cancelled, as submitit's tasks cannot get their work, and its cells submitted once more."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
@@ -739,10 +739,10 @@ def test_an_orphan_sbatch_of_a_killed_command_is_never_taken_for_never_accepted(
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])
 def test_an_orphan_sbatch_is_killed_by_its_watchdog_and_then_the_queue_has_the_last_word(tmp_path, cluster,
                                                                                          executor):
-    """#65 item 1: the orphan of a `kill -9` lives no longer than the command would have waited for it
+    """The orphan of a `kill -9` lives no longer than the command would have waited for it
     (ORCHESTRATOR_SBATCH_TIMEOUT_S): its watchdog kills it. Once that time and the grace for a request on its way
     (answer_by) are past, an array no lookup finds was never accepted, and its cells are submitted once. submitit's
-    sbatch had no watchdog until the soak found it (#65 item 6)."""
+    sbatch had no watchdog until the soak found it."""
     env, run = cluster
     write_tool(Path(env["PATH"].split(":")[0]), "sbatch", orphan_sbatch(tmp_path, tmp_path / "never"))
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2")

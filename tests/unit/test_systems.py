@@ -1,4 +1,4 @@
-"""Several systems (kinds of nodes) in one campaign, and the chained collect job (#17), through the real CLI with
+"""Several systems (kinds of nodes) in one campaign, and the chained collect job, through the real CLI with
 sbatch faked at the command line."""
 
 import json

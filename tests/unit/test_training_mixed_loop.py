@@ -1,4 +1,4 @@
-"""The training loop's part of mixed precision and compiled training (#15): the loss scale after every step and
+"""The training loop's part of mixed precision and compiled training: the loss scale after every step and
 the skipped steps, and a lazily compiled step's compilation recorded apart from the timed steps."""
 
 import time

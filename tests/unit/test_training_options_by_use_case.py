@@ -1,7 +1,7 @@
-"""#15's training options in use cases 2, 3 and 4 at plan time: each is accepted where it makes sense and reaches
-every cell (real runs of what is accepted, bf16 with compiled PyTorch and Adam or AdamW, on one process for use
-case 3 and two for 2 and 4: tests/backends/test_parallel_training_options.py), and refused with its reason where
-it does not.
+"""The training options (optimizers, schedules, precisions, PyTorch modes) in use cases 2, 3 and 4 at plan time: each
+is accepted where it makes sense and reaches every cell (real runs of what is accepted, bf16 with compiled PyTorch
+and Adam or AdamW, on one process for use case 3 and two for 2 and 4:
+tests/backends/test_parallel_training_options.py), and refused with its reason where it does not.
 
 | option | 2 (data parallel) | 3 (DP-SGD) | 4 (DP-SGD, data parallel) |
 | --- | --- | --- | --- |

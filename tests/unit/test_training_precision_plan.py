@@ -1,4 +1,4 @@
-"""Planning mixed-precision and compiled PyTorch training (#15): the precisions of use cases 1 to 4, the
+"""Planning mixed-precision and compiled PyTorch training: the precisions of use cases 1 to 4, the
 --torch-modes axis (JAX against each PyTorch mode as its own pair of cells), and the refusals with their reasons."""
 
 import pytest

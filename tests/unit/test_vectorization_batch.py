@@ -1,4 +1,4 @@
-"""The vectorisation timing (#16): vmap and the per-example loop are timed on the same batch, by default the
+"""The vectorisation timing: vmap and the per-example loop are timed on the same batch, by default the
 batch one device trains on, the loop bounded by a time budget that is recorded; --loop-batch-size overrides."""
 
 import time
