@@ -240,6 +240,19 @@ def write_mnist_folder(folder: Path, train: int, test: int) -> Path:
     return folder
 
 
+def settings(use_case: int | None = None, **overrides):
+    """A request's settings (orchestrator.plan.settings.RunSettings) as the planning tests take them: one epoch of
+    256 synthetic examples, plain SGD at 0.01, seed 0, one warm-up step, the device left to the node; for use case 2
+    or 4 (data parallel), two processes on one node. `overrides` replace any of these or set any other field."""
+    from orchestrator.plan.settings import RunSettings
+
+    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
+              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "auto"}
+    if use_case in (2, 4):
+        values |= {"nodes": 1, "tasks_per_node": 2}
+    return RunSettings(**(values | overrides))
+
+
 def result_context(**values) -> dict:
     """A complete result context (every context column, empty or zero) with the given values."""
     from bench_contract.results import CONTEXT_FIELDS

@@ -4,7 +4,7 @@ against each engine."""
 
 import pandas as pd
 import pytest
-from helpers import result_context, run_cli
+from helpers import result_context, run_cli, settings
 
 from bench_contract.results import ResultRows
 from bench_contract.run.runner import base_context
@@ -13,16 +13,8 @@ from bench_contract.spec import JobSpec, SpecError
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
 from orchestrator.plan.campaign import job_spec
-from orchestrator.plan.settings import RunSettings
 from orchestrator.results.compare import comparison_frame, display_rows
 from orchestrator.results.views import use_case_frame
-
-
-def settings(**overrides):
-    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
-              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "cpu",
-              "model_variant": "tiny"} | overrides
-    return RunSettings(**values)
 
 
 def test_each_pytorch_cell_runs_once_per_engine_and_jax_once_with_one_pair_key(tmp_path):

@@ -6,21 +6,13 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import run_cli, settings
 
 from bench_contract.run.topology import Topology, topology_for
 from bench_contract.spec import JobSpec, SpecError
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix, render
 from orchestrator.plan.profile import ClusterProfile
-from orchestrator.plan.settings import RunSettings
-
-
-def settings(**overrides):
-    values = dict(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=1, data_source="real",
-                  data_dir=None, synthetic_samples=256, device="auto")
-    values.update(overrides)
-    return RunSettings(**values)
 
 
 def spec(**overrides):

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 import pytest
-from helpers import result_context, run_cli
+from helpers import result_context, run_cli, settings
 
 from bench_contract.results import ResultRows
 from bench_contract.run.runner import base_context
@@ -14,19 +14,11 @@ from bench_contract.spec import JobSpec, SpecError
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
 from orchestrator.plan.campaign import job_spec
-from orchestrator.plan.settings import RunSettings
 from orchestrator.results.compare import comparison_frame
 
 
-def settings(**overrides):
-    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
-              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "cpu",
-              "model_variant": "tiny", "nodes": 2} | overrides
-    return RunSettings(**values)
-
-
 def test_each_layout_is_a_cell_in_both_frameworks_and_its_own_pair(tmp_path):
-    cells = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(), parallelisms=["ddp", "fsdp"])
+    cells = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(nodes=2), parallelisms=["ddp", "fsdp"])
     assert sorted((c.framework, c.settings.parallelism) for c in cells) == [
         ("jax", "ddp"), ("jax", "fsdp"), ("torch", "ddp"), ("torch", "fsdp")]
     keys = {layout: {c.pair_key for c in cells if c.settings.parallelism == layout} for layout in ("ddp", "fsdp")}
@@ -38,10 +30,10 @@ def test_each_layout_is_a_cell_in_both_frameworks_and_its_own_pair(tmp_path):
 
 def test_cells_planned_without_the_option_are_the_default_layouts():
     """No --parallelism plans the same cells as --parallelism ddp, the same campaign; sharded cells are others."""
-    without = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings())
-    default = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(), parallelisms=["ddp"])
+    without = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(nodes=2))
+    default = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(nodes=2), parallelisms=["ddp"])
     assert [c.cell_id for c in without] == [c.cell_id for c in default]
-    sharded = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(), parallelisms=["fsdp"])
+    sharded = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(nodes=2), parallelisms=["fsdp"])
     assert {c.cell_id for c in sharded}.isdisjoint(c.cell_id for c in without)
 
 

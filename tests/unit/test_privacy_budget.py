@@ -6,11 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import run_cli, settings
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix, privacy
-from orchestrator.plan.settings import RunSettings
 
 # TF Privacy's compute_dp_sgd_privacy documents this example in its docstring: "compute_dp_sgd_privacy --N=60000
 # --batch_size=256 --noise_multiplier=1.12 --epochs=60 --delta=1e-5 ... The output states that DP-SGD with these
@@ -152,12 +151,10 @@ def test_sampling_and_budget_options_are_refused_where_they_mean_nothing(tmp_pat
 
 
 def test_a_target_epsilon_needs_the_training_sets_size_at_plan_time():
-    settings = RunSettings(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=1,
-                                  data_source="real", data_dir="/data/text", synthetic_samples=256, device="auto",
-                                  sampling="poisson", target_epsilon=2.0)
+    chosen = settings(data_source="real", data_dir="/data/text", sampling="poisson", target_epsilon=2.0)
     with pytest.raises(UsageError, match="--target-epsilon needs the training split's size at plan time"):
-        matrix.with_privacy(matrix.catalog.benchmark("nlp"), settings, 32)
-    unknown = matrix.with_privacy(matrix.catalog.benchmark("nlp"), matrix.replace(settings, target_epsilon=None), 32)
+        matrix.with_privacy(matrix.catalog.benchmark("nlp"), chosen, 32)
+    unknown = matrix.with_privacy(matrix.catalog.benchmark("nlp"), matrix.replace(chosen, target_epsilon=None), 32)
     assert unknown == {}  # Poisson without a budget: the rows say why
 
 

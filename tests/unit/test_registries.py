@@ -3,7 +3,7 @@ from its declaration: a use case or a model added to its registry is planned, re
 test. What a backend's network is, against its model's declaration: tests/backends/test_registered_models.py."""
 
 import pytest
-from test_matrix import settings
+from helpers import settings
 
 from bench_contract.config import PRIVACY, SETTINGS
 from bench_contract.model_registry import MODELS
@@ -33,7 +33,7 @@ def plan(model, case, **overrides):
     workers = {"nodes": 2} if case.data_parallel else {}
     return matrix.expand(catalog.home_benchmark(model.name).name, case.number, options.pop("frameworks", []),
                          [model.name], [16], options.pop("precisions", []),
-                         settings(data_source="synthetic", model_variant="tiny", **workers, **overrides), **options)
+                         settings(model_variant="tiny", **workers, **overrides), **options)
 
 
 # --- use cases ---------------------------------------------------------------------------------------------------

@@ -8,17 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import run_cli, settings
 
 from orchestrator.errors import UsageError
 from orchestrator.plan.profile import ClusterProfile, load_profile
-from orchestrator.plan.settings import RunSettings, parse_batch_sizes, parse_memory_size
-
-
-def settings(**overrides) -> RunSettings:
-    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
-              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "auto"}
-    return RunSettings(**{**values, **overrides})
+from orchestrator.plan.settings import parse_batch_sizes, parse_memory_size
 
 
 def profile_file(tmp_path: Path, text: str) -> Path:

@@ -16,20 +16,10 @@ refused when the cell runs (tests/backends/test_backends.py).
 """
 
 import pytest
-from helpers import run_cli
+from helpers import run_cli, settings
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
-from orchestrator.plan.settings import RunSettings
-
-PARALLEL = {"nodes": 1, "tasks_per_node": 2}
-
-
-def settings(use_case: int, **overrides):
-    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
-              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "auto",
-              **(PARALLEL if use_case in (2, 4) else {})}
-    return RunSettings(**(values | overrides))
 
 
 @pytest.mark.parametrize("use_case", [2, 3, 4])

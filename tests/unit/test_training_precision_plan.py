@@ -2,17 +2,10 @@
 --torch-modes axis (JAX against each PyTorch mode as its own pair of cells), and the refusals with their reasons."""
 
 import pytest
+from helpers import settings
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
-from orchestrator.plan.settings import RunSettings
-
-
-def settings(**overrides):
-    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
-              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "cpu",
-              "model_variant": "tiny"}
-    return RunSettings(**(values | overrides))
 
 
 def test_bf16_and_fp32_with_both_pytorch_modes_pair_jax_with_each_mode():
@@ -30,7 +23,7 @@ def test_bf16_and_fp32_with_both_pytorch_modes_pair_jax_with_each_mode():
 @pytest.mark.parametrize("use_case, precision", [(1, "bf16"), (1, "fp16"), (1, "tf32"), (2, "fp16"), (3, "bf16"),
                                                  (3, "tf32"), (4, "bf16")])
 def test_training_use_cases_plan_the_mixed_and_tf32_precisions(use_case, precision):
-    cells = matrix.expand("digits", use_case, [], [], [32], [precision], settings(nodes=1, device="auto"))
+    cells = matrix.expand("digits", use_case, [], [], [32], [precision], settings())
     assert {c.precision for c in cells} == {precision}
 
 
