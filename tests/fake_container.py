@@ -2,12 +2,13 @@
 
 from pathlib import Path
 
+from helpers import fake_tools
+
 
 def fake_apptainer(bin_dir: Path, log: Path) -> None:
     """`apptainer exec --nv --bind A,B,... IMAGE CMD...`: every bound folder must exist; logs the image and the
     command, then runs it (here, on this machine: the fake's "image" is the host)."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    (bin_dir / "apptainer").write_text(f"""#!/bin/bash
+    fake_tools(bin_dir, apptainer=f"""\
 if [ "$1" != exec ] || [ "$2" != --nv ] || [ "$3" != --bind ]; then
     echo "fake apptainer: unexpected $*" >&2; exit 64
 fi
@@ -17,4 +18,3 @@ echo "$5 $4 ${{*:6}}" >> "{log}"
 shift 5
 exec "$@"
 """)
-    (bin_dir / "apptainer").chmod(0o755)

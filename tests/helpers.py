@@ -447,20 +447,56 @@ def write_graph_file(folder: Path, nodes: int, classes: int = 3, features: int =
     return folder
 
 
+def fake_tools(bin_dir: Path, env: dict | None = None, **tools: str) -> dict:
+    """Commands faked at the subprocess boundary: each of `tools` (name=the body of a bash script) an executable in
+    bin_dir (made if missing; a tool already there is replaced). Returns `env` (default: this process's environment)
+    with bin_dir first on PATH, for a test that runs a command; a test that runs the code in process sets its PATH
+    from it. Also writes a stand-in environment's `python` (bin_dir: the environment's bin), where PATH is not used."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, body in tools.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = dict(os.environ if env is None else env)
+    return {**env, "PATH": f"{bin_dir}:{env.get('PATH', '')}"}
+
+
+def fake_sbatch(calls: Path, then: str = "", answer: str | None = None, job_name: bool = False) -> str:
+    """The fake `sbatch`, as a body for fake_tools: each call appends one line to `calls`, its arguments (after its
+    job name, with `job_name`: SBATCH_JOB_NAME, which the orchestrator sets, else the --job-name of the script's
+    #SBATCH lines, which submitit writes; in $name for the lines that follow), runs `then` (bash lines), and prints
+    `answer`, by default as `sbatch --parsable` does: job ids 4001, 4002, ... by the number of calls so far."""
+    named, line = "", '"$*"'
+    if job_name:
+        named = 'name=${SBATCH_JOB_NAME:-$(sed -n "s/^#SBATCH --job-name=//p" "${@: -1}" 2>/dev/null)}\n'
+        line = '"$name $*"'
+    record = f'echo {line} >> "{calls}"\n'
+    if answer is None:
+        answer = f'n=$(wc -l < "{calls}")\necho "$((4000 + n))"\n'
+    return "".join(part if part.endswith("\n") else part + "\n" for part in (named, record, then, answer) if part)
+
+
+def fake_queue(tmp_path: Path, sacct: list[str] = (), squeue: list[str] = ()) -> tuple[dict, Path]:
+    """squeue and sacct (fake_tools, in tmp_path/bin) that print these lines, as the orchestrator asks for them
+    ("70_0 PENDING", "70_0|COMPLETED"), each call logged as "<command> <arguments>" in tmp_path/calls. Returns
+    (environment, the log)."""
+    log = tmp_path / "calls"
+
+    def answering(name: str, lines: list[str]) -> str:
+        return f'echo "{name} $*" >> "{log}"\n' + "".join(f"echo '{line}'\n" for line in lines)
+
+    return fake_tools(tmp_path / "bin", sacct=answering("sacct", sacct), squeue=answering("squeue", squeue)), log
+
+
 def fake_slurm_site(tmp_path: Path, commands: dict[str, str], profile_text: str = "",
                     profile_name: str = "p.toml") -> tuple[dict, Path, Path]:
     """A Slurm site faked at the subprocess boundary, for the unit tests: `commands` (name -> bash body) on PATH beside
-    an sbatch that numbers its jobs 4001, 4002, ... and records each call's arguments, one line per call; empty
-    framework environments (submission checks that their interpreters exist) and a profile naming them, then
-    `profile_text`. SLURM_CONF is left out of the environment, so nothing reaches a real cluster. Returns
-    (environment, the file of sbatch calls, the profile)."""
-    bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
+    fake_sbatch's sbatch (unless `commands` has its own), which numbers its jobs 4001, 4002, ... and records each
+    call's arguments, one line per call; empty framework environments (submission checks that their interpreters
+    exist) and a profile naming them, then `profile_text`. SLURM_CONF is left out of the environment, so nothing
+    reaches a real cluster. Returns (environment, the file of sbatch calls, the profile)."""
     calls = tmp_path / "sbatch_calls.txt"
-    sbatch = f'echo "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((4000 + n))"\n'
-    for name, body in {"sbatch": sbatch, **commands}.items():
-        (bin_dir / name).write_text("#!/bin/bash\n" + body)
-        (bin_dir / name).chmod(0o755)
+    env = fake_tools(tmp_path / "fakebin", **{"sbatch": fake_sbatch(calls), **commands})
+    env.pop("SLURM_CONF", None)
     env_dir = tmp_path / "envs"
     for framework in ("jax", "torch"):
         (env_dir / framework / "bin").mkdir(parents=True)
@@ -468,6 +504,4 @@ def fake_slurm_site(tmp_path: Path, commands: dict[str, str], profile_text: str 
         (env_dir / framework / "bin" / "python").write_text("")
     profile = tmp_path / profile_name
     profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n{profile_text}")
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    env.pop("SLURM_CONF", None)
     return env, calls, profile

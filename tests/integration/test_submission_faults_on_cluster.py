@@ -14,7 +14,7 @@ from pathlib import Path
 from faults import Campaign
 
 from bench.standin_backend import standin_env
-from helpers import REPO_ROOT, default_signals, run_cli, shell_wait_for, wait_until
+from helpers import REPO_ROOT, default_signals, fake_tools, run_cli, shell_wait_for, wait_until
 
 ARGS = ("--batch-sizes", "16,32", "--synthetic")
 SOCKET = "Socket timed out on send/recv operation"
@@ -27,12 +27,8 @@ def held_campaign(tmp_path: Path, env: dict) -> Campaign:
 
 def wrapped(tmp_path: Path, env: dict, name: str, body: str) -> dict:
     """env with a wrapper `name` first on PATH; in `body`, $REAL is the real command."""
-    folder = tmp_path / f"wrapped-{name}"
-    folder.mkdir(exist_ok=True)
     real = shutil.which(name, path=env["PATH"])
-    (folder / name).write_text(f"#!/bin/bash\nREAL={real}\n{body}\n")
-    (folder / name).chmod(0o755)
-    return {**env, "PATH": f"{folder}:{env['PATH']}"}
+    return fake_tools(tmp_path / f"wrapped-{name}", env, **{name: f"REAL={real}\n{body}\n"})
 
 
 def launch_process(run: Campaign, env: dict) -> subprocess.Popen:

@@ -5,7 +5,7 @@ import json
 import os
 
 import pandas as pd
-from helpers import run_cli, task_file, write_manifest
+from helpers import fake_queue, run_cli, task_file, write_manifest
 
 
 def submitted_campaign(results, name="digits-uc1-20260101T000000-abcd"):
@@ -28,14 +28,7 @@ def dry_run(tmp_path, results, use_case="3"):
 
 def queue_env(tmp_path):
     """squeue says every task of jobs 70 and 71 is pending; sacct knows nothing more."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "squeue").write_text("#!/bin/bash\n" + "".join(f"echo '{j}_{i} PENDING'\n" for j in (70, 71)
-                                                               for i in range(2)))
-    (bin_dir / "sacct").write_text("#!/bin/bash\n")
-    for name in ("squeue", "sacct"):
-        (bin_dir / name).chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return fake_queue(tmp_path, squeue=[f"{j}_{i} PENDING" for j in (70, 71) for i in range(2)])[0]
 
 
 def test_status_takes_the_newest_submitted_campaign_not_a_newer_dry_run(tmp_path):

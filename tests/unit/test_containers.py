@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fake_container import fake_apptainer
-from helpers import REPO_ROOT, run_cli
+from helpers import REPO_ROOT, fake_tools, run_cli
 
 from orchestrator.errors import UsageError
 from orchestrator.plan.profile import ClusterProfile, SiteEnvironment
@@ -126,11 +126,7 @@ def test_the_paired_driver_runs_outside_the_containers_it_starts(tmp_path):
 
 def test_without_the_runtime_on_path_submission_is_refused_in_one_sentence(tmp_path):
     profile = profile_with(tmp_path, "apptainer")
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "sbatch").write_text("#!/bin/bash\nexit 1\n")
-    (bin_dir / "sbatch").chmod(0o755)
+    env = fake_tools(tmp_path / "bin", {**os.environ, "PATH": "/usr/bin:/bin"}, sbatch="exit 1\n")
     if Path("/usr/bin/apptainer").exists() or Path("/bin/apptainer").exists():
         pytest.skip("a real apptainer is installed here")
     proc = run_cli("--benchmark", "digits", "--use-case", "1", "--profile", str(profile), "--results-dir",

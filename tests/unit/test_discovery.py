@@ -4,10 +4,9 @@ task there with JAX's CUDA build; on a cluster without GPUs it plans for CPUs an
 --device gpu on a plan that asks for no GPU is refused."""
 
 import json
-import os
 
 import pytest
-from helpers import REPO_ROOT, run_cli
+from helpers import REPO_ROOT, fake_tools, run_cli
 
 from orchestrator.plan import discovery
 from orchestrator.plan.discovery import GPU_RECIPE, choose, gpu_partitions
@@ -35,14 +34,11 @@ def test_without_sinfo_the_plan_is_for_cpus_and_says_why(monkeypatch):
 @pytest.fixture
 def cluster(tmp_path):
     """A PATH whose sinfo answers with the lines the test writes, and logs that it was asked."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     answer, asked = tmp_path / "sinfo.out", tmp_path / "sinfo.asked"
     # Discovery asks for %P|%G; the partition check (doctor.check_partition) asks for %P alone.
-    (bin_dir / "sinfo").write_text(f'#!/bin/bash\necho "$*" >> "{asked}"\n'
-                                   f'if [[ "$*" == *%G* ]]; then cat "{answer}"; else cut -d"|" -f1 "{answer}"; fi\n')
-    (bin_dir / "sinfo").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env = fake_tools(tmp_path / "bin", sinfo=f'echo "$*" >> "{asked}"\n'
+                                             f'if [[ "$*" == *%G* ]]; then cat "{answer}"; '
+                                             f'else cut -d"|" -f1 "{answer}"; fi\n')
 
     def plan(sinfo: str, *args: str):
         answer.write_text(sinfo)

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, fake_slurm_site, run_cli, shell_wait_for, wait_until, write_result
+from helpers import (REPO_ROOT, fake_sbatch, fake_slurm_site, fake_tools, run_cli, shell_wait_for, wait_until,
+                     write_result)
 
 from bench_contract.run.failure import write_failure
 from orchestrator.run.record import SUBMIT_LOCK
@@ -185,16 +186,14 @@ def test_the_local_executor_runs_only_the_missing_cells_again(tmp_path):
         bin_dir = env_dir / framework / "bin"
         bin_dir.mkdir(parents=True)
         (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
-        (bin_dir / "python").write_text(
-            "#!/bin/bash\n"
+        fake_tools(bin_dir, python=(
             f'echo "{framework} $4" >> {shlex.quote(str(ran))}\n'
             f'grep -qx "{framework} $4" {shlex.quote(str(tmp_path / "broken.txt"))} && exit 1\n'
             'path=$(sed -n "$(( $4 + 1 ))p" "$3" | python3 -c "import json,sys; print(json.load(sys.stdin)[\'results_path\'])")\n'
             'mkdir -p "$(dirname "$path")"\n'
             f'{shlex.quote(sys.executable)} -c "import sys; sys.path[:0] = sys.argv[2:]; '
             'from helpers import write_result; write_result(sys.argv[1])" '
-            f'"$path" {shlex.quote(str(REPO_ROOT))} {shlex.quote(str(REPO_ROOT / "tests"))}\n')
-        (bin_dir / "python").chmod(0o755)
+            f'"$path" {shlex.quote(str(REPO_ROOT))} {shlex.quote(str(REPO_ROOT / "tests"))}\n'))
     (tmp_path / "broken.txt").write_text("jax 1\ntorch 0\n")
     profile = tmp_path / "p.toml"
     profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
@@ -311,11 +310,8 @@ def test_nothing_is_submitted_while_the_queue_cannot_be_read(tmp_path, cluster, 
         (tmp_path / "squeue.fail").write_text(SQUEUE_DOWN + "\n")
         said = f"squeue failed: exit status 1: {SQUEUE_DOWN}"
     else:
-        env = {**env, "PATH": f"{tmp_path / 'failbin'}:{env['PATH']}"}
-        (tmp_path / "failbin").mkdir()
-        (tmp_path / "failbin" / "sacct").write_text("#!/bin/bash\necho 'sacct: error: slurmdbd: Connection refused' >&2\n"
-                                                   "exit 1\n")
-        (tmp_path / "failbin" / "sacct").chmod(0o755)
+        env = fake_tools(tmp_path / "failbin", env,
+                         sacct="echo 'sacct: error: slurmdbd: Connection refused' >&2\nexit 1\n")
         said = "sacct failed: exit status 1: sacct: error: slurmdbd: Connection refused"
 
     status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env)
@@ -379,9 +375,7 @@ def test_two_resubmits_at_once_submit_each_cell_once_and_the_second_names_the_fi
     env, calls, profile = cluster
     plan(tmp_path, env, profile)  # jobs 4001 and 4002: nothing queued, no result, so every cell goes again
     started, go = tmp_path / "sbatch_started", tmp_path / "go"  # sbatch is held until both others have run
-    (tmp_path / "fakebin" / "sbatch").write_text(
-        f'#!/bin/bash\ntouch "{started}"\necho "$*" >> "{calls}"\n{shell_wait_for(go)}n=$(wc -l < "{calls}")\n'
-        'echo "$((4000 + n))"\n')
+    fake_tools(tmp_path / "fakebin", sbatch=f'touch "{started}"\n' + fake_sbatch(calls, shell_wait_for(go)))
     first = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), "resubmit", "--results-dir",
                               str(tmp_path / "r")], env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)

@@ -8,7 +8,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import driver_passthrough, result_context, run_cli, write_result
+from helpers import driver_passthrough, fake_tools, result_context, run_cli, write_result
 from test_trials_and_pairing import manifest, plan
 
 from bench_contract.results import ResultRows
@@ -152,13 +152,10 @@ def test_the_job_s_time_limit_caps_the_trials_at_the_first_stage_s_pace(tmp_path
 def rule_env(env_dir, framework, log, answer: int) -> None:
     """A fake environment whose python logs each backend run's line, and answers the rule with `answer`."""
     bin_dir = env_dir / framework / "bin"
-    bin_dir.mkdir(parents=True)
+    fake_tools(bin_dir, python=f'{driver_passthrough()}'
+                               f'if [ "$2" = bench_contract.sequential ]; then echo "rule $5 $6 $7" >> "{log}"; '
+                               f'echo {answer}; exit 0; fi\necho "{framework} $4" >> "{log}"\n')
     (bin_dir / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
-    python = bin_dir / "python"
-    python.write_text(f'#!/bin/bash\n{driver_passthrough()}'
-                      f'if [ "$2" = bench_contract.sequential ]; then echo "rule $5 $6 $7" >> "{log}"; '
-                      f'echo {answer}; exit 0; fi\necho "{framework} $4" >> "{log}"\n')
-    python.chmod(0o755)
 
 
 @pytest.mark.parametrize("pair", [0, 1])

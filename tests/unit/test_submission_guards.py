@@ -2,52 +2,33 @@
 on PATH, so these run without Slurm."""
 
 import json
-import os
 import re
 import shlex
 import signal
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, default_signals, run_cli, shell_wait_for, wait_until, write_result
+from helpers import (REPO_ROOT, default_signals, fake_sbatch, fake_slurm_site, fake_tools, run_cli, shell_wait_for,
+                     wait_until, write_result)
 
 ARGS = ("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32")
 
 
-def write_tool(bin_dir: Path, name: str, body: str) -> None:
-    tool = bin_dir / name
-    tool.write_text("#!/bin/bash\n" + body)
-    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
-
-
 @pytest.fixture
 def cluster(tmp_path):
-    """Fake Slurm commands in tmp_path/bin (sbatch records each call with its job name and answers 4001, 4002...),
+    """Fake Slurm commands (fake_slurm_site: sbatch records each call with its job name and answers 4001, 4002...),
     framework environments that exist, and a profile. Returns (env, run) where run(*extra) is the CLI call."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "sbatch_calls.txt"
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((4000 + n))"\n')
-    write_tool(bin_dir, "scontrol", 'echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 10000"\n')
-    write_tool(bin_dir, "sacctmgr", "exit 0\n")  # no association or QOS limits
-    write_tool(bin_dir, "squeue", "exit 0\n")
-    write_tool(bin_dir, "sacct", "exit 0\n")
-    # submitit's executor refuses to start where `srun` is not on PATH (the unit tests run before, or without, the
-    # local cluster's installation); the array it submits is never run here.
-    write_tool(bin_dir, "srun", "exit 0\n")
-    env_dir = tmp_path / "envs"
-    for framework in ("jax", "torch"):
-        activate = env_dir / framework / "bin" / "activate"
-        activate.parent.mkdir(parents=True)
-        activate.write_text("")
-        (activate.parent / "python").write_text("")  # submission checks that the interpreter exists
-    profile = tmp_path / "p.toml"
-    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    env.pop("SLURM_CONF", None)
+    env, _, profile = fake_slurm_site(tmp_path, {
+        "sbatch": fake_sbatch(tmp_path / "sbatch_calls.txt", job_name=True),
+        "scontrol": 'echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 10000"\n',
+        "sacctmgr": "exit 0\n",  # no association or QOS limits
+        "squeue": "exit 0\n", "sacct": "exit 0\n",
+        # submitit's executor refuses to start where `srun` is not on PATH (the unit tests run before, or without,
+        # the local cluster's installation); the array it submits is never run here.
+        "srun": "exit 0\n",
+    })
 
     def run(*extra, timeout=60):
         return run_cli(*ARGS, "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
@@ -71,8 +52,8 @@ def no_traceback(proc) -> None:
 
 def test_a_busy_controller_is_named_and_the_array_recorded_as_unknown(tmp_path, cluster):
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\nexec sleep 30\n')
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", "exec sleep 30\n", job_name=True))
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     proc = run(timeout=25)
     no_traceback(proc)
@@ -92,8 +73,9 @@ def test_a_busy_controller_is_named_and_the_array_recorded_as_unknown(tmp_path, 
 def test_a_waiting_sbatch_is_said_in_its_own_words(tmp_path, cluster):
     """sbatch on a full controller says why it waits (and retries) on stderr at once: that line is the why."""
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               "echo 'sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying' >&2\nexec sleep 30\n")
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch="echo 'sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying' >&2\n"
+                      "exec sleep 30\n")
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     proc = run(timeout=25)
     no_traceback(proc)
@@ -109,15 +91,15 @@ def test_a_waiting_sbatch_is_said_in_its_own_words(tmp_path, cluster):
 def test_the_same_command_again_finds_the_unknown_array_in_slurm_before_submitting(tmp_path, cluster):
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", "exec sleep 30\n")
+    fake_tools(bin_dir, sbatch="exec sleep 30\n")
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     assert run(timeout=25).returncode == 1
     name = manifest(tmp_path)["arrays"][0]["job_name"]
     # Slurm did accept it, as job 4100: sacct finds it by its name; squeue and sacct say its tasks are pending.
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
-                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
-    write_tool(bin_dir, "squeue", 'case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4200\n", job_name=True))
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                              '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    fake_tools(bin_dir, squeue='case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
     proc = run()
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
@@ -133,14 +115,14 @@ def test_an_unknown_array_that_sacct_does_not_list_yet_is_found_by_squeue(tmp_pa
     ago is in squeue and not yet in sacct. It is found, not taken for never accepted and submitted a second time."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", "exec sleep 30\n")
+    fake_tools(bin_dir, sbatch="exec sleep 30\n")
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     assert run(timeout=25).returncode == 1
     name = manifest(tmp_path)["arrays"][0]["job_name"]
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
-    write_tool(bin_dir, "sacct", "exit 0\n")  # no record yet
-    write_tool(bin_dir, "squeue", f'case "$*" in *--name=*{name}*) echo "4100|{name}";; '
-                                  '*4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4200\n", job_name=True))
+    fake_tools(bin_dir, sacct="exit 0\n")  # no record yet
+    fake_tools(bin_dir, squeue=f'case "$*" in *--name=*{name}*) echo "4100|{name}";; '
+                               '*4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
     proc = run()
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
@@ -152,7 +134,7 @@ def test_an_unknown_array_that_sacct_does_not_list_yet_is_found_by_squeue(tmp_pa
     record["arrays"][0]["state"] = "unknown"
     del record["submissions"]["jax"]
     next((tmp_path / "r").glob("*/manifest.json")).write_text(json.dumps(record))
-    write_tool(bin_dir, "squeue", "echo 'slurm_load_jobs error: Socket timed out' >&2\nexit 1\n")
+    fake_tools(bin_dir, squeue="echo 'slurm_load_jobs error: Socket timed out' >&2\nexit 1\n")
     proc = run()
     assert proc.returncode == 1 and "nothing was submitted" in proc.stderr, proc.stdout + proc.stderr
     assert manifest(tmp_path)["arrays"][0]["state"] == "unknown" and len(calls(tmp_path)) == 1
@@ -161,8 +143,9 @@ def test_an_unknown_array_that_sacct_does_not_list_yet_is_found_by_squeue(tmp_pa
 def test_a_manifest_that_cannot_be_written_after_sbatch_names_the_job_id(tmp_path, cluster):
     env, run = cluster
     # sbatch accepts the array, and then the manifest cannot be replaced (a folder now stands in its place).
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'm=$(ls -d {shlex.quote(str(tmp_path / "r"))}/*/manifest.json)\nrm -f "$m"\nmkdir "$m"\necho 4001\n')
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch=f'm=$(ls -d {shlex.quote(str(tmp_path / "r"))}/*/manifest.json)\nrm -f "$m"\nmkdir "$m"\n'
+                      'echo 4001\n')
     proc = run()
     no_traceback(proc)
     assert proc.returncode == 1
@@ -172,10 +155,10 @@ def test_a_manifest_that_cannot_be_written_after_sbatch_names_the_job_id(tmp_pat
 
 def test_a_limit_is_one_sentence_that_says_what_to_do_and_the_manifest_says_refused(tmp_path, cluster):
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               "echo 'sbatch: error: AssocMaxSubmitJobLimit' >&2\n"
-               "echo 'sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
-               "(job submit limit, user'\"'\"'s size and/or time limits)' >&2\nexit 1\n")
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch="echo 'sbatch: error: AssocMaxSubmitJobLimit' >&2\n"
+                      "echo 'sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
+                      "(job submit limit, user'\"'\"'s size and/or time limits)' >&2\nexit 1\n")
     proc = run()
     no_traceback(proc)
     assert proc.returncode == 1
@@ -189,9 +172,9 @@ def test_a_limit_is_one_sentence_that_says_what_to_do_and_the_manifest_says_refu
 def test_the_same_command_twice_at_once_submits_once_and_the_second_names_the_first(tmp_path, cluster):
     env, run = cluster
     started, go = tmp_path / "sbatch_started", tmp_path / "go"  # sbatch is held until the second has run
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'touch "{started}"\necho "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
-               f'{shell_wait_for(go)}n=$(wc -l < "{tmp_path / "sbatch_calls.txt"}")\necho "$((4000 + n))"\n')
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch=f'touch "{started}"\n' + fake_sbatch(tmp_path / "sbatch_calls.txt", shell_wait_for(go),
+                                                            job_name=True))
     first = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--profile", str(tmp_path / "p.toml"),
                               "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s")],
                              env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -211,15 +194,15 @@ def test_the_same_command_twice_at_once_submits_once_and_the_second_names_the_fi
 def test_a_campaign_over_a_known_submit_limit_is_refused_at_plan_time_with_the_numbers(tmp_path, cluster):
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sacctmgr", 'case "$*" in *assoc*) echo "acct|||normal";; *qos*) echo "normal|4|";; esac\n')
+    fake_tools(bin_dir, sacctmgr='case "$*" in *assoc*) echo "acct|||normal";; *qos*) echo "normal|4|";; esac\n')
     proc = run()
     no_traceback(proc)
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert "the campaign has 6 array tasks" in line and "MaxSubmitJobsPerUser of QOS normal is 4" in line
     assert calls(tmp_path) == [] and not list((tmp_path / "r").glob("*/manifest.json"))
-    write_tool(bin_dir, "sacctmgr", "exit 0\n")
-    write_tool(bin_dir, "scontrol", 'echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 5"\n')
+    fake_tools(bin_dir, sacctmgr="exit 0\n")
+    fake_tools(bin_dir, scontrol='echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 5"\n')
     proc = run()
     assert proc.returncode == 2 and "the controller's MaxJobCount is 5" in proc.stderr
 
@@ -230,7 +213,7 @@ def test_a_resubmission_whose_sbatch_gave_no_answer_is_found_again_before_the_ne
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
     assert run().returncode == 0  # jobs 4001 (jax) and 4002 (torch); nothing queued, no result: all to rerun
-    write_tool(bin_dir, "sbatch", "exec sleep 30\n")
+    fake_tools(bin_dir, sbatch="exec sleep 30\n")
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     resubmit = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env, timeout=30)
     no_traceback(resubmit)
@@ -239,10 +222,10 @@ def test_a_resubmission_whose_sbatch_gave_no_answer_is_found_again_before_the_ne
     name = unknown["job_name"]
     assert name.endswith(":rerun1") and unknown["indices"] == [0, 1, 2]
     # Slurm had accepted it as job 4300, whose tasks are pending.
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4400\n')
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4300_[0-2]|{name}";; '
-                                 '*4300*) echo "4300_[0-2]|PENDING";; esac\n')
-    write_tool(bin_dir, "squeue", 'case "$*" in *4300*) printf "4300_0 PENDING\\n4300_1 PENDING\\n4300_2 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4400\n", job_name=True))
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4300_[0-2]|{name}";; '
+                              '*4300*) echo "4300_[0-2]|PENDING";; esac\n')
+    fake_tools(bin_dir, squeue='case "$*" in *4300*) printf "4300_0 PENDING\\n4300_1 PENDING\\n4300_2 PENDING\\n";; esac\n')
     before = len(calls(tmp_path))
     again = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env, timeout=30)
     no_traceback(again)
@@ -258,13 +241,14 @@ def test_a_resubmission_whose_sbatch_gave_no_answer_is_found_again_before_the_ne
 def submitit_sbatch(tmp_path, then: str = "") -> str:
     """A fake sbatch as submitit calls it (`sbatch FILE`, the job name in FILE's #SBATCH lines): it records the
     name, runs `then` (which may exit), and answers as sbatch does without --parsable."""
-    return (f'name=$(sed -n "s/^#SBATCH --job-name=//p" "${{@: -1}}")\necho "$name $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
-            f'{then}\nn=$(wc -l < "{tmp_path / "sbatch_calls.txt"}")\necho "Submitted batch job $((4000 + n))"\n')
+    calls = tmp_path / "sbatch_calls.txt"
+    return fake_sbatch(calls, then, f'n=$(wc -l < "{calls}")\necho "Submitted batch job $((4000 + n))"\n',
+                       job_name=True)
 
 
 def test_submitit_names_each_array_and_records_it_at_once(tmp_path, cluster):
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(tmp_path))
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch=submitit_sbatch(tmp_path))
     proc = run("--executor", "submitit")
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
@@ -280,7 +264,7 @@ def test_submitit_names_each_array_and_records_it_at_once(tmp_path, cluster):
 
 def test_a_submitit_refusal_is_one_sentence_and_recorded_as_refused(tmp_path, cluster):
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch=submitit_sbatch(
         tmp_path, "echo 'sbatch: error: QOSMaxSubmitJobPerUserLimit' >&2\necho 'sbatch: error: Batch job submission "
                   "failed: Job violates accounting/QOS policy' >&2\nexit 1"))
     proc = run("--executor", "submitit")
@@ -299,7 +283,7 @@ def test_an_unknown_submitit_array_is_found_again_before_anything_is_submitted_t
     and its cells are submitted once more."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path, "echo 'sbatch: slurm_receive_msg: Socket timed out'\nexit 0"))
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path, "echo 'sbatch: slurm_receive_msg: Socket timed out'\nexit 0"))
     proc = run("--executor", "submitit")
     no_traceback(proc)
     assert proc.returncode == 1
@@ -308,10 +292,10 @@ def test_an_unknown_submitit_array_is_found_again_before_anything_is_submitted_t
     [array] = manifest(tmp_path)["arrays"]
     name = array["job_name"]
     assert array["state"] == "unknown" and name == f"jax:{manifest(tmp_path)['campaign']}:0"
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
-                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
-    write_tool(bin_dir, "scancel", f'echo "$*" >> "{tmp_path / "scancel_calls.txt"}"\n')
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path))
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                              '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    fake_tools(bin_dir, scancel=f'echo "$*" >> "{tmp_path / "scancel_calls.txt"}"\n')
     proc = run("--executor", "submitit")
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
@@ -331,26 +315,26 @@ def test_a_submitit_resubmission_is_named_recorded_and_numbered_in_order(tmp_pat
     be cancelled."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path))
     assert run("--executor", "submitit").returncode == 0  # 4001 (jax), 4002 (torch)
     record = manifest(tmp_path)
     for cell in record["cells"]:
         if cell["framework"] == "torch" or cell["array_index"] == 1:
             write_result(Path(cell["results"]), cell["cell_id"])
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path, "echo 'garbled'\nexit 0"))
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path, "echo 'garbled'\nexit 0"))
     resubmit = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
     no_traceback(resubmit)
     assert resubmit.returncode == 1 and "is unknown" in resubmit.stderr
     [unknown] = [a for a in manifest(tmp_path)["arrays"] if a["state"] == "unknown"]
     assert unknown["job_name"] == f"jax:{record['campaign']}:0:rerun1" and unknown["indices"] == [0, 2]
     name = unknown["job_name"]
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4300_[0-1]|{name}";; '
-                                 '*4300*) echo "4300_[0-1]|PENDING";; esac\n')
-    write_tool(bin_dir, "squeue", 'case "$*" in *4300*) printf "4300_0 PENDING\\n4300_1 PENDING\\n";; esac\n')
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4300_[0-1]|{name}";; '
+                              '*4300*) echo "4300_[0-1]|PENDING";; esac\n')
+    fake_tools(bin_dir, squeue='case "$*" in *4300*) printf "4300_0 PENDING\\n4300_1 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path))
     # scancel fails (it is already gone from the queue, say): the array stays as found, its tasks numbered in order.
-    write_tool(bin_dir, "scancel", "echo 'scancel: error: Kill job error on job id 4300: Job/step already completing "
-                                   "or completed' >&2\nexit 1\n")
+    fake_tools(bin_dir, scancel="echo 'scancel: error: Kill job error on job id 4300: Job/step already completing "
+                                "or completed' >&2\nexit 1\n")
     before = len(calls(tmp_path))
     again = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
     no_traceback(again)
@@ -361,8 +345,8 @@ def test_a_submitit_resubmission_is_named_recorded_and_numbered_in_order(tmp_pat
 
     # Cell 1's result turns out bad: submitit answers this time, with one task, which it submits as a plain job.
     Path(record["cells"][1]["results"]).write_bytes(b"")
-    write_tool(bin_dir, "sacct", 'case "$*" in *4300*) echo "4300_[0-1]|COMPLETED";; esac\n')
-    write_tool(bin_dir, "squeue", "exit 0\n")
+    fake_tools(bin_dir, sacct='case "$*" in *4300*) echo "4300_[0-1]|COMPLETED";; esac\n')
+    fake_tools(bin_dir, squeue="exit 0\n")
     for cell in (record["cells"][0], record["cells"][2]):
         write_result(Path(cell["results"]), cell["cell_id"])
     third = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
@@ -377,7 +361,7 @@ def test_a_submitit_resubmission_is_named_recorded_and_numbered_in_order(tmp_pat
 
 def test_a_slow_submitit_sbatch_is_said_while_it_waits(tmp_path, cluster):
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(tmp_path, "sleep 1.5"))
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch=submitit_sbatch(tmp_path, "sleep 1.5"))
     env.update(ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     proc = run("--executor", "submitit")
     no_traceback(proc)
@@ -393,11 +377,11 @@ def test_an_unknown_array_is_never_submitted_again_while_the_queue_cannot_be_rea
     command submitted it again, status said 1/1 ended and exit 0, and watch stopped at once."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\nexec sleep 30\n')
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", "exec sleep 30\n", job_name=True))
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     assert run("--frameworks", "jax", timeout=25).returncode == 1
     for tool in ("squeue", "sacct"):
-        write_tool(bin_dir, tool, f"echo '{tool}: error: Socket timed out on send/recv operation' >&2\nexit 1\n")
+        fake_tools(bin_dir, **{tool: f"echo '{tool}: error: Socket timed out on send/recv operation' >&2\nexit 1\n"})
     again = run("--frameworks", "jax")
     assert again.returncode == 1 and "nothing was submitted" in again.stderr, again.stdout + again.stderr
     assert "the answer to their array's submission was lost" in again.stderr
@@ -424,8 +408,8 @@ def test_an_sbatch_that_lost_the_controllers_answer_is_unknown_and_found_again_b
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
     lost = f"echo '{SOCKET_TIMEOUT}' >&2\nexit 1"
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path, lost) if executor == "submitit" else
-               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n{lost}\n')
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path, lost) if executor == "submitit" else
+               fake_sbatch(tmp_path / "sbatch_calls.txt", f"{lost}\n", job_name=True))
     proc = run("--executor", executor, "--frameworks", "jax")
     no_traceback(proc)
     assert proc.returncode == 1 and "whether Slurm accepted it is unknown" in proc.stderr, proc.stderr
@@ -433,10 +417,10 @@ def test_an_sbatch_that_lost_the_controllers_answer_is_unknown_and_found_again_b
     [array] = manifest(tmp_path)["arrays"]
     assert array["state"] == "unknown", array
     name = array["job_name"]
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
-                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
-    write_tool(bin_dir, "squeue", 'case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
-    write_tool(bin_dir, "scancel", "exit 0\n")  # a submitit array found so is cancelled (reconcile.ORPHAN)
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                              '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    fake_tools(bin_dir, squeue='case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, scancel="exit 0\n")  # a submitit array found so is cancelled (reconcile.ORPHAN)
     again = run("--executor", executor, "--frameworks", "jax")
     assert "whose submission was unknown is found as job 4100" in again.stdout, again.stdout + again.stderr
     assert len(calls(tmp_path)) == (1 if executor == "slurm" else 2)  # submitit's orphan goes again; sbatch's not
@@ -460,10 +444,11 @@ def test_sbatch_gets_the_campaigns_own_script_not_the_shared_latest_copy(tmp_pat
     submitted = tmp_path / "submitted"
     submitted.mkdir()
     started, go = tmp_path / "sbatch_started", tmp_path / "go"  # A's sbatch is held until B has run
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'touch "{started}"\n{shell_wait_for(go)}'
-               f'for arg in "$@"; do case "$arg" in *.sh) cp "$arg" "{submitted}/$SBATCH_JOB_NAME.sh";; esac; done\n'
-               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4001\n')
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch=f'touch "{started}"\n{shell_wait_for(go)}'
+                      f'for arg in "$@"; do case "$arg" in *.sh) cp "$arg" "{submitted}/$SBATCH_JOB_NAME.sh";; esac; '
+                      'done\n'
+                      + fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4001\n", job_name=True))
     a = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--frameworks", "jax", "--profile",
                           str(tmp_path / "p.toml"), "--results-dir", str(tmp_path / "r"), "--scripts-dir",
                           str(tmp_path / "s")], env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
@@ -492,8 +477,8 @@ def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_r
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
     started = tmp_path / "sbatch_started"
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
-                                  f'touch "{started}"\nexec sleep 30\n')
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", f'touch "{started}"\nexec sleep 30\n',
+                                           job_name=True))
     launch = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--frameworks", "jax", "--profile",
                                str(tmp_path / "p.toml"), "--results-dir", str(tmp_path / "r"), "--scripts-dir",
                                str(tmp_path / "s")], env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
@@ -507,10 +492,10 @@ def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_r
     [array] = manifest(tmp_path)["arrays"]
     assert array["state"] == "unknown" and "stopped or killed" in array["reason"], array
     name = array["job_name"]
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
-                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
-    write_tool(bin_dir, "squeue", 'case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4200\n", job_name=True))
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                              '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    fake_tools(bin_dir, squeue='case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
     again = run("--frameworks", "jax")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "whose submission was unknown is found as job 4100" in again.stdout
@@ -531,8 +516,8 @@ def test_sbatchs_fatal_error_is_a_refusal_not_an_unknown_outcome(tmp_path, clust
     accepted" and failed the same way, status exited 3 and watch polled for ten minutes."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
-                                  f"cat >&2 <<'SAID'\n{said.format(script='$1')}\nSAID\nexit {code}\n")
+    refuse = f"cat >&2 <<'SAID'\n{said.format(script='$1')}\nSAID\nexit {code}\n"
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", refuse, job_name=True))
     for attempt in (1, 2):
         proc = run("--frameworks", "jax")
         no_traceback(proc)
@@ -553,7 +538,7 @@ def test_a_lost_answer_is_said_once_in_the_sentence_of_unknown_cells(tmp_path, c
     """The sentence for cells whose array's answer was lost said so twice ("was lost (the answer to its
     array's submission was lost (...")."""
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", "exit 1\n")  # silence: it may have been accepted
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch="exit 1\n")  # silence: it may have been accepted
     assert run("--frameworks", "jax").returncode == 1
     status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env)
     assert status.returncode == 3, status.stdout + status.stderr
@@ -665,11 +650,11 @@ def test_sbatch_and_its_children_are_stopped_with_the_command(tmp_path, cluster,
     had no time limit, and then left the wrapper's child to submit."""
     env, _ = cluster
     go = tmp_path / "go"
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'echo $$ > "{tmp_path / "sbatch.pid"}"\n'
-               f'( echo $BASHPID > "{tmp_path / "child.pid"}"\n{shell_wait_for(go)}'
-               f'  echo accepted >> "{tmp_path / "accepted"}" ) &\n'
-               f'touch "{tmp_path / "started"}"\nexec sleep 30\n')
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch=f'echo $$ > "{tmp_path / "sbatch.pid"}"\n'
+                      f'( echo $BASHPID > "{tmp_path / "child.pid"}"\n{shell_wait_for(go)}'
+                      f'  echo accepted >> "{tmp_path / "accepted"}" ) &\n'
+                      f'touch "{tmp_path / "started"}"\nexec sleep 30\n')
     if stop == "timeout":
         env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     launch = launched(tmp_path, env, "--executor", executor)
@@ -692,10 +677,10 @@ def orphan_sbatch(tmp_path, accept: Path) -> str:
     job name (the file `named`) and its tasks as pending. The name is sbatch's (SBATCH_JOB_NAME) or submitit's
     (its file's #SBATCH line)."""
     named = tmp_path / "named"
-    return (f'name=${{SBATCH_JOB_NAME:-$(sed -n "s/^#SBATCH --job-name=//p" "${{@: -1}}")}}\n'
-            f'echo "$name $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho $$ > "{tmp_path / "sbatch.pid"}"\n'
-            f'touch "{tmp_path / "started"}"\n{shell_wait_for(accept, 60)}'
-            f'[ -e "{accept}" ] || exit 1\necho "4100|$name" > "{named}"\necho 4100\n')
+    return fake_sbatch(tmp_path / "sbatch_calls.txt",
+                       f'echo $$ > "{tmp_path / "sbatch.pid"}"\ntouch "{tmp_path / "started"}"\n'
+                       f'{shell_wait_for(accept, 60)}[ -e "{accept}" ] || exit 1\necho "4100|$name" > "{named}"\n',
+                       answer="echo 4100\n", job_name=True)
 
 
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])
@@ -708,10 +693,10 @@ def test_an_orphan_sbatch_of_a_killed_command_is_never_taken_for_never_accepted(
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
     accept = tmp_path / "accept"
-    write_tool(bin_dir, "sbatch", orphan_sbatch(tmp_path, accept))
-    write_tool(bin_dir, "squeue", f'case "$*" in *--name=*) cat "{tmp_path / "named"}" 2>/dev/null; true;; '
-                                  '*4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
-    write_tool(bin_dir, "scancel", f'echo "$*" >> "{tmp_path / "scancel_calls.txt"}"\n')
+    fake_tools(bin_dir, sbatch=orphan_sbatch(tmp_path, accept))
+    fake_tools(bin_dir, squeue=f'case "$*" in *--name=*) cat "{tmp_path / "named"}" 2>/dev/null; true;; '
+                               '*4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, scancel=f'echo "$*" >> "{tmp_path / "scancel_calls.txt"}"\n')
     launch = launched(tmp_path, env, "--executor", executor)
     wait_until((tmp_path / "started").exists, launch)
     launch.kill()
@@ -725,7 +710,7 @@ def test_an_orphan_sbatch_of_a_killed_command_is_never_taken_for_never_accepted(
     accept.touch()  # the orphan's array is accepted now, after that run looked
     wait_until((tmp_path / "named").exists, what="the orphan's acceptance")
     if executor == "submitit":
-        write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
+        fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path))
     third = run("--frameworks", "jax", "--executor", executor)
     assert third.returncode == 0 and "is found as job 4100" in third.stdout, third.stdout + third.stderr
     if executor == "slurm":
@@ -744,7 +729,7 @@ def test_an_orphan_sbatch_is_killed_by_its_watchdog_and_then_the_queue_has_the_l
     (answer_by) are past, an array no lookup finds was never accepted, and its cells are submitted once. submitit's
     sbatch had no watchdog until the soak found it."""
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", orphan_sbatch(tmp_path, tmp_path / "never"))
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch=orphan_sbatch(tmp_path, tmp_path / "never"))
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2")
     launch = launched(tmp_path, env, "--executor", executor)
     wait_until((tmp_path / "started").exists, launch)
@@ -755,8 +740,8 @@ def test_an_orphan_sbatch_is_killed_by_its_watchdog_and_then_the_queue_has_the_l
     from orchestrator.plan.manifest import is_past
 
     wait_until(lambda: is_past(array["answer_by"]), seconds=60, poll_s=0.2, what="answer_by")
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(tmp_path) if executor == "submitit" else
-               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch=submitit_sbatch(tmp_path) if executor == "submitit" else
+               fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4200\n", job_name=True))
     again = run("--frameworks", "jax", "--executor", executor)
     assert again.returncode == 0 and "never accepted" in again.stdout, again.stdout + again.stderr
     assert len(calls(tmp_path)) == 2

@@ -2,13 +2,12 @@
 sbatch faked at the command line."""
 
 import json
-import os
 from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import run_cli, write_manifest
+from helpers import fake_slurm_site, run_cli, write_manifest
 
 from bench_contract.results import CONTEXT_NAMES, ResultRows
 from bench_contract.run.runner import base_context
@@ -34,24 +33,11 @@ expect = "H100"
 
 @pytest.fixture
 def site(tmp_path):
-    """A profile with two systems, environments whose interpreters exist, and sbatch numbering its jobs 5001, ..."""
-    env_dir = tmp_path / "envs"
-    for framework in ("jax", "torch"):
-        (env_dir / framework / "bin").mkdir(parents=True)
-        (env_dir / framework / "bin" / "activate").write_text("")
-        (env_dir / framework / "bin" / "python").write_text("#!/bin/sh\n")
-        (env_dir / framework / "bin" / "python").chmod(0o755)
-    profile = tmp_path / "site.toml"
-    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n" + TWO_SYSTEMS)
-    bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
-    calls = tmp_path / "sbatch_calls.txt"
-    fakes = {"sbatch": f'echo "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((5000 + n))"\n',
-             "scontrol": 'echo "MaxArraySize            = 1001"\n', "sacctmgr": "true\n", "sinfo": "printf 'debug\\ngpu-h\\n'\n"}
-    for name, body in fakes.items():
-        (bin_dir / name).write_text("#!/bin/bash\n" + body)
-        (bin_dir / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    """A profile with two systems, environments whose interpreters exist, and sbatch numbering its jobs 4001, ..."""
+    env, calls, profile = fake_slurm_site(tmp_path, {
+        "scontrol": 'echo "MaxArraySize            = 1001"\n', "sacctmgr": "true\n",
+        "sinfo": "printf 'debug\\ngpu-h\\n'\n",
+    }, TWO_SYSTEMS, profile_name="site.toml")
     return profile, env, calls
 
 
@@ -150,14 +136,14 @@ def test_collect_after_chains_a_collect_job_after_every_array(site, tmp_path):
     assert len(lines) == 5  # four arrays, then the collect job
     manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
     job = manifest["collect_job"]
-    assert job["job_id"] == "5005" and job["after"] == ["5001", "5002", "5003", "5004"]
-    assert lines[-1] == f"--parsable --dependency=afterany:5001:5002:5003:5004 {job['script']}"
+    assert job["job_id"] == "4005" and job["after"] == ["4001", "4002", "4003", "4004"]
+    assert lines[-1] == f"--parsable --dependency=afterany:4001:4002:4003:4004 {job['script']}"
     script = Path(job["script"]).read_text()
     assert "#SBATCH --partition=debug\n" in script and "gres" not in script and "constraint" not in script
     campaign = manifest["campaign"]
     assert f"main.py collect --results-dir {tmp_path / 'r'} --campaign {campaign}\n" in script
     assert f"main.py report --results-dir {tmp_path / 'r'} --campaign {campaign} " in script
-    assert "collect: submitted as job 5005, to start after jobs 5001, 5002, 5003, 5004" in proc.stdout
+    assert "collect: submitted as job 4005, to start after jobs 4001, 4002, 4003, 4004" in proc.stdout
     # The collect job runs collect: the launch does not tell the user to run it too.
     assert "then run" not in proc.stdout and proc.stdout.strip().splitlines()[-1] == (
         f"submitted; follow with: python main.py watch --results-dir {tmp_path / 'r'}; the collect job writes the "

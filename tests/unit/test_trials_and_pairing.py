@@ -4,11 +4,10 @@ paired script runs JAX and PyTorch alternately, each in its own environment. Not
 import json
 import os
 import shlex
-import stat
 import subprocess
 from pathlib import Path
 
-from helpers import driver_passthrough, run_cli
+from helpers import driver_passthrough, fake_tools, run_cli
 
 from bench_contract.spec import JobSpec
 
@@ -17,13 +16,11 @@ def logging_env(env_dir: Path, framework: str, log: Path) -> None:
     """An environment whose activate marks it, and whose `python` appends which environment ran it, with what. The
     mark adds to any mark already there ("jax+torch"), so a run that inherited another environment says so."""
     bin_dir = env_dir / framework / "bin"
-    bin_dir.mkdir(parents=True)
+    fake_tools(bin_dir, python=f'{driver_passthrough()}'
+                               f'echo "$ACTIVE_ENV $$ ${{XLA_PYTHON_CLIENT_PREALLOCATE:-unset}} $*" >> '
+                               f'{shlex.quote(str(log))}\n')
     (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n'
                                       f'export ACTIVE_ENV="${{ACTIVE_ENV:+$ACTIVE_ENV+}}{framework}"\n')
-    python = bin_dir / "python"
-    python.write_text(f'#!/bin/bash\n{driver_passthrough()}'
-                      f'echo "$ACTIVE_ENV $$ ${{XLA_PYTHON_CLIENT_PREALLOCATE:-unset}} $*" >> {shlex.quote(str(log))}\n')
-    python.chmod(python.stat().st_mode | stat.S_IEXEC)
 
 
 def plan(tmp_path: Path, *args: str):
