@@ -38,6 +38,13 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
     return CLI_SERVER.call([str(MAIN_PY), *args], env, Path(cwd or REPO_ROOT), timeout)
 
 
+def dry_run(tmp_path: Path, *args: str, env: dict | None = None):
+    """`python main.py --dry-run ARGS` (run_cli), its results in tmp_path/r and its scripts in tmp_path/s unless ARGS
+    say otherwise."""
+    return run_cli("--dry-run", "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), *args,
+                   env=env)
+
+
 def run_in_env(framework: str, *argv: str, env: dict | None = None, timeout: float = 600, cwd: Path = REPO_ROOT,
                fresh: bool = False) -> subprocess.CompletedProcess:
     """`python ARGV` (a script, `-m MODULE` or `-c CODE`) with the framework's interpreter, our repository
@@ -253,6 +260,18 @@ def settings(use_case: int | None = None, **overrides):
     return RunSettings(**(values | overrides))
 
 
+def spec(framework: str = "jax", /, **overrides):
+    """A cell's job spec (bench_contract.spec.JobSpec) as the tests of what a spec decides take it: `framework`'s
+    digits MLP in use case 1, batch 32, fp32, cell `<framework>-x` of pair x in campaign c. `overrides` replace any
+    of these (framework too) or set any other field."""
+    from bench_contract.spec import JobSpec
+
+    framework = overrides.pop("framework", framework)
+    values = {"campaign": "c", "cell_id": f"{framework}-x", "pair_key": "x", "framework": framework,
+              "benchmark": "digits", "use_case": 1, "model": "mlp", "batch_size": 32, "precision": "fp32"}
+    return JobSpec(**(values | overrides))
+
+
 def result_context(**values) -> dict:
     """A complete result context (every context column, empty or zero) with the given values."""
     from bench_contract.results import CONTEXT_FIELDS
@@ -298,11 +317,39 @@ def write_manifest(folder: Path, cells: list[dict], **fields) -> Path:
     return folder / "manifest.json"
 
 
+def read_manifest(results: Path) -> dict:
+    """The manifest of the one campaign in a results folder, as JSON."""
+    (path,) = results.glob("*/manifest.json")
+    return json.loads(path.read_text())
+
+
 def typed_manifest(folder: Path, cells: list[dict], **fields):
     """manifest_record's manifest as the typed model it is read as (orchestrator.plan.manifest.Manifest)."""
     from orchestrator.plan.manifest import Manifest, from_json
 
     return from_json(Manifest, manifest_record(folder, cells, **fields))
+
+
+def write_spec_run(root: Path, run_spec, throughput: float, device: tuple[str, str] = ("cpu", "CPU X"), cpus: int = 2,
+                   context: dict | None = None, metrics: dict | None = None):
+    """One run's task file as a backend writes it: the context made from `run_spec` as the backend makes it
+    (bench_contract.run.runner.base_context), on `device` (kind, model) with `cpus` CPUs and as many intra-op
+    threads, `context` replacing any context column; its throughput, then each of `metrics` (name: (value, unit)).
+    Written where the campaign's rows go (root/<campaign>/rows/<framework>/<cell id>.parquet); returns the rows as a
+    frame, with the context's columns."""
+    import pandas as pd
+
+    from bench_contract.results import ResultRows
+    from bench_contract.run.runner import base_context
+
+    machine = {"device_kind": device[0], "device_model": device[1], "bound_cpus": cpus, "intra_op_threads": cpus}
+    values = result_context(**(base_context(run_spec) | machine | (context or {})))
+    rows = ResultRows(values)
+    rows.add("throughput", throughput, "samples/s")
+    for name, (value, unit) in (metrics or {}).items():
+        rows.add(name, value, unit)
+    rows.write(root / run_spec.campaign / "rows" / run_spec.framework / f"{run_spec.cell_id}.parquet")
+    return pd.DataFrame(rows.rows).assign(**values)
 
 
 def write_result(path: str | Path, cell_id: str = "c") -> Path:
@@ -399,6 +446,16 @@ def metric(df, name: str) -> float:
     return float(values.iloc[0])
 
 
+def curve(df, name: str = "train_loss") -> np.ndarray:
+    """A metric's values in a task's result rows, step by step: the training loss by default."""
+    return df[df.metric == name].sort_values("step")["value"].to_numpy()
+
+
+def prefixed(arrays: dict, prefix: str) -> dict:
+    """The arrays of a probe's .npz whose keys start with `prefix`/, keyed by the rest of the key."""
+    return {key.split("/", 1)[1]: value for key, value in arrays.items() if key.startswith(prefix + "/")}
+
+
 def rows_for_test():
     from bench_contract.results import ResultRows
 
@@ -445,6 +502,13 @@ def write_graph_file(folder: Path, nodes: int, classes: int = 3, features: int =
     np.savez(folder / "graph.npz", edges=edges.astype(np.int64), features=x.astype(np.float32),
              labels=labels.astype(np.int64), **masks)
     return folder
+
+
+def profile_file(tmp_path: Path, text: str) -> Path:
+    """A site profile (tmp_path/site.toml) that says `text`."""
+    path = tmp_path / "site.toml"
+    path.write_text(text)
+    return path
 
 
 def fake_tools(bin_dir: Path, env: dict | None = None, **tools: str) -> dict:

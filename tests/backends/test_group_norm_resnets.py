@@ -16,9 +16,9 @@ every model `validate` checks, these included.
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import REPO_ROOT, metric, run_cli, run_in_env
+from helpers import REPO_ROOT, curve, metric, run_cli, run_in_env
 from test_backends import FRAMEWORKS
-from test_training_models import PER_SAMPLE_TOLERANCE, curve, train_both
+from test_training_models import PER_SAMPLE_TOLERANCE, train_both
 
 from bench_contract.models.vision import GROUP_NORM_EPS, GROUP_NORM_VARIANTS
 from orchestrator.plan import catalog

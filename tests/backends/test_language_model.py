@@ -4,8 +4,8 @@ text files: the same next-token losses step by step, GPT-2's parameter count, an
 
 import numpy as np
 import pytest
-from helpers import metric, write_text_folder
-from test_training_models import curve, train_both
+from helpers import curve, metric, write_text_folder
+from test_training_models import train_both
 
 from bench_contract.data.loading import load_dataset
 from bench_contract.models import language

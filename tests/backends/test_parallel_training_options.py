@@ -66,7 +66,7 @@ def run_ranks(framework: str, spec_path, job_id: int, world: int) -> list[subpro
 
 
 @pytest.fixture(scope="module", params=sorted(CELLS))
-def cell(request, tmp_path_factory):
+def parallel_cell(request, tmp_path_factory):
     """use case -> {framework: its rows}; PyTorch compiled, both frameworks in bf16, from the same weights."""
     use_case, tmp_path = request.param, tmp_path_factory.mktemp(f"uc{request.param}")
     frames = {}
@@ -82,8 +82,8 @@ def cell(request, tmp_path_factory):
     return use_case, frames
 
 
-def test_the_options_run_on_their_processes_and_pytorch_compiled_its_step(cell):
-    use_case, frames = cell
+def test_the_options_run_on_their_processes_and_pytorch_compiled_its_step(parallel_cell):
+    use_case, frames = parallel_cell
     for framework, frame in frames.items():
         values = frame[frame.step.isna()].set_index("metric")["value"]
         assert values["world_size"] == WORLD[use_case], framework
@@ -106,8 +106,8 @@ def test_the_options_run_on_their_processes_and_pytorch_compiled_its_step(cell):
     assert sum(int(n) for n in re.findall(r"(?:^|; )(\d+)x ", breaks.note)) == breaks.value, breaks.note
 
 
-def test_both_frameworks_take_the_same_bf16_steps(cell):
-    _, frames = cell
+def test_both_frameworks_take_the_same_bf16_steps(parallel_cell):
+    _, frames = parallel_cell
     losses = {fw: df[df.metric == "train_loss"].sort_values("step")["value"].to_numpy() for fw, df in frames.items()}
     assert len(losses["jax"]) == len(losses["torch"]) == STEPS
     assert losses["jax"][-1] < losses["jax"][0]  # it trains

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import REPO_ROOT, metric, run_cli, wait_until
-from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
+
+pytestmark = pytest.mark.usefixtures("framework_envs")  # tests/conftest.py
 
 SINGLE_PROCESS = {2: 1, 4: 3}  # the one-process use case with the same update
 # Few timed runs of the pipelined and per-sample measurements: these tests compare losses, not times.

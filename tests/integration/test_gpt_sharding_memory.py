@@ -9,10 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import REPO_ROOT, run_cli
-from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
 from test_language_model_on_slurm import LOSS_RTOL, parallelism
 
-pytestmark = pytest.mark.heavy
+pytestmark = [pytest.mark.heavy, pytest.mark.usefixtures("framework_envs")]  # tests/conftest.py
 
 
 def test_sharding_lowers_each_devices_peak_memory_in_both_frameworks(slurm_cluster, tmp_path):

@@ -17,7 +17,7 @@ from orchestrator.results.collect import merge
 THROUGHPUTS = {"jax": (1000.0, 1010.0, 990.0), "torch": (800.0, 805.0, 795.0)}
 
 
-def campaign(root: Path, name: str, slower: float = 1.0, versions: dict | None = None,
+def write_campaign(root: Path, name: str, slower: float = 1.0, versions: dict | None = None,
              throughputs: dict = THROUGHPUTS, recompilations: int = 0, nodes: tuple[str, ...] = ("n1",)) -> None:
     """Three trials per framework of one cell, as the backends write them; `slower` stretches every step; trial t
     ran on nodes[t % len(nodes)]."""
@@ -40,9 +40,9 @@ def campaign(root: Path, name: str, slower: float = 1.0, versions: dict | None =
 
 @pytest.fixture
 def results(tmp_path):
-    campaign(tmp_path, "base")
-    campaign(tmp_path, "same")
-    campaign(tmp_path, "slow", slower=1.2, versions={"jax": "1.1"})
+    write_campaign(tmp_path, "base")
+    write_campaign(tmp_path, "same")
+    write_campaign(tmp_path, "slow", slower=1.2, versions={"jax": "1.1"})
     merge(tmp_path, tmp_path / "merged.parquet")
     return tmp_path
 
@@ -69,8 +69,8 @@ def test_a_slowed_campaign_is_flagged_and_the_unchanged_one_is_not(results):
 
 
 def test_a_change_inside_either_sides_noise_or_the_tolerance_is_not_flagged(tmp_path):
-    campaign(tmp_path, "base")
-    campaign(tmp_path, "noisy", throughputs={"jax": (700.0, 1300.0, 1000.0), "torch": (840.0, 845.0, 835.0)})
+    write_campaign(tmp_path, "base")
+    write_campaign(tmp_path, "noisy", throughputs={"jax": (700.0, 1300.0, 1000.0), "torch": (840.0, 845.0, 835.0)})
     merge(tmp_path, tmp_path / "merged.parquet")
     baseline.save(tmp_path, tmp_path / "merged.parquet", "b", ("base",))
     current = baseline.summarize(baseline.read_rows(tmp_path / "merged.parquet", ("noisy",)))
@@ -127,7 +127,7 @@ def test_runs_on_one_odd_node_are_one_nodes_worth_of_evidence():
 
 
 def test_a_baseline_keeps_each_runs_node_beside_its_value(tmp_path):
-    campaign(tmp_path, "base", nodes=("n1", "n2"), throughputs={"jax": (1000.0, 900.0, 1010.0)})
+    write_campaign(tmp_path, "base", nodes=("n1", "n2"), throughputs={"jax": (1000.0, 900.0, 1010.0)})
     merge(tmp_path, tmp_path / "merged.parquet")
     baseline.save(tmp_path, tmp_path / "merged.parquet", "b")
     (entry,) = baseline.load(tmp_path, "b")["entries"]
@@ -173,8 +173,8 @@ def test_the_commands_save_and_compare_and_fail_only_when_asked(results):
 def test_a_campaign_whose_runs_are_not_comparable_is_shown_apart_with_its_reasons_not_judged(tmp_path):
     """A regression is read off runs that stand for the cell. Runs that recompiled in their timed steps,
     or pool two versions of a framework, are listed apart with the certificate's reasons."""
-    campaign(tmp_path, "base")
-    campaign(tmp_path, "recompiled", slower=1.5, recompilations=3)
+    write_campaign(tmp_path, "base")
+    write_campaign(tmp_path, "recompiled", slower=1.5, recompilations=3)
     merge(tmp_path, tmp_path / "merged.parquet")
     baseline.save(tmp_path, tmp_path / "merged.parquet", "b", ("base",))
     judged = baseline.judge_merged(tmp_path, tmp_path / "merged.parquet", "b", "5%")

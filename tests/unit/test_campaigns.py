@@ -19,7 +19,7 @@ def submitted_campaign(results, name="digits-uc1-20260101T000000-abcd"):
     return name
 
 
-def dry_run(tmp_path, results, use_case="3"):
+def planned_campaign(tmp_path, results, use_case="3"):
     proc = run_cli("--benchmark", "digits", "--use-case", use_case, "--dry-run", "--results-dir", str(results),
                    "--scripts-dir", str(tmp_path / "scripts"))
     assert proc.returncode == 0, proc.stderr
@@ -34,7 +34,7 @@ def queue_env(tmp_path):
 def test_status_takes_the_newest_submitted_campaign_not_a_newer_dry_run(tmp_path):
     results = tmp_path / "results"
     submitted = submitted_campaign(results)
-    planned = dry_run(tmp_path, results)
+    planned = planned_campaign(tmp_path, results)
     env = queue_env(tmp_path)
     proc = run_cli("status", "--results-dir", str(results), env=env)
     assert proc.returncode == 0, proc.stderr
@@ -46,7 +46,7 @@ def test_status_takes_the_newest_submitted_campaign_not_a_newer_dry_run(tmp_path
 
 def test_only_dry_runs_is_one_sentence_that_names_the_newest(tmp_path):
     results = tmp_path / "results"
-    planned = dry_run(tmp_path, results)
+    planned = planned_campaign(tmp_path, results)
     proc = run_cli("status", "--results-dir", str(results))
     assert proc.returncode == 2
     assert len(proc.stderr.splitlines()) == 1
@@ -59,7 +59,7 @@ def test_only_dry_runs_is_one_sentence_that_names_the_newest(tmp_path):
 def test_two_different_campaigns_named_are_refused(tmp_path):
     results = tmp_path / "results"
     submitted = submitted_campaign(results)
-    planned = dry_run(tmp_path, results)
+    planned = planned_campaign(tmp_path, results)
     proc = run_cli("status", submitted, "--campaign", planned, "--results-dir", str(results))
     assert proc.returncode == 2 and "two campaigns named" in proc.stderr
     unknown = run_cli("status", "--campaign", "nope", "--results-dir", str(results))
@@ -70,7 +70,7 @@ def test_two_different_campaigns_named_are_refused(tmp_path):
 def test_campaigns_lists_each_campaign_and_marks_the_dry_runs(tmp_path):
     results = tmp_path / "results"
     submitted = submitted_campaign(results)
-    planned = dry_run(tmp_path, results)
+    planned = planned_campaign(tmp_path, results)
     env = queue_env(tmp_path)
     proc = run_cli("campaigns", "--results-dir", str(results), env=env)
     assert proc.returncode == 0, proc.stderr

@@ -5,11 +5,8 @@ import re
 
 import pandas as pd
 import pytest
-from helpers import result_context, run_cli
+from helpers import run_cli, spec, write_spec_run
 
-from bench_contract.results import ResultRows
-from bench_contract.run.runner import base_context
-from bench_contract.spec import JobSpec
 from orchestrator.results.compare import comparison_frame, display_rows
 
 DIGITS = "1,257/180/360 train/val/test examples, sha256 4046546367a14303"  # Dataset.fingerprint's words
@@ -24,23 +21,15 @@ LAYER_NORM_FP32 = LAYER_NORM_BF16.replace('"normalisation": ["bfloat16"]', '"nor
 
 def write_run(root, campaign, framework, throughput, version="0.10.2", environment="locked", xla_flags="",
               recompilations=0.0, census=MLP_BF16, data=DIGITS, commit="6feb0d7", matmul_error=1.2e-7):
-    """One task's result file as a backend writes it (identity from a real job spec), with the software and the
-    recompilations in timed steps that the run recorded. xla_flags: the spec's, as a profile gives them to JAX
+    """One task's result file as a backend writes it (write_spec_run), with the software and the recompilations in
+    timed steps that the run recorded. xla_flags: the spec's, as a profile gives them to JAX
     (plan.campaign.write_specs); the run records them as its XLA_FLAGS, as the JAX backend sets them."""
-    values = {"campaign": campaign, "cell_id": f"{framework}-cell", "pair_key": "cell", "framework": framework,
-              "benchmark": "digits", "use_case": 1, "model": "mlp", "batch_size": 32, "precision": "fp32",
-              "xla_flags": xla_flags}
-    spec = JobSpec(**values)
-    context = result_context(**(base_context(spec) | {"environment_kind": environment, "precision_census": census,
-                                                      "data_fingerprint": data, "git_commit": commit}),
-                             device_kind="cpu", device_model="CPU X", bound_cpus=2, intra_op_threads=2,
-                             framework_version=version, xla_flags=xla_flags or "not set")
-    rows = ResultRows(context)
-    rows.add("throughput", throughput, "samples/s")
-    rows.add("recompilations_timed", recompilations, "compilations")
-    rows.add("float32_matmul_error", matmul_error, "relative")
-    rows.write(root / campaign / "rows" / framework / f"{framework}-cell.parquet")
-    return pd.DataFrame(rows.rows).assign(**context)
+    run_spec = spec(framework, campaign=campaign, cell_id=f"{framework}-cell", pair_key="cell", xla_flags=xla_flags)
+    recorded = {"environment_kind": environment, "precision_census": census, "data_fingerprint": data,
+                "git_commit": commit, "framework_version": version, "xla_flags": xla_flags or "not set"}
+    return write_spec_run(root, run_spec, throughput, context=recorded,
+                          metrics={"recompilations_timed": (recompilations, "compilations"),
+                                   "float32_matmul_error": (matmul_error, "relative")})
 
 
 def both(root, campaign, jax=None, torch=None, jax_speed=2000, torch_speed=1000):

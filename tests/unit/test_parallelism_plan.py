@@ -6,11 +6,9 @@ import json
 
 import pandas as pd
 import pytest
-from helpers import result_context, run_cli, settings
+from helpers import run_cli, settings, spec, write_spec_run
 
-from bench_contract.results import ResultRows
-from bench_contract.run.runner import base_context
-from bench_contract.spec import JobSpec, SpecError
+from bench_contract.spec import SpecError
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
 from orchestrator.plan.campaign import job_spec
@@ -57,11 +55,10 @@ def test_the_cli_refuses_a_bad_layout_with_nothing_written(tmp_path):
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
 
 
-def contract_spec(framework, **overrides):
-    values = {"campaign": "c", "cell_id": f"{framework}-x", "pair_key": "x", "framework": framework,
-              "benchmark": "nlp", "use_case": 2, "model": "gpt", "batch_size": 32, "precision": "fp32", "nodes": 2,
-              "model_variant": "tiny"} | overrides
-    return JobSpec(**values)
+def gpt_spec(framework, **overrides):
+    """A cell of the tiny language model in use case 2, on two nodes."""
+    return spec(framework, **({"benchmark": "nlp", "use_case": 2, "model": "gpt", "nodes": 2, "model_variant": "tiny"}
+                              | overrides))
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -71,22 +68,18 @@ def contract_spec(framework, **overrides):
 ])
 def test_a_hand_written_spec_with_a_layout_it_cannot_run_is_refused(overrides, message):
     with pytest.raises(SpecError, match=message):
-        contract_spec("torch", **dict(overrides))
+        gpt_spec("torch", **dict(overrides))
 
 
-def write_run(root, framework, throughput, parallelism):
-    spec = contract_spec(framework, cell_id=f"{framework}-{parallelism}", parallelism=parallelism)
-    context = result_context(**base_context(spec), device_kind="cpu", device_model="CPU X", bound_cpus=2,
-                             intra_op_threads=2)
-    rows = ResultRows(context)
-    rows.add("throughput", throughput, "samples/s")
-    rows.write(root / "c" / "rows" / framework / f"{spec.cell_id}.parquet")
-    return pd.DataFrame(rows.rows).assign(**context)
+def write_layout_run(root, framework, throughput, parallelism):
+    """One task's result rows (write_spec_run) of a cell in the state layout `parallelism`."""
+    return write_spec_run(root, gpt_spec(framework, cell_id=f"{framework}-{parallelism}", parallelism=parallelism),
+                          throughput)
 
 
 def test_the_comparison_pairs_each_layout_with_itself(tmp_path):
-    runs = pd.concat([write_run(tmp_path, "jax", 400, "ddp"), write_run(tmp_path, "torch", 200, "ddp"),
-                      write_run(tmp_path, "jax", 300, "fsdp"), write_run(tmp_path, "torch", 100, "fsdp")],
+    runs = pd.concat([write_layout_run(tmp_path, "jax", 400, "ddp"), write_layout_run(tmp_path, "torch", 200, "ddp"),
+                      write_layout_run(tmp_path, "jax", 300, "fsdp"), write_layout_run(tmp_path, "torch", 100, "fsdp")],
                      ignore_index=True)
     assert {json.loads(s)["parallelism"] for s in runs.settings} == {"ddp", "fsdp"}
     frame = comparison_frame(runs)

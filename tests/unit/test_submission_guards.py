@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import (REPO_ROOT, default_signals, fake_sbatch, fake_slurm_site, fake_tools, run_cli, shell_wait_for,
-                     wait_until, write_result)
+from helpers import (REPO_ROOT, default_signals, fake_sbatch, fake_slurm_site, fake_tools, read_manifest, run_cli,
+                     shell_wait_for, wait_until, write_result)
 
 ARGS = ("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32")
 
@@ -42,10 +42,6 @@ def calls(tmp_path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def manifest(tmp_path) -> dict:
-    return json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
-
-
 def no_traceback(proc) -> None:
     assert "Traceback" not in proc.stderr, proc.stderr
 
@@ -62,7 +58,7 @@ def test_a_busy_controller_is_named_and_the_array_recorded_as_unknown(tmp_path, 
     assert lines[0].startswith("sbatch has not answered for 0 s: the controller is busy or full"), lines
     assert lines[-1].startswith("error: sbatch did not answer within 2 s for ") and "unknown" in lines[-1]
     assert len(lines) == 2, lines
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     [array] = record["arrays"]
     assert array["state"] == "unknown" and array["script"] == "jax" and array["offset"] == 0
     assert array["job_name"] == f"jax:{record['campaign']}:0"
@@ -94,7 +90,7 @@ def test_the_same_command_again_finds_the_unknown_array_in_slurm_before_submitti
     fake_tools(bin_dir, sbatch="exec sleep 30\n")
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     assert run(timeout=25).returncode == 1
-    name = manifest(tmp_path)["arrays"][0]["job_name"]
+    name = read_manifest(tmp_path / "r")["arrays"][0]["job_name"]
     # Slurm did accept it, as job 4100: sacct finds it by its name; squeue and sacct say its tasks are pending.
     fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4200\n", job_name=True))
     fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
@@ -105,7 +101,7 @@ def test_the_same_command_again_finds_the_unknown_array_in_slurm_before_submitti
     assert proc.returncode == 0, proc.stderr
     assert "the array at offset 0 whose submission was unknown is found as job 4100" in proc.stdout
     assert [line.split()[-1].endswith("torch_digits_1.sh") for line in calls(tmp_path)] == [True]  # jax not again
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     assert record["arrays"][0]["state"] == "submitted" and record["arrays"][0]["job_id"] == "4100"
     assert record["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
 
@@ -118,7 +114,7 @@ def test_an_unknown_array_that_sacct_does_not_list_yet_is_found_by_squeue(tmp_pa
     fake_tools(bin_dir, sbatch="exec sleep 30\n")
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     assert run(timeout=25).returncode == 1
-    name = manifest(tmp_path)["arrays"][0]["job_name"]
+    name = read_manifest(tmp_path / "r")["arrays"][0]["job_name"]
     fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4200\n", job_name=True))
     fake_tools(bin_dir, sacct="exit 0\n")  # no record yet
     fake_tools(bin_dir, squeue=f'case "$*" in *--name=*{name}*) echo "4100|{name}";; '
@@ -130,14 +126,14 @@ def test_an_unknown_array_that_sacct_does_not_list_yet_is_found_by_squeue(tmp_pa
     assert [line.split()[0].split(":")[0] for line in calls(tmp_path)] == ["torch"]  # jax not again
 
     # Neither lists it, and squeue could not be asked: it stays unknown, and nothing is submitted.
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     record["arrays"][0]["state"] = "unknown"
     del record["submissions"]["jax"]
     next((tmp_path / "r").glob("*/manifest.json")).write_text(json.dumps(record))
     fake_tools(bin_dir, squeue="echo 'slurm_load_jobs error: Socket timed out' >&2\nexit 1\n")
     proc = run()
     assert proc.returncode == 1 and "nothing was submitted" in proc.stderr, proc.stdout + proc.stderr
-    assert manifest(tmp_path)["arrays"][0]["state"] == "unknown" and len(calls(tmp_path)) == 1
+    assert read_manifest(tmp_path / "r")["arrays"][0]["state"] == "unknown" and len(calls(tmp_path)) == 1
 
 
 def test_a_manifest_that_cannot_be_written_after_sbatch_names_the_job_id(tmp_path, cluster):
@@ -165,7 +161,7 @@ def test_a_limit_is_one_sentence_that_says_what_to_do_and_the_manifest_says_refu
     [line] = proc.stderr.strip().splitlines()
     assert "AssocMaxSubmitJobLimit" in line and "your association's MaxSubmitJobs is reached" in line
     assert "run the same command again once jobs have left the queue" in line
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     assert array["state"] == "refused" and "AssocMaxSubmitJobLimit" in array["reason"]
 
 
@@ -218,7 +214,7 @@ def test_a_resubmission_whose_sbatch_gave_no_answer_is_found_again_before_the_ne
     resubmit = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env, timeout=30)
     no_traceback(resubmit)
     assert resubmit.returncode == 1
-    [unknown] = [a for a in manifest(tmp_path)["arrays"] if a["state"] == "unknown"]
+    [unknown] = [a for a in read_manifest(tmp_path / "r")["arrays"] if a["state"] == "unknown"]
     name = unknown["job_name"]
     assert name.endswith(":rerun1") and unknown["indices"] == [0, 1, 2]
     # Slurm had accepted it as job 4300, whose tasks are pending.
@@ -233,7 +229,7 @@ def test_a_resubmission_whose_sbatch_gave_no_answer_is_found_again_before_the_ne
     assert "whose submission was unknown is found as job 4300" in again.stdout
     submitted = calls(tmp_path)[before:]
     assert all(line.split()[-1].endswith("torch_digits_1.sh") for line in submitted) and submitted  # jax not again
-    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4300_0", "4300_1", "4300_2"]
+    assert read_manifest(tmp_path / "r")["submissions"]["jax"]["task_ids"] == ["4300_0", "4300_1", "4300_2"]
 
 
 # --- submitit: its arrays are named and recorded as sbatch's are ---------------------------------------------
@@ -252,7 +248,7 @@ def test_submitit_names_each_array_and_records_it_at_once(tmp_path, cluster):
     proc = run("--executor", "submitit")
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     campaign = record["campaign"]
     assert [line.split()[0] for line in calls(tmp_path)] == [f"jax:{campaign}:0", f"torch:{campaign}:0"]
     assert [(a["script"], a["state"], a["job_id"], a["job_name"]) for a in record["arrays"]] == [
@@ -272,7 +268,7 @@ def test_a_submitit_refusal_is_one_sentence_and_recorded_as_refused(tmp_path, cl
     assert proc.returncode == 1
     [line] = proc.stderr.strip().splitlines()
     assert "QOSMaxSubmitJobPerUserLimit" in line and "your QOS's MaxSubmitJobsPerUser is reached" in line
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     assert array["state"] == "refused" and array["job_name"].startswith("jax:")
 
 
@@ -289,9 +285,10 @@ def test_an_unknown_submitit_array_is_found_again_before_anything_is_submitted_t
     assert proc.returncode == 1
     [line] = proc.stderr.strip().splitlines()
     assert "submitit's sbatch call for " in line and "whether Slurm accepted it is unknown" in line
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     name = array["job_name"]
-    assert array["state"] == "unknown" and name == f"jax:{manifest(tmp_path)['campaign']}:0"
+    campaign = read_manifest(tmp_path / "r")["campaign"]
+    assert array["state"] == "unknown" and name == f"jax:{campaign}:0"
     fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path))
     fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
                               '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
@@ -303,7 +300,7 @@ def test_an_unknown_submitit_array_is_found_again_before_anything_is_submitted_t
             "its job id, so its tasks could not get their work: it was cancelled") in proc.stdout
     assert (tmp_path / "scancel_calls.txt").read_text() == "4100\n"
     assert [line.split()[0].split(":")[0] for line in calls(tmp_path)] == ["jax", "jax", "torch"]
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     assert [(a["state"], a.get("job_id")) for a in record["arrays"]] == [
         ("cancelled", "4100"), ("submitted", "4002"), ("submitted", "4003")]
     assert record["submissions"]["jax"]["task_ids"] == ["4002_0", "4002_1", "4002_2"]
@@ -317,7 +314,7 @@ def test_a_submitit_resubmission_is_named_recorded_and_numbered_in_order(tmp_pat
     bin_dir = Path(env["PATH"].split(":")[0])
     fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path))
     assert run("--executor", "submitit").returncode == 0  # 4001 (jax), 4002 (torch)
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     for cell in record["cells"]:
         if cell["framework"] == "torch" or cell["array_index"] == 1:
             write_result(Path(cell["results"]), cell["cell_id"])
@@ -325,7 +322,7 @@ def test_a_submitit_resubmission_is_named_recorded_and_numbered_in_order(tmp_pat
     resubmit = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
     no_traceback(resubmit)
     assert resubmit.returncode == 1 and "is unknown" in resubmit.stderr
-    [unknown] = [a for a in manifest(tmp_path)["arrays"] if a["state"] == "unknown"]
+    [unknown] = [a for a in read_manifest(tmp_path / "r")["arrays"] if a["state"] == "unknown"]
     assert unknown["job_name"] == f"jax:{record['campaign']}:0:rerun1" and unknown["indices"] == [0, 2]
     name = unknown["job_name"]
     fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4300_[0-1]|{name}";; '
@@ -341,7 +338,7 @@ def test_a_submitit_resubmission_is_named_recorded_and_numbered_in_order(tmp_pat
     assert again.returncode == 0, again.stderr
     assert "found as job 4300" in again.stdout and "nothing to submit" in again.stdout
     assert len(calls(tmp_path)) == before
-    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4300_0", "4001_1", "4300_1"]
+    assert read_manifest(tmp_path / "r")["submissions"]["jax"]["task_ids"] == ["4300_0", "4001_1", "4300_1"]
 
     # Cell 1's result turns out bad: submitit answers this time, with one task, which it submits as a plain job.
     Path(record["cells"][1]["results"]).write_bytes(b"")
@@ -354,7 +351,7 @@ def test_a_submitit_resubmission_is_named_recorded_and_numbered_in_order(tmp_pat
     [line] = calls(tmp_path)[before:]
     assert line.split()[0] == f"jax:{record['campaign']}:1:rerun2"
     job = str(4000 + len(calls(tmp_path)))
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     assert record["submissions"]["jax"]["task_ids"] == ["4300_0", job, "4300_1"]  # one task: a plain job
     assert record["arrays"][-1] == {**record["arrays"][-1], "state": "submitted", "job_id": job, "indices": [1]}
 
@@ -414,7 +411,7 @@ def test_an_sbatch_that_lost_the_controllers_answer_is_unknown_and_found_again_b
     no_traceback(proc)
     assert proc.returncode == 1 and "whether Slurm accepted it is unknown" in proc.stderr, proc.stderr
     assert "Socket timed out" in proc.stderr
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     assert array["state"] == "unknown", array
     name = array["job_name"]
     fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
@@ -461,7 +458,7 @@ def test_sbatch_gets_the_campaigns_own_script_not_the_shared_latest_copy(tmp_pat
     go.touch()
     out, err = a.communicate(timeout=60)
     assert a.returncode == 0, out + err
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     info = record["scripts"]["jax"]
     (copy,) = submitted.iterdir()
     assert copy.read_text() == Path(info["campaign_copy"]).read_text()  # A's own script, with A's cells
@@ -489,7 +486,7 @@ def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_r
     _, err = launch.communicate(timeout=60)
     if signum != signal.SIGKILL:
         assert launch.returncode == 128 + signum and err.strip().splitlines()[-1] == f"error: stopped by {signum.name}"
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     assert array["state"] == "unknown" and "stopped or killed" in array["reason"], array
     name = array["job_name"]
     fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4200\n", job_name=True))
@@ -500,7 +497,7 @@ def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_r
     assert again.returncode == 0, again.stdout + again.stderr
     assert "whose submission was unknown is found as job 4100" in again.stdout
     assert len(calls(tmp_path)) == 1  # not submitted again
-    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
+    assert read_manifest(tmp_path / "r")["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
 
 
 # --- Nothing run twice: refusals, lost answers, damaged manifests, orphan sbatch calls --------------------------------
@@ -525,7 +522,7 @@ def test_sbatchs_fatal_error_is_a_refusal_not_an_unknown_outcome(tmp_path, clust
         [line] = proc.stderr.strip().splitlines()
         assert line.startswith("error: sbatch refused ") and "unknown" not in line, line
         assert "never accepted" not in proc.stdout
-        assert [a["state"] for a in manifest(tmp_path)["arrays"]] == ["refused"] * attempt
+        assert [a["state"] for a in read_manifest(tmp_path / "r")["arrays"]] == ["refused"] * attempt
         assert len(calls(tmp_path)) == attempt  # nothing was submitted: the rerun asks sbatch again
     results = ["--results-dir", str(tmp_path / "r")]
     status = run_cli("status", *results, env=env)
@@ -668,7 +665,7 @@ def test_sbatch_and_its_children_are_stopped_with_the_command(tmp_path, cluster,
                what="sbatch and its child killed with the command")
     go.touch()  # what would have made the child submit: nothing is left to do it
     assert not (tmp_path / "accepted").exists()
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     assert array["state"] == "unknown" and "answer_by" in array, array
 
 
@@ -715,10 +712,10 @@ def test_an_orphan_sbatch_of_a_killed_command_is_never_taken_for_never_accepted(
     assert third.returncode == 0 and "is found as job 4100" in third.stdout, third.stdout + third.stderr
     if executor == "slurm":
         assert len(calls(tmp_path)) == 1  # the cells are queued once
-        assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
+        assert read_manifest(tmp_path / "r")["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
     else:
         assert (tmp_path / "scancel_calls.txt").read_text() == "4100\n" and len(calls(tmp_path)) == 2
-        assert [a["state"] for a in manifest(tmp_path)["arrays"]] == ["cancelled", "submitted"]
+        assert [a["state"] for a in read_manifest(tmp_path / "r")["arrays"]] == ["cancelled", "submitted"]
 
 
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])
@@ -736,7 +733,7 @@ def test_an_orphan_sbatch_is_killed_by_its_watchdog_and_then_the_queue_has_the_l
     launch.kill()
     launch.communicate(timeout=60)
     wait_until(lambda: not alive(tmp_path / "sbatch.pid"), seconds=30, what="the watchdog's kill")
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     from orchestrator.plan.manifest import is_past
 
     wait_until(lambda: is_past(array["answer_by"]), seconds=60, poll_s=0.2, what="answer_by")
@@ -745,4 +742,4 @@ def test_an_orphan_sbatch_is_killed_by_its_watchdog_and_then_the_queue_has_the_l
     again = run("--frameworks", "jax", "--executor", executor)
     assert again.returncode == 0 and "never accepted" in again.stdout, again.stdout + again.stderr
     assert len(calls(tmp_path)) == 2
-    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"][0] in ("4200_0", "4002_0")
+    assert read_manifest(tmp_path / "r")["submissions"]["jax"]["task_ids"][0] in ("4200_0", "4002_0")
