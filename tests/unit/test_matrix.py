@@ -89,8 +89,6 @@ def test_cell_ids_hash_every_field_but_the_framework_defaults_included():
         ({"models": ["resnet9"]}, "unknown model 'resnet9'"),
         ({"models": ["resnet50"]}, "not part of benchmark 'digits'"),
         ({"precisions": ["fp8"]}, "unknown precision 'fp8'"),
-        ({"use_case": 5, "precisions": ["tf32"]}, "precision 'tf32' is implemented for use case 1, 2, 3, 4 only"),
-        ({"use_case": 3, "precisions": ["fp16"]}, "loss scaling would clip DP-SGD's scaled per-example gradients"),
         ({"batch_sizes": [5000]}, "larger than the 1257 training samples"),
         ({"use_case": 5, "batch_sizes": [64, 1024]}, "batch size 1024 is larger than the 360 test samples of digits"),
     ],

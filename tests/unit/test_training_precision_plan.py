@@ -1,5 +1,7 @@
 """Planning mixed-precision and compiled PyTorch training: the precisions of use cases 1 to 4, the
---torch-modes axis (JAX against each PyTorch mode as its own pair of cells), and the refusals with their reasons."""
+--torch-modes axis (JAX against each PyTorch mode as its own pair of cells), and the refusals with their reasons.
+fp16 with DP-SGD is refused in tests/unit/test_training_options_by_use_case.py, tf32 inference in
+tests/unit/test_inference_plan.py."""
 
 import pytest
 from helpers import settings
@@ -46,10 +48,3 @@ def test_bad_pytorch_modes_are_refused_in_one_sentence(kwargs, modes, message):
 def test_an_unknown_compile_mode_is_refused_naming_the_modes():
     with pytest.raises(UsageError, match="choose from: default, reduce-overhead, max-autotune"):
         settings(torch_compile_mode="fastest")
-
-
-def test_fp16_dp_sgd_and_tf32_inference_are_refused_with_their_reasons():
-    with pytest.raises(UsageError, match="use case 3 .*loss scaling would clip DP-SGD's scaled per-example"):
-        matrix.expand("digits", 3, [], [], [32], ["fp16"], settings())
-    with pytest.raises(UsageError, match="not for use case 5 .*inference compares float32 against"):
-        matrix.expand("digits", 5, [], [], [32], ["tf32"], settings())
