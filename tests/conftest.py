@@ -60,6 +60,17 @@ def no_real_cluster_outside_integration(request, monkeypatch):
         monkeypatch.delenv("SLURM_CONF", raising=False)
 
 
+@pytest.fixture(scope="session")
+def framework_envs():
+    """The framework environments exist. A test that needs them fails without them, never skips: `make test`
+    builds them first, so their absence is a broken setup."""
+    from helpers import missing_envs
+
+    missing = missing_envs()
+    if missing:
+        pytest.fail(f"framework environments missing: {', '.join(missing)}; run `make setup`", pytrace=False)
+
+
 def is_xdist_worker(config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -73,10 +84,10 @@ def pytest_configure(config):
 
 # make test-fast: the unit tests that run in the test process alone, a loop for every edit. A file is in it when its
 # source names none of the ways a test starts a process (the command line's server, a framework's, subprocess, the
-# cluster) and it is not marked `process`; the tier's guard (refuse_processes) fails a test of it that starts one
-# all the same.
+# cluster, a faked command, which is there to be run) and it is not marked `process`; the tier's guard
+# (refuse_processes) fails a test of it that starts one all the same.
 STARTS_PROCESSES = re.compile(r"\b(run_cli|run_in_env|run_fresh|run_backend|subprocess|Popen|slurm_cluster|"
-                              r"fake_slurm_site|os\.system)\b")
+                              r"fake_slurm_site|fake_tools|fake_queue|dry_run|os\.system)\b")
 FAST = "fast"
 
 

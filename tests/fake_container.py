@@ -2,13 +2,14 @@
 
 from pathlib import Path
 
+from helpers import fake_tools
+
 
 def fake_apptainer(bin_dir: Path, log: Path) -> None:
     """`apptainer exec --nv --cleanenv --bind A,B,... IMAGE CMD...`: every bound folder must exist; logs the image
     and the command, then runs it (here, on this machine: the fake's "image" is the host) as --cleanenv does, in an
     environment of the host's PATH and HOME and of each APPTAINERENV_<NAME> variable as NAME, and nothing else."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    (bin_dir / "apptainer").write_text(f"""#!/bin/bash
+    fake_tools(bin_dir, apptainer=f"""\
 if [ "$1" != exec ] || [ "$2" != --nv ] || [ "$3" != --cleanenv ] || [ "$4" != --bind ]; then
     echo "fake apptainer: unexpected $*" >&2; exit 64
 fi
@@ -20,4 +21,3 @@ inside=("PATH=$PATH" "HOME=$HOME")
 for name in ${{!APPTAINERENV_@}}; do inside+=("${{name#APPTAINERENV_}}=${{!name}}"); done
 exec env -i "${{inside[@]}}" "$@"
 """)
-    (bin_dir / "apptainer").chmod(0o755)

@@ -33,9 +33,16 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path
     """`python main.py ARGS` with the orchestrator's interpreter, as a user would type it: a process of its own, with
     these arguments, environment and working folder, its output captured. The process is forked from a server that
     has imported the libraries once (tests/zygote.py), not started afresh: the same process but for the time an
-    interpreter takes to start and import them (issue 28)."""
+    interpreter takes to start and import them."""
     env = env if env is not None else dict(os.environ)
     return CLI_SERVER.call([str(MAIN_PY), *args], env, Path(cwd or REPO_ROOT), timeout)
+
+
+def dry_run(tmp_path: Path, *args: str, env: dict | None = None):
+    """`python main.py --dry-run ARGS` (run_cli), its results in tmp_path/r and its scripts in tmp_path/s unless ARGS
+    say otherwise."""
+    return run_cli("--dry-run", "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), *args,
+                   env=env)
 
 
 def run_in_env(framework: str, *argv: str, env: dict | None = None, timeout: float = 600, cwd: Path = REPO_ROOT,
@@ -164,7 +171,7 @@ def read_text(path: Path) -> str:
 def wait_until(condition: Callable[[], object], proc: subprocess.Popen | None = None, seconds: float = 120,
                what: str = "the condition", poll_s: float = 0.05):
     """Poll until `condition()` is true, and return its value. Tests order processes by what they see happen, never
-    by a sleep: a loaded machine stretches a process's start past any sleep (stop 59's CI: a second collect started
+    by a sleep: a loaded machine stretches a process's start past any sleep (in one CI run a second collect started
     after the first had finished). Fails, with the process's output, when `proc` ends first or after `seconds`
     (then killed, so that reading its output cannot hang)."""
     until = time.monotonic() + seconds
@@ -240,6 +247,31 @@ def write_mnist_folder(folder: Path, train: int, test: int) -> Path:
     return folder
 
 
+def settings(use_case: int | None = None, **overrides):
+    """A request's settings (orchestrator.plan.settings.RunSettings) as the planning tests take them: one epoch of
+    256 synthetic examples, plain SGD at 0.01, seed 0, one warm-up step, the device left to the node; for use case 2
+    or 4 (data parallel), two processes on one node. `overrides` replace any of these or set any other field."""
+    from orchestrator.plan.settings import RunSettings
+
+    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
+              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "auto"}
+    if use_case in (2, 4):
+        values |= {"nodes": 1, "tasks_per_node": 2}
+    return RunSettings(**(values | overrides))
+
+
+def spec(framework: str = "jax", /, **overrides):
+    """A cell's job spec (bench_contract.spec.JobSpec) as the tests of what a spec decides take it: `framework`'s
+    digits MLP in use case 1, batch 32, fp32, cell `<framework>-x` of pair x in campaign c. `overrides` replace any
+    of these (framework too) or set any other field."""
+    from bench_contract.spec import JobSpec
+
+    framework = overrides.pop("framework", framework)
+    values = {"campaign": "c", "cell_id": f"{framework}-x", "pair_key": "x", "framework": framework,
+              "benchmark": "digits", "use_case": 1, "model": "mlp", "batch_size": 32, "precision": "fp32"}
+    return JobSpec(**(values | overrides))
+
+
 def result_context(**values) -> dict:
     """A complete result context (every context column, empty or zero) with the given values."""
     from bench_contract.results import CONTEXT_FIELDS
@@ -285,11 +317,39 @@ def write_manifest(folder: Path, cells: list[dict], **fields) -> Path:
     return folder / "manifest.json"
 
 
+def read_manifest(results: Path) -> dict:
+    """The manifest of the one campaign in a results folder, as JSON."""
+    (path,) = results.glob("*/manifest.json")
+    return json.loads(path.read_text())
+
+
 def typed_manifest(folder: Path, cells: list[dict], **fields):
     """manifest_record's manifest as the typed model it is read as (orchestrator.plan.manifest.Manifest)."""
     from orchestrator.plan.manifest import Manifest, from_json
 
     return from_json(Manifest, manifest_record(folder, cells, **fields))
+
+
+def write_spec_run(root: Path, run_spec, throughput: float, device: tuple[str, str] = ("cpu", "CPU X"), cpus: int = 2,
+                   context: dict | None = None, metrics: dict | None = None):
+    """One run's task file as a backend writes it: the context made from `run_spec` as the backend makes it
+    (bench_contract.run.runner.base_context), on `device` (kind, model) with `cpus` CPUs and as many intra-op
+    threads, `context` replacing any context column; its throughput, then each of `metrics` (name: (value, unit)).
+    Written where the campaign's rows go (root/<campaign>/rows/<framework>/<cell id>.parquet); returns the rows as a
+    frame, with the context's columns."""
+    import pandas as pd
+
+    from bench_contract.results import ResultRows
+    from bench_contract.run.runner import base_context
+
+    machine = {"device_kind": device[0], "device_model": device[1], "bound_cpus": cpus, "intra_op_threads": cpus}
+    values = result_context(**(base_context(run_spec) | machine | (context or {})))
+    rows = ResultRows(values)
+    rows.add("throughput", throughput, "samples/s")
+    for name, (value, unit) in (metrics or {}).items():
+        rows.add(name, value, unit)
+    rows.write(root / run_spec.campaign / "rows" / run_spec.framework / f"{run_spec.cell_id}.parquet")
+    return pd.DataFrame(rows.rows).assign(**values)
 
 
 def write_result(path: str | Path, cell_id: str = "c") -> Path:
@@ -386,6 +446,16 @@ def metric(df, name: str) -> float:
     return float(values.iloc[0])
 
 
+def curve(df, name: str = "train_loss") -> np.ndarray:
+    """A metric's values in a task's result rows, step by step: the training loss by default."""
+    return df[df.metric == name].sort_values("step")["value"].to_numpy()
+
+
+def prefixed(arrays: dict, prefix: str) -> dict:
+    """The arrays of a probe's .npz whose keys start with `prefix`/, keyed by the rest of the key."""
+    return {key.split("/", 1)[1]: value for key, value in arrays.items() if key.startswith(prefix + "/")}
+
+
 def rows_for_test():
     from bench_contract.results import ResultRows
 
@@ -434,20 +504,63 @@ def write_graph_file(folder: Path, nodes: int, classes: int = 3, features: int =
     return folder
 
 
+def profile_file(tmp_path: Path, text: str) -> Path:
+    """A site profile (tmp_path/site.toml) that says `text`."""
+    path = tmp_path / "site.toml"
+    path.write_text(text)
+    return path
+
+
+def fake_tools(bin_dir: Path, env: dict | None = None, **tools: str) -> dict:
+    """Commands faked at the subprocess boundary: each of `tools` (name=the body of a bash script) an executable in
+    bin_dir (made if missing; a tool already there is replaced). Returns `env` (default: this process's environment)
+    with bin_dir first on PATH, for a test that runs a command; a test that runs the code in process sets its PATH
+    from it. Also writes a stand-in environment's `python` (bin_dir: the environment's bin), where PATH is not used."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, body in tools.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = dict(os.environ if env is None else env)
+    return {**env, "PATH": f"{bin_dir}:{env.get('PATH', '')}"}
+
+
+def fake_sbatch(calls: Path, then: str = "", answer: str | None = None, job_name: bool = False) -> str:
+    """The fake `sbatch`, as a body for fake_tools: each call appends one line to `calls`, its arguments (after its
+    job name, with `job_name`: SBATCH_JOB_NAME, which the orchestrator sets, else the --job-name of the script's
+    #SBATCH lines, which submitit writes; in $name for the lines that follow), runs `then` (bash lines), and prints
+    `answer`, by default as `sbatch --parsable` does: job ids 4001, 4002, ... by the number of calls so far."""
+    named, line = "", '"$*"'
+    if job_name:
+        named = 'name=${SBATCH_JOB_NAME:-$(sed -n "s/^#SBATCH --job-name=//p" "${@: -1}" 2>/dev/null)}\n'
+        line = '"$name $*"'
+    record = f'echo {line} >> "{calls}"\n'
+    if answer is None:
+        answer = f'n=$(wc -l < "{calls}")\necho "$((4000 + n))"\n'
+    return "".join(part if part.endswith("\n") else part + "\n" for part in (named, record, then, answer) if part)
+
+
+def fake_queue(tmp_path: Path, sacct: list[str] = (), squeue: list[str] = ()) -> tuple[dict, Path]:
+    """squeue and sacct (fake_tools, in tmp_path/bin) that print these lines, as the orchestrator asks for them
+    ("70_0 PENDING", "70_0|COMPLETED"), each call logged as "<command> <arguments>" in tmp_path/calls. Returns
+    (environment, the log)."""
+    log = tmp_path / "calls"
+
+    def answering(name: str, lines: list[str]) -> str:
+        return f'echo "{name} $*" >> "{log}"\n' + "".join(f"echo '{line}'\n" for line in lines)
+
+    return fake_tools(tmp_path / "bin", sacct=answering("sacct", sacct), squeue=answering("squeue", squeue)), log
+
+
 def fake_slurm_site(tmp_path: Path, commands: dict[str, str], profile_text: str = "",
                     profile_name: str = "p.toml") -> tuple[dict, Path, Path]:
     """A Slurm site faked at the subprocess boundary, for the unit tests: `commands` (name -> bash body) on PATH beside
-    an sbatch that numbers its jobs 4001, 4002, ... and records each call's arguments, one line per call; empty
-    framework environments (submission checks that their interpreters exist) and a profile naming them, then
-    `profile_text`. SLURM_CONF is left out of the environment, so nothing reaches a real cluster. Returns
-    (environment, the file of sbatch calls, the profile)."""
-    bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
+    fake_sbatch's sbatch (unless `commands` has its own), which numbers its jobs 4001, 4002, ... and records each
+    call's arguments, one line per call; empty framework environments (submission checks that their interpreters
+    exist) and a profile naming them, then `profile_text`. SLURM_CONF is left out of the environment, so nothing
+    reaches a real cluster. Returns (environment, the file of sbatch calls, the profile)."""
     calls = tmp_path / "sbatch_calls.txt"
-    sbatch = f'echo "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((4000 + n))"\n'
-    for name, body in {"sbatch": sbatch, **commands}.items():
-        (bin_dir / name).write_text("#!/bin/bash\n" + body)
-        (bin_dir / name).chmod(0o755)
+    env = fake_tools(tmp_path / "fakebin", **{"sbatch": fake_sbatch(calls), **commands})
+    env.pop("SLURM_CONF", None)
     env_dir = tmp_path / "envs"
     for framework in ("jax", "torch"):
         (env_dir / framework / "bin").mkdir(parents=True)
@@ -455,6 +568,4 @@ def fake_slurm_site(tmp_path: Path, commands: dict[str, str], profile_text: str 
         (env_dir / framework / "bin" / "python").write_text("")
     profile = tmp_path / profile_name
     profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n{profile_text}")
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    env.pop("SLURM_CONF", None)
     return env, calls, profile

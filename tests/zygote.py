@@ -1,4 +1,4 @@
-"""A server that runs `python ARGV` for the tests without starting an interpreter each time (issue 28).
+"""A server that runs `python ARGV` for the tests without starting an interpreter each time.
 
 Of the 66.5 CPU-minutes a test run spent in Python processes, 14 went to about 700 calls of the command line, most
 of each call importing the same libraries (dp-accounting's import alone took 0.96 to 1.4 s under `python -X

@@ -1,4 +1,4 @@
-"""The JAX backend with the mixed policy it had before autocast's (issue 29, defect 2), for the test that shows the
+"""The JAX backend with the mixed policy it had before autocast's, for the test that shows the
 certificate catches it: every parameter and the input cast to bfloat16 inside the step, so every layer, the layer
 norms and the residual stream included, computes in bfloat16.
 

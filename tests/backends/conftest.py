@@ -1,5 +1,4 @@
 import pytest
-from helpers import missing_envs
 
 
 def pytest_collection_modifyitems(config, items):
@@ -9,8 +8,5 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def framework_envs():
-    missing = missing_envs()
-    if missing:
-        # Not a skip: `make test` builds the environments first, so their absence is a broken setup.
-        pytest.fail(f"framework environments missing: {', '.join(missing)}; run `make setup`", pytrace=False)
+def backends_run_in_the_framework_environments(framework_envs):
+    """Every test here runs a framework: the environments must exist (tests/conftest.py)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import BRIEF_TIMING, REPO_ROOT, env_python, metric, run_in_env, wait_until, write_mnist_folder
+from helpers import BRIEF_TIMING, REPO_ROOT, curve, env_python, metric, run_in_env, wait_until, write_mnist_folder
 
 from bench_contract.measure.device import cpu_model
 from bench_contract.results import read_task_table
@@ -39,7 +39,7 @@ def make_spec(framework: str, tmp_path: Path, **overrides) -> JobSpec:
 
 
 @pytest.fixture(scope="module")
-def both(tmp_path_factory):
+def first_runs(tmp_path_factory):
     """One short digits run per framework from the same initial weights file. JAX compiles its step from source, as
     in a user's first run: the suite's persistent compilation cache (tests/cluster_run.py) is off, so that the
     compile time apart from the steps is a real compilation's."""
@@ -53,31 +53,31 @@ def both(tmp_path_factory):
     return frames
 
 
-def test_same_weights_same_data_same_losses(both):
+def test_same_weights_same_data_same_losses(first_runs):
     """Identical initial weights and batch order: the two loss curves coincide step by step."""
-    losses = {fw: df[df.metric == "train_loss"].sort_values("step")["value"].to_numpy() for fw, df in both.items()}
+    losses = {fw: curve(df) for fw, df in first_runs.items()}
     assert len(losses["jax"]) == len(losses["torch"]) == 2 * (1257 // 32)
     assert losses["jax"][0] == pytest.approx(losses["torch"][0], rel=1e-5)
     np.testing.assert_allclose(losses["jax"], losses["torch"], rtol=1e-3)
     assert losses["jax"][-1] < losses["jax"][0]  # and it learns
-    assert both["jax"].init_weights_sha256.iloc[0] == both["torch"].init_weights_sha256.iloc[0]
+    assert first_runs["jax"].init_weights_sha256.iloc[0] == first_runs["torch"].init_weights_sha256.iloc[0]
 
 
-def test_same_architecture(both):
+def test_same_architecture(first_runs):
     expected = (64 * 512 + 512) + (512 * 512 + 512) + (512 * 10 + 10)
-    assert metric(both["jax"], "parameter_count") == metric(both["torch"], "parameter_count") == expected
+    assert metric(first_runs["jax"], "parameter_count") == metric(first_runs["torch"], "parameter_count") == expected
 
 
-def test_jax_compile_time_is_measured_apart_from_the_steps(both):
+def test_jax_compile_time_is_measured_apart_from_the_steps(first_runs):
     """With no warm-up at all, the first timed step must not contain the compilation.
 
     Step 0 is where a lazy compilation would land; a percentile over 78 steps would hide it, so step 0 is read
     by itself. Compiling inside it would take about compile_time (the same program), and its first call's own
     one-off costs are a small part of that (37 ms against 265 ms here); no compilation is counted in any
     timed step either."""
-    df = both["jax"]
+    df = first_runs["jax"]
     compile_s = metric(df, "compile_time")
-    # Tracing and lowering are part of it, as Dynamo's tracing is of PyTorch's (issue 29, defect 9): XLA's
+    # Tracing and lowering are part of it, as Dynamo's tracing is of PyTorch's: XLA's
     # compilation alone left out about a fifth of the MLP's.
     assert metric(df, "lowering_time") > 0 and metric(df, "xla_compile_time") > 0
     assert compile_s == metric(df, "lowering_time") + metric(df, "xla_compile_time")
@@ -87,8 +87,8 @@ def test_jax_compile_time_is_measured_apart_from_the_steps(both):
     assert metric(df, "timed_steps") == 2 * (1257 // 32)
 
 
-def test_rows_carry_their_provenance(both):
-    for framework, df in both.items():
+def test_rows_carry_their_provenance(first_runs):
+    for framework, df in first_runs.items():
         first = df.iloc[0]
         assert first.device_kind == "cpu" and first.device_model == cpu_model()
         assert first.framework == framework and first.hostname and first.python_version
@@ -98,11 +98,11 @@ def test_rows_carry_their_provenance(both):
         assert first.framework_version.split("+")[0] == versions[framework]
         assert first.data_source == "real"
         assert (df.campaign == "test").all() and (df.cell_id == f"{framework}-cell").all()
-    assert both["jax"].precision_policy.iloc[0] == both["torch"].precision_policy.iloc[0]
+    assert first_runs["jax"].precision_policy.iloc[0] == first_runs["torch"].precision_policy.iloc[0]
 
 
-def test_metrics_are_sane(both):
-    for df in both.values():
+def test_metrics_are_sane(first_runs):
+    for df in first_runs.values():
         assert metric(df, "throughput") > 0
         assert 0 < metric(df, "step_time_p50") <= metric(df, "step_time_p99")
         assert metric(df, "peak_host_rss") > 50e6
@@ -182,7 +182,7 @@ def test_a_failure_is_reported_and_writes_no_result(framework, tmp_path):
 
 def test_a_training_spec_with_channels_last_is_refused_rather_than_run_contiguous(tmp_path):
     """channels_last is built for inference only; a hand-written training spec asking for it would be recorded as
-    channels_last (framework_options) and run contiguous. (torch.compile trains since #15.)"""
+    channels_last (framework_options) and run contiguous. (torch.compile trains too.)"""
     spec = make_spec("torch", tmp_path, channels_last=True)
     proc = run_backend("torch", spec, tmp_path)
     assert proc.returncode == 1

@@ -1,4 +1,4 @@
-"""Both frameworks compute on the task's CPUs and no others (#14): the real backends, each in its own environment,
+"""Both frameworks compute on the task's CPUs and no others: the real backends, each in its own environment,
 bound by their entry points as Slurm's --cpus-per-task says, and what they record of it."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ PROBES = {
 }
 
 
-def probe(framework: str, cpus: int) -> dict:
+def bound_probe(framework: str, cpus: int) -> dict:
     code = PROBE.format(framework=framework, **PROBES[framework])
     proc = subprocess.run([str(env_python(framework)), "-c", code], check=False, capture_output=True, text=True,
                           timeout=300, env=task_env(cpus), cwd=REPO_ROOT)
@@ -89,10 +89,10 @@ def test_a_framework_bound_to_one_cpu_computes_on_one_cpu(framework):
     """JAX ignores OMP_NUM_THREADS, so the binding is what keeps XLA's pool on the task's CPUs: bound to one
     CPU by SLURM_CPUS_PER_TASK=1, no thread of the process may run elsewhere and the matmul's CPU time is at
     most its wall time (unbound on two idle CPUs: nearly twice)."""
-    one = probe(framework, 1)
+    one = bound_probe(framework, 1)
     assert one["ratio"] <= 1.05, one
     assert one["cpus"] == USABLE[:1]
     if framework == "torch":
         assert one["threads"] == 1
     else:  # XLA sized its pool from the mask: fewer threads than when bound to two CPUs (jaxlib 0.10.2: 13 and 17)
-        assert one["threads"] < probe(framework, 2)["threads"]
+        assert one["threads"] < bound_probe(framework, 2)["threads"]

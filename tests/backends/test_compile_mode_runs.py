@@ -1,4 +1,4 @@
-"""A compiled PyTorch row's mode is the mode torch.compile was given, not only the spec's word for it (issue 29:
+"""A compiled PyTorch row's mode is the mode torch.compile was given, not only the spec's word for it (once,
 the unit test of the label read the spec back; compiled inference called torch.compile without the mode, so a
 reduce-overhead or max-autotune inference row ran the default mode under the other's name).
 

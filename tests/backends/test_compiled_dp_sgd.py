@@ -1,4 +1,4 @@
-"""Compiled PyTorch DP-SGD under Poisson sampling (issue 29, defect 1): at their drawn sizes Dynamo recompiled the
+"""Compiled PyTorch DP-SGD under Poisson sampling: at their drawn sizes Dynamo recompiled the
 step at every new batch size ("expected 35, actual 26") until its recompile limit (8), then ran it eagerly, with
 the first timed steps taking seconds each, under a row that still said torch.compile. Now the compiled step takes
 one shape, as JAX's does: each Poisson batch is padded to it and the padding masked out."""
@@ -7,7 +7,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, env_python
+from helpers import REPO_ROOT, curve, env_python
 from test_backends import make_spec, run_backend
 
 from bench_contract.results import read_task_table
@@ -18,7 +18,7 @@ TRAIN_SAMPLES, BATCH = 1257, 32  # digits' training split
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def compiled_runs(tmp_path_factory):
     """Eager and compiled PyTorch, and JAX, on the same Poisson batches, without noise (so they take one path)."""
     tmp = tmp_path_factory.mktemp("compiled_dp")
     budget = privacy.budget(TRAIN_SAMPLES, BATCH, 1, 0.0, None)
@@ -33,24 +33,20 @@ def runs(tmp_path_factory):
     return frames
 
 
-def values(df, metric):
-    return df[df.metric == metric].sort_values("step")["value"].to_numpy()
+def test_the_compiled_step_never_recompiles_in_its_timed_steps(compiled_runs):
+    compiled = compiled_runs["compiled"]
+    assert len(set(curve(compiled, "drawn_batch_size"))) > 8  # more sizes than Dynamo's recompile limit
+    assert curve(compiled, "recompilations_timed").tolist() == [0]
+    assert curve(compiled, "padded_batch_size").tolist() == [padded_batch_size(TRAIN_SAMPLES, BATCH)]
+    assert "padded_batch_size" not in set(compiled_runs["eager"].metric)  # eager runs each batch as drawn
 
 
-def test_the_compiled_step_never_recompiles_in_its_timed_steps(runs):
-    compiled = runs["compiled"]
-    assert len(set(values(compiled, "drawn_batch_size"))) > 8  # more sizes than Dynamo's recompile limit
-    assert values(compiled, "recompilations_timed").tolist() == [0]
-    assert values(compiled, "padded_batch_size").tolist() == [padded_batch_size(TRAIN_SAMPLES, BATCH)]
-    assert "padded_batch_size" not in set(runs["eager"].metric)  # eager runs each batch as drawn
-
-
-def test_padded_compiled_steps_take_the_eager_steps_and_jaxs(runs):
+def test_padded_compiled_steps_take_the_eager_steps_and_jaxs(compiled_runs):
     """The padding adds no loss and no gradient: the three loss curves coincide. rtol: float32 rounding of fused
     kernels against unfused ones, a few ulps per step compounded over 39 steps at lr 0.5 (compiled against eager
     on the MLP measured within 6e-7; tests/backends/test_compiled_schedule.py), and JAX's XLA kernels against
     oneDNN's as in tests/backends/test_poisson_backends.py."""
-    eager, compiled, jax = (values(runs[name], "train_loss") for name in ("eager", "compiled", "jax"))
+    eager, compiled, jax = (curve(compiled_runs[name], "train_loss") for name in ("eager", "compiled", "jax"))
     assert len(eager) == len(compiled) == TRAIN_SAMPLES // BATCH
     np.testing.assert_allclose(compiled, eager, rtol=1e-5)
     np.testing.assert_allclose(compiled, jax, rtol=1e-3)

@@ -1,4 +1,4 @@
-"""PyTorch's DP-SGD step moves nothing between host and device (issue 29): it copied a Python float (the batch's
+"""PyTorch's DP-SGD step moves nothing between host and device: it copied a Python float (the batch's
 size) to the device every step, which on CUDA blocks the host until the copy is done and defeats the pipelining
 that throughput_pipelined measures. On the CPU the copy costs nothing, so the test reads the dispatched operations:
 no tensor made from host data (aten.lift_fresh, what torch.tensor(3.0) dispatches) and no value read back

@@ -93,7 +93,7 @@ def test_every_training_cell_has_an_intensity_and_a_bound(training):
 
 def test_through_the_comparison_every_mfu_is_above_0_and_at_most_1_against_one_peak_and_bandwidth(
         training_run, tmp_path):
-    """#14: each backend divides by its own CPU calibration, so its own MFU can pass 1 and its roofline differs
+    """Each backend divides by its own CPU calibration, so its own MFU can pass 1 and its roofline differs
     from the other's. Collected and compared, both runs divide by one peak and one bandwidth of the device, every
     MFU lies in (0, 1], and both frameworks (bound to the same CPUs) share one comparison row."""
     from orchestrator.results.collect import merge

@@ -1,5 +1,5 @@
 """The DP-trainable ResNets (resnet18_gn, resnet50_gn): the batch-norm ResNets with GroupNorm in place of every
-batch norm, so that per-sample gradients are defined (issue #16).
+batch norm, so that per-sample gradients are defined.
 
 - each framework's GroupNorm layer equals GroupNorm written in numpy (min(32, C) groups, eps 1e-5, the variance
   as the mean of squared deviations), on an input where Flax's defaults (eps 1e-6, E[x^2] - E[x]^2) would not;
@@ -16,9 +16,9 @@ every model `validate` checks, these included.
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import REPO_ROOT, metric, run_cli, run_in_env
+from helpers import REPO_ROOT, curve, metric, run_cli, run_in_env
 from test_backends import FRAMEWORKS
-from test_training_models import PER_SAMPLE_TOLERANCE, curve, train_both
+from test_training_models import PER_SAMPLE_TOLERANCE, train_both
 
 from bench_contract.models.vision import GROUP_NORM_EPS, GROUP_NORM_VARIANTS
 from orchestrator.plan import catalog

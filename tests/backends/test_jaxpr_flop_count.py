@@ -102,7 +102,7 @@ print(json.dumps(out))
 """
 
 
-def counts(framework: str, code: str) -> dict:
+def flop_counts(framework: str, code: str) -> dict:
     proc = subprocess.run([str(env_python(framework)), "-c", code, json.dumps([BATCH, MODELS])], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=600,
                           env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"})
@@ -112,12 +112,12 @@ def counts(framework: str, code: str) -> dict:
 
 @pytest.fixture(scope="module")
 def jax_counts():
-    return counts("jax", JAX_COUNTS)
+    return flop_counts("jax", JAX_COUNTS)
 
 
 @pytest.fixture(scope="module")
 def torch_counts():
-    return counts("torch", TORCH_COUNTS)
+    return flop_counts("torch", TORCH_COUNTS)
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -1,11 +1,11 @@
-"""The language model `gpt` (issue 33) in both frameworks, from the same weights and the same byte windows of real
+"""The language model `gpt` in both frameworks, from the same weights and the same byte windows of real
 text files: the same next-token losses step by step, GPT-2's parameter count, and the rows a language model adds
 (tokens/s, the analytic model FLOPs, the attention kernel each framework ran)."""
 
 import numpy as np
 import pytest
-from helpers import metric, write_text_folder
-from test_training_models import curve, train_both
+from helpers import curve, metric, write_text_folder
+from test_training_models import train_both
 
 from bench_contract.data.loading import load_dataset
 from bench_contract.models import language

@@ -1,4 +1,4 @@
-"""Mixed-precision and compiled PyTorch training in the real backends (#15), from the same initial weights and
+"""Mixed-precision and compiled PyTorch training in the real backends, from the same initial weights and
 batches (digits, the MLP, batch 32, two epochs: 78 steps).
 
 Tolerances, measured on this machine (x86 CPU, jaxlib 0.10.2, torch 2.14.1) and stated relative to each
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import BRIEF_TIMING, REPO_ROOT, metric, run_in_env
+from helpers import BRIEF_TIMING, REPO_ROOT, curve, metric, run_in_env
 
 from bench_contract.results import read_task_table
 from bench_contract.spec import JobSpec
@@ -46,21 +46,17 @@ def run(framework: str, tmp_path: Path, **overrides) -> subprocess.CompletedProc
     return run_in_env(framework, "-m", f"{framework}_backend.run", str(path), cwd=Path.cwd())
 
 
-def rows(framework: str, tmp_path: Path, **overrides) -> pd.DataFrame:
+def mixed_rows(framework: str, tmp_path: Path, **overrides) -> pd.DataFrame:
     proc = run(framework, tmp_path, **overrides)
     assert proc.returncode == 0, proc.stderr[-2000:]
     name = f"{framework}-{overrides.get('precision', 'fp32')}-{'compiled' if overrides.get('torch_compile') else 'eager'}"
     return read_task_table(tmp_path / f"{name}.parquet").to_pandas()
 
 
-def curve(df: pd.DataFrame, name: str = "train_loss") -> np.ndarray:
-    return df[df.metric == name].sort_values("step")["value"].to_numpy()
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("mixed")
-    return {(fw, precision): rows(fw, tmp_path, precision=precision)
+    return {(fw, precision): mixed_rows(fw, tmp_path, precision=precision)
             for precision in ("fp32", "bf16", "fp16") for fw in ("jax", "torch")}
 
 
@@ -89,7 +85,7 @@ def test_fp16_loss_scale_history_is_equal_and_skipped_steps_are_recorded(runs):
 
 
 def test_compiled_pytorch_takes_eager_losses_and_its_compilation_is_apart(runs, tmp_path):
-    compiled = rows("torch", tmp_path, torch_compile=True)
+    compiled = mixed_rows("torch", tmp_path, torch_compile=True)
     np.testing.assert_allclose(curve(compiled), curve(runs["torch", "fp32"]), rtol=1e-5)
     compile_s = metric(compiled, "compile_time")
     steps_ms = compiled[compiled.metric == "step_time"]["value"]

@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import REPO_ROOT, run_in_env
+from helpers import REPO_ROOT, prefixed, run_in_env
 from test_backends import make_spec, run_backend
 from test_parallel_training_options import run_ranks
 
@@ -40,7 +40,7 @@ def assert_close(actual: dict, expected: dict, what: str) -> None:
 
 
 @pytest.fixture(scope="module", params=MODELS, ids=[model for _, model in MODELS])
-def probe(request, tmp_path_factory):
+def opacus_run(request, tmp_path_factory):
     benchmark, model = request.param
     path = tmp_path_factory.mktemp("opacus") / f"{model}.npz"
     proc = run_in_env("torch", str(REPO_ROOT / "tests" / "backends" / "opacus_probe.py"), benchmark, model, str(path),
@@ -50,24 +50,21 @@ def probe(request, tmp_path_factory):
         return model, {k: f[k] for k in f.files}
 
 
-def group(arrays, prefix):
-    return {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + "/")}
-
-
-def test_opacus_clipped_sum_and_update_equal_torch_func(probe):
-    model, arrays = probe
+def test_opacus_clipped_sum_and_update_equal_torch_func(opacus_run):
+    model, arrays = opacus_run
     assert (arrays["norms"] > CLIP_NORM).all(), "every example must be clipped, or clipping is not compared"
-    torchfunc, opacus = group(arrays, "torchfunc"), group(arrays, "opacus")
+    torchfunc, opacus = prefixed(arrays, "torchfunc"), prefixed(arrays, "opacus")
     assert torchfunc.keys() == opacus.keys() and torchfunc
     assert_close(opacus, torchfunc, model)
     assert float(arrays["loss/opacus"]) == pytest.approx(float(arrays["loss/torchfunc"]), rel=ENGINE_TOLERANCE)
-    assert_close(group(arrays, "step_opacus"), group(arrays, "step_torchfunc"), f"{model} after one noised update:")
+    assert_close(prefixed(arrays, "step_opacus"), prefixed(arrays, "step_torchfunc"),
+                 f"{model} after one noised update:")
 
 
-def test_opacus_hooks_stay_out_of_the_per_example_loop(probe):
-    model, arrays = probe
+def test_opacus_hooks_stay_out_of_the_per_example_loop(opacus_run):
+    model, arrays = opacus_run
     assert not arrays["loop_left_grad_samples"].any(), f"{model}: the loop ran Opacus's per-sample hooks"
-    assert_close(group(arrays, "after_step_loop"), group(arrays, "loop"), model)
+    assert_close(prefixed(arrays, "after_step_loop"), prefixed(arrays, "loop"), model)
 
 
 def task_context(path):

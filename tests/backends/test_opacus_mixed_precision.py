@@ -1,4 +1,4 @@
-"""Opacus in bf16 (issue 29's matrix): its expanded weights fail under autocast, since their backward multiplies the
+"""Opacus in bf16: its expanded weights fail under autocast, since their backward multiplies the
 bfloat16 gradient by the float32 weight outside it, so in bf16 the engine runs Opacus's hooks (spec.
 opacus_grad_sample_mode), on the models whose hooks run (not the ResNets: their in-place operations break them).
 Here, in the PyTorch environment: expanded weights still fail (when Opacus fixes them, this test says so), and the

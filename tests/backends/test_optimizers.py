@@ -1,4 +1,4 @@
-"""Optimizers and schedules (#15): every optimizer and schedule takes the same 20 steps in JAX and PyTorch from
+"""Optimizers and schedules: every optimizer and schedule takes the same 20 steps in JAX and PyTorch from
 the same initial weights. Run by tests/backends/optimizer_probe.py in each framework's environment, through
 each backend's own build_optimizer (jax_backend.optim, torch_backend.optim).
 
@@ -37,7 +37,7 @@ STEPS_RTOL = 1e-8  # losses, and weights relative to each tensor's largest entry
 
 
 @pytest.fixture(scope="module")
-def probes(tmp_path_factory):
+def optimizer_probes(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("optimizers")
     out = {}
     for framework in FRAMEWORKS:
@@ -56,25 +56,25 @@ def test_every_optimizer_and_schedule_is_probed():
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_the_update_formulas_agree(probes, case):
-    jax_fixed, torch_fixed = probes["jax"][f"{case}/fixed"], probes["torch"][f"{case}/fixed"]
+def test_the_update_formulas_agree(optimizer_probes, case):
+    jax_fixed, torch_fixed = optimizer_probes["jax"][f"{case}/fixed"], optimizer_probes["torch"][f"{case}/fixed"]
     np.testing.assert_allclose(jax_fixed, torch_fixed, rtol=0, atol=FIXED_ATOL)
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_the_losses_of_20_steps_agree(probes, case):
-    jax_losses, torch_losses = probes["jax"][f"{case}/losses"], probes["torch"][f"{case}/losses"]
+def test_the_losses_of_20_steps_agree(optimizer_probes, case):
+    jax_losses, torch_losses = optimizer_probes["jax"][f"{case}/losses"], optimizer_probes["torch"][f"{case}/losses"]
     assert len(torch_losses) == STEPS == 20 and np.all(np.isfinite(torch_losses))
     assert jax_losses.dtype == torch_losses.dtype == np.float64
     np.testing.assert_allclose(jax_losses, torch_losses, rtol=STEPS_RTOL)
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_the_steps_moved_the_weights_alike(probes, case):
+def test_the_steps_moved_the_weights_alike(optimizer_probes, case):
     """The weights after 20 steps, every optimizer (float64: Adam's magnified rounding stays far below 1e-8)."""
-    names = [k for k in probes["torch"] if k.startswith(f"{case}/") and k.count("weight")]
+    names = [k for k in optimizer_probes["torch"] if k.startswith(f"{case}/") and k.count("weight")]
     assert names
     for name in names:
-        torch_weights = probes["torch"][name]
-        np.testing.assert_allclose(probes["jax"][name], torch_weights, rtol=0,
+        torch_weights = optimizer_probes["torch"][name]
+        np.testing.assert_allclose(optimizer_probes["jax"][name], torch_weights, rtol=0,
                                    atol=STEPS_RTOL * np.abs(torch_weights).max(), err_msg=name)

@@ -1,9 +1,9 @@
-"""#15's training options in use cases 2, 3 and 4, really run: the processes of each backend on this machine,
-started as srun starts them (rank, world size and coordinator in Slurm's variables), with the options the planner
-accepts there: AdamW with warm-up and cosine (2, two processes), Adam, which DP-SGD makes DP-Adam (3 on one
-process, 4 on two), bf16 mixed precision and compiled PyTorch (all three). Use case 1 with these options is
-tested in test_optimizer_cells and test_mixed_precision_training, use case 3 with Adam in fp32 eager in
-test_optimizer_cells; what the planner refuses in these use cases is tested in
+"""The training options (optimizers, schedules, precisions, PyTorch modes) in use cases 2, 3 and 4, really run: the
+processes of each backend on this machine, started as srun starts them (rank, world size and coordinator in Slurm's
+variables), with the options the planner accepts there: AdamW with warm-up and cosine (2, two processes), Adam, which
+DP-SGD makes DP-Adam (3 on one process, 4 on two), bf16 mixed precision and compiled PyTorch (all three). Use case 1
+with these options is tested in test_optimizer_cells and test_mixed_precision_training, use case 3 with Adam in fp32
+eager in test_optimizer_cells; what the planner refuses in these use cases is tested in
 tests/unit/test_training_options_by_use_case.py.
 
 One cell per use case and framework, on the tiny digits MLP, one epoch at global batch 32 (16 a process on two).
@@ -27,7 +27,7 @@ CELLS = {
     2: {"optimizer": "adamw", "learning_rate": 0.001, "weight_decay": 0.01, "lr_schedule": "warmup_cosine",
         "lr_warmup_steps": 3, "lr_decay_steps": 30},
     # DP-SGD samples as the planner plans it: Poisson batches, a new size nearly every step, which a compiled
-    # step must take without recompiling (issue 29, defect 1).
+    # step must take without recompiling.
     3: {"optimizer": "adam", "learning_rate": 0.001, "noise_multiplier": 0.0, "loop_batch_size": 4,
         "sampling": "poisson"},
     4: {"optimizer": "adam", "learning_rate": 0.001, "noise_multiplier": 0.0, "loop_batch_size": 4,
@@ -66,7 +66,7 @@ def run_ranks(framework: str, spec_path, job_id: int, world: int) -> list[subpro
 
 
 @pytest.fixture(scope="module", params=sorted(CELLS))
-def cell(request, tmp_path_factory):
+def parallel_cell(request, tmp_path_factory):
     """use case -> {framework: its rows}; PyTorch compiled, both frameworks in bf16, from the same weights."""
     use_case, tmp_path = request.param, tmp_path_factory.mktemp(f"uc{request.param}")
     frames = {}
@@ -82,8 +82,8 @@ def cell(request, tmp_path_factory):
     return use_case, frames
 
 
-def test_the_options_run_on_their_processes_and_pytorch_compiled_its_step(cell):
-    use_case, frames = cell
+def test_the_options_run_on_their_processes_and_pytorch_compiled_its_step(parallel_cell):
+    use_case, frames = parallel_cell
     for framework, frame in frames.items():
         values = frame[frame.step.isna()].set_index("metric")["value"]
         assert values["world_size"] == WORLD[use_case], framework
@@ -106,8 +106,8 @@ def test_the_options_run_on_their_processes_and_pytorch_compiled_its_step(cell):
     assert sum(int(n) for n in re.findall(r"(?:^|; )(\d+)x ", breaks.note)) == breaks.value, breaks.note
 
 
-def test_both_frameworks_take_the_same_bf16_steps(cell):
-    _, frames = cell
+def test_both_frameworks_take_the_same_bf16_steps(parallel_cell):
+    _, frames = parallel_cell
     losses = {fw: df[df.metric == "train_loss"].sort_values("step")["value"].to_numpy() for fw, df in frames.items()}
     assert len(losses["jax"]) == len(losses["torch"]) == STEPS
     assert losses["jax"][-1] < losses["jax"][0]  # it trains

@@ -10,7 +10,7 @@
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, run_in_env
+from helpers import REPO_ROOT, prefixed, run_in_env
 from test_backends import FRAMEWORKS, make_spec, metric, run_backend
 
 from bench_contract.results import read_task_table
@@ -35,14 +35,10 @@ def probes(tmp_path_factory):
     return out
 
 
-def group(probe, prefix):
-    return {k.split("/", 1)[1]: v for k, v in probe.items() if k.startswith(prefix + "/")}
-
-
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_vmap_per_sample_gradients_equal_a_per_example_loop(probes, framework):
-    vmapped, looped = group(probes[framework], "vmap"), group(probes[framework], "loop")
-    assert vmapped.keys() == looped.keys() == group(probes[framework], "initial").keys()
+    vmapped, looped = prefixed(probes[framework], "vmap"), prefixed(probes[framework], "loop")
+    assert vmapped.keys() == looped.keys() == prefixed(probes[framework], "initial").keys()
     for name in vmapped:
         assert vmapped[name].shape[0] == PROBE_BATCH
         np.testing.assert_allclose(vmapped[name], looped[name], rtol=1e-5, atol=1e-6, err_msg=name)
@@ -51,7 +47,7 @@ def test_vmap_per_sample_gradients_equal_a_per_example_loop(probes, framework):
 
 
 def test_jax_and_pytorch_agree_on_per_sample_gradients(probes):
-    jax_grads, torch_grads = group(probes["jax"], "vmap"), group(probes["torch"], "vmap")
+    jax_grads, torch_grads = prefixed(probes["jax"], "vmap"), prefixed(probes["torch"], "vmap")
     for name in torch_grads:
         np.testing.assert_allclose(jax_grads[name], torch_grads[name], rtol=1e-4, atol=1e-6, err_msg=name)
     norms = np.sqrt(sum((g.reshape(PROBE_BATCH, -1) ** 2).sum(1) for g in torch_grads.values()))
@@ -59,8 +55,8 @@ def test_jax_and_pytorch_agree_on_per_sample_gradients(probes):
 
 
 def test_jax_and_pytorch_agree_on_one_dp_sgd_update(probes):
-    jax_new, torch_new = group(probes["jax"], "updated"), group(probes["torch"], "updated")
-    initial = group(probes["torch"], "initial")
+    jax_new, torch_new = prefixed(probes["jax"], "updated"), prefixed(probes["torch"], "updated")
+    initial = prefixed(probes["torch"], "initial")
     for name in torch_new:
         assert not np.array_equal(torch_new[name], initial[name]), f"{name} was not updated"
         # Compare the updates themselves: the parameters are much larger than one step's change.
@@ -175,10 +171,10 @@ def clipped_sum_reference(per_example: dict, clip_norm: float) -> tuple[dict, np
 def test_the_timed_vectorized_and_loop_clipped_sums_equal_a_per_example_reference(clipped_sums, framework,
                                                                                    benchmark, model):
     probe = clipped_sums[framework, model]
-    reference, norms = clipped_sum_reference(group(probe, "per_example"), CLIP_NORM)
+    reference, norms = clipped_sum_reference(prefixed(probe, "per_example"), CLIP_NORM)
     # The probe batch exercises the clipping: some examples are scaled down, and their factors differ.
     assert (norms > CLIP_NORM).any() and len(set(np.round(norms, 6))) == PROBE_BATCH
-    vectorized, loop = group(probe, "vectorized"), group(probe, "loop")
+    vectorized, loop = prefixed(probe, "vectorized"), prefixed(probe, "loop")
     assert vectorized.keys() == loop.keys() == reference.keys()
     for name, expected in reference.items():
         np.testing.assert_allclose(vectorized[name], expected, rtol=1e-5, atol=1e-7, err_msg=f"vectorized {name}")

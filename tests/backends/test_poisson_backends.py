@@ -77,7 +77,7 @@ def summary(df, metric):
 
 
 def test_both_count_the_timed_steps_drawn_examples_and_say_how_their_loops_ran(poisson_runs):
-    """Issue 63: throughput divided by B, and MFU took the last batch's draw. From each real backend's rows: the
+    """Throughput once divided by B, and MFU took the last batch's draw. From each real backend's rows: the
     throughput is the timed steps' drawn examples over their time, and the FLOPs a step, counted on JAX's padded
     batch and on PyTorch's drawn one, are the same per drawn example."""
     per_drawn = {}

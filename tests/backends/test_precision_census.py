@@ -1,4 +1,4 @@
-"""The precision census as the real backends take it (bench_contract.run.census; issue 29): the dtype each class of
+"""The precision census as the real backends take it (bench_contract.run.census): the dtype each class of
 operation computed in during one training step, read from the traced jaxpr in JAX and from the dispatched ATen
 operations in PyTorch, and the certificate that compares the two in collect."""
 
@@ -47,7 +47,7 @@ def test_the_mlps_bf16_step_computes_alike_in_both(bf16_runs):
 
 
 def test_the_transformers_bf16_steps_compute_alike_in_both(bf16_runs):
-    """Defect 2 of issue 29: JAX's mixed policy cast every parameter to bf16 and ran LayerNorm and the residual
+    """JAX's mixed policy once cast every parameter to bf16 and ran LayerNorm and the residual
     stream in it; PyTorch's autocast leaves them in float32. JAX now runs autocast's policy (jax_backend.autocast)."""
     _, frames = bf16_runs
     jax, torch = census_of(frames, "transformer", "jax"), census_of(frames, "transformer", "torch")
@@ -58,8 +58,9 @@ def test_the_transformers_bf16_steps_compute_alike_in_both(bf16_runs):
 
 
 def test_the_language_models_bf16_steps_compute_alike_in_both(bf16_runs):
-    """Issue 33: the same bf16 policy in both, through the fused attention kernels (SDPA; jax.nn.dot_product_attention)
-    and the logits through the tied embedding (autocast's linear; autocast.tied_logits)."""
+    """The language model: the same bf16 policy in both, through the fused attention kernels (SDPA;
+    jax.nn.dot_product_attention) and the logits through the tied embedding (autocast's linear;
+    autocast.tied_logits)."""
     _, frames = bf16_runs
     jax, torch = census_of(frames, "gpt", "jax"), census_of(frames, "gpt", "torch")
     assert jax == torch

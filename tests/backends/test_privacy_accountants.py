@@ -1,6 +1,6 @@
 """The privacy budget against Opacus's own accountants, in the PyTorch environment where Opacus users meet them:
 the epsilon reported (dp-accounting's PLD accountant) against Opacus's PRV accountant, and the RDP epsilon beside
-it against Opacus's RDP accountant (issue 29)."""
+it against Opacus's RDP accountant."""
 
 import json
 

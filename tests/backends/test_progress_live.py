@@ -1,4 +1,4 @@
-"""A real cell shows its progress while it runs (#19): the digits DP-SGD cell of the demo, in each backend."""
+"""A real cell shows its progress while it runs: the digits DP-SGD cell of the demo, in each backend."""
 
 import json
 import os

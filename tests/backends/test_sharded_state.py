@@ -1,7 +1,7 @@
-"""`--parallelism fsdp` (issue 33): JAX's train step of the language model with its parameters and optimizer state
+"""`--parallelism fsdp`: JAX's train step of the language model with its parameters and optimizer state
 sharded over a mesh of two devices takes the steps of the replicated state, holds half the state per device, and
 evaluates alike; both frameworks' steps communicate as FSDP does, each parameter all-gathered once and each
-gradient reduce-scattered once (issue 63). tests/backends/sharded_state_probe.py runs JAX's two layouts in one
+gradient reduce-scattered once. tests/backends/sharded_state_probe.py runs JAX's two layouts in one
 process with two CPU devices (the compiled path of two processes on two nodes), fsdp_collectives_probe.py
 PyTorch's step on rank 0 of a fake world of two; the two-node runs of both frameworks are in
 tests/integration/test_language_model_on_slurm.py."""

@@ -1,4 +1,4 @@
-"""The digits demo with site environments (#18): a profile points both frameworks at interpreters outside its
+"""The digits demo with site environments: a profile points both frameworks at interpreters outside its
 env_dir (the project's own environments stand in for a site's conda envs), `envs` builds nothing, the local executor
 runs use case 1 in them, and every row says which interpreter ran it and that it was not locked."""
 

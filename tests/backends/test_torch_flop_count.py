@@ -1,4 +1,4 @@
-"""PyTorch's FLOP count of a DP-SGD step (issue 34's rehearsal): torch's formula for a convolution's backward counts
+"""PyTorch's FLOP count of a DP-SGD step: torch's formula for a convolution's backward counts
 the weight gradient of a grouped convolution `groups` times over, and torch.func's per-sample gradients of a
 convolution are one, with a group per example. The CIFAR-10 CNN's DP-SGD step counted 43 times its work, an MFU of
 3.9 on a CPU; each check below fails with torch's own formula."""
@@ -39,14 +39,14 @@ print(json.dumps({"grouped": grouped, "single": single, "dp_sgd": counted_flops(
 """
 
 
-def counts() -> dict:
+def dp_sgd_counts() -> dict:
     out = run_in_env("torch", "-c", COUNTS)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.splitlines()[-1])
 
 
 def test_the_flop_counts_of_a_grouped_convolution_and_of_a_dp_sgd_step_are_their_work():
-    got = counts()
+    got = dp_sgd_counts()
     # A convolution of `groups` groups is that many independent convolutions: exactly that many times the work.
     assert got["grouped"] == 8 * got["single"]
     # A DP-SGD step does the plain step's multiply-adds (the per-example weight gradients sum to the batch's), plus

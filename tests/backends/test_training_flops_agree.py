@@ -1,5 +1,5 @@
-"""Both frameworks count the same FLOPs for one training step of every model of the catalog, in fp32 and bf16
-(issue 63): the count behind MFU is the model's work, never an implementation's. JAX's hand-written attention
+"""Both frameworks count the same FLOPs for one training step of every model of the catalog, in fp32 and bf16:
+the count behind MFU is the model's work, never an implementation's. JAX's hand-written attention
 backward (jax_backend.attention) recomputes q k^T, as the fused kernels do, and that recomputation was counted: GPT's
 step counted one matmul per layer more in JAX than in PyTorch (230,686,720 FLOPs against 226,492,416), and so did the
 ViT's bf16 step; the equality test checked the MNIST MLP only. The models come from the catalog, so a new model is

@@ -10,7 +10,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, env_python, metric, write_graph_file, write_image_folder, write_text_folder
+from helpers import REPO_ROOT, curve, env_python, metric, write_graph_file, write_image_folder, write_text_folder
 from test_backends import FRAMEWORKS, make_spec, run_backend
 
 from bench_contract.models.vision import RANDOM_REGULARISERS
@@ -53,10 +53,6 @@ def train_both(tmp_path, benchmark, model, variant, use_case, **overrides):
         assert proc.returncode == 0, proc.stderr
         frames[framework] = read_task_table(spec.results_path).to_pandas()
     return frames
-
-
-def curve(df):
-    return df[df.metric == "train_loss"].sort_values("step")["value"].to_numpy()
 
 
 @pytest.mark.parametrize("benchmark, model, variant, use_case, rtol", CASES)

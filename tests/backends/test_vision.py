@@ -164,7 +164,7 @@ def test_inference_records_latency_percentiles_throughput_and_memory(inference_r
 def test_jax_inference_compile_time_is_recorded_apart_and_pytorch_eager_claims_none(inference_rows):
     jax_rows, torch_rows = inference_rows["jax"], inference_rows["torch"]
     assert metric(jax_rows, "lowering_time") > 0 and metric(jax_rows, "xla_compile_time") > 0
-    # Tracing and lowering are part of the compile time, as Dynamo's tracing is of PyTorch's (issue 29, defect 9).
+    # Tracing and lowering are part of the compile time, as Dynamo's tracing is of PyTorch's.
     assert metric(jax_rows, "compile_time") == metric(jax_rows, "lowering_time") + metric(jax_rows, "xla_compile_time")
     assert "compile_time" not in set(torch_rows.metric)  # eager PyTorch compiles nothing ahead of time
 

@@ -1,7 +1,7 @@
 """torch.func's vmap runs group norm as a normalisation without weight and bias followed by their multiply and add,
 so under CPU autocast a bfloat16 input came out float32 (promoted by the float32 weight), where group norm returns
 bfloat16 outside vmap and in JAX: DP-SGD with torch.func on a GroupNorm ResNet in bf16 ran its residual stream in
-float32, and its rows were "not comparable: residual stream bfloat16 in JAX, float32 in PyTorch" (issue 29). The
+float32, and its rows were "not comparable: residual stream bfloat16 in JAX, float32 in PyTorch". The
 DP-SGD step now runs a twin of the model whose group norms keep their dtype under vmap (per_sample.vmap_twin)."""
 
 from helpers import probe_json

@@ -11,17 +11,14 @@ import json
 import shlex
 
 import pytest
-from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, run_cli
+from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, fake_tools, run_cli
 
 
 def recording_env(env_dir, record):
     bin_dir = env_dir / "jax" / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
-    python = bin_dir / "python"
     # Arguments: -m jax_backend.run SPECS INDEX; one short append per task is safe from several nodes at once.
-    python.write_text(f'#!/bin/bash\necho "$4" >> {shlex.quote(str(record))}\n')
-    python.chmod(0o755)
+    fake_tools(bin_dir, python=f'echo "$4" >> {shlex.quote(str(record))}\n')
+    (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
 
 
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])

@@ -1,5 +1,5 @@
 """A campaign larger than the user's submit limit, on the real cluster: refused at plan time, in one sentence with
-the numbers, never a traceback, and nothing submitted or half written (issue #22).
+the numbers, never a traceback, and nothing submitted or half written.
 
 The limit is a QOS made for this test alone (MaxSubmitJobsPerUser=2), asked for through the profile's
 extra_sbatch (--qos=...), and deleted at the end. The local cluster does not enforce accounting limits

@@ -1,4 +1,4 @@
-"""Containers on the real local cluster (issue 32): a campaign of two use cases runs each framework's backend inside
+"""Containers on the real local cluster: a campaign of two use cases runs each framework's backend inside
 its image, through a fake `apptainer` (tests/fake_container.py: it checks its arguments and the bound folders, then
 runs the command here, since no container runtime can be installed on our machines), and the rows say which image."""
 

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import REPO_ROOT, metric, run_cli, wait_until
-from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
+
+pytestmark = pytest.mark.usefixtures("framework_envs")  # tests/conftest.py
 
 SINGLE_PROCESS = {2: 1, 4: 3}  # the one-process use case with the same update
 # Few timed runs of the pipelined and per-sample measurements: these tests compare losses, not times.
@@ -74,7 +75,7 @@ def test_two_processes_on_two_nodes_match_one_process(slurm_cluster, use_case, t
     np.testing.assert_allclose(parallel_losses["jax"], parallel_losses["torch"], rtol=1e-4)
     # The FLOPs of the global step do not depend on how it is split: both frameworks count the matmuls of the
     # global step (JAX from the jaxpr, whose shapes are global; PyTorch each rank's shard times the ranks), and
-    # matmuls split exactly over the batch. (XLA's cost analysis, counted before issue 34, also held the SGD
+    # matmuls split exactly over the batch. (XLA's cost analysis, which the count once was, also held the SGD
     # update every device repeats, 2.1% more here.)
     for framework in ("jax", "torch"):
         two, one = (metric(df[df.framework == framework], "flops_per_step") for df in (parallel, single))
@@ -85,7 +86,7 @@ def test_two_processes_on_two_nodes_match_one_process(slurm_cluster, use_case, t
 
 
 # The image models without batch norm (the batch-norm ones are refused data-parallel training; see the catalog).
-# Use case 4 with the GroupNorm ResNet, the DP-trainable one (issue 16).
+# Use case 4 with the GroupNorm ResNet, the DP-trainable one.
 IMAGE_MODELS = [("imagenet", "vit_b_16", 2), ("cifar10", "cnn", 2), ("cifar10", "resnet18_gn", 4)]
 
 

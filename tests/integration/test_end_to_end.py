@@ -9,7 +9,7 @@ import re
 
 import pandas as pd
 import pytest
-from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, missing_envs, run_cli
+from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, run_cli
 
 from bench_contract.measure.device import cpu_model
 
@@ -17,11 +17,7 @@ ACCURACY_FLOOR = 0.95
 MAX_ACCURACY_GAP = 0.015
 
 
-@pytest.fixture(autouse=True)
-def framework_envs():
-    missing = missing_envs()
-    if missing:
-        pytest.fail(f"framework environments missing: {', '.join(missing)}; run `make setup`", pytrace=False)
+pytestmark = pytest.mark.usefixtures("framework_envs")  # tests/conftest.py
 
 
 def launch_and_collect(tmp_path, executor, env=None):

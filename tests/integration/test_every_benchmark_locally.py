@@ -1,4 +1,4 @@
-"""Issue #4's bar: every benchmark runs training (use case 1) and DP-SGD (use case 3) in both frameworks
+"""Every benchmark runs training (use case 1) and DP-SGD (use case 3) in both frameworks
 through the local executor, and the results collect. Synthetic data and tiny variants keep it short; the
 backend tests check that the two frameworks take the same steps, this checks the whole path."""
 

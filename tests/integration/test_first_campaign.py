@@ -11,7 +11,7 @@ import sys
 
 import pandas as pd
 from fake_container import fake_apptainer
-from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, missing_envs, run_cli, write_mnist_folder
+from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, fake_tools, missing_envs, run_cli, write_mnist_folder
 
 SINFO = "a100*|gpu:a100:4(S:0-1)\nh100|gpu:h100:8(S:0-1)\n"
 
@@ -53,16 +53,15 @@ def fake_cluster(tmp_path):
     """PATH with the fake Slurm commands and apptainer; the environment the commands run in."""
     bin_dir = tmp_path / "bin"
     fake_apptainer(bin_dir, tmp_path / "apptainer.log")
+    # sbatch runs each job here, in Python (FAKE_SBATCH): not the recording fake_sbatch of the unit tests.
     (bin_dir / "sbatch").write_text(f"#!{sys.executable}\n{FAKE_SBATCH}")
-    (bin_dir / "sinfo").write_text(f'#!/bin/bash\nif [[ "$*" == *%G* ]]; then printf "{SINFO}"; '
-                                   f'else printf "{SINFO}" | cut -d"|" -f1; fi\n')
-    (bin_dir / "squeue").write_text("#!/bin/bash\nexit 0\n")  # every job has left the queue
-    (bin_dir / "sacct").write_text("#!/bin/bash\nexit 0\n")  # and accounting lists none: the result files say
-    (bin_dir / "scancel").write_text("#!/bin/bash\nexit 0\n")
-    for name in ("sbatch", "sinfo", "squeue", "sacct", "scancel"):
-        (bin_dir / name).chmod(0o755)
-    env = {key: value for key, value in os.environ.items() if key != "SLURM_CONF"}
-    return {**env, "PATH": f"{bin_dir}:{env['PATH']}", "FAKE_SLURM_DIR": str(tmp_path)}
+    (bin_dir / "sbatch").chmod(0o755)
+    env = fake_tools(bin_dir, {key: value for key, value in os.environ.items() if key != "SLURM_CONF"},
+                     sinfo=f'if [[ "$*" == *%G* ]]; then printf "{SINFO}"; else printf "{SINFO}" | cut -d"|" -f1; fi\n',
+                     squeue="exit 0\n",  # every job has left the queue
+                     sacct="exit 0\n",  # and accounting lists none: the result files say
+                     scancel="exit 0\n")
+    return {**env, "FAKE_SLURM_DIR": str(tmp_path)}
 
 
 def university_profile(tmp_path):

@@ -1,6 +1,6 @@
 """What sharding is for, measured on the two nodes of the local Slurm cluster: GPT-2 small (`--variant full`, 124M
 parameters) trained with Adam, replicated (DDP, JAX replicated) and sharded (FSDP2, JAX's FSDP step), and each
-device's peak memory lower when sharded, in both frameworks (issue 33). On a CPU no framework measures a device's
+device's peak memory lower when sharded, in both frameworks. On a CPU no framework measures a device's
 memory, so the peak is each process's peak resident memory (peak_host_rss): a process drives one CPU device. The
 tiny model cannot show it (its state, 138 KB, is lost in a runtime of hundreds of MB), and the full one takes about
 15 minutes of both cores here: `make test-heavy` runs it, `make test` does not."""
@@ -9,10 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import REPO_ROOT, run_cli
-from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
 from test_language_model_on_slurm import LOSS_RTOL, parallelism
 
-pytestmark = pytest.mark.heavy
+pytestmark = [pytest.mark.heavy, pytest.mark.usefixtures("framework_envs")]  # tests/conftest.py
 
 
 def test_sharding_lowers_each_devices_peak_memory_in_both_frameworks(slurm_cluster, tmp_path):

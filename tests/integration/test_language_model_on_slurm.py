@@ -1,4 +1,4 @@
-"""The language model data parallel on the two nodes of the local Slurm cluster, as issue 33 asks a user to run it:
+"""The language model data parallel on the two nodes of the local Slurm cluster, as a user runs it:
 `python main.py --benchmark nlp --models gpt --use-case 2 --parallelism ddp,fsdp --nodes 2 --variant tiny
 --synthetic`, then `collect`. Both layouts (replicated: DDP and JAX replicated; sharded: FSDP2 and JAX's FSDP step)
 in both frameworks must take the losses of one process step by step, sharding must lower the state one device
@@ -8,8 +8,10 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 from helpers import REPO_ROOT, run_cli
-from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
+
+pytestmark = pytest.mark.usefixtures("framework_envs")  # tests/conftest.py
 
 # Two processes each take half of every batch and average their gradients (DDP's all-reduce, FSDP's
 # reduce-scatter, XLA's partitioned reduction): the same mean in another summation order, float32 roundoff of
@@ -21,7 +23,7 @@ COMMON = ("--benchmark", "nlp", "--models", "gpt", "--variant", "tiny", "--synth
           "--min-duration", "0", "--wait")
 
 
-def campaign(results, scripts, *extra, env=None):
+def gpt_campaign(results, scripts, *extra, env=None):
     proc = run_cli(*COMMON, *extra, "--results-dir", str(results), "--scripts-dir", str(scripts), env=env,
                    timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -35,10 +37,10 @@ def parallelism(settings: str) -> str:
 
 
 def test_gpt_replicated_and_sharded_on_two_nodes_take_the_steps_of_one_process(slurm_cluster, tmp_path):
-    parallel, printed = campaign(tmp_path / "p", tmp_path / "ps", "--use-case", "2", "--parallelism", "ddp,fsdp",
+    parallel, printed = gpt_campaign(tmp_path / "p", tmp_path / "ps", "--use-case", "2", "--parallelism", "ddp,fsdp",
                                  "--nodes", "2", "--profile", str(REPO_ROOT / "profiles" / "local_slurm.toml"),
                                  env=slurm_cluster.env)
-    single, _ = campaign(tmp_path / "s", tmp_path / "ss", "--use-case", "1", "--executor", "local")
+    single, _ = gpt_campaign(tmp_path / "s", tmp_path / "ss", "--use-case", "1", "--executor", "local")
     parallel["parallelism"] = parallel.settings.map(parallelism)
     assert set(zip(parallel.framework, parallel.parallelism)) == {(fw, p) for fw in ("jax", "torch")
                                                                   for p in ("ddp", "fsdp")}

@@ -131,7 +131,7 @@ def test_two_node_job_with_gpus(slurm_cluster: SlurmCluster, tmp_path: Path) -> 
 
 def test_a_plan_without_a_profile_asks_this_clusters_slurm_for_its_gpus(slurm_cluster: SlurmCluster,
                                                                         tmp_path: Path) -> None:
-    """Issue 32: the user's own example, without --profile, on a cluster whose nodes have GPUs (the fake GRES of
+    """The user's own example, without --profile, on a cluster whose nodes have GPUs (the fake GRES of
     scripts/local_slurm.sh): one GPU per task on the default partition that has them, and JAX's CUDA build
     (orchestrator.plan.discovery asks the real sinfo here; tests/unit/test_discovery.py fakes it)."""
     from helpers import run_cli

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import run_cli
-from test_end_to_end import framework_envs  # noqa: F401  (autouse: the framework environments must exist)
+
+pytestmark = pytest.mark.usefixtures("framework_envs")  # tests/conftest.py
 
 # (benchmark, learning rate, epochs, accuracy both must reach on the test split; chance is 0.25)
 RUNS = [("nlp", "0.3", "3", 0.6), ("gnn", "0.5", "2", 0.6)]
@@ -49,7 +50,7 @@ def test_local_executor_runs_and_collects(tmp_path, benchmark, learning_rate, ep
 SINGLE_PROCESS = {2: 1, 4: 3}  # the one-process use case with the same update
 
 
-def campaign(results, scripts, benchmark, use_case, *extra, env=None):
+def tiny_campaign(results, scripts, benchmark, use_case, *extra, env=None):
     proc = run_cli("--benchmark", benchmark, "--use-case", str(use_case), "--synthetic", "--variant", "tiny",
                    "--synthetic-samples", "400", "--batch-sizes", "32", "--epochs", "1", "--learning-rate", "0.3",
                    "--noise-multiplier", "0", "--clip-norm", "10", "--loop-batch-size", "4", "--min-iterations", "3",
@@ -66,9 +67,9 @@ def test_two_processes_on_two_nodes_match_one_process(slurm_cluster, tmp_path, b
     """Node ids (gnn) shard like any batch: each process runs the whole graph and keeps its nodes' logits."""
     from helpers import REPO_ROOT
 
-    parallel = campaign(tmp_path / "p", tmp_path / "ps", benchmark, use_case, "--nodes", "2", "--tasks-per-node",
+    parallel = tiny_campaign(tmp_path / "p", tmp_path / "ps", benchmark, use_case, "--nodes", "2", "--tasks-per-node",
                         "1", "--profile", str(REPO_ROOT / "profiles" / "local_slurm.toml"), env=slurm_cluster.env)
-    single = campaign(tmp_path / "s", tmp_path / "ss", benchmark, SINGLE_PROCESS[use_case], "--executor", "local")
+    single = tiny_campaign(tmp_path / "s", tmp_path / "ss", benchmark, SINGLE_PROCESS[use_case], "--executor", "local")
     assert set(parallel.framework) == {"jax", "torch"}
     for framework, rows in parallel.groupby("framework"):
         assert list(rows.loc[rows.metric == "world_size", "value"]) == [2.0], framework

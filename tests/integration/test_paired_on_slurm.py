@@ -21,7 +21,7 @@ def test_a_paired_cell_runs_interleaved_trials_of_both_frameworks_in_one_job(slu
     the 0.03% that 60 trials would need), and a 4-minute job whose warning signal comes 30 s before its limit (up
     to 60 s earlier still, as Slurm sends it) holds fewer: after the first stage (about 35 s here), the pair runs
     the trials that end before the earliest warning at the first stage's pace, one kept in reserve, and the job ends
-    on its own, neither stopped by the warning nor at its limit (issue 31's time budget)."""
+    on its own, neither stopped by the warning nor at its limit (the time budget of --trials auto)."""
     results = tmp_path / "results"
     profile = tmp_path / "profile.toml"
     local = (REPO_ROOT / "profiles" / "local_slurm.toml").read_text()

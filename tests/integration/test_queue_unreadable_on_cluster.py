@@ -1,4 +1,4 @@
-"""#22 "nothing run twice" on the real cluster: while squeue fails, held tasks are "unknown", never finished, and
+"""Nothing run twice on the real cluster: while squeue fails, held tasks are "unknown", never finished, and
 neither resubmit nor the same command again submits anything; once squeue answers they read as pending, and
 released they complete the campaign, each cell once. The tasks run the stand-in backend."""
 
@@ -9,7 +9,7 @@ import subprocess
 from faults import Campaign
 
 from bench.standin_backend import standin_env
-from helpers import run_cli
+from helpers import fake_tools, run_cli
 
 SQUEUE_DOWN = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
 
@@ -24,10 +24,7 @@ def test_held_tasks_are_unknown_while_squeue_fails_and_nothing_is_submitted(slur
     try:
         # A squeue that fails, first on the orchestrator's PATH only.
         failing = tmp_path / "failing"
-        failing.mkdir()
-        (failing / "squeue").write_text(f"#!/bin/bash\necho '{SQUEUE_DOWN}' >&2\nexit 1\n")
-        (failing / "squeue").chmod(0o755)
-        broken = {**run.env, "PATH": f"{failing}:{run.env['PATH']}"}
+        broken = fake_tools(failing, run.env, squeue=f"echo '{SQUEUE_DOWN}' >&2\nexit 1\n")
         status = run_cli("status", "--results-dir", str(run.results), env=broken)
         assert status.returncode == 3, status.stderr  # unknown cells: the exit status says so
         assert status.stdout.count(f"unknown  squeue failed: exit status 1: {SQUEUE_DOWN}") == 2, status.stdout

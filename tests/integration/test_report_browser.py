@@ -118,7 +118,7 @@ def png_size(png: Path) -> tuple[int, int]:
     return width, height
 
 
-def write_cell(root: Path, framework: str, use_case: int, batch: int, metrics: dict, model: str) -> None:
+def write_gpu_cell(root: Path, framework: str, use_case: int, batch: int, metrics: dict, model: str) -> None:
     """One task's result as a backend writes it, with provenance as long as a GPU node's."""
     from bench_contract.results import ResultRows
 
@@ -152,7 +152,7 @@ def test_the_report_fits_the_window_with_no_text_over_text(chromium, tmp_path):
     for framework, speed in (("jax", 1234.5), ("torch", 987.6)):
         for use_case, batch, model in ((1, 256, "mobilenet_v3_small"), (1, 512, "mobilenet_v3_small"),
                                        (3, 64, "vit_b_16"), (5, 1, "efficientnet_b0"), (5, 128, "efficientnet_b0")):
-            write_cell(tmp_path, framework, use_case, batch, {
+            write_gpu_cell(tmp_path, framework, use_case, batch, {
                 "throughput": speed * batch / 64, "step_time_p50": 51.8, "step_time_p95": 60.2,
                 "step_time_p99": 75.9, "test_accuracy": 0.712, "compile_time": 12.5 if framework == "jax" else None,
                 "per_sample_grads_vectorized_time_p50": 25.0, "per_sample_grads_loop_time_p50": 950.0,
@@ -170,7 +170,7 @@ def test_the_report_fits_the_window_with_no_text_over_text(chromium, tmp_path):
     assert int(dom.body["data-texts"]) > 100 and dom.tables >= 4  # the page was laid out and measured
     assert dom.body["data-sideways"] == "0" and dom.body["data-tables-past-the-edge"] == "0"
     assert dom.body["data-overlaps"] == ""
-    # The page opens on the verdicts (issue 31): the first is on the first screen, before any scrolling.
+    # The page opens on the verdicts: the first is on the first screen, before any scrolling.
     assert 0 < float(dom.body["data-first-verdict-bottom"]) <= WINDOW[1]
     png = screenshot(chromium, page, tmp_path / "report.png")
     assert png_size(png) == (WINDOW[0], 1800)

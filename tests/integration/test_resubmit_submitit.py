@@ -9,6 +9,7 @@ import shutil
 import subprocess
 
 from faults import Campaign
+from helpers import fake_tools
 
 from bench.standin_backend import standin_env
 
@@ -43,13 +44,10 @@ def test_a_submitit_array_whose_answer_was_lost_is_found_by_its_name_and_not_run
     standin_env(tmp_path / "envs")
     run = Campaign(tmp_path, slurm_cluster.env, f'env_dir = "{tmp_path / "envs"}"\n')
     args = ("--batch-sizes", "8,16,32", "--synthetic", "--executor", "submitit")
-    lost = tmp_path / "lost"
-    lost.mkdir()
     real = shutil.which("sbatch", path=run.env["PATH"])
-    (lost / "sbatch").write_text(f"#!/bin/bash\n{shlex.quote(real)} \"$@\" > /dev/null || exit $?\n"
-                                 "echo 'sbatch: error: slurm_receive_msg: Socket timed out on send/recv operation'\n")
-    (lost / "sbatch").chmod(0o755)
-    proc = run.launch(*args, env={**run.env, "PATH": f"{lost}:{run.env['PATH']}"})
+    lost = fake_tools(tmp_path / "lost", run.env, sbatch=f"{shlex.quote(real)} \"$@\" > /dev/null || exit $?\n"
+                      "echo 'sbatch: error: slurm_receive_msg: Socket timed out on send/recv operation'\n")
+    proc = run.launch(*args, env=lost)
     assert proc.returncode == 1 and "whether Slurm accepted it is unknown" in proc.stderr, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     [array] = run.manifest["arrays"]

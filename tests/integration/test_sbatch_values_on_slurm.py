@@ -1,4 +1,4 @@
-"""#65 item 5 on the real local cluster: the real sbatch reads the #SBATCH lines of a campaign whose results folder
+"""Script values on the real local cluster: the real sbatch reads the #SBATCH lines of a campaign whose results folder
 holds characters its parser reads (a quote, a #, a double quote and spaces). Before, values were quoted only when
 they held a space: `o'brien` made sbatch fail fatally ("Unmatched `'`"), and `r#1` cut the log path at the #, so
 that every task appended to one log outside the campaign."""

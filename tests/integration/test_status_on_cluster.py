@@ -4,7 +4,7 @@ import shlex
 import shutil
 import subprocess
 
-from helpers import run_cli
+from helpers import fake_tools, run_cli
 
 
 def test_watch_a_campaign_with_a_cancelled_task(slurm_cluster, tmp_path):
@@ -38,9 +38,9 @@ def test_watch_a_campaign_with_a_cancelled_task(slurm_cluster, tmp_path):
 
 
 def test_status_says_unknown_with_exit_3_and_watch_goes_on_until_the_queue_answers(slurm_cluster, tmp_path):
-    """#22: squeue fails (the controller restarting, say) for watch's first polls while real tasks are queued:
-    status exits 3, watch neither ends on the unknown cells nor gives up, and ends 0 once every cell has completed;
-    collect then has each cell once. The tasks run the stand-in backend."""
+    """Nothing lost, nothing run twice: squeue fails (the controller restarting, say) for watch's first polls while
+    real tasks are queued: status exits 3, watch neither ends on the unknown cells nor gives up, and ends 0 once
+    every cell has completed; collect then has each cell once. The tasks run the stand-in backend."""
     from faults import Campaign
 
     from bench.standin_backend import standin_env
@@ -51,16 +51,12 @@ def test_status_says_unknown_with_exit_3_and_watch_goes_on_until_the_queue_answe
     proc = run.launch("--batch-sizes", "16,32", "--synthetic")
     assert proc.returncode == 0, proc.stderr
     real = shutil.which("squeue", path=run.env["PATH"])
-    failing = tmp_path / "failing"
-    failing.mkdir()
     polls = tmp_path / "polls"
-    (failing / "squeue").write_text(
-        f'#!/bin/bash\necho x >> "{polls}"\nif [ "$(wc -l < "{polls}")" -le 4 ]; then\n'
+    env = fake_tools(tmp_path / "failing", run.env, squeue=(
+        f'echo x >> "{polls}"\nif [ "$(wc -l < "{polls}")" -le 4 ]; then\n'
         '  echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2; exit 1\nfi\n'
         f'touch "{gate}"\n'
-        f'exec {shlex.quote(real)} "$@"\n')
-    (failing / "squeue").chmod(0o755)
-    env = {**run.env, "PATH": f"{failing}:{run.env['PATH']}"}
+        f'exec {shlex.quote(real)} "$@"\n'))
 
     status = run_cli("status", "--results-dir", str(run.results), env=env)
     assert status.returncode == 3, status.stdout + status.stderr

@@ -1,4 +1,4 @@
-"""#30 items 1, 2 and 3 on the real local cluster: a real sbatch made slow (a wrapper that calls it, then holds its
+"""Submission faults on the real local cluster: a real sbatch made slow (a wrapper that calls it, then holds its
 answer back, or waits before calling it), a launch stopped while it works, and a queue made unreadable. Every
 array is held (`--hold`), so no task runs; each test cancels its jobs at the end."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from faults import Campaign
 
 from bench.standin_backend import standin_env
-from helpers import REPO_ROOT, default_signals, run_cli, shell_wait_for, wait_until
+from helpers import REPO_ROOT, default_signals, fake_tools, run_cli, shell_wait_for, wait_until
 
 ARGS = ("--batch-sizes", "16,32", "--synthetic")
 SOCKET = "Socket timed out on send/recv operation"
@@ -27,12 +27,8 @@ def held_campaign(tmp_path: Path, env: dict) -> Campaign:
 
 def wrapped(tmp_path: Path, env: dict, name: str, body: str) -> dict:
     """env with a wrapper `name` first on PATH; in `body`, $REAL is the real command."""
-    folder = tmp_path / f"wrapped-{name}"
-    folder.mkdir(exist_ok=True)
     real = shutil.which(name, path=env["PATH"])
-    (folder / name).write_text(f"#!/bin/bash\nREAL={real}\n{body}\n")
-    (folder / name).chmod(0o755)
-    return {**env, "PATH": f"{folder}:{env['PATH']}"}
+    return fake_tools(tmp_path / f"wrapped-{name}", env, **{name: f"REAL={real}\n{body}\n"})
 
 
 def launch_process(run: Campaign, env: dict) -> subprocess.Popen:
@@ -60,7 +56,7 @@ def cancel(run: Campaign, *procs: subprocess.Popen) -> None:
 
 
 def test_a_launch_stopped_while_sbatch_works_leaves_unknown_and_the_rerun_finds_the_job(slurm_cluster, tmp_path):
-    """Item 2: the real sbatch took the array, and its answer was held back when the launch was stopped."""
+    """A stopped launch: the real sbatch took the array, and its answer was held back when the launch was stopped."""
     run = held_campaign(tmp_path, slurm_cluster.env)
     answered = tmp_path / "answered"
     slow = wrapped(tmp_path, run.env, "sbatch", f'out=$("$REAL" "$@"); rc=$?\ntouch {answered}\nsleep 120\n'
@@ -83,7 +79,7 @@ def test_a_launch_stopped_while_sbatch_works_leaves_unknown_and_the_rerun_finds_
 
 
 def test_an_unknown_array_is_not_submitted_again_while_the_queue_cannot_be_read(slurm_cluster, tmp_path):
-    """Item 1: a hung sbatch that in fact took the campaign's only array, then squeue and sacct failing."""
+    """A hung sbatch that in fact took the campaign's only array, then squeue and sacct failing."""
     run = held_campaign(tmp_path, slurm_cluster.env)
     hung = wrapped(tmp_path, run.env, "sbatch", '"$REAL" "$@" >/dev/null\nexec sleep 120')
     hung["ORCHESTRATOR_SBATCH_TIMEOUT_S"] = "3"
@@ -108,7 +104,7 @@ def test_an_unknown_array_is_not_submitted_again_while_the_queue_cannot_be_read(
 
 
 def test_the_array_runs_its_campaigns_own_script_whatever_another_run_writes_meanwhile(slurm_cluster, tmp_path):
-    """Item 3: sbatch reads the script late; meanwhile a dry run of another campaign rewrites slurm_scripts/.
+    """A script read late: sbatch reads it late; meanwhile a dry run of another campaign rewrites slurm_scripts/.
     Slurm keeps the script it was given (`scontrol write batch_script`): it is this campaign's own copy."""
     run = held_campaign(tmp_path, slurm_cluster.env)
     calling, go = tmp_path / "calling", tmp_path / "go"  # sbatch is held until the other run has written

@@ -1,4 +1,4 @@
-"""Two systems in one campaign on the real local cluster, and the chained collect job (#17).
+"""Two systems in one campaign on the real local cluster, and the chained collect job.
 
 The two nodes get different node features for the length of the test (n1 "fakea", n2 "fakeb": fake GPU models),
 and the profile defines one system per feature by constraint. One command runs digits on both: every row names
@@ -13,7 +13,7 @@ import subprocess
 
 import pandas as pd
 import pytest
-from helpers import BRIEF_TIMING_ARGS, missing_envs, run_cli, wait_until
+from helpers import BRIEF_TIMING_ARGS, run_cli, wait_until
 
 from bench_contract.measure.device import cpu_model
 
@@ -21,11 +21,7 @@ FEATURES = {"n1": "fakea", "n2": "fakeb"}
 COLLECT_WAIT_S = 300
 
 
-@pytest.fixture(autouse=True)
-def framework_envs():
-    missing = missing_envs()
-    if missing:
-        pytest.fail(f"framework environments missing: {', '.join(missing)}; run `make setup`", pytrace=False)
+pytestmark = pytest.mark.usefixtures("framework_envs")  # tests/conftest.py
 
 
 def node_features(node: str, env: dict) -> tuple[str, str]:

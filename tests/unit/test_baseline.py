@@ -1,4 +1,4 @@
-"""Baselines (issue 17): a baseline from one campaign; a copy of that campaign whose result files the test rewrites
+"""Baselines: a baseline from one campaign; a copy of that campaign whose result files the test rewrites
 with slower steps is flagged as a regression, with the versions that changed; the unchanged copy is not flagged."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from orchestrator.results.collect import merge
 THROUGHPUTS = {"jax": (1000.0, 1010.0, 990.0), "torch": (800.0, 805.0, 795.0)}
 
 
-def campaign(root: Path, name: str, slower: float = 1.0, versions: dict | None = None,
+def write_campaign(root: Path, name: str, slower: float = 1.0, versions: dict | None = None,
              throughputs: dict = THROUGHPUTS, recompilations: int = 0, nodes: tuple[str, ...] = ("n1",)) -> None:
     """Three trials per framework of one cell, as the backends write them; `slower` stretches every step; trial t
     ran on nodes[t % len(nodes)]."""
@@ -40,9 +40,9 @@ def campaign(root: Path, name: str, slower: float = 1.0, versions: dict | None =
 
 @pytest.fixture
 def results(tmp_path):
-    campaign(tmp_path, "base")
-    campaign(tmp_path, "same")
-    campaign(tmp_path, "slow", slower=1.2, versions={"jax": "1.1"})
+    write_campaign(tmp_path, "base")
+    write_campaign(tmp_path, "same")
+    write_campaign(tmp_path, "slow", slower=1.2, versions={"jax": "1.1"})
     merge(tmp_path, tmp_path / "merged.parquet")
     return tmp_path
 
@@ -69,8 +69,8 @@ def test_a_slowed_campaign_is_flagged_and_the_unchanged_one_is_not(results):
 
 
 def test_a_change_inside_either_sides_noise_or_the_tolerance_is_not_flagged(tmp_path):
-    campaign(tmp_path, "base")
-    campaign(tmp_path, "noisy", throughputs={"jax": (700.0, 1300.0, 1000.0), "torch": (840.0, 845.0, 835.0)})
+    write_campaign(tmp_path, "base")
+    write_campaign(tmp_path, "noisy", throughputs={"jax": (700.0, 1300.0, 1000.0), "torch": (840.0, 845.0, 835.0)})
     merge(tmp_path, tmp_path / "merged.parquet")
     baseline.save(tmp_path, tmp_path / "merged.parquet", "b", ("base",))
     current = baseline.summarize(baseline.read_rows(tmp_path / "merged.parquet", ("noisy",)))
@@ -82,7 +82,7 @@ def test_a_change_inside_either_sides_noise_or_the_tolerance_is_not_flagged(tmp_
 
 
 def test_the_change_s_interval_decides_against_the_tolerance():
-    """Issue 31: a regression only where the whole interval of the change lies below minus the tolerance."""
+    """A regression only where the whole interval of the change lies below minus the tolerance."""
     assert baseline.flag_of(-0.20, (-0.25, -0.051), 0.05) == "regression"
     assert baseline.flag_of(-0.20, (-0.25, -0.049), 0.05) == "inconclusive"  # straddles the tolerance's edge
     assert baseline.flag_of(0.20, (0.051, 0.25), 0.05) == "improvement"
@@ -113,7 +113,7 @@ def test_a_noisy_unchanged_pair_is_not_flagged_and_a_real_ten_percent_slowdown_i
 
 
 def test_runs_on_one_odd_node_are_one_nodes_worth_of_evidence():
-    """Issue 31: the change's interval resamples nodes first, as the speed-up's does. Seven unchanged runs on one
+    """The change's interval resamples nodes first, as the speed-up's does. Seven unchanged runs on one
     node and one 20% slower on another: as eight independent runs the median barely moves (within tolerance); as
     two nodes, one of them 20% slower, the runs cannot say whether the cluster got slower (inconclusive)."""
     rng = np.random.default_rng(0)
@@ -127,7 +127,7 @@ def test_runs_on_one_odd_node_are_one_nodes_worth_of_evidence():
 
 
 def test_a_baseline_keeps_each_runs_node_beside_its_value(tmp_path):
-    campaign(tmp_path, "base", nodes=("n1", "n2"), throughputs={"jax": (1000.0, 900.0, 1010.0)})
+    write_campaign(tmp_path, "base", nodes=("n1", "n2"), throughputs={"jax": (1000.0, 900.0, 1010.0)})
     merge(tmp_path, tmp_path / "merged.parquet")
     baseline.save(tmp_path, tmp_path / "merged.parquet", "b")
     (entry,) = baseline.load(tmp_path, "b")["entries"]
@@ -171,10 +171,10 @@ def test_the_commands_save_and_compare_and_fail_only_when_asked(results):
 
 
 def test_a_campaign_whose_runs_are_not_comparable_is_shown_apart_with_its_reasons_not_judged(tmp_path):
-    """Issue 29: a regression is read off runs that stand for the cell. Runs that recompiled in their timed steps,
+    """A regression is read off runs that stand for the cell. Runs that recompiled in their timed steps,
     or pool two versions of a framework, are listed apart with the certificate's reasons."""
-    campaign(tmp_path, "base")
-    campaign(tmp_path, "recompiled", slower=1.5, recompilations=3)
+    write_campaign(tmp_path, "base")
+    write_campaign(tmp_path, "recompiled", slower=1.5, recompilations=3)
     merge(tmp_path, tmp_path / "merged.parquet")
     baseline.save(tmp_path, tmp_path / "merged.parquet", "b", ("base",))
     judged = baseline.judge_merged(tmp_path, tmp_path / "merged.parquet", "b", "5%")

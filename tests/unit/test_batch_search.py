@@ -1,11 +1,12 @@
 """The largest-batch search: doubling then bisection, out-of-memory failures as data, the plan's rules."""
 
 import pytest
+from helpers import settings
 
 from bench_contract.run.batch_search import Attempt, classify, search
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
-from orchestrator.plan.settings import RunSettings, parse_memory_size
+from orchestrator.plan.settings import parse_memory_size
 
 
 def fits_up_to(largest):
@@ -54,18 +55,11 @@ def test_memory_sizes_parse_like_slurm_and_bad_ones_are_refused():
             parse_memory_size(bad)
 
 
-def settings(**overrides):
-    values = dict(epochs=1, learning_rate=0.1, optimizer="sgd", seed=0, warmup_steps=1, data_source="synthetic",
-                  data_dir=None, synthetic_samples=100, device="cpu", batch_search=True)
-    values.update(overrides)
-    return RunSettings(**values)
-
-
 def test_a_search_cell_starts_at_one_by_default_and_is_named_for_it():
-    cells = matrix.expand("mnist", 1, [], ["mlp"], [], [], settings())
+    cells = matrix.expand("mnist", 1, [], ["mlp"], [], [], settings(batch_search=True))
     assert [c.batch_size for c in cells] == [1, 1]
     assert all("-maxbatch-" in c.cell_id for c in cells)
-    plain = matrix.expand("mnist", 1, [], ["mlp"], [1], [], settings(batch_search=False))
+    plain = matrix.expand("mnist", 1, [], ["mlp"], [1], [], settings())
     assert plain[0].cell_id != cells[0].cell_id
 
 
@@ -76,7 +70,7 @@ def test_a_search_cell_starts_at_one_by_default_and_is_named_for_it():
 ])
 def test_search_requests_that_cannot_run_are_refused(use_case, batches, overrides, message):
     with pytest.raises(UsageError, match=message):
-        matrix.expand("mnist", use_case, [], ["mlp"], batches, [], settings(**overrides))
+        matrix.expand("mnist", use_case, [], ["mlp"], batches, [], settings(batch_search=True, **overrides))
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -86,4 +80,4 @@ def test_search_requests_that_cannot_run_are_refused(use_case, batches, override
 ])
 def test_trace_requests_that_cannot_run_are_refused(overrides, message):
     with pytest.raises(UsageError, match=message):
-        settings(**{"batch_search": False, **overrides})
+        settings(**overrides)

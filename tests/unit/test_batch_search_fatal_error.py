@@ -5,6 +5,7 @@ on a GPU prints allocator warnings with "out of memory" in runs that go on."""
 import subprocess
 
 import pytest
+from helpers import spec
 
 from bench_contract.run import batch_search
 from bench_contract.run.batch_search import SearchError, backend_try
@@ -18,10 +19,10 @@ XLA_WARNING = ("W0000 00:00:1712345678.901234 4242 bfc_allocator.cc:291] Allocat
 LOG = f"loading\n{XLA_WARNING}\n" + "".join(f"step {i}\n" for i in range(10))
 
 
-def cell(tmp_path):
-    return JobSpec(campaign="c", cell_id="jax-search", pair_key="x", framework="jax", benchmark="digits", use_case=1,
-                   model="mlp", batch_size=8, precision="fp32", batch_search=True,
-                   results_path=str(tmp_path / "cell.parquet"), init_weights_path=str(tmp_path / "init.npz"))
+def search_spec(tmp_path):
+    """JAX's digits MLP searching for its largest batch from 8, its weights and results under tmp_path."""
+    return spec(cell_id="jax-search", batch_size=8, batch_search=True, results_path=str(tmp_path / "cell.parquet"),
+                init_weights_path=str(tmp_path / "init.npz"))
 
 
 def one_try(monkeypatch, tmp_path, returncode, stderr, failure_reason=None):
@@ -36,7 +37,7 @@ def one_try(monkeypatch, tmp_path, returncode, stderr, failure_reason=None):
         return subprocess.CompletedProcess(args, returncode, "", stderr)
 
     monkeypatch.setattr(batch_search.subprocess, "run", run)
-    return backend_try(cell(tmp_path), tmp_path)(64)
+    return backend_try(search_spec(tmp_path), tmp_path)(64)
 
 
 def test_an_allocator_warning_in_a_try_that_failed_otherwise_is_not_out_of_memory(monkeypatch, tmp_path):
@@ -86,7 +87,7 @@ def test_a_memory_cap_goes_to_the_gpu_on_a_gpu_and_to_the_address_space_on_a_cpu
     monkeypatch.setattr(batch_search.subprocess, "run", run)
     monkeypatch.setattr(batch_search, "gpus_on_node", lambda: gpus)
     cap = 4 * 2**30
-    spec = JobSpec(**(cell(tmp_path).__dict__ | {"memory_limit_bytes": cap, "device": device}))
+    spec = JobSpec(**(search_spec(tmp_path).__dict__ | {"memory_limit_bytes": cap, "device": device}))
     assert backend_try(spec, tmp_path)(64).fits
     on_gpu = gpus > 0 and device != "cpu"
     assert (seen["preexec_fn"] is None) == on_gpu

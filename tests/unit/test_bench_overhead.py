@@ -10,7 +10,7 @@ from bench.training_overhead_probe import synthetic_samples_for
 from bench_contract.data.loading import synthetic_dataset
 
 
-def probe_stdout(**changes) -> str:
+def overhead_stdout(**changes) -> str:
     data = {"framework": "jax", "mode": "jit", "path": "run_inference", "model": "mlp", "variant": "full", "batch_size": 128, "timed_steps": 100,
             "device": "cpu", "version": "0.0", "harness_ms": [2.0, 3.0, 2.1], "bare_ms": [2.0, 2.0, 2.0]}
     data.update(changes)
@@ -18,13 +18,14 @@ def probe_stdout(**changes) -> str:
 
 
 def test_the_last_result_line_is_read_and_medians_come_from_it():
-    probe = parse_probe_output(probe_stdout())
+    probe = parse_probe_output(overhead_stdout())
     assert (probe.harness, probe.bare) == (2.1, 2.0)
     assert probe.overhead_percent == pytest.approx(5.0)
     assert probe.paired_percent == pytest.approx([0.0, 50.0, 5.0])
 
 
-@pytest.mark.parametrize("stdout", ["no result here\n", probe_stdout(bare_ms=[2.0]), probe_stdout(bare_ms=[0.0, 1.0, 1.0])])
+@pytest.mark.parametrize("stdout", ["no result here\n", overhead_stdout(bare_ms=[2.0]),
+                                    overhead_stdout(bare_ms=[0.0, 1.0, 1.0])])
 def test_unusable_probe_output_is_refused(stdout):
     with pytest.raises(ValueError):
         parse_probe_output(stdout)
@@ -37,13 +38,13 @@ def test_verdict_is_against_two_percent_either_way(percent, expected):
 
 
 def test_rows_show_both_medians_and_the_ratio_with_its_verdict():
-    step_row, ratio_row = rows_for(parse_probe_output(probe_stdout()))
+    step_row, ratio_row = rows_for(parse_probe_output(overhead_stdout()))
     assert step_row.measured == "2.100 / 2.000 ms"
     assert (ratio_row.measured, ratio_row.verdict) == ("+5.00%", "missed by 3.00%")
 
 
 def test_training_rows_name_the_mode_and_the_training_path():
-    step_row, ratio_row = rows_for(parse_probe_output(probe_stdout(framework="torch", mode="compiled",
+    step_row, ratio_row = rows_for(parse_probe_output(overhead_stdout(framework="torch", mode="compiled",
                                                                    path="run_training", batch_size=1024)))
     assert step_row.step.startswith("PyTorch compiled, training mlp batch 1024 fp32 cpu")
     assert "harness (`run_training`)" in step_row.step

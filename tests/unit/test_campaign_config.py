@@ -12,7 +12,7 @@ from helpers import run_cli
 from bench_contract.config import ON_COMMAND_LINE, SETTINGS, CellConfig, ConfigError, option_of
 
 
-def plan(tmp_path, name, *args):
+def dry_run_into(tmp_path, name, *args):
     return run_cli("--dry-run", "--results-dir", str(tmp_path / name), "--scripts-dir", str(tmp_path / f"{name}-s"),
                    *args)
 
@@ -54,17 +54,17 @@ def test_a_value_outside_its_declared_choices_is_refused_with_the_choices(name):
 
 
 def test_every_campaign_writes_its_configuration_and_config_plans_the_same_cells(tmp_path):
-    first = plan(tmp_path, "a", "--benchmark", "digits", "-u", "1,3", "--batch-sizes", "16", "--synthetic",
+    first = dry_run_into(tmp_path, "a", "--benchmark", "digits", "-u", "1,3", "--batch-sizes", "16", "--synthetic",
                  "--learning-rate", "0.05", "--trials", "auto", "--memory-limit", "6G", "--find-max-batch")
     assert first.returncode == 0, first.stderr
     (written,) = (tmp_path / "a").glob("*/campaign.toml")
     text = written.read_text()
     assert "learning_rate = 0.05" in text and "memory_limit_bytes = 6442450944" in text and 'trials = "auto"' in text
-    again = plan(tmp_path, "b", "--config", str(written))
+    again = dry_run_into(tmp_path, "b", "--config", str(written))
     assert again.returncode == 0, again.stderr
     assert cells(tmp_path / "b") == cells(tmp_path / "a")
     # An option beside the file overrides it, the rest comes from the file.
-    changed = plan(tmp_path, "c", "--config", str(written), "--learning-rate", "0.1", "-u", "3")
+    changed = dry_run_into(tmp_path, "c", "--config", str(written), "--learning-rate", "0.1", "-u", "3")
     assert changed.returncode == 0, changed.stderr
     (rewritten,) = (tmp_path / "c").glob("*/campaign.toml")
     assert "learning_rate = 0.1" in rewritten.read_text() and "use_case = [3]" in rewritten.read_text()
@@ -81,21 +81,22 @@ def test_every_campaign_writes_its_configuration_and_config_plans_the_same_cells
 def test_a_campaign_file_that_cannot_be_one_is_refused_in_one_sentence(tmp_path, text, words):
     path = tmp_path / "campaign.toml"
     path.write_text(text)
-    proc = plan(tmp_path, "r", "--config", str(path))
+    proc = dry_run_into(tmp_path, "r", "--config", str(path))
     assert proc.returncode == 2 and words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert not (tmp_path / "r").exists()
 
 
 def test_the_paper_preset_plans_paired_trials_as_many_as_the_interval_needs_and_options_override_it(tmp_path):
-    proc = plan(tmp_path, "paper", "--benchmark", "digits", "--use-case", "1", "--preset", "paper")
+    proc = dry_run_into(tmp_path, "paper", "--benchmark", "digits", "--use-case", "1", "--preset", "paper")
     assert proc.returncode == 0, proc.stderr
     assert [p.name for p in (tmp_path / "paper-s").iterdir()] == ["paired_digits_1.sh"]
     (toml,) = (tmp_path / "paper").glob("*/campaign.toml")
     assert 'trials = "auto"' in toml.read_text() and "paired = true" in toml.read_text()
-    proc = plan(tmp_path, "three", "--benchmark", "digits", "--use-case", "1", "--preset", "paper", "--trials", "3")
+    proc = dry_run_into(tmp_path, "three", "--benchmark", "digits", "--use-case", "1", "--preset", "paper",
+                        "--trials", "3")
     assert proc.returncode == 0, proc.stderr
     (toml,) = (tmp_path / "three").glob("*/campaign.toml")
     assert 'trials = "3"' in toml.read_text() and "paired = true" in toml.read_text()
-    proc = plan(tmp_path, "none", "--benchmark", "digits", "--use-case", "1", "--preset", "papers")
+    proc = dry_run_into(tmp_path, "none", "--benchmark", "digits", "--use-case", "1", "--preset", "papers")
     assert (proc.returncode, proc.stderr.strip()) == (2, "error: --preset 'papers' is not a preset; choose from: paper")
     assert not (tmp_path / "none").exists()

@@ -1,11 +1,11 @@
-"""Campaigns (#19): `campaigns` lists them, dry runs are marked and left out of status by default, and collect,
+"""Campaigns: `campaigns` lists them, dry runs are marked and left out of status by default, and collect,
 report and status take --campaign."""
 
 import json
 import os
 
 import pandas as pd
-from helpers import run_cli, task_file, write_manifest
+from helpers import fake_queue, run_cli, task_file, write_manifest
 
 
 def submitted_campaign(results, name="digits-uc1-20260101T000000-abcd"):
@@ -19,7 +19,7 @@ def submitted_campaign(results, name="digits-uc1-20260101T000000-abcd"):
     return name
 
 
-def dry_run(tmp_path, results, use_case="3"):
+def planned_campaign(tmp_path, results, use_case="3"):
     proc = run_cli("--benchmark", "digits", "--use-case", use_case, "--dry-run", "--results-dir", str(results),
                    "--scripts-dir", str(tmp_path / "scripts"))
     assert proc.returncode == 0, proc.stderr
@@ -28,20 +28,13 @@ def dry_run(tmp_path, results, use_case="3"):
 
 def queue_env(tmp_path):
     """squeue says every task of jobs 70 and 71 is pending; sacct knows nothing more."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "squeue").write_text("#!/bin/bash\n" + "".join(f"echo '{j}_{i} PENDING'\n" for j in (70, 71)
-                                                               for i in range(2)))
-    (bin_dir / "sacct").write_text("#!/bin/bash\n")
-    for name in ("squeue", "sacct"):
-        (bin_dir / name).chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return fake_queue(tmp_path, squeue=[f"{j}_{i} PENDING" for j in (70, 71) for i in range(2)])[0]
 
 
 def test_status_takes_the_newest_submitted_campaign_not_a_newer_dry_run(tmp_path):
     results = tmp_path / "results"
     submitted = submitted_campaign(results)
-    planned = dry_run(tmp_path, results)
+    planned = planned_campaign(tmp_path, results)
     env = queue_env(tmp_path)
     proc = run_cli("status", "--results-dir", str(results), env=env)
     assert proc.returncode == 0, proc.stderr
@@ -53,7 +46,7 @@ def test_status_takes_the_newest_submitted_campaign_not_a_newer_dry_run(tmp_path
 
 def test_only_dry_runs_is_one_sentence_that_names_the_newest(tmp_path):
     results = tmp_path / "results"
-    planned = dry_run(tmp_path, results)
+    planned = planned_campaign(tmp_path, results)
     proc = run_cli("status", "--results-dir", str(results))
     assert proc.returncode == 2
     assert len(proc.stderr.splitlines()) == 1
@@ -66,7 +59,7 @@ def test_only_dry_runs_is_one_sentence_that_names_the_newest(tmp_path):
 def test_two_different_campaigns_named_are_refused(tmp_path):
     results = tmp_path / "results"
     submitted = submitted_campaign(results)
-    planned = dry_run(tmp_path, results)
+    planned = planned_campaign(tmp_path, results)
     proc = run_cli("status", submitted, "--campaign", planned, "--results-dir", str(results))
     assert proc.returncode == 2 and "two campaigns named" in proc.stderr
     unknown = run_cli("status", "--campaign", "nope", "--results-dir", str(results))
@@ -77,7 +70,7 @@ def test_two_different_campaigns_named_are_refused(tmp_path):
 def test_campaigns_lists_each_campaign_and_marks_the_dry_runs(tmp_path):
     results = tmp_path / "results"
     submitted = submitted_campaign(results)
-    planned = dry_run(tmp_path, results)
+    planned = planned_campaign(tmp_path, results)
     env = queue_env(tmp_path)
     proc = run_cli("campaigns", "--results-dir", str(results), env=env)
     assert proc.returncode == 0, proc.stderr

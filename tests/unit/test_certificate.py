@@ -1,15 +1,12 @@
-"""The comparability certificate (issue 29): each comparison row says whether its two sides measured like things,
+"""The comparability certificate: each comparison row says whether its two sides measured like things,
 from what the runs recorded, and a row that is not comparable shows no speed-up, anywhere, only its reasons."""
 
 import re
 
 import pandas as pd
 import pytest
-from helpers import result_context, run_cli
+from helpers import run_cli, spec, write_spec_run
 
-from bench_contract.results import ResultRows
-from bench_contract.run.runner import base_context
-from bench_contract.spec import JobSpec
 from orchestrator.results.compare import comparison_frame, display_rows
 
 DIGITS = "1,257/180/360 train/val/test examples, sha256 4046546367a14303"  # Dataset.fingerprint's words
@@ -24,23 +21,15 @@ LAYER_NORM_FP32 = LAYER_NORM_BF16.replace('"normalisation": ["bfloat16"]', '"nor
 
 def write_run(root, campaign, framework, throughput, version="0.10.2", environment="locked", xla_flags="",
               recompilations=0.0, census=MLP_BF16, data=DIGITS, commit="6feb0d7", matmul_error=1.2e-7):
-    """One task's result file as a backend writes it (identity from a real job spec), with the software and the
-    recompilations in timed steps that the run recorded. xla_flags: the spec's, as a profile gives them to JAX
+    """One task's result file as a backend writes it (write_spec_run), with the software and the recompilations in
+    timed steps that the run recorded. xla_flags: the spec's, as a profile gives them to JAX
     (plan.campaign.write_specs); the run records them as its XLA_FLAGS, as the JAX backend sets them."""
-    values = {"campaign": campaign, "cell_id": f"{framework}-cell", "pair_key": "cell", "framework": framework,
-              "benchmark": "digits", "use_case": 1, "model": "mlp", "batch_size": 32, "precision": "fp32",
-              "xla_flags": xla_flags}
-    spec = JobSpec(**values)
-    context = result_context(**(base_context(spec) | {"environment_kind": environment, "precision_census": census,
-                                                      "data_fingerprint": data, "git_commit": commit}),
-                             device_kind="cpu", device_model="CPU X", bound_cpus=2, intra_op_threads=2,
-                             framework_version=version, xla_flags=xla_flags or "not set")
-    rows = ResultRows(context)
-    rows.add("throughput", throughput, "samples/s")
-    rows.add("recompilations_timed", recompilations, "compilations")
-    rows.add("float32_matmul_error", matmul_error, "relative")
-    rows.write(root / campaign / "rows" / framework / f"{framework}-cell.parquet")
-    return pd.DataFrame(rows.rows).assign(**context)
+    run_spec = spec(framework, campaign=campaign, cell_id=f"{framework}-cell", pair_key="cell", xla_flags=xla_flags)
+    recorded = {"environment_kind": environment, "precision_census": census, "data_fingerprint": data,
+                "git_commit": commit, "framework_version": version, "xla_flags": xla_flags or "not set"}
+    return write_spec_run(root, run_spec, throughput, context=recorded,
+                          metrics={"recompilations_timed": (recompilations, "compilations"),
+                                   "float32_matmul_error": (matmul_error, "relative")})
 
 
 def both(root, campaign, jax=None, torch=None, jax_speed=2000, torch_speed=1000):
@@ -56,7 +45,7 @@ def test_runs_of_one_software_and_no_recompilation_are_comparable(tmp_path):
 
 
 def test_runs_of_different_framework_versions_are_pooled_only_as_not_comparable(tmp_path):
-    """Defect 6: JAX 0.4.30 and PyTorch 2.3 (locked) in campaign a, JAX 0.10.2 and PyTorch 2.9 (site) in b
+    """JAX 0.4.30 and PyTorch 2.3 (locked) in campaign a, JAX 0.10.2 and PyTorch 2.9 (site) in b once
     became one row, runs 2/2, speed-up 1.5 [1.0, 2.0], and nothing said why."""
     old = both(tmp_path, "a", {"version": "0.4.30"}, {"version": "2.3.0"}, torch_speed=1000)
     new = both(tmp_path, "b", {"version": "0.10.2", "environment": "site"}, {"version": "2.9.1", "environment": "site"},
@@ -126,8 +115,8 @@ def test_jax_runs_with_and_without_xla_flags_recorded_are_not_pooled_and_every_f
 
 
 def test_xla_flags_of_a_profile_never_split_the_pair_and_are_shown_beside_it(tmp_path):
-    """Defect 5: a profile's per-model xla_flags reach the JAX specs only, and as a measured setting they split
-    the cell into two rows, runs 1/0 and 0/1, with no speed-up at all."""
+    """A profile's per-model xla_flags reach the JAX specs only, and as a measured setting they once
+    split the cell into two rows, runs 1/0 and 0/1, with no speed-up at all."""
     flags = "--xla_cpu_enable_fast_math=false"
     frame = comparison_frame(pd.concat(both(tmp_path, "a", {"xla_flags": flags}), ignore_index=True))
     assert len(frame) == 1 and frame["runs_jax_torch"].iloc[0] == "1/1" and frame["speedup"].iloc[0] == 2.0
@@ -163,7 +152,7 @@ def test_without_nvml_the_gpu_model_is_the_frameworks_name_for_it():
 
 
 def test_different_precision_censuses_make_the_row_not_comparable_and_name_the_classes(tmp_path):
-    """Defect 2 of issue 29, as the backends record it for the nlp transformer in bf16 on a CPU: JAX casts the
+    """A bf16 policy that differs, as the backends record it for the nlp transformer in bf16 on a CPU: JAX casts the
     LayerNorm's parameters and runs it in bfloat16, PyTorch's autocast leaves it in float32."""
     both(tmp_path, "a", {"census": LAYER_NORM_BF16}, {"census": LAYER_NORM_FP32})
     proc = run_cli("collect", "--results-dir", str(tmp_path))
@@ -192,7 +181,7 @@ def test_census_differences_name_each_class_and_a_class_one_side_never_ran():
 
 
 def test_runs_that_saw_other_data_or_ran_another_harness_commit_are_not_comparable(tmp_path):
-    """Two data folders of different size paired freely, and the harness's own commit was not looked at (issue 63)."""
+    """Two data folders of different size paired freely, and the harness's own commit was not looked at."""
     other = "2,000/180/360 train/val/test examples, sha256 9f1c0b7e22d4a6e1"
     frame = comparison_frame(pd.concat(both(tmp_path, "a", torch={"data": other}), ignore_index=True))
     assert frame["comparable"].iloc[0] == f"runs of different data (JAX {DIGITS}; PyTorch {other})"

@@ -156,7 +156,7 @@ def test_the_device_check_fails_where_a_framework_cannot_see_the_nodes_gpu():
     assert device_check("jax", {"devices": ["cpu:cpu"], "nvml": []}, gpus_per_task=0, on_node=False).ok
 
 
-# --- #19: the CLI people expect: version, completion, panels, a console command, one sentence for bad input ---
+# --- The CLI people expect: version, completion, panels, a console command, one sentence for bad input ---
 
 
 def released() -> str:
@@ -193,7 +193,7 @@ runpy.run_path("main.py", run_name="__main__")
 
 
 def test_a_signal_while_the_command_line_is_imported_is_one_sentence():
-    """#65 item 6, found by the soak: a Ctrl-C in a command's first quarter second, while typer and the commands
+    """Found by the soak: a Ctrl-C in a command's first quarter second, while typer and the commands
     were imported, ended in a KeyboardInterrupt traceback; the signals are now caught before those imports."""
     from helpers import REPO_ROOT, default_signals
 
@@ -221,7 +221,7 @@ runpy.run_path("main.py", run_name="__main__")
 
 
 def test_a_signal_while_a_class_is_made_is_one_sentence(tmp_path):
-    """#65 item 6, found by the soak: a SIGHUP while a launch imported orchestrator.run.executors.base ended in
+    """Found by the soak: a SIGHUP while a launch imported orchestrator.run.executors.base ended in
     "RuntimeError: Error calling __set_name__ on 'Field' instance 'failed' in 'Submission'" and its traceback: the
     stop came wrapped in another error."""
     from helpers import REPO_ROOT, default_signals

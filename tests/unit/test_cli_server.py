@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import MAIN_PY, REPO_ROOT, Zygote, fake_slurm_site, run_cli
+from helpers import MAIN_PY, REPO_ROOT, Zygote, fake_sbatch, fake_slurm_site, run_cli
 from zygote import OURS
 
 
@@ -41,9 +41,7 @@ def test_a_call_sees_its_own_environment_as_a_fresh_interpreter_would(tmp_path, 
     # ORCHESTRATOR_SBATCH_SLOW_S. A server started with the variable set must not pass it to a call whose
     # environment lacks it (as a module that read it at import would), and a call whose environment has it must
     # see it.
-    site = fake_slurm_site(tmp_path, {})
-    slow = tmp_path / "fakebin" / "sbatch"
-    slow.write_text(slow.read_text().replace("#!/bin/bash\n", "#!/bin/bash\nsleep 2\n"))
+    site = fake_slurm_site(tmp_path, {"sbatch": fake_sbatch(tmp_path / "sbatch_calls.txt", "sleep 2\n")})
     args = ["--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", "--profile", str(site[2])]
     monkeypatch.setenv("ORCHESTRATOR_SBATCH_SLOW_S", "0.5")
     server = Zygote("cli", Path(sys.executable))
@@ -59,8 +57,7 @@ def test_a_call_sees_its_own_environment_as_a_fresh_interpreter_would(tmp_path, 
 
 
 def test_a_call_past_its_timeout_is_killed_and_the_next_call_runs(tmp_path):
-    site = fake_slurm_site(tmp_path, {})
-    (tmp_path / "fakebin" / "sbatch").write_text("#!/bin/bash\nsleep 60\n")
+    site = fake_slurm_site(tmp_path, {"sbatch": "sleep 60\n"})
     started = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
         launch(site, "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=site[0],

@@ -3,7 +3,7 @@
 import os
 
 import pyarrow.parquet as pq
-from helpers import run_cli, task_file, write_manifest
+from helpers import fake_queue, run_cli, task_file, write_manifest
 
 from bench_contract.results import SCHEMA, read_task_table
 from orchestrator.results import collect, store
@@ -316,16 +316,16 @@ def test_a_json_column_that_does_not_parse_sets_its_file_aside_and_the_rest_are_
 
 
 def test_cells_still_queued_or_running_are_waited_for_not_resubmitted(tmp_path):
-    """Issue 68: the cells without a result are told apart by why. Those that ended without one are listed, with
+    """The cells without a result are told apart by why. Those that ended without one are listed, with
     their trial, and resubmit is the advice for them alone; those still queued or running are counted in one line
     that says to wait; those whose state is unknown, in one that says the queue could not be read. Everything is
     merged all the same, and collect exits 3 while any cell may still get a result: what it merged is partial."""
-    from test_status import failing, fake_slurm, trials_campaign
+    from test_status import failing, trials_campaign
 
     results = tmp_path / "results"
     trials_campaign(tmp_path, results={(0, 0), (0, 1)})
-    env, _ = fake_slurm(tmp_path, sacct_lines=["70_0|COMPLETED", "70_1|COMPLETED", "70_3|FAILED"],
-                        squeue_lines=["70_2 PENDING", "70_4 RUNNING", "70_5 RUNNING"])
+    env, _ = fake_queue(tmp_path, sacct=["70_0|COMPLETED", "70_1|COMPLETED", "70_3|FAILED"],
+                        squeue=["70_2 PENDING", "70_4 RUNNING", "70_5 RUNNING"])
     proc = run_cli("collect", "--results-dir", str(results), env=env)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert proc.stdout.startswith("merged ") and (results / "merged.parquet").is_dir()  # what there is, merged

@@ -95,7 +95,7 @@ def test_a_second_collect_of_two_folders_reads_only_the_new_file(tmp_path, monke
     assert [p.resolve() for p in seen] == [new.resolve()]
 
 
-def manifest(folder, campaign, results):
+def write_local_manifest(folder, campaign, results):
     """A campaign manifest (local executor) whose cells' results were written where the campaign ran."""
     cells = [{"framework": "jax", "array_index": i, "cell_id": f"jax-{i}", "results": path}
              for i, path in enumerate(results)]
@@ -107,7 +107,7 @@ def test_a_campaign_copied_into_two_folders_lists_its_missing_cells_once(tmp_pat
     a, b = tmp_path / "a", tmp_path / "b"
     ran_at = "/cluster-x/results/c9/rows/jax"  # where the campaign ran: not on this machine
     for folder in (a, b):
-        manifest(folder / "c9", "c9", [f"{ran_at}/jax-0.parquet", f"{ran_at}/jax-1.parquet"])
+        write_local_manifest(folder / "c9", "c9", [f"{ran_at}/jax-0.parquet", f"{ran_at}/jax-1.parquet"])
         (folder / "c9" / "rows" / "jax").mkdir(parents=True)
         shutil.copy(run_file(tmp_path / "made", "c9", "jax", 0, 10.0, "GPU A"), folder / "c9/rows/jax/jax-0.parquet")
     missing = missing_cells(a, others=[b])

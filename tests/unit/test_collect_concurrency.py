@@ -1,4 +1,4 @@
-"""collect (#22): two collects at once lose nothing and merge nothing twice, and a collect killed mid-way
+"""collect: two collects at once lose nothing and merge nothing twice, and a collect killed mid-way
 leaves readers the previous complete dataset, never a half-collected one."""
 
 import os
@@ -45,14 +45,14 @@ def task_files(root, framework, batches):
         task_file(root, framework, batch, float(batch))
 
 
-def rows(path):
+def dataset_rows(path):
     """The dataset as a user reads it, one tuple per row, sorted."""
     df = pd.read_parquet(path)
     return sorted(zip(df.cell_id, df.metric, df.value))
 
 
 def from_scratch(root):
-    return rows(merge(root, root.parent / "scratch" / "merged.parquet").output)
+    return dataset_rows(merge(root, root.parent / "scratch" / "merged.parquet").output)
 
 
 def read_until(stream, text):
@@ -87,7 +87,7 @@ def test_two_collects_at_once_lose_nothing_and_count_nothing_twice(tmp_path):
         assert proc.returncode == 0, err
         assert "Traceback" not in err
         assert f"merged {len(expected)} rows from 80 task files" in out
-    assert rows(root / "merged.parquet") == expected
+    assert dataset_rows(root / "merged.parquet") == expected
 
 
 def test_a_collect_killed_mid_way_leaves_readers_the_previous_dataset(tmp_path):
@@ -95,7 +95,7 @@ def test_a_collect_killed_mid_way_leaves_readers_the_previous_dataset(tmp_path):
     out = root / "merged.parquet"
     task_files(root, "jax", range(1, 21))
     merge(root, out)
-    before = rows(out)
+    before = dataset_rows(out)
     changed = task_file(root, "jax", 1, 111.0)  # a cell run again: its part is rewritten without its old rows
     os.utime(changed, ns=(1, 1))
     task_files(root, "torch", range(1, 21))
@@ -103,13 +103,13 @@ def test_a_collect_killed_mid_way_leaves_readers_the_previous_dataset(tmp_path):
     proc = collect_process(root, "save_index", "os.kill(os.getpid(), signal.SIGKILL)")
     proc.communicate(timeout=300)
     assert proc.returncode == -9
-    seen = rows(out)
+    seen = dataset_rows(out)
     assert seen == before and len(set(seen)) == len(seen)  # no duplicates, nothing half-collected
     import pyarrow.dataset as ds
 
     assert ds.dataset(out, format="parquet").count_rows() == len(before)
     collected = merge(root, out)  # the next collect takes over the dead one's lock and completes
-    assert collected.rows == 40 * 3 and rows(out) == from_scratch(root)
+    assert collected.rows == 40 * 3 and dataset_rows(out) == from_scratch(root)
     assert len(list(root.glob(".merged.parquet.gen-*"))) <= 2  # the unpublished folder went; one previous kept
 
 
@@ -152,10 +152,10 @@ def test_a_plain_folder_where_the_link_goes_is_refused_in_one_sentence_and_left_
     assert f"rm -r {out}" in sentence
     assert not out.is_symlink() and sorted(p.name for p in out.iterdir()) == before
     shutil.rmtree(out)  # as the sentence says: then collect makes it anew
-    assert merge(root, out).from_scratch and rows(out) == from_scratch(root)
+    assert merge(root, out).from_scratch and dataset_rows(out) == from_scratch(root)
 
 
-# #30 item 5: readers of merged.parquet while collects switch generations. The collector rewrites one task file
+# Readers of merged.parquet while collects switch generations. The collector rewrites one task file
 # per collect (its rows dropped, a part rewritten) and adds one, so parts come and go and are compacted; each
 # reader reads as the comparison, the report and the curves do, again and again, and counts what failed.
 COLLECTOR = """
@@ -215,11 +215,11 @@ def test_a_replaced_generation_stays_for_its_readers_for_the_grace_time_then_goe
     root = tmp_path / "results"
     task_files(root, "jax", range(1, 5))
     first = os.path.realpath(merge(root, root / "merged.parquet").output)
-    before = rows(first)
+    before = dataset_rows(first)
     for batch in (5, 6):  # two more collects: before, the first generation went with the second
         task_files(root, "jax", [batch])
         merge(root, root / "merged.parquet")
-    assert rows(first) == before  # a reader that resolved it before the switches still reads it whole
+    assert dataset_rows(first) == before  # a reader that resolved it before the switches still reads it whole
     monkeypatch.setattr(store, "READER_GRACE_S", 0.0)
     task_files(root, "jax", [7])
     merge(root, root / "merged.parquet")

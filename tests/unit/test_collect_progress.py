@@ -1,4 +1,4 @@
-"""collect's progress bar while it reads task files (issue #19): on stderr, files read of the total with the rate,
+"""collect's progress bar while it reads task files: on stderr, files read of the total with the rate,
 redrawn at most every PROGRESS_REDRAW_S on a terminal; silent in a pipe unless --progress asks for it."""
 
 from __future__ import annotations

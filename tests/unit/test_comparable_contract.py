@@ -1,4 +1,4 @@
-"""Comparable by construction (#14): what a row says about a run is what the run did. The backends here are
+"""Comparable by construction: what a row says about a run is what the run did. The backends here are
 stand-ins: the contract's own decisions are under test."""
 
 import json
@@ -7,17 +7,16 @@ import sys
 
 import pytest
 from fake_nvml import fake_pynvml
+from helpers import spec
 
 from bench_contract.models.weights import ParamSpec
 from bench_contract.run import runner
 from bench_contract.run.topology import Topology, topology_for
-from bench_contract.spec import JobSpec
 
 
-def job(**overrides):
-    values = dict(campaign="c", cell_id="torch-x", pair_key="x", framework="torch", benchmark="digits", use_case=1,
-                  model="mlp", batch_size=4, precision="fp32")
-    return JobSpec(**(values | overrides))
+def torch_spec(**overrides):
+    """PyTorch's digits MLP at batch 4."""
+    return spec("torch", batch_size=4, **overrides)
 
 
 class UntrainableBackend:
@@ -35,8 +34,8 @@ class UntrainableBackend:
 ])
 @pytest.mark.parametrize("use_case", [1, 3])
 def test_a_training_spec_with_inference_only_options_is_refused_not_run_eager(options, named, use_case):
-    """framework_options would record channels_last while training ran contiguous (torch.compile trains, #15)."""
-    spec = job(use_case=use_case, **options)
+    """framework_options would record channels_last while training ran contiguous (torch.compile trains)."""
+    spec = torch_spec(use_case=use_case, **options)
     assert "channels_last" in runner.framework_options(spec)
     with pytest.raises(ValueError, match=re.escape(named)) as refused:
         runner.run_use_case(spec, UntrainableBackend(), None, {}, None)
@@ -66,7 +65,7 @@ def test_device_count_is_the_devices_the_cell_computes_on_not_the_ones_a_process
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([], driver_loaded=False))
     for name, value in slurm.items():
         monkeypatch.setenv(name, value)
-    spec = job(init_weights_path=str(tmp_path / "init.npz"), **layout)
+    spec = torch_spec(init_weights_path=str(tmp_path / "init.npz"), **layout)
     rows = runner.run_spec(spec, EightGpuBackend(), use_case=lambda *args: None)
     assert rows.context["device_count"] == used
     assert topology_for(spec).device_count == used

@@ -220,7 +220,7 @@ def test_a_rows_settings_without_its_dp_engine(settings, parts):
 
 
 def test_runs_on_several_nodes_are_counted_by_node():
-    """Issue 31: ten runs on a slow node and ten on a fast one are two nodes' worth of evidence. Twenty independent
+    """Ten runs on a slow node and ten on a fast one are two nodes' worth of evidence. Twenty independent
     runs give an interval of about +-4% around 1.1; the two nodes' means, with one degree of freedom, give one that
     reaches from one node's ratio (1.0) to the other's (1.2) and beyond."""
     rng = np.random.default_rng(0)

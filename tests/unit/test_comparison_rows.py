@@ -1,33 +1,23 @@
 """A comparison row pools only runs made with the same settings on the same kind and model of device; cells
-measured under different settings get a row each, named by the setting that differs (issue 14, item 1)."""
+measured under different settings get a row each, named by the setting that differs."""
 
 import pandas as pd
 import pytest
-from helpers import result_context, run_cli
+from helpers import run_cli, spec, write_spec_run
 
-from bench_contract.results import ResultRows
-from bench_contract.run.runner import base_context
-from bench_contract.spec import JobSpec
 from orchestrator.results.compare import comparison_frame, display_rows
 
 
-def write_run(root, campaign, framework, throughput, device=("cpu", "CPU X"), cpus=2, **settings):
-    """One task's result file, its identity columns made from a real job spec as the backend makes them, bound
-    to `cpus` CPUs with as many intra-op threads."""
-    values = {"campaign": campaign, "cell_id": f"{framework}-cell", "pair_key": "cell", "framework": framework,
-              "benchmark": "digits", "use_case": 5, "model": "mlp", "batch_size": 32, "precision": "fp32"} | settings
-    spec = JobSpec(**values)
-    context = result_context(**base_context(spec), device_kind=device[0], device_model=device[1], bound_cpus=cpus,
-                             intra_op_threads=cpus)
-    rows = ResultRows(context)
-    rows.add("throughput", throughput, "samples/s")
-    rows.write(root / campaign / "rows" / framework / f"{framework}-cell.parquet")
-    return pd.DataFrame(rows.rows).assign(**context)
+def campaign_run(root, campaign, framework, throughput, device=("cpu", "CPU X"), cpus=2, **settings):
+    """One task's result file (write_spec_run) in `campaign`: an inference cell unless `settings` say otherwise."""
+    run_spec = spec(framework, **({"campaign": campaign, "cell_id": f"{framework}-cell", "pair_key": "cell",
+                                   "use_case": 5} | settings))
+    return write_spec_run(root, run_spec, throughput, device, cpus)
 
 
-def two_campaigns(tmp_path, first: dict, second: dict):
-    frames = [write_run(tmp_path, "a", "jax", 2000, **first), write_run(tmp_path, "a", "torch", 1000, **first),
-              write_run(tmp_path, "b", "jax", 2000, **second), write_run(tmp_path, "b", "torch", 500, **second)]
+def compared_campaigns(tmp_path, first: dict, second: dict):
+    frames = [campaign_run(tmp_path, "a", "jax", 2000, **first), campaign_run(tmp_path, "a", "torch", 1000, **first),
+              campaign_run(tmp_path, "b", "jax", 2000, **second), campaign_run(tmp_path, "b", "torch", 500, **second)]
     return comparison_frame(pd.concat(frames, ignore_index=True))
 
 
@@ -37,7 +27,7 @@ def two_campaigns(tmp_path, first: dict, second: dict):
     ({"use_case": 2}, {"use_case": 2, "nodes": 2}, {"1 node", "2 nodes"}),
 ])
 def test_campaigns_that_differ_in_a_setting_give_a_row_each_named_by_it(tmp_path, first, second, words):
-    frame = two_campaigns(tmp_path, first, second)
+    frame = compared_campaigns(tmp_path, first, second)
     assert len(frame) == 2
     assert set(frame["differs_in"]) == words
     assert sorted(frame["speedup"]) == [2.0, 4.0]  # each row's own runs: never 2000/750 from pooled runs
@@ -47,20 +37,20 @@ def test_campaigns_that_differ_in_a_setting_give_a_row_each_named_by_it(tmp_path
 
 
 def test_runs_with_the_same_settings_are_pooled_as_trials(tmp_path):
-    frame = two_campaigns(tmp_path, {}, {})
+    frame = compared_campaigns(tmp_path, {}, {})
     assert len(frame) == 1 and frame["runs_jax_torch"].iloc[0] == "2/2" and frame["differs_in"].iloc[0] == ""
     headers, _ = display_rows(frame, "CPU X")
     assert "settings" not in headers  # the column appears only where a cell has several rows
 
 
 def test_a_jax_run_on_the_cpu_is_never_compared_with_a_pytorch_run_on_a_gpu(tmp_path):
-    frame = comparison_frame(pd.concat([write_run(tmp_path, "a", "jax", 2000, device=("cpu", "H100")),
-                                        write_run(tmp_path, "a", "torch", 1000, device=("gpu", "H100"))]))
+    frame = comparison_frame(pd.concat([campaign_run(tmp_path, "a", "jax", 2000, device=("cpu", "H100")),
+                                        campaign_run(tmp_path, "a", "torch", 1000, device=("gpu", "H100"))]))
     assert len(frame) == 2 and frame["speedup"].isna().all()
 
 
 def test_collect_prints_the_two_rows_with_the_differing_setting(tmp_path):
-    two_campaigns(tmp_path, {}, {"torch_compile": True})
+    compared_campaigns(tmp_path, {}, {"torch_compile": True})
     proc = run_cli("collect", "--results-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.lstrip().startswith("digits")]
@@ -71,15 +61,15 @@ def test_collect_prints_the_two_rows_with_the_differing_setting(tmp_path):
 
 def test_cpu_runs_on_different_numbers_of_cpus_are_never_paired_and_the_row_says_so(tmp_path):
     """A JAX run bound to 2 CPUs against a PyTorch run on 4 measures the thread counts, not the frameworks."""
-    frame = comparison_frame(pd.concat([write_run(tmp_path, "a", "jax", 2000, cpus=2),
-                                        write_run(tmp_path, "a", "torch", 1000, cpus=4)]))
+    frame = comparison_frame(pd.concat([campaign_run(tmp_path, "a", "jax", 2000, cpus=2),
+                                        campaign_run(tmp_path, "a", "torch", 1000, cpus=4)]))
     assert len(frame) == 2 and frame["speedup"].isna().all()
     assert set(frame["differs_in"]) == {"2 CPUs, 2 threads", "4 CPUs, 4 threads"}
     headers, rows = display_rows(frame, "CPU X")
     assert {row[headers.index("settings")] for row in rows} == {"2 CPUs, 2 threads", "4 CPUs, 4 threads"}
     # On a GPU the device computes: the host's CPUs do not split the comparison.
-    frame = comparison_frame(pd.concat([write_run(tmp_path, "a", "jax", 2000, device=("gpu", "H100"), cpus=8),
-                                        write_run(tmp_path, "a", "torch", 1000, device=("gpu", "H100"), cpus=16)]))
+    frame = comparison_frame(pd.concat([campaign_run(tmp_path, "a", "jax", 2000, device=("gpu", "H100"), cpus=8),
+                                        campaign_run(tmp_path, "a", "torch", 1000, device=("gpu", "H100"), cpus=16)]))
     assert len(frame) == 1 and frame["speedup"].iloc[0] == 2.0
 
 
@@ -102,7 +92,7 @@ def test_mfu_of_both_frameworks_divides_by_one_peak_per_device_and_precision():
 
 
 def test_a_cpu_peak_is_shared_only_by_runs_bound_to_as_many_cpus():
-    """Defect 7 of issue 29: a 2-CPU run's MFU of 0.40 was divided again by a 32-CPU campaign's peak, to 0.025."""
+    """A 2-CPU run's MFU of 0.40 was once divided again by a 32-CPU campaign's peak, to 0.025."""
     from orchestrator.results.compare import with_shared_peak
 
     def run(campaign, framework, cpus, peak, achieved):

@@ -3,13 +3,9 @@
 import dataclasses
 import json
 
+from helpers import spec
+
 from bench_contract.spec import BOOKKEEPING, COMPARISON_KEY, FRAMEWORK_TUNING, MEASURED_SETTINGS, JobSpec
-
-
-def spec(**overrides):
-    values = dict(campaign="c", cell_id="torch-x", pair_key="x", framework="torch", benchmark="digits", use_case=1,
-                  model="mlp", batch_size=32, precision="fp32")
-    return JobSpec(**(values | overrides))
 
 
 def test_every_spec_field_is_classified_once():
@@ -22,13 +18,13 @@ def test_every_spec_field_is_classified_once():
 
 
 def test_the_settings_differ_exactly_when_a_measured_setting_does():
-    base = spec()
-    assert spec(trial=3, trials=5, campaign="other", cell_id="y", results_path="/elsewhere").measured_settings() == \
-        base.measured_settings()
+    base = spec("torch")
+    bookkeeping = spec("torch", trial=3, trials=5, campaign="other", cell_id="y", results_path="/elsewhere")
+    assert bookkeeping.measured_settings() == base.measured_settings()
     for name, value in [("torch_compile", True), ("data_source", "synthetic"), ("learning_rate", 0.1),
                         ("model_variant", "tiny"), ("noise_multiplier", 0.0), ("epochs", 3)]:
-        changed = spec(**{name: value}).measured_settings()
+        changed = spec("torch", **{name: value}).measured_settings()
         assert changed != base.measured_settings()
         assert json.loads(changed)[name] == value
-    two_nodes = spec(use_case=2, nodes=2).measured_settings()
-    assert two_nodes != spec(use_case=2).measured_settings() and json.loads(two_nodes)["nodes"] == 2
+    two_nodes = spec("torch", use_case=2, nodes=2).measured_settings()
+    assert two_nodes != spec("torch", use_case=2).measured_settings() and json.loads(two_nodes)["nodes"] == 2

@@ -1,7 +1,7 @@
 """The comparison table as a reader sees it: its exact headers and cells, the rows a comparison keeps (one side
 missing, a key with a missing value), which interval each row gets (paired, nodes on either side), and the
 warnings about devices a system did not expect. Written against the mutants `make mutation` found surviving in
-orchestrator/results/compare.py (issue 29): each test fails on one of those changes."""
+orchestrator/results/compare.py: each test fails on one of those changes."""
 
 import warnings
 

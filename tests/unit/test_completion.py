@@ -1,4 +1,4 @@
-"""Shell completion (issue 32): a shell completes a command by its name, so completion is the installed
+"""Shell completion: a shell completes a command by its name, so completion is the installed
 `jaxtorch-bench` command's; `python main.py --install-completion` says so instead of installing a completion for
 `main.py` that never fires."""
 

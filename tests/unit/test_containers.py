@@ -1,4 +1,4 @@
-"""Containers (issue 32): `[envs.<framework>] container = "<image>"` with runtime apptainer or pyxis. The array,
+"""Containers: `[envs.<framework>] container = "<image>"` with runtime apptainer or pyxis. The array,
 paired and validate scripts run the backend inside the image with the repository, the campaign and the data folders
 mounted at their own paths; the rows say "container: <image>". No container runtime can be installed here, so a
 fake `apptainer` (at the subprocess boundary) checks its arguments and runs the command; the real local cluster
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fake_container import fake_apptainer
-from helpers import REPO_ROOT, run_cli
+from helpers import REPO_ROOT, dry_run, fake_tools, run_cli
 
 from orchestrator.errors import UsageError
 from orchestrator.plan.profile import ClusterProfile, SiteEnvironment
@@ -50,14 +50,14 @@ def profile_with(tmp_path: Path, runtime: str, python: str = "python3") -> Path:
     return profile
 
 
-def plan(tmp_path: Path, profile: Path, *args: str, use_case: str = "1"):
-    return run_cli("--benchmark", "digits", "--use-case", use_case, "--dry-run", "--profile", str(profile),
-                   "--data-dir", str(tmp_path), "--results-dir", str(tmp_path / "r"),
-                   "--scripts-dir", str(tmp_path / "s"), *args)
+def contained_dry_run(tmp_path: Path, profile: Path, *args: str, use_case: str = "1"):
+    """A dry run of digits with the profile's containers, tmp_path its data folder."""
+    return dry_run(tmp_path, "--benchmark", "digits", "--use-case", use_case, "--profile", str(profile),
+                   "--data-dir", str(tmp_path), *args)
 
 
 def test_apptainer_runs_the_backend_in_the_image_with_the_repository_campaign_and_data_mounted(tmp_path):
-    proc = plan(tmp_path, profile_with(tmp_path, "apptainer"))
+    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "apptainer"))
     assert proc.returncode == 0, proc.stderr
     script = (tmp_path / "s" / "jax_digits_1.sh").read_text()
     campaign = next((tmp_path / "r").iterdir()).resolve()
@@ -77,7 +77,7 @@ def test_apptainer_runs_the_backend_in_the_image_with_the_repository_campaign_an
     ("2", ("--nodes", "2"), "exec srun --kill-on-bad-exit=1 {image} --container-mounts={mounts} python3"),
 ])
 def test_pyxis_puts_the_image_on_srun(tmp_path, use_case, extra, prefix):
-    proc = plan(tmp_path, profile_with(tmp_path, "pyxis"), *extra, use_case=use_case)
+    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "pyxis"), *extra, use_case=use_case)
     assert proc.returncode == 0, proc.stderr
     script = next((tmp_path / "s").glob("jax_digits_*.sh")).read_text()
     campaign = next((tmp_path / "r").iterdir()).resolve()
@@ -87,17 +87,17 @@ def test_pyxis_puts_the_image_on_srun(tmp_path, use_case, extra, prefix):
 
 
 def test_a_registry_image_named_by_its_tag_alone_is_warned_of_and_a_pinned_one_is_not(tmp_path):
-    proc = plan(tmp_path, profile_with(tmp_path, "pyxis"))
+    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "pyxis"))
     assert proc.returncode == 0, proc.stderr
     assert (f"warning: jax's image {IMAGE} is named by its tag, which its registry may move between this campaign's "
             "jobs" in proc.stdout)
     assert "`skopeo inspect docker://nvcr.io/nvidia/jax:25.01-py3` prints the digest" in proc.stdout
     pinned = tmp_path / "pinned.toml"
     pinned.write_text(f'[envs.jax]\ncontainer = "{PYXIS_IMAGE}@sha256:{"0" * 64}"\nruntime = "pyxis"\n')
-    proc = plan(tmp_path, pinned)
+    proc = contained_dry_run(tmp_path, pinned)
     assert proc.returncode == 0, proc.stderr
     assert "named by its tag" not in proc.stdout
-    proc = plan(tmp_path, profile_with(tmp_path, "apptainer"))  # an image file: its sha256 goes to the rows
+    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "apptainer"))  # an image file: its sha256 goes to the rows
     assert proc.returncode == 0 and "named by its tag" not in proc.stdout, proc.stderr
 
 
@@ -105,7 +105,7 @@ def test_the_paired_and_validate_scripts_run_in_the_container_too(tmp_path):
     from orchestrator.plan.profile import load_profile
     from orchestrator.run.validate import ValidateRequest, render_script
 
-    proc = plan(tmp_path, profile_with(tmp_path, "apptainer"), "--paired")
+    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "apptainer"), "--paired")
     assert proc.returncode == 0, proc.stderr
     paired = (tmp_path / "s" / "paired_digits_1.sh").read_text()
     assert paired.count(f"{sif(tmp_path)} python3 -m jax_backend.run") == 1 and "torch_backend.run" in paired
@@ -124,7 +124,7 @@ def test_the_paired_driver_runs_outside_the_containers_it_starts(tmp_path):
     import sys
 
     driver = "-m bench_contract.run.driver"
-    assert plan(tmp_path, profile_with(tmp_path, "apptainer"), "--paired").returncode == 0
+    assert contained_dry_run(tmp_path, profile_with(tmp_path, "apptainer"), "--paired").returncode == 0
     tail = (tmp_path / "s" / "paired_digits_1.sh").read_text().split("exec 3< <(env -0)\n", 1)[1]
     assert f"source {REPO_ROOT / '.envs' / 'torch' / 'bin' / 'activate'}" in tail
     assert f"exec python {driver}" in tail and "apptainer" not in tail
@@ -133,7 +133,7 @@ def test_the_paired_driver_runs_outside_the_containers_it_starts(tmp_path):
     profile = both / "p.toml"
     sif(both).touch()
     profile.write_text(f'[envs.jax]\ncontainer = "{sif(both)}"\n[envs.torch]\ncontainer = "{sif(both)}"\n')
-    assert plan(both, profile, "--paired").returncode == 0
+    assert contained_dry_run(both, profile, "--paired").returncode == 0
     script = both / "s" / "paired_digits_1.sh"
     assert f"exec {shlex.quote(sys.executable)} {driver}" in script.read_text()
     assert subprocess.run(["shellcheck", "-S", "warning", str(script)]).returncode == 0
@@ -141,11 +141,7 @@ def test_the_paired_driver_runs_outside_the_containers_it_starts(tmp_path):
 
 def test_without_the_runtime_on_path_submission_is_refused_in_one_sentence(tmp_path):
     profile = profile_with(tmp_path, "apptainer")
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "sbatch").write_text("#!/bin/bash\nexit 1\n")
-    (bin_dir / "sbatch").chmod(0o755)
+    env = fake_tools(tmp_path / "bin", {**os.environ, "PATH": "/usr/bin:/bin"}, sbatch="exit 1\n")
     if Path("/usr/bin/apptainer").exists() or Path("/bin/apptainer").exists():
         pytest.skip("a real apptainer is installed here")
     proc = run_cli("--benchmark", "digits", "--use-case", "1", "--profile", str(profile), "--results-dir",
@@ -205,7 +201,7 @@ def test_an_image_the_runtime_cannot_use_as_the_jobs_would_is_refused_with_the_f
     .sif nor another scheme. Refused at plan time, a dry run included, nothing written."""
     profile = tmp_path / "p.toml"
     profile.write_text(f'[envs.jax]\ncontainer = "{reference}"\nruntime = "{runtime}"\n')
-    proc = plan(tmp_path, profile)
+    proc = contained_dry_run(tmp_path, profile)
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
 
@@ -235,9 +231,9 @@ def test_apptainer_runs_the_image_with_a_clean_environment_and_passes_what_the_r
     python = tmp_path / "image-python"  # the image's interpreter: it writes the environment it was started with
     python.write_text(f'#!/bin/bash\nenv > "{seen}"\n')
     python.chmod(0o755)
-    proc = plan(tmp_path, profile_with(tmp_path, "apptainer", python=str(python)), "--paired")
+    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "apptainer", python=str(python)), "--paired")
     assert proc.returncode == 0, proc.stderr
-    proc = plan(tmp_path, profile_with(tmp_path, "apptainer", python=str(python)), "--new-campaign")
+    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "apptainer", python=str(python)), "--new-campaign")
     assert proc.returncode == 0, proc.stderr
     fake_apptainer(tmp_path / "bin", tmp_path / "apptainer.log")
     script = tmp_path / "s" / "jax_digits_1.sh"

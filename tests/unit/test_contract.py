@@ -5,20 +5,13 @@ import time
 
 import numpy as np
 import pytest
-from helpers import result_context, write_idx
+from helpers import result_context, spec, write_idx
 
 from bench_contract.data import datasets as data
 from bench_contract.measure.timing import StepTimer, step_time_statistics
 from bench_contract.models import weights
 from bench_contract.results import SCHEMA, ResultRows, read_task_table, write_table_atomic
 from bench_contract.spec import JobSpec, SpecError
-
-
-def spec(**overrides):
-    values = dict(campaign="c", cell_id="jax-x", pair_key="x", framework="jax", benchmark="digits", use_case=1,
-                  model="mlp", batch_size=32, precision="fp32")
-    values.update(overrides)
-    return JobSpec(**values)
 
 
 def test_spec_round_trips_through_json():

@@ -1,4 +1,4 @@
-"""Both frameworks of a cell compute on the same CPUs with the same thread count (#14): the task's CPUs are
+"""Both frameworks of a cell compute on the same CPUs with the same thread count: the task's CPUs are
 decided once (bench_contract.run.cpu_binding) and every row records them. The frameworks themselves are in
 tests/backends/test_bound_cpus.py; here the decision, the binding of a real process and the runner's record."""
 
@@ -10,11 +10,11 @@ import sys
 from typing import ClassVar
 
 import pytest
+from helpers import spec
 
 from bench_contract.models.weights import ParamSpec
 from bench_contract.run import cpu_binding, runner
 from bench_contract.run.failure import failure_path, read_failure
-from bench_contract.spec import JobSpec
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -108,16 +108,15 @@ class ThreadedBackend:
         return [ParamSpec("w", (2, 2), "zeros")]
 
 
-def job(tmp_path, **overrides):
-    values = {"campaign": "c", "cell_id": "torch-x", "pair_key": "x", "framework": "torch", "benchmark": "digits",
-              "use_case": 1, "model": "mlp", "batch_size": 4, "precision": "fp32",
-              "init_weights_path": str(tmp_path / "init.npz"), "results_path": str(tmp_path / "rows" / "torch-x.parquet")}
-    return JobSpec(**(values | overrides))
+def bound_spec(tmp_path, **overrides):
+    """PyTorch's digits MLP at batch 4, its weights and results under tmp_path."""
+    return spec("torch", batch_size=4, init_weights_path=str(tmp_path / "init.npz"),
+                results_path=str(tmp_path / "rows" / "torch-x.parquet"), **overrides)
 
 
 def test_every_row_records_the_bound_cpus_and_the_frameworks_threads(tmp_path, monkeypatch):
     monkeypatch.setattr(cpu_binding, "_binding", cpu_binding.Binding((0, 1, 2, 3, 8), "test binding"))
-    rows = runner.run_spec(job(tmp_path), ThreadedBackend(), use_case=lambda *args: None)
+    rows = runner.run_spec(bound_spec(tmp_path), ThreadedBackend(), use_case=lambda *args: None)
     assert {name: rows.context[name] for name in ("bound_cpus", "bound_cpu_list", "cpu_binding", "intra_op_threads",
                                                   "intra_op_threads_source")} == {
         "bound_cpus": 5, "bound_cpu_list": "0-3,8", "cpu_binding": "test binding", "intra_op_threads": 3,
@@ -129,7 +128,7 @@ def test_a_bad_cpu_count_ends_the_task_with_a_failure_row_that_says_so(tmp_path,
     monkeypatch.setattr(cpu_binding, "_binding", None)
     monkeypatch.setattr(cpu_binding, "_error", None)
     assert cpu_binding.bind_task_cpus({"SLURM_CPUS_PER_TASK": "two"}) is None  # remembered, not raised at import
-    spec = job(tmp_path)
+    spec = bound_spec(tmp_path)
     path = tmp_path / "spec.json"
     path.write_text(spec.to_json())
     assert runner.main(ThreadedBackend(), [str(path)], use_case=lambda *args: None) != 0

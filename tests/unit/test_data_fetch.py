@@ -87,7 +87,7 @@ class Server:
 
 
 @pytest.fixture
-def serve():
+def http_server():
     servers = []
 
     def start(files):
@@ -110,9 +110,9 @@ def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob("*"))
 
 
-def test_mnist_is_fetched_verified_and_readable(serve, monkeypatch, tmp_path):
+def test_mnist_is_fetched_verified_and_readable(http_server, monkeypatch, tmp_path):
     files = mnist_files()
-    server = serve(files)
+    server = http_server(files)
     with_checksums(monkeypatch, "mnist", files, mirrors=(f"{server.url}/good",))
     fetch.fetch("mnist", tmp_path / "mnist", report=lambda line: None)
     assert leftovers(tmp_path / "mnist") == sorted(files)
@@ -120,9 +120,9 @@ def test_mnist_is_fetched_verified_and_readable(serve, monkeypatch, tmp_path):
     assert found.problems == [] and found.facts == ["train: 6 images", "test: 4 images"]
 
 
-def test_cifar10_is_unpacked_into_the_readers_layout_and_the_archive_removed(serve, monkeypatch, tmp_path):
+def test_cifar10_is_unpacked_into_the_readers_layout_and_the_archive_removed(http_server, monkeypatch, tmp_path):
     files = {"cifar-10-python.tar.gz": cifar_archive()}
-    server = serve(files)
+    server = http_server(files)
     with_checksums(monkeypatch, "cifar10", files, mirrors=(f"{server.url}/good",))
     fetch.fetch("cifar10", tmp_path, report=lambda line: None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cifar-10-batches-py"]
@@ -141,18 +141,18 @@ def test_a_mirror_on_a_shared_file_system_is_read_as_file_url(monkeypatch, tmp_p
     assert check.check("cifar10", tmp_path / "data").problems == []
 
 
-def test_the_published_checksum_refuses_other_bytes_and_keeps_nothing(serve, tmp_path):
+def test_the_published_checksum_refuses_other_bytes_and_keeps_nothing(http_server, tmp_path):
     """The real catalog's MD5s against the test's small files: every mirror fails, nothing is left."""
-    server = serve(mnist_files())
+    server = http_server(mnist_files())
     with pytest.raises(OrchestratorError, match=r"could not fetch train-images-idx3-ubyte.gz \(nothing of it kept\)"
                                                 r".*differs from the published f68b3c2dcbeaaa9fbdd348bbdeb94873"):
         fetch.fetch("mnist", tmp_path, mirrors=(f"{server.url}/good",), report=lambda line: None)
     assert leftovers(tmp_path) == []
 
 
-def test_a_dropped_connection_is_named_removed_and_the_next_mirror_used(serve, monkeypatch, tmp_path):
+def test_a_dropped_connection_is_named_removed_and_the_next_mirror_used(http_server, monkeypatch, tmp_path):
     files = mnist_files()
-    server = serve(files)
+    server = http_server(files)
     with_checksums(monkeypatch, "mnist", files, mirrors=(f"{server.url}/drop",))
     with pytest.raises(OrchestratorError, match=r"/drop/train-images-idx3-ubyte.gz: the connection dropped after"):
         fetch.fetch("mnist", tmp_path, report=lambda line: None)
@@ -166,28 +166,28 @@ def test_a_dropped_connection_is_named_removed_and_the_next_mirror_used(serve, m
     assert any("connection dropped" in line and "partial download was removed" in line for line in lines)
 
 
-def test_a_corrupt_archive_leaves_no_folder_and_no_archive(serve, monkeypatch, tmp_path):
+def test_a_corrupt_archive_leaves_no_folder_and_no_archive(http_server, monkeypatch, tmp_path):
     truncated = cifar_archive()[:-200]
     files = {"cifar-10-python.tar.gz": truncated}
-    server = serve(files)
+    server = http_server(files)
     with_checksums(monkeypatch, "cifar10", files, mirrors=(f"{server.url}/good",))
     with pytest.raises(OrchestratorError, match="cannot unpack .*nothing was moved into"):
         fetch.fetch("cifar10", tmp_path, report=lambda line: None)
     assert leftovers(tmp_path) == []
 
 
-def test_an_archive_without_the_readers_files_is_refused(serve, monkeypatch, tmp_path):
+def test_an_archive_without_the_readers_files_is_refused(http_server, monkeypatch, tmp_path):
     files = {"cifar-10-python.tar.gz": cifar_archive(("data_batch_1", "test_batch"))}
-    server = serve(files)
+    server = http_server(files)
     with_checksums(monkeypatch, "cifar10", files, mirrors=(f"{server.url}/good",))
     with pytest.raises(OrchestratorError, match="unpacked without data_batch_2, data_batch_3"):
         fetch.fetch("cifar10", tmp_path, report=lambda line: None)
     assert leftovers(tmp_path) == []
 
 
-def test_verified_files_are_kept_and_a_foreign_file_is_never_overwritten(serve, monkeypatch, tmp_path):
+def test_verified_files_are_kept_and_a_foreign_file_is_never_overwritten(http_server, monkeypatch, tmp_path):
     files = mnist_files()
-    server = serve(files)
+    server = http_server(files)
     with_checksums(monkeypatch, "mnist", files, mirrors=(f"{server.url}/good",))
     first = min(files)
     (tmp_path / first).write_bytes(files[first])
@@ -248,16 +248,16 @@ def test_check_of_text_and_graph_data(tmp_path):
 # --- the commands ---------------------------------------------------------------------------------------------
 
 
-def test_fetch_command_refuses_a_mirror_serving_other_bytes_in_one_sentence(serve, tmp_path):
-    server = serve(mnist_files())
+def test_fetch_command_refuses_a_mirror_serving_other_bytes_in_one_sentence(http_server, tmp_path):
+    server = http_server(mnist_files())
     proc = run_cli("data", "fetch", "mnist", "--data-dir", str(tmp_path / "d"), "--mirror", f"{server.url}/good")
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 1 and len(errors) == 1 and "differs from the published" in errors[0]
     assert leftovers(tmp_path / "d") == []
 
 
-def test_the_profiles_mirrors_are_tried_and_checked(serve, tmp_path):
-    server = serve(mnist_files())
+def test_the_profiles_mirrors_are_tried_and_checked(http_server, tmp_path):
+    server = http_server(mnist_files())
     profile = tmp_path / "site.toml"
     profile.write_text(f'[data_mirrors]\nmnist = ["{server.url}/good/"]\n')
     proc = run_cli("data", "fetch", "mnist", "--data-dir", str(tmp_path / "d"), "--profile", str(profile))

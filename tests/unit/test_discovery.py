@@ -1,13 +1,12 @@
-"""GPUs by default where the cluster has them (orchestrator.plan.discovery, issue 32): without --profile the plan asks
+"""GPUs by default where the cluster has them (orchestrator.plan.discovery): without --profile the plan asks
 `sinfo` (a fake one on PATH here, at the subprocess boundary) which partitions have GPUs, and asks for one GPU per
 task there with JAX's CUDA build; on a cluster without GPUs it plans for CPUs and says so, in the script headers too;
 --device gpu on a plan that asks for no GPU is refused."""
 
 import json
-import os
 
 import pytest
-from helpers import REPO_ROOT, run_cli
+from helpers import REPO_ROOT, fake_tools, run_cli
 
 from orchestrator.plan import discovery
 from orchestrator.plan.discovery import GPU_RECIPE, choose, gpu_partitions
@@ -33,16 +32,13 @@ def test_without_sinfo_the_plan_is_for_cpus_and_says_why(monkeypatch):
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def sinfo_plan(tmp_path):
     """A PATH whose sinfo answers with the lines the test writes, and logs that it was asked."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     answer, asked = tmp_path / "sinfo.out", tmp_path / "sinfo.asked"
     # Discovery asks for %P|%G; the partition check (doctor.check_partition) asks for %P alone.
-    (bin_dir / "sinfo").write_text(f'#!/bin/bash\necho "$*" >> "{asked}"\n'
-                                   f'if [[ "$*" == *%G* ]]; then cat "{answer}"; else cut -d"|" -f1 "{answer}"; fi\n')
-    (bin_dir / "sinfo").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env = fake_tools(tmp_path / "bin", sinfo=f'echo "$*" >> "{asked}"\n'
+                                             f'if [[ "$*" == *%G* ]]; then cat "{answer}"; '
+                                             f'else cut -d"|" -f1 "{answer}"; fi\n')
 
     def plan(sinfo: str, *args: str):
         answer.write_text(sinfo)
@@ -52,8 +48,8 @@ def cluster(tmp_path):
     return plan, tmp_path, asked
 
 
-def test_a_gpu_cluster_without_a_profile_gets_one_gpu_per_task_and_the_cuda_build(cluster):
-    plan, root, _ = cluster
+def test_a_gpu_cluster_without_a_profile_gets_one_gpu_per_task_and_the_cuda_build(sinfo_plan):
+    plan, root, _ = sinfo_plan
     proc = plan("cpu*|(null)\ngpu|gpu:a100:4(S:0-1)\n")
     assert proc.returncode == 0, proc.stderr
     assert "cluster: no profile given; sinfo shows 4 GPU(s) per node in partition gpu" in proc.stdout
@@ -66,8 +62,8 @@ def test_a_gpu_cluster_without_a_profile_gets_one_gpu_per_task_and_the_cuda_buil
     assert manifest["profile"]["jax_recipe"] == GPU_RECIPE and manifest["profile"]["gpus_per_task"] == 1
 
 
-def test_a_cluster_without_gpus_gets_cpu_jobs_that_say_so(cluster):
-    plan, root, _ = cluster
+def test_a_cluster_without_gpus_gets_cpu_jobs_that_say_so(sinfo_plan):
+    plan, root, _ = sinfo_plan
     proc = plan("debug*|(null)\nlong|(null)\n")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("sinfo shows no GPU in any partition (debug, long): planned for CPUs") == 1
@@ -76,8 +72,8 @@ def test_a_cluster_without_gpus_gets_cpu_jobs_that_say_so(cluster):
     assert "(its cpu build)" in script
 
 
-def test_device_gpu_on_a_plan_that_asks_for_no_gpu_is_refused_with_the_fix(cluster):
-    plan, root, _ = cluster
+def test_device_gpu_on_a_plan_that_asks_for_no_gpu_is_refused_with_the_fix(sinfo_plan):
+    plan, root, _ = sinfo_plan
     proc = plan("debug*|(null)\n", "--device", "gpu")
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error: --device gpu needs GPUs, and this plan asks Slurm for none (no "
@@ -85,8 +81,8 @@ def test_device_gpu_on_a_plan_that_asks_for_no_gpu_is_refused_with_the_fix(clust
     assert "give a profile with gpus_per_task" in proc.stderr and not (root / "s").exists()
 
 
-def test_a_profile_or_the_local_executor_asks_slurm_nothing(cluster, tmp_path):
-    plan, root, asked = cluster
+def test_a_profile_or_the_local_executor_asks_slurm_nothing(sinfo_plan, tmp_path):
+    plan, root, asked = sinfo_plan
     profile = tmp_path / "p.toml"
     profile.write_text('partition = "gpu"\n')
     assert plan("gpu*|gpu:4\n", "--profile", str(profile)).returncode == 0
@@ -94,10 +90,10 @@ def test_a_profile_or_the_local_executor_asks_slurm_nothing(cluster, tmp_path):
     assert "%G" not in (asked.read_text() if asked.exists() else "")
 
 
-def test_the_partition_asked_for_is_the_one_the_plan_says_and_asks_gpus_of(cluster):
+def test_the_partition_asked_for_is_the_one_the_plan_says_and_asks_gpus_of(sinfo_plan):
     """--partition h100 planned on h100 while "cluster:" named a100 (discovery's choice); --partition cpu rendered
     --gres=gpu:1 on a partition without GPUs. Discovery now looks at the partition asked for."""
-    plan, root, _ = cluster
+    plan, root, _ = sinfo_plan
     sinfo = "a100*|gpu:a100:4\nh100|gpu:h100:8\ncpu|(null)\n"
     proc = plan(sinfo, "--partition", "h100")
     assert proc.returncode == 0, proc.stderr
@@ -111,8 +107,8 @@ def test_the_partition_asked_for_is_the_one_the_plan_says_and_asks_gpus_of(clust
     assert "#SBATCH --partition=cpu" in script and "--gres" not in script
 
 
-def test_gpus_asked_of_a_partition_without_them_are_refused(cluster, tmp_path):
-    plan, root, _ = cluster
+def test_gpus_asked_of_a_partition_without_them_are_refused(sinfo_plan, tmp_path):
+    plan, root, _ = sinfo_plan
     profile = tmp_path / "gpu.toml"
     profile.write_text('partition = "a100"\ngpus_per_task = 1\njax_recipe = "cuda12"\n')
     proc = plan("a100*|gpu:a100:4\ncpu|(null)\n", "--profile", str(profile), "--partition", "cpu")
@@ -122,8 +118,8 @@ def test_gpus_asked_of_a_partition_without_them_are_refused(cluster, tmp_path):
     assert not (root / "s").exists()
 
 
-def test_device_gpu_with_no_gpus_asked_on_the_command_line_gets_advice_that_applies(cluster):
-    plan, root, _ = cluster
+def test_device_gpu_with_no_gpus_asked_on_the_command_line_gets_advice_that_applies(sinfo_plan):
+    plan, root, _ = sinfo_plan
     proc = plan("a100*|gpu:a100:4\n", "--gpus-per-task", "0", "--device", "gpu")
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("error: --device gpu needs GPUs, and --gpus-per-task 0 asks Slurm for none; give "
@@ -132,10 +128,10 @@ def test_device_gpu_with_no_gpus_asked_on_the_command_line_gets_advice_that_appl
     assert proc.returncode == 0 and "--gpus-per-task 0: planned for CPUs" in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_a_cell_known_not_to_run_well_on_a_gpu_is_named_by_the_plan(cluster):
+def test_a_cell_known_not_to_run_well_on_a_gpu_is_named_by_the_plan(sinfo_plan):
     """The user's own example (cifar10, use case 3) on GPUs: JAX's DP-SGD step of the CNN was seen compiling for
     more than 4.5 minutes on an H200. The plan says so, with its record; the same plan on CPUs does not."""
-    plan, root, _ = cluster
+    plan, root, _ = sinfo_plan
     proc = plan("gpu*|gpu:h200:8\n")
     assert proc.returncode == 0, proc.stderr
     warning = [line for line in proc.stdout.splitlines() if "did not finish compiling in 4.5 minutes" in line]

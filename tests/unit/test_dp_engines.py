@@ -1,28 +1,19 @@
-"""PyTorch's DP-SGD engines (--dp-engine torchfunc,opacus; issue 16): an axis of PyTorch's cells in use cases 3 and
+"""PyTorch's DP-SGD engines (--dp-engine torchfunc,opacus): an axis of PyTorch's cells in use cases 3 and
 4 with JAX planned once, refused with a reason where it means nothing, named on every row, and compared as JAX
 against each engine."""
 
 import pandas as pd
 import pytest
-from helpers import result_context, run_cli
+from helpers import run_cli, settings, spec, write_spec_run
 
-from bench_contract.results import ResultRows
 from bench_contract.run.runner import base_context
 from bench_contract.model_registry import MODELS
-from bench_contract.spec import JobSpec, SpecError
+from bench_contract.spec import SpecError
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
 from orchestrator.plan.campaign import job_spec
-from orchestrator.plan.settings import RunSettings
 from orchestrator.results.compare import comparison_frame, display_rows
 from orchestrator.results.views import use_case_frame
-
-
-def settings(**overrides):
-    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
-              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "cpu",
-              "model_variant": "tiny"} | overrides
-    return RunSettings(**values)
 
 
 def test_each_pytorch_cell_runs_once_per_engine_and_jax_once_with_one_pair_key(tmp_path):
@@ -88,24 +79,23 @@ def test_the_cli_plans_the_engines_and_refuses_a_bad_one_with_nothing_written(tm
     assert not refused.exists()
 
 
-def contract_spec(framework, **overrides):
-    values = {"campaign": "c", "cell_id": "x", "pair_key": "x", "framework": framework, "benchmark": "cifar10",
-              "use_case": 3, "model": "resnet18_gn", "batch_size": 32, "precision": "fp32"} | overrides
-    return JobSpec(**values)
+def engine_spec(framework, **overrides):
+    """A DP-SGD cell (use case 3) of CIFAR-10's GroupNorm ResNet-18."""
+    return spec(framework, **({"benchmark": "cifar10", "use_case": 3, "model": "resnet18_gn"} | overrides))
 
 
 def test_every_row_names_the_engine_and_how_it_ran():
-    assert base_context(contract_spec("jax"))["dp_engine"] == "vmap"
-    torchfunc = base_context(contract_spec("torch", dp_engine="torchfunc"))
+    assert base_context(engine_spec("jax"))["dp_engine"] == "vmap"
+    torchfunc = base_context(engine_spec("torch", dp_engine="torchfunc"))
     assert torchfunc["dp_engine"] == "torchfunc" and "torch.func" in torchfunc["dp_engine_mode"]
-    opacus = base_context(contract_spec("torch", dp_engine="opacus"))
+    opacus = base_context(engine_spec("torch", dp_engine="opacus"))
     assert (opacus["dp_engine"], opacus["dp_engine_mode"]) == (
         "opacus", f"GradSampleModule, grad_sample_mode={MODELS['resnet18_gn'].opacus}")
     # In bf16, Opacus runs hooks: its expanded weights fail under autocast.
-    mixed = base_context(contract_spec("torch", dp_engine="opacus", model="cnn", precision="bf16"))
+    mixed = base_context(engine_spec("torch", dp_engine="opacus", model="cnn", precision="bf16"))
     assert mixed["dp_engine_mode"] == "GradSampleModule, grad_sample_mode=hooks"
     assert MODELS["cnn"].opacus == "ew"  # and in fp32 expanded weights
-    plain = base_context(contract_spec("torch", use_case=1))
+    plain = base_context(engine_spec("torch", use_case=1))
     assert (plain["dp_engine"], plain["dp_engine_mode"]) == ("", "")
 
 
@@ -119,26 +109,21 @@ def test_every_row_names_the_engine_and_how_it_ran():
 def test_a_hand_written_spec_with_an_engine_it_cannot_run_is_refused(overrides, message):
     overrides = dict(overrides)  # a copy: the parameters are shared by every run of the test in this process
     with pytest.raises(SpecError, match=message):
-        contract_spec(overrides.pop("framework", "torch"), **overrides)
+        engine_spec(overrides.pop("framework", "torch"), **overrides)
 
 
-def write_run(root, framework, throughput, speedup, dp_engine="", **overrides):
-    """One DP-SGD task's result rows, its identity columns made from a real job spec as the backend makes them."""
-    spec = contract_spec(framework, cell_id=f"{framework}-cell-{dp_engine}-{len(overrides)}", dp_engine=dp_engine,
-                         **overrides)
-    context = result_context(**base_context(spec), device_kind="cpu", device_model="CPU X", bound_cpus=2,
-                             intra_op_threads=2)
-    rows = ResultRows(context)
-    rows.add("throughput", throughput, "samples/s")
-    rows.add("vectorization_speedup", speedup, "x")
-    rows.write(root / "c" / "rows" / framework / f"{spec.cell_id}.parquet")
-    return pd.DataFrame(rows.rows).assign(**context)
+def write_engine_run(root, framework, throughput, speedup, dp_engine="", **overrides):
+    """One DP-SGD task's result rows (write_spec_run), with its vectorisation speed-up."""
+    run_spec = engine_spec(framework, cell_id=f"{framework}-cell-{dp_engine}-{len(overrides)}", dp_engine=dp_engine,
+                       **overrides)
+    return write_spec_run(root, run_spec, throughput, metrics={"vectorization_speedup": (speedup, "x")})
 
 
 @pytest.fixture
 def engines_runs(tmp_path):
-    return pd.concat([write_run(tmp_path, "jax", 2000, 30.0), write_run(tmp_path, "torch", 1000, 10.0, "torchfunc"),
-                      write_run(tmp_path, "torch", 500, 5.0, "opacus")], ignore_index=True)
+    return pd.concat([write_engine_run(tmp_path, "jax", 2000, 30.0),
+                      write_engine_run(tmp_path, "torch", 1000, 10.0, "torchfunc"),
+                      write_engine_run(tmp_path, "torch", 500, 5.0, "opacus")], ignore_index=True)
 
 
 def test_the_comparison_shows_jax_against_each_engine(engines_runs):
@@ -156,9 +141,9 @@ def test_each_jax_run_is_compared_with_the_engines_of_its_own_configuration(tmp_
     # to it in all but the engine, never those of the other configuration.
     runs = []
     for sigma, jax_throughput in ((1.0, 2000), (2.0, 3000)):
-        runs += [write_run(tmp_path, "jax", jax_throughput, 30.0, noise_multiplier=sigma),
-                 write_run(tmp_path, "torch", 1000, 10.0, "torchfunc", noise_multiplier=sigma),
-                 write_run(tmp_path, "torch", 500, 5.0, "opacus", noise_multiplier=sigma)]
+        runs += [write_engine_run(tmp_path, "jax", jax_throughput, 30.0, noise_multiplier=sigma),
+                 write_engine_run(tmp_path, "torch", 1000, 10.0, "torchfunc", noise_multiplier=sigma),
+                 write_engine_run(tmp_path, "torch", 500, 5.0, "opacus", noise_multiplier=sigma)]
     frame = comparison_frame(pd.concat(runs, ignore_index=True))
     assert len(frame) == 4 and set(frame["runs_jax_torch"]) == {"1/1"}
     assert sorted(frame["speedup"]) == [2.0, 3.0, 4.0, 6.0]  # 2000 and 3000 against 1000 and 500, each once

@@ -1,4 +1,4 @@
-"""DP-SGD's cost over plain SGD (orchestrator.results.dp_sgd_cost, issue 36): which SGD row a DP-SGD row is
+"""DP-SGD's cost over plain SGD (orchestrator.results.dp_sgd_cost): which SGD row a DP-SGD row is
 costed against, per framework and per PyTorch engine."""
 
 import json
@@ -13,7 +13,7 @@ SETTINGS = {"epochs": 1, "torch_compile": False, "nodes": 1, "clip_norm": 1.0, "
             "loop_batch_size": 0, "sampling": "shuffle", "dp_engine": ""}
 
 
-def row(use_case, jax, torch, batch=32, **settings) -> dict:
+def table_row(use_case, jax, torch, batch=32, **settings) -> dict:
     return {"device_kind": "gpu", "device_model": "NVIDIA H200", "benchmark": "cifar10", "use_case": use_case,
             "model": "cnn", "batch_size": batch, "precision": "fp32",
             "settings": json.dumps(SETTINGS | settings, sort_keys=True), "bound_cpus": "", "intra_op_threads": "",
@@ -27,25 +27,27 @@ def costs(*rows) -> list[tuple[float, float]]:
 
 def test_each_engine_is_costed_against_the_same_sgd_step():
     # The DP-SGD rows differ from the SGD row in DP-SGD's own settings only: Poisson sampling, the engine.
-    got = costs(row(1, 3000.0, 2400.0), row(3, 1000.0, 300.0, sampling="poisson", dp_engine="torchfunc"),
-                row(3, 1000.0, 800.0, sampling="poisson", dp_engine="opacus"))
+    got = costs(table_row(1, 3000.0, 2400.0), table_row(3, 1000.0, 300.0, sampling="poisson", dp_engine="torchfunc"),
+                table_row(3, 1000.0, 800.0, sampling="poisson", dp_engine="opacus"))
     assert all(math.isnan(v) for v in got[0])  # the SGD row has no cost
     assert got[1:] == [(3.0, 8.0), (3.0, 3.0)]
 
 
 def test_a_dp_sgd_row_of_another_batch_or_mode_or_device_has_no_sgd_row():
-    sgd = row(1, 3000.0, 2400.0)
-    others = [row(3, 1000.0, 300.0, batch=64), row(3, 1000.0, 300.0, torch_compile=True),
-              row(3, 1000.0, 300.0) | {"device_model": "NVIDIA H100"}, row(3, 1000.0, 300.0) | {"precision": "bf16"}]
+    sgd = table_row(1, 3000.0, 2400.0)
+    others = [table_row(3, 1000.0, 300.0, batch=64), table_row(3, 1000.0, 300.0, torch_compile=True),
+              table_row(3, 1000.0, 300.0) | {"device_model": "NVIDIA H100"},
+              table_row(3, 1000.0, 300.0) | {"precision": "bf16"}]
     for other in others:
         (_, (jax, torch)) = costs(sgd, other)
         assert math.isnan(jax) and math.isnan(torch), other
 
 
 def test_use_case_4_is_costed_against_use_case_2_on_as_many_processes():
-    got = costs(row(2, 6000.0, 5000.0, nodes=2), row(1, 3000.0, 2400.0), row(4, 2000.0, 1000.0, nodes=2))
+    got = costs(table_row(2, 6000.0, 5000.0, nodes=2), table_row(1, 3000.0, 2400.0),
+                table_row(4, 2000.0, 1000.0, nodes=2))
     assert got[2] == (3.0, 5.0)
-    (_, (jax, _)) = costs(row(2, 6000.0, 5000.0, nodes=2), row(4, 2000.0, 1000.0, nodes=1))
+    (_, (jax, _)) = costs(table_row(2, 6000.0, 5000.0, nodes=2), table_row(4, 2000.0, 1000.0, nodes=1))
     assert math.isnan(jax)
 
 

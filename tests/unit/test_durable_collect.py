@@ -1,4 +1,4 @@
-"""#30 item 10: collect publishes as every other writer does (bench_contract.atomic.publish): each part and the
+"""Collect publishes as every other writer does (bench_contract.atomic.publish): each part and the
 index under a temporary name that says which host and process wrote it, flushed to disk before its rename, the
 generation's folder flushed before the link switches to it, and the results folder after the switch; a bad
 result moved aside by resubmit is flushed too."""

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 from fake_nvml import FakeGpu, fake_pynvml
-from helpers import rows_for_test, wait_until
+from helpers import rows_for_test, spec, wait_until
 
 from bench_contract.measure import device, energy
 from bench_contract.results import not_available
@@ -34,7 +34,7 @@ def nvml(monkeypatch):
     return install
 
 
-def values(rows):
+def metric_values(rows):
     return {r["metric"]: (r["value"], r["unit"], r["note"]) for r in rows.rows}
 
 
@@ -48,7 +48,7 @@ def test_counter_path_reads_the_counter_at_both_ends_of_the_region(nvml):
     assert result.joules == pytest.approx(250.0) and "counter" in result.method
     rows = rows_for_test()
     result.record(rows, samples=1000)
-    got = values(rows)
+    got = metric_values(rows)
     assert got["energy_timed"][:2] == (pytest.approx(250.0), "J")
     assert got["energy_per_sample"][0] == pytest.approx(0.25)
     assert got["samples_per_joule"][0] == pytest.approx(4.0)
@@ -135,7 +135,7 @@ def test_energy_not_available_is_null_with_a_reason_never_zero(nvml, kind, setup
         pass
     rows = rows_for_test()
     meter.result().record(rows, samples=10)
-    got = values(rows)
+    got = metric_values(rows)
     for metric in ("energy_timed", "energy_window_time", "energy_per_sample", "samples_per_joule"):
         value, _, note = got[metric]
         assert value is None and note.startswith("not available: ") and reason in note, note
@@ -288,14 +288,6 @@ class FakeOps:
         return Flops(100.0, "fake")
 
 
-def spec(**overrides):
-    from bench_contract.spec import JobSpec
-
-    values = dict(campaign="c", cell_id="x", pair_key="x", framework="jax", benchmark="digits", use_case=1,
-                  model="mlp", batch_size=4, precision="fp32", epochs=2, warmup_steps=3, timed_steps=6)
-    return JobSpec(**{**values, **overrides})
-
-
 def windows(log):
     """Per window, the events inside it; and the events outside any window."""
     inside, outside, current = [], [], None
@@ -313,6 +305,10 @@ def windows(log):
     return inside, outside
 
 
+# A short training run: batch 4, two epochs, three warm-up steps and six timed ones.
+TIMED = {"batch_size": 4, "epochs": 2, "warmup_steps": 3, "timed_steps": 6}
+
+
 def tiny_training_data():
     from bench_contract.data.datasets import Dataset
 
@@ -327,7 +323,7 @@ def test_training_energy_is_one_window_over_the_pipelined_steps_and_nothing_else
 
     log = []
     rows = rows_for_test()
-    run_training(spec(), tiny_training_data(), FakeOps(log), rows,
+    run_training(spec(**TIMED), tiny_training_data(), FakeOps(log), rows,
                  efficiency=Efficiency(LoggingMeter(log), lambda: Peak(1e3, "fake")))
     inside, outside = windows(log)
     # One window, holding the 6 (timed_steps) pipelined steps after training: the 10 training steps (warm-up and
@@ -346,9 +342,9 @@ def test_training_energy_is_divided_by_the_pipelined_samples_and_timed_over_them
 
     nvml([FakeGpu(energy_mj=[1000 * i for i in range(100)])])  # every read 1 J later
     rows = rows_for_test()
-    run_training(spec(), tiny_training_data(), FakeOps([], host_s=0.02, step_s=0.002), rows,
+    run_training(spec(**TIMED), tiny_training_data(), FakeOps([], host_s=0.02, step_s=0.002), rows,
                  efficiency=Efficiency(energy.meter_for("gpu", ()), lambda: Peak(1e3, "fake")))
-    got = values(rows)
+    got = metric_values(rows)
     assert 6 * 0.002 <= got["energy_window_time"][0] < 0.1  # the 10 x 20 ms of host work would exceed it
     assert "each of 1 window(s)" in got["energy_timed"][2]
     assert got["energy_timed"][0] == pytest.approx(1.0)
@@ -393,17 +389,17 @@ def test_inference_times_at_least_as_long_as_the_energy_counter_needs(monkeypatc
     meter = energy.EnergyMeter(unavailable="stand-in")
     monkeypatch.setattr(energy.EnergyMeter, "min_window_s", property(lambda self: 0.05))
     rows = rows_for_test()
-    run_inference(spec(use_case=5, min_duration_s=0.0), np.zeros((4, 3), np.float32), FakeOps([], step_s=0.0), rows,
-                  efficiency=Efficiency(meter, lambda: Peak(1e3, "fake")))
-    assert values(rows)["timed_duration"][0] >= 0.05
+    run_inference(spec(**TIMED, use_case=5, min_duration_s=0.0), np.zeros((4, 3), np.float32), FakeOps([], step_s=0.0),
+                  rows, efficiency=Efficiency(meter, lambda: Peak(1e3, "fake")))
+    assert metric_values(rows)["timed_duration"][0] >= 0.05
 
 
 def test_training_on_the_cpu_records_energy_window_time_as_not_available():
     from bench_contract.run.training import run_training
 
     rows = rows_for_test()
-    run_training(spec(), tiny_training_data(), FakeOps([]), rows)
-    value, unit, note = values(rows)["energy_window_time"]
+    run_training(spec(**TIMED), tiny_training_data(), FakeOps([]), rows)
+    value, unit, note = metric_values(rows)["energy_window_time"]
     assert value is None and unit == "s" and note == "not available: the backend gave no energy meter or peak"
 
 
@@ -414,12 +410,12 @@ def test_inference_energy_window_holds_exactly_the_timed_passes():
 
     log = []
     rows = rows_for_test()
-    run_inference(spec(use_case=5, min_duration_s=0.0), np.zeros((4, 3), np.float32), FakeOps(log), rows,
+    run_inference(spec(**TIMED, use_case=5, min_duration_s=0.0), np.zeros((4, 3), np.float32), FakeOps(log), rows,
                   efficiency=Efficiency(LoggingMeter(log), lambda: Peak(1e3, "fake")))
     inside, outside = windows(log)
     assert inside == [["step"] * 6]  # the timed passes, and nothing else
     assert outside == ["to_device"] + ["step"] * (1 + 3)  # the batch, the first call after compilation, the warm-up
-    got = values(rows)
+    got = metric_values(rows)
     assert got["flops_per_step"][0] == 100.0 and got["energy_timed"][0] is None
 
 

@@ -2,9 +2,9 @@
 that no longer matches its requirements is refused with the command that regenerates it."""
 
 import hashlib
-import stat
 
 import pytest
+from helpers import fake_tools
 
 from orchestrator.errors import OrchestratorError
 from orchestrator.plan.profile import ClusterProfile
@@ -26,15 +26,13 @@ def fake_uv(tmp_path, sync_output: str = UV_SYNC_OUTPUT, sync_exit: int = 0):
     """A uv whose `venv` makes an environment with a python in it and whose `pip sync` prints `sync_output`; every
     call is recorded."""
     (tmp_path / "sync_output.txt").write_text(sync_output)
-    script = tmp_path / "uv"
-    script.write_text(f"""#!/bin/bash
+    fake_tools(tmp_path, uv=f"""\
 echo "$@" >> {tmp_path / "uv_calls.txt"}
 if [ "$1" = venv ]; then env="${{@: -1}}"; mkdir -p "$env/bin" && touch "$env/bin/python" && exit 0; fi
 if [ "$1 $2" = "pip sync" ]; then cat {tmp_path / "sync_output.txt"}; exit {sync_exit}; fi
 exit 9
 """)
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return script
+    return tmp_path / "uv"
 
 
 def a_lock(tmp_path, pins: str = "numpy==2.4.6\n") -> locks.Lock:

@@ -1,4 +1,4 @@
-"""Issue 32: one spelling of "error:". Whatever the bad input (click's own usage errors, our refusals, a group given
+"""One spelling of "error:". Whatever the bad input (click's own usage errors, our refusals, a group given
 no command, a --data-dir in the way of a file), the CLI says it in one line on stderr that starts with a lower-case
 "error: ", exits 2 and prints nothing on stdout; never click's "Error:", a page of help or a traceback."""
 

@@ -1,4 +1,4 @@
-"""Every MFU the product shows divides by the one peak both frameworks share on the device (issue 63, item 2). The
+"""Every MFU the product shows divides by the one peak both frameworks share on the device. The
 language model's MFU by 6N (model_flops_utilisation) was left out of the shared calibration, which named `mfu`
 alone, so its table divided each side by its own process's CPU calibration: JAX 0.18 against PyTorch 0.0056, 32.1
 times, where the throughput was 27.6 times (JAX's own peak 66.4 GFLOP/s, the shared one 77.4). With the same FLOPs

@@ -1,4 +1,4 @@
-"""The executors (issue 64, item 4): one interface, found by name, and no branch on an executor's name outside the
+"""The executors: one interface, found by name, and no branch on an executor's name outside the
 executors' own modules."""
 
 import ast

@@ -33,7 +33,7 @@ T = 1e12
     ("Tesla V100-PCIE-16GB", "fp32", 14),
     ("NVIDIA A40", "fp32", 37.4),
     ("NVIDIA L4", "bf16", 121),
-    # TF32 tensor-core rates, dense (issue 29, defect 8: tf32 MFU was always n/a, "no hardware support")
+    # TF32 tensor-core rates, dense (without them tf32 MFU was always n/a, "no hardware support")
     ("NVIDIA H100 80GB HBM3", "tf32", 494.5),
     ("NVIDIA H100 PCIe", "tf32", 378),
     ("NVIDIA H200", "tf32", 494.5),

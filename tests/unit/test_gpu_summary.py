@@ -1,4 +1,4 @@
-"""bench/gpu_summary.py, the summaries of scripts/gpu_speed.sh (issue 35) and gpu_dpsgd.sh (36): their tables
+"""bench/gpu_summary.py, the summaries of scripts/gpu_speed.sh and gpu_dpsgd.sh: their tables
 from made-up frames, the steps' outcomes from a log as the scripts write it, the overhead against the GPU's 3%, and
 the DP-SGD checks."""
 
@@ -15,7 +15,8 @@ from bench.overhead_probe import MARKER
 EAGER = json.dumps({"torch_compile": False, "torch_compile_mode": "default", "channels_last": False})
 
 
-def settings(**changes) -> str:
+def settings_json(**changes) -> str:
+    """A row's `settings` column: the eager settings as JSON, with `changes`."""
     return json.dumps(json.loads(EAGER) | changes)
 
 
@@ -36,15 +37,15 @@ def test_a_row_shows_both_throughputs_the_interval_and_the_compile_times():
 
 def test_a_row_without_an_interval_says_so_and_names_its_pytorch_mode():
     (line,) = rows_table(frame(speedup_ci_low=math.nan, speedup_ci_high=math.nan,
-                               settings=settings(torch_compile=True, torch_compile_mode="reduce-overhead")))[2:]
+                               settings=settings_json(torch_compile=True, torch_compile_mode="reduce-overhead")))[2:]
     assert "| compiled (reduce-overhead) |" in line and "| 2.00x [n/a (runs 3/3)] |" in line
-    (line,) = rows_table(frame(settings=settings(torch_compile=True, channels_last=True)))[2:]
+    (line,) = rows_table(frame(settings=settings_json(torch_compile=True, channels_last=True)))[2:]
     assert "| compiled, channels_last |" in line
 
 
 def test_only_eager_inference_at_batch_128_stands_beside_the_seed():
-    rows = frame(rows=[{}, {"settings": settings(torch_compile=True)}, {"settings": settings(channels_last=True)},
-                       {"batch_size": 64}, {"use_case": 1},
+    rows = frame(rows=[{}, {"settings": settings_json(torch_compile=True)},
+                       {"settings": settings_json(channels_last=True)}, {"batch_size": 64}, {"use_case": 1},
                        {"model": "vit_b_16", "jax_throughput": 600.0, "torch_throughput": 1200.0, "speedup": 0.5}])
     lines = [line for line in beside_published(rows) if line.startswith("| resnet50") or line.startswith("| vit")]
     assert lines == ["| resnet50 | fp32 | 12,000 | 11,739 | 6,000 | 5,915 | 2.00x [1.90, 2.10] | 1.98x |",
@@ -60,7 +61,8 @@ def test_a_row_that_is_not_comparable_shows_no_speed_up_in_either_table():
 
 
 def test_no_eager_row_is_said_not_left_as_an_empty_table():
-    assert any("no inference row" in line for line in beside_published(frame(settings=settings(torch_compile=True))))
+    compiled = frame(settings=settings_json(torch_compile=True))
+    assert any("no inference row" in line for line in beside_published(compiled))
 
 
 def probe_output(harness_ms, bare_ms) -> str:
@@ -98,7 +100,7 @@ def test_a_work_folder_without_rows_says_so(tmp_path):
 
 
 def test_a_dp_sgd_row_shows_each_sides_cost_over_sgd_its_vectorisation_and_epsilon():
-    dp = frame(use_case=3, batch_size=256, model="cnn", settings=settings(dp_engine="opacus"), jax_sgd_cost=3.0,
+    dp = frame(use_case=3, batch_size=256, model="cnn", settings=settings_json(dp_engine="opacus"), jax_sgd_cost=3.0,
                torch_sgd_cost=8.0,
                jax_vectorization_speedup=40.0, torch_vectorization_speedup=12.5, privacy_epsilon=7.114)
     (line,) = dp_sgd_table(pd.concat([frame(), dp]))[2:]  # the inference row is not a DP-SGD row

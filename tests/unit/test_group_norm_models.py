@@ -1,8 +1,8 @@
-"""The DP-trainable ResNets (issue #16): the GroupNorm variants' table, and what the catalog plans for them.
+"""The DP-trainable ResNets: the GroupNorm variants' table, and what the catalog plans for them.
 Their networks in both frameworks: tests/backends/test_group_norm_resnets.py and test_vision.py."""
 
 import pytest
-from test_matrix import settings
+from helpers import settings
 
 from bench_contract.models import vision
 from orchestrator.errors import UsageError
@@ -35,13 +35,13 @@ def test_the_group_norm_variants_plan_every_use_case(model, use_case):
     benchmark = catalog.home_benchmark(model).name
     workers = {"nodes": 2} if catalog.USE_CASES[use_case].data_parallel else {}
     cells = matrix.expand(benchmark, use_case, [], [model], [16], [],
-                          settings(data_source="synthetic", model_variant="tiny", **workers))
+                          settings(model_variant="tiny", **workers))
     assert {(c.framework, c.model) for c in cells} == {("jax", model), ("torch", model)}
 
 
 def test_the_batch_norm_resnet18s_refusal_names_its_group_norm_variant():
     with pytest.raises(UsageError) as info:
-        matrix.expand("cifar10", 3, [], ["resnet18"], [16], [], settings(data_source="synthetic"))
+        matrix.expand("cifar10", 3, [], ["resnet18"], [16], [], settings())
     message = str(info.value)
     assert "is refused for resnet18: batch norm mixes the examples of a batch" in message
     assert "resnet18_gn" in message.split("per-sample gradients run for ", 1)[1]

@@ -1,4 +1,4 @@
-"""Whether a run's CPUs were its own while it measured (bench_contract.measure.host, issue 31): the share of the bound
+"""Whether a run's CPUs were its own while it measured (bench_contract.measure.host): the share of the bound
 CPUs' time other processes used, from /proc/stat less the process's own CPU time, on a fake /proc/stat and clock;
 and the verdict that calls a run on shared CPUs not reliable."""
 

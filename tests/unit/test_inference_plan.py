@@ -4,8 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli
-from test_matrix import settings
+from helpers import run_cli, settings
 
 from bench_contract.models import weights
 from bench_contract.run import parity
@@ -17,7 +16,7 @@ from orchestrator.plan.campaign import job_spec
 
 
 def test_inference_defaults_to_batch_sizes_1_8_32_128():
-    cells = matrix.expand("imagenet", catalog.INFERENCE, [], [], [], [], settings(data_source="synthetic"))
+    cells = matrix.expand("imagenet", catalog.INFERENCE, [], [], [], [], settings())
     assert sorted({c.batch_size for c in cells}) == [1, 8, 32, 128]
     assert {c.model for c in cells} == set(catalog.BENCHMARKS["imagenet"].default_models)
 
@@ -25,14 +24,14 @@ def test_inference_defaults_to_batch_sizes_1_8_32_128():
 def test_inference_batch_sizes_are_not_limited_by_a_training_split():
     # A training use case refuses a batch larger than the synthetic training split; inference reads no split.
     cells = matrix.expand("mnist", catalog.INFERENCE, [], ["cnn"], [4096], [],
-                          settings(data_source="synthetic", synthetic_samples=100))
+                          settings(synthetic_samples=100))
     assert {c.batch_size for c in cells} == {4096}
 
 
 def test_the_tiny_variant_is_its_own_cell_and_its_own_weights_file(tmp_path):
-    full = matrix.expand("imagenet", 5, ["jax"], ["resnet50"], [8], [], settings(data_source="synthetic"))[0]
+    full = matrix.expand("imagenet", 5, ["jax"], ["resnet50"], [8], [], settings())[0]
     tiny = matrix.expand("imagenet", 5, ["jax"], ["resnet50"], [8], [],
-                         settings(data_source="synthetic", model_variant="tiny"))[0]
+                         settings(model_variant="tiny"))[0]
     assert "resnet50.tiny" in tiny.pair_key and "tiny" not in full.pair_key
     full_spec, tiny_spec = (job_spec(c, "camp", tmp_path, "abc") for c in (full, tiny))
     assert tiny_spec.model_variant == "tiny" and full_spec.model_variant == "full"
@@ -50,11 +49,9 @@ def test_unknown_variant_and_bad_timed_steps_are_refused():
 
 
 def test_inference_on_real_data_checks_the_folder_before_anything_is_written(tmp_path):
-    with pytest.raises(UsageError, match="give --data-dir"):
-        rules.check_data("imagenet", settings())
     with pytest.raises(UsageError, match="has no class subfolders"):
-        rules.check_data("imagenet", settings(data_dir=str(tmp_path)))
-    rules.check_data("imagenet", settings(data_source="synthetic"))
+        rules.check_data("imagenet", settings(data_source="real", data_dir=str(tmp_path)))
+    rules.check_data("imagenet", settings())  # synthetic data needs no folder
 
 
 def test_every_model_that_infers_has_an_input_shape():
@@ -148,9 +145,9 @@ def test_pytorch_options_are_refused_where_they_are_not_implemented_or_mean_noth
     with pytest.raises(UsageError, match="--channels-last is implemented for the inference use case"):
         matrix.expand("digits", 1, [], [], [], [], settings(channels_last=True))
     with pytest.raises(UsageError, match="--channels-last is for convolutional networks; vit_b_16 is not one"):
-        matrix.expand("imagenet", 5, [], ["vit_b_16"], [1], [], settings(data_source="synthetic", channels_last=True))
+        matrix.expand("imagenet", 5, [], ["vit_b_16"], [1], [], settings(channels_last=True))
     cells = matrix.expand("imagenet", 5, [], ["resnet50"], [1], [],
-                          settings(data_source="synthetic", channels_last=True, torch_compile=True))
+                          settings(channels_last=True, torch_compile=True))
     assert all(c.settings.torch_compile and c.settings.channels_last for c in cells)
 
 
@@ -172,7 +169,8 @@ def test_validate_has_help_and_list_shows_the_inference_defaults():
 
 
 def test_bf16_is_planned_for_inference_and_tf32_refused_there():
-    cells = matrix.expand("imagenet", 5, [], ["resnet50"], [8], ["fp32", "bf16"], settings(data_source="synthetic"))
+    cells = matrix.expand("imagenet", 5, [], ["resnet50"], [8], ["fp32", "bf16"], settings())
     assert {c.precision for c in cells} == {"fp32", "bf16"}
-    with pytest.raises(UsageError, match="'tf32' is implemented for use case 1, 2, 3, 4 only, not for use case 5"):
-        matrix.expand("mnist", 5, [], ["mlp"], [8], ["tf32"], settings(data_source="synthetic"))
+    with pytest.raises(UsageError, match="'tf32' is implemented for use case 1, 2, 3, 4 only, not for use case 5 "
+                                         ".*: inference compares float32 against the narrower bf16 and fp16 instead"):
+        matrix.expand("mnist", 5, [], ["mlp"], [8], ["tf32"], settings())

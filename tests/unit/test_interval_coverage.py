@@ -1,4 +1,4 @@
-"""The speed-up's 95% interval covers the true speed-up at the run counts people use (issue 63): simulated campaigns
+"""The speed-up's 95% interval covers the true speed-up at the run counts people use: simulated campaigns
 through the product's own interval functions (orchestrator.results.intervals), paired and unpaired, on one node and
 on several. The percentile bootstrap the intervals were before covered 76-80% of the time at 3 runs a side.
 
@@ -70,7 +70,7 @@ def test_the_speed_ups_interval_covers_the_true_speed_up_at_the_run_counts_peopl
     ((10, 1), 0.05),
 ])
 def test_runs_on_several_nodes_keep_the_coverage_with_the_nodes_as_units(per_node, node_spread, paired):
-    """Runs on several nodes are counted by node (issue 31): each node's speed is drawn per campaign, for each side
+    """Runs on several nodes are counted by node: each node's speed is drawn per campaign, for each side
     (unpaired) or for the pairs; the interval over the nodes' means keeps its coverage however the runs fall."""
     rng = np.random.default_rng(len(per_node) + int(100 * node_spread))
     nodes = np.repeat(np.arange(len(per_node)), per_node)

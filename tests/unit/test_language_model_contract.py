@@ -1,4 +1,4 @@
-"""The language model's contract (issue 33): GPT-2's sizes and initialisation, its FLOPs per token, the token windows
+"""The language model's contract: GPT-2's sizes and initialisation, its FLOPs per token, the token windows
 both frameworks train on, and the tokens/s and model-FLOPs rows. Everything here is numpy: what both backends get."""
 
 import math

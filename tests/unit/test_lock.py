@@ -3,7 +3,6 @@ is taken over: one that died here, one whose Slurm job ended, one that never wro
 
 import json
 import os
-import shlex
 import signal
 import socket
 import subprocess
@@ -12,6 +11,7 @@ import threading
 import time
 
 import pytest
+from helpers import fake_queue
 
 from orchestrator.errors import OrchestratorError
 from orchestrator.run.file_lock import exclusive
@@ -64,7 +64,7 @@ def test_a_lock_held_on_another_host_is_not_taken_over(tmp_path):
     assert lock.exists()
 
 
-# #30 item 9. A lock file that names no holder: its holder was killed between creating and writing it.
+# A lock file that names no holder: its holder was killed between creating and writing it.
 def aged(path, seconds):
     old = time.time() - seconds
     os.utime(path, (old, old))
@@ -102,26 +102,17 @@ def test_a_pid_now_given_to_another_process_or_from_before_a_restart_is_no_holde
             pass
 
 
-def fake_queue(tmp_path, monkeypatch, squeue: str, sacct: str):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for name, out in (("squeue", squeue), ("sacct", sacct)):
-        (bin_dir / name).write_text(f"#!/bin/bash\nprintf '%s' {shlex.quote(out)}\n")
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-
-
 def test_the_lock_of_a_slurm_job_that_ended_is_taken_at_once_and_of_one_that_runs_is_not(tmp_path, monkeypatch):
     """A --collect-after job killed at its time limit on a compute node held the collect lock: before, every
     later collect waited LOCK_WAIT_S (600 s) for it and then refused."""
     lock = tmp_path / ".lock"
     holder = {"host": "node7", "pid": 4242, "slurm_job": "9001", "doing": "collect", "since": "today"}
     lock.write_text(json.dumps(holder))
-    fake_queue(tmp_path, monkeypatch, squeue="9001 RUNNING\n", sacct="9001|RUNNING\n")
+    monkeypatch.setenv("PATH", fake_queue(tmp_path, squeue=["9001 RUNNING"], sacct=["9001|RUNNING"])[0]["PATH"])
     with pytest.raises(OrchestratorError, match="collect \\(pid 4242 on node7"):
         with exclusive(lock, "collect"):
             pass
-    fake_queue(tmp_path, monkeypatch, squeue="", sacct="9001|TIMEOUT\n")
+    monkeypatch.setenv("PATH", fake_queue(tmp_path, sacct=["9001|TIMEOUT"])[0]["PATH"])
     with exclusive(lock, "collect"):
         assert json.loads(lock.read_text())["host"] == socket.gethostname()
 

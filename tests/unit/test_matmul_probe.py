@@ -1,4 +1,4 @@
-"""The float32 matmul probe every row carries tells float32 arithmetic from TF32 and bfloat16 (issue 34): a TF32
+"""The float32 matmul probe every row carries tells float32 arithmetic from TF32 and bfloat16: a TF32
 setting that did not take (or one a library turned on) shows in the row, on any CPU or GPU."""
 
 from __future__ import annotations

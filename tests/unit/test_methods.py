@@ -1,4 +1,4 @@
-"""The methods paragraph (orchestrator.results.methods, issue 31): written from the rows, in report.md and on the
+"""The methods paragraph (orchestrator.results.methods): written from the rows, in report.md and on the
 HTML page, every figure in it read from what the runs recorded."""
 
 import json
@@ -7,7 +7,7 @@ import pandas as pd
 from helpers import result_context, run_cli
 
 
-def write_run(root, campaign, framework, node, throughput, settings, version, timed_steps=3, metrics=None,
+def write_node_run(root, campaign, framework, node, throughput, settings, version, timed_steps=3, metrics=None,
               **context):
     from bench_contract.results import ResultRows
 
@@ -28,8 +28,8 @@ def write_run(root, campaign, framework, node, throughput, settings, version, ti
 def test_the_report_has_a_methods_paragraph_written_from_the_rows(tmp_path):
     settings = {"warmup_steps": 7, "timed_steps": 50, "torch_compile": True, "torch_compile_mode": "max-autotune"}
     for k, node in enumerate(("n1", "n2", "n3")):
-        write_run(tmp_path, f"c{k}", "jax", node, 2000.0 + k, settings, "0.4.31", timed_steps=3 + k)
-        write_run(tmp_path, f"c{k}", "torch", node, 1000.0 + k, settings, "2.5.1")
+        write_node_run(tmp_path, f"c{k}", "jax", node, 2000.0 + k, settings, "0.4.31", timed_steps=3 + k)
+        write_node_run(tmp_path, f"c{k}", "torch", node, 1000.0 + k, settings, "2.5.1")
     assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
     assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
     markdown = (tmp_path / "report" / "report.md").read_text()
@@ -49,12 +49,13 @@ def test_the_report_has_a_methods_paragraph_written_from_the_rows(tmp_path):
 
 
 def test_the_methods_say_what_poisson_sampled_runs_count_and_each_sides_padding(tmp_path):
-    """Issue 63: JAX padded its Poisson batches (65% of the examples it computed), and no methods text said so."""
+    """JAX padded its Poisson batches (65% of the examples it computed), and no methods text said so."""
     settings = {"warmup_steps": 7, "timed_steps": 50}
     for k, padding in enumerate((0.6, 0.65)):
-        write_run(tmp_path, f"c{k}", "jax", "n1", 2000.0, settings, "0.4.31",
+        write_node_run(tmp_path, f"c{k}", "jax", "n1", 2000.0, settings, "0.4.31",
                   metrics={"timed_batch_size_mean": 15.64, "padding_fraction": padding})
-        write_run(tmp_path, f"c{k}", "torch", "n1", 1000.0, settings, "2.5.1", metrics={"timed_batch_size_mean": 15.64})
+        write_node_run(tmp_path, f"c{k}", "torch", "n1", 1000.0, settings, "2.5.1",
+                       metrics={"timed_batch_size_mean": 15.64})
     assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
     assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
     methods = (tmp_path / "report" / "report.md").read_text().split("## Methods\n\n")[1].split("\n")[0]
@@ -76,9 +77,10 @@ def test_the_methods_name_cuda_cudnn_and_the_container_image_each_side_ran(tmp_p
     images = {"jax": "nvcr.io/nvidia/jax:25.04-py3", "torch": "/shared/pytorch-25.04.sif"}
     libraries = {"jax": {"cuda": "12.8", "cudnn": "9.7.1"}, "torch": {"cuda": "12.8", "cudnn": "90701", "nccl": "2.25"}}
     for framework, version in (("jax", "0.5.3"), ("torch", "2.7.0")):
-        write_run(tmp_path, "c", framework, "n1", 100.0, {}, version, environment_kind=f"container: {images[framework]}",
-                  library_versions=json.dumps(libraries[framework]))
-    write_run(tmp_path, "d", "torch", "n1", 100.0, {}, "2.7.0",
+        write_node_run(tmp_path, "c", framework, "n1", 100.0, {}, version,
+                       environment_kind=f"container: {images[framework]}",
+                       library_versions=json.dumps(libraries[framework]))
+    write_node_run(tmp_path, "d", "torch", "n1", 100.0, {}, "2.7.0",
               library_versions=json.dumps({"cuda": "not available: CPU-only build of torch"}))
     assert run_cli("collect", "--results-dir", str(tmp_path)).returncode == 0
     assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0

@@ -1,4 +1,4 @@
-"""Issue 32: a --data-dir that does not exist names `data fetch`, as an empty one does, with the command as it
+"""A --data-dir that does not exist names `data fetch`, as an empty one does, with the command as it
 would work: the user's folder, quoted for the shell."""
 
 import shlex

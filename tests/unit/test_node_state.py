@@ -1,4 +1,4 @@
-"""The node's state at both ends of a run's measured window (bench_contract.measure.node_state, issue 31): the GPUs'
+"""The node's state at both ends of a run's measured window (bench_contract.measure.node_state): the GPUs'
 clocks, heat and clock event reasons from NVML (a fake pynvml here), the CPUs' governor and frequency from a fake
 cpufreq folder; a GPU slowed down for heat is flagged `throttled`, one held at its power cap is not; and the verdict
 says so."""

@@ -186,10 +186,11 @@ def test_watch_refuses_an_interval_out_of_bounds_in_one_sentence(tmp_path, inter
     """A campaign with a cell still pending. Before: nan and inf reached time.sleep after the first poll (a
     ValueError, an OverflowError), 1e9 slept for 31 years and 1e-300 polled without pause; 0 and -1 were
     refused with exit 1."""
-    from test_status import campaign, fake_slurm
+    from helpers import fake_queue
+    from test_status import campaign
 
     campaign(tmp_path, with_results={("jax", 0), ("jax", 1), ("jax", 2), ("torch", 0), ("torch", 1)})
-    env, _ = fake_slurm(tmp_path, sacct_lines=["71_2|PENDING"], squeue_lines=["71_2 PENDING"])
+    env, _ = fake_queue(tmp_path, sacct=["71_2|PENDING"], squeue=["71_2 PENDING"])
     proc = run_cli("watch", f"--interval={interval}", "--results-dir", str(tmp_path / "results"), env=env,
                    timeout=30)
     assert "--interval takes seconds from 0.01 to 60" in one_sentence(proc, code=2)

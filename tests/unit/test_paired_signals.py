@@ -7,22 +7,20 @@ import signal
 import subprocess
 
 import pytest
-from helpers import driver_passthrough, run_cli, wait_until
+from helpers import driver_passthrough, fake_tools, run_cli, wait_until
 
 
 def stand_in_env(env_dir, framework, log):
     """`python` that sets its traps, logs its start, then waits; on TERM or USR1 it logs the signal and exits
     128 + n."""
     bin_dir = env_dir / framework / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
-    (bin_dir / "python").write_text(
-        f"#!/bin/bash\n{driver_passthrough()}"
+    fake_tools(bin_dir, python=(
+        f"{driver_passthrough()}"
         f"trap 'kill $!; echo \"{framework} got TERM\" >> {shlex.quote(str(log))}; exit 143' TERM\n"
         f"trap 'kill $!; echo \"{framework} got USR1\" >> {shlex.quote(str(log))}; exit 138' USR1\n"
         f'echo "{framework} started $4" >> {shlex.quote(str(log))}\n'  # once its traps are set
-        "sleep 60 & wait\n")
-    (bin_dir / "python").chmod(0o755)
+        "sleep 60 & wait\n"))
+    (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
 
 
 @pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGTERM])

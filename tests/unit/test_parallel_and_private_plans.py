@@ -6,28 +6,13 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import dry_run, run_cli, settings, spec
 
 from bench_contract.run.topology import Topology, topology_for
-from bench_contract.spec import JobSpec, SpecError
+from bench_contract.spec import SpecError
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix, render
 from orchestrator.plan.profile import ClusterProfile
-from orchestrator.plan.settings import RunSettings
-
-
-def settings(**overrides):
-    values = dict(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=1, data_source="real",
-                  data_dir=None, synthetic_samples=256, device="auto")
-    values.update(overrides)
-    return RunSettings(**values)
-
-
-def spec(**overrides):
-    values = dict(campaign="c", cell_id="x", pair_key="x", framework="jax", benchmark="digits", use_case=2,
-                  model="mlp", batch_size=32, precision="fp32")
-    values.update(overrides)
-    return JobSpec(**values)
 
 
 @pytest.mark.parametrize("use_case", [1, 2, 3, 4])
@@ -69,10 +54,10 @@ def test_the_spec_refuses_what_the_plan_refuses():
     with pytest.raises(SpecError, match="use case 1 runs on one device"):
         spec(use_case=1, nodes=2)
     with pytest.raises(SpecError, match="does not split evenly over 2 processes"):
-        spec(batch_size=33, nodes=2)
+        spec(use_case=2, batch_size=33, nodes=2)
     with pytest.raises(SpecError, match="--clip-norm must be positive"):
-        spec(clip_norm=-1.0)
-    assert spec(nodes=2, tasks_per_node=2).world_size == 4
+        spec(use_case=2, clip_norm=-1.0)
+    assert spec(use_case=2, nodes=2, tasks_per_node=2).world_size == 4
 
 
 def test_ranks_take_disjoint_shards_that_cover_the_global_batch_in_order():
@@ -84,7 +69,7 @@ def test_ranks_take_disjoint_shards_that_cover_the_global_batch_in_order():
 
 
 def test_topology_comes_from_slurm_and_must_match_the_spec():
-    two = spec(nodes=2)
+    two = spec(use_case=2, nodes=2)
     assert topology_for(two, {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0"}) == Topology(1, 2, 0)
     assert not topology_for(two, {"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}).is_writer
     with pytest.raises(RuntimeError, match="start it with srun"):
@@ -107,13 +92,9 @@ def test_directives_follow_the_layout_of_the_cell(tmp_path):
     assert not any(d.startswith("--gres") for d in cpu_only)
 
 
-def plan(tmp_path, *args):
-    return run_cli("--benchmark", "digits", "--dry-run", "--results-dir", str(tmp_path / "r"),
-                   "--scripts-dir", str(tmp_path / "s"), *args)
-
-
 def test_a_two_node_cell_runs_its_backend_under_srun(tmp_path):
-    proc = plan(tmp_path, "--use-case", "4", "--nodes", "2", "--clip-norm", "0.5", "--noise-multiplier", "0")
+    proc = dry_run(tmp_path, "--benchmark", "digits", "--use-case", "4", "--nodes", "2", "--clip-norm", "0.5",
+                   "--noise-multiplier", "0")
     assert proc.returncode == 0, proc.stderr
     jax_script = (tmp_path / "s" / "jax_digits_4.sh").read_text()
     torch_script = (tmp_path / "s" / "torch_digits_4.sh").read_text()
@@ -128,7 +109,7 @@ def test_a_two_node_cell_runs_its_backend_under_srun(tmp_path):
 
 
 def test_a_one_process_cell_has_no_srun(tmp_path):
-    proc = plan(tmp_path, "--use-case", "3")
+    proc = dry_run(tmp_path, "--benchmark", "digits", "--use-case", "3")
     assert proc.returncode == 0, proc.stderr
     script = (tmp_path / "s" / "jax_digits_3.sh").read_text()
     assert "srun" not in script and 'exec python -m jax_backend.run "$specs" "$index"' in script
@@ -151,7 +132,7 @@ def test_executors_that_cannot_srun_refuse_several_processes(tmp_path, executor)
 def test_the_rendezvous_port_stays_below_linuxs_ephemeral_ports(tmp_path, job_id):
     """Job 19150's port was 39150, inside 32768-60999, where the kernel hands out other connections' own ports: a
     CI run's rendezvous found it taken (EADDRINUSE). The script's own line is run by bash here."""
-    proc = plan(tmp_path, "--use-case", "2", "--nodes", "2")
+    proc = dry_run(tmp_path, "--benchmark", "digits", "--use-case", "2", "--nodes", "2")
     assert proc.returncode == 0, proc.stderr
     line = next(line for line in (tmp_path / "s" / "torch_digits_2.sh").read_text().splitlines()
                 if line.startswith("export MASTER_PORT="))

@@ -1,4 +1,4 @@
-"""`--parallelism ddp,fsdp` (issue 33): use case 2's state replicated or sharded, each layout a cell in both
+"""`--parallelism ddp,fsdp`: use case 2's state replicated or sharded, each layout a cell in both
 frameworks, JAX replicated compared with DDP and JAX sharded with FSDP2; refused where it means nothing, in one
 sentence, before anything is written; without it, the default layout's cells."""
 
@@ -6,27 +6,17 @@ import json
 
 import pandas as pd
 import pytest
-from helpers import result_context, run_cli
+from helpers import run_cli, settings, spec, write_spec_run
 
-from bench_contract.results import ResultRows
-from bench_contract.run.runner import base_context
-from bench_contract.spec import JobSpec, SpecError
+from bench_contract.spec import SpecError
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
 from orchestrator.plan.campaign import job_spec
-from orchestrator.plan.settings import RunSettings
 from orchestrator.results.compare import comparison_frame
 
 
-def settings(**overrides):
-    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
-              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "cpu",
-              "model_variant": "tiny", "nodes": 2} | overrides
-    return RunSettings(**values)
-
-
 def test_each_layout_is_a_cell_in_both_frameworks_and_its_own_pair(tmp_path):
-    cells = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(), parallelisms=["ddp", "fsdp"])
+    cells = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(nodes=2), parallelisms=["ddp", "fsdp"])
     assert sorted((c.framework, c.settings.parallelism) for c in cells) == [
         ("jax", "ddp"), ("jax", "fsdp"), ("torch", "ddp"), ("torch", "fsdp")]
     keys = {layout: {c.pair_key for c in cells if c.settings.parallelism == layout} for layout in ("ddp", "fsdp")}
@@ -38,10 +28,10 @@ def test_each_layout_is_a_cell_in_both_frameworks_and_its_own_pair(tmp_path):
 
 def test_cells_planned_without_the_option_are_the_default_layouts():
     """No --parallelism plans the same cells as --parallelism ddp, the same campaign; sharded cells are others."""
-    without = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings())
-    default = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(), parallelisms=["ddp"])
+    without = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(nodes=2))
+    default = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(nodes=2), parallelisms=["ddp"])
     assert [c.cell_id for c in without] == [c.cell_id for c in default]
-    sharded = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(), parallelisms=["fsdp"])
+    sharded = matrix.expand("nlp", 2, [], ["gpt"], [32], [], settings(nodes=2), parallelisms=["fsdp"])
     assert {c.cell_id for c in sharded}.isdisjoint(c.cell_id for c in without)
 
 
@@ -65,11 +55,10 @@ def test_the_cli_refuses_a_bad_layout_with_nothing_written(tmp_path):
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
 
 
-def contract_spec(framework, **overrides):
-    values = {"campaign": "c", "cell_id": f"{framework}-x", "pair_key": "x", "framework": framework,
-              "benchmark": "nlp", "use_case": 2, "model": "gpt", "batch_size": 32, "precision": "fp32", "nodes": 2,
-              "model_variant": "tiny"} | overrides
-    return JobSpec(**values)
+def gpt_spec(framework, **overrides):
+    """A cell of the tiny language model in use case 2, on two nodes."""
+    return spec(framework, **({"benchmark": "nlp", "use_case": 2, "model": "gpt", "nodes": 2, "model_variant": "tiny"}
+                              | overrides))
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -79,22 +68,18 @@ def contract_spec(framework, **overrides):
 ])
 def test_a_hand_written_spec_with_a_layout_it_cannot_run_is_refused(overrides, message):
     with pytest.raises(SpecError, match=message):
-        contract_spec("torch", **dict(overrides))
+        gpt_spec("torch", **dict(overrides))
 
 
-def write_run(root, framework, throughput, parallelism):
-    spec = contract_spec(framework, cell_id=f"{framework}-{parallelism}", parallelism=parallelism)
-    context = result_context(**base_context(spec), device_kind="cpu", device_model="CPU X", bound_cpus=2,
-                             intra_op_threads=2)
-    rows = ResultRows(context)
-    rows.add("throughput", throughput, "samples/s")
-    rows.write(root / "c" / "rows" / framework / f"{spec.cell_id}.parquet")
-    return pd.DataFrame(rows.rows).assign(**context)
+def write_layout_run(root, framework, throughput, parallelism):
+    """One task's result rows (write_spec_run) of a cell in the state layout `parallelism`."""
+    return write_spec_run(root, gpt_spec(framework, cell_id=f"{framework}-{parallelism}", parallelism=parallelism),
+                          throughput)
 
 
 def test_the_comparison_pairs_each_layout_with_itself(tmp_path):
-    runs = pd.concat([write_run(tmp_path, "jax", 400, "ddp"), write_run(tmp_path, "torch", 200, "ddp"),
-                      write_run(tmp_path, "jax", 300, "fsdp"), write_run(tmp_path, "torch", 100, "fsdp")],
+    runs = pd.concat([write_layout_run(tmp_path, "jax", 400, "ddp"), write_layout_run(tmp_path, "torch", 200, "ddp"),
+                      write_layout_run(tmp_path, "jax", 300, "fsdp"), write_layout_run(tmp_path, "torch", 100, "fsdp")],
                      ignore_index=True)
     assert {json.loads(s)["parallelism"] for s in runs.settings} == {"ddp", "fsdp"}
     frame = comparison_frame(runs)

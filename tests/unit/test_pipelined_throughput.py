@@ -1,4 +1,4 @@
-"""Pipelined throughput beside per-step latency (#15): a run of consecutive training steps with one
+"""Pipelined throughput beside per-step latency: a run of consecutive training steps with one
 synchronisation at the end, recorded after the per-step measurement as throughput_pipelined."""
 
 import time
@@ -121,8 +121,8 @@ class PaddingOps(CountingOps):
 
 
 def test_pipelined_throughput_counts_the_last_batchs_drawn_examples_not_b_nor_the_padding(tmp_path, monkeypatch):
-    """Defect 4 of issue 29: the pipelined run times the last batch, drawn (PyTorch) or padded (JAX), and its
-    throughput assumed B examples: 6.7% too high for digits at B=32, 7% too low for CIFAR-10 at B=128."""
+    """The pipelined run times the last batch, drawn (PyTorch) or padded (JAX), and its throughput once
+    assumed B examples: 6.7% too high for digits at B=32, 7% too low for CIFAR-10 at B=128."""
     for ops in (CountingOps(), PaddingOps()):
         rows, _ = trained(tmp_path, monkeypatch, ops=ops, use_case=3, sampling="poisson", noise_multiplier=0.0)
         drawn = [row["value"] for row in rows.rows if row["metric"] == "drawn_batch_size"]

@@ -9,6 +9,7 @@ from math import comb
 
 import numpy as np
 import pytest
+from helpers import spec
 
 from bench_contract.results import CONTEXT_NAMES, ResultRows
 from bench_contract.run import sampling
@@ -17,11 +18,9 @@ from bench_contract.run.topology import Topology
 from bench_contract.spec import JobSpec, SpecError
 
 
-def spec(framework: str = "jax", **overrides) -> JobSpec:
-    fields = {"campaign": "c", "cell_id": f"{framework}-x", "pair_key": "x", "framework": framework,
-              "benchmark": "digits", "use_case": 3, "model": "mlp", "batch_size": 32, "precision": "fp32",
-              "sampling": "poisson", "seed": 7}
-    return JobSpec(**(fields | overrides))
+def poisson_spec(framework: str = "jax", **overrides) -> JobSpec:
+    """A DP-SGD cell (use case 3) under Poisson sampling, seed 7."""
+    return spec(framework, **({"use_case": 3, "sampling": "poisson", "seed": 7} | overrides))
 
 
 def test_both_frameworks_draw_the_same_poisson_batches():
@@ -29,13 +28,13 @@ def test_both_frameworks_draw_the_same_poisson_batches():
     differ in everything else a plan gives the two sides draw the same indices, and another seed draws others.
     (That the real backends train on them alike: tests/backends/test_poisson_backends.py, whose loss curves
     coincide step by step.)"""
-    jax_batches = sampling.training_batches(spec("jax"), 1000, epoch=1)
-    torch_spec = spec("torch", cell_id="torch-y-opacus", pair_key="x", dp_engine="opacus")
+    jax_batches = sampling.training_batches(poisson_spec("jax"), 1000, epoch=1)
+    torch_spec = poisson_spec("torch", cell_id="torch-y-opacus", pair_key="x", dp_engine="opacus")
     torch_batches = sampling.training_batches(torch_spec, 1000, epoch=1)
     assert len(jax_batches) == len(torch_batches) == 1000 // 32
     for a, b in zip(jax_batches, torch_batches):
         np.testing.assert_array_equal(a, b)
-    other_seed = sampling.training_batches(spec("jax", seed=8), 1000, epoch=1)
+    other_seed = sampling.training_batches(poisson_spec("jax", seed=8), 1000, epoch=1)
     assert not all(np.array_equal(a, b) for a, b in zip(jax_batches, other_seed))
 
 
@@ -51,7 +50,7 @@ def test_poisson_batches_vary_in_size_around_the_expected_batch():
 
 
 def test_shuffle_sampling_keeps_the_fixed_size_batches():
-    batches = sampling.training_batches(spec(sampling="shuffle"), 1000, epoch=0)
+    batches = sampling.training_batches(poisson_spec(sampling="shuffle"), 1000, epoch=0)
     assert {len(b) for b in batches} == {32}
     assert len(np.unique(np.concatenate(batches))) == 31 * 32  # a permutation: no example twice in an epoch
 
@@ -84,7 +83,7 @@ def test_the_tail_of_the_batch_size_is_exact_and_ends_at_zero():
 
 
 def test_the_compiled_batch_size_is_the_padded_size_of_the_specs_batch_over_its_ranks():
-    two_ranks = spec(use_case=4, nodes=2, batch_size=30)
+    two_ranks = poisson_spec(use_case=4, nodes=2, batch_size=30)
     assert sampling.compiled_batch_size(two_ranks, 1000) == padded_batch_size(1000, 30, world_size=2) == (
         padded_batch_size(1000, 30) + padded_batch_size(1000, 30) % 2)
 
@@ -134,10 +133,10 @@ def test_a_draw_above_the_padded_size_is_refused_not_cut():
 
 def test_the_spec_refuses_poisson_sampling_outside_dp_sgd_and_unknown_samplers():
     with pytest.raises(SpecError, match="Poisson sampling is for DP-SGD"):
-        spec(use_case=1)
+        poisson_spec(use_case=1)
     with pytest.raises(SpecError, match="unknown --sampling 'uniform'; choose from: shuffle, poisson"):
-        spec(sampling="uniform")
-    assert dataclasses.replace(spec(), sampling="shuffle").sampling == "shuffle"
+        poisson_spec(sampling="uniform")
+    assert dataclasses.replace(poisson_spec(), sampling="shuffle").sampling == "shuffle"
 
 
 def recorded(spec_: JobSpec, num_samples: int = 1000, padded_to: int | None = None, draws=()) -> dict:
@@ -151,7 +150,7 @@ def recorded(spec_: JobSpec, num_samples: int = 1000, padded_to: int | None = No
 
 
 def test_a_shuffled_dp_run_says_the_guarantee_does_not_apply():
-    rows = recorded(spec(sampling="shuffle", privacy={"epsilon": 1.0}))
+    rows = recorded(poisson_spec(sampling="shuffle", privacy={"epsilon": 1.0}))
     assert rows["privacy_epsilon"]["value"] is None
     assert "does not apply" in rows["privacy_epsilon"]["note"]
     assert rows["sampling_rate"]["value"] == 32 / 1000 and rows["sampling_rate"]["note"] == "shuffle sampling"
@@ -159,16 +158,16 @@ def test_a_shuffled_dp_run_says_the_guarantee_does_not_apply():
 
 def test_a_poisson_run_records_its_draws_padding_and_budget():
     budget = {"epsilon": 2.5, "delta": 1e-3, "steps": 31, "train_samples": 1000, "accountant": "dp-accounting x"}
-    rows = recorded(spec(privacy=budget), padded_to=40, draws=(30, 34))
+    rows = recorded(poisson_spec(privacy=budget), padded_to=40, draws=(30, 34))
     assert rows["padding_fraction"]["value"] == pytest.approx(1 - 64 / 80)
     assert rows["privacy_epsilon"]["value"] == 2.5 and "dp-accounting x" in rows["privacy_epsilon"]["note"]
     assert rows["privacy_delta"]["value"] == 1e-3
-    assert "no budget" in recorded(spec())["privacy_epsilon"]["note"]  # Poisson without a plan-time budget
+    assert "no budget" in recorded(poisson_spec())["privacy_epsilon"]["note"]  # Poisson without a plan-time budget
 
 
 def test_each_draw_is_recorded_at_its_epoch_and_step():
     rows = ResultRows(context={name: None for name in CONTEXT_NAMES})
-    record = sampling.SamplingRecord(spec(), padded_to=None)
+    record = sampling.SamplingRecord(poisson_spec(), padded_to=None)
     record.step(rows, np.arange(30), epoch=2, step=5)
     assert [(r["metric"], r["value"], r["epoch"], r["step"]) for r in rows.rows] == [("drawn_batch_size", 30, 2, 5)]
 
@@ -176,8 +175,8 @@ def test_each_draw_is_recorded_at_its_epoch_and_step():
 def test_a_budget_planned_for_another_training_set_is_not_recorded_and_the_rows_say_why():
     """The plan takes a benchmark's usual split (CIFAR-10's 45,000); a user's folder may hold another."""
     budget = {"epsilon": 2.5, "delta": 1e-3, "steps": 31, "train_samples": 1000, "accountant": "x"}
-    assert recorded(spec(privacy=budget), num_samples=1000)["privacy_epsilon"]["value"] == 2.5
-    other = recorded(spec(privacy=budget), num_samples=999)["privacy_epsilon"]
+    assert recorded(poisson_spec(privacy=budget), num_samples=1000)["privacy_epsilon"]["value"] == 2.5
+    other = recorded(poisson_spec(privacy=budget), num_samples=999)["privacy_epsilon"]
     assert other["value"] is None and other["note"].endswith(
         "computed at plan time for 1000 training samples and 31 steps, but this run has 999 and 31")
 
@@ -185,7 +184,7 @@ def test_a_budget_planned_for_another_training_set_is_not_recorded_and_the_rows_
 def test_a_budget_records_the_pld_epsilon_the_rdp_one_beside_it_and_the_delta_rule():
     budget = {"epsilon": 0.27, "epsilon_rdp": 0.84, "delta": 1e-3, "delta_rule": "the largest power of ten below 1/N",
               "steps": 31, "train_samples": 1000, "noise_multiplier": 1.0, "accountant": "dp-accounting x"}
-    rows = recorded(spec(privacy=budget, noise_multiplier=1.0))
+    rows = recorded(poisson_spec(privacy=budget, noise_multiplier=1.0))
     assert rows["privacy_epsilon"]["value"] == 0.27 and rows["privacy_epsilon_rdp"]["value"] == 0.84
     assert rows["privacy_epsilon"]["note"].startswith("at delta 0.001 (the largest power of ten below 1/N) after 31")
     assert rows["privacy_delta"]["note"] == "the largest power of ten below 1/N"
@@ -196,8 +195,8 @@ def test_a_budget_planned_for_other_noise_is_not_recorded_and_the_rows_say_why()
     run did not have (sigma 0 is no privacy at all)."""
     budget = {"epsilon": 2.5, "delta": 1e-3, "steps": 31, "train_samples": 1000, "noise_multiplier": 1.0,
               "accountant": "x"}
-    assert recorded(spec(privacy=budget, noise_multiplier=1.0))["privacy_epsilon"]["value"] == 2.5
-    other = recorded(spec(privacy=budget, noise_multiplier=0.0))["privacy_epsilon"]
+    assert recorded(poisson_spec(privacy=budget, noise_multiplier=1.0))["privacy_epsilon"]["value"] == 2.5
+    other = recorded(poisson_spec(privacy=budget, noise_multiplier=0.0))["privacy_epsilon"]
     assert other["value"] is None and other["note"].endswith(
         "computed at plan time for noise multiplier 1, but this run adds noise of multiplier 0")
 
@@ -206,7 +205,7 @@ def test_every_sampling_and_privacy_row_has_its_unit_and_its_words():
     """The rows a reader sees, whole: each metric's unit and note (mutation testing found them unchecked)."""
     budget = {"epsilon": 0.27, "epsilon_rdp": 0.84, "delta": 1e-3, "delta_rule": "the largest power of ten below 1/N",
               "steps": 31, "train_samples": 1000, "noise_multiplier": 1.0, "accountant": "dp-accounting x"}
-    rows = recorded(spec(privacy=budget, noise_multiplier=1.0), padded_to=40, draws=(30, 34))
+    rows = recorded(poisson_spec(privacy=budget, noise_multiplier=1.0), padded_to=40, draws=(30, 34))
     assert {m: (r["unit"], r["note"]) for m, r in rows.items()} == {
         "drawn_batch_size": ("samples", None),
         "sampling_rate": ("fraction", "poisson sampling"),
@@ -223,9 +222,9 @@ def test_every_sampling_and_privacy_row_has_its_unit_and_its_words():
     assert (rows["drawn_batch_size"]["value"], rows["drawn_batch_size"]["step"]) == (34, 1)  # the last draw's
     assert rows["padded_batch_size"]["value"] == 40 and rows["timed_batch_size_mean"]["value"] == 32
     without_rule = {k: v for k, v in budget.items() if k != "delta_rule"}
-    assert recorded(spec(privacy=without_rule, noise_multiplier=1.0))["privacy_epsilon"]["note"] == \
+    assert recorded(poisson_spec(privacy=without_rule, noise_multiplier=1.0))["privacy_epsilon"]["note"] == \
         "at delta 0.001 after 31 steps; dp-accounting x"
-    assert recorded(spec(use_case=1, sampling="shuffle")) == {}  # not DP-SGD: no sampling row at all
+    assert recorded(poisson_spec(use_case=1, sampling="shuffle")) == {}  # not DP-SGD: no sampling row at all
 
 
 @pytest.mark.parametrize("spec_values, reason", [
@@ -236,5 +235,5 @@ def test_every_sampling_and_privacy_row_has_its_unit_and_its_words():
      "the budget was computed at plan time for 999 training samples and 31 steps, but this run has 1000 and 31"),
 ])
 def test_an_epsilon_that_is_not_available_says_why_in_epsilons(spec_values, reason):
-    row = recorded(spec(**spec_values))["privacy_epsilon"]
+    row = recorded(poisson_spec(**spec_values))["privacy_epsilon"]
     assert (row["value"], row["unit"], row["note"]) == (None, "epsilon", f"not available: {reason}")

@@ -1,5 +1,5 @@
-"""Which precision policy a cell runs under, and what is refused, in the words both backends record (issue 29's
-mutation testing found precision_policy and refuse_tf32_without_support without a unit test: only the backend
+"""Which precision policy a cell runs under, and what is refused, in the words both backends record (mutation
+testing found precision_policy and refuse_tf32_without_support without a unit test: only the backend
 tests, in the frameworks' environments, reached them)."""
 
 from __future__ import annotations

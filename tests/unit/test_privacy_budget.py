@@ -6,11 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import dry_run, settings
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix, privacy
-from orchestrator.plan.settings import RunSettings
 
 # TF Privacy's compute_dp_sgd_privacy documents this example in its docstring: "compute_dp_sgd_privacy --N=60000
 # --batch_size=256 --noise_multiplier=1.12 --epochs=60 --delta=1e-5 ... The output states that DP-SGD with these
@@ -75,18 +74,14 @@ def test_a_target_epsilon_derives_the_noise_that_spends_it():
     assert sigma < SIGMA  # the RDP accountant needs 1.12 for 2.52: the tighter accountant, less noise
 
 
-def plan(tmp_path, *args):
-    return run_cli("--benchmark", "digits", "--dry-run", "--results-dir", str(tmp_path / "r"),
-                   "--scripts-dir", str(tmp_path / "s"), *args)
-
-
 def specs(tmp_path) -> list[dict]:
     return [json.loads(line) for path in sorted((tmp_path / "r").glob("*/specs/*.jsonl"))
             for line in path.read_text().splitlines()]
 
 
 def test_dp_cells_sample_poisson_by_default_with_one_budget_for_both_frameworks(tmp_path):
-    proc = plan(tmp_path, "--use-case", "3", "--batch-sizes", "32", "--epochs", "2", "--noise-multiplier", "1.1")
+    proc = dry_run(tmp_path, "--benchmark", "digits", "--use-case", "3", "--batch-sizes", "32", "--epochs", "2",
+                   "--noise-multiplier", "1.1")
     assert proc.returncode == 0, proc.stderr
     jax, torch = specs(tmp_path)
     assert jax["sampling"] == torch["sampling"] == "poisson"
@@ -102,7 +97,8 @@ def test_dp_cells_sample_poisson_by_default_with_one_budget_for_both_frameworks(
 
 
 def test_target_epsilon_and_delta_reach_the_spec(tmp_path):
-    proc = plan(tmp_path, "--use-case", "3", "--batch-sizes", "32", "--target-epsilon", "3", "--delta", "1e-4")
+    proc = dry_run(tmp_path, "--benchmark", "digits", "--use-case", "3", "--batch-sizes", "32", "--target-epsilon",
+                   "3", "--delta", "1e-4")
     assert proc.returncode == 0, proc.stderr
     spec = specs(tmp_path)[0]
     assert spec["target_epsilon"] == 3.0 and spec["privacy"]["delta"] == 1e-4
@@ -113,15 +109,14 @@ def test_target_epsilon_and_delta_reach_the_spec(tmp_path):
 def test_planning_prints_none_of_the_accountants_internal_warnings(tmp_path):
     """CIFAR-10's synthetic campaign (q=0.078, sigma=1) made dp-accounting log four absl warnings about RDP orders
     it left out; epsilon does not need them (the minimum over the other orders), and the user saw only alarm."""
-    proc = run_cli("--benchmark", "cifar10", "--use-case", "3", "--synthetic", "--variant", "tiny", "--dry-run",
-                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
+    proc = dry_run(tmp_path, "--benchmark", "cifar10", "--use-case", "3", "--synthetic", "--variant", "tiny")
     assert proc.returncode == 0, proc.stderr
     assert "absl" not in proc.stderr and "failed to converge" not in proc.stderr, proc.stderr
     assert math.isfinite(specs(tmp_path)[0]["privacy"]["epsilon"])
 
 
 def test_shuffle_sampling_plans_no_budget(tmp_path):
-    proc = plan(tmp_path, "--use-case", "3", "--batch-sizes", "32", "--sampling", "shuffle")
+    proc = dry_run(tmp_path, "--benchmark", "digits", "--use-case", "3", "--batch-sizes", "32", "--sampling", "shuffle")
     assert proc.returncode == 0, proc.stderr
     assert {(s["sampling"], json.dumps(s["privacy"])) for s in specs(tmp_path)} == {("shuffle", "{}")}
 
@@ -145,19 +140,17 @@ def test_shuffle_sampling_plans_no_budget(tmp_path):
      "--find-max-batch measures memory at fixed batch shapes; it does not combine with --sampling poisson"),
 ])
 def test_sampling_and_budget_options_are_refused_where_they_mean_nothing(tmp_path, args, message):
-    proc = plan(tmp_path, *args)
+    proc = dry_run(tmp_path, "--benchmark", "digits", *args)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert not (tmp_path / "r").exists()  # nothing half-written
 
 
 def test_a_target_epsilon_needs_the_training_sets_size_at_plan_time():
-    settings = RunSettings(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=1,
-                                  data_source="real", data_dir="/data/text", synthetic_samples=256, device="auto",
-                                  sampling="poisson", target_epsilon=2.0)
+    chosen = settings(data_source="real", data_dir="/data/text", sampling="poisson", target_epsilon=2.0)
     with pytest.raises(UsageError, match="--target-epsilon needs the training split's size at plan time"):
-        matrix.with_privacy(matrix.catalog.benchmark("nlp"), settings, 32)
-    unknown = matrix.with_privacy(matrix.catalog.benchmark("nlp"), matrix.replace(settings, target_epsilon=None), 32)
+        matrix.with_privacy(matrix.catalog.benchmark("nlp"), chosen, 32)
+    unknown = matrix.with_privacy(matrix.catalog.benchmark("nlp"), matrix.replace(chosen, target_epsilon=None), 32)
     assert unknown == {}  # Poisson without a budget: the rows say why
 
 

@@ -1,16 +1,11 @@
 import re
 
 import pytest
+from helpers import profile_file
 
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
 from orchestrator.plan.profile import ClusterProfile, load_profile
-
-
-def write(tmp_path, text):
-    path = tmp_path / "site.toml"
-    path.write_text(text)
-    return path
 
 
 def test_builtin_default_keeps_environments_in_the_project():
@@ -20,7 +15,7 @@ def test_builtin_default_keeps_environments_in_the_project():
 
 
 def test_a_full_profile_loads(tmp_path):
-    profile = load_profile(write(tmp_path, '''
+    profile = load_profile(profile_file(tmp_path, '''
 partition = "gpu-a100"
 account = "proj_42"
 time_limit = "1-02:00:00"
@@ -65,7 +60,7 @@ extra_sbatch = ["--qos=normal"]
 )
 def test_bad_profiles_are_refused(tmp_path, text, message):
     with pytest.raises(UsageError) as info:
-        load_profile(write(tmp_path, text))
+        load_profile(profile_file(tmp_path, text))
     assert message in str(info.value) and str(info.value).startswith(f"cluster profile {tmp_path / 'site.toml'}")
 
 
@@ -84,10 +79,10 @@ def test_preemption_settings_become_sbatch_directives(tmp_path):
 
     default = sbatch_directives(load_profile(None), "jax_digits_1", 3, tmp_path)
     assert "--signal=B:TERM@120" in default and "--open-mode=append" in default and "--no-requeue" in default
-    site = load_profile(write(tmp_path, 'warning_signal = "USR1"\nwarning_seconds = 300\nrequeue = true\n'))
+    site = load_profile(profile_file(tmp_path, 'warning_signal = "USR1"\nwarning_seconds = 300\nrequeue = true\n'))
     directives = sbatch_directives(site, "jax_digits_1", 3, tmp_path)
     assert "--signal=B:USR1@300" in directives and "--requeue" in directives
-    off = sbatch_directives(load_profile(write(tmp_path, 'warning_signal = "none"\n')), "j", 1, tmp_path)
+    off = sbatch_directives(load_profile(profile_file(tmp_path, 'warning_signal = "none"\n')), "j", 1, tmp_path)
     assert not any(d.startswith("--signal") for d in off)
 
 
@@ -104,12 +99,14 @@ def test_preemption_settings_become_sbatch_directives(tmp_path):
 ])
 def test_bad_preemption_settings_are_refused(tmp_path, text, message):
     with pytest.raises(UsageError, match=message):
-        load_profile(write(tmp_path, text))
+        load_profile(profile_file(tmp_path, text))
 
 
 def test_a_warning_just_shorter_than_the_time_limit_or_none_at_all_is_taken(tmp_path):
-    assert load_profile(write(tmp_path, 'time_limit = "00:02:00"\nwarning_seconds = 119\n')).warning_seconds == 119
-    assert load_profile(write(tmp_path, 'time_limit = "00:02:00"\nwarning_signal = "none"\n')).time_limit == "00:02:00"
+    late = profile_file(tmp_path, 'time_limit = "00:02:00"\nwarning_seconds = 119\n')
+    assert load_profile(late).warning_seconds == 119
+    unsignalled = profile_file(tmp_path, 'time_limit = "00:02:00"\nwarning_signal = "none"\n')
+    assert load_profile(unsignalled).time_limit == "00:02:00"
 
 
 def test_xla_flags_per_model_reach_the_jax_specs_of_that_model_only(tmp_path):
@@ -118,7 +115,7 @@ def test_xla_flags_per_model_reach_the_jax_specs_of_that_model_only(tmp_path):
     from helpers import run_cli
 
     flags = "--xla_force_host_platform_device_count=1 --xla_cpu_enable_fast_math=false"
-    profile = write(tmp_path, f'partition = "debug"\n[xla_flags]\nmlp = "{flags}"\ncnn = "--xla_b=2"\n')
+    profile = profile_file(tmp_path, f'partition = "debug"\n[xla_flags]\nmlp = "{flags}"\ncnn = "--xla_b=2"\n')
     assert load_profile(profile).xla_flags == {"mlp": flags, "cnn": "--xla_b=2"}
     proc = run_cli("--benchmark", "mnist", "--use-case", "1", "--models", "mlp", "--dry-run", "--profile", str(profile),
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
@@ -136,14 +133,14 @@ def test_xla_flags_per_model_reach_the_jax_specs_of_that_model_only(tmp_path):
 def test_gpus_with_the_cpu_jax_build_are_refused_with_the_fix(tmp_path):
     """GPUs per task with the CPU-only JAX would run JAX on the CPU beside PyTorch on the GPU, silently."""
     with pytest.raises(UsageError, match="jax_recipe = 'cpu' builds the CPU-only JAX.*set jax_recipe = 'cuda12'"):
-        load_profile(write(tmp_path, 'gpus_per_task = 1\njax_recipe = "cpu"\n'))
-    assert load_profile(write(tmp_path, 'gpus_per_task = 1\njax_recipe = "cuda12"\n')).gpus_per_task == 1
+        load_profile(profile_file(tmp_path, 'gpus_per_task = 1\njax_recipe = "cpu"\n'))
+    assert load_profile(profile_file(tmp_path, 'gpus_per_task = 1\njax_recipe = "cuda12"\n')).gpus_per_task == 1
     default = load_profile(None)
     assert (default.gpus_per_task, default.jax_recipe) == (0, "cpu")  # the built-in default agrees with itself
 
 
 def test_a_site_environment_is_the_interpreter_its_framework_runs(tmp_path):
-    profile = load_profile(write(tmp_path, '''
+    profile = load_profile(profile_file(tmp_path, '''
 env_dir = "/scratch/envs"
 [envs.jax]
 python = "/opt/conda/envs/jax/bin/python"
@@ -172,14 +169,14 @@ setup_lines = ["module load cuda/12.4", "conda activate jax"]
 ])
 def test_a_bad_site_environment_is_refused_in_one_sentence(tmp_path, text, message):
     with pytest.raises(UsageError, match=re.escape(message)) as caught:
-        load_profile(write(tmp_path, text))
+        load_profile(profile_file(tmp_path, text))
     assert "\n" not in str(caught.value)
 
 
 def test_qos_and_array_parallelism_are_profile_keys_that_reach_the_script(tmp_path):
     from orchestrator.plan.render import sbatch_directives
 
-    profile = load_profile(write(tmp_path, 'qos = "high"\narray_parallelism = 4\n'))
+    profile = load_profile(profile_file(tmp_path, 'qos = "high"\narray_parallelism = 4\n'))
     lines = sbatch_directives(profile, "jax_digits_1", 10, tmp_path)
     assert "--qos=high" in lines and "--array=0-9%4" in lines
 
@@ -191,22 +188,22 @@ def test_qos_and_array_parallelism_are_profile_keys_that_reach_the_script(tmp_pa
     ("--gres=gpu:2", "--gres"), ("--time=10", "--time"), ("--nodes=2", "--nodes"), ("--wrap=hostname", "--wrap"),
 ])
 def test_extra_sbatch_may_not_set_an_option_the_script_writes_itself(tmp_path, option, owned):
-    """#65 item 5: extra_sbatch came after the script's own #SBATCH lines and won: `--output` sent every task's log
+    """extra_sbatch once came after the script's own #SBATCH lines and won: `--output` sent every task's log
     elsewhere (status and collect read none), `--array` ran other cells. sbatch takes an abbreviation of a long
     option for the option (`--out`), so a prefix counts too."""
     with pytest.raises(UsageError) as info:
-        load_profile(write(tmp_path, f'extra_sbatch = ["{option}"]'))
+        load_profile(profile_file(tmp_path, f'extra_sbatch = ["{option}"]'))
     assert str(info.value).startswith(f"cluster profile {tmp_path / 'site.toml'}: extra_sbatch {option!r} sets "
                                       f"{owned}, which every script writes itself ("), info.value
 
 
 def test_extra_sbatch_keeps_the_options_the_script_leaves_to_it(tmp_path):
     """The options a script writes only where the profile sets their key, and every other, stay the site's."""
-    profile = load_profile(write(tmp_path, 'extra_sbatch = ["--partition=gpu", "--mem-per-cpu=4G", "--hold", '
+    profile = load_profile(profile_file(tmp_path, 'extra_sbatch = ["--partition=gpu", "--mem-per-cpu=4G", "--hold", '
                                            '"--constraint=a100", "--mail-type=FAIL", "--time-min=10", "--exclusive"]'))
     assert "--time-min=10" in profile.extra_sbatch
     with pytest.raises(UsageError, match="'--partition=gpu' sets --partition, which every script writes itself"):
-        load_profile(write(tmp_path, 'partition = "cpu"\nextra_sbatch = ["--partition=gpu"]'))
+        load_profile(profile_file(tmp_path, 'partition = "cpu"\nextra_sbatch = ["--partition=gpu"]'))
 
 
 def test_memory_is_asked_one_way_the_more_specific_place_winning(tmp_path):
@@ -217,16 +214,16 @@ def test_memory_is_asked_one_way_the_more_specific_place_winning(tmp_path):
     from orchestrator.run.executors.submitit import submitit_parameters
 
     gpu = 'gpus_per_task = 1\njax_recipe = "cuda12"\n'
-    per_gpu = load_profile(write(tmp_path, gpu + 'mem_per_gpu = "80G"\n[systems.big]\nmem = "500G"\n'))
+    per_gpu = load_profile(profile_file(tmp_path, gpu + 'mem_per_gpu = "80G"\n[systems.big]\nmem = "500G"\n'))
     assert "--mem-per-gpu=80G" in sbatch_directives(per_gpu, "j", 1, tmp_path)
     assert "--mem-per-gpu=80G" not in sbatch_directives(ClusterProfile(mem_per_gpu="80G"), "j", 1, tmp_path)  # CPUs
     big = per_gpu.for_system("big")
     assert (big.mem, big.mem_per_gpu) == ("500G", None)
-    both = load_profile(write(tmp_path, gpu + 'mem = "64G"\nmem_per_gpu = "80G"\n'))
+    both = load_profile(profile_file(tmp_path, gpu + 'mem = "64G"\nmem_per_gpu = "80G"\n'))
     assert [d for d in sbatch_directives(both, "j", 1, tmp_path) if d.startswith("--mem")] == ["--mem=64G"]
     given = per_gpu.with_options({"--mem": "32G"})
     assert (given.mem, given.mem_per_gpu, given.for_system("big").mem) == ("32G", None, "32G")
     params = submitit_parameters(per_gpu, "j", 40)
     assert (params["slurm_mem_per_gpu"], params["slurm_array_parallelism"]) == ("80G", 16)
     with pytest.raises(UsageError, match="extra_sbatch '--mem=4G' sets --mem, which every script writes itself"):
-        load_profile(write(tmp_path, gpu + 'mem_per_gpu = "80G"\nextra_sbatch = ["--mem=4G"]\n'))
+        load_profile(profile_file(tmp_path, gpu + 'mem_per_gpu = "80G"\nextra_sbatch = ["--mem=4G"]\n'))

@@ -1,4 +1,4 @@
-"""A task's progress (#19): lines in its log as it runs and a heartbeat file, from the training loop, the
+"""A task's progress: lines in its log as it runs and a heartbeat file, from the training loop, the
 inference loop and the batch search, never inside a timed step; the orchestrator reads the heartbeats."""
 
 import json
@@ -8,7 +8,7 @@ import types
 
 import numpy as np
 import pytest
-from helpers import rows_for_test, write_manifest
+from helpers import rows_for_test, spec, write_manifest
 
 from bench_contract.data.datasets import Dataset
 from bench_contract.measure import timing
@@ -77,12 +77,12 @@ class FakeOps:
         return Flops(100.0, "fake")
 
 
-def spec(tmp_path, **overrides):
-    values = {"campaign": "c", "cell_id": "jax-cell", "pair_key": "cell", "framework": "jax", "benchmark": "digits",
-              "use_case": 1, "model": "mlp", "batch_size": 4, "precision": "fp32", "epochs": 2, "warmup_steps": 3,
+def progress_spec(tmp_path, **overrides):
+    """A short training cell whose results go under tmp_path, where its heartbeat is looked for."""
+    values = {"cell_id": "jax-cell", "pair_key": "cell", "batch_size": 4, "epochs": 2, "warmup_steps": 3,
               "timed_steps": 6, "min_duration_s": 0.0,
               "results_path": str(tmp_path / "c" / "rows" / "jax" / "jax-cell.parquet")}
-    return JobSpec(**{**values, **overrides})
+    return spec(**(values | overrides))
 
 
 def slow_reporter(tmp_path, clock, lines, interval_s=0.05):
@@ -105,7 +105,7 @@ def test_training_reports_steps_and_epochs_outside_the_timed_steps(tmp_path, mon
     use_fake_clock(monkeypatch, clock)
     x, y = np.zeros((20, 3), np.float32), np.zeros(20, np.int64)
     data = Dataset("digits", "synthetic", x, y, x[:4], y[:4], x[:4], y[:4], 2)
-    s = spec(tmp_path)
+    s = progress_spec(tmp_path)
     rows = rows_for_test()
     run_training(s, data, FakeOps(clock), rows, progress=slow_reporter(tmp_path, clock, lines))
 
@@ -129,7 +129,7 @@ def test_inference_reports_each_stage_of_its_batch_size_outside_the_timed_passes
 
     clock, lines = FakeClock(), []
     use_fake_clock(monkeypatch, clock)
-    s = spec(tmp_path, use_case=5)
+    s = progress_spec(tmp_path, use_case=5)
     rows = rows_for_test()
     run_inference(s, np.zeros((4, 3), np.float32), FakeOps(clock), rows,
                   progress=slow_reporter(tmp_path, clock, lines))
@@ -169,7 +169,7 @@ def test_the_heartbeat_sits_beside_rows_and_failures_where_collect_and_status_ne
     results = tmp_path / "camp" / "rows" / "torch" / "torch-cell.parquet"
     assert heartbeat_path(results) == tmp_path / "camp" / "progress" / "torch" / "torch-cell.json"
     assert heartbeat_path(tmp_path / "one.parquet") == tmp_path / "one.progress.json"
-    reporter = ProgressReporter.for_spec(spec(tmp_path, framework="torch", cell_id="torch-cell",
+    reporter = ProgressReporter.for_spec(progress_spec(tmp_path, framework="torch", cell_id="torch-cell",
                                               results_path=str(results)))
     reporter.say = lambda line: None
     reporter.start("training", steps_total=10, epochs=1)
@@ -199,7 +199,7 @@ def test_a_bad_interval_is_refused_in_one_sentence(raw):
 
 
 def test_the_batch_search_reports_each_try_and_keeps_its_heartbeat_fresh_while_one_runs(tmp_path, monkeypatch):
-    s = spec(tmp_path, batch_search=True, batch_size=16, batch_search_limit=256)
+    s = progress_spec(tmp_path, batch_search=True, batch_size=16, batch_search_limit=256)
     lines, beats_during_tries = [], []
     reporter = ProgressReporter(heartbeat_path(s.results_path), s.cell_id, "jax", 0.02, say=lines.append)
     reporter.start("batch search")

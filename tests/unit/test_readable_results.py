@@ -3,7 +3,7 @@ resubmit and collect judge a file alike."""
 
 import json
 
-from helpers import run_cli, task_file
+from helpers import fake_queue, run_cli, task_file
 
 from bench_contract.results import unreadable_reason
 
@@ -27,7 +27,7 @@ def test_missing_empty_truncated_and_foreign_files_are_not(tmp_path):
     assert unreadable_reason(foreign) == "not a result file (no cell_id, metric, value column)"
 
 
-# #30 item 4: status, resubmit and collect share one definition of a readable result. Each of these files has a
+# Status, resubmit and collect share one definition of a readable result. Each of these files has a
 # whole footer, which status once took for a result while collect, reading the rows, left the file out.
 def damaged_data_page(path):
     """The bytes of the `value` column's page overwritten: the footer still reads, the rows do not."""
@@ -74,7 +74,7 @@ DAMAGES = (damaged_data_page, without_hostname, without_note, value_as_words)
 
 
 def test_status_resubmit_and_collect_agree_on_each_damaged_result(tmp_path, monkeypatch):
-    from test_status import campaign, fake_slurm, states_of
+    from test_status import campaign, states_of
 
     from orchestrator.run.resubmit import chosen_cells
 
@@ -84,8 +84,7 @@ def test_status_resubmit_and_collect_agree_on_each_damaged_result(tmp_path, monk
         path = folder / "rows" / framework / f"{framework}-{index}.parquet"
         damage(path)
         damaged[f"{framework}-{index}"] = path
-    env, _ = fake_slurm(tmp_path, sacct_lines=[f"{job}_{i}|COMPLETED" for job in (70, 71) for i in range(3)],
-                        squeue_lines=[])
+    env, _ = fake_queue(tmp_path, sacct=[f"{job}_{i}|COMPLETED" for job in (70, 71) for i in range(3)])
     status = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
     states = states_of(status.stdout)
     collected = run_cli("collect", "--results-dir", str(tmp_path / "results"), env=env)

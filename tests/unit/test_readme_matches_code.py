@@ -1,4 +1,4 @@
-"""Issue 32: what the README and the example profile say is what the code has. The README's benchmark table is the
+"""What the README and the example profile say is what the code has. The README's benchmark table is the
 table `python main.py list` prints, and profiles/example_gpu_cluster.toml, said to show every key, shows every key
 the profile loader knows."""
 

@@ -3,7 +3,7 @@ from its declaration: a use case or a model added to its registry is planned, re
 test. What a backend's network is, against its model's declaration: tests/backends/test_registered_models.py."""
 
 import pytest
-from test_matrix import settings
+from helpers import settings, spec
 
 from bench_contract.config import PRIVACY, SETTINGS
 from bench_contract.model_registry import MODELS
@@ -19,13 +19,7 @@ MODEL_CASES = [pytest.param(model, case, id=f"{model.name}-uc{case.number}")
                for model in MODELS.values() for case in USE_CASES.values()]
 
 
-def spec(case, **overrides):
-    values = dict(campaign="c", cell_id="torch-x", pair_key="x", framework="torch", benchmark="digits",
-                  use_case=case.number, model="mlp", batch_size=4, precision="fp32")
-    return JobSpec(**(values | overrides))
-
-
-def plan(model, case, **overrides):
+def cells_of(model, case, **overrides):
     """The cells of `model` in `case` on its benchmark, tiny and synthetic; on two processes where the case is data
     parallel."""
     options = {key: overrides.pop(key) for key in ("parallelisms", "dp_engines", "frameworks", "precisions")
@@ -33,7 +27,7 @@ def plan(model, case, **overrides):
     workers = {"nodes": 2} if case.data_parallel else {}
     return matrix.expand(catalog.home_benchmark(model.name).name, case.number, options.pop("frameworks", []),
                          [model.name], [16], options.pop("precisions", []),
-                         settings(data_source="synthetic", model_variant="tiny", **workers, **overrides), **options)
+                         settings(model_variant="tiny", **workers, **overrides), **options)
 
 
 # --- use cases ---------------------------------------------------------------------------------------------------
@@ -82,7 +76,7 @@ def test_each_use_case_plans_its_default_batches_and_its_processes(case):
 def test_a_spec_of_each_use_case_is_checked_and_run_by_what_the_use_case_says(case):
     def refused(**overrides):
         try:
-            spec(case, **overrides)
+            spec("torch", use_case=case.number, batch_size=4, **overrides)
         except SpecError:
             return True
         return False
@@ -90,7 +84,7 @@ def test_a_spec_of_each_use_case_is_checked_and_run_by_what_the_use_case_says(ca
     assert refused(sampling="poisson") != case.per_sample
     assert refused(dp_engine="torchfunc") != case.per_sample
     assert refused(nodes=2) != case.data_parallel
-    assert (spec(case, framework="jax").dp_engine_columns()[0] == "vmap") == case.per_sample
+    assert (spec(use_case=case.number, batch_size=4).dp_engine_columns()[0] == "vmap") == case.per_sample
     policies = TRAINING_POLICIES if case.trains else PRECISION_POLICIES
     assert precision_policy("jax", "bf16", case.number) == policies["bf16"]
 
@@ -107,11 +101,11 @@ def test_a_spec_of_an_unknown_use_case_is_refused_in_one_sentence():
 @pytest.mark.parametrize("model, case", MODEL_CASES)
 def test_each_model_plans_the_use_cases_it_runs_and_is_refused_the_others_with_the_reason(model, case):
     if model.runs(case):
-        assert {(cell.framework, cell.model) for cell in plan(model, case)} == {("jax", model.name),
+        assert {(cell.framework, cell.model) for cell in cells_of(model, case)} == {("jax", model.name),
                                                                                ("torch", model.name)}
         return
     with pytest.raises(UsageError) as info:
-        plan(model, case)
+        cells_of(model, case)
     batch_norm = model.batch_norm and (case.per_sample or case.data_parallel)
     reason = f"is refused for {model.name}: " if batch_norm else "is declared but not implemented yet"
     assert reason in str(info.value) and ("batch" in str(info.value)) == batch_norm
@@ -130,26 +124,26 @@ def test_opacus_plans_the_models_and_precisions_declared_for_it(model, precision
     case = USE_CASES[3]
     runs = model.opacus_mode(mixed=precision == "bf16") is not None
     if runs:
-        assert plan(model, case, dp_engines=["opacus"], precisions=[precision])
+        assert cells_of(model, case, dp_engines=["opacus"], precisions=[precision])
         return
     with pytest.raises(UsageError, match="^--dp-engine opacus"):
-        plan(model, case, dp_engines=["opacus"], precisions=[precision])
+        cells_of(model, case, dp_engines=["opacus"], precisions=[precision])
 
 
 @pytest.mark.parametrize("model", [m for m in MODELS.values() if m.runs(USE_CASES[2])], ids=lambda m: m.name)
 def test_a_sharded_state_plans_for_the_models_declared_shardable(model):
     if model.shardable:
-        assert {cell.settings.parallelism for cell in plan(model, USE_CASES[2], parallelisms=["fsdp"])} == {"fsdp"}
+        assert {cell.settings.parallelism for cell in cells_of(model, USE_CASES[2], parallelisms=["fsdp"])} == {"fsdp"}
         return
     with pytest.raises(UsageError, match=f"^--parallelism fsdp: sharded state is implemented for gpt, not {model.name}$"):
-        plan(model, USE_CASES[2], parallelisms=["fsdp"])
+        cells_of(model, USE_CASES[2], parallelisms=["fsdp"])
 
 
 @pytest.mark.parametrize("model", [m for m in MODELS.values() if m.infers], ids=lambda m: m.name)
 def test_channels_last_plans_for_the_convolutional_models(model):
     inference = USE_CASES[catalog.INFERENCE]
     if model.convolutional:
-        assert plan(model, inference, channels_last=True)
+        assert cells_of(model, inference, channels_last=True)
         return
     with pytest.raises(UsageError, match=f"^--channels-last is for convolutional networks; {model.name} is not one"):
-        plan(model, inference, channels_last=True)
+        cells_of(model, inference, channels_last=True)

@@ -46,7 +46,7 @@ def test_the_confidence_interval_appears_with_two_runs_per_side(tmp_path):
 
 def test_report_without_collect_is_a_clear_error(tmp_path):
     proc = run_cli("report", "--results-dir", str(tmp_path))
-    # The collect it names is of the same folder (issue 32: a command that works as printed).
+    # The collect it names is of the same folder (a command that works as printed).
     assert proc.returncode == 1 and f"run `python main.py collect --results-dir {tmp_path}` first" in proc.stderr
 
 
@@ -176,7 +176,7 @@ def test_a_compile_time_that_was_not_measured_is_no_bar(tmp_path, monkeypatch):
 
 
 def test_no_figure_without_data_quantities_from_zero_and_titles_in_words(tmp_path, monkeypatch):
-    """Issue 31: inference cells got four empty "Training curves" panels; throughput axes started far above zero,
+    """Inference cells once got four empty "Training curves" panels; throughput axes started far above zero,
     which made small gaps look large; titles read "digits uc3 mlp fp32"."""
     from orchestrator.results import report_plots
     from orchestrator.results.report import read_merged
@@ -216,7 +216,7 @@ def test_a_training_cell_without_validation_draws_only_its_loss_panels(tmp_path,
 
 
 def test_the_privacy_budget_is_information_not_a_warning(tmp_path):
-    """Issue 31: the privacy line was red like the warnings below a table."""
+    """The privacy line was once red like the warnings below a table."""
     for framework, rate in (("jax", 2000.0), ("torch", 1000.0)):
         task_file(tmp_path, framework, 32, rate, use_case=3,
                   metrics={"privacy_epsilon": 1.5, "privacy_epsilon_rdp": 2.0, "privacy_delta": 1e-5})
@@ -229,7 +229,7 @@ def test_the_privacy_budget_is_information_not_a_warning(tmp_path):
 
 
 def test_the_latex_tables_use_booktabs_fit_their_column_and_can_be_cited(tmp_path):
-    """Issue 31: the tables had 11 columns without booktabs and overflowed a column. Each is now a booktabs table
+    """The tables once had 11 columns without booktabs and overflowed a column. Each is now a booktabs table
     with a label, a table* above COLUMN_WIDE columns, scaled down where still too wide. Where pdflatex is installed
     (Debian's texlive-latex-base and texlive-latex-recommended) the tables are compiled in a two-column paper and
     must raise no error and no overfull box; without it, their structure is checked."""
@@ -269,7 +269,7 @@ def test_the_latex_tables_use_booktabs_fit_their_column_and_can_be_cited(tmp_pat
 
 
 def test_the_speedup_figure_draws_the_tables_intervals_as_error_bars(tmp_path, monkeypatch):
-    """Issue 31: no error bars. The speed-up against batch size carries, at each batch size, a bar from the low to
+    """Error bars: the speed-up against batch size carries, at each batch size, a bar from the low to
     the high end of the interval the table prints; a point without an interval (one run a side) has no bar."""
     import numpy as np
 

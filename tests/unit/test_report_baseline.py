@@ -1,4 +1,4 @@
-"""`report --baseline NAME` (issue #17): the report shows each cell's change against a baseline, as `compare
+"""`report --baseline NAME`: the report shows each cell's change against a baseline, as `compare
 --baseline` does: a baseline from one campaign, a slowed copy flagged as a regression with the versions that changed
 beside it, the unchanged copy not flagged."""
 
@@ -8,7 +8,7 @@ import json
 import re
 
 from helpers import run_cli, write_manifest
-from test_baseline import campaign
+from test_baseline import write_campaign
 
 from orchestrator.results import baseline
 from orchestrator.results.collect import merge
@@ -22,9 +22,9 @@ def html_rows(page: str, title: str) -> list[list[str]]:
 
 
 def test_the_report_flags_the_slowed_campaign_and_names_the_changed_versions(tmp_path):
-    campaign(tmp_path, "base")
-    campaign(tmp_path, "same")
-    campaign(tmp_path, "slow", slower=1.2, versions={"jax": "1.1"})
+    write_campaign(tmp_path, "base")
+    write_campaign(tmp_path, "same")
+    write_campaign(tmp_path, "slow", slower=1.2, versions={"jax": "1.1"})
     merge(tmp_path, tmp_path / "merged.parquet")
     baseline.save(tmp_path, tmp_path / "merged.parquet", "release-1", ("base",))
     proc = run_cli("report", "--results-dir", str(tmp_path), "--baseline", "release-1")
@@ -43,7 +43,7 @@ def test_the_report_flags_the_slowed_campaign_and_names_the_changed_versions(tmp
 
 
 def test_a_report_without_a_baseline_has_no_such_table_and_a_bad_name_is_one_sentence(tmp_path):
-    campaign(tmp_path, "base")
+    write_campaign(tmp_path, "base")
     merge(tmp_path, tmp_path / "merged.parquet")
     assert run_cli("report", "--results-dir", str(tmp_path)).returncode == 0
     assert "Against baseline" not in (tmp_path / "report" / "report.html").read_text()
@@ -54,8 +54,8 @@ def test_a_report_without_a_baseline_has_no_such_table_and_a_bad_name_is_one_sen
 
 
 def test_the_report_of_one_campaign_shows_that_campaign_against_the_baseline(tmp_path):
-    campaign(tmp_path, "base")
-    campaign(tmp_path, "slow", slower=1.2)
+    write_campaign(tmp_path, "base")
+    write_campaign(tmp_path, "slow", slower=1.2)
     write_manifest(tmp_path / "slow", [])
     merge(tmp_path, tmp_path / "merged.parquet")
     baseline.save(tmp_path, tmp_path / "merged.parquet", "release-1", ("base",))

@@ -1,4 +1,4 @@
-"""The report as a person reads it (#19): a speed-up scale that covers the data, roofline labels apart, a
+"""The report as a person reads it: a speed-up scale that covers the data, roofline labels apart, a
 compile-time plot that says why PyTorch has no bar, batch sizes as numbers, provenance one field a line."""
 
 import itertools

@@ -1,4 +1,4 @@
-"""Issue 30, item 8: every number of a request and of a profile has a bound (finite, fits its result column or
+"""Every number of a request and of a profile has a bound (finite, fits its result column or
 Slurm's own count, a plan that stays small), refused in one sentence before anything is written."""
 
 from __future__ import annotations
@@ -8,28 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import dry_run, profile_file, settings
 
 from orchestrator.errors import UsageError
 from orchestrator.plan.profile import ClusterProfile, load_profile
-from orchestrator.plan.settings import RunSettings, parse_batch_sizes, parse_memory_size
+from orchestrator.plan.settings import parse_batch_sizes, parse_memory_size
 
-
-def settings(**overrides) -> RunSettings:
-    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
-              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "auto"}
-    return RunSettings(**{**values, **overrides})
-
-
-def profile_file(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "site.toml"
-    path.write_text(text)
-    return path
-
-
-def dry_run(tmp_path: Path, *args: str):
-    return run_cli("--benchmark", "digits", "--use-case", "1", "--synthetic", "--dry-run",
-                   "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), *args)
+DIGITS = ("--benchmark", "digits", "--use-case", "1", "--synthetic")
 
 
 def refused_before_writing(tmp_path: Path, proc, *words: str) -> None:
@@ -62,7 +47,7 @@ def test_a_time_limit_of_more_days_than_slurm_counts_is_refused(tmp_path):
 
 def test_a_huge_cpu_count_in_the_profile_stops_the_campaign_before_anything_is_written(tmp_path):
     path = profile_file(tmp_path, "cpus_per_task = 99999999999999999999\n")
-    refused_before_writing(tmp_path, dry_run(tmp_path, "--profile", str(path)), "cpus_per_task", "65534")
+    refused_before_writing(tmp_path, dry_run(tmp_path, *DIGITS, "--profile", str(path)), "cpus_per_task", "65534")
 
 
 def test_a_system_with_a_huge_cpu_count_is_refused_by_its_table(tmp_path):
@@ -122,7 +107,7 @@ def test_a_memory_size_that_is_not_finite_or_fits_no_64_bit_count_is_one_sentenc
     (("--epochs", "3000000000"), ("--epochs", "2147483647")),
 ])
 def test_the_command_line_refuses_each_unbounded_number_before_anything_is_written(tmp_path, args, words):
-    refused_before_writing(tmp_path, dry_run(tmp_path, *args), *words)
+    refused_before_writing(tmp_path, dry_run(tmp_path, *DIGITS, *args), *words)
 
 
 def test_a_campaign_of_too_many_array_tasks_is_refused_before_anything_is_written(tmp_path):

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, fake_slurm_site, run_cli, shell_wait_for, wait_until, write_result
+from helpers import (REPO_ROOT, fake_sbatch, fake_slurm_site, fake_tools, read_manifest, run_cli, shell_wait_for,
+                     wait_until, write_result)
 
 from bench_contract.run.failure import write_failure
 from orchestrator.run.record import SUBMIT_LOCK
@@ -17,7 +18,7 @@ from orchestrator.run.executors.slurm import array_expression, blocks
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def queue_site(tmp_path):
     """sbatch numbering its jobs 4001, 4002, ...; sacct and squeue answering from files the test writes."""
     return fake_slurm_site(tmp_path, {
         "sacct": f'cat "{tmp_path}/sacct.txt" 2>/dev/null; true\n',
@@ -31,16 +32,11 @@ def cluster(tmp_path):
 COMMAND = ("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32,64")
 
 
-def plan(tmp_path, env, profile, *extra):
+def submit_campaign(tmp_path, env, profile, *extra):
     proc = run_cli(*COMMAND, "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
                    "--scripts-dir", str(tmp_path / "s"), *extra, env=env)
     assert proc.returncode == 0, proc.stderr
     return proc
-
-
-def manifest_of(tmp_path):
-    (path,) = (tmp_path / "r").glob("*/manifest.json")
-    return json.loads(path.read_text())
 
 
 def succeed(manifest, framework, index):
@@ -49,10 +45,10 @@ def succeed(manifest, framework, index):
     return cell
 
 
-def test_resubmit_sends_only_the_missing_indices_and_status_names_each_reason(tmp_path, cluster):
-    env, calls, profile = cluster
-    plan(tmp_path, env, profile)
-    manifest = manifest_of(tmp_path)
+def test_resubmit_sends_only_the_missing_indices_and_status_names_each_reason(tmp_path, queue_site):
+    env, calls, profile = queue_site
+    submit_campaign(tmp_path, env, profile)
+    manifest = read_manifest(tmp_path / "r")
     for index in (0, 2):
         succeed(manifest, "jax", index)
     for index in (0, 1, 2):
@@ -78,7 +74,7 @@ def test_resubmit_sends_only_the_missing_indices_and_status_names_each_reason(tm
     jax_script = folder / "scripts" / "jax_digits_1.sh"
     # torch 3 is still pending and every other torch cell has a result: only jax goes again.
     assert calls.read_text().splitlines()[2:] == [f"--parsable --array=1,3 {jax_script}"]
-    after = manifest_of(tmp_path)
+    after = read_manifest(tmp_path / "r")
     assert after["submissions"]["jax"]["task_ids"] == ["4001_0", "4003_1", "4001_2", "4003_3"]
     assert [a["job_id"] for a in after["submissions"]["jax"]["arrays"]] == ["4001", "4003"]
     assert after["resubmissions"][0]["indices"] == [1, 3]
@@ -91,17 +87,17 @@ def test_resubmit_sends_only_the_missing_indices_and_status_names_each_reason(tm
     assert "nothing to submit" in again.stdout and len(calls.read_text().splitlines()) == 3
 
 
-def test_the_same_command_again_completes_its_campaign(tmp_path, cluster):
-    env, calls, profile = cluster
-    plan(tmp_path, env, profile)
-    manifest = manifest_of(tmp_path)
+def test_the_same_command_again_completes_its_campaign(tmp_path, queue_site):
+    env, calls, profile = queue_site
+    submit_campaign(tmp_path, env, profile)
+    manifest = read_manifest(tmp_path / "r")
     for framework in ("jax", "torch"):
         for index in (0, 1, 3):
             succeed(manifest, framework, index)
     (tmp_path / "sacct.txt").write_text("4001_2|CANCELLED by 0\n4002_2|NODE_FAIL\n")
-    proc = plan(tmp_path, env, profile)
+    proc = submit_campaign(tmp_path, env, profile)
     assert "planned by the same command before" in proc.stdout
-    assert manifest_of(tmp_path)["campaign"] == manifest["campaign"]  # still one campaign
+    assert read_manifest(tmp_path / "r")["campaign"] == manifest["campaign"]  # still one campaign
     folder = tmp_path / "r" / manifest["campaign"]
     assert calls.read_text().splitlines()[2:] == [
         f"--parsable --array=2 {folder / 'scripts' / 'jax_digits_1.sh'}",
@@ -109,33 +105,33 @@ def test_the_same_command_again_completes_its_campaign(tmp_path, cluster):
     ]
     # Asked to, it runs the completed cells again too; a separate campaign is another option.
     (tmp_path / "sacct.txt").write_text("")
-    plan(tmp_path, env, profile, "--rerun-completed")
+    submit_campaign(tmp_path, env, profile, "--rerun-completed")
     assert calls.read_text().splitlines()[4].startswith("--parsable --array=0-3 ")
-    plan(tmp_path, env, profile, "--new-campaign")
+    submit_campaign(tmp_path, env, profile, "--new-campaign")
     assert len(list((tmp_path / "r").glob("*/manifest.json"))) == 2
     (new,) = [m.parent for m in (tmp_path / "r").glob("*/manifest.json") if m.parent != folder]
     assert calls.read_text().splitlines()[-1] == f"--parsable {new / 'scripts' / 'torch_digits_1.sh'}"  # its own copy
 
 
-def test_a_changed_setting_is_a_new_campaign(tmp_path, cluster):
-    env, _, profile = cluster
-    plan(tmp_path, env, profile)
-    plan(tmp_path, env, profile, "--epochs", "3")
+def test_a_changed_setting_is_a_new_campaign(tmp_path, queue_site):
+    env, _, profile = queue_site
+    submit_campaign(tmp_path, env, profile)
+    submit_campaign(tmp_path, env, profile, "--epochs", "3")
     assert len(list((tmp_path / "r").glob("*/manifest.json"))) == 2
 
 
-def test_indices_beyond_max_array_size_go_in_parts_with_their_offset(tmp_path, cluster):
-    env, calls, profile = cluster
+def test_indices_beyond_max_array_size_go_in_parts_with_their_offset(tmp_path, queue_site):
+    env, calls, profile = queue_site
     env["FAKE_MAX_ARRAY_SIZE"] = "2"
-    plan(tmp_path, env, profile, "--frameworks", "jax")
-    manifest = manifest_of(tmp_path)
+    submit_campaign(tmp_path, env, profile, "--frameworks", "jax")
+    manifest = read_manifest(tmp_path / "r")
     succeed(manifest, "jax", 0)
     proc = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
     assert proc.returncode == 0, proc.stderr
     script = tmp_path / "r" / manifest["campaign"] / "scripts" / "jax_digits_1.sh"
     assert calls.read_text().splitlines()[2:] == [f"--parsable --array=1 {script}",
                                                   f"--parsable --array=0-1 {script} 2"]
-    assert manifest_of(tmp_path)["submissions"]["jax"]["task_ids"] == ["4001_0", "4003_1", "4004_0", "4004_1"]
+    assert read_manifest(tmp_path / "r")["submissions"]["jax"]["task_ids"] == ["4001_0", "4003_1", "4004_0", "4004_1"]
 
 
 def test_array_expressions_and_parts():
@@ -145,12 +141,12 @@ def test_array_expressions_and_parts():
     assert blocks([1, 2, 5], 2) == [(0, [1]), (2, [0]), (4, [1])]
 
 
-def test_collect_names_every_missing_cell_apart_from_the_measurements(tmp_path, cluster):
+def test_collect_names_every_missing_cell_apart_from_the_measurements(tmp_path, queue_site):
     import pyarrow.parquet as pq
 
-    env, _, profile = cluster
-    plan(tmp_path, env, profile, "--frameworks", "jax")
-    manifest = manifest_of(tmp_path)
+    env, _, profile = queue_site
+    submit_campaign(tmp_path, env, profile, "--frameworks", "jax")
+    manifest = read_manifest(tmp_path / "r")
     succeed(manifest, "jax", 0)
     Path(manifest["cells"][0]["results"]).unlink()  # collect reads results: make a real one
     from helpers import task_file
@@ -185,16 +181,14 @@ def test_the_local_executor_runs_only_the_missing_cells_again(tmp_path):
         bin_dir = env_dir / framework / "bin"
         bin_dir.mkdir(parents=True)
         (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
-        (bin_dir / "python").write_text(
-            "#!/bin/bash\n"
+        fake_tools(bin_dir, python=(
             f'echo "{framework} $4" >> {shlex.quote(str(ran))}\n'
             f'grep -qx "{framework} $4" {shlex.quote(str(tmp_path / "broken.txt"))} && exit 1\n'
             'path=$(sed -n "$(( $4 + 1 ))p" "$3" | python3 -c "import json,sys; print(json.load(sys.stdin)[\'results_path\'])")\n'
             'mkdir -p "$(dirname "$path")"\n'
             f'{shlex.quote(sys.executable)} -c "import sys; sys.path[:0] = sys.argv[2:]; '
             'from helpers import write_result; write_result(sys.argv[1])" '
-            f'"$path" {shlex.quote(str(REPO_ROOT))} {shlex.quote(str(REPO_ROOT / "tests"))}\n')
-        (bin_dir / "python").chmod(0o755)
+            f'"$path" {shlex.quote(str(REPO_ROOT))} {shlex.quote(str(REPO_ROOT / "tests"))}\n'))
     (tmp_path / "broken.txt").write_text("jax 1\ntorch 0\n")
     profile = tmp_path / "p.toml"
     profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
@@ -217,10 +211,10 @@ def test_the_local_executor_runs_only_the_missing_cells_again(tmp_path):
     # A paired task runs both frameworks' trials of one pair: it goes again when any of them lacks a result.
     (("--trials", "2", "--paired"), "paired", "--array=1"),
 ])
-def test_trials_and_pairs_are_resubmitted_by_their_task(tmp_path, cluster, extra, script, expected):
-    env, calls, profile = cluster
-    plan(tmp_path, env, profile, *extra)
-    manifest = manifest_of(tmp_path)
+def test_trials_and_pairs_are_resubmitted_by_their_task(tmp_path, queue_site, extra, script, expected):
+    env, calls, profile = queue_site
+    submit_campaign(tmp_path, env, profile, *extra)
+    manifest = read_manifest(tmp_path / "r")
     missing = next(c for c in manifest["cells"] if c["framework"] == "jax" and c["batch_size"] == 16
                    and c["trial"] == 1)
     for cell in manifest["cells"]:
@@ -233,7 +227,7 @@ def test_trials_and_pairs_are_resubmitted_by_their_task(tmp_path, cluster, extra
         f"--parsable {expected} {tmp_path / 'r' / manifest['campaign'] / 'scripts' / name}"]
 
 
-# --- #22 "Nothing lost, nothing run twice" ----------------------------------------------------------------
+# --- Nothing lost, nothing run twice ----------------------------------------------------------------------
 
 def real_result(manifest, cell):
     """The cell's result file as a backend writes it (every column), so that collect merges it."""
@@ -250,14 +244,14 @@ def sbatch_lines(calls):
 
 
 @pytest.mark.parametrize("again", ["resubmit", "the same command"])
-def test_a_bad_result_is_moved_aside_and_its_cell_runs_again(tmp_path, cluster, again):
-    """#22 item 1: an empty or truncated result file is no result. resubmit (and the same command again) moves it
+def test_a_bad_result_is_moved_aside_and_its_cell_runs_again(tmp_path, queue_site, again):
+    """An empty or truncated result file is no result. resubmit (and the same command again) moves it
     aside, never deleting it, and runs its cell again; collect then has every cell once."""
     import pyarrow.parquet as pq
 
-    env, calls, profile = cluster
-    plan(tmp_path, env, profile)
-    manifest = manifest_of(tmp_path)
+    env, calls, profile = queue_site
+    submit_campaign(tmp_path, env, profile)
+    manifest = read_manifest(tmp_path / "r")
     for cell in manifest["cells"]:
         real_result(manifest, cell)
     cell_of = {(c["framework"], c["array_index"]): c for c in manifest["cells"]}
@@ -272,7 +266,7 @@ def test_a_bad_result_is_moved_aside_and_its_cell_runs_again(tmp_path, cluster, 
     assert "bad result: not a whole Parquet file" in status.stdout and "2 cells ended without a result" in status.stdout
 
     proc = (run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env) if again == "resubmit"
-            else plan(tmp_path, env, profile))
+            else submit_campaign(tmp_path, env, profile))
     assert proc.returncode == 0, proc.stderr
     folder = tmp_path / "r" / manifest["campaign"]
     assert sbatch_lines(calls) == [f"--parsable --array=1 {folder / 'scripts' / 'jax_digits_1.sh'}",
@@ -299,23 +293,20 @@ SQUEUE_DOWN = "slurm_load_jobs error: Socket timed out on send/recv operation"
 
 
 @pytest.mark.parametrize("broken", ["squeue", "sacct"])
-def test_nothing_is_submitted_while_the_queue_cannot_be_read(tmp_path, cluster, broken):
-    """#22 item 2: a failed squeue (or sacct) call is never "not queued": resubmit, and the same command again,
+def test_nothing_is_submitted_while_the_queue_cannot_be_read(tmp_path, queue_site, broken):
+    """A failed squeue (or sacct) call is never "not queued": resubmit, and the same command again,
     submit nothing, exit non-zero and name the failed command in one sentence."""
-    env, calls, profile = cluster
-    plan(tmp_path, env, profile)
-    manifest = manifest_of(tmp_path)
+    env, calls, profile = queue_site
+    submit_campaign(tmp_path, env, profile)
+    manifest = read_manifest(tmp_path / "r")
     succeed(manifest, "jax", 0)
     (tmp_path / "squeue.txt").write_text("".join(f"{j}_{i} PENDING\n" for j in (4001, 4002) for i in range(4)))
     if broken == "squeue":
         (tmp_path / "squeue.fail").write_text(SQUEUE_DOWN + "\n")
         said = f"squeue failed: exit status 1: {SQUEUE_DOWN}"
     else:
-        env = {**env, "PATH": f"{tmp_path / 'failbin'}:{env['PATH']}"}
-        (tmp_path / "failbin").mkdir()
-        (tmp_path / "failbin" / "sacct").write_text("#!/bin/bash\necho 'sacct: error: slurmdbd: Connection refused' >&2\n"
-                                                   "exit 1\n")
-        (tmp_path / "failbin" / "sacct").chmod(0o755)
+        env = fake_tools(tmp_path / "failbin", env,
+                         sacct="echo 'sacct: error: slurmdbd: Connection refused' >&2\nexit 1\n")
         said = "sacct failed: exit status 1: sacct: error: slurmdbd: Connection refused"
 
     status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env)
@@ -330,7 +321,7 @@ def test_nothing_is_submitted_while_the_queue_cannot_be_read(tmp_path, cluster, 
         assert sentence == (f"error: campaign {manifest['campaign']}: nothing was submitted, since 7 cells may still be "
                             f"queued or running, and the queue could not be read ({said}); run it again once the "
                             "queue can be read")
-    assert sbatch_lines(calls) == [] and "resubmissions" not in manifest_of(tmp_path)
+    assert sbatch_lines(calls) == [] and "resubmissions" not in read_manifest(tmp_path / "r")
 
     # Read again, the queue says they are pending: still nothing to submit. Once they have ended, only they go.
     (tmp_path / "squeue.fail").unlink(missing_ok=True)
@@ -344,11 +335,11 @@ def test_nothing_is_submitted_while_the_queue_cannot_be_read(tmp_path, cluster, 
     assert [line.split()[1] for line in sbatch_lines(calls)] == ["--array=1-3", "--array=0-3"]
 
 
-def test_a_second_rerun_of_the_completed_cells_submits_nothing_while_the_first_is_queued(tmp_path, cluster):
-    """#22 item 3: a cell whose latest task is queued is queued, whatever result an earlier run left."""
-    env, calls, profile = cluster
-    plan(tmp_path, env, profile)
-    manifest = manifest_of(tmp_path)
+def test_a_second_rerun_of_the_completed_cells_submits_nothing_while_the_first_is_queued(tmp_path, queue_site):
+    """A cell whose latest task is queued is queued, whatever result an earlier run left."""
+    env, calls, profile = queue_site
+    submit_campaign(tmp_path, env, profile)
+    manifest = read_manifest(tmp_path / "r")
     for framework in ("jax", "torch"):
         for index in range(4):
             succeed(manifest, framework, index)
@@ -361,7 +352,7 @@ def test_a_second_rerun_of_the_completed_cells_submits_nothing_while_the_first_i
     assert "0/8 ended (8 pending)" in status and "PENDING; a result of an earlier run is there" in status
     again = run_cli("resubmit", "--rerun-completed", "--results-dir", str(tmp_path / "r"), env=env)
     assert again.returncode == 0 and "nothing to submit" in again.stdout
-    same = plan(tmp_path, env, profile, "--rerun-completed")
+    same = submit_campaign(tmp_path, env, profile, "--rerun-completed")
     assert "nothing to submit" in same.stdout
     assert len(sbatch_lines(calls)) == 2
 
@@ -373,15 +364,13 @@ def test_a_second_rerun_of_the_completed_cells_submits_nothing_while_the_first_i
     assert len(sbatch_lines(calls)) == 2
 
 
-def test_two_resubmits_at_once_submit_each_cell_once_and_the_second_names_the_first(tmp_path, cluster):
-    """#22: resubmit holds the results folder's submission lock, the one the default command holds: a second
+def test_two_resubmits_at_once_submit_each_cell_once_and_the_second_names_the_first(tmp_path, queue_site):
+    """Resubmit holds the results folder's submission lock, the one the default command holds: a second
     resubmit, or the same command again, while the first submits, refuses in one sentence and submits nothing."""
-    env, calls, profile = cluster
-    plan(tmp_path, env, profile)  # jobs 4001 and 4002: nothing queued, no result, so every cell goes again
+    env, calls, profile = queue_site
+    submit_campaign(tmp_path, env, profile)  # jobs 4001 and 4002: nothing queued, no result, so every cell goes again
     started, go = tmp_path / "sbatch_started", tmp_path / "go"  # sbatch is held until both others have run
-    (tmp_path / "fakebin" / "sbatch").write_text(
-        f'#!/bin/bash\ntouch "{started}"\necho "$*" >> "{calls}"\n{shell_wait_for(go)}n=$(wc -l < "{calls}")\n'
-        'echo "$((4000 + n))"\n')
+    fake_tools(tmp_path / "fakebin", sbatch=f'touch "{started}"\n' + fake_sbatch(calls, shell_wait_for(go)))
     first = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), "resubmit", "--results-dir",
                               str(tmp_path / "r")], env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -395,18 +384,19 @@ def test_two_resubmits_at_once_submit_each_cell_once_and_the_second_names_the_fi
     for refused in (second, same):
         assert refused.returncode == 1, refused.stdout + refused.stderr
         [line] = refused.stderr.strip().splitlines()
-        assert line.startswith(f"error: `resubmit {manifest_of(tmp_path)['campaign']}` (pid {first.pid} on ")
+        campaign = read_manifest(tmp_path / "r")["campaign"]
+        assert line.startswith(f"error: `resubmit {campaign}` (pid {first.pid} on ")
         assert "holds " in line and ".launch.lock: wait for it to finish" in line
     assert [line.split()[1] for line in sbatch_lines(calls)] == ["--array=0-3", "--array=0-3"]  # once each
-    assert len(manifest_of(tmp_path)["resubmissions"]) == 2
+    assert len(read_manifest(tmp_path / "r")["resubmissions"]) == 2
     assert "nothing to submit" not in second.stdout + same.stdout
 
 
-def test_waiting_holds_no_lock_and_its_failures_are_recorded_in_the_manifest_as_it_is_then(tmp_path, cluster):
+def test_waiting_holds_no_lock_and_its_failures_are_recorded_in_the_manifest_as_it_is_then(tmp_path, queue_site):
     """`--wait` may last hours: the submission lock is let go once every array is recorded, so that a resubmit
     (here: of the running campaign, which has nothing to submit) is not refused meanwhile. The failures found
     at the end are written into the manifest as read again then, keeping what others recorded meanwhile."""
-    env, calls, profile = cluster
+    env, calls, profile = queue_site
     (tmp_path / "squeue.txt").write_text("".join(f"{j}_{i} RUNNING\n" for j in (4001, 4002) for i in range(4)))
     first = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *COMMAND, "--wait", "--profile",
                               str(profile), "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s")],
@@ -425,7 +415,7 @@ def test_waiting_holds_no_lock_and_its_failures_are_recorded_in_the_manifest_as_
     (tmp_path / "squeue.txt").write_text("")
     out, err = first.communicate(timeout=120)
     assert first.returncode == 1 and "FAILED torch array task 1: FAILED" in out, out + err
-    after = manifest_of(tmp_path)
+    after = read_manifest(tmp_path / "r")
     assert after["collect_job"]["job_id"] == "99" and after["submissions"]["torch"]["failed"] == {"1": "FAILED"}
     assert not after["submissions"]["jax"].get("failed")
 
@@ -449,11 +439,11 @@ def read_only(folder: Path, *argv: str, env: dict) -> subprocess.CompletedProces
     return proc
 
 
-def test_resubmit_into_a_folder_it_cannot_write_is_one_sentence(tmp_path, cluster):
-    """#65 item 4: resubmit in a results folder on a read-only file system ended in a traceback (OSError:
+def test_resubmit_into_a_folder_it_cannot_write_is_one_sentence(tmp_path, queue_site):
+    """Resubmit in a results folder on a read-only file system ended in a traceback (OSError:
     Read-only file system, on the lock), where launch and collect refuse in one sentence."""
-    env, calls, profile = cluster
-    plan(tmp_path, env, profile)
+    env, calls, profile = queue_site
+    submit_campaign(tmp_path, env, profile)
     before = calls.read_text()
     proc = read_only(tmp_path / "r", "resubmit", "--results-dir", str(tmp_path / "r"), env=env)
     assert "Traceback" not in proc.stderr, proc.stderr

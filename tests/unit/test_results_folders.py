@@ -1,4 +1,4 @@
-"""What a results folder holds (issue 32): collect and campaigns read the same campaigns, the ones directly in
+"""What a results folder holds: collect and campaigns read the same campaigns, the ones directly in
 the folder; a results folder nested in it (the demo's, once) is named in one line and left out, and read by
 naming it with --results-dir."""
 

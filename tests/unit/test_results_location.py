@@ -6,7 +6,7 @@ import os
 from helpers import run_cli
 
 
-def dry_run(tmp_path, profile_text: str, *args: str, env: dict | None = None):
+def plan_with_profile(tmp_path, profile_text: str, *args: str, env: dict | None = None):
     profile = tmp_path / "site.toml"
     profile.write_text(profile_text)
     return run_cli("--benchmark", "digits", "--use-case", "1", "--profile", str(profile), "--dry-run",
@@ -15,7 +15,7 @@ def dry_run(tmp_path, profile_text: str, *args: str, env: dict | None = None):
 
 def test_a_profiles_results_dir_holds_the_campaign_and_its_logs(tmp_path):
     scratch = tmp_path / "scratch" / "me"
-    proc = dry_run(tmp_path, f'results_dir = "{scratch}"\n')
+    proc = plan_with_profile(tmp_path, f'results_dir = "{scratch}"\n')
     assert proc.returncode == 0, proc.stderr
     campaign = next(scratch.iterdir())
     assert (campaign / "manifest.json").is_file()
@@ -25,9 +25,9 @@ def test_a_profiles_results_dir_holds_the_campaign_and_its_logs(tmp_path):
 
 def test_results_dir_expands_home_and_the_option_replaces_it(tmp_path):
     env = {**os.environ, "HOME": str(tmp_path / "home")}
-    proc = dry_run(tmp_path, 'results_dir = "~/scratch"\n', env=env)
+    proc = plan_with_profile(tmp_path, 'results_dir = "~/scratch"\n', env=env)
     assert proc.returncode == 0, proc.stderr
     assert any((tmp_path / "home" / "scratch").iterdir())
-    proc = dry_run(tmp_path, 'results_dir = "~/scratch"\n', "--results-dir", str(tmp_path / "mine"), env=env)
+    proc = plan_with_profile(tmp_path, 'results_dir = "~/scratch"\n', "--results-dir", str(tmp_path / "mine"), env=env)
     assert proc.returncode == 0, proc.stderr
     assert any((tmp_path / "mine").iterdir()) and len(list((tmp_path / "home" / "scratch").iterdir())) == 1

@@ -9,7 +9,7 @@ from bench_contract.measure.flops import Flops, Peak, gpu_peak, record_utilisati
 from bench_contract.measure.roofline import gpu_bandwidth, record_roofline
 
 
-def values(rows):
+def metric_notes(rows):
     return {r["metric"]: (r["value"], r.get("note")) for r in rows.rows}
 
 
@@ -17,7 +17,7 @@ def values(rows):
 def test_intensity_above_the_ridge_is_compute_bound_and_below_it_memory_bound(flops, moved, bound):
     rows = rows_for_test()
     record_roofline(rows, flops, moved, "counted", peak_flops=1e12, bandwidth=1e11, bandwidth_method="table")
-    got = values(rows)
+    got = metric_notes(rows)
     assert got["arithmetic_intensity"][0] == pytest.approx(flops / moved)
     assert got["ridge_point"][0] == pytest.approx(10.0)
     assert got["compute_bound"][0] == bound
@@ -27,7 +27,7 @@ def test_intensity_above_the_ridge_is_compute_bound_and_below_it_memory_bound(fl
 def test_without_bytes_or_bandwidth_the_roofline_is_not_available_never_zero():
     rows = rows_for_test()
     record_roofline(rows, 1e9, None, "not available: nothing counted", 1e12, None, "not available: no table entry")
-    got = values(rows)
+    got = metric_notes(rows)
     for metric in ("bytes_per_step", "peak_bandwidth", "arithmetic_intensity", "ridge_point", "compute_bound"):
         value, note = got[metric]
         assert value is None or math.isnan(value), metric
@@ -47,7 +47,7 @@ def test_utilisation_records_the_roofline_from_the_counted_bytes():
     rows = rows_for_test()
     record_utilisation(rows, Flops(1e9, "counted", 5e7, "bytes counted"), Peak(1e11, "measured", 1e10, "measured"),
                        times_s=[0.1], devices=1)
-    got = values(rows)
+    got = metric_notes(rows)
     assert got["arithmetic_intensity"][0] == pytest.approx(20.0) and got["compute_bound"][0] == 1.0
 
 
@@ -102,7 +102,7 @@ def test_both_frameworks_roofline_against_one_bandwidth_per_device():
 
 def test_runs_on_other_numbers_of_cpus_share_no_bandwidth():
     """32 CPUs move more bytes a second than 2: a 2-CPU run against a 32-CPU campaign's bandwidth and peak would
-    move its ridge and its bound (issue 29, defect 7)."""
+    move its ridge and its bound."""
     import pandas as pd
 
     from orchestrator.results.compare import with_shared_roofline

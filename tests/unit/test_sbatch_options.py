@@ -1,4 +1,4 @@
-"""Issue 32: the common sbatch settings as options of the default command (--partition, --account, --qos,
+"""The common sbatch settings as options of the default command (--partition, --account, --qos,
 --gpus-per-task, --time, --mem, --array-parallelism). Each replaces the profile's value in the scripts, in
 submitit's parameters and in the partition check, and is checked as the profile key is. Slurm is faked at the
 command line."""
@@ -29,7 +29,7 @@ KEYS = {"--partition": "partition", "--account": "account", "--qos": "qos", "--g
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def partition_site(tmp_path):
     """sbatch numbering its jobs 4001, 4002, ... and recording its arguments; sinfo knowing partitions p1 and p2;
     scontrol's MaxArraySize from FAKE_MAX_ARRAY_SIZE; sacct and squeue with empty queues."""
     return fake_slurm_site(tmp_path, {
@@ -39,7 +39,7 @@ def cluster(tmp_path):
     }, SITE, profile_name="site.toml")
 
 
-def plan(tmp_path, env, profile, *args):
+def submit_jax(tmp_path, env, profile, *args):
     return run_cli("--benchmark", "digits", "--use-case", "1", "--frameworks", "jax", "--batch-sizes", "8,16,32,64",
                    "--profile", str(profile), "--results-dir", str(tmp_path / "r"), "--scripts-dir",
                    str(tmp_path / "s"), *args, env=env)
@@ -59,9 +59,9 @@ def directives(tmp_path, name: str = "jax_digits_1.sh") -> list[str]:
     ("--mem", "64G", "--mem=8G", "--mem=64G"),
     ("--array-parallelism", "3", "--array=0-3%5", "--array=0-3%3"),
 ])
-def test_each_option_replaces_the_profiles_sbatch_line(tmp_path, cluster, option, value, profile_line, line):
-    env, _, profile = cluster
-    proc = plan(tmp_path, env, profile, "--dry-run", option, value)
+def test_each_option_replaces_the_profiles_sbatch_line(tmp_path, partition_site, option, value, profile_line, line):
+    env, _, profile = partition_site
+    proc = submit_jax(tmp_path, env, profile, "--dry-run", option, value)
     assert proc.returncode == 0, proc.stderr
     lines = directives(tmp_path)
     assert line in lines and profile_line not in lines, lines
@@ -75,11 +75,11 @@ def test_each_option_replaces_the_profiles_sbatch_line(tmp_path, cluster, option
     assert f"{option} {value}" in produced
 
 
-def test_an_option_also_replaces_a_systems_value_and_the_same_option_in_extra_sbatch(tmp_path, cluster):
-    env, _, profile = cluster
+def test_an_option_also_replaces_a_systems_value_and_the_same_option_in_extra_sbatch(tmp_path, partition_site):
+    env, _, profile = partition_site
     profile.write_text(profile.read_text().replace('qos = "low"\n', 'extra_sbatch = ["--qos=low", "--exclusive"]\n')
                        + '[systems.big]\ntime_limit = "04:00:00"\nmem = "128G"\n')
-    proc = plan(tmp_path, env, profile, "--dry-run", "--systems", "big", "--time", "00:10:00", "--qos", "high")
+    proc = submit_jax(tmp_path, env, profile, "--dry-run", "--systems", "big", "--time", "00:10:00", "--qos", "high")
     assert proc.returncode == 0, proc.stderr
     lines = directives(tmp_path, "jax_digits_1_big.sh")
     assert "--time=00:10:00" in lines and "--mem=128G" in lines  # the option wins; the system keeps the rest
@@ -96,38 +96,39 @@ def test_an_option_also_replaces_a_systems_value_and_the_same_option_in_extra_sb
     ("--qos", "hi gh", "'hi gh' may only hold letters"),
     ("--gpus-per-task", "70000", "must be at most 65534 (the most per task that Slurm counts), got 70000"),
 ])
-def test_a_bad_value_is_refused_in_one_sentence_like_the_profile_key(tmp_path, cluster, option, value, words):
-    env, calls, profile = cluster
-    proc = plan(tmp_path, env, profile, option, value)
+def test_a_bad_value_is_refused_in_one_sentence_like_the_profile_key(tmp_path, partition_site, option, value, words):
+    env, calls, profile = partition_site
+    proc = submit_jax(tmp_path, env, profile, option, value)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {option} {words}"), proc.stderr
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists() and not calls.exists()
 
 
-def test_gpus_on_a_profile_with_the_cpu_jax_are_refused_with_the_fix(tmp_path, cluster):
-    env, _, profile = cluster
+def test_gpus_on_a_profile_with_the_cpu_jax_are_refused_with_the_fix(tmp_path, partition_site):
+    env, _, profile = partition_site
     profile.write_text(profile.read_text().replace('jax_recipe = "cuda12"', 'jax_recipe = "cpu"')
                        .replace("gpus_per_task = 2", "gpus_per_task = 0"))
-    proc = plan(tmp_path, env, profile, "--dry-run", "--gpus-per-task", "1")
+    proc = submit_jax(tmp_path, env, profile, "--dry-run", "--gpus-per-task", "1")
     assert proc.returncode == 2
     assert "--gpus-per-task 1" in proc.stderr and "jax_recipe = 'cuda12'" in proc.stderr
     assert not (tmp_path / "r").exists()
 
 
-def test_the_partition_check_sees_the_option_not_the_profile(tmp_path, cluster):
-    env, _, profile = cluster
+def test_the_partition_check_sees_the_option_not_the_profile(tmp_path, partition_site):
+    env, _, profile = partition_site
     profile.write_text(profile.read_text().replace('partition = "p1"', 'partition = "gone"'))
-    proc = plan(tmp_path, env, profile, "--dry-run", "--partition", "nope")
+    proc = submit_jax(tmp_path, env, profile, "--dry-run", "--partition", "nope")
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: partition 'nope' is unknown to sinfo; known partitions: p1, p2"
-    assert plan(tmp_path, env, profile, "--dry-run", "--partition", "p2").returncode == 0  # the profile's is unknown
+    # The profile's partition is unknown, the one given replaces it.
+    assert submit_jax(tmp_path, env, profile, "--dry-run", "--partition", "p2").returncode == 0
 
 
-def test_array_parallelism_throttles_the_script_its_parts_and_its_resubmission(tmp_path, cluster):
-    env, calls, profile = cluster
+def test_array_parallelism_throttles_the_script_its_parts_and_its_resubmission(tmp_path, partition_site):
+    env, calls, profile = partition_site
     env["FAKE_MAX_ARRAY_SIZE"] = "3"  # four tasks: parts of 3 and 1
-    proc = plan(tmp_path, env, profile, "--array-parallelism", "2")
+    proc = submit_jax(tmp_path, env, profile, "--array-parallelism", "2")
     assert proc.returncode == 0, proc.stderr
     assert "--array=0-3%2" in directives(tmp_path)
     manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())

@@ -1,11 +1,12 @@
-"""Issue 30, item 7: every profile value that reaches a script is checked or quoted (setup_lines alone is raw shell),
+"""Every profile value that reaches a script is checked or quoted (setup_lines alone is raw shell),
 and a % of the results folder stays a % in Slurm's --output."""
 
 from __future__ import annotations
 
 import pytest
 from helpers import run_cli
-from test_request_bounds import dry_run, profile_file, refused_before_writing, settings
+from helpers import dry_run, profile_file, settings
+from test_request_bounds import DIGITS, refused_before_writing
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
@@ -23,7 +24,7 @@ def test_a_profile_name_that_is_not_one_printable_line_is_refused_at_load(tmp_pa
 
 def test_a_profile_name_with_a_line_break_stops_the_campaign_before_anything_is_written(tmp_path):
     path = profile_file(tmp_path, 'name = "site\\necho owned"\nsetup_lines = ["true"]\n')
-    refused_before_writing(tmp_path, dry_run(tmp_path, "--profile", str(path)), "name 'site", "echo owned")
+    refused_before_writing(tmp_path, dry_run(tmp_path, *DIGITS, "--profile", str(path)), "name 'site", "echo owned")
 
 
 def test_an_ordinary_profile_name_still_loads_and_lands_in_its_comment(tmp_path):
@@ -71,7 +72,7 @@ def test_a_value_ending_in_a_line_break_is_refused_by_its_key(tmp_path, text, ke
 
 
 def test_a_percent_in_the_results_folder_stays_a_percent_in_slurms_output_path(tmp_path):
-    proc = dry_run(tmp_path / "x", "--results-dir", str(tmp_path / "100%A done"))
+    proc = dry_run(tmp_path / "x", *DIGITS, "--results-dir", str(tmp_path / "100%A done"))
     assert proc.returncode == 0, proc.stderr
     script = (tmp_path / "x" / "s" / "jax_digits_1.sh").read_text()
     output = next(line for line in script.splitlines() if line.startswith("#SBATCH --output="))
@@ -104,11 +105,11 @@ def test_submitit_refuses_a_percent_in_the_results_folder_it_cannot_escape(tmp_p
     ("plain-1.2", "{base}/plain-1.2/{campaign}/logs/jax_digits_1_%A_%a.out"),
 ])
 def test_every_sbatch_value_is_quoted_as_slurms_parser_reads_it(tmp_path, folder, written):
-    """#65 item 5: values were quoted only when they held a space. Slurm's #SBATCH parser reads ' and " as quotes
+    """Values were once quoted only when they held a space. Slurm's #SBATCH parser reads ' and " as quotes
     (an unmatched one is sbatch's fatal error) and an unquoted # as a comment (`--output=.../r#1/...` was cut to
     `.../r`, one log for every task, outside the campaign). tests/integration/test_sbatch_values_on_slurm.py has
     the real sbatch read these lines."""
-    proc = dry_run(tmp_path / "x", "--results-dir", str(tmp_path / folder))
+    proc = dry_run(tmp_path / "x", *DIGITS, "--results-dir", str(tmp_path / folder))
     assert proc.returncode == 0, proc.stderr
     script = (tmp_path / "x" / "s" / "jax_digits_1.sh").read_text()
     output = next(line for line in script.splitlines() if line.startswith("#SBATCH --output="))
@@ -119,7 +120,7 @@ def test_every_sbatch_value_is_quoted_as_slurms_parser_reads_it(tmp_path, folder
 def test_a_backslash_in_the_log_folder_is_refused_at_plan_time(tmp_path):
     """sbatch reads an escaped backslash, but in a log path it means "replace no %A or %a": on the local cluster
     such tasks failed to open their logs. No quoting helps, so the folder is refused in one sentence."""
-    proc = dry_run(tmp_path, "--results-dir", str(tmp_path / "a\\b"))
+    proc = dry_run(tmp_path, *DIGITS, "--results-dir", str(tmp_path / "a\\b"))
     assert proc.returncode == 2 and "holds a backslash" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "a\\b").exists() and not (tmp_path / "s").exists()
 
@@ -127,13 +128,14 @@ def test_a_backslash_in_the_log_folder_is_refused_at_plan_time(tmp_path):
 @pytest.mark.parametrize("runtime", ["apptainer", "pyxis"])
 @pytest.mark.parametrize("folder", ["r,1", "r:1"])
 def test_a_folder_a_containers_mount_list_would_split_is_refused(tmp_path, runtime, folder):
-    """#65 item 5: the campaign folder goes into Apptainer's --bind list (and pyxis's --container-mounts), which
+    """The campaign folder goes into Apptainer's --bind list (and pyxis's --container-mounts), which
     split at ',' (two mounts) and ':' (a path and where it goes); neither can be escaped there."""
     image = tmp_path / "jax.sif"  # each runtime's own form: apptainer runs a pulled .sif, pyxis a registry reference
     image.touch()
     reference = image if runtime == "apptainer" else "docker://nvcr.io/nvidia/jax:25.01-py3"
     profile = profile_file(tmp_path, f'[envs.jax]\ncontainer = "{reference}"\nruntime = "{runtime}"\n')
-    proc = dry_run(tmp_path, "--profile", str(profile), "--frameworks", "jax", "--results-dir", str(tmp_path / folder))
+    proc = dry_run(tmp_path, *DIGITS, "--profile", str(profile), "--frameworks", "jax",
+                   "--results-dir", str(tmp_path / folder))
     assert proc.returncode == 2, proc.stderr
     [line] = proc.stderr.strip().splitlines()
     assert "holds a ',' or ':'" in line and ("--bind" if runtime == "apptainer" else "--container-mounts") in line

@@ -3,22 +3,18 @@
 import json
 import os
 import shlex
-import stat
 import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import fake_sbatch, fake_slurm_site, fake_tools, run_cli
 
 
 def fake_env(env_dir: Path, framework: str, record: Path) -> None:
     """An environment whose `python` only records its arguments: enough to see what the script would run."""
     bin_dir = env_dir / framework / "bin"
-    bin_dir.mkdir(parents=True)
+    fake_tools(bin_dir, python=f'printf "%s\\n" "$@" > {shlex.quote(str(record))}\n')
     (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n')
-    python = bin_dir / "python"
-    python.write_text(f'#!/bin/bash\nprintf "%s\\n" "$@" > {shlex.quote(str(record))}\n')
-    python.chmod(python.stat().st_mode | stat.S_IEXEC)
 
 
 def test_hostile_paths_are_quoted_and_the_script_runs_only_the_backend(tmp_path):
@@ -66,34 +62,18 @@ def test_the_command_in_the_header_stays_a_comment(tmp_path):
 
 
 @pytest.fixture
-def fake_slurm(tmp_path):
-    """`sbatch` on PATH that records each call and answers like `sbatch --parsable`."""
-    bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
-    calls = tmp_path / "sbatch_calls.txt"
-    sbatch = bin_dir / "sbatch"
-    sbatch.write_text(
-        "#!/bin/bash\n"
-        f'echo "$*" >> "{calls}"\n'
-        f'n=$(wc -l < "{calls}")\n'
-        'echo "$((4000 + n))"\n'
-    )
-    sbatch.chmod(0o755)
-    # scontrol answers with the MaxArraySize the test asks for (Slurm's default is 1001).
-    scontrol = bin_dir / "scontrol"
-    scontrol.write_text('#!/bin/bash\necho "MaxArraySize            = ${FAKE_MAX_ARRAY_SIZE:-1001}"\n')
-    scontrol.chmod(0o755)
-    env_dir = tmp_path / "envs"
+def slurm_site(tmp_path):
+    """fake_slurm_site: sbatch records each call and answers like `sbatch --parsable`; scontrol answers with the
+    MaxArraySize the test asks for (Slurm's default is 1001); environments whose `python` records its arguments."""
+    scontrol = 'echo "MaxArraySize            = ${FAKE_MAX_ARRAY_SIZE:-1001}"\n'
+    env, calls, profile = fake_slurm_site(tmp_path, {"scontrol": scontrol}, 'partition = "debug"\n')
     for framework in ("jax", "torch"):
-        fake_env(env_dir, framework, tmp_path / f"{framework}.txt")
-    profile = tmp_path / "p.toml"
-    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\npartition = \"debug\"\n")
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+        fake_env(tmp_path / "envs", framework, tmp_path / f"{framework}.txt")
     return env, calls, profile
 
 
-def test_slurm_executor_calls_sbatch_once_per_framework_and_records_job_ids(tmp_path, fake_slurm):
-    env, calls, profile = fake_slurm
+def test_slurm_executor_calls_sbatch_once_per_framework_and_records_job_ids(tmp_path, slurm_site):
+    env, calls, profile = slurm_site
     proc = run_cli("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32", "--profile", str(profile),
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
     assert proc.returncode == 0, proc.stderr
@@ -111,8 +91,8 @@ def test_slurm_executor_calls_sbatch_once_per_framework_and_records_job_ids(tmp_
 
 
 @pytest.mark.parametrize("cluster_limit, profile_limit", [("2", None), ("1001", 2)])
-def test_an_array_larger_than_allowed_is_submitted_in_parts(tmp_path, fake_slurm, cluster_limit, profile_limit):
-    env, calls, profile = fake_slurm
+def test_an_array_larger_than_allowed_is_submitted_in_parts(tmp_path, slurm_site, cluster_limit, profile_limit):
+    env, calls, profile = slurm_site
     env["FAKE_MAX_ARRAY_SIZE"] = cluster_limit
     if profile_limit:
         profile.write_text(profile.read_text() + f"max_array_size = {profile_limit}\n")
@@ -140,13 +120,12 @@ def test_an_array_larger_than_allowed_is_submitted_in_parts(tmp_path, fake_slurm
     assert (tmp_path / "jax.txt").read_text().splitlines()[3] == "3"
 
 
-def test_a_part_refused_midway_names_the_parts_already_submitted(tmp_path, fake_slurm):
-    env, calls, profile = fake_slurm
+def test_a_part_refused_midway_names_the_parts_already_submitted(tmp_path, slurm_site):
+    env, calls, profile = slurm_site
     env["FAKE_MAX_ARRAY_SIZE"] = "1"
-    sbatch = Path(env["PATH"].split(":")[0]) / "sbatch"
-    sbatch.write_text(f'#!/bin/bash\necho "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\n'
-                      '[ "$n" -ge 2 ] && { echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1; }\n'
-                      'echo "$((4000 + n))"\n')
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch=fake_sbatch(
+        calls, f'n=$(wc -l < "{calls}")\n'
+               '[ "$n" -ge 2 ] && { echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1; }\n'))
     proc = run_cli("--benchmark", "digits", "--use-case", "1", "--profile", str(profile),
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
     assert proc.returncode == 1
@@ -155,10 +134,10 @@ def test_a_part_refused_midway_names_the_parts_already_submitted(tmp_path, fake_
     assert "parts already submitted: 4001" in manifest["submission_error"]
 
 
-def test_a_refused_submission_is_one_sentence(tmp_path, fake_slurm):
-    env, _calls, profile = fake_slurm
-    sbatch = Path(env["PATH"].split(":")[0]) / "sbatch"
-    sbatch.write_text("#!/bin/bash\necho 'sbatch: error: invalid partition specified: debug' >&2\nexit 1\n")
+def test_a_refused_submission_is_one_sentence(tmp_path, slurm_site):
+    env, _calls, profile = slurm_site
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch="echo 'sbatch: error: invalid partition specified: debug' >&2\nexit 1\n")
     proc = run_cli("--benchmark", "digits", "--use-case", "1", "--profile", str(profile),
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
     assert proc.returncode == 1
@@ -196,16 +175,12 @@ def test_waiting_polls_squeue_once_per_round_for_the_whole_campaign(tmp_path, mo
     from orchestrator.run.executors import Submission
 
     calls = tmp_path / "calls"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     # squeue reports the jobs for two rounds, then nothing; sacct reports one failed task.
-    (bin_dir / "squeue").write_text(
-        f'#!/bin/bash\necho "squeue $*" >> "{calls}"\n'
-        f'[ $(grep -c squeue "{calls}") -le 2 ] && echo "7_0 RUNNING"\nexit 0\n')
-    (bin_dir / "sacct").write_text("#!/bin/bash\nprintf '7_0|COMPLETED\\n7_1|FAILED\\n8_0|CANCELLED by 0\\n'\n")
-    for name in ("squeue", "sacct"):
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    env = fake_tools(tmp_path / "bin",
+                     squeue=f'echo "squeue $*" >> "{calls}"\n'
+                            f'[ $(grep -c squeue "{calls}") -le 2 ] && echo "7_0 RUNNING"\nexit 0\n',
+                     sacct="printf '7_0|COMPLETED\\n7_1|FAILED\\n8_0|CANCELLED by 0\\n'\n")
+    monkeypatch.setenv("PATH", env["PATH"])
     monkeypatch.setattr(wait.time, "sleep", lambda s: None)
     subs = [Submission("jax", "7", ["7_0", "7_1"]), Submission("torch", "8", ["8_0"])]
     wait.wait_for_slurm(subs)
@@ -214,11 +189,9 @@ def test_waiting_polls_squeue_once_per_round_for_the_whole_campaign(tmp_path, mo
     assert subs[0].failed == {1: "FAILED"} and subs[1].failed == {0: "CANCELLED"}
 
 
-def test_a_partition_sinfo_does_not_know_is_refused_before_anything_is_written(tmp_path, fake_slurm):
-    env, calls, profile = fake_slurm
-    sinfo = Path(env["PATH"].split(":")[0]) / "sinfo"
-    sinfo.write_text("#!/bin/bash\nprintf 'gpu*\\nlong\\n'\n")
-    sinfo.chmod(0o755)
+def test_a_partition_sinfo_does_not_know_is_refused_before_anything_is_written(tmp_path, slurm_site):
+    env, calls, profile = slurm_site
+    fake_tools(Path(env["PATH"].split(":")[0]), sinfo="printf 'gpu*\\nlong\\n'\n")
     proc = run_cli("--benchmark", "digits", "--use-case", "1", "--dry-run", "--profile", str(profile),
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
     assert proc.returncode == 2
@@ -230,16 +203,13 @@ def test_waiting_lets_accounting_catch_up_with_the_controller(tmp_path, monkeypa
     from orchestrator.run import wait
     from orchestrator.run.executors import Submission
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     count = tmp_path / "sacct_calls"
-    (bin_dir / "squeue").write_text("#!/bin/bash\nexit 0\n")  # the controller has forgotten the job already
-    (bin_dir / "sacct").write_text(  # accounting still says RUNNING on its first answer
-        f'#!/bin/bash\necho x >> "{count}"\n'
-        f'if [ $(wc -l < "{count}") -le 1 ]; then echo "9_0|RUNNING"; else echo "9_0|COMPLETED"; fi\n')
-    for name in ("squeue", "sacct"):
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    env = fake_tools(tmp_path / "bin",
+                     squeue="exit 0\n",  # the controller has forgotten the job already
+                     sacct=f'echo x >> "{count}"\n'  # accounting still says RUNNING on its first answer
+                           f'if [ $(wc -l < "{count}") -le 1 ]; then echo "9_0|RUNNING"; '
+                           'else echo "9_0|COMPLETED"; fi\n')
+    monkeypatch.setenv("PATH", env["PATH"])
     monkeypatch.setattr(wait.time, "sleep", lambda s: None)
     sub = Submission("torch", "9", ["9_0"])
     wait.wait_for_slurm([sub])

@@ -8,8 +8,8 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import driver_passthrough, result_context, run_cli, write_result
-from test_trials_and_pairing import manifest, plan
+from helpers import driver_passthrough, fake_tools, read_manifest, result_context, run_cli, write_result
+from test_trials_and_pairing import logged_dry_run
 
 from bench_contract.results import ResultRows
 from bench_contract.sequential import (
@@ -91,7 +91,7 @@ def test_the_coverage_check_fails_a_purely_sequential_rule():
     assert share < 0.93
 
 
-def write_run(spec, throughput: float) -> None:
+def write_trial_result(spec, throughput: float) -> None:
     rows = ResultRows(result_context(cell_id=spec.cell_id, framework=spec.framework, benchmark="digits", model="mlp"))
     rows.add("throughput", throughput, "samples/s")
     rows.write(spec.results_path)
@@ -100,7 +100,7 @@ def write_run(spec, throughput: float) -> None:
 def specs_of(tmp_path, *args):
     from bench_contract.spec import JobSpec
 
-    proc, _ = plan(tmp_path, "--trials", "auto", *args)
+    proc, _ = logged_dry_run(tmp_path, "--trials", "auto", *args)
     assert proc.returncode == 0, proc.stderr
     files = {fw: next((tmp_path / "results").glob(f"*/specs/{fw}.jsonl")) for fw in ("jax", "torch")}
     lines = {fw: [JobSpec.read(path, i) for i in range(len(path.read_text().splitlines()))]
@@ -114,8 +114,8 @@ def test_the_rule_reads_the_first_stage_says_how_many_trials_and_marks_the_rest(
     assert {s.trials for s in lines["jax"]} == {most} and {s.target_interval for s in lines["jax"]} == {0.1}
     first = [0.09, -0.07, 0.11, -0.02, -0.08]  # log speed-ups of pair 1's first stage: (t s / log 1.1)^2 = 6.7
     for trial, noise in enumerate(first):
-        write_run(lines["jax"][most + trial], 2000.0 * math.exp(noise))
-        write_run(lines["torch"][most + trial], 2000.0)
+        write_trial_result(lines["jax"][most + trial], 2000.0 * math.exp(noise))
+        write_trial_result(lines["torch"][most + trial], 2000.0)
     stale = not_needed_path(lines["jax"][most + 6].results_path)
     stale.parent.mkdir(parents=True, exist_ok=True)
     stale.write_text('{"trials": 6, "why": "an earlier run"}\n')
@@ -132,14 +132,14 @@ def test_the_rule_reads_the_first_stage_says_how_many_trials_and_marks_the_rest(
 
 
 def test_the_job_s_time_limit_caps_the_trials_at_the_first_stage_s_pace(tmp_path):
-    """Issue 31's time budget: 5 trials in 100 s (20 s each) with 95 s left hold 4 more, less one in reserve; the
-    rule's own count stands where the time holds it, and the first stage is never undone."""
+    """The time budget of --trials auto: 5 trials in 100 s (20 s each) with 95 s left hold 4 more, less one in
+    reserve; the rule's own count stands where the time holds it, and the first stage is never undone."""
     assert trials_in_time(100, 95) == FIRST_STAGE + 3
     assert trials_in_time(100, 10) == trials_in_time(100, -5) == FIRST_STAGE
     files, lines = specs_of(tmp_path, "--target-interval", "10%", "--max-trials", "9")
     for trial, noise in enumerate([0.09, -0.07, 0.11, -0.02, -0.08]):  # Stein's rule alone: 7 trials
-        write_run(lines["jax"][trial], 2000.0 * math.exp(noise))
-        write_run(lines["torch"][trial], 2000.0)
+        write_trial_result(lines["jax"][trial], 2000.0 * math.exp(noise))
+        write_trial_result(lines["torch"][trial], 2000.0)
     assert decide(str(files["jax"]), str(files["torch"]), 0, (100, 1000))[0] == 7
     needed, why = decide(str(files["jax"]), str(files["torch"]), 0, (100, 45))
     assert needed == 6 and "time limit holds 6" in why
@@ -152,13 +152,10 @@ def test_the_job_s_time_limit_caps_the_trials_at_the_first_stage_s_pace(tmp_path
 def rule_env(env_dir, framework, log, answer: int) -> None:
     """A fake environment whose python logs each backend run's line, and answers the rule with `answer`."""
     bin_dir = env_dir / framework / "bin"
-    bin_dir.mkdir(parents=True)
+    fake_tools(bin_dir, python=f'{driver_passthrough()}'
+                               f'if [ "$2" = bench_contract.sequential ]; then echo "rule $5 $6 $7" >> "{log}"; '
+                               f'echo {answer}; exit 0; fi\necho "{framework} $4" >> "{log}"\n')
     (bin_dir / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
-    python = bin_dir / "python"
-    python.write_text(f'#!/bin/bash\n{driver_passthrough()}'
-                      f'if [ "$2" = bench_contract.sequential ]; then echo "rule $5 $6 $7" >> "{log}"; '
-                      f'echo {answer}; exit 0; fi\necho "{framework} $4" >> "{log}"\n')
-    python.chmod(0o755)
 
 
 @pytest.mark.parametrize("pair", [0, 1])
@@ -166,7 +163,7 @@ def test_the_paired_job_asks_the_rule_after_the_first_stage_and_runs_as_many_tri
     env_dir, log = tmp_path / "envs", tmp_path / "runs.log"
     for fw in ("jax", "torch"):
         rule_env(env_dir, fw, log, answer=6)
-    proc, _ = plan(tmp_path, "--trials", "auto", "--max-trials", "8")
+    proc, _ = logged_dry_run(tmp_path, "--trials", "auto", "--max-trials", "8")
     assert proc.returncode == 0, proc.stderr
     script = tmp_path / "scripts" / "paired_digits_1.sh"
     assert subprocess.run(["shellcheck", "-S", "warning", str(script)]).returncode == 0
@@ -195,7 +192,7 @@ def test_trials_the_rule_left_out_are_not_needed_not_missing(tmp_path):
     for pair in (0, 1):
         assert decide(str(files["jax"]), str(files["torch"]), pair)[0] == FIRST_STAGE  # equal throughputs: no spread
     path = next((tmp_path / "results").glob("*/manifest.json"))
-    data = manifest(tmp_path)
+    data = read_manifest(tmp_path / "results")
     data.update(executor="local", submissions={"paired": {"failed": {}, "job_id": "local", "task_ids": [
         "local_0", "local_1"], "submitted_at": "2026-11-27T00:00:00+00:00"}})
     path.write_text(json.dumps(data))
@@ -255,17 +252,18 @@ def test_the_comparison_prints_steins_interval_for_pairs_of_one_sequential_campa
     (("--trials", "auto", "--frameworks", "jax"), "--paired runs JAX and PyTorch alternately"),
 ])
 def test_bad_trial_options_are_one_sentence_and_plan_nothing(tmp_path, args, message):
-    proc, _ = plan(tmp_path, *args)
+    proc, _ = logged_dry_run(tmp_path, *args)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert not (tmp_path / "scripts").exists()
 
 
 def test_auto_plans_paired_trials_up_to_the_most_and_says_so_in_the_script(tmp_path):
-    proc, _ = plan(tmp_path, "--trials", "auto", "--target-interval", "0.1")
+    proc, _ = logged_dry_run(tmp_path, "--trials", "auto", "--target-interval", "0.1")
     assert proc.returncode == 0, proc.stderr
     script = (tmp_path / "scripts" / "paired_digits_1.sh").read_text()
     assert "up to 20 trial(s)" in script and "interval within 10%, at most 20" in script
-    assert len(manifest(tmp_path)["cells"]) == 2 * 2 * 20  # 2 batch sizes x 2 frameworks x the most trials
+    cells = read_manifest(tmp_path / "results")["cells"]
+    assert len(cells) == 2 * 2 * 20  # 2 batch sizes x 2 frameworks x the most trials
 
 
 def test_the_methods_paragraph_says_how_trials_auto_chose_the_trials(tmp_path):

@@ -1,15 +1,10 @@
-"""Issue 32: several use cases in one command (`--use-case 3,5`, `-u 3 -u 5`), one campaign, like every other axis
+"""Several use cases in one command (`--use-case 3,5`, `-u 3 -u 5`), one campaign, like every other axis
 of the matrix; each use case keeps the rules and the settings it has alone."""
 
 import json
 
 import pytest
-from helpers import run_cli
-
-
-def dry_run(tmp_path, *args):
-    return run_cli("--benchmark", "digits", *args, "--dry-run", "--results-dir", str(tmp_path / "r"),
-                   "--scripts-dir", str(tmp_path / "s"))
+from helpers import dry_run, run_cli
 
 
 def planned_specs(tmp_path) -> dict[str, list[dict]]:
@@ -21,7 +16,7 @@ def planned_specs(tmp_path) -> dict[str, list[dict]]:
 
 @pytest.mark.parametrize("use_cases", [["--use-case", "3,5"], ["-u", "3", "-u", "5"]])
 def test_several_use_cases_plan_one_campaign_with_the_cells_of_each(tmp_path, use_cases):
-    proc = dry_run(tmp_path, *use_cases)
+    proc = dry_run(tmp_path, "--benchmark", "digits", *use_cases)
     assert proc.returncode == 0, proc.stderr
     (campaign,) = (tmp_path / "r").iterdir()  # one campaign, named by both
     assert campaign.name.startswith("digits-uc3+5-")
@@ -45,7 +40,7 @@ def test_several_use_cases_plan_one_campaign_with_the_cells_of_each(tmp_path, us
     ("3,,5", "error: '3,,5' has an empty item between its commas; remove the extra comma"),
 ])
 def test_a_bad_use_case_in_a_list_is_one_sentence_and_exit_2(tmp_path, value, sentence):
-    proc = dry_run(tmp_path, "--use-case", value)
+    proc = dry_run(tmp_path, "--benchmark", "digits", "--use-case", value)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith(sentence) and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
@@ -53,7 +48,7 @@ def test_a_bad_use_case_in_a_list_is_one_sentence_and_exit_2(tmp_path, value, se
 
 def test_each_use_case_keeps_its_own_rules(tmp_path):
     """A data-parallel use case warns for itself; one that runs one process refuses --nodes for itself."""
-    warned = dry_run(tmp_path, "--use-case", "2,4")
+    warned = dry_run(tmp_path, "--benchmark", "digits", "--use-case", "2,4")
     assert warned.returncode == 0, warned.stderr
     for case, single in ((2, 1), (4, 3)):
         assert (f"warning: use case {case} is data parallel, but --nodes 1 --tasks-per-node 1 gives it one process"

@@ -1,5 +1,5 @@
-"""The merged dataset's MFU, peak FLOP/s and roofline are the ones both frameworks share on a device (issue 29,
-defect 7): a digits campaign's merged rows said peak_flops 85.4 GFLOP/s for JAX and 53.3 for PyTorch on one CPU,
+"""The merged dataset's MFU, peak FLOP/s and roofline are the ones both frameworks share on a device: a
+digits campaign's merged rows once said peak_flops 85.4 GFLOP/s for JAX and 53.3 for PyTorch on one CPU,
 each MFU divided by its own. Each process's own calibration stays, as `<metric>_own`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Site environments (#18): a profile points a framework at an interpreter the site already has. envs and doctor check
+"""Site environments: a profile points a framework at an interpreter the site already has. envs and doctor check
 it (nothing is built), the scripts run it by its path after its setup lines, the rows say "site: <python>" and the
 report marks them as not locked. The backends are stood in for by fake interpreters here; the real run is in
 tests/backends/test_site_environment_demo.py."""
@@ -6,12 +6,11 @@ tests/backends/test_site_environment_demo.py."""
 import json
 import os
 import shlex
-import stat
 import subprocess
 
 import pandas as pd
 import pytest
-from helpers import run_cli
+from helpers import fake_tools, run_cli
 from test_scripts import shellcheck_problems
 
 from bench_contract.results import ENVIRONMENT_KIND_VARIABLE
@@ -26,8 +25,7 @@ from orchestrator.run import doctor, envs
 def fake_python(path, record, probe_output: str = "", exit_code: int = 0):
     """An interpreter that records its arguments and the kind of environment it was told, and prints `probe_output`
     (the import probe's answer: nothing when every module imports; the doctor's JSON for its probe)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"""#!/bin/bash
+    fake_tools(path.parent, **{path.name: f"""\
 printf "%s\\n" "$@" > {shlex.quote(str(record))}
 echo "kind=${{{ENVIRONMENT_KIND_VARIABLE}:-unset}} site_setup=${{SITE_SETUP:-unset}}" >> {shlex.quote(str(record))}
 case "$2" in
@@ -35,8 +33,7 @@ case "$2" in
   *) printf "%s" {shlex.quote(probe_output)} ;;
 esac
 exit {exit_code}
-""")
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+"""})
     return path
 
 

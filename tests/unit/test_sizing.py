@@ -33,7 +33,7 @@ def plan(tmp_path, *args, lines=EIGHT_GPUS):
     return proc, scripts
 
 
-def directives(script: str) -> dict[str, str]:
+def sbatch_values(script: str) -> dict[str, str]:
     return dict(line.removeprefix("#SBATCH --").partition("=")[::2] for line in script.splitlines()
                 if line.startswith("#SBATCH --"))
 
@@ -51,7 +51,7 @@ def test_without_a_profile_a_task_asks_for_its_gpus_share_of_an_8_gpu_node_and_a
     assert ("14 CPUs and 115G of memory per GPU (one GPU's share of a node; sinfo: 8 GPUs (h100), 112 CPUs and "
             "1000000 MB per node)") in proc.stdout
     for script in scripts.values():
-        asked = directives(script)
+        asked = sbatch_values(script)
         # 112 CPUs / 8 GPUs; 1,000,000 MB / 8 = 125,000 MB, less 5%, in whole GB (1024 MB): 115G.
         assert (asked["partition"], asked["gres"], asked["cpus-per-task"], asked["mem-per-gpu"]) == (
             "gpu", "gpu:1", "14", "115G")
@@ -74,7 +74,7 @@ def test_more_work_asks_for_more_time_and_the_partitions_limit_caps_it(tmp_path)
     assert proc.returncode == 0, proc.stderr
     script = scripts["jax_imagenet_1.sh"]
     # 26,050 steps of 0.119 s: 3,100 s, so 1:30:00 with the start, the margin and the warning; the partition's hour.
-    assert directives(script)["time"] == "01:00:00"
+    assert sbatch_values(script)["time"] == "01:00:00"
     assert "cut to partition gpu's limit (01:00:00), 01:30:00 estimated" in header(script)
     assert ("warning: the estimated time limit, 01:30:00, is longer than partition gpu's 01:00:00: the jobs ask for "
             "01:00:00") in proc.stdout
@@ -89,7 +89,7 @@ def test_the_profiles_and_the_command_lines_values_win_over_sinfo_and_the_estima
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), env=env)
     assert proc.returncode == 0, proc.stderr
     script = (tmp_path / "s" / "jax_digits_1.sh").read_text()
-    asked = directives(script)
+    asked = sbatch_values(script)
     assert (asked["cpus-per-task"], asked["mem-per-gpu"], asked["time"], asked["array"]) == ("6", "40G", "03:00:00",
                                                                                              "0-1%1")
     said = header(script)
@@ -99,7 +99,7 @@ def test_the_profiles_and_the_command_lines_values_win_over_sinfo_and_the_estima
                    "--time", "45", "--new-campaign", "--results-dir", str(tmp_path / "r"),
                    "--scripts-dir", str(tmp_path / "s"), env=env)
     assert proc.returncode == 0, proc.stderr
-    asked = directives((tmp_path / "s" / "jax_digits_1.sh").read_text())
+    asked = sbatch_values((tmp_path / "s" / "jax_digits_1.sh").read_text())
     assert (asked["mem"], asked["time"]) == ("64G", "45") and "mem-per-gpu" not in asked  # one memory request
 
 
@@ -108,11 +108,11 @@ def test_an_array_of_more_than_16_tasks_runs_16_at_once_unless_told(tmp_path):
     proc, scripts = plan(tmp_path, "--benchmark", "digits", "--use-case", "1", "--batch-sizes", batches)
     assert proc.returncode == 0, proc.stderr
     script = scripts["jax_digits_1.sh"]
-    assert directives(script)["array"] == "0-19%16"
+    assert sbatch_values(script)["array"] == "0-19%16"
     assert ("--array=...%16: at most 16 of the 20 tasks run at once (by default, where an array holds more than 16 "
             "tasks and the profile's array_parallelism sets none)") in header(script)
     proc, scripts = plan(tmp_path / "two", "--benchmark", "digits", "--use-case", "1", "--batch-sizes", "16,32")
-    assert directives(scripts["jax_digits_1.sh"])["array"] == "0-1"  # nothing to throttle
+    assert sbatch_values(scripts["jax_digits_1.sh"])["array"] == "0-1"  # nothing to throttle
     assert "%" not in header(scripts["jax_digits_1.sh"]).split("--array", 1)[-1][:3]
 
 
@@ -144,7 +144,7 @@ def test_sinfo_gives_the_smallest_share_of_a_partitions_node_shapes():
 def test_more_gpus_per_task_get_as_many_shares_of_cpus(tmp_path):
     proc, scripts = plan(tmp_path, "--benchmark", "digits", "--use-case", "1", "--gpus-per-task", "2")
     assert proc.returncode == 0, proc.stderr
-    asked = directives(scripts["jax_digits_1.sh"])
+    asked = sbatch_values(scripts["jax_digits_1.sh"])
     assert (asked["gres"], asked["cpus-per-task"], asked["mem-per-gpu"]) == ("gpu:2", "28", "115G")
 
 

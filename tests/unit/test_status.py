@@ -1,9 +1,8 @@
 """status/watch: one sacct and one squeue call per poll for the whole campaign, states named for users."""
 
 import json
-import os
 
-from helpers import run_cli, write_manifest, write_result
+from helpers import fake_queue, fake_tools, run_cli, write_manifest, write_result
 
 
 def campaign(tmp_path, with_results=()):
@@ -23,24 +22,13 @@ def campaign(tmp_path, with_results=()):
     return folder
 
 
-def fake_slurm(tmp_path, sacct_lines, squeue_lines):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "calls"
-    for name, lines in (("sacct", sacct_lines), ("squeue", squeue_lines)):
-        body = "".join(f"echo '{line}'\n" for line in lines)
-        (bin_dir / name).write_text(f'#!/bin/bash\necho "{name} $*" >> "{log}"\n{body}')
-        (bin_dir / name).chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, log
-
-
 def test_states_come_from_sacct_squeue_and_the_result_files(tmp_path):
     campaign(tmp_path, with_results={("jax", 0), ("torch", 0)})
-    env, log = fake_slurm(
+    env, log = fake_queue(
         tmp_path,
-        sacct_lines=["70_0|COMPLETED", "70_1|TIMEOUT", "70_2|COMPLETED", "71_0|COMPLETED", "71_1|CANCELLED by 0",
-                     "71_2|PENDING"],
-        squeue_lines=["71_2 PENDING"],
+        sacct=["70_0|COMPLETED", "70_1|TIMEOUT", "70_2|COMPLETED", "71_0|COMPLETED", "71_1|CANCELLED by 0",
+               "71_2|PENDING"],
+        squeue=["71_2 PENDING"],
     )
     proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
     assert proc.returncode == 0, proc.stderr
@@ -54,7 +42,7 @@ def test_states_come_from_sacct_squeue_and_the_result_files(tmp_path):
 
 def test_watch_ends_when_nothing_is_active_and_names_what_did_not_complete(tmp_path):
     campaign(tmp_path, with_results={("jax", 0), ("jax", 1), ("jax", 2), ("torch", 0), ("torch", 1)})
-    env, _ = fake_slurm(tmp_path, sacct_lines=["71_2|FAILED"], squeue_lines=[])
+    env, _ = fake_queue(tmp_path, sacct=["71_2|FAILED"], squeue=[])
     proc = run_cli("watch", "--results-dir", str(tmp_path / "results"), env=env)
     assert proc.returncode == 1
     assert "5/6 ended" not in proc.stdout and "6/6 ended" in proc.stdout
@@ -100,15 +88,15 @@ def states_of(stdout):
 
 
 def test_an_empty_or_truncated_result_is_a_bad_result_never_a_completion(tmp_path):
-    """#22 item 1: a result counts only when it reads (bench_contract.results.unreadable_reason)."""
+    """A result counts only when it reads (bench_contract.results.unreadable_reason)."""
     folder = campaign(tmp_path, with_results={("jax", 0), ("jax", 1), ("jax", 2), ("torch", 0)})
     rows = folder / "rows" / "jax"
     (rows / "jax-0.parquet").write_bytes(b"")  # empty
     whole = (rows / "jax-1.parquet").read_bytes()
     (rows / "jax-1.parquet").write_bytes(whole[: len(whole) // 2])  # truncated
-    env, _ = fake_slurm(tmp_path, sacct_lines=["70_0|COMPLETED", "70_1|COMPLETED", "70_2|COMPLETED",
-                                               "71_0|COMPLETED", "71_1|COMPLETED", "71_2|COMPLETED"],
-                        squeue_lines=[])
+    env, _ = fake_queue(tmp_path, sacct=["70_0|COMPLETED", "70_1|COMPLETED", "70_2|COMPLETED",
+                                         "71_0|COMPLETED", "71_1|COMPLETED", "71_2|COMPLETED"],
+                        squeue=[])
     proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
     assert proc.returncode == 0, proc.stderr
     states = states_of(proc.stdout)
@@ -120,15 +108,14 @@ def test_an_empty_or_truncated_result_is_a_bad_result_never_a_completion(tmp_pat
 
 def failing(name, tmp_path, body):
     """Replace the fake `name` in tmp_path/bin with a script of `body`."""
-    (tmp_path / "bin" / name).write_text(f"#!/bin/bash\n{body}\n")
-    (tmp_path / "bin" / name).chmod(0o755)
+    fake_tools(tmp_path / "bin", **{name: f"{body}\n"})
 
 
 def test_a_failed_squeue_or_sacct_is_unknown_never_not_queued(tmp_path):
-    """#22 item 2: squeue failing (exit status, missing command) or sacct failing leaves the cells that may still be
+    """squeue failing (exit status, missing command) or sacct failing leaves the cells that may still be
     queued unknown, with the failed command and its words; a cell with a result stays completed."""
     campaign(tmp_path, with_results={("jax", 0)})
-    env, _ = fake_slurm(tmp_path, sacct_lines=["70_1|PENDING"], squeue_lines=["70_1 PENDING"])
+    env, _ = fake_queue(tmp_path, sacct=["70_1|PENDING"], squeue=["70_1 PENDING"])
     failing("squeue", tmp_path, 'echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1')
     proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
     states = states_of(proc.stdout)
@@ -166,7 +153,7 @@ def test_a_timed_out_squeue_is_unknown(tmp_path, monkeypatch):
     from orchestrator.run.status import campaign_status
 
     folder = campaign(tmp_path)
-    env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
+    env, _ = fake_queue(tmp_path, sacct=[], squeue=[])
     failing("squeue", tmp_path, "sleep 5")
     monkeypatch.setenv("PATH", env["PATH"])
     monkeypatch.setattr(queue, "QUERY_TIMEOUT_S", 0.3)
@@ -179,8 +166,8 @@ def test_sacct_range_records_and_a_forgotten_job(tmp_path):
     record (70_[1-2]). squeue refuses the id of a job the controller has forgotten when it is the only one asked
     about: that is its answer that nothing is queued, not a failure."""
     campaign(tmp_path, with_results={("jax", 0)})
-    env, _ = fake_slurm(tmp_path, sacct_lines=["70_0|COMPLETED", "70_[1-2]|CANCELLED by 0", "71_[0-2%1]|PENDING"],
-                        squeue_lines=[])
+    env, _ = fake_queue(tmp_path, sacct=["70_0|COMPLETED", "70_[1-2]|CANCELLED by 0", "71_[0-2%1]|PENDING"],
+                        squeue=[])
     proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
     states = {cell: state for cell, (state, _) in states_of(proc.stdout).items()}
     assert states == {"jax-0": "completed", "jax-1": "cancelled", "jax-2": "cancelled", "torch-0": "pending",
@@ -203,10 +190,10 @@ def test_sacct_range_records_and_a_forgotten_job(tmp_path):
 
 
 def test_a_queued_rerun_of_a_completed_cell_is_queued_and_watch_waits_for_it(tmp_path):
-    """#22 item 3: the queue is read before the result file; a cell whose latest task is queued is queued."""
+    """The queue is read before the result file; a cell whose latest task is queued is queued."""
     every = {(f, i) for f in ("jax", "torch") for i in range(3)}
     campaign(tmp_path, with_results=every)
-    env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
+    env, _ = fake_queue(tmp_path, sacct=[], squeue=[])
     polls = tmp_path / "polls"
     # The rerun of torch 2 is pending for the first two polls, then it has ended.
     failing("squeue", tmp_path, f'echo x >> "{polls}"; [ "$(wc -l < "{polls}")" -le 2 ] && echo "71_2 PENDING"; true')
@@ -222,7 +209,7 @@ def test_watch_goes_on_while_the_queue_cannot_be_read_and_ends_when_it_can(tmp_p
     """A controller restart: squeue fails for 7 polls, then the tasks read as ended. watch neither ends on the unknown
     cells nor gives up on the failing polls: it says so once and goes on to the end (exit 0: every cell completed)."""
     campaign(tmp_path, with_results={(f, i) for f in ("jax", "torch") for i in range(3)})
-    env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
+    env, _ = fake_queue(tmp_path, sacct=[], squeue=[])
     polls = tmp_path / "polls"
     failing("squeue", tmp_path, f'echo x >> "{polls}"; [ "$(wc -l < "{polls}")" -le 7 ] && '
                                 '{ echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1; }; true')
@@ -245,7 +232,7 @@ def test_watch_waits_for_the_accounting_record_of_a_task_that_left_the_queue(tmp
     """Accounting lags the controller: for two polls torch 1 is in neither squeue nor sacct, then sacct has its
     record. watch names it cancelled, as Slurm recorded it, not "no result" at the first poll that missed it."""
     campaign(tmp_path, with_results={(f, i) for f in ("jax", "torch") for i in range(3)} - {("torch", 1)})
-    env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
+    env, _ = fake_queue(tmp_path, sacct=[], squeue=[])
     polls = tmp_path / "polls"
     failing("sacct", tmp_path,
             f'echo x >> "{polls}"; [ "$(wc -l < "{polls}")" -gt 2 ] && echo "71_1|CANCELLED by 0"; true')
@@ -262,7 +249,7 @@ def test_watch_waits_for_the_accounting_record_of_a_task_that_left_the_queue(tmp
 
 def test_watch_gives_up_with_exit_3_when_the_queue_stays_unreadable(tmp_path):
     campaign(tmp_path)
-    env, _ = fake_slurm(tmp_path, sacct_lines=[], squeue_lines=[])
+    env, _ = fake_queue(tmp_path, sacct=[], squeue=[])
     failing("squeue", tmp_path, "exit 1")
     proc = run_cli("watch", "--interval", "0.05", "--results-dir", str(tmp_path / "results"),
                    env={**env, "ORCHESTRATOR_WATCH_UNREADABLE_S": "1"})
@@ -274,7 +261,7 @@ def test_watch_gives_up_with_exit_3_when_the_queue_stays_unreadable(tmp_path):
 
 
 def test_a_cell_that_ran_on_another_device_than_its_system_expects_is_named_from_its_task_file(tmp_path):
-    """device_note reads the device from a task file as a backend writes it (the context stored once, #17)."""
+    """device_note reads the device from a task file as a backend writes it (the context stored once)."""
     from helpers import cell_record, task_file
 
     from orchestrator.plan.manifest import CellEntry
@@ -327,12 +314,12 @@ def table_rows(stdout, columns):
 
 
 def test_a_cells_trials_are_told_apart_and_those_in_one_state_share_a_line(tmp_path):
-    """Issue 68: with --trials, each line names its trials; the trials of a cell in the same state, with the same
+    """With --trials, each line names its trials; the trials of a cell in the same state, with the same
     detail, in the same job share one line (squeue's 70_[0-1]); --all gives one line per run; the count of each
     state comes after the logs, last but the advice."""
     trials_campaign(tmp_path, results={(0, 0), (0, 1)})
-    env, _ = fake_slurm(tmp_path, sacct_lines=["70_0|COMPLETED", "70_1|COMPLETED", "70_3|FAILED"],
-                        squeue_lines=["70_2 PENDING", "70_4 RUNNING", "70_5 RUNNING"])
+    env, _ = fake_queue(tmp_path, sacct=["70_0|COMPLETED", "70_1|COMPLETED", "70_3|FAILED"],
+                        squeue=["70_2 PENDING", "70_4 RUNNING", "70_5 RUNNING"])
     proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -357,7 +344,7 @@ def test_a_cells_trials_are_told_apart_and_those_in_one_state_share_a_line(tmp_p
 
 
 def test_a_campaign_on_several_systems_names_the_system_of_each_line(tmp_path):
-    """Issue 68: one cell on two systems (its id differs by the system's hash only): a system column says which."""
+    """One cell on two systems (its id differs by the system's hash only): a system column says which."""
     from orchestrator.run.status import show_status
 
     folder = tmp_path / "results" / "camp-1"

@@ -1,53 +1,34 @@
-"""Issue #22, submission: nothing lost, nothing run twice. sbatch, squeue, sacct, scontrol and sacctmgr are faked
+"""Submission: nothing lost, nothing run twice. sbatch, squeue, sacct, scontrol and sacctmgr are faked
 on PATH, so these run without Slurm."""
 
 import json
-import os
 import re
 import shlex
 import signal
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, default_signals, run_cli, shell_wait_for, wait_until, write_result
+from helpers import (REPO_ROOT, default_signals, fake_sbatch, fake_slurm_site, fake_tools, read_manifest, run_cli,
+                     shell_wait_for, wait_until, write_result)
 
 ARGS = ("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "8,16,32")
 
 
-def write_tool(bin_dir: Path, name: str, body: str) -> None:
-    tool = bin_dir / name
-    tool.write_text("#!/bin/bash\n" + body)
-    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
-
-
 @pytest.fixture
 def cluster(tmp_path):
-    """Fake Slurm commands in tmp_path/bin (sbatch records each call with its job name and answers 4001, 4002...),
+    """Fake Slurm commands (fake_slurm_site: sbatch records each call with its job name and answers 4001, 4002...),
     framework environments that exist, and a profile. Returns (env, run) where run(*extra) is the CLI call."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "sbatch_calls.txt"
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((4000 + n))"\n')
-    write_tool(bin_dir, "scontrol", 'echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 10000"\n')
-    write_tool(bin_dir, "sacctmgr", "exit 0\n")  # no association or QOS limits
-    write_tool(bin_dir, "squeue", "exit 0\n")
-    write_tool(bin_dir, "sacct", "exit 0\n")
-    # submitit's executor refuses to start where `srun` is not on PATH (the unit tests run before, or without, the
-    # local cluster's installation); the array it submits is never run here.
-    write_tool(bin_dir, "srun", "exit 0\n")
-    env_dir = tmp_path / "envs"
-    for framework in ("jax", "torch"):
-        activate = env_dir / framework / "bin" / "activate"
-        activate.parent.mkdir(parents=True)
-        activate.write_text("")
-        (activate.parent / "python").write_text("")  # submission checks that the interpreter exists
-    profile = tmp_path / "p.toml"
-    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n")
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    env.pop("SLURM_CONF", None)
+    env, _, profile = fake_slurm_site(tmp_path, {
+        "sbatch": fake_sbatch(tmp_path / "sbatch_calls.txt", job_name=True),
+        "scontrol": 'echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 10000"\n',
+        "sacctmgr": "exit 0\n",  # no association or QOS limits
+        "squeue": "exit 0\n", "sacct": "exit 0\n",
+        # submitit's executor refuses to start where `srun` is not on PATH (the unit tests run before, or without,
+        # the local cluster's installation); the array it submits is never run here.
+        "srun": "exit 0\n",
+    })
 
     def run(*extra, timeout=60):
         return run_cli(*ARGS, "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
@@ -61,18 +42,14 @@ def calls(tmp_path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def manifest(tmp_path) -> dict:
-    return json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
-
-
 def no_traceback(proc) -> None:
     assert "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_a_busy_controller_is_named_and_the_array_recorded_as_unknown(tmp_path, cluster):
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\nexec sleep 30\n')
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", "exec sleep 30\n", job_name=True))
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     proc = run(timeout=25)
     no_traceback(proc)
@@ -81,7 +58,7 @@ def test_a_busy_controller_is_named_and_the_array_recorded_as_unknown(tmp_path, 
     assert lines[0].startswith("sbatch has not answered for 0 s: the controller is busy or full"), lines
     assert lines[-1].startswith("error: sbatch did not answer within 2 s for ") and "unknown" in lines[-1]
     assert len(lines) == 2, lines
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     [array] = record["arrays"]
     assert array["state"] == "unknown" and array["script"] == "jax" and array["offset"] == 0
     assert array["job_name"] == f"jax:{record['campaign']}:0"
@@ -92,8 +69,9 @@ def test_a_busy_controller_is_named_and_the_array_recorded_as_unknown(tmp_path, 
 def test_a_waiting_sbatch_is_said_in_its_own_words(tmp_path, cluster):
     """sbatch on a full controller says why it waits (and retries) on stderr at once: that line is the why."""
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               "echo 'sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying' >&2\nexec sleep 30\n")
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch="echo 'sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying' >&2\n"
+                      "exec sleep 30\n")
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     proc = run(timeout=25)
     no_traceback(proc)
@@ -109,21 +87,21 @@ def test_a_waiting_sbatch_is_said_in_its_own_words(tmp_path, cluster):
 def test_the_same_command_again_finds_the_unknown_array_in_slurm_before_submitting(tmp_path, cluster):
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", "exec sleep 30\n")
+    fake_tools(bin_dir, sbatch="exec sleep 30\n")
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     assert run(timeout=25).returncode == 1
-    name = manifest(tmp_path)["arrays"][0]["job_name"]
+    name = read_manifest(tmp_path / "r")["arrays"][0]["job_name"]
     # Slurm did accept it, as job 4100: sacct finds it by its name; squeue and sacct say its tasks are pending.
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
-                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
-    write_tool(bin_dir, "squeue", 'case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4200\n", job_name=True))
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                              '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    fake_tools(bin_dir, squeue='case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
     proc = run()
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
     assert "the array at offset 0 whose submission was unknown is found as job 4100" in proc.stdout
     assert [line.split()[-1].endswith("torch_digits_1.sh") for line in calls(tmp_path)] == [True]  # jax not again
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     assert record["arrays"][0]["state"] == "submitted" and record["arrays"][0]["job_id"] == "4100"
     assert record["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
 
@@ -133,14 +111,14 @@ def test_an_unknown_array_that_sacct_does_not_list_yet_is_found_by_squeue(tmp_pa
     ago is in squeue and not yet in sacct. It is found, not taken for never accepted and submitted a second time."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", "exec sleep 30\n")
+    fake_tools(bin_dir, sbatch="exec sleep 30\n")
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     assert run(timeout=25).returncode == 1
-    name = manifest(tmp_path)["arrays"][0]["job_name"]
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
-    write_tool(bin_dir, "sacct", "exit 0\n")  # no record yet
-    write_tool(bin_dir, "squeue", f'case "$*" in *--name=*{name}*) echo "4100|{name}";; '
-                                  '*4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    name = read_manifest(tmp_path / "r")["arrays"][0]["job_name"]
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4200\n", job_name=True))
+    fake_tools(bin_dir, sacct="exit 0\n")  # no record yet
+    fake_tools(bin_dir, squeue=f'case "$*" in *--name=*{name}*) echo "4100|{name}";; '
+                               '*4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
     proc = run()
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
@@ -148,21 +126,22 @@ def test_an_unknown_array_that_sacct_does_not_list_yet_is_found_by_squeue(tmp_pa
     assert [line.split()[0].split(":")[0] for line in calls(tmp_path)] == ["torch"]  # jax not again
 
     # Neither lists it, and squeue could not be asked: it stays unknown, and nothing is submitted.
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     record["arrays"][0]["state"] = "unknown"
     del record["submissions"]["jax"]
     next((tmp_path / "r").glob("*/manifest.json")).write_text(json.dumps(record))
-    write_tool(bin_dir, "squeue", "echo 'slurm_load_jobs error: Socket timed out' >&2\nexit 1\n")
+    fake_tools(bin_dir, squeue="echo 'slurm_load_jobs error: Socket timed out' >&2\nexit 1\n")
     proc = run()
     assert proc.returncode == 1 and "nothing was submitted" in proc.stderr, proc.stdout + proc.stderr
-    assert manifest(tmp_path)["arrays"][0]["state"] == "unknown" and len(calls(tmp_path)) == 1
+    assert read_manifest(tmp_path / "r")["arrays"][0]["state"] == "unknown" and len(calls(tmp_path)) == 1
 
 
 def test_a_manifest_that_cannot_be_written_after_sbatch_names_the_job_id(tmp_path, cluster):
     env, run = cluster
     # sbatch accepts the array, and then the manifest cannot be replaced (a folder now stands in its place).
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'm=$(ls -d {shlex.quote(str(tmp_path / "r"))}/*/manifest.json)\nrm -f "$m"\nmkdir "$m"\necho 4001\n')
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch=f'm=$(ls -d {shlex.quote(str(tmp_path / "r"))}/*/manifest.json)\nrm -f "$m"\nmkdir "$m"\n'
+                      'echo 4001\n')
     proc = run()
     no_traceback(proc)
     assert proc.returncode == 1
@@ -172,26 +151,26 @@ def test_a_manifest_that_cannot_be_written_after_sbatch_names_the_job_id(tmp_pat
 
 def test_a_limit_is_one_sentence_that_says_what_to_do_and_the_manifest_says_refused(tmp_path, cluster):
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               "echo 'sbatch: error: AssocMaxSubmitJobLimit' >&2\n"
-               "echo 'sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
-               "(job submit limit, user'\"'\"'s size and/or time limits)' >&2\nexit 1\n")
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch="echo 'sbatch: error: AssocMaxSubmitJobLimit' >&2\n"
+                      "echo 'sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
+                      "(job submit limit, user'\"'\"'s size and/or time limits)' >&2\nexit 1\n")
     proc = run()
     no_traceback(proc)
     assert proc.returncode == 1
     [line] = proc.stderr.strip().splitlines()
     assert "AssocMaxSubmitJobLimit" in line and "your association's MaxSubmitJobs is reached" in line
     assert "run the same command again once jobs have left the queue" in line
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     assert array["state"] == "refused" and "AssocMaxSubmitJobLimit" in array["reason"]
 
 
 def test_the_same_command_twice_at_once_submits_once_and_the_second_names_the_first(tmp_path, cluster):
     env, run = cluster
     started, go = tmp_path / "sbatch_started", tmp_path / "go"  # sbatch is held until the second has run
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'touch "{started}"\necho "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
-               f'{shell_wait_for(go)}n=$(wc -l < "{tmp_path / "sbatch_calls.txt"}")\necho "$((4000 + n))"\n')
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch=f'touch "{started}"\n' + fake_sbatch(tmp_path / "sbatch_calls.txt", shell_wait_for(go),
+                                                            job_name=True))
     first = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--profile", str(tmp_path / "p.toml"),
                               "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s")],
                              env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -211,15 +190,15 @@ def test_the_same_command_twice_at_once_submits_once_and_the_second_names_the_fi
 def test_a_campaign_over_a_known_submit_limit_is_refused_at_plan_time_with_the_numbers(tmp_path, cluster):
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sacctmgr", 'case "$*" in *assoc*) echo "acct|||normal";; *qos*) echo "normal|4|";; esac\n')
+    fake_tools(bin_dir, sacctmgr='case "$*" in *assoc*) echo "acct|||normal";; *qos*) echo "normal|4|";; esac\n')
     proc = run()
     no_traceback(proc)
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert "the campaign has 6 array tasks" in line and "MaxSubmitJobsPerUser of QOS normal is 4" in line
     assert calls(tmp_path) == [] and not list((tmp_path / "r").glob("*/manifest.json"))
-    write_tool(bin_dir, "sacctmgr", "exit 0\n")
-    write_tool(bin_dir, "scontrol", 'echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 5"\n')
+    fake_tools(bin_dir, sacctmgr="exit 0\n")
+    fake_tools(bin_dir, scontrol='echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 5"\n')
     proc = run()
     assert proc.returncode == 2 and "the controller's MaxJobCount is 5" in proc.stderr
 
@@ -230,19 +209,19 @@ def test_a_resubmission_whose_sbatch_gave_no_answer_is_found_again_before_the_ne
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
     assert run().returncode == 0  # jobs 4001 (jax) and 4002 (torch); nothing queued, no result: all to rerun
-    write_tool(bin_dir, "sbatch", "exec sleep 30\n")
+    fake_tools(bin_dir, sbatch="exec sleep 30\n")
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     resubmit = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env, timeout=30)
     no_traceback(resubmit)
     assert resubmit.returncode == 1
-    [unknown] = [a for a in manifest(tmp_path)["arrays"] if a["state"] == "unknown"]
+    [unknown] = [a for a in read_manifest(tmp_path / "r")["arrays"] if a["state"] == "unknown"]
     name = unknown["job_name"]
     assert name.endswith(":rerun1") and unknown["indices"] == [0, 1, 2]
     # Slurm had accepted it as job 4300, whose tasks are pending.
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4400\n')
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4300_[0-2]|{name}";; '
-                                 '*4300*) echo "4300_[0-2]|PENDING";; esac\n')
-    write_tool(bin_dir, "squeue", 'case "$*" in *4300*) printf "4300_0 PENDING\\n4300_1 PENDING\\n4300_2 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4400\n", job_name=True))
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4300_[0-2]|{name}";; '
+                              '*4300*) echo "4300_[0-2]|PENDING";; esac\n')
+    fake_tools(bin_dir, squeue='case "$*" in *4300*) printf "4300_0 PENDING\\n4300_1 PENDING\\n4300_2 PENDING\\n";; esac\n')
     before = len(calls(tmp_path))
     again = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env, timeout=30)
     no_traceback(again)
@@ -250,7 +229,7 @@ def test_a_resubmission_whose_sbatch_gave_no_answer_is_found_again_before_the_ne
     assert "whose submission was unknown is found as job 4300" in again.stdout
     submitted = calls(tmp_path)[before:]
     assert all(line.split()[-1].endswith("torch_digits_1.sh") for line in submitted) and submitted  # jax not again
-    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4300_0", "4300_1", "4300_2"]
+    assert read_manifest(tmp_path / "r")["submissions"]["jax"]["task_ids"] == ["4300_0", "4300_1", "4300_2"]
 
 
 # --- submitit: its arrays are named and recorded as sbatch's are ---------------------------------------------
@@ -258,17 +237,18 @@ def test_a_resubmission_whose_sbatch_gave_no_answer_is_found_again_before_the_ne
 def submitit_sbatch(tmp_path, then: str = "") -> str:
     """A fake sbatch as submitit calls it (`sbatch FILE`, the job name in FILE's #SBATCH lines): it records the
     name, runs `then` (which may exit), and answers as sbatch does without --parsable."""
-    return (f'name=$(sed -n "s/^#SBATCH --job-name=//p" "${{@: -1}}")\necho "$name $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
-            f'{then}\nn=$(wc -l < "{tmp_path / "sbatch_calls.txt"}")\necho "Submitted batch job $((4000 + n))"\n')
+    calls = tmp_path / "sbatch_calls.txt"
+    return fake_sbatch(calls, then, f'n=$(wc -l < "{calls}")\necho "Submitted batch job $((4000 + n))"\n',
+                       job_name=True)
 
 
 def test_submitit_names_each_array_and_records_it_at_once(tmp_path, cluster):
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(tmp_path))
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch=submitit_sbatch(tmp_path))
     proc = run("--executor", "submitit")
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     campaign = record["campaign"]
     assert [line.split()[0] for line in calls(tmp_path)] == [f"jax:{campaign}:0", f"torch:{campaign}:0"]
     assert [(a["script"], a["state"], a["job_id"], a["job_name"]) for a in record["arrays"]] == [
@@ -280,7 +260,7 @@ def test_submitit_names_each_array_and_records_it_at_once(tmp_path, cluster):
 
 def test_a_submitit_refusal_is_one_sentence_and_recorded_as_refused(tmp_path, cluster):
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch=submitit_sbatch(
         tmp_path, "echo 'sbatch: error: QOSMaxSubmitJobPerUserLimit' >&2\necho 'sbatch: error: Batch job submission "
                   "failed: Job violates accounting/QOS policy' >&2\nexit 1"))
     proc = run("--executor", "submitit")
@@ -288,7 +268,7 @@ def test_a_submitit_refusal_is_one_sentence_and_recorded_as_refused(tmp_path, cl
     assert proc.returncode == 1
     [line] = proc.stderr.strip().splitlines()
     assert "QOSMaxSubmitJobPerUserLimit" in line and "your QOS's MaxSubmitJobsPerUser is reached" in line
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     assert array["state"] == "refused" and array["job_name"].startswith("jax:")
 
 
@@ -299,19 +279,20 @@ def test_an_unknown_submitit_array_is_found_again_before_anything_is_submitted_t
     and its cells are submitted once more."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path, "echo 'sbatch: slurm_receive_msg: Socket timed out'\nexit 0"))
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path, "echo 'sbatch: slurm_receive_msg: Socket timed out'\nexit 0"))
     proc = run("--executor", "submitit")
     no_traceback(proc)
     assert proc.returncode == 1
     [line] = proc.stderr.strip().splitlines()
     assert "submitit's sbatch call for " in line and "whether Slurm accepted it is unknown" in line
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     name = array["job_name"]
-    assert array["state"] == "unknown" and name == f"jax:{manifest(tmp_path)['campaign']}:0"
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
-                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
-    write_tool(bin_dir, "scancel", f'echo "$*" >> "{tmp_path / "scancel_calls.txt"}"\n')
+    campaign = read_manifest(tmp_path / "r")["campaign"]
+    assert array["state"] == "unknown" and name == f"jax:{campaign}:0"
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path))
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                              '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    fake_tools(bin_dir, scancel=f'echo "$*" >> "{tmp_path / "scancel_calls.txt"}"\n')
     proc = run("--executor", "submitit")
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
@@ -319,7 +300,7 @@ def test_an_unknown_submitit_array_is_found_again_before_anything_is_submitted_t
             "its job id, so its tasks could not get their work: it was cancelled") in proc.stdout
     assert (tmp_path / "scancel_calls.txt").read_text() == "4100\n"
     assert [line.split()[0].split(":")[0] for line in calls(tmp_path)] == ["jax", "jax", "torch"]
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     assert [(a["state"], a.get("job_id")) for a in record["arrays"]] == [
         ("cancelled", "4100"), ("submitted", "4002"), ("submitted", "4003")]
     assert record["submissions"]["jax"]["task_ids"] == ["4002_0", "4002_1", "4002_2"]
@@ -331,38 +312,38 @@ def test_a_submitit_resubmission_is_named_recorded_and_numbered_in_order(tmp_pat
     be cancelled."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path))
     assert run("--executor", "submitit").returncode == 0  # 4001 (jax), 4002 (torch)
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     for cell in record["cells"]:
         if cell["framework"] == "torch" or cell["array_index"] == 1:
             write_result(Path(cell["results"]), cell["cell_id"])
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path, "echo 'garbled'\nexit 0"))
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path, "echo 'garbled'\nexit 0"))
     resubmit = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
     no_traceback(resubmit)
     assert resubmit.returncode == 1 and "is unknown" in resubmit.stderr
-    [unknown] = [a for a in manifest(tmp_path)["arrays"] if a["state"] == "unknown"]
+    [unknown] = [a for a in read_manifest(tmp_path / "r")["arrays"] if a["state"] == "unknown"]
     assert unknown["job_name"] == f"jax:{record['campaign']}:0:rerun1" and unknown["indices"] == [0, 2]
     name = unknown["job_name"]
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4300_[0-1]|{name}";; '
-                                 '*4300*) echo "4300_[0-1]|PENDING";; esac\n')
-    write_tool(bin_dir, "squeue", 'case "$*" in *4300*) printf "4300_0 PENDING\\n4300_1 PENDING\\n";; esac\n')
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4300_[0-1]|{name}";; '
+                              '*4300*) echo "4300_[0-1]|PENDING";; esac\n')
+    fake_tools(bin_dir, squeue='case "$*" in *4300*) printf "4300_0 PENDING\\n4300_1 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path))
     # scancel fails (it is already gone from the queue, say): the array stays as found, its tasks numbered in order.
-    write_tool(bin_dir, "scancel", "echo 'scancel: error: Kill job error on job id 4300: Job/step already completing "
-                                   "or completed' >&2\nexit 1\n")
+    fake_tools(bin_dir, scancel="echo 'scancel: error: Kill job error on job id 4300: Job/step already completing "
+                                "or completed' >&2\nexit 1\n")
     before = len(calls(tmp_path))
     again = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
     no_traceback(again)
     assert again.returncode == 0, again.stderr
     assert "found as job 4300" in again.stdout and "nothing to submit" in again.stdout
     assert len(calls(tmp_path)) == before
-    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4300_0", "4001_1", "4300_1"]
+    assert read_manifest(tmp_path / "r")["submissions"]["jax"]["task_ids"] == ["4300_0", "4001_1", "4300_1"]
 
     # Cell 1's result turns out bad: submitit answers this time, with one task, which it submits as a plain job.
     Path(record["cells"][1]["results"]).write_bytes(b"")
-    write_tool(bin_dir, "sacct", 'case "$*" in *4300*) echo "4300_[0-1]|COMPLETED";; esac\n')
-    write_tool(bin_dir, "squeue", "exit 0\n")
+    fake_tools(bin_dir, sacct='case "$*" in *4300*) echo "4300_[0-1]|COMPLETED";; esac\n')
+    fake_tools(bin_dir, squeue="exit 0\n")
     for cell in (record["cells"][0], record["cells"][2]):
         write_result(Path(cell["results"]), cell["cell_id"])
     third = run_cli("resubmit", "--results-dir", str(tmp_path / "r"), env=env)
@@ -370,14 +351,14 @@ def test_a_submitit_resubmission_is_named_recorded_and_numbered_in_order(tmp_pat
     [line] = calls(tmp_path)[before:]
     assert line.split()[0] == f"jax:{record['campaign']}:1:rerun2"
     job = str(4000 + len(calls(tmp_path)))
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     assert record["submissions"]["jax"]["task_ids"] == ["4300_0", job, "4300_1"]  # one task: a plain job
     assert record["arrays"][-1] == {**record["arrays"][-1], "state": "submitted", "job_id": job, "indices": [1]}
 
 
 def test_a_slow_submitit_sbatch_is_said_while_it_waits(tmp_path, cluster):
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(tmp_path, "sleep 1.5"))
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch=submitit_sbatch(tmp_path, "sleep 1.5"))
     env.update(ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     proc = run("--executor", "submitit")
     no_traceback(proc)
@@ -388,16 +369,16 @@ def test_a_slow_submitit_sbatch_is_said_while_it_waits(tmp_path, cluster):
 
 
 def test_an_unknown_array_is_never_submitted_again_while_the_queue_cannot_be_read(tmp_path, cluster):
-    """#30 item 1: a hung sbatch that in fact accepted the campaign's only array, then squeue and sacct failing.
+    """A hung sbatch that in fact accepted the campaign's only array, then squeue and sacct failing.
     Before, with no job id to ask about, the queue counted as readable: the cell was "not submitted", the same
     command submitted it again, status said 1/1 ended and exit 0, and watch stopped at once."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\nexec sleep 30\n')
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", "exec sleep 30\n", job_name=True))
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="1", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     assert run("--frameworks", "jax", timeout=25).returncode == 1
     for tool in ("squeue", "sacct"):
-        write_tool(bin_dir, tool, f"echo '{tool}: error: Socket timed out on send/recv operation' >&2\nexit 1\n")
+        fake_tools(bin_dir, **{tool: f"echo '{tool}: error: Socket timed out on send/recv operation' >&2\nexit 1\n"})
     again = run("--frameworks", "jax")
     assert again.returncode == 1 and "nothing was submitted" in again.stderr, again.stdout + again.stderr
     assert "the answer to their array's submission was lost" in again.stderr
@@ -419,24 +400,24 @@ SOCKET_TIMEOUT = "sbatch: error: Batch job submission failed: Socket timed out o
 
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])
 def test_an_sbatch_that_lost_the_controllers_answer_is_unknown_and_found_again_by_name(tmp_path, cluster, executor):
-    """#30 item 11: sbatch exits 1 after "Socket timed out on send/recv operation", yet the controller took the
+    """sbatch exits 1 after "Socket timed out on send/recv operation", yet the controller took the
     array (as job 4100). Before, that was a refusal, and the next run submitted the cells again."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
     lost = f"echo '{SOCKET_TIMEOUT}' >&2\nexit 1"
-    write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path, lost) if executor == "submitit" else
-               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n{lost}\n')
+    fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path, lost) if executor == "submitit" else
+               fake_sbatch(tmp_path / "sbatch_calls.txt", f"{lost}\n", job_name=True))
     proc = run("--executor", executor, "--frameworks", "jax")
     no_traceback(proc)
     assert proc.returncode == 1 and "whether Slurm accepted it is unknown" in proc.stderr, proc.stderr
     assert "Socket timed out" in proc.stderr
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     assert array["state"] == "unknown", array
     name = array["job_name"]
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
-                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
-    write_tool(bin_dir, "squeue", 'case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
-    write_tool(bin_dir, "scancel", "exit 0\n")  # a submitit array found so is cancelled (reconcile.ORPHAN)
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                              '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    fake_tools(bin_dir, squeue='case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, scancel="exit 0\n")  # a submitit array found so is cancelled (reconcile.ORPHAN)
     again = run("--executor", executor, "--frameworks", "jax")
     assert "whose submission was unknown is found as job 4100" in again.stdout, again.stdout + again.stderr
     assert len(calls(tmp_path)) == (1 if executor == "slurm" else 2)  # submitit's orphan goes again; sbatch's not
@@ -453,17 +434,18 @@ def test_only_sbatchs_own_error_is_a_refusal():
 
 
 def test_sbatch_gets_the_campaigns_own_script_not_the_shared_latest_copy(tmp_path, cluster):
-    """#30 item 3: campaign A's sbatch is slow to read its script, and meanwhile a dry run of campaign B (other
+    """Campaign A's sbatch is slow to read its script, and meanwhile a dry run of campaign B (other
     batch sizes, the same script names) rewrites slurm_scripts/. Before, A's array ran B's script: B's cells,
     written into B's folder, under A's job id."""
     env, run = cluster
     submitted = tmp_path / "submitted"
     submitted.mkdir()
     started, go = tmp_path / "sbatch_started", tmp_path / "go"  # A's sbatch is held until B has run
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'touch "{started}"\n{shell_wait_for(go)}'
-               f'for arg in "$@"; do case "$arg" in *.sh) cp "$arg" "{submitted}/$SBATCH_JOB_NAME.sh";; esac; done\n'
-               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4001\n')
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch=f'touch "{started}"\n{shell_wait_for(go)}'
+                      f'for arg in "$@"; do case "$arg" in *.sh) cp "$arg" "{submitted}/$SBATCH_JOB_NAME.sh";; esac; '
+                      'done\n'
+                      + fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4001\n", job_name=True))
     a = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--frameworks", "jax", "--profile",
                           str(tmp_path / "p.toml"), "--results-dir", str(tmp_path / "r"), "--scripts-dir",
                           str(tmp_path / "s")], env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
@@ -476,7 +458,7 @@ def test_sbatch_gets_the_campaigns_own_script_not_the_shared_latest_copy(tmp_pat
     go.touch()
     out, err = a.communicate(timeout=60)
     assert a.returncode == 0, out + err
-    record = manifest(tmp_path)
+    record = read_manifest(tmp_path / "r")
     info = record["scripts"]["jax"]
     (copy,) = submitted.iterdir()
     assert copy.read_text() == Path(info["campaign_copy"]).read_text()  # A's own script, with A's cells
@@ -487,13 +469,13 @@ def test_sbatch_gets_the_campaigns_own_script_not_the_shared_latest_copy(tmp_pat
                          ids=lambda s: s.name)
 def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_rerun_finds_it(tmp_path, cluster,
                                                                                               signum):
-    """#30 item 2: Ctrl-C, a dropped ssh session, a kill (even -9) while a slow sbatch works, which in fact took
+    """Ctrl-C, a dropped ssh session, a kill (even -9) while a slow sbatch works, which in fact took
     the array as job 4100. Before, nothing was recorded and the rerun submitted the cells again."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
     started = tmp_path / "sbatch_started"
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
-                                  f'touch "{started}"\nexec sleep 30\n')
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", f'touch "{started}"\nexec sleep 30\n',
+                                           job_name=True))
     launch = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *ARGS, "--frameworks", "jax", "--profile",
                                str(tmp_path / "p.toml"), "--results-dir", str(tmp_path / "r"), "--scripts-dir",
                                str(tmp_path / "s")], env=env, cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
@@ -504,21 +486,21 @@ def test_a_command_stopped_while_sbatch_works_leaves_the_array_unknown_and_the_r
     _, err = launch.communicate(timeout=60)
     if signum != signal.SIGKILL:
         assert launch.returncode == 128 + signum and err.strip().splitlines()[-1] == f"error: stopped by {signum.name}"
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     assert array["state"] == "unknown" and "stopped or killed" in array["reason"], array
     name = array["job_name"]
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
-    write_tool(bin_dir, "sacct", f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
-                                 '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
-    write_tool(bin_dir, "squeue", 'case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4200\n", job_name=True))
+    fake_tools(bin_dir, sacct=f'case "$*" in *--name=*{name}*) echo "4100_[0-2]|{name}";; '
+                              '*4100*) echo "4100_[0-2]|PENDING";; esac\n')
+    fake_tools(bin_dir, squeue='case "$*" in *4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
     again = run("--frameworks", "jax")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "whose submission was unknown is found as job 4100" in again.stdout
     assert len(calls(tmp_path)) == 1  # not submitted again
-    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
+    assert read_manifest(tmp_path / "r")["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
 
 
-# --- issue 65: nothing run twice, round three ----------------------------------------------------------------
+# --- Nothing run twice: refusals, lost answers, damaged manifests, orphan sbatch calls --------------------------------
 
 UNMATCHED = "sbatch: fatal: {script}: line 12: Unmatched `'` in [--output=/scratch/o'brien/r/logs/x_%A_%a.out]"
 GETOPT = "sbatch: unrecognized option '--nosuch'\nTry \"sbatch --help\" for more information"
@@ -526,13 +508,13 @@ GETOPT = "sbatch: unrecognized option '--nosuch'\nTry \"sbatch --help\" for more
 
 @pytest.mark.parametrize("said, code", [(UNMATCHED, 1), (GETOPT, 255)], ids=["fatal", "getopt"])
 def test_sbatchs_fatal_error_is_a_refusal_not_an_unknown_outcome(tmp_path, cluster, said, code):
-    """#65 item 2: an sbatch that cannot parse a line of the script (`fatal:`) or an option (getopt's words, then
+    """An sbatch that cannot parse a line of the script (`fatal:`) or an option (getopt's words, then
     Slurm's `Try "sbatch --help"`) submitted nothing. Before, that was "unknown": every rerun said "never
     accepted" and failed the same way, status exited 3 and watch polled for ten minutes."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
-    write_tool(bin_dir, "sbatch", f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\n'
-                                  f"cat >&2 <<'SAID'\n{said.format(script='$1')}\nSAID\nexit {code}\n")
+    refuse = f"cat >&2 <<'SAID'\n{said.format(script='$1')}\nSAID\nexit {code}\n"
+    fake_tools(bin_dir, sbatch=fake_sbatch(tmp_path / "sbatch_calls.txt", refuse, job_name=True))
     for attempt in (1, 2):
         proc = run("--frameworks", "jax")
         no_traceback(proc)
@@ -540,7 +522,7 @@ def test_sbatchs_fatal_error_is_a_refusal_not_an_unknown_outcome(tmp_path, clust
         [line] = proc.stderr.strip().splitlines()
         assert line.startswith("error: sbatch refused ") and "unknown" not in line, line
         assert "never accepted" not in proc.stdout
-        assert [a["state"] for a in manifest(tmp_path)["arrays"]] == ["refused"] * attempt
+        assert [a["state"] for a in read_manifest(tmp_path / "r")["arrays"]] == ["refused"] * attempt
         assert len(calls(tmp_path)) == attempt  # nothing was submitted: the rerun asks sbatch again
     results = ["--results-dir", str(tmp_path / "r")]
     status = run_cli("status", *results, env=env)
@@ -550,10 +532,10 @@ def test_sbatchs_fatal_error_is_a_refusal_not_an_unknown_outcome(tmp_path, clust
 
 
 def test_a_lost_answer_is_said_once_in_the_sentence_of_unknown_cells(tmp_path, cluster):
-    """#65 item 2: the sentence for cells whose array's answer was lost said so twice ("was lost (the answer to its
+    """The sentence for cells whose array's answer was lost said so twice ("was lost (the answer to its
     array's submission was lost (...")."""
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", "exit 1\n")  # silence: it may have been accepted
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch="exit 1\n")  # silence: it may have been accepted
     assert run("--frameworks", "jax").returncode == 1
     status = run_cli("status", "--results-dir", str(tmp_path / "r"), env=env)
     assert status.returncode == 3, status.stdout + status.stderr
@@ -564,7 +546,7 @@ def test_a_lost_answer_is_said_once_in_the_sentence_of_unknown_cells(tmp_path, c
 
 
 def test_a_damaged_manifest_is_one_sentence_for_every_command_and_never_planned_over(tmp_path, cluster):
-    """#65 item 3: a campaign's manifest.json cut short. Before, status, resubmit and watch ended in a
+    """A campaign's manifest.json cut short. Before, status, resubmit and watch ended in a
     JSONDecodeError, collect merged and then crashed, and the same command again planned a second campaign (the
     search for the same one skipped what it could not read) and submitted its cells again."""
     env, run = cluster
@@ -614,7 +596,7 @@ def manifest_of_another_kind(data: dict, change: str) -> dict:
 ])
 def test_a_manifest_of_another_version_is_one_sentence_for_every_command_and_never_planned_over(
         tmp_path, cluster, change, said):
-    """Issue 64 item 5: no shim reads an earlier version's manifest (nor a later one's); each command says which
+    """No shim reads an earlier version's manifest (nor a later one's); each command says which
     version wrote it in one sentence, and where this version could plan anew, the command that does so."""
     from orchestrator.plan.manifest import VERSION
 
@@ -658,18 +640,18 @@ def launched(tmp_path, env, *extra) -> subprocess.Popen:
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])
 @pytest.mark.parametrize("stop", ["SIGTERM", "timeout"])
 def test_sbatch_and_its_children_are_stopped_with_the_command(tmp_path, cluster, stop, executor):
-    """#65 item 1: a site's sbatch that is a wrapper, whose child submits. Before, a SIGTERM to the command left
+    """A site's sbatch that is a wrapper, whose child submits. Before, a SIGTERM to the command left
     sbatch running (an orphan that accepted its array after the rerun had submitted the cells again), and the
     command's own timeout killed the wrapper alone, so that its child submitted later, untracked. submitit's
-    sbatch call the same (found by the soak, #65 item 6): a SIGTERM left the command waiting for its sbatch, which
+    sbatch call the same (found by the soak): a SIGTERM left the command waiting for its sbatch, which
     had no time limit, and then left the wrapper's child to submit."""
     env, _ = cluster
     go = tmp_path / "go"
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch",
-               f'echo $$ > "{tmp_path / "sbatch.pid"}"\n'
-               f'( echo $BASHPID > "{tmp_path / "child.pid"}"\n{shell_wait_for(go)}'
-               f'  echo accepted >> "{tmp_path / "accepted"}" ) &\n'
-               f'touch "{tmp_path / "started"}"\nexec sleep 30\n')
+    fake_tools(Path(env["PATH"].split(":")[0]),
+               sbatch=f'echo $$ > "{tmp_path / "sbatch.pid"}"\n'
+                      f'( echo $BASHPID > "{tmp_path / "child.pid"}"\n{shell_wait_for(go)}'
+                      f'  echo accepted >> "{tmp_path / "accepted"}" ) &\n'
+                      f'touch "{tmp_path / "started"}"\nexec sleep 30\n')
     if stop == "timeout":
         env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2", ORCHESTRATOR_SBATCH_SLOW_S="0.5")
     launch = launched(tmp_path, env, "--executor", executor)
@@ -683,7 +665,7 @@ def test_sbatch_and_its_children_are_stopped_with_the_command(tmp_path, cluster,
                what="sbatch and its child killed with the command")
     go.touch()  # what would have made the child submit: nothing is left to do it
     assert not (tmp_path / "accepted").exists()
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     assert array["state"] == "unknown" and "answer_by" in array, array
 
 
@@ -692,26 +674,26 @@ def orphan_sbatch(tmp_path, accept: Path) -> str:
     job name (the file `named`) and its tasks as pending. The name is sbatch's (SBATCH_JOB_NAME) or submitit's
     (its file's #SBATCH line)."""
     named = tmp_path / "named"
-    return (f'name=${{SBATCH_JOB_NAME:-$(sed -n "s/^#SBATCH --job-name=//p" "${{@: -1}}")}}\n'
-            f'echo "$name $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho $$ > "{tmp_path / "sbatch.pid"}"\n'
-            f'touch "{tmp_path / "started"}"\n{shell_wait_for(accept, 60)}'
-            f'[ -e "{accept}" ] || exit 1\necho "4100|$name" > "{named}"\necho 4100\n')
+    return fake_sbatch(tmp_path / "sbatch_calls.txt",
+                       f'echo $$ > "{tmp_path / "sbatch.pid"}"\ntouch "{tmp_path / "started"}"\n'
+                       f'{shell_wait_for(accept, 60)}[ -e "{accept}" ] || exit 1\necho "4100|$name" > "{named}"\n',
+                       answer="echo 4100\n", job_name=True)
 
 
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])
 def test_an_orphan_sbatch_of_a_killed_command_is_never_taken_for_never_accepted(tmp_path, cluster, executor):
-    """#65 item 1: `kill -9` while a slow sbatch works. The orphan sbatch lives on; the same command run at once
+    """`kill -9` while a slow sbatch works. The orphan sbatch lives on; the same command run at once
     must not conclude from an empty queue that the array was never accepted. Before, it said "not in Slurm: it
     was never accepted" and submitted the cells, and the orphan then accepted its own array: the cells ran twice.
-    submitit's record of its call said no `answer_by` until the soak found it (#65 item 6); the array its orphan
+    submitit's record of its call said no `answer_by` until the soak found it; the array its orphan
     accepts is then cancelled, as submitit's tasks cannot get their work, and its cells submitted once more."""
     env, run = cluster
     bin_dir = Path(env["PATH"].split(":")[0])
     accept = tmp_path / "accept"
-    write_tool(bin_dir, "sbatch", orphan_sbatch(tmp_path, accept))
-    write_tool(bin_dir, "squeue", f'case "$*" in *--name=*) cat "{tmp_path / "named"}" 2>/dev/null; true;; '
-                                  '*4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
-    write_tool(bin_dir, "scancel", f'echo "$*" >> "{tmp_path / "scancel_calls.txt"}"\n')
+    fake_tools(bin_dir, sbatch=orphan_sbatch(tmp_path, accept))
+    fake_tools(bin_dir, squeue=f'case "$*" in *--name=*) cat "{tmp_path / "named"}" 2>/dev/null; true;; '
+                               '*4100*) printf "4100_0 PENDING\\n4100_1 PENDING\\n4100_2 PENDING\\n";; esac\n')
+    fake_tools(bin_dir, scancel=f'echo "$*" >> "{tmp_path / "scancel_calls.txt"}"\n')
     launch = launched(tmp_path, env, "--executor", executor)
     wait_until((tmp_path / "started").exists, launch)
     launch.kill()
@@ -725,39 +707,39 @@ def test_an_orphan_sbatch_of_a_killed_command_is_never_taken_for_never_accepted(
     accept.touch()  # the orphan's array is accepted now, after that run looked
     wait_until((tmp_path / "named").exists, what="the orphan's acceptance")
     if executor == "submitit":
-        write_tool(bin_dir, "sbatch", submitit_sbatch(tmp_path))
+        fake_tools(bin_dir, sbatch=submitit_sbatch(tmp_path))
     third = run("--frameworks", "jax", "--executor", executor)
     assert third.returncode == 0 and "is found as job 4100" in third.stdout, third.stdout + third.stderr
     if executor == "slurm":
         assert len(calls(tmp_path)) == 1  # the cells are queued once
-        assert manifest(tmp_path)["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
+        assert read_manifest(tmp_path / "r")["submissions"]["jax"]["task_ids"] == ["4100_0", "4100_1", "4100_2"]
     else:
         assert (tmp_path / "scancel_calls.txt").read_text() == "4100\n" and len(calls(tmp_path)) == 2
-        assert [a["state"] for a in manifest(tmp_path)["arrays"]] == ["cancelled", "submitted"]
+        assert [a["state"] for a in read_manifest(tmp_path / "r")["arrays"]] == ["cancelled", "submitted"]
 
 
 @pytest.mark.parametrize("executor", ["slurm", "submitit"])
 def test_an_orphan_sbatch_is_killed_by_its_watchdog_and_then_the_queue_has_the_last_word(tmp_path, cluster,
                                                                                          executor):
-    """#65 item 1: the orphan of a `kill -9` lives no longer than the command would have waited for it
+    """The orphan of a `kill -9` lives no longer than the command would have waited for it
     (ORCHESTRATOR_SBATCH_TIMEOUT_S): its watchdog kills it. Once that time and the grace for a request on its way
     (answer_by) are past, an array no lookup finds was never accepted, and its cells are submitted once. submitit's
-    sbatch had no watchdog until the soak found it (#65 item 6)."""
+    sbatch had no watchdog until the soak found it."""
     env, run = cluster
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", orphan_sbatch(tmp_path, tmp_path / "never"))
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch=orphan_sbatch(tmp_path, tmp_path / "never"))
     env.update(ORCHESTRATOR_SBATCH_TIMEOUT_S="2")
     launch = launched(tmp_path, env, "--executor", executor)
     wait_until((tmp_path / "started").exists, launch)
     launch.kill()
     launch.communicate(timeout=60)
     wait_until(lambda: not alive(tmp_path / "sbatch.pid"), seconds=30, what="the watchdog's kill")
-    [array] = manifest(tmp_path)["arrays"]
+    [array] = read_manifest(tmp_path / "r")["arrays"]
     from orchestrator.plan.manifest import is_past
 
     wait_until(lambda: is_past(array["answer_by"]), seconds=60, poll_s=0.2, what="answer_by")
-    write_tool(Path(env["PATH"].split(":")[0]), "sbatch", submitit_sbatch(tmp_path) if executor == "submitit" else
-               f'echo "$SBATCH_JOB_NAME $*" >> "{tmp_path / "sbatch_calls.txt"}"\necho 4200\n')
+    fake_tools(Path(env["PATH"].split(":")[0]), sbatch=submitit_sbatch(tmp_path) if executor == "submitit" else
+               fake_sbatch(tmp_path / "sbatch_calls.txt", answer="echo 4200\n", job_name=True))
     again = run("--frameworks", "jax", "--executor", executor)
     assert again.returncode == 0 and "never accepted" in again.stdout, again.stdout + again.stderr
     assert len(calls(tmp_path)) == 2
-    assert manifest(tmp_path)["submissions"]["jax"]["task_ids"][0] in ("4200_0", "4002_0")
+    assert read_manifest(tmp_path / "r")["submissions"]["jax"]["task_ids"][0] in ("4200_0", "4002_0")

@@ -1,4 +1,4 @@
-"""No loops (issue 32): a command whose results folder holds no submitted campaign names the folders that do, and
+"""No loops: a command whose results folder holds no submitted campaign names the folders that do, and
 every command a message suggests works as printed, with the --profile and --results-dir of the failing one."""
 
 import json

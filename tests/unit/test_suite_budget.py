@@ -15,7 +15,7 @@ def record_path(tmp_path, monkeypatch):
     return path
 
 
-def write(path, minutes, exit_code=0):
+def write_record(path, minutes, exit_code=0):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"minutes": minutes, "exit_code": exit_code, "finished_at": "2026-11-26T08:00:00+00:00",
                                 "cpu": "AMD EPYC"}))
@@ -23,7 +23,7 @@ def write(path, minutes, exit_code=0):
 
 @pytest.mark.parametrize("minutes, verdict", [(29.9, "met"), (30.0, "met"), (31.5, "missed by 1.05x")])
 def test_the_last_run_is_held_to_30_minutes(record_path, minutes, verdict):
-    write(record_path, minutes)
+    write_record(record_path, minutes)
     (row,) = suite_budget.measure(1)
     assert row.verdict == verdict and row.measured == f"{minutes:.1f} min"
     assert "passed" in row.note and "AMD EPYC" in row.note

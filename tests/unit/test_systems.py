@@ -1,14 +1,13 @@
-"""Several systems (kinds of nodes) in one campaign, and the chained collect job (#17), through the real CLI with
+"""Several systems (kinds of nodes) in one campaign, and the chained collect job, through the real CLI with
 sbatch faked at the command line."""
 
 import json
-import os
 from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import run_cli, write_manifest
+from helpers import fake_slurm_site, profile_file, run_cli, write_manifest
 
 from bench_contract.results import CONTEXT_NAMES, ResultRows
 from bench_contract.run.runner import base_context
@@ -34,35 +33,22 @@ expect = "H100"
 
 @pytest.fixture
 def site(tmp_path):
-    """A profile with two systems, environments whose interpreters exist, and sbatch numbering its jobs 5001, ..."""
-    env_dir = tmp_path / "envs"
-    for framework in ("jax", "torch"):
-        (env_dir / framework / "bin").mkdir(parents=True)
-        (env_dir / framework / "bin" / "activate").write_text("")
-        (env_dir / framework / "bin" / "python").write_text("#!/bin/sh\n")
-        (env_dir / framework / "bin" / "python").chmod(0o755)
-    profile = tmp_path / "site.toml"
-    profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n" + TWO_SYSTEMS)
-    bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
-    calls = tmp_path / "sbatch_calls.txt"
-    fakes = {"sbatch": f'echo "$*" >> "{calls}"\nn=$(wc -l < "{calls}")\necho "$((5000 + n))"\n',
-             "scontrol": 'echo "MaxArraySize            = 1001"\n', "sacctmgr": "true\n", "sinfo": "printf 'debug\\ngpu-h\\n'\n"}
-    for name, body in fakes.items():
-        (bin_dir / name).write_text("#!/bin/bash\n" + body)
-        (bin_dir / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    """A profile with two systems, environments whose interpreters exist, and sbatch numbering its jobs 4001, ..."""
+    env, calls, profile = fake_slurm_site(tmp_path, {
+        "scontrol": 'echo "MaxArraySize            = 1001"\n', "sacctmgr": "true\n",
+        "sinfo": "printf 'debug\\ngpu-h\\n'\n",
+    }, TWO_SYSTEMS, profile_name="site.toml")
     return profile, env, calls
 
 
-def plan(tmp_path, profile, *extra, env=None):
+def submit_digits(tmp_path, profile, *extra, env=None):
     return run_cli("--benchmark", "digits", "--use-case", "1", "--batch-sizes", "32", "--profile", str(profile),
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), *extra, env=env)
 
 
 def test_systems_expand_the_matrix_one_array_per_framework_per_system_each_with_its_own_values(site, tmp_path):
     profile, env, _ = site
-    proc = plan(tmp_path, profile, "--systems", "a100,h100", "--dry-run", env=env)
+    proc = submit_digits(tmp_path, profile, "--systems", "a100,h100", "--dry-run", env=env)
     assert proc.returncode == 0, proc.stderr
     scripts = {p.name: p.read_text() for p in (tmp_path / "s").iterdir()}
     assert sorted(scripts) == ["jax_digits_1_a100.sh", "jax_digits_1_h100.sh", "torch_digits_1_a100.sh",
@@ -84,14 +70,14 @@ def test_systems_expand_the_matrix_one_array_per_framework_per_system_each_with_
 
 def test_without_systems_the_default_system_is_used(site, tmp_path):
     profile, env, _ = site
-    assert plan(tmp_path, profile, "--dry-run", env=env).returncode == 0
+    assert submit_digits(tmp_path, profile, "--dry-run", env=env).returncode == 0
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["jax_digits_1_a100.sh", "torch_digits_1_a100.sh"]
 
 
 def test_typed_gres_names_the_gpu_type(tmp_path):
     path = tmp_path / "p.toml"
     path.write_text('jax_recipe = "cuda12"\n[systems.a100]\ngpu_type = "a100"\ngpus_per_task = 1\n')
-    proc = plan(tmp_path, path, "--systems", "a100", "--dry-run")
+    proc = submit_digits(tmp_path, path, "--systems", "a100", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert "#SBATCH --gres=gpu:a100:1\n" in (tmp_path / "s" / "jax_digits_1_a100.sh").read_text()
 
@@ -111,7 +97,7 @@ def test_typed_gres_names_the_gpu_type(tmp_path):
 def test_an_unknown_or_invalid_system_is_refused_at_plan_time_and_nothing_is_written(tmp_path, toml, message):
     path = tmp_path / "p.toml"
     path.write_text(toml)
-    proc = plan(tmp_path, path, "--systems", "v100", "--dry-run")
+    proc = submit_digits(tmp_path, path, "--systems", "v100", "--dry-run")
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
@@ -127,7 +113,7 @@ def test_every_row_names_its_system_and_a_device_the_system_does_not_expect_is_f
         result = ResultRows(context)
         assert result.context["system"] == system  # base_context takes it from the spec
         rows.append({**result.context, "trial": 0})
-    profile = load_profile(write(tmp_path / "p.toml", TWO_SYSTEMS))
+    profile = load_profile(profile_file(tmp_path, TWO_SYSTEMS))
     expected = {("c", name): pattern for name, pattern in expected_devices(asdict(profile)).items()}
     flagged = system_mismatches(pd.DataFrame(rows), expected)
     assert flagged[["system", "device_model", "slurm_nodelist", "cells"]].values.tolist() == [
@@ -137,27 +123,22 @@ def test_every_row_names_its_system_and_a_device_the_system_does_not_expect_is_f
         "'NVIDIA A100-SXM4-80GB' (node node-h100): the site may ignore its constraint")]
 
 
-def write(path: Path, text: str) -> Path:
-    path.write_text(text)
-    return path
-
-
 def test_collect_after_chains_a_collect_job_after_every_array(site, tmp_path):
     profile, env, calls = site
-    proc = plan(tmp_path, profile, "--systems", "a100,h100", "--collect-after", env=env)
+    proc = submit_digits(tmp_path, profile, "--systems", "a100,h100", "--collect-after", env=env)
     assert proc.returncode == 0, proc.stderr
     lines = calls.read_text().splitlines()
     assert len(lines) == 5  # four arrays, then the collect job
     manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
     job = manifest["collect_job"]
-    assert job["job_id"] == "5005" and job["after"] == ["5001", "5002", "5003", "5004"]
-    assert lines[-1] == f"--parsable --dependency=afterany:5001:5002:5003:5004 {job['script']}"
+    assert job["job_id"] == "4005" and job["after"] == ["4001", "4002", "4003", "4004"]
+    assert lines[-1] == f"--parsable --dependency=afterany:4001:4002:4003:4004 {job['script']}"
     script = Path(job["script"]).read_text()
     assert "#SBATCH --partition=debug\n" in script and "gres" not in script and "constraint" not in script
     campaign = manifest["campaign"]
     assert f"main.py collect --results-dir {tmp_path / 'r'} --campaign {campaign}\n" in script
     assert f"main.py report --results-dir {tmp_path / 'r'} --campaign {campaign} " in script
-    assert "collect: submitted as job 5005, to start after jobs 5001, 5002, 5003, 5004" in proc.stdout
+    assert "collect: submitted as job 4005, to start after jobs 4001, 4002, 4003, 4004" in proc.stdout
     # The collect job runs collect: the launch does not tell the user to run it too.
     assert "then run" not in proc.stdout and proc.stdout.strip().splitlines()[-1] == (
         f"submitted; follow with: python main.py watch --results-dir {tmp_path / 'r'}; the collect job writes the "
@@ -166,7 +147,7 @@ def test_collect_after_chains_a_collect_job_after_every_array(site, tmp_path):
 
 def test_collect_after_with_the_local_executor_is_refused(site, tmp_path):
     profile, env, _ = site
-    proc = plan(tmp_path, profile, "--collect-after", "--executor", "local", env=env)
+    proc = submit_digits(tmp_path, profile, "--collect-after", "--executor", "local", env=env)
     assert proc.returncode == 2 and "--collect-after chains a Slurm job" in proc.stderr
     assert not (tmp_path / "r").exists()
 

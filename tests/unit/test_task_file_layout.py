@@ -1,4 +1,4 @@
-"""Task files store their context once (issue #17): the measurement columns per row, the context as JSON in the
+"""Task files store their context once: the measurement columns per row, the context as JSON in the
 file's metadata. Readers get the wide table back; files of the earlier wide layout are still read and merged."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ MEASUREMENT_COLUMNS = ["metric", "value", "unit", "epoch", "step", "note"]
 
 
 def wide_file_of_before(root, cell_id: str, throughput: float):
-    """A task file as backends wrote it before #17: every column on every row, and without the columns added
+    """A task file as backends once wrote it: every column on every row, and without the columns added
     since (system, dp_engine ...), built here with pyarrow alone."""
     ctx = result_context(framework="torch", benchmark="digits", use_case=1, model="mlp", batch_size=32,
                          precision="fp32", device_model="CPU X", cell_id=cell_id, campaign="old",

@@ -1,4 +1,4 @@
-"""The work of the timed training steps (issue 63, item 4): throughput and the FLOPs behind MFU count the examples
+"""The work of the timed training steps: throughput and the FLOPs behind MFU count the examples
 the timed steps drew, never the nominal B nor the last batch's draw, and never the padding.
 
 In a digits use-case-3 run the last Poisson batch drew 18 examples while the timed steps averaged 15.64: both MFUs

@@ -1,4 +1,4 @@
-"""The training loop's part of mixed precision and compiled training (#15): the loss scale after every step and
+"""The training loop's part of mixed precision and compiled training: the loss scale after every step and
 the skipped steps, and a lazily compiled step's compilation recorded apart from the timed steps."""
 
 import time
@@ -69,27 +69,27 @@ def train(ops, tmp_path):
     return rows.rows
 
 
-def values(rows, metric):
+def values_of(rows, metric):
     return [r["value"] for r in rows if r["metric"] == metric]
 
 
 def test_the_loss_scale_of_every_step_is_recorded_and_a_drop_counts_as_a_skipped_step(tmp_path):
     # Before the first step 8; after steps 0..5: backoff (skipped), same, growth, backoff (skipped), same, same.
     rows = train(FakeOps(scales=[8, 4, 4, 8, 4, 4, 4]), tmp_path)
-    assert values(rows, "loss_scale") == [4, 4, 8, 4, 4, 4]
+    assert values_of(rows, "loss_scale") == [4, 4, 8, 4, 4, 4]
     assert [r["step"] for r in rows if r["metric"] == "loss_scale"] == list(range(6))
-    assert values(rows, "skipped_steps") == [2]
+    assert values_of(rows, "skipped_steps") == [2]
     unscaled = train(FakeOps(), tmp_path)  # without loss scaling nothing about it is recorded
-    assert not values(unscaled, "loss_scale") and not values(unscaled, "skipped_steps")
+    assert not values_of(unscaled, "loss_scale") and not values_of(unscaled, "skipped_steps")
 
 
 def test_a_lazily_compiled_step_has_its_compilation_recorded_apart_from_the_timed_steps(tmp_path):
     rows = train(FakeOps(compiles_lazily=True), tmp_path)
-    assert values(rows, "compile_time")[0] == pytest.approx(COMPILE_S, abs=0.1)
-    assert values(rows, "compile_first_call_time")[0] >= COMPILE_S
-    assert max(values(rows, "step_time")) < COMPILE_S * 1e3 / 2  # ms: the compiling step is a warm-up step
-    assert values(rows, "recompilations_timed") == [0]
-    assert not values(train(FakeOps(), tmp_path), "compile_time")  # compiled ahead of time: the backend records it
+    assert values_of(rows, "compile_time")[0] == pytest.approx(COMPILE_S, abs=0.1)
+    assert values_of(rows, "compile_first_call_time")[0] >= COMPILE_S
+    assert max(values_of(rows, "step_time")) < COMPILE_S * 1e3 / 2  # ms: the compiling step is a warm-up step
+    assert values_of(rows, "recompilations_timed") == [0]
+    assert not values_of(train(FakeOps(), tmp_path), "compile_time")  # compiled ahead of time: the backend records it
 
 
 def test_a_lazily_compiled_step_records_its_graph_breaks_and_why(tmp_path):
@@ -100,7 +100,7 @@ def test_a_lazily_compiled_step_records_its_graph_breaks_and_why(tmp_path):
     assert row["note"] == "1x Unsupported Tensor.backward() call; 2x User-inserted graph break. Message: None"
     (whole,) = [r for r in train(FakeOps(compiles_lazily=True), tmp_path) if r["metric"] == "graph_breaks"]
     assert whole["value"] == 0 and whole["note"].startswith("none")
-    assert not values(train(FakeOps(), tmp_path), "graph_breaks")  # nothing compiled lazily, nothing to break
+    assert not values_of(train(FakeOps(), tmp_path), "graph_breaks")  # nothing compiled lazily, nothing to break
 
 
 def test_a_recompilation_inside_the_timed_steps_is_counted_there(tmp_path):
@@ -108,5 +108,5 @@ def test_a_recompilation_inside_the_timed_steps_is_counted_there(tmp_path):
     which makes its comparison row not comparable (orchestrator.results.certificate); the first compilation, in a
     warm-up step, is not."""
     rows = train(FakeOps(compiles_lazily=True, recompiles_at=(3, 4)), tmp_path)
-    assert values(rows, "recompilations_timed") == [2]
-    assert max(values(rows, "step_time")) >= COMPILE_S * 1e3  # ms: the timed steps that compiled
+    assert values_of(rows, "recompilations_timed") == [2]
+    assert max(values_of(rows, "step_time")) >= COMPILE_S * 1e3  # ms: the timed steps that compiled

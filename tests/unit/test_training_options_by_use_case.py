@@ -1,7 +1,7 @@
-"""#15's training options in use cases 2, 3 and 4 at plan time: each is accepted where it makes sense and reaches
-every cell (real runs of what is accepted, bf16 with compiled PyTorch and Adam or AdamW, on one process for use
-case 3 and two for 2 and 4: tests/backends/test_parallel_training_options.py), and refused with its reason where
-it does not.
+"""The training options (optimizers, schedules, precisions, PyTorch modes) in use cases 2, 3 and 4 at plan time: each
+is accepted where it makes sense and reaches every cell (real runs of what is accepted, bf16 with compiled PyTorch
+and Adam or AdamW, on one process for use case 3 and two for 2 and 4:
+tests/backends/test_parallel_training_options.py), and refused with its reason where it does not.
 
 | option | 2 (data parallel) | 3 (DP-SGD) | 4 (DP-SGD, data parallel) |
 | --- | --- | --- | --- |
@@ -16,20 +16,10 @@ refused when the cell runs (tests/backends/test_backends.py).
 """
 
 import pytest
-from helpers import run_cli
+from helpers import run_cli, settings
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
-from orchestrator.plan.settings import RunSettings
-
-PARALLEL = {"nodes": 1, "tasks_per_node": 2}
-
-
-def settings(use_case: int, **overrides):
-    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
-              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "auto",
-              **(PARALLEL if use_case in (2, 4) else {})}
-    return RunSettings(**(values | overrides))
 
 
 @pytest.mark.parametrize("use_case", [2, 3, 4])

@@ -1,18 +1,13 @@
-"""Planning mixed-precision and compiled PyTorch training (#15): the precisions of use cases 1 to 4, the
---torch-modes axis (JAX against each PyTorch mode as its own pair of cells), and the refusals with their reasons."""
+"""Planning mixed-precision and compiled PyTorch training: the precisions of use cases 1 to 4, the
+--torch-modes axis (JAX against each PyTorch mode as its own pair of cells), and the refusals with their reasons.
+fp16 with DP-SGD is refused in tests/unit/test_training_options_by_use_case.py, tf32 inference in
+tests/unit/test_inference_plan.py."""
 
 import pytest
+from helpers import settings
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import matrix
-from orchestrator.plan.settings import RunSettings
-
-
-def settings(**overrides):
-    values = {"epochs": 1, "learning_rate": 0.01, "optimizer": "sgd", "seed": 0, "warmup_steps": 1,
-              "data_source": "synthetic", "data_dir": None, "synthetic_samples": 256, "device": "cpu",
-              "model_variant": "tiny"}
-    return RunSettings(**(values | overrides))
 
 
 def test_bf16_and_fp32_with_both_pytorch_modes_pair_jax_with_each_mode():
@@ -30,7 +25,7 @@ def test_bf16_and_fp32_with_both_pytorch_modes_pair_jax_with_each_mode():
 @pytest.mark.parametrize("use_case, precision", [(1, "bf16"), (1, "fp16"), (1, "tf32"), (2, "fp16"), (3, "bf16"),
                                                  (3, "tf32"), (4, "bf16")])
 def test_training_use_cases_plan_the_mixed_and_tf32_precisions(use_case, precision):
-    cells = matrix.expand("digits", use_case, [], [], [32], [precision], settings(nodes=1, device="auto"))
+    cells = matrix.expand("digits", use_case, [], [], [32], [precision], settings())
     assert {c.precision for c in cells} == {precision}
 
 
@@ -53,10 +48,3 @@ def test_bad_pytorch_modes_are_refused_in_one_sentence(kwargs, modes, message):
 def test_an_unknown_compile_mode_is_refused_naming_the_modes():
     with pytest.raises(UsageError, match="choose from: default, reduce-overhead, max-autotune"):
         settings(torch_compile_mode="fastest")
-
-
-def test_fp16_dp_sgd_and_tf32_inference_are_refused_with_their_reasons():
-    with pytest.raises(UsageError, match="use case 3 .*loss scaling would clip DP-SGD's scaled per-example"):
-        matrix.expand("digits", 3, [], [], [32], ["fp16"], settings())
-    with pytest.raises(UsageError, match="not for use case 5 .*inference compares float32 against"):
-        matrix.expand("digits", 5, [], [], [32], ["tf32"], settings())

@@ -4,11 +4,10 @@ paired script runs JAX and PyTorch alternately, each in its own environment. Not
 import json
 import os
 import shlex
-import stat
 import subprocess
 from pathlib import Path
 
-from helpers import driver_passthrough, run_cli
+from helpers import driver_passthrough, fake_tools, read_manifest, run_cli
 
 from bench_contract.spec import JobSpec
 
@@ -17,16 +16,14 @@ def logging_env(env_dir: Path, framework: str, log: Path) -> None:
     """An environment whose activate marks it, and whose `python` appends which environment ran it, with what. The
     mark adds to any mark already there ("jax+torch"), so a run that inherited another environment says so."""
     bin_dir = env_dir / framework / "bin"
-    bin_dir.mkdir(parents=True)
+    fake_tools(bin_dir, python=f'{driver_passthrough()}'
+                               f'echo "$ACTIVE_ENV $$ ${{XLA_PYTHON_CLIENT_PREALLOCATE:-unset}} $*" >> '
+                               f'{shlex.quote(str(log))}\n')
     (bin_dir / "activate").write_text(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"\n'
                                       f'export ACTIVE_ENV="${{ACTIVE_ENV:+$ACTIVE_ENV+}}{framework}"\n')
-    python = bin_dir / "python"
-    python.write_text(f'#!/bin/bash\n{driver_passthrough()}'
-                      f'echo "$ACTIVE_ENV $$ ${{XLA_PYTHON_CLIENT_PREALLOCATE:-unset}} $*" >> {shlex.quote(str(log))}\n')
-    python.chmod(python.stat().st_mode | stat.S_IEXEC)
 
 
-def plan(tmp_path: Path, *args: str):
+def logged_dry_run(tmp_path: Path, *args: str):
     env_dir, log = tmp_path / "envs", tmp_path / "runs.log"
     if not env_dir.exists():
         for fw in ("jax", "torch"):
@@ -40,16 +37,12 @@ def plan(tmp_path: Path, *args: str):
     return proc, log
 
 
-def manifest(tmp_path: Path) -> dict:
-    return json.loads(next((tmp_path / "results").glob("*/manifest.json")).read_text())
-
-
 def test_each_trial_is_its_own_array_task_spec_and_result_file(tmp_path):
-    proc, _ = plan(tmp_path, "--trials", "3")
+    proc, _ = logged_dry_run(tmp_path, "--trials", "3")
     assert proc.returncode == 0, proc.stderr
     script = (tmp_path / "scripts" / "jax_digits_1.sh").read_text()
     assert "#SBATCH --array=0-5" in script  # 2 cells x 3 trials
-    cells = [c for c in manifest(tmp_path)["cells"] if c["framework"] == "jax"]
+    cells = [c for c in read_manifest(tmp_path / "results")["cells"] if c["framework"] == "jax"]
     assert [(c["array_index"], c["trial"]) for c in cells] == [(i, i % 3) for i in range(6)]
     specs = next((tmp_path / "results").glob("*/specs/jax.jsonl"))
     read = [JobSpec.read(specs, i) for i in range(6)]
@@ -61,7 +54,7 @@ def test_each_trial_is_its_own_array_task_spec_and_result_file(tmp_path):
 
 
 def test_a_paired_script_runs_both_frameworks_alternately_each_in_its_own_environment(tmp_path):
-    proc, log = plan(tmp_path, "--paired", "--trials", "2")
+    proc, log = logged_dry_run(tmp_path, "--paired", "--trials", "2")
     assert proc.returncode == 0, proc.stderr
     scripts = sorted(p.name for p in (tmp_path / "scripts").iterdir())
     assert scripts == ["paired_digits_1.sh"]  # one script for both frameworks, not one per framework
@@ -85,14 +78,14 @@ def test_a_paired_script_runs_both_frameworks_alternately_each_in_its_own_enviro
     for env, _, _, *args in runs:
         spec = JobSpec.read(args[2], int(args[3]))
         assert spec.framework == env and spec.paired and spec.trial == int(args[3]) - 2
-    cells = manifest(tmp_path)["cells"]
+    cells = read_manifest(tmp_path / "results")["cells"]
     assert {c["script"] for c in cells} == {"paired"}
     assert sorted((c["framework"], c["array_index"], c["trial"]) for c in cells) == sorted(
         (fw, pair, trial) for fw in ("jax", "torch") for pair in (0, 1) for trial in (0, 1))
 
 
 def test_a_failed_run_does_not_stop_the_pair_but_fails_the_task(tmp_path):
-    proc, log = plan(tmp_path, "--paired", "--trials", "2")
+    proc, log = logged_dry_run(tmp_path, "--paired", "--trials", "2")
     assert proc.returncode == 0, proc.stderr
     python = tmp_path / "envs" / "jax" / "bin" / "python"
     python.write_text(python.read_text() + "exit 3\n")
@@ -103,13 +96,13 @@ def test_a_failed_run_does_not_stop_the_pair_but_fails_the_task(tmp_path):
 
 
 def test_pairing_needs_both_frameworks_and_one_process_per_cell(tmp_path):
-    proc, _ = plan(tmp_path, "--paired", "--frameworks", "jax")
+    proc, _ = logged_dry_run(tmp_path, "--paired", "--frameworks", "jax")
     assert proc.returncode == 2 and "--paired runs JAX and PyTorch alternately" in proc.stderr
     proc = run_cli("--benchmark", "digits", "--use-case", "2", "--paired", "--nodes", "2", "--dry-run",
                    "--results-dir", str(tmp_path / "r2"), "--scripts-dir", str(tmp_path / "s2"))
     assert proc.returncode == 2 and "cannot be paired" in proc.stderr
     assert not (tmp_path / "s2").exists()
-    proc, _ = plan(tmp_path, "--trials", "0")
+    proc, _ = logged_dry_run(tmp_path, "--trials", "0")
     assert proc.returncode == 2 and "--trials must be at least 1" in proc.stderr
 
 
@@ -151,7 +144,7 @@ def test_a_merged_dataset_from_before_the_new_columns_is_rebuilt_from_the_task_f
 def test_a_paired_script_quotes_hostile_paths_and_runs_only_the_backends(tmp_path):
     base = tmp_path / "a b'c$(touch PWNED);`touch PWNED2`"
     base.mkdir()
-    proc, log = plan(base, "--paired")
+    proc, log = logged_dry_run(base, "--paired")
     assert proc.returncode == 0, proc.stderr
     path = base / "scripts" / "paired_digits_1.sh"
     subprocess.run(["bash", "-n", str(path)], check=True)

@@ -71,7 +71,7 @@ def dp_sgd_cell(root, framework, batch, throughput, padding=None, loop_compiled=
 
 
 def test_the_dp_sgd_table_shows_each_sides_padding_and_the_certificate_judges_it(tmp_path):
-    """Issue 63: JAX padded digits' Poisson batches of 16 to 45 examples (padding 0.65), PyTorch ran them as drawn,
+    """JAX padded digits' Poisson batches of 16 to 45 examples (padding 0.65), PyTorch ran them as drawn,
     and the row was certified comparable with no word of it. At batch 16 JAX computes 1/(1 - 0.65) = 2.86 times the
     examples per drawn one: not comparable. At batch 4096 a padding of 8% is 1.09 times, within the 10% a quoted
     speed-up may be off by (certificate.MAX_INTERVAL): comparable, and the padding is said below the table."""
@@ -116,7 +116,7 @@ def test_the_dp_sgd_table_says_which_loop_each_sides_vmap_speedup_divides(tmp_pa
 
 
 def test_the_dp_sgd_table_says_what_dp_sgd_costs_over_the_same_cells_sgd(tmp_path):
-    """Issue 36: each framework's DP-SGD throughput against its plain SGD step's, on the same cell."""
+    """Each framework's DP-SGD throughput against its plain SGD step's, on the same cell."""
     for framework, (sgd, dp_sgd) in {"jax": (3000.0, 1000.0), "torch": (2400.0, 300.0)}.items():
         write_cell(tmp_path, framework, 1, 32, {"throughput": sgd})
         write_cell(tmp_path, framework, 3, 32, {"throughput": dp_sgd})

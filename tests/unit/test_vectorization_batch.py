@@ -1,11 +1,11 @@
-"""The vectorisation timing (#16): vmap and the per-example loop are timed on the same batch, by default the
+"""The vectorisation timing: vmap and the per-example loop are timed on the same batch, by default the
 batch one device trains on, the loop bounded by a time budget that is recorded; --loop-batch-size overrides."""
 
 import time
 
 import numpy as np
 import pytest
-from helpers import rows_for_test
+from helpers import rows_for_test, spec
 
 from bench_contract.data.datasets import Dataset
 from bench_contract.run import training
@@ -46,13 +46,12 @@ def dataset(samples: int = 256) -> Dataset:
 
 
 def dp_spec(tmp_path, **changes) -> JobSpec:
-    return JobSpec(**{"campaign": "c", "cell_id": "jax-cell", "pair_key": "cell", "framework": "jax",
-                      "benchmark": "digits", "use_case": 3, "model": "mlp", "batch_size": 128, "precision": "fp32",
-                      "timed_steps": 5, "min_duration_s": 0.0, "results_path": str(tmp_path / "rows.parquet"),
-                      **changes})
+    """JAX's digits MLP in DP-SGD (use case 3) at batch 128, five timed steps, its rows under tmp_path."""
+    return spec(**({"cell_id": "jax-cell", "pair_key": "cell", "use_case": 3, "batch_size": 128, "timed_steps": 5,
+                    "min_duration_s": 0.0, "results_path": str(tmp_path / "rows.parquet")} | changes))
 
 
-def recorded(rows) -> dict:
+def recorded_values(rows) -> dict:
     return {row["metric"]: row["value"] for row in rows.rows}
 
 
@@ -61,9 +60,9 @@ def test_both_are_timed_at_the_training_batch_by_default_and_loop_batch_size_ove
         ops, rows = SizeLoggingOps(), rows_for_test()
         time_vectorization(dp_spec(tmp_path, **changes), dataset(), ops, rows)
         assert set(ops.calls["vectorized"]) == set(ops.calls["loop"]) == {expected}, changes
-        assert recorded(rows)["loop_batch_size"] == expected
+        assert recorded_values(rows)["loop_batch_size"] == expected
         # a loop well inside its budget keeps the stopping rule of inference (timed_steps 5, min_duration 0)
-        assert recorded(rows)["per_sample_grads_loop_timed_steps"] == 5
+        assert recorded_values(rows)["per_sample_grads_loop_timed_steps"] == 5
 
 
 def test_with_several_processes_the_batch_is_one_devices_share():
@@ -76,7 +75,7 @@ def test_the_loop_stops_at_its_budget_and_the_budget_is_recorded(tmp_path, monke
     monkeypatch.setattr(training, "LOOP_TIME_BUDGET_S", 0.05)
     ops, rows = SizeLoggingOps(loop_s=0.02), rows_for_test()
     time_vectorization(dp_spec(tmp_path, timed_steps=50), dataset(), ops, rows)
-    values = recorded(rows)
+    values = recorded_values(rows)
     assert values["per_sample_grads_loop_time_budget"] == 0.05
     # 0.02 s a run: the budget is spent after at most 3 timed runs, well before the 50 the stopping rule asks
     assert 1 <= values["per_sample_grads_loop_timed_steps"] <= 3
@@ -88,8 +87,8 @@ def test_a_loop_longer_than_its_budget_is_still_timed_once_whole(tmp_path, monke
     monkeypatch.setattr(training, "LOOP_TIME_BUDGET_S", 0.001)
     ops, rows = SizeLoggingOps(loop_s=0.01), rows_for_test()
     time_vectorization(dp_spec(tmp_path), dataset(), ops, rows)
-    assert recorded(rows)["per_sample_grads_loop_timed_steps"] == 1
-    assert recorded(rows)["per_sample_grads_loop_time_p50"] >= 10.0  # the whole run, on the whole batch
+    assert recorded_values(rows)["per_sample_grads_loop_timed_steps"] == 1
+    assert recorded_values(rows)["per_sample_grads_loop_time_p50"] >= 10.0  # the whole run, on the whole batch
     assert ops.calls["loop"] == [128] * (training.LOOP_WARMUP + 1)
 
 
@@ -103,5 +102,5 @@ def test_the_rows_say_whether_each_version_ran_compiled_or_eagerly(tmp_path):
     from these rows (orchestrator.results.views)."""
     rows = rows_for_test()
     time_vectorization(dp_spec(tmp_path), dataset(), SizeLoggingOps(), rows)
-    assert (recorded(rows)["per_sample_grads_vectorized_compiled"], recorded(rows)["per_sample_grads_loop_compiled"]) \
-        == (1.0, 0.0)
+    values = recorded_values(rows)
+    assert (values["per_sample_grads_vectorized_compiled"], values["per_sample_grads_loop_compiled"]) == (1.0, 0.0)

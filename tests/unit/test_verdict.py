@@ -1,6 +1,6 @@
 """The verdict of a comparison row (orchestrator.results.verdict) and what makes a row implausible across batch sizes
 (orchestrator.results.plausibility), each condition of the rule for "reliable" tested on both sides of its edge, and
-the verdicts at the top of collect's output, report.md and the HTML page (issue 31)."""
+the verdicts at the top of collect's output, report.md and the HTML page."""
 
 import numpy as np
 import pandas as pd
@@ -313,7 +313,7 @@ SPREAD = [2.00, 2.02, 1.98, 2.01, 2.03, 1.99, 2.00, 1.97]
 
 @pytest.mark.parametrize("shift, found", [(1.0, False), (1.05, True)])
 def test_paired_runs_whose_ratio_depends_on_which_framework_ran_first_are_not_reliable(shift, found):
-    """Issue 63: every pair ran JAX first, so a position effect counted as JAX's. The order now alternates, and from
+    """Every pair once ran JAX first, so a position effect counted as JAX's. The order now alternates, and from
     six pairs on a Welch's t test of the pairs run JAX first against those run PyTorch first calls out an effect."""
     from orchestrator.results.views import use_case_frame
     from orchestrator.results.verdict import verdicts

@@ -3,8 +3,7 @@
 
 import numpy as np
 import pytest
-from helpers import write_image_folder
-from test_matrix import settings
+from helpers import settings, write_image_folder
 
 from bench_contract.data import datasets as data
 from bench_contract.data import loading
@@ -19,7 +18,7 @@ VISION = [("cifar10", "resnet18"), ("imagenet", "resnet50"), ("imagenet", "mobil
 @pytest.mark.parametrize("variant", ["full", "tiny"])
 @pytest.mark.parametrize("benchmark, model", VISION)
 def test_every_vision_model_plans_use_case_1_at_both_sizes(benchmark, model, variant):
-    cells = matrix.expand(benchmark, 1, [], [model], [16], [], settings(data_source="synthetic", model_variant=variant))
+    cells = matrix.expand(benchmark, 1, [], [model], [16], [], settings(model_variant=variant))
     assert {(c.framework, c.model) for c in cells} == {("jax", model), ("torch", model)}
 
 
@@ -27,7 +26,7 @@ def test_every_vision_model_plans_use_case_1_at_both_sizes(benchmark, model, var
 def test_vit_plans_the_per_sample_and_data_parallel_use_cases(use_case):
     workers = dict(nodes=2) if catalog.USE_CASES[use_case].data_parallel else {}
     cells = matrix.expand("imagenet", use_case, [], ["vit_b_16"], [16], [],
-                          settings(data_source="synthetic", model_variant="tiny", **workers))
+                          settings(model_variant="tiny", **workers))
     assert len(cells) == 2
 
 
@@ -41,7 +40,7 @@ def test_batch_norm_models_are_refused_per_sample_and_data_parallel_training_wit
     benchmark = catalog.home_benchmark(model).name
     workers = dict(nodes=2) if catalog.USE_CASES[use_case].data_parallel else {}
     with pytest.raises(UsageError) as info:
-        matrix.expand(benchmark, use_case, [], [model], [16], [], settings(data_source="synthetic", **workers))
+        matrix.expand(benchmark, use_case, [], [model], [16], [], settings(**workers))
     assert f"is refused for {model}: " in str(info.value) and reason in str(info.value)
 
 
@@ -81,9 +80,10 @@ def test_training_on_image_folders_needs_train_and_val(tmp_path):
     root = write_image_folder(tmp_path / "imagenet", classes=2, per_class=2, split="val")
     with pytest.raises(data.DataError, match="needs .*train/<class>/<image>; it does not exist"):
         loading.load_dataset("imagenet", "real", str(root))
+    folder = settings(data_source="real", data_dir=str(root))
     with pytest.raises(UsageError, match="training on image folders needs"):
-        rules.check_data("imagenet", settings(data_dir=str(root)), use_case=1)
-    rules.check_data("imagenet", settings(data_dir=str(root)), use_case=catalog.INFERENCE)  # val/ is enough
+        rules.check_data("imagenet", folder, use_case=1)
+    rules.check_data("imagenet", folder, use_case=catalog.INFERENCE)  # val/ is enough
     write_image_folder(root, classes=3, per_class=2, split="train")
     with pytest.raises(data.DataError, match="different class folders"):
         loading.load_dataset("imagenet", "real", str(root))

@@ -12,7 +12,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from helpers import write_result
+from helpers import fake_tools, write_result
 from test_status import campaign
 
 from orchestrator.run import wait
@@ -99,19 +99,15 @@ def slurm_that_lets_go_at(tmp_path, monkeypatch, clock, written_at: float, gone_
     """squeue and sacct on PATH that say the campaign of test_status.campaign runs until `gone_at`; its six
     tasks write their results at `written_at`, a second before they leave the queue (teardown)."""
     gone = tmp_path / "gone"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     tasks = [f"{job}_{i}" for job in (70, 71) for i in range(3)]
 
     def lines(state: str, sep: str) -> str:
         return " ".join(f"'{task}{sep}{state}'" for task in tasks)
 
-    (bin_dir / "squeue").write_text(f'#!/bin/bash\n[ -e "{gone}" ] || printf "%s\\n" {lines("RUNNING", " ")}\n')
-    (bin_dir / "sacct").write_text(f'#!/bin/bash\nif [ -e "{gone}" ]; then printf "%s\\n" {lines("COMPLETED", "|")}\n'
-                                   f'else printf "%s\\n" {lines("RUNNING", "|")}; fi\n')
-    for name in ("squeue", "sacct"):
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    env = fake_tools(tmp_path / "bin", squeue=f'[ -e "{gone}" ] || printf "%s\\n" {lines("RUNNING", " ")}\n',
+                     sacct=f'if [ -e "{gone}" ]; then printf "%s\\n" {lines("COMPLETED", "|")}\n'
+                           f'else printf "%s\\n" {lines("RUNNING", "|")}; fi\n')
+    monkeypatch.setenv("PATH", env["PATH"])
     folder = tmp_path / "results" / "camp-1"
 
     def write_results():
