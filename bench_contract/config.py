@@ -381,7 +381,7 @@ SETTINGS: dict[str, Setting] = {f.name: f.metadata["setting"] for f in dataclass
 FIELD_TYPES: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(CellConfig)}
 # The settings that can change what is measured (the rows' `settings`, JobSpec.measured_settings), and those of
 # them that only DP-SGD reads: without these, a DP-SGD cell's settings are those of the plain cell it costs more
-# than (orchestrator.results.dp_sgd_cost).
+# than (orchestrator.results.views.with_sgd_cost).
 MEASURED = tuple(name for name, declaration in SETTINGS.items() if declaration.measured)
 DP_SGD_ONLY = tuple(name for name in MEASURED if SETTINGS[name].use_cases == PER_SAMPLE_USE_CASES)
 # The settings that are options of their own on the command line (and keys of a campaign file's [settings]).

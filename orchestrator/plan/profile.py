@@ -24,7 +24,6 @@ from bench_contract.config import Setting, check_value, first_problem, setting
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
 from orchestrator.plan.catalog import FRAMEWORKS, MODELS
-from orchestrator.plan.script_options import owned_option
 
 # Values that go into #SBATCH lines, which sbatch reads itself: only a plain character set is accepted (each
 # pattern must match a value whole: a value that ends in a line break would end its #SBATCH line early).
@@ -360,6 +359,38 @@ def warning_before_the_time_limit(profile: ClusterProfile) -> str | None:
                 f"limit of {profile.time_limit} ({limit} s) would come as the task starts; make the warning shorter "
                 "than the time limit, or warning_signal = \"none\"")
     return None
+
+
+# The sbatch options every rendered script writes itself (orchestrator.plan.render.sbatch_directives), each with
+# what sets it instead: a profile's extra_sbatch comes later in the script and would win, so it may not set them
+# again. Option -> why the script owns it, and what sets it.
+SCRIPT_LOG = "status and collect read each task's log where the script's --output puts it"
+SCRIPT_OPTIONS = {
+    "job-name": "each array is found again in Slurm by the job name it is given",
+    "array": "each array index is a cell, and the profile's array_parallelism sets the throttle",
+    "output": SCRIPT_LOG, "error": SCRIPT_LOG, "open-mode": SCRIPT_LOG,
+    "signal": "the profile's warning_signal and warning_seconds set it",
+    "requeue": "the profile's requeue sets it", "no-requeue": "the profile's requeue sets it",
+    "nodes": "the command's --nodes sets it", "ntasks": "the command's --tasks-per-node sets it",
+    "ntasks-per-node": "the command's --tasks-per-node sets it",
+    "cpus-per-task": "the profile's cpus_per_task sets it, and the rows record it",
+    "gres": "the profile's gpus_per_task and gpu_type set it", "gpus": "the profile's gpus_per_task sets it",
+    "gpus-per-node": "the profile's gpus_per_task sets it", "gpus-per-task": "the profile's gpus_per_task sets it",
+    "time": "the profile's time_limit (or --time) sets it",
+    "wrap": "the rendered script is the job",
+}
+# Written where the profile key is set: extra_sbatch may set them in its place (--qos has its own check).
+SCRIPT_OPTIONS_WHERE_SET = {"partition": "partition", "account": "account", "mem": "mem"}
+
+
+def owned_option(option: str, set_keys: set[str]) -> tuple[str, str] | None:
+    """(the script's option, why) where an extra_sbatch `option` (--name or --name=value) sets one the script owns,
+    the profile's keys `set_keys` being set; None otherwise. sbatch reads an unambiguous abbreviation of a long
+    option as the option (getopt), so `--out=...` is --output: any prefix of an owned option counts."""
+    name = option.removeprefix("--").partition("=")[0]
+    owned = {**SCRIPT_OPTIONS,
+             **{o: f"the profile's {key} sets it" for o, key in SCRIPT_OPTIONS_WHERE_SET.items() if key in set_keys}}
+    return next(((full, why) for full, why in owned.items() if full.startswith(name)), None)
 
 
 def extra_sbatch_leaves_the_scripts_options(profile: ClusterProfile) -> str | None:

@@ -2,7 +2,7 @@
 
 The flow (collect_and_report), in named steps: find the task files and read the new ones (merge; task_files),
 publish the next generation of the merged dataset with the calibration both frameworks share (store;
-shared_calibration), list the cells without a result (missing), and show the comparison (views).
+shared_calibration), list the cells without a result (missing), and show the comparison (summary_lines).
 
 Each task wrote its own file atomically; collect only reads them. A result counts only when it reads whole
 (bench_contract.results.result_problem, the definition status and resubmit use too): a file that is empty,
@@ -46,8 +46,9 @@ from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError, is_disk_full, oserror_reason
 from orchestrator.results import store
-from orchestrator.results.campaign_rows import campaign_id_in, write_campaign_rows
-from orchestrator.results.device_mismatch import device_mismatch_lines
+from orchestrator.results.batch_search import batch_search_table
+from orchestrator.results.campaigns import campaign_id_in, write_campaign_rows
+from orchestrator.results.compare import device_mismatch_lines
 from orchestrator.results.folders import (
     elsewhere,
     nested_note,
@@ -62,11 +63,12 @@ from orchestrator.results.missing import (
     unreadable_lines,
     write_failures,
 )
+from orchestrator.results.language_models import language_model_lines, with_language_columns
 from orchestrator.results.progress_bar import Progress, progress_for
 from orchestrator.results.shared_calibration import with_own_names, write_shared_part
 from orchestrator.results.task_files import all_task_files, read_task_file, task_path, widened
-from orchestrator.results.summary import summary_lines
-from orchestrator.results.views import curve_frame, summary_frame
+from orchestrator.results.verdict import verdict_lines, verdicts
+from orchestrator.results.views import curve_frame, summary_frame, use_case_frame, use_case_lines
 from orchestrator.run.executors.base import LOG_LINES
 from orchestrator.suggest import shown
 
@@ -133,6 +135,22 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
         report(line)
     if damaged:  # its cells without a result could not be listed: one sentence, exit 1
         raise damaged[0]
+
+
+def summary_lines(summary, curves=None) -> list[str]:
+    """What collect prints after merging, from the summary rows: the verdicts (verdict), every use case's table per
+    device model and the table across device models (views), the language models' tables in tokens/s
+    (language_models), then the largest batches, where a campaign searched for them (batch_search). The training
+    table's time to accuracy reads the per-epoch `curves`."""
+    import pandas as pd
+
+    frame = use_case_frame(summary if curves is None else pd.concat([summary, curves], ignore_index=True))
+    frame = with_language_columns(frame, summary)
+    lines = verdict_lines(verdicts(frame, summary)) + use_case_lines(frame) + language_model_lines(frame)
+    searched = batch_search_table(summary)
+    if searched:
+        lines.append(f"\nLargest batch that fits (each try a fresh process):\n{searched}")
+    return lines
 
 
 @contextmanager

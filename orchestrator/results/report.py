@@ -14,8 +14,7 @@ from pathlib import Path
 from bench_contract.atomic import publish
 from orchestrator.errors import OrchestratorError
 from orchestrator.results.baseline import Judged, judge_merged
-from orchestrator.results.compare import comparison_frame
-from orchestrator.results.device_mismatch import device_mismatch_lines
+from orchestrator.results.compare import comparison_frame, device_mismatch_lines
 from orchestrator.results.folders import elsewhere, no_submitted_campaign, submitted_campaigns
 from orchestrator.results.language_models import language_model_tables, with_language_columns
 from orchestrator.results.methods import methods_paragraph
