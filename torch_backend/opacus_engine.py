@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from opacus import GradSampleModule
-from opacus.grad_sample.gsm_exp_weights import GradSampleModuleExpandedWeights
 from torch import nn
 
 from bench_contract.spec import opacus_grad_sample_mode, opacus_refusal
@@ -25,7 +23,11 @@ from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps, clipped_sum
 
 def grad_sample_module(model: nn.Module, mode: str):
     """Opacus's wrapper of `model` in `mode`. loss_reduction="sum": p.grad_sample is then each example's own
-    gradient, unscaled, as torch.func's per_sample_grads gives it."""
+    gradient, unscaled, as torch.func's per_sample_grads gives it. Opacus is imported here: only the cells that run
+    this engine pay for its import."""
+    from opacus import GradSampleModule
+    from opacus.grad_sample.gsm_exp_weights import GradSampleModuleExpandedWeights
+
     if mode == "ew":
         return GradSampleModuleExpandedWeights(model, batch_first=True, loss_reduction="sum")
     if mode == "hooks":

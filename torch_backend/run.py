@@ -42,6 +42,7 @@ from torch_backend.compiled import compiled
 from torch_backend.efficiency import counted_flops, cuda_description, efficiency, pci_bus_id, runtime_versions
 from torch_backend.inference import TorchInference
 from torch_backend.mixed import LossScaler, set_tf32, with_precision
+from torch_backend.opacus_engine import OpacusDPSGDUpdate, OpacusPerSampleOps, opacus_mode
 from torch_backend.optim import build_optimizer
 from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps
 from torch_backend.sharding import fully_sharded
@@ -160,12 +161,10 @@ def compile_mode_of(spec: JobSpec) -> str | None:
 
 
 def dp_update_class(spec: JobSpec):
-    """DPSGDUpdate (torch.func), or with dp_engine opacus its Opacus subclass in the model's grad_sample_mode:
-    Opacus is imported only for the cells that run it."""
+    """DPSGDUpdate (torch.func), or with dp_engine opacus its Opacus subclass in the model's grad_sample_mode
+    (Opacus itself is imported only for the cells that run it: torch_backend.opacus_engine.grad_sample_module)."""
     if spec.dp_engine != "opacus":
         return DPSGDUpdate
-    from torch_backend.opacus_engine import OpacusDPSGDUpdate, opacus_mode
-
     return partial(OpacusDPSGDUpdate, mode=opacus_mode(spec.model, spec.precision))
 
 
@@ -263,8 +262,6 @@ class TorchBackend:
 
     def per_sample_ops(self, spec: JobSpec, ops: TorchOps) -> TorchPerSampleOps:
         if spec.dp_engine == "opacus":  # the update's own Opacus module is what the vectorisation timing times
-            from torch_backend.opacus_engine import OpacusPerSampleOps
-
             return OpacusPerSampleOps(ops.update, spec.clip_norm, self.device)
         return TorchPerSampleOps(ops.eval_model, spec.clip_norm, self.device)
 

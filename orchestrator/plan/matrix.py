@@ -12,9 +12,10 @@ import json
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from bench_contract.data.datasets import counted_train_split
 from bench_contract.spec import DEFAULT_PARALLELISM
 from orchestrator.errors import UsageError
-from orchestrator.plan import catalog
+from orchestrator.plan import catalog, privacy
 from orchestrator.plan.rules import (
     check_batch_search,
     check_dp_engines,
@@ -82,7 +83,6 @@ def train_split_size(bench: catalog.Benchmark, settings: RunSettings) -> int | N
         return settings.synthetic_samples - 2 * tenth
     if not settings.data_dir:
         return bench.train_samples
-    from bench_contract.data.datasets import counted_train_split  # numpy: never at the orchestrator's start
 
     counted = counted_train_split(bench.name, settings.data_dir)
     return bench.train_samples if counted is None else counted
@@ -203,7 +203,6 @@ def with_privacy(bench: catalog.Benchmark, settings: RunSettings, batch_size: in
             raise UsageError(f"--target-epsilon needs the training split's size at plan time, which {bench.name}'s "
                              "own files do not give; give --noise-multiplier instead")
         return {}
-    from orchestrator.plan import privacy
 
     delta = privacy.chosen_delta(train_samples, settings.delta)
     steps = settings.epochs * (train_samples // batch_size)

@@ -22,6 +22,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 from bench_contract.config import Setting, check_value, first_problem, setting
 from orchestrator import PROJECT_ROOT
+from orchestrator.data.fetch import SOURCES
 from orchestrator.errors import UsageError
 from orchestrator.plan.catalog import FRAMEWORKS, MODELS
 
@@ -405,8 +406,6 @@ def extra_sbatch_leaves_the_scripts_options(profile: ClusterProfile) -> str | No
 
 def tables_name_what_exists(profile: ClusterProfile) -> str | None:
     """Each table's keys name a model, a data set `data fetch` knows, a framework, or a system as names go."""
-    from orchestrator.data.fetch import SOURCES  # here: it imports numpy, which a plan's profile does not need
-
     for where, names, what, known in (("xla_flags", profile.xla_flags, "a model", MODELS),
                                       ("data_mirrors", profile.data_mirrors, "a data set `data fetch` knows", SOURCES),
                                       ("envs", profile.envs, "a framework", FRAMEWORKS)):

@@ -4,6 +4,8 @@ directory a request needs."""
 
 from __future__ import annotations
 
+from bench_contract.data.datasets import missing_cifar10_files, missing_mnist_files
+from bench_contract.data.images import folder_problem
 from bench_contract.spec import (
     DEFAULT_DP_ENGINE,
     DEFAULT_PARALLELISM,
@@ -17,6 +19,7 @@ from bench_contract.spec import (
     opacus_refusal,
     sharding_refusal,
 )
+from orchestrator.data.fetch import fetch_hint
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
@@ -182,7 +185,6 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
     bench = catalog.benchmark(benchmark)
     if settings.data_source == "synthetic" or not bench.needs_data_dir:
         return
-    from orchestrator.data.fetch import fetch_hint  # urllib and tarfile: not at every command's start
     if not settings.data_dir:
         raise UsageError(f"benchmark {benchmark!r} reads real data: give --data-dir, or ask for --synthetic data"
                          f"{fetch_hint(benchmark, 'DIR')}")
@@ -193,22 +195,16 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
         # The same hint as a folder without the files: `data fetch` makes the folder it is given.
         raise UsageError(f"data directory {root} does not exist{fetch_hint(benchmark, root)}")
     if benchmark == "mnist":
-        from bench_contract.data.datasets import missing_mnist_files
-
         missing = missing_mnist_files(root)
         if missing:
             raise UsageError(f"data directory {root} lacks the MNIST files {', '.join(missing)} (each may be .gz)"
                              f"{fetch_hint(benchmark, root)}")
     if benchmark == "cifar10":
-        from bench_contract.data.datasets import missing_cifar10_files
-
         missing = missing_cifar10_files(root)
         if missing:
             raise UsageError(f"data directory {root} lacks the CIFAR-10 python batches {', '.join(missing)}"
                              f"{fetch_hint(benchmark, root)}")
     if benchmark == "imagenet":
-        from bench_contract.data.images import folder_problem
-
         problem = folder_problem(root, "val")
         if problem:
             raise UsageError(problem)

@@ -1,4 +1,4 @@
-"""The campaigns of a results folder: the `campaigns` table, and one campaign's rows and report.
+"""The campaigns of a results folder: the `campaigns` table; one campaign named, and its rows written apart.
 
 Every plan writes a campaign folder, a dry run too; the table says which were submitted and which were dry runs,
 and marks the one that `status`, `watch` and `resubmit` take when none is named (the newest that is not a dry
@@ -6,7 +6,7 @@ run, orchestrator.plan.campaign_folders.newest_campaign). A results folder neste
 campaigns are its own, as for collect (orchestrator.results.folders).
 
 One campaign's rows, named by its id or folder, are written apart from the merged dataset, beside it, for
-`collect --campaign` and `report --campaign` (write_campaign_rows).
+`collect --campaign` and `report --campaign` (write_campaign_rows; report.report_campaign).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from orchestrator.plan import campaign_folders
 from orchestrator.plan.campaign_folders import CampaignEntry
 from orchestrator.plan.manifest import MANIFEST
 from orchestrator.results.folders import NONE_NEARBY, elsewhere, nested_note, nested_results_folders
-from orchestrator.results.store import MERGED, read_merged_rows
+from orchestrator.results.store import read_merged_rows
+from orchestrator.run.status import campaign_status, summary
 from orchestrator.suggest import command
 from orchestrator.tables import format_table
 
@@ -30,8 +31,6 @@ HEADERS = ["", "campaign", "benchmark", "use case", "cells", "submitted", "state
 def campaign_state(entry: CampaignEntry) -> str:
     """Where the campaign's cells stand, as counts of each state ("4 completed", "3 completed, 1 failed"); one
     sacct and squeue call for a campaign submitted to Slurm, none for a dry run or a local one."""
-    from orchestrator.run.status import campaign_status, summary
-
     if entry.dry_run:
         return "nothing ran"
     counts = summary(campaign_status(entry.folder))
@@ -71,22 +70,6 @@ def list_campaigns(results_dir: Path, include_dry_runs: bool, report: Callable[[
         report(nested_note(folder, "campaigns"))
     if damaged:  # not listed, since nothing of it can be read: said last, in one sentence, and exit 1
         raise damaged[-1]
-
-
-def report_campaign(results_dir: Path, campaign: str, merged: Path | None, output_dir: Path | None,
-                    wandb_project: str | None, report: Callable[[str], None] = print,
-                    baseline: str | None = None, tolerance: str = "5%") -> None:
-    """The report command with --campaign: the report of that campaign's rows alone, read afresh from the merged
-    dataset, into <results_dir>/report-<campaign> unless output_dir is given (against `baseline` where named)."""
-    from orchestrator.results.report import report_and_export
-
-    name = campaign_id(results_dir, campaign)
-    merged = merged or results_dir / MERGED
-    if not merged.exists():
-        raise UsageError(f"{merged} does not exist; run `{command('collect', results_dir=results_dir)}` first")
-    rows = write_campaign_rows(merged, results_dir, name)
-    report_and_export(results_dir, rows, output_dir or results_dir / f"report-{name}", wandb_project, report=report,
-                      baseline=baseline, tolerance=tolerance)
 
 
 def campaign_id(results_dir: Path, campaign: str) -> str:

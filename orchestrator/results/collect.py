@@ -56,6 +56,7 @@ from orchestrator.results.folders import (
     no_submitted_campaign,
     submitted_campaigns,
 )
+from orchestrator.results.language_models import language_model_lines, with_language_columns
 from orchestrator.results.missing import (
     FAILURES,
     missing_cells,
@@ -63,13 +64,13 @@ from orchestrator.results.missing import (
     unreadable_lines,
     write_failures,
 )
-from orchestrator.results.language_models import language_model_lines, with_language_columns
 from orchestrator.results.progress_bar import Progress, progress_for
 from orchestrator.results.shared_calibration import with_own_names, write_shared_part
 from orchestrator.results.task_files import all_task_files, read_task_file, task_path, widened
 from orchestrator.results.verdict import verdict_lines, verdicts
 from orchestrator.results.views import curve_frame, summary_frame, use_case_frame, use_case_lines
 from orchestrator.run.executors.base import LOG_LINES
+from orchestrator.run.file_lock import exclusive
 from orchestrator.suggest import shown
 
 READ_BATCH = 512  # task files read at once: bounds the memory held by tables not yet written
@@ -181,8 +182,6 @@ def merge(results_dir: Path, output: Path, others: Sequence[Path] = (),
     """Bring the merged dataset `output` up to date with the task files under results_dir and the `others`
     folders: one collect at a time (the others wait for the lock beside the dataset), and readers see the old
     or the new dataset whole. `progress(files to read)` gives the bar to advance while reading (none: no bar)."""
-    from orchestrator.run.file_lock import exclusive
-
     with exclusive(store.lock_path(output), f"collect into {output}", LOCK_WAIT_S):
         return merge_generation(results_dir, output, others, progress)
 

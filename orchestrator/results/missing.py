@@ -7,8 +7,10 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from bench_contract.atomic import publish
 from orchestrator.plan.manifest import MANIFEST, DamagedManifest, Manifest, load_manifest
 from orchestrator.run.executors.base import LOG_LINES, log_tail
+from orchestrator.run.status import DONE, SUCCESS, campaign_status
 from orchestrator.suggest import command
 from orchestrator.tables import format_table
 
@@ -24,8 +26,6 @@ def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dic
     merge) leaves its cell without a result, and says why. Dry-run campaigns are not counted: nothing was meant
     to run there. One sacct call per campaign that misses something and ran on this cluster. A campaign whose
     manifest cannot be read is left out, its DamagedManifest added to `damaged` for the caller to say."""
-    from orchestrator.run.status import DONE, SUCCESS, campaign_status
-
     bad = {os.path.realpath(path): reason for path, reason in (unreadable or {}).items()}
     missing = []
     for folder, manifest in campaign_manifests([results_dir, *others], damaged):
@@ -115,8 +115,6 @@ def write_failures(path: Path, missing: list[dict]) -> Path:
     whole by every collect: a cell that has its result since is no longer listed."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from bench_contract.atomic import publish
 
     schema = pa.schema([(name, pa.int32() if name == "array_index" else pa.string()) for name in FAILURE_COLUMNS])
     table = pa.Table.from_pylist(missing, schema=schema)

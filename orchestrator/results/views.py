@@ -43,6 +43,7 @@ from orchestrator.results.compare import (
     RUN_COLUMNS,
     comparable,
     comparison_frame,
+    display_rows,
     format_speedup,
     format_value,
     summary_rows,
@@ -53,6 +54,7 @@ from orchestrator.results.dp_sgd_notes import loop_notes, padding_info
 from orchestrator.results.plausibility import implausible_notes
 from orchestrator.results.scaling import scaling_frame
 from orchestrator.results.store import read_merged_rows
+from orchestrator.tables import format_table
 
 # Per-framework summary metrics the use-case tables and the verdicts read besides compare.TABLE_METRICS.
 EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vectorized_time_p50",
@@ -458,8 +460,6 @@ def measured(row, view: View) -> bool:
 
 def table_text(table: ViewTable) -> str:
     """A use case's table as text for the terminal, its caption above and its notes below."""
-    from orchestrator.tables import format_table
-
     return "\n".join([table.caption, format_table(table.headers, table.rows), *table.notes, *table.info])
 
 
@@ -471,9 +471,6 @@ def use_case_lines(frame) -> list[str]:
 
 def comparison_tables(df) -> dict[str, str]:
     """One text table per device model: JAX and PyTorch throughput side by side, the speed-up, test accuracy."""
-    from orchestrator.results.compare import display_rows
-    from orchestrator.tables import format_table
-
     frame = comparison_frame(df)
     if frame.empty:
         return {}
