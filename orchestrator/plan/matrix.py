@@ -19,10 +19,10 @@ from orchestrator.plan import catalog, privacy
 from orchestrator.plan.rules import (
     check_batch_search,
     check_dp_engines,
-    check_optimizer_options,
     check_paired,
     check_parallelisms,
     check_sampling,
+    check_settings_read,
     check_torch_modes,
     check_torch_options,
 )
@@ -169,7 +169,7 @@ def expand(
     check_sampling(case, settings)
     check_torch_options(case, models, settings)
     check_paired(frameworks, settings)
-    check_optimizer_options(case, settings)
+    check_settings_read(case, settings)
     if settings.batch_search:
         check_batch_search(case, batch_sizes, settings)
         batch_sizes = batch_sizes[:1]
