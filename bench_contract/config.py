@@ -155,6 +155,10 @@ class CellConfig:
                                    use_cases=TRAINING_USE_CASES)
     lr_decay_steps: int = setting(1000, "warmup_cosine: steps of the cosine after the warm-up (then 0).", minimum=1,
                                   use_cases=TRAINING_USE_CASES)
+    label_smoothing: float = setting(0.0, "Cross-entropy against targets smoothed towards the uniform distribution: "
+                                          "(1-ε)·one-hot + ε/K over the K classes, as torch.nn.CrossEntropyLoss("
+                                          "label_smoothing=ε) and optax.smooth_labels; 0 for none.", minimum=0,
+                                     below=1, use_cases=TRAINING_USE_CASES)
     clip_norm: float = setting(1.0, "Clip each per-example gradient to this L2 norm C.", panel=PRIVACY,
                                positive=True, use_cases=PER_SAMPLE_USE_CASES)
     noise_multiplier: float = setting(1.0, "Gaussian noise of std sigma*C on the summed gradients; 0 for none (then "

@@ -5,7 +5,7 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      cnn batch 128 fp32  (torch-cifar10-uc3-cnn-bs128-fp32-e431e74b-torchfunc)
+#   0      cnn batch 128 fp32  (torch-cifar10-uc3-cnn-bs128-fp32-f706f74f-torchfunc)
 #
 #SBATCH --job-name=torch_cifar10_3
 #SBATCH --array=0-0

@@ -5,9 +5,9 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      mlp batch 16 fp32  (torch-digits-uc1-mlp-bs16-fp32-7afdc071)
-#   1      mlp batch 32 fp32  (torch-digits-uc1-mlp-bs32-fp32-5ebd9c9c)
-#   2      mlp batch 64 fp32  (torch-digits-uc1-mlp-bs64-fp32-3d58e1e2)
+#   0      mlp batch 16 fp32  (torch-digits-uc1-mlp-bs16-fp32-2344b55e)
+#   1      mlp batch 32 fp32  (torch-digits-uc1-mlp-bs32-fp32-b2856398)
+#   2      mlp batch 64 fp32  (torch-digits-uc1-mlp-bs64-fp32-8df7abc4)
 #
 #SBATCH --job-name=torch_digits_1
 #SBATCH --array=0-2

@@ -5,8 +5,8 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      mlp batch 16 fp32  (jax-digits-uc3-mlp-bs16-fp32-b4ee2229)
-#   1      mlp batch 32 fp32  (jax-digits-uc3-mlp-bs32-fp32-6422f448)
+#   0      mlp batch 16 fp32  (jax-digits-uc3-mlp-bs16-fp32-65e3d230)
+#   1      mlp batch 32 fp32  (jax-digits-uc3-mlp-bs32-fp32-f50b8292)
 #
 #SBATCH --job-name=jax_digits_3
 #SBATCH --array=0-1
