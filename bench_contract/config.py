@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_contract.use_cases import PER_SAMPLE_USE_CASES  # the DP-SGD settings' readers, from the use cases
+# The readers of the training and of the DP-SGD settings, from the use cases' objects.
+from bench_contract.use_cases import PER_SAMPLE_USE_CASES, TRAINING_USE_CASES
 
 # The panels of the command line's help, one per kind of option (orchestrator.cli).
 MATRIX = "Matrix: what runs (each axis a comma-separated list, or repeat the option)"
@@ -84,7 +85,7 @@ class Setting:
     maximum: float | None = None  # the largest value allowed (inclusive), with why
     maximum_why: str = ""
     note: str = ""  # said in parentheses after the option in a refusal ("0: the training batch")
-    use_cases: tuple[int, ...] = ()  # the use cases that read it; () every one
+    use_cases: tuple[int, ...] = ()  # the use cases that read it (inference refuses it if not one); () every one
     measured: bool = True  # can change what is measured: part of the rows' `settings`, so runs that differ in it
     #                        are never pooled as trials of one cell
     on_command_line: bool = True  # False: set by the plan (derived, or from a composite option such as --trials)
@@ -136,20 +137,28 @@ class CellConfig:
     data_dir: str | None = setting(None, "Folder with the benchmark's real data files.", panel=DATA, measured=False)
     synthetic_samples: int = setting(2048, "Size of the synthetic data set.", panel=DATA, minimum=10)
     epochs: int = setting(1, "Training epochs.", minimum=1, shown_default="the benchmark's")
-    learning_rate: float = setting(0.01, "Learning rate.", positive=True)
+    learning_rate: float = setting(0.01, "Learning rate.", positive=True, use_cases=TRAINING_USE_CASES)
     optimizer: str = setting("sgd", "Optimizer: sgd, momentum, adam, or adamw (decoupled weight decay); the same "
-                                    "update in both frameworks (docs/measurement.md).", choices=OPTIMIZERS)
+                                    "update in both frameworks (docs/measurement.md).", choices=OPTIMIZERS,
+                             use_cases=TRAINING_USE_CASES)
     seed: int = setting(0, "Seed of the shared initial weights and of the batch order.", minimum=0, maximum=SEED_MAX,
                         maximum_why="the seeds numpy's generators and JAX take")
     warmup_steps: int = setting(5, "Steps run before timing starts.", minimum=0)
-    momentum: float = setting(0.9, "Momentum of --optimizer momentum.", minimum=0, below=1)
-    nesterov: bool = setting(False, "Nesterov momentum (--optimizer momentum).")
+    momentum: float = setting(0.9, "Momentum of --optimizer momentum.", minimum=0, below=1,
+                              use_cases=TRAINING_USE_CASES)
+    nesterov: bool = setting(False, "Nesterov momentum (--optimizer momentum).", use_cases=TRAINING_USE_CASES)
     weight_decay: float = setting(0.0, "Weight decay: L2 added to the gradient (sgd, momentum, adam), decoupled "
-                                       "(adamw).", minimum=0)
+                                       "(adamw).", minimum=0, use_cases=TRAINING_USE_CASES)
     lr_schedule: str = setting("constant", "constant, or warmup_cosine: linear warm-up, then a cosine to 0.",
-                               choices=LR_SCHEDULES)
-    lr_warmup_steps: int = setting(0, "warmup_cosine: steps of the linear warm-up.", minimum=0)
-    lr_decay_steps: int = setting(1000, "warmup_cosine: steps of the cosine after the warm-up (then 0).", minimum=1)
+                               choices=LR_SCHEDULES, use_cases=TRAINING_USE_CASES)
+    lr_warmup_steps: int = setting(0, "warmup_cosine: steps of the linear warm-up.", minimum=0,
+                                   use_cases=TRAINING_USE_CASES)
+    lr_decay_steps: int = setting(1000, "warmup_cosine: steps of the cosine after the warm-up (then 0).", minimum=1,
+                                  use_cases=TRAINING_USE_CASES)
+    label_smoothing: float = setting(0.0, "Cross-entropy against targets smoothed towards the uniform distribution: "
+                                          "(1-ε)·one-hot + ε/K over the K classes, as torch.nn.CrossEntropyLoss("
+                                          "label_smoothing=ε) and optax.smooth_labels; 0 for none.", minimum=0,
+                                     below=1, use_cases=TRAINING_USE_CASES)
     clip_norm: float = setting(1.0, "Clip each per-example gradient to this L2 norm C.", panel=PRIVACY,
                                positive=True, use_cases=PER_SAMPLE_USE_CASES)
     noise_multiplier: float = setting(1.0, "Gaussian noise of std sigma*C on the summed gradients; 0 for none (then "
@@ -381,7 +390,7 @@ SETTINGS: dict[str, Setting] = {f.name: f.metadata["setting"] for f in dataclass
 FIELD_TYPES: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(CellConfig)}
 # The settings that can change what is measured (the rows' `settings`, JobSpec.measured_settings), and those of
 # them that only DP-SGD reads: without these, a DP-SGD cell's settings are those of the plain cell it costs more
-# than (orchestrator.results.dp_sgd_cost).
+# than (orchestrator.results.views.with_sgd_cost).
 MEASURED = tuple(name for name, declaration in SETTINGS.items() if declaration.measured)
 DP_SGD_ONLY = tuple(name for name in MEASURED if SETTINGS[name].use_cases == PER_SAMPLE_USE_CASES)
 # The settings that are options of their own on the command line (and keys of a campaign file's [settings]).

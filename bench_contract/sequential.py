@@ -34,6 +34,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_contract.results import read_task_file
 from bench_contract.spec import FIRST_STAGE, JobSpec
 from bench_contract.student_t import t_quantile
 
@@ -122,8 +123,6 @@ def not_needed_reason(results_path: str) -> str | None:
 def run_throughput(results_path: str) -> float:
     """A run's throughput as its task file holds it (the median of its per-run throughput rows, as the comparison
     takes it: orchestrator.results.compare.run_values)."""
-    from bench_contract.results import read_task_file
-
     rows = read_task_file(results_path).rows
     values = sorted(
         value for metric, value, step, epoch in zip(*(rows.column(c).to_pylist()

@@ -3,7 +3,8 @@
 Code that behaves differently by use case asks the object (`case.trains`, `case.per_sample`, `case.data_parallel`)
 and never compares its number: the number is the name a user types and the rows record. A use case's settings are
 those of the configuration that it reads (`UseCase.reads`, from each setting's declaration in bench_contract.config,
-whose DP-SGD settings name PER_SAMPLE_USE_CASES, derived here).
+whose training settings name TRAINING_USE_CASES and DP-SGD settings PER_SAMPLE_USE_CASES, both derived here); the
+plan refuses a setting given for a use case that does not read it.
 
 To add a use case: declare it in USE_CASES with what it runs, its default batch sizes and the tables its rows appear
 in. The plan's checks, the backends' dispatch and the tables follow from those attributes; a combination of them
@@ -78,6 +79,7 @@ def numbers(cases) -> tuple[int, ...]:
 
 
 # The numbers a sentence or a declaration names them by; each derived from the objects above.
+TRAINING_USE_CASES = numbers(case for case in USE_CASES.values() if case.trains)
 PER_SAMPLE_USE_CASES = numbers(case for case in USE_CASES.values() if case.per_sample)
 DATA_PARALLEL_USE_CASES = numbers(case for case in USE_CASES.values() if case.data_parallel)
 SHARDED_USE_CASES = numbers(case for case in USE_CASES.values() if case.shards_state)

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jax_backend import census, compiles, models
+from jax_backend.efficiency import traced_flops
 from jax_backend.sync import synchronize
 
 
@@ -33,8 +34,6 @@ class JaxInference:
         return seconds
 
     def flops_per_step(self, x):
-        from jax_backend.efficiency import traced_flops
-
         return traced_flops(self.jaxpr, self.compiled)
 
     def precision_census(self, x) -> dict[str, set[str]]:

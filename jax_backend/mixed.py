@@ -84,14 +84,15 @@ def dynamic_loss_scaling(inner: optax.GradientTransformation,
     return optax.GradientTransformation(init, update)
 
 
-def scaled_plain_step(module, optimizer: optax.GradientTransformation, value_and_grad=steps.differentiate):
+def scaled_plain_step(module, optimizer: optax.GradientTransformation, value_and_grad=steps.differentiate,
+                      label_smoothing: float = 0.0):
     """steps.plain_step with the loss multiplied by the current scale before differentiation; `optimizer` is a
     dynamic_loss_scaling transformation, whose state holds the scale; value_and_grad differentiates the loss."""
 
     def loss_fn(params, batch_stats, x, y, scale):
         logits, batch_stats = steps.train_forward(module, params, batch_stats, x)
         with jax.named_scope(steps.LOSS_SCOPE):
-            loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+            loss = steps.cross_entropy(logits, y, label_smoothing).mean()
             return loss * scale, (loss, batch_stats)
 
     def step_fn(params, batch_stats, opt_state, step, x, y):

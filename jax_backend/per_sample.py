@@ -17,18 +17,19 @@ from jax_backend.sync import synchronize
 class JaxPerSampleOps:
     vectorized_compiled = loop_compiled = True  # both jax.jit: the vectorised sum, and each example's call
 
-    def __init__(self, model: str, module, params, clip_norm: float, device) -> None:
+    def __init__(self, model: str, module, params, clip_norm: float, device, label_smoothing: float = 0.0) -> None:
         self.model, self.params, self.device = model, params, device
         self.vectorized = jax.jit(
-            lambda p, x, y: steps.clipped_sum(steps.per_sample_grads(module, p, x, y)[1], clip_norm)
+            lambda p, x, y: steps.clipped_sum(steps.per_sample_grads(module, p, x, y, label_smoothing)[1], clip_norm)
         )
+        loss = steps.example_loss(module, label_smoothing)
         # The naive loop as people write it, and as PyTorch's (torch_backend/per_sample.py): a sum of zeros, then
         # per example one compiled call that adds its clipped gradient (a second call for the addition would time
         # the dispatch, not the loop). Starting from zeros, not from the first example's gradient, compiles the
         # gradient once, not twice (1.3 s of XLA's CPU compile for the tiny CNN); 0 + g is g exactly. The zeros
         # are made once and placed on the device like the sums the calls return: an uncommitted first sum would
         # compile the call a second time.
-        one = jax.jit(lambda p, x, y: steps.clip_one(jax.grad(steps.example_loss(module))(p, x, y), clip_norm))
+        one = jax.jit(lambda p, x, y: steps.clip_one(jax.grad(loss)(p, x, y), clip_norm))
         self.add_one = jax.jit(lambda total, p, x, y: jax.tree.map(lambda u, v: u + v, total, one(p, x, y)))
         self.zeros = jax.device_put(jax.tree.map(jnp.zeros_like, params), device)
 

@@ -201,12 +201,13 @@ class JaxBackend:
         placement = Placement(self.topology, sharded_state=spec.parallelism == SHARDED_PARALLELISM)
         if spec.case.per_sample:
             step_fn = steps.dp_sgd_step(module, optimizer, spec.clip_norm, spec.noise_multiplier, spec.seed,
-                                        expected_batch_size=spec.batch_size, mesh=placement.mesh)
+                                        expected_batch_size=spec.batch_size, mesh=placement.mesh,
+                                        label_smoothing=spec.label_smoothing)
         elif spec.precision == "fp16":
             optimizer = mixed.dynamic_loss_scaling(optimizer)
-            step_fn = mixed.scaled_plain_step(module, optimizer, placement.value_and_grad)
+            step_fn = mixed.scaled_plain_step(module, optimizer, placement.value_and_grad, spec.label_smoothing)
         else:
-            step_fn = steps.plain_step(module, optimizer, placement.value_and_grad)
+            step_fn = steps.plain_step(module, optimizer, placement.value_and_grad, spec.label_smoothing)
         # The shape every step takes: B, or under Poisson sampling the padded size (sampling.compiled_batch_size).
         global_batch = compiled_batch_size(spec, len(data.x_train)) if spec.sampling == "poisson" else spec.batch_size
         local = global_batch // self.topology.world_size
@@ -218,7 +219,7 @@ class JaxBackend:
 
     def per_sample_ops(self, spec: JobSpec, ops: JaxOps) -> JaxPerSampleOps:
         return JaxPerSampleOps(spec.model, ops.module, ops.placement.local_copy(ops.params), spec.clip_norm,
-                               self.device)
+                               self.device, spec.label_smoothing)
 
     def trace(self, folder: Path):
         return jax_trace(folder)

@@ -38,20 +38,30 @@ def apply_update(optimizer, grads, opt_state, params):
         return optax.apply_updates(params, updates), opt_state
 
 
-def example_loss(module):
+def cross_entropy(logits, y, label_smoothing: float = 0.0):
+    """Each label's cross-entropy (logits (..., K), integer labels (...)): against the one-hot target, or with
+    label_smoothing eps against it smoothed towards the uniform distribution, (1 - eps) one-hot + eps / K
+    (optax.smooth_labels), as PyTorch's CrossEntropyLoss(label_smoothing=eps) computes it."""
+    if not label_smoothing:
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y)
+    targets = optax.smooth_labels(jax.nn.one_hot(y, logits.shape[-1], dtype=logits.dtype), label_smoothing)
+    return optax.softmax_cross_entropy(logits, targets)
+
+
+def example_loss(module, label_smoothing: float = 0.0):
     """The loss of one example (no batch axis) as a function of the parameters."""
 
     def loss(params, x, y):
         logits = module.apply({"params": params}, x[None])
         with jax.named_scope(LOSS_SCOPE):
-            return optax.softmax_cross_entropy_with_integer_labels(logits, y[None])[0]
+            return cross_entropy(logits, y[None], label_smoothing)[0]
 
     return loss
 
 
-def per_sample_grads(module, params, x, y):
+def per_sample_grads(module, params, x, y, label_smoothing: float = 0.0):
     """(losses, gradients) with a leading batch axis on every gradient leaf: vmap over a single-example grad."""
-    return jax.vmap(jax.value_and_grad(example_loss(module)), in_axes=(None, 0, 0))(params, x, y)
+    return jax.vmap(jax.value_and_grad(example_loss(module, label_smoothing)), in_axes=(None, 0, 0))(params, x, y)
 
 
 def clip_factors(grads, clip_norm: float):
@@ -81,11 +91,11 @@ def gaussian_noise(key, like, stddev: float):
     )
 
 
-def clipped_sums(module, params, x, y, clip_norm: float):
+def clipped_sums(module, params, x, y, clip_norm: float, label_smoothing: float = 0.0):
     """(sum of the real examples' losses, their count, sum of their clipped gradients) over the batch x, y.
     Examples labelled PAD_LABEL are padding."""
     real = y != PAD_LABEL
-    losses, grads = per_sample_grads(module, params, x, jnp.where(real, y, 0))
+    losses, grads = per_sample_grads(module, params, x, jnp.where(real, y, 0), label_smoothing)
     # A padding example's gradient can be NaN (the transformer's all-padding sequence attends to nothing), and a
     # zero clip factor times NaN is NaN: its gradient is replaced by zeros with where, not scaled away.
     grads = jax.tree.map(lambda g: jnp.where(real.reshape(-1, *(1,) * (g.ndim - 1)), g, 0.0), grads)
@@ -94,7 +104,7 @@ def clipped_sums(module, params, x, y, clip_norm: float):
     return jnp.sum(jnp.where(real, losses, 0.0)), jnp.sum(real), summed
 
 
-def sharded_clipped_sums(module, params, x, y, clip_norm: float, mesh):
+def sharded_clipped_sums(module, params, x, y, clip_norm: float, mesh, label_smoothing: float = 0.0):
     """clipped_sums over a batch sharded along the mesh's one axis: each device sums its own shard, then the sums
     are added across devices (psum), as DP-SGD's data-parallel step is written by hand. Left to XLA's SPMD
     partitioner, the vmapped per-example gradients of convolutions came out wrong when it split the batch itself
@@ -107,21 +117,21 @@ def sharded_clipped_sums(module, params, x, y, clip_norm: float, mesh):
         # dual is reduction), which would add other devices' examples into each per-example gradient before
         # clipping. Each device differentiates its own copy; the clipped sums are then added explicitly.
         params = jax.lax.pcast(params, axis, to="varying")
-        return jax.lax.psum(clipped_sums(module, params, x, y, clip_norm), axis)
+        return jax.lax.psum(clipped_sums(module, params, x, y, clip_norm, label_smoothing), axis)
 
     batch, replicated = PartitionSpec(axis), PartitionSpec()
     return jax.shard_map(on_shard, mesh=mesh, in_specs=(replicated, batch, batch), out_specs=replicated)(params, x, y)
 
 
 def private_gradient(module, params, x, y, key, clip_norm: float, noise_multiplier: float,
-                     expected_batch_size: int | None = None, mesh=None):
+                     expected_batch_size: int | None = None, mesh=None, label_smoothing: float = 0.0):
     """(mean loss of the real examples, 0 for an empty draw; noised sum of their clipped gradients over
     expected_batch_size, or with None over the batch's size, which is B only for fixed-size batches). Examples
     labelled PAD_LABEL are padding. With a mesh of several devices, the batch is sharded over it."""
     if mesh is not None and mesh.size > 1:
-        loss_sum, count, summed = sharded_clipped_sums(module, params, x, y, clip_norm, mesh)
+        loss_sum, count, summed = sharded_clipped_sums(module, params, x, y, clip_norm, mesh, label_smoothing)
     else:
-        loss_sum, count, summed = clipped_sums(module, params, x, y, clip_norm)
+        loss_sum, count, summed = clipped_sums(module, params, x, y, clip_norm, label_smoothing)
     if noise_multiplier > 0:  # a Python-level choice: with sigma 0 no noise is drawn at all
         # Drawn from the replicated key after the sum: the same noise on every device and rank.
         noise = gaussian_noise(key, summed, noise_multiplier * clip_norm)
@@ -132,15 +142,16 @@ def private_gradient(module, params, x, y, key, clip_norm: float, noise_multipli
 
 
 def dp_sgd_step(module, optimizer, clip_norm: float, noise_multiplier: float, seed: int,
-                expected_batch_size: int | None = None, mesh=None):
+                expected_batch_size: int | None = None, mesh=None, label_smoothing: float = 0.0):
     """The DP-SGD train step; expected_batch_size is the spec's B (the expected size q*N under Poisson sampling);
-    mesh, the device mesh the batch is sharded over (parallel.Placement's)."""
+    mesh, the device mesh the batch is sharded over (parallel.Placement's); label_smoothing, that of each
+    example's cross_entropy."""
     base_key = jax.random.key(seed)
 
     def step_fn(params, batch_stats, opt_state, step, x, y):
         key = jax.random.fold_in(base_key, step)  # fresh noise every step, reproducible from the seed
         loss, grads = private_gradient(module, params, x, y, key, clip_norm, noise_multiplier, expected_batch_size,
-                                       mesh)
+                                       mesh, label_smoothing)
         params, opt_state = apply_update(optimizer, grads, opt_state, params)
         return params, batch_stats, opt_state, step + 1, loss
 
@@ -168,13 +179,14 @@ def differentiate(loss_fn):
     return jax.value_and_grad(loss_fn, has_aux=True)
 
 
-def plain_step(module, optimizer, value_and_grad=differentiate):
-    """The non-private train step (the step counter only counts); value_and_grad differentiates its loss."""
+def plain_step(module, optimizer, value_and_grad=differentiate, label_smoothing: float = 0.0):
+    """The non-private train step (the step counter only counts); value_and_grad differentiates its loss, the mean
+    cross_entropy."""
 
     def loss_fn(params, batch_stats, x, y):
         logits, batch_stats = train_forward(module, params, batch_stats, x)
         with jax.named_scope(LOSS_SCOPE):
-            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), batch_stats
+            return cross_entropy(logits, y, label_smoothing).mean(), batch_stats
 
     def step_fn(params, batch_stats, opt_state, step, x, y):
         (loss, batch_stats), grads = value_and_grad(loss_fn)(params, batch_stats, x, y)

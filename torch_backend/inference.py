@@ -10,6 +10,7 @@ import torch
 
 from torch_backend import census, compiles, models
 from torch_backend.compiled import compiled
+from torch_backend.efficiency import counted_flops
 from torch_backend.sync import synchronize
 
 
@@ -66,8 +67,6 @@ class TorchInference:
             return self.eager_net(x)
 
     def flops_per_step(self, x):
-        from torch_backend.efficiency import counted_flops
-
         return counted_flops(lambda: self.eager_forward(x))
 
     def precision_census(self, x) -> dict[str, set[str]]:

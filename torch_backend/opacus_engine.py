@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from opacus import GradSampleModule
-from opacus.grad_sample.gsm_exp_weights import GradSampleModuleExpandedWeights
 from torch import nn
 
 from bench_contract.spec import opacus_grad_sample_mode, opacus_refusal
@@ -25,7 +23,11 @@ from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps, clipped_sum
 
 def grad_sample_module(model: nn.Module, mode: str):
     """Opacus's wrapper of `model` in `mode`. loss_reduction="sum": p.grad_sample is then each example's own
-    gradient, unscaled, as torch.func's per_sample_grads gives it."""
+    gradient, unscaled, as torch.func's per_sample_grads gives it. Opacus is imported here: only the cells that run
+    this engine pay for its import."""
+    from opacus import GradSampleModule
+    from opacus.grad_sample.gsm_exp_weights import GradSampleModuleExpandedWeights
+
     if mode == "ew":
         return GradSampleModuleExpandedWeights(model, batch_first=True, loss_reduction="sum")
     if mode == "hooks":
@@ -48,8 +50,8 @@ def opacus_mode(model_name: str, precision: str = "fp32") -> str:
 class OpacusPerSampleGrads:
     """Per-example gradients and losses of a batch through Opacus, in PyTorch's parameter names."""
 
-    def __init__(self, model: nn.Module, mode: str) -> None:
-        self.model, self.mode = model, mode
+    def __init__(self, model: nn.Module, mode: str, label_smoothing: float = 0.0) -> None:
+        self.model, self.mode, self.label_smoothing = model, mode, label_smoothing
         self.wrapped = grad_sample_module(model, mode)
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor]:
@@ -61,7 +63,7 @@ class OpacusPerSampleGrads:
         if self.mode == "hooks":
             self.wrapped.enable_hooks()
         try:
-            losses = F.cross_entropy(self.wrapped(x), y, reduction="none")
+            losses = F.cross_entropy(self.wrapped(x), y, reduction="none", label_smoothing=self.label_smoothing)
             losses.sum().backward()
         finally:
             if self.mode == "hooks":
@@ -77,7 +79,7 @@ class OpacusDPSGDUpdate(DPSGDUpdate):
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, *, mode: str,
                  **update_options) -> None:
         super().__init__(model, optimizer, device, **update_options)  # DPSGDUpdate's own options, passed as given
-        self.per_sample_grads = OpacusPerSampleGrads(model, mode)
+        self.per_sample_grads = OpacusPerSampleGrads(model, mode, self.label_smoothing)
 
     def per_example(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor]:
         return self.per_sample_grads(x, y)
@@ -87,7 +89,7 @@ class OpacusPerSampleOps(TorchPerSampleOps):
     """The vectorisation timing with Opacus as the vectorised side: its clipped sum against the same per-example loop."""
 
     def __init__(self, update: OpacusDPSGDUpdate, clip_norm: float, device: torch.device) -> None:
-        super().__init__(update.model, clip_norm, device)
+        super().__init__(update.model, clip_norm, device, update.label_smoothing)
         self.per_sample_grads = update.per_sample_grads
 
     def clipped_sum_vectorized(self, batch):

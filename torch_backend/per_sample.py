@@ -25,20 +25,21 @@ from torch_backend import compiles
 from torch_backend.sync import batch_to_device, synchronize
 
 
-def example_loss(model: nn.Module):
-    """The loss of one example (no batch axis) as a function of a dict of parameters."""
+def example_loss(model: nn.Module, label_smoothing: float = 0.0):
+    """The loss of one example (no batch axis) as a function of a dict of parameters: the cross-entropy, against
+    the label smoothed towards the uniform distribution by label_smoothing (torch_backend.run.mean_cross_entropy)."""
 
     def loss(params, x, y):
         logits = functional_call(model, params, (x.unsqueeze(0),))
-        return F.cross_entropy(logits, y.unsqueeze(0))
+        return F.cross_entropy(logits, y.unsqueeze(0), label_smoothing=label_smoothing)
 
     return loss
 
 
-def per_sample_grads(model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor):
+def per_sample_grads(model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor, label_smoothing: float = 0.0):
     """(gradients with a leading batch axis, per-example losses). `model` is a vmap_twin: vmap computes group
     norm differently from the module outside it (VmapGroupNorm)."""
-    return vmap(grad_and_value(example_loss(model)), in_dims=(None, 0, 0))(params, x, y)
+    return vmap(grad_and_value(example_loss(model, label_smoothing)), in_dims=(None, 0, 0))(params, x, y)
 
 
 class VmapGroupNorm(nn.GroupNorm):
@@ -102,10 +103,10 @@ class DPSGDUpdate:
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, *,
                  clip_norm: float, noise_multiplier: float, seed: int, world_size: int,
-                 expected_batch_size: int | None = None) -> None:
+                 expected_batch_size: int | None = None, label_smoothing: float = 0.0) -> None:
         self.model, self.optimizer, self.device = model, optimizer, device
         self.clip_norm, self.noise_multiplier, self.world_size = clip_norm, noise_multiplier, world_size
-        self.expected_batch_size = expected_batch_size
+        self.expected_batch_size, self.label_smoothing = expected_batch_size, label_smoothing
         # Seeded alike on every rank: the same noise everywhere keeps the replicas identical.
         self.generator = torch.Generator(device=device).manual_seed(seed)
         # Made here, not at its first use: inside a compiled step Dynamo would trace the copy.
@@ -114,7 +115,7 @@ class DPSGDUpdate:
     def per_example(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor]:
         """(per-example gradients with a leading batch axis, per-example losses): the engine's part of the update
         (torch.func here; torch_backend.opacus_engine computes it with Opacus), the rest is shared."""
-        return per_sample_grads(self.vmapped, detached_params(self.model), x, y)
+        return per_sample_grads(self.vmapped, detached_params(self.model), x, y, self.label_smoothing)
 
     def clipped_sum_and_loss(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, torch.Tensor, torch.Tensor]:
         """(this process's sum of clipped per-example gradients, the sum of its examples' losses, their count).
@@ -156,8 +157,8 @@ class TorchPerSampleOps:
 
     vectorized_compiled = loop_compiled = False  # both eager, whatever the training step ran as
 
-    def __init__(self, model: nn.Module, clip_norm: float, device: torch.device) -> None:
-        self.model, self.clip_norm, self.device = model, clip_norm, device
+    def __init__(self, model: nn.Module, clip_norm: float, device: torch.device, label_smoothing: float = 0.0) -> None:
+        self.model, self.clip_norm, self.device, self.label_smoothing = model, clip_norm, device, label_smoothing
         self.params = detached_params(model)
         self.vmapped = vmap_twin(model)
 
@@ -166,7 +167,7 @@ class TorchPerSampleOps:
 
     def clipped_sum_vectorized(self, batch):
         x, y = batch
-        grads, _ = per_sample_grads(self.vmapped, self.params, x, y)
+        grads, _ = per_sample_grads(self.vmapped, self.params, x, y, self.label_smoothing)
         return clipped_sum(grads, self.clip_norm)
 
     def clipped_sum_loop(self, batch):
@@ -176,7 +177,7 @@ class TorchPerSampleOps:
         total = {name: torch.zeros_like(p) for name, p in self.params.items()}
         for i in range(x.shape[0]):
             self.model.zero_grad(set_to_none=True)
-            F.cross_entropy(self.model(x[i : i + 1]), y[i : i + 1]).backward()
+            F.cross_entropy(self.model(x[i : i + 1]), y[i : i + 1], label_smoothing=self.label_smoothing).backward()
             clipped = clip_one({n: p.grad for n, p in self.model.named_parameters()}, self.clip_norm)
             for name, g in clipped.items():
                 total[name] += g

@@ -42,6 +42,7 @@ from torch_backend.compiled import compiled
 from torch_backend.efficiency import counted_flops, cuda_description, efficiency, pci_bus_id, runtime_versions
 from torch_backend.inference import TorchInference
 from torch_backend.mixed import LossScaler, set_tf32, with_precision
+from torch_backend.opacus_engine import OpacusDPSGDUpdate, OpacusPerSampleOps, opacus_mode
 from torch_backend.optim import build_optimizer
 from torch_backend.per_sample import DPSGDUpdate, TorchPerSampleOps
 from torch_backend.sharding import fully_sharded
@@ -51,10 +52,12 @@ from torch_backend.sync import batch_to_device, synchronize
 # table for both backends, so rows compare like with like.
 
 
-def mean_cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def mean_cross_entropy(logits: torch.Tensor, y: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
     """The mean cross-entropy over every label: one per example for a classifier, one per position for the
-    language model ((N, L, vocabulary) logits, (N, L) next tokens), as optax's integer-label loss takes both."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    language model ((N, L, vocabulary) logits, (N, L) next tokens), as optax's integer-label loss takes both; with
+    label_smoothing eps, against the one-hot target smoothed towards the uniform distribution, (1 - eps) one-hot
+    + eps / K (jax_backend.steps.cross_entropy)."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), label_smoothing=label_smoothing)
 
 
 class TorchOps:
@@ -64,12 +67,12 @@ class TorchOps:
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
                  world_size: int = 1, scaler: LossScaler | None = None, compile_mode: str | None = None,
-                 sharded: bool = False) -> None:
+                 sharded: bool = False, label_smoothing: float = 0.0) -> None:
         self.model, self.optimizer, self.device, self.world_size = model, optimizer, device, world_size
         # FSDP2 (torch_backend.sharding): a forward pass gathers the shards from every rank, so every rank evaluates.
         self.shards_state = sharded
         self.eval_model = model.module if isinstance(model, DistributedDataParallel) else model
-        self.loss_fn = mean_cross_entropy
+        self.loss_fn = partial(mean_cross_entropy, label_smoothing=label_smoothing)
         self.scaler = scaler or LossScaler("fp32", device)
         self.compiles_lazily = compile_mode is not None
         self.pads_batches = False  # Poisson batches run at their drawn size (bench_contract.run.sampling)
@@ -160,12 +163,10 @@ def compile_mode_of(spec: JobSpec) -> str | None:
 
 
 def dp_update_class(spec: JobSpec):
-    """DPSGDUpdate (torch.func), or with dp_engine opacus its Opacus subclass in the model's grad_sample_mode:
-    Opacus is imported only for the cells that run it."""
+    """DPSGDUpdate (torch.func), or with dp_engine opacus its Opacus subclass in the model's grad_sample_mode
+    (Opacus itself is imported only for the cells that run it: torch_backend.opacus_engine.grad_sample_module)."""
     if spec.dp_engine != "opacus":
         return DPSGDUpdate
-    from torch_backend.opacus_engine import OpacusDPSGDUpdate, opacus_mode
-
     return partial(OpacusDPSGDUpdate, mode=opacus_mode(spec.model, spec.precision))
 
 
@@ -249,24 +250,26 @@ class TorchBackend:
         if spec.case.per_sample:
             return TorchDPOps(dp_update_class(spec)(model, optimizer, self.device, clip_norm=spec.clip_norm,
                                                     noise_multiplier=spec.noise_multiplier, seed=spec.seed,
-                                                    world_size=world_size, expected_batch_size=spec.batch_size), compile_mode)
+                                                    world_size=world_size, expected_batch_size=spec.batch_size,
+                                                    label_smoothing=spec.label_smoothing), compile_mode)
+        smoothing = spec.label_smoothing
         if spec.parallelism == SHARDED_PARALLELISM:
-            return TorchOps(model, optimizer, self.device, world_size, scaler, compile_mode, sharded=True)
+            return TorchOps(model, optimizer, self.device, world_size, scaler, compile_mode, sharded=True,
+                            label_smoothing=smoothing)
         if world_size > 1:
             # Buffers outside the state_dict (the GCN's graph) are constants, the same on every rank:
             # DDP would broadcast them before every forward pass for nothing. Batch-norm statistics stay synced.
             stateful = set(model.state_dict()) - {name for name, _ in model.named_parameters()}
             ddp = DistributedDataParallel(model, device_ids=[self.device] if self.device.type == "cuda" else None,
                                           broadcast_buffers=bool(stateful))
-            return TorchOps(ddp, optimizer, self.device, world_size, scaler, compile_mode)
-        return TorchOps(model, optimizer, self.device, scaler=scaler, compile_mode=compile_mode)
+            return TorchOps(ddp, optimizer, self.device, world_size, scaler, compile_mode, label_smoothing=smoothing)
+        return TorchOps(model, optimizer, self.device, scaler=scaler, compile_mode=compile_mode,
+                        label_smoothing=smoothing)
 
     def per_sample_ops(self, spec: JobSpec, ops: TorchOps) -> TorchPerSampleOps:
         if spec.dp_engine == "opacus":  # the update's own Opacus module is what the vectorisation timing times
-            from torch_backend.opacus_engine import OpacusPerSampleOps
-
             return OpacusPerSampleOps(ops.update, spec.clip_norm, self.device)
-        return TorchPerSampleOps(ops.eval_model, spec.clip_norm, self.device)
+        return TorchPerSampleOps(ops.eval_model, spec.clip_norm, self.device, spec.label_smoothing)
 
     def efficiency(self, spec: JobSpec):
         return efficiency(self.device, spec.precision, self.topology.world_size)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from bench_contract.data.datasets import PACKAGED_BENCHMARKS, SYNTHETIC_SHAPES, DataError, Dataset
+from bench_contract.data.images import ImageFolder, split_folder
 from bench_contract.data.loading import load_dataset
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.measure.flops import Flops
@@ -92,8 +93,6 @@ def real_inputs(benchmark: str, data_dir: str | None, batch_size: int,
     if not data_dir and benchmark not in PACKAGED_BENCHMARKS:
         raise DataError(f"benchmark {benchmark!r} with real data needs a data directory")
     if benchmark == "imagenet":
-        from bench_contract.data.images import ImageFolder, split_folder
-
         folder = ImageFolder.scan(split_folder(data_dir, "val"))
         if len(folder) < batch_size:
             raise DataError(f"image folder {folder.root} holds {len(folder)} images, fewer than batch size {batch_size}")

@@ -11,13 +11,24 @@ from bench_contract.config import MATRIX, MEASUREMENT, PRIVACY, SLURM
 from bench_contract.spec import DP_ENGINES, PARALLELISMS
 from orchestrator import DEFAULT_SCRIPTS_DIR
 from orchestrator.cli.common import command_line, completes, completes_executors, domain_errors, warn
-from orchestrator.cli.options import Account, GpusPerTask, Partition, Qos, Systems, given_settings, with_setting_options
+from orchestrator.cli.options import (
+    Account,
+    GpusPerTask,
+    Partition,
+    Qos,
+    Systems,
+    command_line_sources,
+    given_settings,
+    with_setting_options,
+)
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import DEFAULT_ARRAY_PARALLELISM
+from orchestrator.plan.settings import parse_use_cases
 
 
 def show_version(value: bool) -> None:
     if value:
+        # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
         from orchestrator.plan.campaign import git_commit, project_version
 
         typer.echo(f"jaxtorch-bench {project_version()} (git {git_commit()})")
@@ -76,7 +87,6 @@ def main(
                if name not in ("ctx", "version", "settings", "config", "preset")}
     if ctx.invoked_subcommand is not None:
         return
-    from orchestrator.cli.options import command_line_sources
 
     with domain_errors():
         file_settings = from_campaign_file(config, preset, options, command_line_sources(ctx, options))
@@ -85,8 +95,8 @@ def main(
         typer.echo("error: give --benchmark and --use-case (see `python main.py -h`), or a command such as "
                    "`collect`", err=True)
         raise typer.Exit(code=2)
+    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.plan.rules import one_process_warning
-    from orchestrator.plan.settings import parse_use_cases
     from orchestrator.run.executors import executor
     from orchestrator.run.launch import LaunchOptions, launch
 
@@ -104,6 +114,7 @@ def main(
 def from_campaign_file(path: Path | None, preset: str | None, options: dict, typed: set[str]) -> dict:
     """Fill `options` the command line left at their defaults from the campaign file at `path` over the named
     preset (plan.campaign_config; either may be None); return their settings, the file's over the preset's."""
+    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.plan import campaign_config
 
     preset_matrix, preset_settings = campaign_config.preset(preset)

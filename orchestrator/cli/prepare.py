@@ -13,12 +13,12 @@ from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.cli.common import PanelledHelp, command_line, completes, domain_errors, warn
 from orchestrator.cli.options import Account, GpusPerTask, Partition, Qos, Systems
 from orchestrator.plan import catalog
+from orchestrator.plan.settings import parse_list
+from orchestrator.tables import format_table
 
 
 def list_catalog() -> None:
     """Benchmarks, use cases, models, precisions, and which combinations run."""
-    from orchestrator.tables import format_table
-
     typer.echo("Use cases:")
     for case in catalog.USE_CASES.values():
         batches = f"  (default batch sizes {' '.join(map(str, case.default_batch_sizes))})" if case.default_batch_sizes else ""
@@ -53,6 +53,7 @@ def validate(
     """Run one batch through the model in both frameworks from the same weights and compare the logits.
 
     Prints both parameter counts, the max abs and max relative error, and PASS (exit 0) or FAIL (exit 1)."""
+    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.plan.profile import load_profile
     from orchestrator.run.validate import ValidateRequest, summary, validate_with
 
@@ -72,7 +73,7 @@ def envs(
     profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML): where environments live, JAX CPU or CUDA recipe.")] = None,
 ) -> None:
     """Create each framework's own environment from its pinned requirements (reused while they are unchanged)."""
-    from orchestrator.plan.settings import parse_list
+    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.run.envs import ensure_envs
 
     with domain_errors():
@@ -92,7 +93,7 @@ def doctor(
 ) -> None:
     """Check the setup: environments import their framework, devices, Slurm commands and accounting, data; with
     --on-node, where and as a job of each system would run (the same Slurm options as the launch)."""
-    from orchestrator.plan.settings import parse_list
+    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.run.doctor import check_setup
 
     options = {"--partition": partition, "--account": account, "--qos": qos, "--gpus-per-task": gpus_per_task}
@@ -115,6 +116,7 @@ def data_fetch(
 ) -> None:
     """Download the benchmark's canonical files, check their published checksums and unpack them as the readers
     expect. Nothing half-done stays: a partial or corrupt download is removed and named."""
+    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.data.fetch import fetch
     from orchestrator.plan.profile import load_profile
 
@@ -130,6 +132,7 @@ def data_check(
     data_dir: Annotated[Path, typer.Option("--data-dir", help="The data directory, as given to --data-dir when you run.")],
 ) -> None:
     """The readers' checks without running anything: one line per problem (exit 1 if any), then what was found."""
+    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.data.check import check
 
     with domain_errors():

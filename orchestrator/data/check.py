@@ -24,6 +24,7 @@ from bench_contract.data.datasets import (
 from bench_contract.data.graph import GRAPH_FILE, load_graph
 from bench_contract.data.images import ImageFolder, split_folder
 from bench_contract.data.text import TEST_FILE, TRAIN_FILE, read_labelled_lines
+from orchestrator.data.fetch import fetch_hint
 from orchestrator.errors import UsageError
 
 MAX_LISTED = 20  # unreadable images named one by one; the rest are counted
@@ -42,8 +43,6 @@ def check(benchmark: str, data_dir: str | Path) -> Findings:
         raise UsageError(f"no data check for {benchmark!r}: there are checks for {', '.join(CHECKS)}")
     root = Path(data_dir)
     if not root.is_dir():
-        from orchestrator.data.fetch import fetch_hint  # `data fetch` makes the folder, for the sets it knows
-
         return Findings(problems=[f"data directory {root} does not exist{fetch_hint(benchmark, root)}"])
     found = Findings()
     CHECKS[benchmark](root, found)

@@ -12,16 +12,17 @@ import json
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from bench_contract.data.datasets import counted_train_split
 from bench_contract.spec import DEFAULT_PARALLELISM
 from orchestrator.errors import UsageError
-from orchestrator.plan import catalog
+from orchestrator.plan import catalog, privacy
 from orchestrator.plan.rules import (
     check_batch_search,
     check_dp_engines,
-    check_optimizer_options,
     check_paired,
     check_parallelisms,
     check_sampling,
+    check_settings_read,
     check_torch_modes,
     check_torch_options,
 )
@@ -82,7 +83,6 @@ def train_split_size(bench: catalog.Benchmark, settings: RunSettings) -> int | N
         return settings.synthetic_samples - 2 * tenth
     if not settings.data_dir:
         return bench.train_samples
-    from bench_contract.data.datasets import counted_train_split  # numpy: never at the orchestrator's start
 
     counted = counted_train_split(bench.name, settings.data_dir)
     return bench.train_samples if counted is None else counted
@@ -169,7 +169,7 @@ def expand(
     check_sampling(case, settings)
     check_torch_options(case, models, settings)
     check_paired(frameworks, settings)
-    check_optimizer_options(case, settings)
+    check_settings_read(case, settings)
     if settings.batch_search:
         check_batch_search(case, batch_sizes, settings)
         batch_sizes = batch_sizes[:1]
@@ -203,7 +203,6 @@ def with_privacy(bench: catalog.Benchmark, settings: RunSettings, batch_size: in
             raise UsageError(f"--target-epsilon needs the training split's size at plan time, which {bench.name}'s "
                              "own files do not give; give --noise-multiplier instead")
         return {}
-    from orchestrator.plan import privacy
 
     delta = privacy.chosen_delta(train_samples, settings.delta)
     steps = settings.epochs * (train_samples // batch_size)

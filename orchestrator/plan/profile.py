@@ -24,7 +24,6 @@ from bench_contract.config import Setting, check_value, first_problem, setting
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import UsageError
 from orchestrator.plan.catalog import FRAMEWORKS, MODELS
-from orchestrator.plan.script_options import owned_option
 
 # Values that go into #SBATCH lines, which sbatch reads itself: only a plain character set is accepted (each
 # pattern must match a value whole: a value that ends in a line break would end its #SBATCH line early).
@@ -416,6 +415,46 @@ def warning_before_the_time_limit(profile: ClusterProfile) -> str | None:
     return None
 
 
+# The sbatch options every rendered script writes itself (orchestrator.plan.render.sbatch_directives), each with
+# what sets it instead: a profile's extra_sbatch comes later in the script and would win, so it may not set them
+# again. Option -> why the script owns it, and what sets it.
+SCRIPT_LOG = "status and collect read each task's log where the script's --output puts it"
+SCRIPT_OPTIONS = {
+    "job-name": "each array is found again in Slurm by the job name it is given",
+    "array": "each array index is a cell, and the profile's array_parallelism sets the throttle",
+    "output": SCRIPT_LOG, "error": SCRIPT_LOG, "open-mode": SCRIPT_LOG,
+    "signal": "the profile's warning_signal and warning_seconds set it",
+    "requeue": "the profile's requeue sets it", "no-requeue": "the profile's requeue sets it",
+    "nodes": "the command's --nodes sets it", "ntasks": "the command's --tasks-per-node sets it",
+    "ntasks-per-node": "the command's --tasks-per-node sets it",
+    "cpus-per-task": "the profile's cpus_per_task sets it, and the rows record it",
+    "gres": "the profile's gpus_per_task and gpu_type set it", "gpus": "the profile's gpus_per_task sets it",
+    "gpus-per-node": "the profile's gpus_per_task sets it", "gpus-per-task": "the profile's gpus_per_task sets it",
+    "time": "the profile's time_limit (or --time) sets it",
+    "wrap": "the rendered script is the job",
+}
+# Written where one of the profile keys is set: extra_sbatch may set them in its place (--qos has its own check).
+# Slurm takes memory one way only, so either memory key owns both options.
+MEMORY_KEYS = ("mem", "mem_per_gpu")
+SCRIPT_OPTIONS_WHERE_SET = {"partition": ("partition",), "account": ("account",), "mem": MEMORY_KEYS,
+                            "mem-per-gpu": MEMORY_KEYS}
+
+
+def owned_option(option: str, set_keys: set[str]) -> tuple[str, str] | None:
+    """(the script's option, why) where an extra_sbatch `option` (--name or --name=value) sets one the script owns,
+    the profile's keys `set_keys` being set; None otherwise. sbatch reads an unambiguous abbreviation of a long
+    option as the option (getopt), so `--out=...` is --output: any prefix of an owned option counts."""
+    name = option.removeprefix("--").partition("=")[0]
+    owned = dict(SCRIPT_OPTIONS)
+    for full, keys in SCRIPT_OPTIONS_WHERE_SET.items():
+        key = next((k for k in keys if k in set_keys), None)
+        if key:
+            owned[full] = f"the profile's {key} sets it"
+    if name in owned:  # the option itself, before any it abbreviates (--mem, not --mem-per-gpu)
+        return name, owned[name]
+    return next(((full, why) for full, why in owned.items() if full.startswith(name)), None)
+
+
 def extra_sbatch_leaves_the_scripts_options(profile: ClusterProfile) -> str | None:
     set_keys = {key for key in ("partition", "account", "mem", "mem_per_gpu") if getattr(profile, key)}
     for option in profile.extra_sbatch:
@@ -428,8 +467,9 @@ def extra_sbatch_leaves_the_scripts_options(profile: ClusterProfile) -> str | No
 
 def tables_name_what_exists(profile: ClusterProfile) -> str | None:
     """Each table's keys name a model, a data set `data fetch` knows, a framework, or a system as names go."""
-    from orchestrator.data.fetch import SOURCES  # here: it imports numpy, which a plan's profile does not need
-
+    # Imported here: `data fetch` reads the data sets' files with numpy, which `--help` and `list` (they import this
+    # module for the option's default throttle) must not load.
+    from orchestrator.data.fetch import SOURCES
     for where, names, what, known in (("xla_flags", profile.xla_flags, "a model", MODELS),
                                       ("data_mirrors", profile.data_mirrors, "a data set `data fetch` knows", SOURCES),
                                       ("envs", profile.envs, "a framework", FRAMEWORKS)):

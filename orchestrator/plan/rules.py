@@ -4,6 +4,9 @@ directory a request needs."""
 
 from __future__ import annotations
 
+from bench_contract.config import SETTINGS, option_of
+from bench_contract.data.datasets import missing_cifar10_files, missing_mnist_files
+from bench_contract.data.images import folder_problem
 from bench_contract.spec import (
     DEFAULT_DP_ENGINE,
     DEFAULT_PARALLELISM,
@@ -17,6 +20,7 @@ from bench_contract.spec import (
     opacus_refusal,
     sharding_refusal,
 )
+from orchestrator.data.fetch import fetch_hint
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog
 from orchestrator.plan.profile import ClusterProfile
@@ -149,19 +153,20 @@ def check_torch_options(case: catalog.UseCase, models: list[str], settings: RunS
                              f"{'is' if len(flat) == 1 else 'are'} not one (they are: {convolutional})")
 
 
-OPTIMIZER_OPTIONS = {"optimizer": "--optimizer", "learning_rate": "--learning-rate", "momentum": "--momentum",
-                     "nesterov": "--nesterov", "weight_decay": "--weight-decay", "lr_schedule": "--lr-schedule",
-                     "lr_warmup_steps": "--lr-warmup-steps", "lr_decay_steps": "--lr-decay-steps"}
-
-
-def check_optimizer_options(case: catalog.UseCase, settings: RunSettings) -> None:
-    """The optimizer's options where they mean something: training (DP-SGD's use cases too, where adam is DP-Adam).
-    Between themselves they are the configuration's rules (bench_contract.config)."""
-    given = [option for name, option in OPTIMIZER_OPTIONS.items()
-             if getattr(settings, name) != JobSpec.__dataclass_fields__[name].default]  # the contract's defaults
-    if given and not case.trains:
-        raise UsageError(f"use case {case.number} trains nothing ({case.title}), so {', '.join(given)} "
-                         f"{'does' if len(given) == 1 else 'do'} not apply")
+def check_settings_read(case: catalog.UseCase, settings: RunSettings) -> None:
+    """A use case that trains nothing refuses, in one sentence, each setting given (not at the contract's default)
+    that it does not read: each setting's declaration names the use cases that read it (bench_contract.config; the
+    optimizer's settings, every training use case, DP-SGD's too, where adam is DP-Adam). A training use case takes
+    DP-SGD's settings without reading them, so that `-u 1,3` plans the SGD cells DP-SGD's cost is measured against
+    with the same settings (orchestrator.results.views.with_sgd_cost)."""
+    if case.trains:
+        return
+    unread = [name for name, declaration in SETTINGS.items()
+              if not case.reads(declaration) and getattr(settings, name) != JobSpec.__dataclass_fields__[name].default]
+    if unread:
+        raise UsageError(f"use case {case.number} trains nothing ({case.title}), so "
+                         f"{', '.join(option_of(name) for name in unread)} {'does' if len(unread) == 1 else 'do'} "
+                         "not apply")
 
 
 def check_paired(frameworks: list[str], settings: RunSettings) -> None:
@@ -182,7 +187,6 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
     bench = catalog.benchmark(benchmark)
     if settings.data_source == "synthetic" or not bench.needs_data_dir:
         return
-    from orchestrator.data.fetch import fetch_hint  # urllib and tarfile: not at every command's start
     if not settings.data_dir:
         raise UsageError(f"benchmark {benchmark!r} reads real data: give --data-dir, or ask for --synthetic data"
                          f"{fetch_hint(benchmark, 'DIR')}")
@@ -193,22 +197,16 @@ def check_data(benchmark: str, settings: RunSettings, use_case: int | None = Non
         # The same hint as a folder without the files: `data fetch` makes the folder it is given.
         raise UsageError(f"data directory {root} does not exist{fetch_hint(benchmark, root)}")
     if benchmark == "mnist":
-        from bench_contract.data.datasets import missing_mnist_files
-
         missing = missing_mnist_files(root)
         if missing:
             raise UsageError(f"data directory {root} lacks the MNIST files {', '.join(missing)} (each may be .gz)"
                              f"{fetch_hint(benchmark, root)}")
     if benchmark == "cifar10":
-        from bench_contract.data.datasets import missing_cifar10_files
-
         missing = missing_cifar10_files(root)
         if missing:
             raise UsageError(f"data directory {root} lacks the CIFAR-10 python batches {', '.join(missing)}"
                              f"{fetch_hint(benchmark, root)}")
     if benchmark == "imagenet":
-        from bench_contract.data.images import folder_problem
-
         problem = folder_problem(root, "val")
         if problem:
             raise UsageError(problem)

@@ -33,6 +33,7 @@ from orchestrator.results.compare import (CELL_RUN, NODE, ROW_KEY, RUN_COLUMNS, 
 from orchestrator.results.intervals import BOOTSTRAP_SAMPLES, one_node, per_draw, picks
 from orchestrator.results.store import read_merged_rows
 from orchestrator.suggest import command
+from orchestrator.tables import format_table
 
 FOLDER = "baselines"
 METRIC = "throughput"  # higher is better; the one figure every use case records per run
@@ -258,8 +259,6 @@ FLAG_WORDS = {"regression": "REGRESSION", "improvement": "improvement"}
 
 def verdict_table(verdicts: list[Verdict]) -> str:
     """One line per cell and framework: baseline and current median, the change, the flag and what changed."""
-    from orchestrator.tables import format_table
-
     return format_table(*verdict_rows(verdicts))
 
 

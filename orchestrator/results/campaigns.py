@@ -1,9 +1,12 @@
-"""The campaigns of a results folder: the `campaigns` table, and the report of one campaign.
+"""The campaigns of a results folder: the `campaigns` table; one campaign named, and its rows written apart.
 
 Every plan writes a campaign folder, a dry run too; the table says which were submitted and which were dry runs,
 and marks the one that `status`, `watch` and `resubmit` take when none is named (the newest that is not a dry
 run, orchestrator.plan.campaign_folders.newest_campaign). A results folder nested in it is named, not listed: its
 campaigns are its own, as for collect (orchestrator.results.folders).
+
+One campaign's rows, named by its id or folder, are written apart from the merged dataset, beside it, for
+`collect --campaign` and `report --campaign` (write_campaign_rows; report.report_campaign).
 """
 
 from __future__ import annotations
@@ -11,10 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.errors import UsageError
+from bench_contract.atomic import publish
+from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign_folders
 from orchestrator.plan.campaign_folders import CampaignEntry
+from orchestrator.plan.manifest import MANIFEST
 from orchestrator.results.folders import NONE_NEARBY, elsewhere, nested_note, nested_results_folders
+from orchestrator.results.store import read_merged_rows
+from orchestrator.run.status import campaign_status, summary
 from orchestrator.suggest import command
 from orchestrator.tables import format_table
 
@@ -24,8 +31,6 @@ HEADERS = ["", "campaign", "benchmark", "use case", "cells", "submitted", "state
 def campaign_state(entry: CampaignEntry) -> str:
     """Where the campaign's cells stand, as counts of each state ("4 completed", "3 completed, 1 failed"); one
     sacct and squeue call for a campaign submitted to Slurm, none for a dry run or a local one."""
-    from orchestrator.run.status import campaign_status, summary
-
     if entry.dry_run:
         return "nothing ran"
     counts = summary(campaign_status(entry.folder))
@@ -67,19 +72,33 @@ def list_campaigns(results_dir: Path, include_dry_runs: bool, report: Callable[[
         raise damaged[-1]
 
 
-def report_campaign(results_dir: Path, campaign: str, merged: Path | None, output_dir: Path | None,
-                    wandb_project: str | None, report: Callable[[str], None] = print,
-                    baseline: str | None = None, tolerance: str = "5%") -> None:
-    """The report command with --campaign: the report of that campaign's rows alone, read afresh from the merged
-    dataset, into <results_dir>/report-<campaign> unless output_dir is given (against `baseline` where named)."""
-    from orchestrator.results.campaign_rows import campaign_id, write_campaign_rows
-    from orchestrator.results.report import report_and_export
-    from orchestrator.results.store import MERGED
+def campaign_id(results_dir: Path, campaign: str) -> str:
+    """The id of the campaign named by its id or its folder (refused in one sentence when there is none)."""
+    return campaign_folders.campaign_folder(results_dir, campaign).name
 
-    name = campaign_id(results_dir, campaign)
-    merged = merged or results_dir / MERGED
-    if not merged.exists():
-        raise UsageError(f"{merged} does not exist; run `{command('collect', results_dir=results_dir)}` first")
-    rows = write_campaign_rows(merged, results_dir, name)
-    report_and_export(results_dir, rows, output_dir or results_dir / f"report-{name}", wandb_project, report=report,
-                      baseline=baseline, tolerance=tolerance)
+
+def campaign_id_in(folders: list[Path], campaign: str) -> str:
+    """campaign_id in the first of the results folders that holds the campaign; refused, naming the first
+    folder's newest campaigns, when none does."""
+    holder = next((folder for folder in folders if (folder / campaign / MANIFEST).is_file()), folders[0])
+    return campaign_id(holder, campaign)
+
+
+def campaign_rows_path(results_dir: Path, campaign: str) -> Path:
+    """Where one campaign's rows go: one Parquet file beside merged.parquet, written afresh from it by `collect
+    --campaign` and by `report --campaign`."""
+    return results_dir / f"merged-{campaign}.parquet"
+
+
+def write_campaign_rows(merged: Path, results_dir: Path, campaign: str) -> Path:
+    """Write the rows of one campaign, read from the merged dataset `merged`, to campaign_rows_path, whole or not
+    at all; a campaign without rows there is refused in one sentence."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    table = read_merged_rows(merged, filters=ds.field("campaign") == campaign)
+    if table.num_rows == 0:
+        raise OrchestratorError(f"campaign {campaign} has no result rows in {merged} yet; "
+                                f"`{command('status', '--campaign', campaign, results_dir=results_dir)}` shows where "
+                                "its cells stand")
+    return publish(campaign_rows_path(results_dir, campaign), lambda tmp: pq.write_table(table, tmp))

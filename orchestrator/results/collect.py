@@ -2,7 +2,7 @@
 
 The flow (collect_and_report), in named steps: find the task files and read the new ones (merge; task_files),
 publish the next generation of the merged dataset with the calibration both frameworks share (store;
-shared_calibration), list the cells without a result (missing), and show the comparison (views).
+shared_calibration), list the cells without a result (missing), and show the comparison (summary_lines).
 
 Each task wrote its own file atomically; collect only reads them. A result counts only when it reads whole
 (bench_contract.results.result_problem, the definition status and resubmit use too): a file that is empty,
@@ -46,8 +46,9 @@ from pathlib import Path
 
 from orchestrator.errors import OrchestratorError, UsageError, is_disk_full, oserror_reason
 from orchestrator.results import store
-from orchestrator.results.campaign_rows import campaign_id_in, write_campaign_rows
-from orchestrator.results.device_mismatch import device_mismatch_lines
+from orchestrator.results.batch_search import batch_search_table
+from orchestrator.results.campaigns import campaign_id_in, write_campaign_rows
+from orchestrator.results.compare import device_mismatch_lines
 from orchestrator.results.folders import (
     elsewhere,
     nested_note,
@@ -55,6 +56,7 @@ from orchestrator.results.folders import (
     no_submitted_campaign,
     submitted_campaigns,
 )
+from orchestrator.results.language_models import language_model_lines, with_language_columns
 from orchestrator.results.missing import (
     FAILURES,
     missing_cells,
@@ -66,9 +68,11 @@ from orchestrator.results.missing import (
 from orchestrator.results.progress_bar import Progress, progress_for
 from orchestrator.results.shared_calibration import with_own_names, write_shared_part
 from orchestrator.results.task_files import all_task_files, read_task_file, task_path, widened
-from orchestrator.results.summary import summary_lines
-from orchestrator.results.views import curve_frame, summary_frame
+from orchestrator.results.verdict import verdict_lines, verdicts
+from orchestrator.results.views import curve_frame, summary_frame, use_case_frame, use_case_lines
 from orchestrator.run.executors.base import LOG_LINES
+from orchestrator.run.file_lock import exclusive
+from orchestrator.run.status import EXIT_UNSETTLED
 from orchestrator.suggest import shown
 
 READ_BATCH = 512  # task files read at once: bounds the memory held by tables not yet written
@@ -105,7 +109,6 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
     Returns the exit code: EXIT_UNSETTLED (3) when a cell shown may still get a result (queued, running, or its
     state unknown), said last, since what was merged is then partial; else 0, cells that ended without a result
     included (resubmit is the command for them)."""
-    from orchestrator.run.status import EXIT_UNSETTLED
 
     check_results_dirs([results_dir, *others])
     # Named wrongly: refused before anything is written.
@@ -147,6 +150,22 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
     return EXIT_UNSETTLED if waiting else 0
 
 
+def summary_lines(summary, curves=None) -> list[str]:
+    """What collect prints after merging, from the summary rows: the verdicts (verdict), every use case's table per
+    device model and the table across device models (views), the language models' tables in tokens/s
+    (language_models), then the largest batches, where a campaign searched for them (batch_search). The training
+    table's time to accuracy reads the per-epoch `curves`."""
+    import pandas as pd
+
+    frame = use_case_frame(summary if curves is None else pd.concat([summary, curves], ignore_index=True))
+    frame = with_language_columns(frame, summary)
+    lines = verdict_lines(verdicts(frame, summary)) + use_case_lines(frame) + language_model_lines(frame)
+    searched = batch_search_table(summary)
+    if searched:
+        lines.append(f"\nLargest batch that fits (each try a fresh process):\n{searched}")
+    return lines
+
+
 @contextmanager
 def written_or_said(what: str, kept: str) -> Iterator[None]:
     """An OSError while writing (a full disk, mostly) leaves as one sentence: what failed, why, what stands."""
@@ -175,8 +194,6 @@ def merge(results_dir: Path, output: Path, others: Sequence[Path] = (),
     """Bring the merged dataset `output` up to date with the task files under results_dir and the `others`
     folders: one collect at a time (the others wait for the lock beside the dataset), and readers see the old
     or the new dataset whole. `progress(files to read)` gives the bar to advance while reading (none: no bar)."""
-    from orchestrator.run.file_lock import exclusive
-
     with exclusive(store.lock_path(output), f"collect into {output}", LOCK_WAIT_S):
         return merge_generation(results_dir, output, others, progress)
 

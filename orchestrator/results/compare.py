@@ -11,12 +11,16 @@ trials spread more than CV_THRESHOLD is flagged (`spread_too_wide`) in every tab
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 import numpy as np
 
 from bench_contract.measure.flops import PEAK_FRACTIONS
 from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES
-from orchestrator.plan.profile import device_matches
+from orchestrator.plan.manifest import DamagedManifest, load_manifest
+from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.results.certificate import COMPARABLE, certificates, tuning_notes
 from orchestrator.results.intervals import (
     pairs_of,
@@ -25,6 +29,7 @@ from orchestrator.results.intervals import (
     sequential_speedup,
     speedup_interval,
 )
+from orchestrator.results.store import merged_dataset
 
 KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
 # One comparison row: the same device (kind and model), the same cell key, and the same measured settings (a
@@ -96,6 +101,34 @@ def mismatch_lines(mismatches) -> list[str]:
     return [f"warning: system {r.system} expects a device matching {r.expect!r}, but {r.cells} cell(s) of campaign "
             f"{r.campaign} ran on {r.device_model!r} (node {r.slurm_nodelist}): the site may ignore its constraint"
             for r in mismatches.itertuples()]
+
+
+def expected_devices_of(folders: Sequence[Path]) -> dict[tuple[str, str], str]:
+    """(campaign, system) -> the device pattern its profile's system expects, from every campaign's manifest."""
+    expected = {}
+    for folder in folders:
+        for manifest_file in sorted(folder.glob("*/manifest.json")):
+            try:
+                manifest = load_manifest(manifest_file.parent)
+            except DamagedManifest:
+                continue  # collect says so, last
+            for system, pattern in expected_devices(manifest.profile).items():
+                expected[(manifest_file.parent.name, system)] = pattern
+    return expected
+
+
+def device_mismatch_lines(merged: Path, folders: Sequence[Path]) -> list[str]:
+    """A sentence for each system whose rows in the merged dataset ran on a device it does not expect (a
+    constraint the site ignored), from the campaigns' profiles in `folders`: said by collect and report."""
+    import pyarrow.dataset as ds
+
+    expected = expected_devices_of(folders)
+    columns = ["campaign", "cell_id", "trial", "system", "device_model", "slurm_nodelist"]
+    dataset = merged_dataset(merged)
+    if not expected or not set(columns) <= set(dataset.schema.names):
+        return []
+    rows = dataset.to_table(columns=columns, filter=ds.field("system") != "").to_pandas()
+    return mismatch_lines(system_mismatches(rows, expected))
 
 
 def summary_rows(df):

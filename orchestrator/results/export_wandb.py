@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError
+from orchestrator.results.compare import summary_rows
 
 
 def export(df, frame, project: str, folder: Path) -> Path:
@@ -20,7 +21,6 @@ def export(df, frame, project: str, folder: Path) -> Path:
         raise OrchestratorError(
             "exporting to W&B needs the wandb package: pip install 'jaxtorch-bench[wandb]' in the orchestrator's environment"
         ) from None
-    from orchestrator.results.compare import summary_rows
 
     folder.mkdir(parents=True, exist_ok=True)
     config = {

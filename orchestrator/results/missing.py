@@ -9,8 +9,11 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from bench_contract.atomic import publish
 from orchestrator.plan.manifest import MANIFEST, DamagedManifest, Manifest, load_manifest
 from orchestrator.run.executors.base import LOG_LINES, log_tail
+from orchestrator.run.queue import ACTIVE
+from orchestrator.run.status import DONE, SUCCESS, UNKNOWN, UNSETTLED, Shown, campaign_status, unknown_sentence
 from orchestrator.suggest import command
 from orchestrator.tables import format_table
 
@@ -28,8 +31,6 @@ def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dic
     merge) leaves its cell without a result, and says why. Dry-run campaigns are not counted: nothing was meant
     to run there. One sacct call per campaign that misses something and ran on this cluster. A campaign whose
     manifest cannot be read is left out, its DamagedManifest added to `damaged` for the caller to say."""
-    from orchestrator.run.status import DONE, SUCCESS, UNSETTLED, Shown, campaign_status
-
     bad = {os.path.realpath(path): reason for path, reason in (unreadable or {}).items()}
     missing = []
     for folder, manifest in campaign_manifests([results_dir, *others], damaged):
@@ -99,8 +100,6 @@ def relocated(folder: Path, results: str) -> str:
 def copied_campaign_missing(folder: Path, manifest: Manifest, bad: dict[str, str]) -> list[dict]:
     """The cells without a result of a campaign that ran elsewhere, read from the files in this copy alone:
     the jobs' Slurm state and logs belong to the other cluster, so neither is looked up."""
-    from orchestrator.run.status import Shown
-
     missing, shown = [], Shown.of(manifest.cells)
     for cell in manifest.cells:
         result = os.path.realpath(relocated(folder, cell.results))
@@ -125,8 +124,6 @@ def write_failures(path: Path, missing: list[dict]) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from bench_contract.atomic import publish
-
     schema = pa.schema([(name, pa.int32() if name in INTEGER_COLUMNS else pa.string()) for name in FAILURE_COLUMNS])
     table = pa.Table.from_pylist(missing, schema=schema)
     return publish(path, lambda tmp: pq.write_table(table, tmp))
@@ -136,7 +133,6 @@ def missing_lines(missing: list[dict], failures_path: Path) -> list[str]:
     """The cells that ended without a result as a table (with their trial and system where their campaigns run
     several), then the end of each one's log and the resubmit command; none when no cell ended without one.
     Cells still queued, running or unknown are left to unsettled_lines."""
-    from orchestrator.run.status import UNSETTLED
 
     ended = [m for m in missing if m["state"] not in UNSETTLED]
     if not ended:
@@ -162,8 +158,6 @@ def unsettled_lines(missing: list[dict]) -> list[str]:
     resubmitting them: those still queued or running, counted by state, with the `watch` command of their
     campaigns; those whose state is unknown (orchestrator.run.status.unknown_sentence), with `status`. None when
     every cell has ended."""
-    from orchestrator.run.queue import ACTIVE
-    from orchestrator.run.status import UNKNOWN, unknown_sentence
 
     lines = []
     active = [m for m in missing if m["state"] in ACTIVE]

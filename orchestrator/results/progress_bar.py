@@ -6,6 +6,9 @@ import sys
 import time
 from collections.abc import Callable
 
+from bench_contract.run.progress import duration
+from orchestrator.run.progress import text_bar
+
 # The progress bar while reading task files (Progress): shown by default on a terminal when at least this many
 # files are read, redrawn at most this often there, and every PROGRESS_LOG_S where forced on into a file or pipe.
 PROGRESS_MIN_FILES = 1000
@@ -50,9 +53,6 @@ class Progress:
         self.stream.flush()
 
     def line(self, now: float) -> str:
-        from bench_contract.run.progress import duration
-        from orchestrator.run.progress import text_bar
-
         elapsed = now - self.start
         rate = self.read / elapsed if elapsed > 0 else 0.0
         left = f", about {duration((self.total - self.read) / rate)} left" if rate and self.read < self.total else ""

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench_contract.atomic import publish
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.results.baseline import Judged, judge_merged
-from orchestrator.results.compare import comparison_frame
-from orchestrator.results.device_mismatch import device_mismatch_lines
+from orchestrator.results.campaigns import campaign_id, write_campaign_rows
+from orchestrator.results.compare import comparison_frame, device_mismatch_lines
+from orchestrator.results.export_wandb import export
 from orchestrator.results.folders import elsewhere, no_submitted_campaign, submitted_campaigns
 from orchestrator.results.language_models import language_model_tables, with_language_columns
 from orchestrator.results.methods import methods_paragraph
@@ -80,11 +81,23 @@ def report_and_export(results_dir: Path, merged: Path | None = None, output_dir:
     report(f"{len(written.plots)} plots in {written.folder / 'plots'}")
     report(f"html: {written.html}")
     if wandb_project:
-        from orchestrator.results.export_wandb import export
-
         df = read_merged(merged)
         run_dir = export(df, comparison_frame(df), wandb_project, written.folder)  # W&B adds its own wandb/
         report(f"W&B run written to {run_dir}")
+
+
+def report_campaign(results_dir: Path, campaign: str, merged: Path | None, output_dir: Path | None,
+                    wandb_project: str | None, report: Callable[[str], None] = print,
+                    baseline: str | None = None, tolerance: str = "5%") -> None:
+    """The report command with --campaign: the report of that campaign's rows alone, read afresh from the merged
+    dataset, into <results_dir>/report-<campaign> unless output_dir is given (against `baseline` where named)."""
+    name = campaign_id(results_dir, campaign)
+    merged = merged or results_dir / MERGED
+    if not merged.exists():
+        raise UsageError(f"{merged} does not exist; run `{command('collect', results_dir=results_dir)}` first")
+    rows = write_campaign_rows(merged, results_dir, name)
+    report_and_export(results_dir, rows, output_dir or results_dir / f"report-{name}", wandb_project, report=report,
+                      baseline=baseline, tolerance=tolerance)
 
 
 def nothing_submitted(results_dir: Path) -> str:

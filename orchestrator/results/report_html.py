@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from bench_contract.atomic import publish
+from bench_contract.measure.tracing import trace_files
 from bench_contract.results import LOCKED, SITE_PREFIX
 from orchestrator import PROJECT_ROOT
 from orchestrator.results.compare import FRAMEWORK_TITLES
@@ -84,8 +85,6 @@ def trace_links(df, results_dir: Path, page_dir: Path) -> list[dict]:
     """Every profiler trace of the collected campaigns (bench_contract.measure.tracing writes them beside the result
     files, in <campaign>/rows/<framework>/<cell>-trial<t>.trace/), as links relative to the page."""
     import os
-
-    from bench_contract.measure.tracing import trace_files
 
     links = []
     for campaign in sorted(df["campaign"].unique()):

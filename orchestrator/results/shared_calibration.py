@@ -14,6 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench_contract.measure.flops import PEAK_FRACTIONS
+from bench_contract.results import SCHEMA
+from orchestrator.results import store
+from orchestrator.results.compare import with_device_key, with_shared_peak, with_shared_roofline
 
 # The metrics a run computes from its own calibration; their shared values are the derived part's rows. Every
 # fraction of the peak is one (PEAK_FRACTIONS, where each is declared): the language model's MFU by 6N came back
@@ -48,8 +51,6 @@ def shared_rows(rows):
     import numpy as np
     import pyarrow as pa
 
-    from orchestrator.results.compare import with_device_key, with_shared_peak, with_shared_roofline
-
     frame = rows.to_pandas()
     frame["metric"] = [m[: -len(OWN_SUFFIX)] if m in OWN_NAMES else m for m in frame["metric"]]
     shared = with_shared_roofline(with_shared_peak(with_device_key(frame)))
@@ -71,9 +72,6 @@ def write_shared_part(output: Path, parts: list[str]) -> str | None:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-
-    from bench_contract.results import SCHEMA
-    from orchestrator.results import store
 
     tables = [pq.read_table(output / part, schema=SCHEMA, filters=pc.field("metric").isin(INPUTS)) for part in parts]
     rows = pa.concat_tables(tables) if tables else SCHEMA.empty_table()

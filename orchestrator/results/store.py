@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from bench_contract.atomic import flush_to_disk, publish
+from bench_contract.results import SCHEMA, contiguous
 from orchestrator.errors import OrchestratorError
 
 MERGED = "merged.parquet"  # the merged dataset's default place in the results folder
@@ -173,8 +174,6 @@ def refuse_plain_folder(output: Path) -> None:
 
 
 def new_index() -> dict:
-    from bench_contract.results import SCHEMA
-
     return {"version": INDEX_VERSION, "columns": SCHEMA.names, "parts": {}, "files": {}, "superseded": {}}
 
 
@@ -182,8 +181,6 @@ def load_index(output: Path) -> dict | None:
     """The index of the published generation `output`, or None when it must be rebuilt from the task files:
     absent or damaged, of another version or result schema, or not naming exactly the parts beside it (a part
     removed, added or changed by hand: readers read every part there, and collect only those it names)."""
-    from bench_contract.results import SCHEMA
-
     try:
         index = json.loads((output / INDEX).read_text())
     except (OSError, ValueError):
@@ -202,8 +199,6 @@ def save_index(output: Path, index: dict) -> None:
 def save_merged(output: Path, index: dict, parts: list[str]) -> None:
     """Save the index naming these parts in the unpublished generation `output`, and remove the parts it no
     longer names (links to parts that other generations still hold)."""
-    from bench_contract.results import SCHEMA
-
     index["parts"] = {part: (output / part).stat().st_size for part in parts}
     index["columns"] = SCHEMA.names
     save_index(output, index)
@@ -216,8 +211,6 @@ def drop_rows(output: Path, files: dict[str, dict], dropped: set[str]) -> None:
     """Take the rows of `dropped` files out of the parts that hold them (rewriting only those parts) and out
     of the index."""
     import pyarrow.parquet as pq
-
-    from bench_contract.results import SCHEMA
 
     for part in sorted({files[rel]["part"] for rel in dropped if rel in files}):
         keep = [rel for rel, info in files.items() if info["part"] == part and rel not in dropped]
@@ -234,8 +227,6 @@ def compact(output: Path, files: dict[str, dict]) -> list[str]:
     """The parts that hold the indexed files: compacted into one when there are more than MAX_PARTS, and one
     empty part when nothing is merged (the folder stays readable as a table with the schema)."""
     import pyarrow.parquet as pq
-
-    from bench_contract.results import SCHEMA
 
     parts = sorted({info["part"] for info in files.values()})
     if len(parts) > MAX_PARTS:
@@ -263,8 +254,6 @@ def write_part(output: Path, tables, empty_ok: bool = False, prefix: str = "part
     """Write the tables, in order, as one new part named `prefix` and a token (bench_contract.atomic.publish:
     whole or not at all); None when there were no rows to write."""
     import pyarrow.parquet as pq
-
-    from bench_contract.results import SCHEMA
 
     def write(tmp: Path) -> None:
         rows, buffer, buffered = 0, [], 0
@@ -297,8 +286,6 @@ def row_group(tables: list):
     copying their 49 columns again cost more than it saved; many small tables (the slices of the files a part
     keeps) are combined, since a Parquet writer given thousands of tiny chunks is slower still."""
     import pyarrow as pa
-
-    from bench_contract.results import contiguous
 
     return contiguous(tables) if len(tables) > COMBINE_ABOVE else pa.concat_tables(tables)
 

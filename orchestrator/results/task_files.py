@@ -12,6 +12,8 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from bench_contract.results import UnreadableTaskFile, widen
+from bench_contract.results import read_task_file as read_either_layout
 from orchestrator.results.folders import own_folders
 
 
@@ -66,9 +68,6 @@ def task_path(results_dir: Path, rel: str) -> Path:
 def read_task_file(path: Path):
     """(bench_contract.results.TaskFile, None), or (None, why it cannot be merged): a result counts only when
     it reads whole and has rows (bench_contract.results.read_task_file names what is wrong otherwise)."""
-    from bench_contract.results import UnreadableTaskFile
-    from bench_contract.results import read_task_file as read_either_layout
-
     try:
         return read_either_layout(path), None
     except UnreadableTaskFile as exc:
@@ -81,8 +80,6 @@ def widened(batch: list[str], results: list, skipped: list[tuple[str, str]],
     wide table (bench_contract.results.widen); a file whose context values have the wrong type is found by
     widening them one at a time, and skipped. Appends (relative path, why) of each file left out to `skipped`,
     and (relative path, rows, cell_key) of each file widened to `good`."""
-    from bench_contract.results import UnreadableTaskFile, widen
-
     readable = []
     for rel, (task, reason) in zip(batch, results):
         if task is None:

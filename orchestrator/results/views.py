@@ -7,7 +7,8 @@ columns wide. Each use case is run for a few of them, so `collect` and `report` 
 - data parallel (2, 4): processes, throughput per device and scaling efficiency against one process;
 - per-sample gradients (3, 4): the DP-SGD step's throughput, the share of each side's computed examples that was
   padding, and the clipped per-sample gradient sum by `vmap` and by a per-example loop, with the vectorisation
-  speed-up; below the table, whether each side's versions ran compiled or eagerly, and the padding's note;
+  speed-up, and DP-SGD's cost over the same cell's SGD (with_sgd_cost); below the table, whether each side's
+  versions ran compiled or eagerly, and the padding's note;
 - inference (5): latency percentiles per batch and throughput.
 Every column, these and the rest, is in report.csv (use_case_frame) and in merged.parquet.
 
@@ -17,11 +18,12 @@ use case is a column only in the tables that hold two (data parallel, per-sample
 
 The tables beside the use cases' are views' own too: strong scaling (scaling), the largest batch that fits
 (batch_search) and the language models' in tokens/s (language_models), each in its module; collect prints them
-after the verdicts (summary).
+after the verdicts (collect.summary_lines).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_contract.measure.timing import CV_THRESHOLD
-from bench_contract.spec import FRAMEWORK_TITLES
+from bench_contract.spec import DP_SGD_SETTINGS, FRAMEWORK_TITLES
 from bench_contract.use_cases import DATA_PARALLEL_TABLE, DP_SGD_TABLE, INFERENCE_TABLE, TRAINING_TABLE, USE_CASES
 from orchestrator.results.certificate import CERTIFIED_COLUMNS, padding_of
 from orchestrator.results.compare import (
@@ -41,17 +43,18 @@ from orchestrator.results.compare import (
     RUN_COLUMNS,
     comparable,
     comparison_frame,
+    display_rows,
     format_speedup,
     format_value,
     summary_rows,
     with_row_key,
     with_variant_label,
 )
-from orchestrator.results.dp_sgd_cost import with_sgd_cost
 from orchestrator.results.dp_sgd_notes import loop_notes, padding_info
 from orchestrator.results.plausibility import implausible_notes
 from orchestrator.results.scaling import scaling_frame
 from orchestrator.results.store import read_merged_rows
+from orchestrator.tables import format_table
 
 # Per-framework summary metrics the use-case tables and the verdicts read besides compare.TABLE_METRICS.
 EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vectorized_time_p50",
@@ -139,7 +142,7 @@ VIEWS = (
         Column("per_sample_grads_vectorized_time_p50", "vmap\nms", MS),
         Column("per_sample_grads_loop_time_p50", "loop\nms", MS),
         Column("vectorization_speedup", "vmap\nspeed-up", pattern_text("{:.1f}x")),
-        Column("sgd_cost", "cost\nvs SGD", pattern_text("{:.1f}x")),  # orchestrator.results.dp_sgd_cost
+        Column("sgd_cost", "cost\nvs SGD", pattern_text("{:.1f}x")),  # with_sgd_cost
     )),
     View(INFERENCE_TABLE, (
         THROUGHPUT, SPEEDUP,
@@ -172,6 +175,41 @@ def use_case_frame(df):
     return with_time_to_target(with_privacy_budget(frame), labelled)
 
 
+# DP-SGD's cost over plain SGD (issue 36): per framework, how many times fewer samples a second the DP-SGD step
+# trains than the same cell's SGD step, where the results hold both (`-u 1,3`, or `-u 2,4` on several processes).
+# Published comparisons quote it per engine (Opacus's DP-SGD at 2.6 to 8 times lower throughput than SGD, arXiv
+# 2406.17298), and it is what a practitioner pays for privacy in each framework, whoever is faster.
+#
+# The use case whose plain step a DP-SGD use case is costed against: one process (3 against 1), or several (4
+# against 2, on the same processes, which the settings hold).
+PLAIN_USE_CASE = {case.number: case.plain.number for case in USE_CASES.values() if case.plain}
+# What a DP-SGD row and its SGD row share: the row key but its use case, and the settings but DP-SGD's own.
+SGD_MATCH = [column for column in ROW_KEY if column not in ("use_case", "settings")]
+
+
+def plain_settings(settings: str) -> str:
+    """A row's settings without the ones only DP-SGD reads: equal for a DP-SGD cell and its plain SGD cell."""
+    parsed = json.loads(settings) if settings else {}
+    return json.dumps({name: value for name, value in parsed.items() if name not in DP_SGD_SETTINGS}, sort_keys=True)
+
+
+def with_sgd_cost(frame):
+    """The comparison frame with <framework>_sgd_cost on its DP-SGD rows: the SGD row's throughput over the
+    DP-SGD row's, per framework (PyTorch's per DP-SGD engine: each engine is a row). NaN on the other rows, and
+    where the results hold no SGD row of the same cell (device, benchmark, model, batch, precision, settings but
+    DP-SGD's)."""
+    for framework in FRAMEWORKS:
+        frame[f"{framework}_sgd_cost"] = np.nan
+    plain = frame[frame["use_case"].isin(list(PLAIN_USE_CASE.values()))]
+    throughputs = {(*(row[c] for c in SGD_MATCH), row["use_case"], plain_settings(row["settings"])):
+                   {fw: row[f"{fw}_throughput"] for fw in FRAMEWORKS} for _, row in plain.iterrows()}
+    for index, row in frame[frame["use_case"].isin(list(PLAIN_USE_CASE))].iterrows():
+        key = (*(row[c] for c in SGD_MATCH), PLAIN_USE_CASE[row["use_case"]], plain_settings(row["settings"]))
+        for framework, sgd in throughputs.get(key, {}).items():
+            frame.at[index, f"{framework}_sgd_cost"] = sgd / row[f"{framework}_throughput"]
+    return frame
+
+
 def with_privacy_budget(frame):
     """One privacy_epsilon and privacy_delta per comparison row: JAX's value, else PyTorch's (the same budget)."""
     for metric in PRIVACY_METRICS:
@@ -182,8 +220,6 @@ def with_privacy_budget(frame):
 def privacy_note(row) -> str | None:
     """The cell's privacy budget, or that its batches were shuffled (no guarantee); None for rows that recorded
     neither (written before the budget was recorded)."""
-    import json
-
     cell = f"{row['benchmark']} {row['model']} batch {row['batch_size']}"
     epsilon, rdp, delta = row.get("privacy_epsilon"), row.get("privacy_epsilon_rdp"), row.get("privacy_delta")
     if not missing(epsilon):
@@ -424,8 +460,6 @@ def measured(row, view: View) -> bool:
 
 def table_text(table: ViewTable) -> str:
     """A use case's table as text for the terminal, its caption above and its notes below."""
-    from orchestrator.tables import format_table
-
     return "\n".join([table.caption, format_table(table.headers, table.rows), *table.notes, *table.info])
 
 
@@ -437,9 +471,6 @@ def use_case_lines(frame) -> list[str]:
 
 def comparison_tables(df) -> dict[str, str]:
     """One text table per device model: JAX and PyTorch throughput side by side, the speed-up, test accuracy."""
-    from orchestrator.results.compare import display_rows
-    from orchestrator.tables import format_table
-
     frame = comparison_frame(df)
     if frame.empty:
         return {}

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from orchestrator import PROJECT_ROOT, suggest
 from orchestrator.errors import OrchestratorError, UsageError
-from orchestrator.plan import catalog
+from orchestrator.plan import catalog, rules
 from orchestrator.plan.discovery import partition_gpus, profile_for
 from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.settings import RunSettings
 from orchestrator.run.envs import build_mismatch, check_container, import_probe, interpreter_command, missing_imports
 from orchestrator.tables import format_table
 
@@ -187,9 +188,6 @@ def check_slurm(profile: ClusterProfile) -> list[Check]:
 
 
 def check_data(benchmark: str, data_dir: Path | None) -> Check:
-    from orchestrator.plan import rules
-    from orchestrator.plan.settings import RunSettings
-
     settings = RunSettings(epochs=1, learning_rate=0.01, optimizer="sgd", seed=0, warmup_steps=0,
                            data_source="real", data_dir=str(data_dir) if data_dir else None,
                            synthetic_samples=2048, device="auto")

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError
+from orchestrator.run.queue import job_ended
 
 POLL_S = 0.5
 # A holder writes its name within microseconds of creating the file; one that names no holder this long after
@@ -131,8 +132,6 @@ def is_stale(path: Path, seen: tuple[int, int, bytes]) -> bool:
         return True
     job = holder.get("slurm_job")
     if job and holder.get("host") != socket.gethostname():
-        from orchestrator.run.queue import job_ended  # only for a holder elsewhere: squeue and sacct cost a call
-
         return job_ended(str(job))
     return False
 

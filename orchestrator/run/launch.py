@@ -48,6 +48,7 @@ from orchestrator.run.executors import Executor, ScriptJob, Submission, Submitti
 from orchestrator.run.executors.base import failure_lines
 from orchestrator.run.limits import check_submit_limits
 from orchestrator.run.record import record_failed, recorder, submitting
+from orchestrator.run.resubmit import resubmit_and_report
 from orchestrator.run.status import follow_up
 from orchestrator.run.wait import OutputsWritten, task_outputs
 from orchestrator.tables import format_table
@@ -396,8 +397,6 @@ def find_same(req: LaunchRequest, cells: list[matrix.Cell]) -> Path | None:
 
 def resubmit_same(req: LaunchRequest, campaign_dir: Path, report: Callable[[str], None]) -> int:
     """The same command run again: submit only the cells of its campaign that have no result."""
-    from orchestrator.run.resubmit import resubmit_and_report
-
     report(f"campaign {campaign_dir.name} was planned by the same command before: submitting only the cells "
            f"without a result{' and, as asked, the completed ones again' if req.rerun_completed else ''} "
            "(--new-campaign plans a separate one)")

@@ -22,10 +22,15 @@ from bench_contract.run.inference import num_classes, sample_shape, synthetic_in
 from bench_contract.run.parity import Comparison, ParitySpec, compare
 from orchestrator import PROJECT_ROOT
 from orchestrator.errors import OrchestratorError, UsageError
-from orchestrator.plan import catalog
+from orchestrator.plan import campaign, catalog
+from orchestrator.plan.manifest import now_utc
 from orchestrator.plan.profile import ClusterProfile
-from orchestrator.plan.render import environment_entry
+from orchestrator.plan.render import _environment, environment_entry, sbatch_directives
+from orchestrator.run import sbatch_call
 from orchestrator.run.envs import check_runnable, interpreter_command
+from orchestrator.run.executors.base import log_tail
+from orchestrator.run.executors.slurm import submit_sbatch
+from orchestrator.run.wait import wait_for_slurm
 
 ORDER = ("torch", "jax")  # PyTorch first: its report is the reference
 
@@ -163,10 +168,6 @@ def validate_with(executor: str, req: ValidateRequest, results_dir: Path, comman
 # --- the same check as one job on the cluster ----------------------------------------------------------
 
 def render_script(req: ValidateRequest, spec_path: Path, work: Path, command: str) -> str:
-    from orchestrator.plan import campaign
-    from orchestrator.plan.manifest import now_utc
-    from orchestrator.plan.render import _environment, sbatch_directives
-
     name = f"validate_{req.model}"
     mounts = [PROJECT_ROOT, work.resolve(), spec_path.parent.resolve()]  # what a container must see (its spec, weights)
     return _environment().get_template("validate.sh.j2").render(
@@ -184,12 +185,6 @@ def render_script(req: ValidateRequest, spec_path: Path, work: Path, command: st
 def validate_on_slurm(req: ValidateRequest, results_dir: Path, command: str,
                       report: Callable[[str], None] = print) -> ValidateResult:
     """Submit the check as one Slurm job, wait for it, and compare what it wrote (the folder must be shared)."""
-    from orchestrator.plan.manifest import now_utc
-    from orchestrator.run import sbatch_call
-    from orchestrator.run.executors.base import log_tail
-    from orchestrator.run.executors.slurm import submit_sbatch
-    from orchestrator.run.wait import wait_for_slurm
-
     check_request(req)
     sbatch_call.require_command("sbatch")
     stamp = now_utc().replace(":", "").replace("+0000", "")

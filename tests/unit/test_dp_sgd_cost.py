@@ -1,4 +1,4 @@
-"""DP-SGD's cost over plain SGD (orchestrator.results.dp_sgd_cost): which SGD row a DP-SGD row is
+"""DP-SGD's cost over plain SGD (orchestrator.results.views.with_sgd_cost): which SGD row a DP-SGD row is
 costed against, per framework and per PyTorch engine."""
 
 import json
@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from bench_contract.spec import DP_SGD_SETTINGS, MEASURED_SETTINGS
-from orchestrator.results.dp_sgd_cost import plain_settings, with_sgd_cost
+from orchestrator.results.views import plain_settings, with_sgd_cost
 
 SETTINGS = {"epochs": 1, "torch_compile": False, "nodes": 1, "clip_norm": 1.0, "noise_multiplier": 1.0,
             "loop_batch_size": 0, "sampling": "shuffle", "dp_engine": ""}

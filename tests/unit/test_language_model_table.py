@@ -152,8 +152,7 @@ def test_attention_kernels_are_a_column_where_a_framework_ran_several(tmp_path):
 
 def test_a_dataset_merged_before_the_attention_kernel_was_recorded(tmp_path):
     """summary_frame reads only the columns a dataset has: without attention_kernel, the kernels are n/a."""
-    from orchestrator.results.collect import merge
-    from orchestrator.results.summary import summary_lines
+    from orchestrator.results.collect import merge, summary_lines
     from orchestrator.results.views import summary_frame
 
     write_pair(tmp_path)

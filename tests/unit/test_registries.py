@@ -2,16 +2,19 @@
 from its declaration: a use case or a model added to its registry is planned, refused and tabled here without a new
 test. What a backend's network is, against its model's declaration: tests/backends/test_registered_models.py."""
 
+from types import SimpleNamespace
+
 import pytest
 from helpers import settings, spec
 
-from bench_contract.config import PRIVACY, SETTINGS
+from bench_contract.config import PRIVACY, SETTINGS, option_of
 from bench_contract.model_registry import MODELS
 from bench_contract.run.precision import PRECISION_POLICIES, TRAINING_POLICIES, precision_policy
 from bench_contract.spec import JobSpec, SpecError
 from bench_contract.use_cases import USE_CASES
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog, matrix
+from orchestrator.plan.rules import check_settings_read
 from orchestrator.results.views import VIEWS
 
 CASES = [pytest.param(case, id=f"uc{number}") for number, case in USE_CASES.items()]
@@ -58,7 +61,33 @@ def test_a_data_parallel_or_dp_sgd_use_case_has_its_counterpart_registered(case)
 def test_a_use_case_reads_dp_sgds_settings_exactly_where_it_computes_per_sample_gradients(case):
     dp_sgd = [name for name, declaration in SETTINGS.items() if declaration.panel == PRIVACY]
     assert dp_sgd and all(case.reads(SETTINGS[name]) == case.per_sample for name in dp_sgd)
-    assert case.reads(SETTINGS["learning_rate"])  # declared for every use case
+    assert case.reads(SETTINGS["learning_rate"]) == case.trains  # declared for the training use cases
+
+
+def another_value(name: str):
+    """A value of the setting other than its default, as its declaration allows."""
+    default, declaration = JobSpec.__dataclass_fields__[name].default, SETTINGS[name]
+    if declaration.choices:
+        return next(choice for choice in declaration.choices if choice not in (default, ""))
+    if isinstance(default, bool):
+        return not default
+    if default is None:
+        return 0.5
+    return default + 1 if declaration.below is None else (default + declaration.below) / 2
+
+
+@pytest.mark.parametrize("name", [name for name, declaration in SETTINGS.items()
+                                  if declaration.use_cases and declaration.on_command_line])
+def test_a_use_case_that_trains_nothing_refuses_each_setting_it_does_not_read(name):
+    """From each setting's declaration (the use cases that read it), not from a list in the plan: a setting declared
+    later is refused the same way."""
+    inference = next(case for case in USE_CASES.values() if not case.trains)
+    values = {field: getattr(settings(), field) for field in SETTINGS} | {name: another_value(name)}
+    with pytest.raises(UsageError, match=f"^use case {inference.number} trains nothing .*, so "
+                                         f"{option_of(name)} does not apply$"):
+        check_settings_read(inference, SimpleNamespace(**values))
+    check_settings_read(next(case for case in USE_CASES.values() if case.reads(SETTINGS[name])),
+                        SimpleNamespace(**values))
 
 
 @pytest.mark.parametrize("case", CASES)

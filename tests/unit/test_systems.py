@@ -13,7 +13,7 @@ from bench_contract.results import CONTEXT_NAMES, ResultRows
 from bench_contract.run.runner import base_context
 from bench_contract.spec import JobSpec
 from orchestrator.plan.profile import expected_devices, load_profile
-from orchestrator.results.compare import mismatch_lines, system_mismatches
+from orchestrator.results.compare import device_mismatch_lines, mismatch_lines, system_mismatches
 
 TWO_SYSTEMS = """partition = "debug"
 cpus_per_task = 1
@@ -161,7 +161,6 @@ def test_collect_warns_of_rows_that_ran_on_a_device_their_system_does_not_expect
 
     from bench_contract.results import ResultRows
     from orchestrator.results.collect import merge
-    from orchestrator.results.device_mismatch import device_mismatch_lines
 
     for system, node in (("h100", "n2"), ("cpu", "n1")):
         ctx = result_context(framework="jax", benchmark="digits", use_case=1, model="mlp", batch_size=32,

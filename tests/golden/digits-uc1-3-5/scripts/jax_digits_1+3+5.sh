@@ -5,14 +5,14 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      mlp batch 16 fp32  (jax-digits-uc1-mlp-bs16-fp32-7afdc071)
-#   1      mlp batch 32 fp32  (jax-digits-uc1-mlp-bs32-fp32-5ebd9c9c)
-#   2      mlp batch 16 fp32  (jax-digits-uc3-mlp-bs16-fp32-b4ee2229)
-#   3      mlp batch 32 fp32  (jax-digits-uc3-mlp-bs32-fp32-6422f448)
-#   4      mlp batch 1 fp32  (jax-digits-uc5-mlp-bs1-fp32-b9658b8d)
-#   5      mlp batch 8 fp32  (jax-digits-uc5-mlp-bs8-fp32-bf347c77)
-#   6      mlp batch 32 fp32  (jax-digits-uc5-mlp-bs32-fp32-f9682224)
-#   7      mlp batch 128 fp32  (jax-digits-uc5-mlp-bs128-fp32-ef976c2a)
+#   0      mlp batch 16 fp32  (jax-digits-uc1-mlp-bs16-fp32-2344b55e)
+#   1      mlp batch 32 fp32  (jax-digits-uc1-mlp-bs32-fp32-b2856398)
+#   2      mlp batch 16 fp32  (jax-digits-uc3-mlp-bs16-fp32-65e3d230)
+#   3      mlp batch 32 fp32  (jax-digits-uc3-mlp-bs32-fp32-f50b8292)
+#   4      mlp batch 1 fp32  (jax-digits-uc5-mlp-bs1-fp32-9f02156b)
+#   5      mlp batch 8 fp32  (jax-digits-uc5-mlp-bs8-fp32-0ce947c3)
+#   6      mlp batch 32 fp32  (jax-digits-uc5-mlp-bs32-fp32-e5c3df39)
+#   7      mlp batch 128 fp32  (jax-digits-uc5-mlp-bs128-fp32-b63e19d6)
 #
 # What each task asks Slurm for, and why:
 #   --time=00:30:00: estimated from the longest cell, mlp batch 16 fp32 (2,420 steps): 5 min to start (imports, data,

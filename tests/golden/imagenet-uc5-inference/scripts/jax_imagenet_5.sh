@@ -5,14 +5,14 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      resnet50 batch 1 fp32  (jax-imagenet-uc5-resnet50-bs1-fp32-b9eade30)
-#   1      resnet50 batch 8 fp32  (jax-imagenet-uc5-resnet50-bs8-fp32-516db01c)
-#   2      resnet50 batch 32 fp32  (jax-imagenet-uc5-resnet50-bs32-fp32-61377f94)
-#   3      resnet50 batch 128 fp32  (jax-imagenet-uc5-resnet50-bs128-fp32-e0dddcca)
-#   4      vit_b_16 batch 1 fp32  (jax-imagenet-uc5-vit_b_16-bs1-fp32-100cedda)
-#   5      vit_b_16 batch 8 fp32  (jax-imagenet-uc5-vit_b_16-bs8-fp32-5498417d)
-#   6      vit_b_16 batch 32 fp32  (jax-imagenet-uc5-vit_b_16-bs32-fp32-f71a5589)
-#   7      vit_b_16 batch 128 fp32  (jax-imagenet-uc5-vit_b_16-bs128-fp32-4800a39f)
+#   0      resnet50 batch 1 fp32  (jax-imagenet-uc5-resnet50-bs1-fp32-6cac4418)
+#   1      resnet50 batch 8 fp32  (jax-imagenet-uc5-resnet50-bs8-fp32-0e16d270)
+#   2      resnet50 batch 32 fp32  (jax-imagenet-uc5-resnet50-bs32-fp32-69fb1f04)
+#   3      resnet50 batch 128 fp32  (jax-imagenet-uc5-resnet50-bs128-fp32-5485e88b)
+#   4      vit_b_16 batch 1 fp32  (jax-imagenet-uc5-vit_b_16-bs1-fp32-98686899)
+#   5      vit_b_16 batch 8 fp32  (jax-imagenet-uc5-vit_b_16-bs8-fp32-0b194e5e)
+#   6      vit_b_16 batch 32 fp32  (jax-imagenet-uc5-vit_b_16-bs32-fp32-2a6b1a95)
+#   7      vit_b_16 batch 128 fp32  (jax-imagenet-uc5-vit_b_16-bs128-fp32-745dbddd)
 #
 # What each task asks Slurm for, and why:
 #   --time=05:30:00: estimated from the longest cell, vit_b_16 batch 128 fp32 (55 steps): 5 min to start (imports, data,
