@@ -338,3 +338,30 @@ def test_the_order_effect_needs_six_pairs_and_both_orders():
     assert effect(SPREAD[:5], 1.5) is None  # five pairs: not tested
     strong = effect(SPREAD[:6], 1.5)
     assert strong.found and strong.jax_first == pytest.approx(1.5 * np.exp(np.log([2.00, 1.98, 2.03]).mean()))
+
+
+def test_the_order_effect_is_welchs_t_test_of_the_two_orders():
+    """The statistic, its degrees of freedom and its critical value are Welch's, as scipy computes them, on groups of
+    unequal size and spread (two campaigns of three pairs: four run JAX first, two PyTorch first, the latter spread
+    so widely that Welch-Satterthwaite gives between 1 and 2 degrees of freedom); runs that do not spread at all are
+    not tested."""
+    from scipy import stats
+
+    from orchestrator.results.compare import run_values
+    from orchestrator.results.intervals import order_effect
+
+    def effect(first: list[float], second: list[float]):
+        df = pd.concat([paired_runs(first), paired_runs(second).assign(campaign="camp2")], ignore_index=True)
+        series = run_values(df, "throughput")
+        framework = series.index.get_level_values("framework")
+        return order_effect(series[framework == "jax"], series[framework == "torch"])
+
+    first, second = [2.00, 2.40, 1.98], [2.05, 1.70, 2.01]  # trials 0 and 2 ran JAX first, trial 1 PyTorch first
+    jax_first, torch_first = np.log([2.00, 1.98, 2.05, 2.01]), np.log([2.40, 1.70])
+    welch = stats.ttest_ind(jax_first, torch_first, equal_var=False)
+    assert 1 <= welch.df < 2
+    found = effect(first, second)
+    assert found.t == pytest.approx(welch.statistic, rel=1e-9)
+    assert found.critical == pytest.approx(stats.t.ppf(0.975, np.floor(welch.df)), rel=1e-9)
+    assert (found.jax_first, found.torch_first) == pytest.approx((np.exp(jax_first.mean()), np.exp(torch_first.mean())))
+    assert effect([2.0] * 3, [2.0] * 3) is None  # no spread either way round: nothing to test
