@@ -50,7 +50,8 @@ def most_ending_within(times: list[tuple[datetime, datetime]], seconds: float) -
 def test_a_few_hundred_tasks_finishing_together_lose_no_result(slurm_cluster, tmp_path):
     standin_env(tmp_path / "envs")
     run = Campaign(tmp_path, slurm_cluster.env,
-                   f'env_dir = "{tmp_path / "envs"}"\npartition = "load"\ngpus_per_task = 0\n')
+                   f'env_dir = "{tmp_path / "envs"}"\npartition = "load"\ngpus_per_task = 0\n'
+                   f"array_parallelism = {TASKS}\n")  # all at once: the default throttle would run 16
     batches = ",".join(str(b) for b in range(1, TASKS + 1))
     start = time.monotonic()
     proc = run.launch("--batch-sizes", batches, "--synthetic", "--synthetic-samples", "4000")
