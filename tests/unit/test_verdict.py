@@ -365,3 +365,11 @@ def test_the_order_effect_is_welchs_t_test_of_the_two_orders():
     assert found.critical == pytest.approx(stats.t.ppf(0.975, np.floor(welch.df)), rel=1e-9)
     assert (found.jax_first, found.torch_first) == pytest.approx((np.exp(jax_first.mean()), np.exp(torch_first.mean())))
     assert effect([2.0] * 3, [2.0] * 3) is None  # no spread either way round: nothing to test
+    # Groups of four and three of like spread: more degrees of freedom, each group's weight in them its own.
+    seven = [2.00, 2.10, 1.96, 2.02, 2.03, 1.97, 2.05]
+    series = run_values(paired_runs(seven), "throughput")
+    framework = series.index.get_level_values("framework")
+    found = order_effect(series[framework == "jax"], series[framework == "torch"])
+    welch = stats.ttest_ind(np.log(seven[0::2]), np.log(seven[1::2]), equal_var=False)
+    assert welch.df >= 3 and found.t == pytest.approx(welch.statistic, rel=1e-9)
+    assert found.critical == pytest.approx(stats.t.ppf(0.975, np.floor(welch.df)), rel=1e-9)
