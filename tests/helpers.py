@@ -57,6 +57,15 @@ def run_in_env(framework: str, *argv: str, env: dict | None = None, timeout: flo
     return FRAMEWORK_SERVERS[framework].server_for(env).call(list(argv), env, cwd, timeout)
 
 
+def probe_arrays(framework: str, probe: str, out: Path, *args: str, timeout: float = 600) -> dict[str, np.ndarray]:
+    """Run tests/backends/PROBE with `framework`'s interpreter (run_in_env) and ARGS, which name `out`, and return the
+    arrays it saved there (np.savez): a probe's results, compared across frameworks by the test."""
+    proc = run_in_env(framework, str(REPO_ROOT / "tests" / "backends" / probe), *args, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(out) as f:
+        return {k: f[k] for k in f.files}
+
+
 def run_fresh(python: Path, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
     """`python ARGV` in a new interpreter, output captured."""
     return subprocess.run([str(python), *argv], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,

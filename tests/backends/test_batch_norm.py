@@ -5,7 +5,7 @@ the running statistics in both. Run by tests/backends/batch_norm_probe.py in eac
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, run_in_env
+from helpers import probe_arrays
 
 FRAMEWORKS = ("jax", "torch")  # jax first: it writes the shared weights file, torch checks it
 
@@ -13,14 +13,8 @@ FRAMEWORKS = ("jax", "torch")  # jax first: it writes the shared weights file, t
 @pytest.fixture(scope="module")
 def batch_norm_probes(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bn")
-    out = {}
-    for framework in FRAMEWORKS:
-        path = tmp / f"{framework}.npz"
-        proc = run_in_env(framework, str(REPO_ROOT / "tests" / "backends" / "batch_norm_probe.py"), framework,
-                          str(tmp / "init.npz"), str(path))
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        with np.load(path) as f:
-            out[framework] = {k: f[k] for k in f.files}
+    out = {framework: probe_arrays(framework, "batch_norm_probe.py", tmp / f"{framework}.npz", framework,
+                                   str(tmp / "init.npz"), str(tmp / f"{framework}.npz")) for framework in FRAMEWORKS}
     with np.load(tmp / "init.npz") as f:
         out["initial"] = {f"state/{k}": f[k] for k in f.files}
     return out

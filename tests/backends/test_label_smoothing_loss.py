@@ -14,7 +14,7 @@ times the gap between the mean of -log p over the classes and -log p of the labe
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, run_in_env
+from helpers import probe_arrays
 from loss_probe import CLASSES, LABEL_SMOOTHING, SHAPES
 
 FRAMEWORKS = ("jax", "torch")
@@ -24,14 +24,8 @@ U = 2.0**-24  # float32's unit roundoff
 @pytest.fixture(scope="module")
 def loss_probes(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("loss")
-    out = {}
-    for framework in FRAMEWORKS:
-        path = tmp / f"{framework}.npz"
-        proc = run_in_env(framework, str(REPO_ROOT / "tests" / "backends" / "loss_probe.py"), framework, str(path))
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        with np.load(path) as f:
-            out[framework] = {k: f[k] for k in f.files}
-    return out
+    return {framework: probe_arrays(framework, "loss_probe.py", tmp / f"{framework}.npz", framework,
+                                    str(tmp / f"{framework}.npz")) for framework in FRAMEWORKS}
 
 
 def reference(logits: np.ndarray, labels: np.ndarray, eps: float) -> np.ndarray:

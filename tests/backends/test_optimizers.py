@@ -27,7 +27,7 @@ Tolerances, from the arithmetic:
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, run_in_env
+from helpers import probe_arrays
 from optimizer_probe import CASES, STEPS
 
 FRAMEWORKS = ("jax", "torch")  # jax first: it writes the shared weights file, torch reads it
@@ -39,15 +39,8 @@ STEPS_RTOL = 1e-8  # losses, and weights relative to each tensor's largest entry
 @pytest.fixture(scope="module")
 def optimizer_probes(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("optimizers")
-    out = {}
-    for framework in FRAMEWORKS:
-        path = tmp / f"{framework}.npz"
-        proc = run_in_env(framework, str(REPO_ROOT / "tests" / "backends" / "optimizer_probe.py"), framework,
-                          str(tmp / "init.npz"), str(path))
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        with np.load(path) as f:
-            out[framework] = {k: f[k] for k in f.files}
-    return out
+    return {framework: probe_arrays(framework, "optimizer_probe.py", tmp / f"{framework}.npz", framework,
+                                    str(tmp / "init.npz"), str(tmp / f"{framework}.npz")) for framework in FRAMEWORKS}
 
 
 def test_every_optimizer_and_schedule_is_probed():

@@ -10,7 +10,7 @@
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, prefixed, run_in_env
+from helpers import REPO_ROOT, prefixed, probe_arrays, run_in_env
 from test_backends import FRAMEWORKS, make_spec, metric, run_backend
 
 from bench_contract.results import read_task_table
@@ -24,15 +24,9 @@ PROBE_BATCH = 8
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("probe")
-    out = {}
-    for framework in FRAMEWORKS:
-        path = tmp / f"{framework}.npz"
-        proc = run_in_env(framework, str(REPO_ROOT / "tests" / "backends" / "per_sample_probe.py"), framework,
-                          str(path), str(CLIP_NORM), str(LEARNING_RATE), str(PROBE_BATCH))
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        with np.load(path) as f:
-            out[framework] = {k: f[k] for k in f.files}
-    return out
+    return {framework: probe_arrays(framework, "per_sample_probe.py", tmp / f"{framework}.npz", framework,
+                                    str(tmp / f"{framework}.npz"), str(CLIP_NORM), str(LEARNING_RATE),
+                                    str(PROBE_BATCH)) for framework in FRAMEWORKS}
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
