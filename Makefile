@@ -100,7 +100,8 @@ test-avx2: $(VENV)/.installed
 # one in SLURM_CONF, else the local one (`scripts/local_slurm.sh up` is idempotent); without one they say so.
 # Every job it submits is held and cancelled at once. Exit 1 when a suite crashed or a row failed. Options:
 # make bench BENCH_ARGS="--repeats 3 --only planning"; BENCH_ARGS=--quick runs each suite at its smallest.
-bench: $(VENV)/.installed
+# After setup, as demo and test: the overhead and vectorisation probes run in the frameworks' environments.
+bench: setup
 	@conf="$${SLURM_CONF:-$$(bash scripts/local_slurm.sh up 2>/dev/null | sed -n 's/^export SLURM_CONF=//p')}"; \
 	if [ -n "$$conf" ]; then export SLURM_CONF="$$conf"; fi; \
 	$(PY) -m bench $(BENCH_ARGS)

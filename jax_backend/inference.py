@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jax_backend import census, compiles, models
 from jax_backend.efficiency import traced_flops
-from jax_backend.sync import synchronize
+from jax_backend.sync import synchronize, wait_array
 
 
 class JaxInference:
@@ -42,9 +47,13 @@ class JaxInference:
     def forward(self, x):
         return self.compiled(self.variables, x)
 
-    def synchronize(self, out) -> None:
-        # JAX dispatches asynchronously: the forward pass is done only when its output is ready.
-        synchronize(out)
+    @contextmanager
+    def passes(self, x) -> Iterator[Callable[[], Any]]:
+        """Each timed pass: the compiled function called on the variables and the batch, nothing between."""
+        yield partial(self.compiled, self.variables, x)
+
+    # JAX dispatches asynchronously: the forward pass is done only when its output (the logits) is ready.
+    synchronize = staticmethod(wait_array)
 
     def compilations(self) -> int:
         return compiles.count()

@@ -11,6 +11,8 @@ both frameworks get the same array.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import numpy as np
@@ -42,6 +44,11 @@ class InferenceOps(Protocol):
 
     def forward(self, x: Any) -> Any:
         """Logits of one batch (still on the device, possibly not finished)."""
+
+    def passes(self, x: Any) -> AbstractContextManager[Callable[[], Any]]:
+        """The timed passes of batch `x`: entered once around all of them, it sets up what a pass runs under
+        (PyTorch's inference mode) and gives the pass as a call of no arguments with nothing between the clock and
+        the framework: the forward pass itself, as a bare loop would call it."""
 
     def synchronize(self, out: Any) -> None:
         """Block until the device has finished the work that produced `out`."""
@@ -133,16 +140,18 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
     if logits.shape[0] != len(x) or not np.isfinite(logits).all():
         raise FloatingPointError(f"the forward pass gave logits of shape {logits.shape} that are not all finite")
     timer = StepTimer(ops.synchronize, spec.warmup_steps, ops.compilations)
-    for _ in range(spec.warmup_steps):
-        timer.run(lambda: ops.forward(batch))
-    progress.note(f"batch size {spec.batch_size}: timing at least {spec.timed_steps} passes and "
-                  f"{spec.min_duration_s:g} s, after {spec.warmup_steps} warm-up passes")
-    # One window over the timed passes, and no shorter than the energy counter needs (EnergyMeter.min_window_s).
-    host = HostShare.start()  # whether the bound CPUs stay this run's while it is timed (bench_contract.measure.host)
-    node = NodeState.start(efficiency.meter)  # clocks, heat, throttling at both ends (measure.node_state)
-    with efficiency.meter:  # opened after the warm-up, so the window holds the timed passes only
-        timer.measure(lambda: ops.forward(batch), spec.timed_steps,
-                      max(spec.min_duration_s, efficiency.meter.min_window_s))
+    # Inside the clock only the pass and the wait for it: the mode it runs in is entered once, around all the
+    # passes, and the counters and bookkeeping are read between passes (docs/performance.md#the-harnesss-overhead).
+    with ops.passes(batch) as one_pass:
+        for _ in range(spec.warmup_steps):
+            timer.run(one_pass)
+        progress.note(f"batch size {spec.batch_size}: timing at least {spec.timed_steps} passes and "
+                      f"{spec.min_duration_s:g} s, after {spec.warmup_steps} warm-up passes")
+        # One window over the timed passes, no shorter than the energy counter needs (EnergyMeter.min_window_s).
+        host = HostShare.start()  # whether the bound CPUs stay this run's while timed (bench_contract.measure.host)
+        node = NodeState.start(efficiency.meter)  # clocks, heat, throttling at both ends (measure.node_state)
+        with efficiency.meter:  # opened after the warm-up, so the window holds the timed passes only
+            timer.measure(one_pass, spec.timed_steps, max(spec.min_duration_s, efficiency.meter.min_window_s))
     host.record(rows, rows.context.get("intra_op_threads"))
     node.record(rows)
     rows.add("warmup_steps", spec.warmup_steps, "steps")

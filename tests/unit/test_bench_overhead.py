@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bench.harness_overhead import CHECKS, PROBES, Check, parse_probe_output, rows_for, verdict
+from bench.harness_overhead import CHECKS, MIN_PAIRS, PROBES, Check, measure, parse_probe_output, rows_for, verdict
 from bench.overhead_probe import MARKER
 from bench.training_overhead_probe import synthetic_samples_for
 from bench_contract.data.loading import synthetic_dataset
@@ -37,10 +37,36 @@ def test_verdict_is_against_two_percent_either_way(percent, expected):
     assert verdict(percent) == expected
 
 
-def test_rows_show_both_medians_and_the_ratio_with_its_verdict():
+def test_rows_show_both_medians_and_the_pairs_median_with_its_interval_and_verdict():
     step_row, ratio_row = rows_for(parse_probe_output(overhead_stdout()))
     assert step_row.measured == "2.100 / 2.000 ms"
-    assert (ratio_row.measured, ratio_row.verdict) == ("+5.00%", "missed by 3.00%")
+    # pairs: +0%, +50%, +5% (0, 1000, 100 us): the verdict is on their median, not on the ratio of the medians
+    assert (ratio_row.measured, ratio_row.verdict) == ("+5.00% (+100.0 us)", "missed by 3.00%")
+    assert ratio_row.note.startswith("95% interval +0.00% to +50.00%; pairs from +0.0% to +50.0%")
+
+
+def test_at_batch_1_a_difference_within_the_microsecond_floor_is_met():
+    # A 50 us pass, the harness 1.5 us (3%) slower in every pair: within the floor, not within 2%.
+    close = overhead_stdout(batch_size=1, harness_ms=[0.0515] * 3, bare_ms=[0.050] * 3)
+    assert rows_for(parse_probe_output(close), floor_us=2.0)[1].verdict == "met"
+    assert rows_for(parse_probe_output(close))[1].verdict == "missed by 1.00%"  # no floor at batch 128
+    far = overhead_stdout(batch_size=1, harness_ms=[0.0525] * 3, bare_ms=[0.050] * 3)
+    assert rows_for(parse_probe_output(far), floor_us=2.0)[1].verdict == "missed by 3.00%"
+
+
+def test_inference_is_checked_for_the_mlp_and_a_cnn_at_batch_1_and_128_in_both_frameworks():
+    inference = {(c.framework, c.model, c.batch_size): c for c in CHECKS if c.path == "run_inference"}
+    assert set(inference) == {(f, m, b) for f in ("jax", "torch") for m in ("mlp", "cnn") for b in (1, 128)}
+    assert {c.floor_us for c in inference.values() if c.batch_size == 1} == {2.0}
+    assert {c.floor_us for c in inference.values() if c.batch_size == 128} == {0.0}
+
+
+def test_every_check_runs_at_least_the_minimum_of_pairs(monkeypatch):
+    runs = []
+    monkeypatch.setattr("bench.harness_overhead.run_probe", lambda check, n: runs.append(n) or parse_probe_output(
+        overhead_stdout(framework=check.framework, path=check.path)))
+    measure(repeats=1)
+    assert len(runs) == len(CHECKS) and min(runs) == MIN_PAIRS == 25
 
 
 def test_training_rows_name_the_mode_and_the_training_path():
@@ -48,7 +74,7 @@ def test_training_rows_name_the_mode_and_the_training_path():
                                                                    path="run_training", batch_size=1024)))
     assert step_row.step.startswith("PyTorch compiled, training mlp batch 1024 fp32 cpu")
     assert "harness (`run_training`)" in step_row.step
-    assert ratio_row.step == "PyTorch compiled, training: harness / bare - 1, same run"
+    assert ratio_row.step == "PyTorch compiled, training mlp batch 1024 fp32 cpu: harness / bare - 1, median of 3 pairs"
 
 
 def test_the_training_step_is_checked_at_batch_1024_in_jax_and_both_pytorch_modes():
@@ -59,10 +85,10 @@ def test_the_training_step_is_checked_at_batch_1024_in_jax_and_both_pytorch_mode
 
 
 def test_each_probe_gets_its_own_arguments():
-    assert Check("run_training", "torch", "compiled", 1024, 20, 3).args(15) == [
+    assert Check("run_training", "torch", "compiled", "mlp", 1024, 20, 3).args(15) == [
         "torch", "compiled", "mlp", "full", "mnist", "1024", "20", "3", "15"]
-    assert Check("run_inference", "torch", "eager", 128, 100, 5).args(15) == [
-        "torch", "mlp", "full", "mnist", "128", "100", "5", "15"]
+    assert Check("run_inference", "torch", "eager", "cnn", 1, 100, 5).args(25) == [
+        "torch", "cnn", "full", "mnist", "1", "100", "5", "25"]
 
 
 @pytest.mark.parametrize("steps, batch", [(23, 1024), (1, 16), (7, 128)])
