@@ -1,7 +1,8 @@
 """Where the inference step's time goes, beyond the forward pass: the timed pass as the harness ran it before
 (a lambda calling the ops' `forward`, PyTorch's inference mode entered in every pass, the backend's generic wait:
 the device's type looked at in PyTorch, a pytree flattened in JAX) and as it runs now (`ops.passes`: the mode
-entered once, the pass the framework's own call, the wait decided once), each against the bare loop.
+entered once, the pass the framework's own call, the wait decided once), each against the bare loop; in PyTorch
+also the pass as now under `torch.no_grad()`, the mode the bare loop once ran in.
 
 Run in a framework's environment, with the repository on PYTHONPATH:
     .envs/torch/bin/python -m bench.step_profile torch mlp 1 [PAIRS [PASSES]]
@@ -15,7 +16,8 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
+from functools import partial
 
 import numpy as np
 
@@ -58,7 +60,18 @@ def generic_wait(framework: str, ops):
 def ways(framework: str, ops, x) -> dict:
     """name -> (context to enter around the passes, the pass, the wait), as StepTimer times them."""
     before = (nullcontext(lambda: ops.forward(x)), generic_wait(framework, ops))
-    return {"before": before, "now": (ops.passes(x), ops.synchronize)}
+    found = {"before": before, "now": (ops.passes(x), ops.synchronize)}
+    if framework == "torch":  # the mode alone: the pass as now, under no_grad, where the bare loop once sat
+        found["now, in no_grad"] = (no_grad_passes(ops, x), ops.synchronize)
+    return found
+
+
+@contextmanager
+def no_grad_passes(ops, x):
+    import torch
+
+    with torch.no_grad():
+        yield partial(ops.net, x)
 
 
 def timed_by_harness(context, wait, steps: int) -> list[float]:
