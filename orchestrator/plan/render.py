@@ -426,9 +426,9 @@ def pinned_reference(reference: str, digest: str) -> str:
 
 def pinned_said(framework: str, reference: str, digest: str) -> list[str]:
     """The header's lines on an image pinned at plan time: its tag and the digest the tag named."""
-    return [f"{catalog.FRAMEWORKS[framework]}'s image {reference}: its tag named this digest when the campaign was "
-            f"planned ({SKOPEO} inspect),", f"  {digest}",
-            "and every task runs that digest, so that all run one image whatever its registry does with the tag."]
+    return [f"{catalog.FRAMEWORKS[framework]}'s image {reference}: its tag named this digest when this script was "
+            f"written ({SKOPEO} inspect),", f"  {digest}",
+            "which the script runs, so that every task runs one image whatever its registry does with the tag."]
 
 
 def check_container_reference(framework: str, site) -> None:

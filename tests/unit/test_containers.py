@@ -125,20 +125,33 @@ def test_a_tag_is_run_by_the_digest_its_registry_gives_and_the_rows_name_both(tm
     assert log.read_text() == "inspect --format {{.Digest}} docker://nvcr.io/nvidia/jax:25.01-py3\n"
 
 
-def test_the_pinned_script_says_the_tag_and_its_digest_and_exports_both_to_the_rows(tmp_path):
+@pytest.mark.parametrize("args, name", [((), "jax_digits_1.sh"), (("--paired",), "paired_digits_1.sh")])
+def test_the_pinned_script_says_the_tag_and_its_digest_and_exports_both_to_the_rows(tmp_path, args, name):
     log = tmp_path / "skopeo.log"
     env = fake_tools(tmp_path / "bin", skopeo=f'echo "$*" >> "{log}"\necho {DIGEST}\n')
-    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "pyxis"), env=env)
+    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "pyxis"), *args, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "named by its tag" not in proc.stdout
-    script = (tmp_path / "s" / "jax_digits_1.sh").read_text()
+    script = (tmp_path / "s" / name).read_text()
     header = script.split("#SBATCH", 1)[0]
-    assert f"# JAX's image {IMAGE}: its tag named this digest when the campaign was planned" in header
+    assert f"# JAX's image {IMAGE}: its tag named this digest when this script was written" in header
     assert f"#   {DIGEST}\n" in header
     assert f"'--container-image=nvcr.io#nvidia/jax@{DIGEST}'" in script
     assert f"export BENCH_ENVIRONMENT_KIND='container: {IMAGE}@{DIGEST}'" in script
     assert len(log.read_text().splitlines()) == 1  # the warning's check and the script asked the registry once
-    assert subprocess.run(["shellcheck", "-S", "warning", str(tmp_path / "s" / "jax_digits_1.sh")]).returncode == 0
+    assert subprocess.run(["shellcheck", "-S", "warning", str(tmp_path / "s" / name)]).returncode == 0
+
+
+def test_validate_runs_the_pinned_image_too(tmp_path, monkeypatch):
+    from orchestrator.run.validate import ValidateRequest, render_script
+
+    skopeo(tmp_path, monkeypatch, f"echo {DIGEST}\n")
+    profile = ClusterProfile.from_dict({"envs": {"jax": {"container": PYXIS_IMAGE, "runtime": "pyxis"}}})
+    request = ValidateRequest(model="mlp", batch_size=2, precision="fp32", variant="full", seed=0, device="auto",
+                              profile=profile)
+    text = render_script(request, tmp_path / "spec.json", tmp_path, "python main.py validate --model mlp")
+    assert f"# JAX's image {PYXIS_IMAGE}: its tag named this digest" in text and f"#   {DIGEST}\n" in text
+    assert f"'--container-image=nvcr.io#nvidia/jax@{DIGEST}'" in text
 
 
 @pytest.mark.parametrize("body, why", [
