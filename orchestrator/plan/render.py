@@ -10,8 +10,10 @@ import functools
 import hashlib
 import re
 import shlex
+import shutil
+import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench_contract.measure.device import TF32_OVERRIDES
@@ -255,15 +257,21 @@ def environment_entry(framework: str, profile: ClusterProfile, mounts: list[Path
         build = f"its {profile.jax_recipe} build" if framework == "jax" else "its one build"
         return {"activate": profile.env_path(framework) / "bin" / "activate", "python": "python", "setup_lines": [],
                 "build": build, "kind": LOCKED, "kind_variable": ENVIRONMENT_KIND_VARIABLE,
-                "launcher": launcher_words(None, mounts, world_size), "passed": []}
+                "launcher": launcher_words(None, mounts, world_size), "passed": [], "pinned": []}
     python = profile.python_path(framework)
     if site.container:
         check_container_reference(framework, site)
+    found = tag_digest(site)
+    pinned = found.digest if found else None
+    # The tasks run the image the tag named when the campaign was planned, by its digest: the registry may move
+    # the tag while the campaign's jobs wait in the queue, and each node pulls when its task starts.
+    runs = replace(site, container=pinned_reference(site.container, pinned)) if pinned else site
     return {"activate": None, "python": python, "setup_lines": list(site.setup_lines),
             "kind": container_kind(site) if site.container else f"site: {python}",
             "kind_variable": ENVIRONMENT_KIND_VARIABLE,
-            "container": site.container, "runtime": site.runtime, "launcher": launcher_words(site, mounts, world_size),
-            "passed": passed_words() if site.container and site.runtime == "apptainer" else []}
+            "container": site.container, "runtime": site.runtime, "launcher": launcher_words(runs, mounts, world_size),
+            "passed": passed_words() if site.container and site.runtime == "apptainer" else [],
+            "pinned": pinned_said(framework, site.container, pinned) if pinned else []}
 
 
 def passed_words() -> list[str]:
@@ -315,9 +323,11 @@ def is_image_file(reference: str) -> bool:
 def container_kind(site) -> str:
     """What the rows say a container run ran in (environment_kind): the reference, and for an image file the sha256
     of its bytes, so that a report names exactly what ran; a registry reference says its own digest where it pins
-    one (name@sha256:...)."""
+    one (name@sha256:...), and a tag the digest it named when the campaign was planned (name:tag@sha256:..., Docker's
+    form for both), where the registry said (tag_digest)."""
     if not is_image_file(site.container):
-        return site.kind
+        found = tag_digest(site)
+        return f"{site.kind}@{found.digest}" if found and found.digest else site.kind
     path = Path(site.container).expanduser()
     if not path.is_file():
         return site.kind  # refused before submission (run.envs.check_container); a dry run may name a future file
@@ -336,15 +346,89 @@ def file_sha256(path: Path, size: int, mtime_ns: int) -> str:
 
 
 def unpinned_image(framework: str, site) -> str | None:
-    """A warning for a registry image named by its tag alone: the registry may move the tag between a campaign's
-    jobs, and the rows can then name only the tag (container_kind), not the image that ran. None for an image file
-    (its sha256 goes to the rows) and for a reference pinned with @sha256:."""
-    if site is None or site.container is None or is_image_file(site.container) or "@sha256:" in site.container:
+    """A warning for a registry image named by its tag alone whose digest the registry did not give (tag_digest):
+    the registry may move the tag between a campaign's jobs, and the rows can then name only the tag
+    (container_kind), not the image that ran. None for an image file (its sha256 goes to the rows), for a reference
+    pinned with @sha256:, and for a tag whose digest was found (the jobs run that)."""
+    found = tag_digest(site)
+    if found is None or found.digest:
         return None
-    registry = site.container.replace("#", "/", 1).removeprefix("docker://")
-    return (f"{framework}'s image {site.container} is named by its tag, which its registry may move between this "
-            f"campaign's jobs, and the rows can name only the tag; pin it as IMAGE@sha256:DIGEST (`skopeo inspect "
-            f"docker://{registry}` prints the digest)")
+    return (f"{framework}'s image {site.container} is named by its tag, and its digest could not be found "
+            f"({found.why}): its registry may move the tag between this campaign's jobs, and the rows can name only "
+            f"the tag; pin it as IMAGE@sha256:DIGEST (`{shlex.join(skopeo_words(site.container))}` prints the digest)")
+
+
+# How a plan learns the digest a registry tag names: skopeo, which reads the image's manifest from the registry
+# without pulling the image. Neither runtime documents such a lookup: enroot's import (pyxis pulls through it)
+# downloads and converts the whole image, and `apptainer inspect` reads an image already on disk. skopeo's .Digest
+# is the top-level manifest's, for an image of several architectures the list's (skopeo-inspect(1)), so the pinned
+# image still gives each node its own architecture's, whichever architecture the login node has.
+SKOPEO = "skopeo"
+# A registry answers an inspect in a second or two, its token exchange included; the limit is for a login node whose
+# network drops the connection instead of refusing it, so that a plan (a dry run too) waits this long at most.
+DIGEST_TIMEOUT_S = 20
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What the registry said a tag named: its digest (sha256:...), or why none was found."""
+
+    digest: str | None
+    why: str = ""
+
+
+def tag_digest(site) -> Digest | None:
+    """The digest a registry image named by its tag alone names now (pyxis's: Apptainer runs image files, and its
+    registry references are refused, container_reference_problem); None for any other image."""
+    if (site is None or site.container is None or site.runtime != "pyxis" or is_image_file(site.container)
+            or "@sha256:" in site.container or container_reference_problem(site.runtime, site.container)):
+        return None
+    return registry_digest(site.container, shutil.which(SKOPEO))
+
+
+def skopeo_words(reference: str) -> list[str]:
+    """`skopeo inspect` of a reference in either form pyxis takes (REGISTRY#IMAGE:TAG or docker://...)."""
+    return [SKOPEO, "inspect", "--format", "{{.Digest}}", "docker://" + reference.replace("#", "/", 1).removeprefix(
+        "docker://")]
+
+
+@functools.cache
+def registry_digest(reference: str, skopeo: str | None) -> Digest:
+    """Ask the registry, once per plan and reference, what `reference` names now. Whatever stops skopeo (not on
+    PATH, no network, a refusal, no answer within DIGEST_TIMEOUT_S) is a reason, never an error: the plan goes on
+    with the tag, and warns (unpinned_image)."""
+    if skopeo is None:
+        return Digest(None, f"no {SKOPEO} on PATH to ask its registry")
+    try:
+        proc = subprocess.run([skopeo, *skopeo_words(reference)[1:]], capture_output=True, text=True, check=False,
+                              timeout=DIGEST_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return Digest(None, f"{SKOPEO} had no answer from its registry within {DIGEST_TIMEOUT_S} s")
+    except OSError as exc:
+        return Digest(None, f"{SKOPEO} could not run ({exc})")
+    if proc.returncode != 0:
+        said = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return Digest(None, f"{SKOPEO} failed: {said}")
+    digest = proc.stdout.strip()
+    if not DIGEST.match(digest):
+        return Digest(None, f"{SKOPEO} printed {digest[:100]!r}, not a sha256 digest")
+    return Digest(digest)
+
+
+def pinned_reference(reference: str, digest: str) -> str:
+    """The reference with its tag replaced by `digest` (nvcr.io#nvidia/jax:25.01-py3 -> nvcr.io#nvidia/jax@sha256:...,
+    docker://ubuntu:24.04 -> docker://ubuntu@sha256:...): the IMAGE@sha256:DIGEST form pyxis documents, without the
+    tag, which not every enroot reads beside a digest."""
+    head, last = re.fullmatch(r"(.*[/#])?([^/#]*)", reference).groups()
+    return f"{head or ''}{last.partition(':')[0]}@{digest}"
+
+
+def pinned_said(framework: str, reference: str, digest: str) -> list[str]:
+    """The header's lines on an image pinned at plan time: its tag and the digest the tag named."""
+    return [f"{catalog.FRAMEWORKS[framework]}'s image {reference}: its tag named this digest when this script was "
+            f"written ({SKOPEO} inspect),", f"  {digest}",
+            "which the script runs, so that every task runs one image whatever its registry does with the tag."]
 
 
 def check_container_reference(framework: str, site) -> None:

@@ -20,6 +20,8 @@ from orchestrator.plan.profile import ClusterProfile, SiteEnvironment
 IMAGE = "docker://nvcr.io/nvidia/jax:25.01-py3"
 PYXIS_IMAGE = "nvcr.io#nvidia/jax:25.01-py3"  # what pyxis is given for IMAGE
 IMAGE_BYTES = b"an image pulled once"  # the .sif's content, whose sha256 the rows record
+DIGEST = "sha256:" + "5e" * 32  # what the fake skopeo says PYXIS_IMAGE's tag names
+NO_REGISTRY = "echo 'pinging container registry nvcr.io: no such host' >&2\nexit 1\n"  # skopeo without a network
 
 
 def test_a_container_table_needs_no_python_and_refuses_what_does_not_fit():
@@ -50,10 +52,12 @@ def profile_with(tmp_path: Path, runtime: str, python: str = "python3") -> Path:
     return profile
 
 
-def contained_dry_run(tmp_path: Path, profile: Path, *args: str, use_case: str = "1"):
-    """A dry run of digits with the profile's containers, tmp_path its data folder."""
+def contained_dry_run(tmp_path: Path, profile: Path, *args: str, use_case: str = "1", env: dict | None = None):
+    """A dry run of digits with the profile's containers, tmp_path its data folder. By default with a `skopeo` that
+    finds no registry (the plan asks it for a tag's digest), so that no test reaches the network."""
+    env = env or fake_tools(tmp_path / "bin", skopeo=NO_REGISTRY)
     return dry_run(tmp_path, "--benchmark", "digits", "--use-case", use_case, "--profile", str(profile),
-                   "--data-dir", str(tmp_path), *args)
+                   "--data-dir", str(tmp_path), *args, env=env)
 
 
 def test_apptainer_runs_the_backend_in_the_image_with_the_repository_campaign_and_data_mounted(tmp_path):
@@ -86,19 +90,121 @@ def test_pyxis_puts_the_image_on_srun(tmp_path, use_case, extra, prefix):
     assert prefix.format(image=f"'--container-image={PYXIS_IMAGE}'", mounts=mounts) in script
 
 
-def test_a_registry_image_named_by_its_tag_alone_is_warned_of_and_a_pinned_one_is_not(tmp_path):
-    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "pyxis"))
-    assert proc.returncode == 0, proc.stderr
-    assert (f"warning: jax's image {IMAGE} is named by its tag, which its registry may move between this campaign's "
-            "jobs" in proc.stdout)
-    assert "`skopeo inspect docker://nvcr.io/nvidia/jax:25.01-py3` prints the digest" in proc.stdout
-    pinned = tmp_path / "pinned.toml"
-    pinned.write_text(f'[envs.jax]\ncontainer = "{PYXIS_IMAGE}@sha256:{"0" * 64}"\nruntime = "pyxis"\n')
-    proc = contained_dry_run(tmp_path, pinned)
+def skopeo(tmp_path: Path, monkeypatch, body: str) -> Path:
+    """A fake `skopeo` (fake_tools) that logs its arguments, one call a line, then runs `body`, first on this
+    process's PATH, for a test that plans in process. Returns the log."""
+    log = tmp_path / "skopeo.log"
+    env = fake_tools(tmp_path / "bin", {"PATH": "/usr/bin:/bin"}, skopeo=f'echo "$*" >> "{log}"\n{body}')
+    monkeypatch.setenv("PATH", env["PATH"])
+    return log
+
+
+def pyxis_entry(reference: str = PYXIS_IMAGE) -> dict:
+    """How a script enters JAX's environment, a pyxis image `reference`, as a plan renders it (in process)."""
+    from orchestrator.plan.render import environment_entry
+
+    profile = ClusterProfile.from_dict({"envs": {"jax": {"container": reference, "runtime": "pyxis"}}})
+    return environment_entry("jax", profile, [REPO_ROOT])
+
+
+def unpinned(reference: str = PYXIS_IMAGE) -> str | None:
+    from orchestrator.plan.render import unpinned_image
+
+    return unpinned_image("jax", SiteEnvironment(container=reference, runtime="pyxis"))
+
+
+@pytest.mark.parametrize("reference", [PYXIS_IMAGE, IMAGE])
+def test_a_tag_is_run_by_the_digest_its_registry_gives_and_the_rows_name_both(tmp_path, monkeypatch, reference):
+    """Asked once per plan: every task runs the image the tag named then, whatever the registry does with it."""
+    log = skopeo(tmp_path, monkeypatch, f"echo {DIGEST}\n")
+    entry = pyxis_entry(reference)
+    assert f"--container-image=nvcr.io#nvidia/jax@{DIGEST}" in entry["launcher"]
+    assert entry["kind"] == f"container: {reference}@{DIGEST}"  # environment_kind: the tag and what it named
+    assert reference in entry["pinned"][0] and entry["pinned"][1].strip() == DIGEST  # the script's header
+    assert unpinned(reference) is None  # nothing to warn of
+    assert log.read_text() == "inspect --format {{.Digest}} docker://nvcr.io/nvidia/jax:25.01-py3\n"
+
+
+@pytest.mark.parametrize("args, name", [((), "jax_digits_1.sh"), (("--paired",), "paired_digits_1.sh")])
+def test_the_pinned_script_says_the_tag_and_its_digest_and_exports_both_to_the_rows(tmp_path, args, name):
+    log = tmp_path / "skopeo.log"
+    env = fake_tools(tmp_path / "bin", skopeo=f'echo "$*" >> "{log}"\necho {DIGEST}\n')
+    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "pyxis"), *args, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "named by its tag" not in proc.stdout
-    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "apptainer"))  # an image file: its sha256 goes to the rows
-    assert proc.returncode == 0 and "named by its tag" not in proc.stdout, proc.stderr
+    script = (tmp_path / "s" / name).read_text()
+    header = script.split("#SBATCH", 1)[0]
+    assert f"# JAX's image {IMAGE}: its tag named this digest when this script was written" in header
+    assert f"#   {DIGEST}\n" in header
+    assert f"'--container-image=nvcr.io#nvidia/jax@{DIGEST}'" in script
+    assert f"export BENCH_ENVIRONMENT_KIND='container: {IMAGE}@{DIGEST}'" in script
+    assert len(log.read_text().splitlines()) == 1  # the warning's check and the script asked the registry once
+    assert subprocess.run(["shellcheck", "-S", "warning", str(tmp_path / "s" / name)]).returncode == 0
+
+
+def test_validate_runs_the_pinned_image_too(tmp_path, monkeypatch):
+    from orchestrator.run.validate import ValidateRequest, render_script
+
+    skopeo(tmp_path, monkeypatch, f"echo {DIGEST}\n")
+    profile = ClusterProfile.from_dict({"envs": {"jax": {"container": PYXIS_IMAGE, "runtime": "pyxis"}}})
+    request = ValidateRequest(model="mlp", batch_size=2, precision="fp32", variant="full", seed=0, device="auto",
+                              profile=profile)
+    text = render_script(request, tmp_path / "spec.json", tmp_path, "python main.py validate --model mlp")
+    assert f"# JAX's image {PYXIS_IMAGE}: its tag named this digest" in text and f"#   {DIGEST}\n" in text
+    assert f"'--container-image=nvcr.io#nvidia/jax@{DIGEST}'" in text
+
+
+@pytest.mark.parametrize("body, why", [
+    (NO_REGISTRY, "skopeo failed: pinging container registry nvcr.io: no such host"),
+    ("exit 3\n", "skopeo failed: exit 3"),
+    ("echo 'not a digest'\n", "skopeo printed 'not a digest', not a sha256 digest"),
+    ("exec sleep 60\n", "skopeo had no answer from its registry within 0.2 s"),
+])
+def test_a_tag_whose_digest_is_not_found_runs_as_it_is_and_is_warned_of_with_why(tmp_path, monkeypatch, body, why):
+    """No network, a refusal, no answer: the plan goes on with the tag, and warns naming why; a skopeo that hangs is
+    given up after the timeout (here 0.2 s), so that a dry run never hangs."""
+    monkeypatch.setattr("orchestrator.plan.render.DIGEST_TIMEOUT_S", 0.2)
+    skopeo(tmp_path, monkeypatch, body)
+    assert "--container-image=nvcr.io#nvidia/jax:25.01-py3" in pyxis_entry()["launcher"]
+    assert pyxis_entry()["kind"] == f"container: {PYXIS_IMAGE}" and pyxis_entry()["pinned"] == []
+    assert unpinned() == (
+        f"jax's image {PYXIS_IMAGE} is named by its tag, and its digest could not be found ({why}): its registry may "
+        "move the tag between this campaign's jobs, and the rows can name only the tag; pin it as "
+        "IMAGE@sha256:DIGEST (`skopeo inspect --format '{{.Digest}}' docker://nvcr.io/nvidia/jax:25.01-py3` prints "
+        "the digest)")
+
+
+def test_without_skopeo_the_plan_warns_once_and_runs_the_tag(tmp_path):
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    if Path("/usr/bin/skopeo").exists() or Path("/bin/skopeo").exists():
+        pytest.skip("a real skopeo is installed here")
+    proc = contained_dry_run(tmp_path, profile_with(tmp_path, "pyxis"), "--paired", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("is named by its tag") == 1, proc.stdout
+    assert (f"warning: jax's image {IMAGE} is named by its tag, and its digest could not be found (no skopeo on PATH "
+            "to ask its registry)") in proc.stdout
+    assert f"'--container-image={PYXIS_IMAGE}'" in (tmp_path / "s" / "paired_digits_1.sh").read_text()
+
+
+@pytest.mark.parametrize("reference", [f"{PYXIS_IMAGE.split(':')[0]}@sha256:{'0' * 64}", "/shared/jax.sqsh"])
+def test_an_image_already_pinned_or_a_file_is_not_asked_for(tmp_path, monkeypatch, reference):
+    log = skopeo(tmp_path, monkeypatch, f"echo {DIGEST}\n")
+    entry = pyxis_entry(reference)
+    assert f"--container-image={reference}" in entry["launcher"] and entry["pinned"] == []
+    assert unpinned(reference) is None and not log.exists()
+
+
+@pytest.mark.parametrize("reference, pinned", [
+    ("nvcr.io#nvidia/jax:25.04-py3", "nvcr.io#nvidia/jax@sha256:d"),
+    ("registry.site:5000#team/jax:1", "registry.site:5000#team/jax@sha256:d"),  # a port is not a tag
+    ("localhost#jax", "localhost#jax@sha256:d"),  # no tag: latest's digest
+    ("docker://ubuntu:24.04", "docker://ubuntu@sha256:d"),
+    ("docker://registry.site:5000/team/jax:1", "docker://registry.site:5000/team/jax@sha256:d"),
+])
+def test_a_pinned_reference_keeps_the_name_and_puts_the_digest_for_the_tag(reference, pinned):
+    from orchestrator.plan.render import pinned_reference
+
+    assert pinned_reference(reference, "sha256:d") == pinned
 
 
 def test_the_paired_and_validate_scripts_run_in_the_container_too(tmp_path):
