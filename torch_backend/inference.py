@@ -17,7 +17,8 @@ from torch_backend.sync import synchronize
 class TorchInference:
     def __init__(self, model: str, variant: str, weights: dict[str, np.ndarray], sample_shape: tuple[int, ...],
                  num_classes: int, device: torch.device, *, compile_mode: str | None = None,
-                 channels_last: bool = False, dtype: torch.dtype = torch.float32) -> None:
+                 channels_last: bool = False, dtype: torch.dtype = torch.float32,
+                 grad_mode: str = "inference_mode") -> None:
         self.device = device
         net = models.build(model, sample_shape, num_classes, variant)
         models.load_shared_weights(net, weights)
@@ -25,6 +26,8 @@ class TorchInference:
         # bf16: parameters and buffers (batch-norm statistics) are cast, as the JAX backend casts its variables.
         net = net.to(device=device, dtype=dtype).eval()
         self.dtype = dtype
+        # How the forward pass records no autograd graph (a knob of the search space, bench_contract.tuning).
+        self.no_grad = torch.inference_mode if grad_mode == "inference_mode" else torch.no_grad
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         if channels_last:
             net = net.to(memory_format=torch.channels_last)
@@ -57,7 +60,7 @@ class TorchInference:
         return time.perf_counter() - start
 
     def forward(self, x):
-        with torch.inference_mode():
+        with self.no_grad():
             return self.net(x)
 
     def eager_forward(self, x):

@@ -201,7 +201,9 @@ class LaunchOptions:
             "data_source": data_source(given.get("data_source") == "synthetic", search),
             **privacy_settings(use_case, given.get("sampling"), given.get("noise_multiplier"), given.get("delta"),
                                given.get("target_epsilon"), search),
-            **trial_settings(str(self.trials), given.get("paired", False), self.target_interval, self.max_trials),
+            # --tune runs the winners as paired trials (bench_contract.tuning), as --trials auto pairs its trials.
+            **trial_settings(str(self.trials), given.get("paired", False) or bool(given.get("tune")),
+                             self.target_interval, self.max_trials),
         })
 
 
