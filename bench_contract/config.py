@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # The readers of the training and of the DP-SGD settings, from the use cases' objects.
-from bench_contract.tuning import MAX_TUNE, OUT_OF_THE_BOX, TUNING_LEVELS
+from bench_contract.tuning import MAX_TUNE, OUT_OF_THE_BOX, TRY, TUNING_LEVELS
 from bench_contract.use_cases import PER_SAMPLE_USE_CASES, TRAINING_USE_CASES
 
 # The panels of the command line's help, one per kind of option (orchestrator.cli).
@@ -400,7 +400,7 @@ def tuning_chooses_execution(config: CellConfig) -> str | None:
                 f"{' and '.join(options)} cannot be given with it")
     if config.device not in ("cpu", "gpu"):
         return "--tune draws from the search space of the device the cells run on; give --device cpu or --device gpu"
-    if not config.paired:
+    if not config.paired and config.tuning != TRY:  # a try is measured once, on its own
         return "--tune runs the winners as paired trials; it needs --paired"
     return None
 

@@ -3,7 +3,7 @@ of a cell, declared once here, and the K configurations each framework tries.
 
 A knob is a way of executing the same computation: the cell's model, precision, batch, optimizer, data and seed
 stay the cell's. Each knob says why it cannot change the result; the parity check under tuning shows that it
-did not (orchestrator.results.tuning: a configuration whose losses, or in inference whose outputs, differ from out
+did not (orchestrator.run.tuning: a configuration whose losses, or in inference whose outputs, differ from out
 of the box beyond the precision's own bound is reported and dropped).
 
 What is left out on purpose: the intra-op threads. The comparison holds them equal to the CPUs a run is bound to

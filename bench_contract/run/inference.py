@@ -107,7 +107,7 @@ def real_inputs(benchmark: str, data_dir: str | None, batch_size: int,
 
 
 # What a run's outputs were, in three numbers (float64 sums of the first pass's float32 logits): the parity check
-# under tuning holds a tuned configuration's against out of the box's (orchestrator.results.tuning).
+# under tuning holds a tuned configuration's against out of the box's (orchestrator.run.tuning).
 OUTPUT_METRICS = ("output_mean", "output_abs_mean", "output_abs_max")
 
 
