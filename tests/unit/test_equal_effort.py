@@ -143,3 +143,49 @@ def test_both_speed_ups_stand_side_by_side_each_with_its_interval():
     headers, table = effort_rows(pd.DataFrame(rows))
     assert table == [["CPU X", "digits", "1", "mlp", "32", "fp32", "1.50x [1.35, 1.65]", "0.80x [0.72, 0.88]",
                       "PyTorch torch_mode=default"]]
+
+
+def level_run(root, framework, level, trial, throughput, configuration):
+    """Trial `trial` of a paired cell of campaign "a" at tuning level `level`, as the backend records it (each trial's
+    file named apart, as write_spec_run names it by the cell id)."""
+    run_spec = spec(framework, campaign="a", cell_id=f"{framework}-{level}-trial{trial}", pair_key=level,
+                    tuning=level, tune=2, paired=True, device="cpu", trials=2, trial=trial, tuned=configuration)
+    options = {"mode": "eager"} | ({"tuning": {"level": level, "budget": 2}, "tuned": configuration}
+                                   if level == "tuned" else {})
+    context = {"framework_options": json.dumps(options), "data_fingerprint": DIGITS, "git_commit": "6feb0d7",
+               "framework_version": "1", "environment_kind": "locked", "xla_flags": "not set",
+               "precision_census": "{}", "pair_order": "jax,torch"}
+    return write_spec_run(root, run_spec, throughput, context=context)
+
+
+def test_collect_and_report_show_both_speed_ups_the_ladders_a_figure_and_what_won(tmp_path):
+    from helpers import run_cli
+
+    from orchestrator.run.tuning import write_record
+
+    chosen = {"jax": {"donate_state": False}, "torch": {"torch_mode": "default"}}
+    for trial, wobble in enumerate((1.0, 1.02)):
+        for level, (jax, torch) in (("out_of_the_box", (2000, 1000)), ("tuned", (3000, 1000))):
+            for framework, speed in (("jax", jax), ("torch", torch)):
+                level_run(tmp_path, framework, level, trial, speed * wobble,
+                          chosen[framework] if level == "tuned" else {})
+    judged = [judge(Tuned(fw, f"{fw}-x", "digits", 1, "mlp", 32, "fp32", ["knob"],
+                          [Try({}, None), Try(chosen[fw], None)]),
+                    [frame(LOSSES, 100.0), frame(LOSSES, 150.0)]) for fw in ("jax", "torch")]
+    write_record(tmp_path / "a", 2, "tries", judged)
+    collect = run_cli("collect", "--results-dir", str(tmp_path))
+    assert collect.returncode == 0, collect.stderr
+    table = collect.stdout.split("Equal effort: out of the box and tuned, each side with the same budget:\n")[1]
+    row = next(line for line in table.splitlines() if line.startswith("CPU X"))
+    assert "2.00x [" in row and "3.00x [" in row and "JAX donate_state=False; PyTorch torch_mode=default" in row
+    for title in ("JAX", "PyTorch"):
+        ladder = collect.stdout.split(f"Tuning ladder, {title}, digits use case 1 mlp, batch 32, fp32 (2 "
+                                      "configurations")[1]
+        assert "1.50x" in ladder.split("\n\n")[0] and "chosen" in ladder.split("\n\n")[0]
+    report = run_cli("report", "--results-dir", str(tmp_path))
+    assert report.returncode == 0, report.stderr
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "## Equal effort: out of the box and tuned" in markdown and "## Tuning ladder, PyTorch" in markdown
+    assert "2 configurations per cell and framework" in markdown
+    assert "Chosen: JAX donate_state=False (mlp, batch 32, use case 1) and PyTorch torch_mode=default" in markdown
+    assert (tmp_path / "report" / "plots" / "ladder_digits_1_mlp_32_fp32.png").stat().st_size > 0
