@@ -36,7 +36,7 @@ def test_a_dry_run_plans_the_same_budget_for_both_frameworks_out_of_the_box_firs
     assert not (tmp_path / "r" / "merged.parquet").exists()
 
 
-def frame(losses=None, throughput=100.0, outputs=None):
+def try_rows(losses=None, throughput=100.0, outputs=None):
     """One run's rows as the tries' task files hold them: its throughput, its step losses or its output summaries."""
     rows = [{"metric": "throughput", "value": throughput, "step": None, "epoch": None}]
     rows += [{"metric": "train_loss", "value": v, "step": i, "epoch": 0} for i, v in enumerate(losses or [])]
@@ -59,7 +59,7 @@ def test_a_configuration_that_changes_the_loss_is_dropped_however_fast_and_one_w
     # Beyond it, yet far faster: its losses moved by ten times the bound.
     changed = [*LOSSES[:-1], LOSSES[-1] + 10 * bound * 2.3]
     result = judge(tuned(1, [{}, {"torch_mode": "default"}, {"torch_mode": "max-autotune"}]),
-                   [frame(LOSSES, 100.0), frame(close, 150.0), frame(changed, 400.0)])
+                   [try_rows(LOSSES, 100.0), try_rows(close, 150.0), try_rows(changed, 400.0)])
     assert result.chosen == {"torch_mode": "default"}
     dropped = result.tries[2].dropped
     assert dropped.startswith("its losses differ from out of the box's by 1.0e-03 of their scale, above the fp32 "
@@ -71,7 +71,7 @@ def test_an_inference_configuration_whose_outputs_move_is_dropped_and_a_failed_o
     outputs = {"output_mean": 0.2, "output_abs_mean": 3.0, "output_abs_max": 10.0}
     moved = outputs | {"output_abs_mean": 3.0 + 2 * TOLERANCES["fp32"] * 10.0}
     result = judge(tuned(5, [{}, {"grad_mode": "no_grad"}, {"torch_mode": "default"}]),
-                   [frame(throughput=100.0, outputs=outputs), frame(throughput=300.0, outputs=moved), None])
+                   [try_rows(throughput=100.0, outputs=outputs), try_rows(throughput=300.0, outputs=moved), None])
     assert result.chosen == {}  # nothing kept beat out of the box
     assert result.tries[1].dropped.startswith("its outputs differ from out of the box's by 2.0e-04 of their "
                                               "scale, above the fp32 bound 1e-04")
@@ -81,12 +81,12 @@ def test_an_inference_configuration_whose_outputs_move_is_dropped_and_a_failed_o
 def test_a_precision_has_its_own_bound():
     """bf16's bound is 500 times fp32's: a move fp32 drops, bf16 keeps."""
     moved = [*LOSSES[:-1], LOSSES[-1] + 10 * TOLERANCES["fp32"] * 2.3]
-    runs = [frame(LOSSES, 100.0), frame(moved, 120.0)]
+    runs = [try_rows(LOSSES, 100.0), try_rows(moved, 120.0)]
     assert judge(tuned(1, [{}, {"torch_mode": "default"}], "fp32"), runs).chosen == {}
     assert judge(tuned(1, [{}, {"torch_mode": "default"}], "bf16"), runs).chosen == {"torch_mode": "default"}
 
 
-def write_run(root, campaign, framework, throughput, tuning=None, tuned=None):
+def tuned_run(root, campaign, framework, throughput, tuning=None, tuned=None):
     """A run of the tuned level as the backend records it (framework_options' tuning and tuned), or as a run that
     recorded no tuning (out of the box); its settings say the tuned level either way."""
     run_spec = spec(framework, campaign=campaign, cell_id=f"{framework}-cell", pair_key="cell", tuning="tuned",
@@ -104,16 +104,16 @@ def write_run(root, campaign, framework, throughput, tuning=None, tuned=None):
                                       "PyTorch tuned, 8 configurations): equal effort needs one budget"),
 ])
 def test_a_tuned_side_against_an_untuned_or_a_bigger_budget_is_not_comparable(tmp_path, torch_tuning, said):
-    runs = [write_run(tmp_path, "a", "jax", 2000, {"level": "tuned", "budget": 4}, {"donate_state": False}),
-            write_run(tmp_path, "a", "torch", 1000, torch_tuning, {"torch_mode": "default"} if torch_tuning else None)]
+    runs = [tuned_run(tmp_path, "a", "jax", 2000, {"level": "tuned", "budget": 4}, {"donate_state": False}),
+            tuned_run(tmp_path, "a", "torch", 1000, torch_tuning, {"torch_mode": "default"} if torch_tuning else None)]
     result = comparison_frame(pd.concat(runs, ignore_index=True))
     assert len(result) == 1 and result["comparable"].iloc[0] == said
     assert result["speedup"].isna().all()
 
 
 def test_equal_budgets_are_comparable_and_the_row_says_each_sides_tuning(tmp_path):
-    runs = [write_run(tmp_path, "a", "jax", 2000, {"level": "tuned", "budget": 4}, {"donate_state": False}),
-            write_run(tmp_path, "a", "torch", 1000, {"level": "tuned", "budget": 4}, {"torch_mode": "default"})]
+    runs = [tuned_run(tmp_path, "a", "jax", 2000, {"level": "tuned", "budget": 4}, {"donate_state": False}),
+            tuned_run(tmp_path, "a", "torch", 1000, {"level": "tuned", "budget": 4}, {"torch_mode": "default"})]
     result = comparison_frame(pd.concat(runs, ignore_index=True))
     assert result["comparable"].iloc[0] == "yes" and result["speedup"].iloc[0] == 2.0
     assert result["tuning"].iloc[0] == ("JAX tuning tuned, 4 configurations; JAX tuned settings donate_state=False; "
@@ -122,10 +122,10 @@ def test_equal_budgets_are_comparable_and_the_row_says_each_sides_tuning(tmp_pat
 
 
 def test_a_side_that_pools_two_tuned_configurations_is_not_comparable(tmp_path):
-    runs = [write_run(tmp_path, "a", "jax", 2000, {"level": "tuned", "budget": 4}, {"donate_state": False}),
-            write_run(tmp_path, "b", "jax", 2000, {"level": "tuned", "budget": 4}, {}),
-            write_run(tmp_path, "a", "torch", 1000, {"level": "tuned", "budget": 4}, {}),
-            write_run(tmp_path, "b", "torch", 1000, {"level": "tuned", "budget": 4}, {})]
+    runs = [tuned_run(tmp_path, "a", "jax", 2000, {"level": "tuned", "budget": 4}, {"donate_state": False}),
+            tuned_run(tmp_path, "b", "jax", 2000, {"level": "tuned", "budget": 4}, {}),
+            tuned_run(tmp_path, "a", "torch", 1000, {"level": "tuned", "budget": 4}, {}),
+            tuned_run(tmp_path, "b", "torch", 1000, {"level": "tuned", "budget": 4}, {})]
     result = comparison_frame(pd.concat(runs, ignore_index=True))
     assert result["comparable"].iloc[0].startswith("JAX runs with different tuned settings pooled")
 
@@ -171,7 +171,7 @@ def test_collect_and_report_show_both_speed_ups_the_ladders_a_figure_and_what_wo
                           chosen[framework] if level == "tuned" else {})
     judged = [judge(Tuned(fw, f"{fw}-x", "digits", 1, "mlp", 32, "fp32", ["knob"],
                           [Try({}, None), Try(chosen[fw], None)]),
-                    [frame(LOSSES, 100.0), frame(LOSSES, 150.0)]) for fw in ("jax", "torch")]
+                    [try_rows(LOSSES, 100.0), try_rows(LOSSES, 150.0)]) for fw in ("jax", "torch")]
     write_record(tmp_path / "a", 2, "tries", judged)
     collect = run_cli("collect", "--results-dir", str(tmp_path))
     assert collect.returncode == 0, collect.stderr
