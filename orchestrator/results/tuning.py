@@ -10,7 +10,15 @@ from pathlib import Path
 
 from bench_contract.spec import FRAMEWORK_TITLES
 from bench_contract.tuning import OUT_OF_THE_BOX, TUNED, described
-from orchestrator.run.tuning import LADDER_HEADERS, Tuned, cell_words, ladder_lines, ladder_rows
+from orchestrator.run.tuning import (
+    LADDER_HEADERS,
+    SETTING_HEADERS,
+    Tuned,
+    cell_words,
+    ladder_lines,
+    ladder_rows,
+    setting_rows,
+)
 from orchestrator.tables import format_table
 
 
@@ -98,6 +106,7 @@ def tuning_tables(frame, records: list[tuple[int, Tuned]]) -> list:
     headers, rows = effort_rows(frame)
     tables = [Extra("Equal effort: out of the box and tuned, each side with the same budget", headers, rows, left=6)]
     for budget, tuned in records:
-        tables.append(Extra(f"Tuning ladder, {FRAMEWORK_TITLES[tuned.framework]}, {cell_words(tuned)} ({budget} "
-                            f"configurations)", LADDER_HEADERS, ladder_rows(tuned), left=1))
+        title = f"{FRAMEWORK_TITLES[tuned.framework]}, {cell_words(tuned)} ({budget} configurations)"
+        tables.append(Extra(f"Tuning ladder, {title}", LADDER_HEADERS, ladder_rows(tuned), left=1))
+        tables.append(Extra(f"What each setting gave, {title}", SETTING_HEADERS, setting_rows(tuned), left=1))
     return [table for table in tables if table.rows]

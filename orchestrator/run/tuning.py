@@ -172,6 +172,30 @@ def ladder_rows(tuned: Tuned) -> list[list[str]]:
 LADDER_HEADERS = ["configuration (changed from out of the box)", "samples/s", "over out of the box", ""]
 
 
+def setting_rows(tuned: Tuned) -> list[list[str]]:
+    """What each setting gave: for every knob value a kept try moved to, the geometric mean speed-up over out of the
+    box of the kept tries with it, against that of the kept tries without it, with how many each. The tries are drawn
+    at random, so each setting was tried beside different others: this is its main effect across the tries, not its
+    effect alone (torchtitan's ladder adds one optimisation at a time instead)."""
+    kept = [attempt for attempt in tuned.tries if not attempt.dropped and attempt.speedup]
+    moved = sorted({(name, json.dumps(value)) for attempt in kept for name, value in attempt.configuration.items()})
+    rows = []
+    for name, text in moved:
+        value = json.loads(text)
+        with_it = [a.speedup for a in kept if name in a.configuration and a.configuration[name] == value]
+        without = [a.speedup for a in kept if not (name in a.configuration and a.configuration[name] == value)]
+        rows.append([f"{name}={value}", f"{speedup_words(geometric_mean(with_it))} ({len(with_it)})",
+                     f"{speedup_words(geometric_mean(without))} ({len(without)})"])
+    return rows
+
+
+def geometric_mean(values: list[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+SETTING_HEADERS = ["setting", "with it (tries)", "without it (tries)"]
+
+
 def cell_words(tuned: Tuned) -> str:
     return (f"{tuned.benchmark} use case {tuned.use_case} {tuned.model}, batch {tuned.batch_size}, "
             f"{tuned.precision}")
@@ -184,6 +208,10 @@ def ladder_lines(records: list[tuple[int, Tuned]]) -> list[str]:
         lines.append(f"\nTuning ladder, {FRAMEWORK_TITLES[tuned.framework]}, {cell_words(tuned)} ({budget} "
                      f"configurations, space: {', '.join(tuned.space)}):\n"
                      f"{format_table(LADDER_HEADERS, ladder_rows(tuned))}")
+        settings = setting_rows(tuned)
+        if settings:
+            lines.append("What each setting gave: the geometric mean over out of the box of the kept tries with it and "
+                         f"without it:\n{format_table(SETTING_HEADERS, settings)}")
     return lines
 
 

@@ -11,7 +11,7 @@ from helpers import dry_run, spec, write_spec_run
 from bench_contract.run.parity import TOLERANCES
 from orchestrator.results.compare import comparison_frame
 from orchestrator.results.tuning import effort_rows
-from orchestrator.run.tuning import Try, Tuned, judge
+from orchestrator.run.tuning import Try, Tuned, judge, setting_rows
 
 DIGITS = "1,257/180/360 train/val/test examples, sha256 4046546367a14303"
 
@@ -189,3 +189,13 @@ def test_collect_and_report_show_both_speed_ups_the_ladders_a_figure_and_what_wo
     assert "2 configurations per cell and framework" in markdown
     assert "Chosen: JAX donate_state=False (mlp, batch 32, use case 1) and PyTorch torch_mode=default" in markdown
     assert (tmp_path / "report" / "plots" / "ladder_digits_1_mlp_32_fp32.png").stat().st_size > 0
+
+
+def test_what_each_setting_gave_is_its_tries_against_the_others():
+    """Speed-ups 1, 2, 1, 2 for out of the box, a, b, a+b: a doubled every try it was in, b changed nothing."""
+    configurations = [{}, {"a": 1}, {"b": 1}, {"a": 1, "b": 1}]
+    result = Tuned("jax", "jax-x", "digits", 1, "mlp", 32, "fp32", ["a", "b"], [Try(c, None) for c in configurations])
+    for attempt, speedup in zip(result.tries, (1.0, 2.0, 1.0, 2.0)):
+        attempt.speedup = speedup
+    result.tries.append(Try({"a": 1, "b": 2}, 900.0, dropped="its losses differ", speedup=9.0))  # not counted
+    assert setting_rows(result) == [["a=1", "2.00x (2)", "1.00x (2)"], ["b=1", "1.41x (2)", "1.41x (2)"]]
