@@ -30,6 +30,8 @@ from bench_contract.run.inference import OUTPUT_METRICS
 from bench_contract.run.parity import TOLERANCES
 from bench_contract.spec import FRAMEWORK_TITLES, USE_CASES, write_text_atomic
 from bench_contract.tuning import described
+from orchestrator.plan.manifest import load_manifest
+from orchestrator.plan.tuning import knobs_of
 from orchestrator.tables import format_table
 
 RECORD = "tuning.json"  # the record of a tuned campaign's tries and choices, in its campaign folder
@@ -218,9 +220,7 @@ def ladder_lines(records: list[tuple[int, Tuned]]) -> list[str]:
 def judge_tries(tries_dir: Path, pairs: list) -> list[Tuned]:
     """Each planned cell's tries (orchestrator.plan.tuning.try_cells: (cell, try) in order, a cell's tries
     together) judged from the task files of the tries' campaign in `tries_dir`, the choice made."""
-    from bench_contract.results import read_task_table, result_problem
-    from orchestrator.plan.manifest import load_manifest
-    from orchestrator.plan.tuning import knobs_of
+    from bench_contract.results import read_task_table, result_problem  # pyarrow: only once there are tries to read
 
     results = {entry.cell_id: entry.results for entry in load_manifest(tries_dir).cells}
     by_cell: dict[str, tuple] = {}
