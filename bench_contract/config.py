@@ -22,8 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-# The readers of the training and of the DP-SGD settings, from the use cases' objects.
+# The tuning's levels and budget (--tune), declared with its search spaces.
 from bench_contract.tuning import MAX_TUNE, OUT_OF_THE_BOX, TRY, TUNING_LEVELS
+
+# The readers of the training and of the DP-SGD settings, from the use cases' objects.
 from bench_contract.use_cases import PER_SAMPLE_USE_CASES, TRAINING_USE_CASES
 
 # The panels of the command line's help, one per kind of option (orchestrator.cli).

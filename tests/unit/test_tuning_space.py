@@ -70,9 +70,13 @@ def test_a_spec_refuses_a_knob_of_the_other_framework_and_tuned_settings_out_of_
     (["--tune", "2", "--torch-compile"], "--torch-compile cannot be given with it"),
     (["--tune", "2", "--device", "auto"], "give --device cpu or --device gpu"),
     (["--tune", "99"], "--tune must be at most 64"),
+    (["--tune", "9", "--use-case", "5"], "--tune 9 asks for more configurations than the 8 of this search space "
+                                         "(JAX's for mlp in use case 5 on the cpu); give a smaller --tune"),
+    (["--tune", "2", "--use-case", "3"], "--tune runs use cases 1 and 5 (one process on one device), not use case 3"),
 ])
 def test_tune_refuses_what_it_cannot_run_in_one_sentence(tmp_path, args, said):
-    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--device", "cpu", *args, "--dry-run",
+    use_case = [] if "--use-case" in args else ["--use-case", "1"]
+    proc = run_cli("--benchmark", "digits", *use_case, "--device", "cpu", *args, "--dry-run",
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
     assert proc.returncode == 2 and said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "r").exists()
