@@ -15,13 +15,18 @@ from bench_contract.run.parity import TOLERANCES
 from bench_contract.tuning import TUNED, TUNED_USE_CASES, space
 
 # A value other than out of the box for each knob; torch.compile's default mode rather than max-autotune, whose
-# autotuning takes minutes on two cores and compiles the same graph.
+# autotuning takes minutes on two cores and compiles the same graph. Training leaves torch.compile out: compiling
+# the train step cost about 100 s of this test's 130 on two cores, the compiled step's losses against eager's are
+# tests/backends/test_mixed_precision_training.py's, and the knob is read (TunedExecution.compile_mode) as in
+# inference, which moves it.
 MOVED = {"torch_mode": "default"}
+LEFT_OUT = {1: {"torch_mode"}}
 
 
 def every_knob_moved(framework: str, use_case: int) -> dict:
     knobs = space(framework, "cpu", use_case, convolutional=False, constant_rate=True)
-    return {knob.name: MOVED.get(knob.name, knob.values[-1]) for knob in knobs}
+    return {knob.name: MOVED.get(knob.name, knob.values[-1]) for knob in knobs
+            if knob.name not in LEFT_OUT.get(use_case, set())}
 
 
 @pytest.mark.parametrize("use_case", TUNED_USE_CASES)
@@ -46,7 +51,7 @@ def test_every_knob_runs_is_recorded_and_keeps_the_results(tmp_path, framework, 
         flags = frames["tuned"].xla_flags.iloc[0]
         assert "--xla_cpu_multi_thread_eigen=false" in flags and "--xla_cpu_use_fusion_emitters=false" in flags
     else:
-        assert options["mode"].startswith("torch.compile")
+        assert options["mode"].startswith("torch.compile") == ("torch_mode" in tuned)
     bound = TOLERANCES["fp32"]
     if use_case == 1:
         oob, moved = curve(frames["oob"]), curve(frames["tuned"])
