@@ -22,6 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+# The tuning's levels and budget (--tune), declared with its search spaces.
+from bench_contract.tuning import MAX_TUNE, OUT_OF_THE_BOX, TRY, TUNING_LEVELS
+
 # The readers of the training and of the DP-SGD settings, from the use cases' objects.
 from bench_contract.use_cases import PER_SAMPLE_USE_CASES, TRAINING_USE_CASES
 
@@ -211,6 +214,17 @@ class CellConfig:
                                                  "GPU) or max-autotune.", panel=MATRIX, choices=TORCH_COMPILE_MODES)
     channels_last: bool = setting(False, "PyTorch CNNs run in channels_last memory format (inference).",
                                   panel=MATRIX)
+    # Equal-effort tuning (bench_contract.tuning): the budget K, the same for both frameworks, and the cell's level
+    # (set by the plan: out of the box, tuned, or one try of the search). The level is measured, so that rows of
+    # different levels are never pooled or paired. The budget is the tuning's, not the measurement's: each tuned run
+    # records it (framework_options), and the certificate refuses a row whose sides were tuned with different
+    # budgets, or a side that pools runs of several (orchestrator.results.certificate).
+    tune: int = setting(0, "Equal-effort tuning: each framework tries this many configurations of its search space "
+                           "(out of the box among them, the rest drawn by a seeded generator), each measured with the "
+                           "same stopping rule; the best of each then runs paired against the other's, beside out of "
+                           "the box against out of the box (docs/fairness.md); 0 for none.", panel=MEASUREMENT,
+                        minimum=0, maximum=MAX_TUNE, maximum_why="each try is a process of its own", measured=False)
+    tuning: str = setting(OUT_OF_THE_BOX, "The cell's tuning level.", choices=TUNING_LEVELS, on_command_line=False)
     batch_search: bool = setting(False, "Instead of measuring, find the largest batch that fits in memory: "
                                         "doubling, then binary search, each try a fresh process on synthetic data; "
                                         "--batch-sizes gives the start (default 1).", panel=MEASUREMENT,
@@ -375,6 +389,24 @@ def one_process_to_trace(config: CellConfig) -> str | None:
     return None
 
 
+def tuning_chooses_execution(config: CellConfig) -> str | None:
+    """--tune draws PyTorch's execution (eager or torch.compile and its mode, channels_last) from its search space:
+    a campaign names them as axes or tunes them, not both."""
+    if not config.tune:
+        return None
+    if config.tune == 1:
+        return "--tune 1 would try out of the box alone; give 2 or more configurations (or 0 for no tuning)"
+    options = given(config, ("torch_compile", "torch_compile_mode", "channels_last", "batch_search"))
+    if options:
+        return (f"--tune chooses PyTorch's execution from its search space (bench_contract.tuning); "
+                f"{' and '.join(options)} cannot be given with it")
+    if config.device not in ("cpu", "gpu"):
+        return "--tune draws from the search space of the device the cells run on; give --device cpu or --device gpu"
+    if not config.paired and config.tuning != TRY:  # a try is measured once, on its own
+        return "--tune runs the winners as paired trials; it needs --paired"
+    return None
+
+
 def processes_fit_a_column(config: CellConfig) -> str | None:
     if config.world_size > INT32_MAX:
         return (f"--nodes x --tasks-per-node must be at most {INT32_MAX} processes ({INT32_WHY}), got "
@@ -384,7 +416,7 @@ def processes_fit_a_column(config: CellConfig) -> str | None:
 
 RULES: tuple[Callable[[CellConfig], str | None], ...] = (
     momentum_options_need_momentum, schedule_steps_need_a_schedule, target_needs_pairs, one_process_to_trace,
-    processes_fit_a_column)
+    tuning_chooses_execution, processes_fit_a_column)
 
 SETTINGS: dict[str, Setting] = {f.name: f.metadata["setting"] for f in dataclasses.fields(CellConfig)}
 FIELD_TYPES: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(CellConfig)}

@@ -35,6 +35,7 @@ from bench_contract.config import (  # noqa: F401  (the configuration's vocabula
     ConfigError,
 )
 from bench_contract.model_registry import MODELS, names
+from bench_contract.tuning import OUT_OF_THE_BOX, TunedExecution, unknown_knob
 from bench_contract.use_cases import (  # noqa: F401  (the use cases' numbers, read through the spec by many)
     DATA_PARALLEL_USE_CASES,
     INFERENCE_USE_CASE,
@@ -103,7 +104,7 @@ DP_SGD_SETTINGS = DP_SGD_ONLY
 # A framework's own tuning knobs: they belong to one side (only JAX reads XLA_FLAGS), so they never split a JAX
 # run from its PyTorch pair. The rows record them as run (`xla_flags`), the tables show them beside the row, and a
 # row that pools runs of one side made with different values is not comparable (orchestrator.results.certificate).
-FRAMEWORK_TUNING = ("xla_flags",)
+FRAMEWORK_TUNING = ("xla_flags", "tuned")
 # What differs between runs of the same thing: which cell and side, which trial, where its files go; and the
 # settings the configuration declares unmeasured (how many trials, where the data lies, the privacy claim asked for).
 BOOKKEEPING = ("campaign", "cell_id", "pair_key", "framework", "trial", "search_try", "results_path",
@@ -116,7 +117,7 @@ class SpecError(ConfigError):
 
 
 @dataclass(frozen=True, kw_only=True)
-class JobSpec(CellConfig):
+class JobSpec(CellConfig, TunedExecution):
     """Everything a backend needs to run one cell: its place in the matrix, its configuration (CellConfig, each
     setting declared there), the trial it is, and where its results go."""
 
@@ -136,6 +137,10 @@ class JobSpec(CellConfig):
     # XLA flags for this cell from the cluster profile (per model); the JAX backend adds them to XLA_FLAGS
     # before JAX starts, and the rows record the XLA_FLAGS that resulted.
     xla_flags: str = ""
+    # A tuned cell's configuration, the knobs of its framework's search space that it changes from out of the box
+    # (bench_contract.tuning; {} out of the box): chosen by the tuning, one framework's own, so it never splits a
+    # pair. The backends read it through TunedExecution's methods; the rows record it in framework_options.
+    tuned: dict[str, Any] = field(default_factory=dict)
     # The cluster profile's system (kind of node) the cell was submitted to, "" where the profile names none; the
     # rows record it beside the device model the backend detects.
     system: str = ""
@@ -270,7 +275,7 @@ def dp_engine_fits(spec: JobSpec) -> str | None:
                 f"leave it empty for {spec.framework} use case {spec.use_case}")
     if spec.dp_engine == "opacus" and (refusal := opacus_refusal(spec.model, spec.precision)):
         return f"dp_engine opacus: {refusal}"
-    if spec.dp_engine == "opacus" and spec.torch_compile:
+    if spec.dp_engine == "opacus" and spec.compile_mode() is not None:
         return ("dp_engine opacus runs eagerly (its per-sample gradients come from hooks or expanded weights, not a "
                 "graph torch.compile captures); plan it without torch_compile")
     return None
@@ -292,7 +297,13 @@ def processes_for_data_parallel(spec: JobSpec) -> str | None:
     return None
 
 
-CELL_RULES = (known_use_case, positive_batch, search_starts_below_its_limit, memory_limit_for_a_search,
+def tuned_knobs_known(spec: JobSpec) -> str | None:
+    if spec.tuned and spec.tuning == OUT_OF_THE_BOX:
+        return "an out-of-the-box run takes no tuned settings; its spec's tuned must be {}"
+    return unknown_knob(spec.framework, spec.tuned)
+
+
+CELL_RULES = (known_use_case, tuned_knobs_known, positive_batch, search_starts_below_its_limit, memory_limit_for_a_search,
               trial_within_trials, paired_frameworks, poisson_for_dp_sgd, dp_engine_fits, parallelism_fits,
               processes_for_data_parallel)
 

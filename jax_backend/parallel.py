@@ -109,17 +109,18 @@ class Placement:
         """This process's own copy of a replicated pytree, for work that involves no other process."""
         return jax.tree.map(lambda a: a.addressable_data(0), tree)
 
-    def jit_step(self, step_fn, state):
+    def jit_step(self, step_fn, state, donate: bool = True):
         """A train step (params, batch_stats, opt_state, step, x, y) -> (params, batch_stats, opt_state, step,
         loss), the state (the first four, placed) keeping its layout.
 
         Fixing the output shardings keeps the state where it is from step to step (the compiler could
         otherwise choose another layout, and the ahead-of-time compiled step would refuse its own output).
-        Donating the state lets XLA update it in place, as PyTorch's optimizer does.
+        Donating the state lets XLA update it in place, as PyTorch's optimizer does (out of the box; the tuning's
+        donate_state knob may turn it off).
         """
         layout = tuple(jax.tree.map(lambda leaf: leaf.sharding, part) for part in state)
         return jax.jit(step_fn, in_shardings=(*layout, self.sharded, self.sharded),
-                       out_shardings=(*layout, self.replicated), donate_argnums=(0, 1, 2, 3))
+                       out_shardings=(*layout, self.replicated), donate_argnums=(0, 1, 2, 3) if donate else ())
 
 
 def fsdp_value_and_grad(loss_fn, mesh: Mesh, spec_of):

@@ -52,7 +52,8 @@ class JaxOps:
     compiles_lazily = False  # compiled ahead of time: compile_time is measured on its own (training_ops)
     pads_batches = True  # one batch shape: Poisson batches are padded (bench_contract.run.sampling)
 
-    def __init__(self, model: str, module, variables, optimizer, step_fn, sample_batch, placement: Placement) -> None:
+    def __init__(self, model: str, module, variables, optimizer, step_fn, sample_batch, placement: Placement,
+                 donate: bool = True) -> None:
         self.model, self.module, self.placement = model, module, placement
         self.params = placement.state(variables["params"])
         # Batch norm's running statistics ({} without batch norm): updated by every train step, used by predict.
@@ -63,7 +64,7 @@ class JaxOps:
         self.shards_state = placement.sharded_state
         state = (self.params, self.batch_stats, self.opt_state, self.step)
         self.step_fn, self.compile_times, self.step_jaxpr = compiles.ahead_of_time(
-            placement.jit_step(step_fn, state), *state, *self.to_device(*sample_batch))
+            placement.jit_step(step_fn, state, donate), *state, *self.to_device(*sample_batch))
         self.predict_fn = jax.jit(
             lambda params, batch_stats, x: jnp.argmax(steps.eval_forward(module, params, batch_stats, x), axis=-1))
 
@@ -141,10 +142,10 @@ class JaxBackend:
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         policy = precision_policy("jax", spec.precision, spec.use_case)
-        if spec.xla_flags:
-            # The profile's per-model flags. XLA reads XLA_FLAGS once, when JAX first starts a backend, which
+        if spec.run_xla_flags():
+            # The profile's per-model flags and the tuned configuration's. XLA reads XLA_FLAGS once, when JAX first starts a backend, which
             # is below (jax.local_devices()); nothing before this line starts one.
-            os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {spec.xla_flags}".strip()
+            os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {spec.run_xla_flags()}".strip()
         if spec.device == "cpu":
             jax.config.update("jax_platforms", "cpu")
         else:
@@ -212,7 +213,8 @@ class JaxBackend:
         global_batch = compiled_batch_size(spec, len(data.x_train)) if spec.sampling == "poisson" else spec.batch_size
         local = global_batch // self.topology.world_size
         sample = (data.x_train[:local], data.y_train[:local])
-        ops = JaxOps(spec.model, module, variables, optimizer, step_fn, sample, placement)
+        ops = JaxOps(spec.model, module, variables, optimizer, step_fn, sample, placement,
+                     donate=spec.knob("donate_state"))
         for metric, seconds in ops.compile_times.items():
             rows.add(metric, seconds, "s")
         return ops

@@ -21,7 +21,8 @@ from torch_backend.sync import waiter
 class TorchInference:
     def __init__(self, model: str, variant: str, weights: dict[str, np.ndarray], sample_shape: tuple[int, ...],
                  num_classes: int, device: torch.device, *, compile_mode: str | None = None,
-                 channels_last: bool = False, dtype: torch.dtype = torch.float32) -> None:
+                 channels_last: bool = False, dtype: torch.dtype = torch.float32,
+                 grad_mode: str = "inference_mode") -> None:
         self.device = device
         self.synchronize = waiter(device)  # the clock's wait, decided once for the device
         net = models.build(model, sample_shape, num_classes, variant)
@@ -30,6 +31,8 @@ class TorchInference:
         # bf16: parameters and buffers (batch-norm statistics) are cast, as the JAX backend casts its variables.
         net = net.to(device=device, dtype=dtype).eval()
         self.dtype = dtype
+        # How the forward pass records no autograd graph (a knob of the search space, bench_contract.tuning).
+        self.no_grad = torch.inference_mode if grad_mode == "inference_mode" else torch.no_grad
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         if channels_last:
             net = net.to(memory_format=torch.channels_last)
@@ -62,14 +65,15 @@ class TorchInference:
         return time.perf_counter() - start
 
     def forward(self, x):
-        with torch.inference_mode():
+        with self.no_grad():
             return self.net(x)
 
     @contextmanager
     def passes(self, x) -> Iterator[Callable[[], Any]]:
-        """Inference mode entered once, around all the timed passes, and each pass the module's own call on the
-        batch: entering the mode in every pass cost about 1.7 us of each, and a bare loop enters it once."""
-        with torch.inference_mode():
+        """The mode without autograd (inference mode, or no_grad where tuning chose it) entered once, around all
+        the timed passes, and each pass the module's own call on the batch: entering the mode in every pass cost
+        about 1.7 us of each, and a bare loop enters it once."""
+        with self.no_grad():
             yield partial(self.net, x)
 
     def eager_forward(self, x):

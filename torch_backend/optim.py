@@ -26,23 +26,32 @@ from bench_contract.run.optim import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, learning_
 from bench_contract.spec import JobSpec
 
 
+# torch.optim's implementations of one update, as its optimizers' keyword arguments: PyTorch's own choice, a loop
+# over the parameters, one multi-tensor kernel per operation, one fused kernel.
+IMPLEMENTATIONS = {"default": {}, "for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+
+
 def build_optimizer(params: Iterable[torch.nn.Parameter], spec: JobSpec) -> torch.optim.Optimizer:
     params = list(params)
     rates = [float(rate) for rate in learning_rates(spec)]  # float32 values, as JAX reads them
-    scheduled_in_graph = len(rates) > 1 and spec.torch_compile
+    scheduled_in_graph = len(rates) > 1 and spec.compile_mode() is not None
     lr = torch.tensor(rates[0], device=params[0].device) if scheduled_in_graph else rates[0]
     decay = spec.weight_decay
     adam = {"betas": (ADAM_BETA1, ADAM_BETA2), "eps": ADAM_EPS, "weight_decay": decay}
     if scheduled_in_graph:
         adam["foreach"] = False
+    # The tuned implementation of the same update (bench_contract.tuning's optimizer_impl, constant rate only).
+    implementation = IMPLEMENTATIONS[spec.knob("optimizer_impl")]
+    adam |= implementation
     if spec.optimizer == "adamw":
         optimizer = torch.optim.AdamW(params, lr=lr, **adam)
     elif spec.optimizer == "adam":
         optimizer = torch.optim.Adam(params, lr=lr, **adam)
     elif spec.optimizer == "momentum":
-        optimizer = torch.optim.SGD(params, lr=lr, momentum=spec.momentum, nesterov=spec.nesterov, weight_decay=decay)
+        optimizer = torch.optim.SGD(params, lr=lr, momentum=spec.momentum, nesterov=spec.nesterov, weight_decay=decay,
+                                    **implementation)
     else:
-        optimizer = torch.optim.SGD(params, lr=lr, weight_decay=decay)
+        optimizer = torch.optim.SGD(params, lr=lr, weight_decay=decay, **implementation)
     if scheduled_in_graph:
         optimizer.register_step_pre_hook(TensorScheduledRate(rates, params[0].device))
     elif len(rates) > 1:

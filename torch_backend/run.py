@@ -159,7 +159,7 @@ class TorchDPOps(TorchOps):
 
 def compile_mode_of(spec: JobSpec) -> str | None:
     """torch.compile's mode for the cell's step or forward pass, the one its rows name; None: eager."""
-    return spec.torch_compile_mode if spec.torch_compile else None
+    return spec.compile_mode()
 
 
 def dp_update_class(spec: JobSpec):
@@ -205,6 +205,10 @@ class TorchBackend:
             # MASTER_ADDR and MASTER_PORT come from the rendered script (the first node of the allocation).
             dist.init_process_group("nccl" if use_gpu else "gloo", rank=topology.rank, world_size=topology.world_size)
         torch.manual_seed(spec.seed)
+        if use_gpu:  # the tuned configuration's (bench_contract.tuning); out of the box off, PyTorch's default
+            torch.backends.cudnn.benchmark = bool(spec.knob("cudnn_benchmark"))
+        if spec.knob("interop_threads"):  # before any inter-op work starts, which fixes the pool's size
+            torch.set_num_interop_threads(spec.knob("interop_threads"))
         threads = cpu_binding.current().count
         if threads:  # as many intra-op threads as bound CPUs, whatever OMP_NUM_THREADS said at import
             torch.set_num_threads(threads)
@@ -227,7 +231,8 @@ class TorchBackend:
 
     def inference_ops(self, spec, weights, sample_shape, num_classes) -> TorchInference:
         return TorchInference(spec.model, spec.model_variant, weights, sample_shape, num_classes, self.device,
-                              compile_mode=compile_mode_of(spec), channels_last=spec.channels_last,
+                              compile_mode=compile_mode_of(spec), channels_last=spec.uses_channels_last(),
+                              grad_mode=spec.knob("grad_mode"),
                               dtype=getattr(torch, DTYPE_NAMES[spec.precision]))
 
     def training_ops(self, spec: JobSpec, data: Dataset, weights: dict[str, np.ndarray],

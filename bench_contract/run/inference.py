@@ -113,6 +113,17 @@ def real_inputs(benchmark: str, data_dir: str | None, batch_size: int,
     return data.x_test[:batch_size], data.y_test[:batch_size], data.num_classes
 
 
+# What a run's outputs were, in three numbers (float64 sums of the first pass's float32 logits): the parity check
+# under tuning holds a tuned configuration's against out of the box's (orchestrator.run.tuning).
+OUTPUT_METRICS = ("output_mean", "output_abs_mean", "output_abs_max")
+
+
+def record_outputs(rows: ResultRows, logits: np.ndarray) -> None:
+    values = np.asarray(logits, dtype=np.float64)
+    for metric, value in zip(OUTPUT_METRICS, (values.mean(), np.abs(values).mean(), np.abs(values).max())):
+        rows.add(metric, float(value), "logit")
+
+
 def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultRows,
                   efficiency: Efficiency | None = None, tracer: Tracer | None = None,
                   progress: ProgressReporter | None = None) -> None:
@@ -139,6 +150,7 @@ def run_inference(spec: JobSpec, x: np.ndarray, ops: InferenceOps, rows: ResultR
     logits = ops.to_numpy(out)
     if logits.shape[0] != len(x) or not np.isfinite(logits).all():
         raise FloatingPointError(f"the forward pass gave logits of shape {logits.shape} that are not all finite")
+    record_outputs(rows, logits)
     timer = StepTimer(ops.synchronize, spec.warmup_steps, ops.compilations)
     # Inside the clock only the pass and the wait for it: the mode it runs in is entered once, around all the
     # passes, and the counters and bookkeeping are read between passes (docs/performance.md#the-harnesss-overhead).

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +22,7 @@ from bench_contract.models import vision
 from bench_contract.models.weights import ParamSpec, load_or_create
 from bench_contract.run.inference import InferenceOps
 from bench_contract.spec import INFERENCE_USE_CASE, write_text_atomic
+from bench_contract.tuning import TunedExecution
 
 # Largest accepted |JAX - PyTorch| over the largest |PyTorch logit|, per precision.
 # bf16 keeps 8 bits of mantissa (a relative rounding of 2**-9 per value), and the two frameworks round after
@@ -32,7 +33,7 @@ TOLERANCES = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
 
 
 @dataclass(frozen=True)
-class ParitySpec:
+class ParitySpec(TunedExecution):
     model: str
     variant: str
     benchmark: str
@@ -48,6 +49,8 @@ class ParitySpec:
     torch_compile: bool = False  # PyTorch options, as in the job spec: check the code path that is benchmarked
     channels_last: bool = False
     xla_flags: str = ""  # the profile's XLA flags for this model, as in the job spec: the JAX side checks under them
+    torch_compile_mode: str = "default"
+    tuned: dict = field(default_factory=dict)  # a tuned configuration's knobs (bench_contract.tuning), as a job spec's
 
     @property
     def use_case(self) -> int:  # a parity check is a forward pass: the inference use case's precision policies

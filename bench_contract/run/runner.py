@@ -42,6 +42,7 @@ from bench_contract.run.stop_signals import STOP_SIGNALS
 from bench_contract.run.topology import topology_for
 from bench_contract.run.training import PerSampleOps, TrainingOps, record_dp_settings, run_training, time_vectorization
 from bench_contract.sequential import Rule
+from bench_contract.tuning import OUT_OF_THE_BOX
 from bench_contract.spec import (
     FIRST_STAGE,
     FRAMEWORK_TITLES,
@@ -174,7 +175,7 @@ def refuse_unknown_optimizer(spec: JobSpec, framework: str) -> None:
 def refuse_inference_options(spec: JobSpec) -> None:
     """channels_last is built for inference only: a training spec written by hand with it would be recorded as
     such (framework_options) and run contiguous. The orchestrator refuses it at plan time already."""
-    if spec.channels_last:
+    if spec.uses_channels_last():
         raise ValueError(f"channels_last is implemented for inference (use case {INFERENCE_USE_CASE}) only, not for "
                          f"training (use case {spec.use_case})")
 
@@ -222,18 +223,22 @@ class Progress:
 def compile_words(spec: JobSpec) -> str:
     """torch.compile and its mode; reduce-overhead is said to replay CUDA graphs, which it does on a GPU only."""
     words = {"default": "torch.compile", "reduce-overhead": "torch.compile, mode reduce-overhead (CUDA graphs on a GPU)"}
-    return words.get(spec.torch_compile_mode, f"torch.compile, mode {spec.torch_compile_mode}")
+    mode = spec.compile_mode()
+    return words.get(mode, f"torch.compile, mode {mode}")
 
 
 def framework_options(spec: JobSpec) -> str:
     """How the framework executed the model, as JSON: PyTorch eager or torch.compile, memory format; JAX jit."""
     if spec.framework == "torch":
-        options = {"mode": compile_words(spec) if spec.torch_compile else "eager",
-                   "memory_format": "channels_last" if spec.channels_last else "contiguous"}
+        options = {"mode": compile_words(spec) if spec.compile_mode() is not None else "eager",
+                   "memory_format": "channels_last" if spec.uses_channels_last() else "contiguous"}
     else:
         options = {"mode": "jit, compiled ahead of time"}
     if spec.model in RANDOM_REGULARISERS:
         options["random_regularisers"] = f"off in both frameworks (published: {RANDOM_REGULARISERS[spec.model]})"
+    if spec.tuning != OUT_OF_THE_BOX:  # the tuning level, its budget and the configuration (bench_contract.tuning)
+        options["tuning"] = {"level": spec.tuning, "budget": spec.tune}
+        options["tuned"] = spec.tuned
     if spec.trace_steps:
         options["trace_steps"] = f"{spec.trace_steps} steps traced by the profiler after the measurement"
     return json.dumps(options, sort_keys=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import json
 import os
 import secrets
 import subprocess
@@ -91,6 +92,7 @@ def job_spec(cell: Cell, campaign: str, campaign_dir: Path, commit: str, trial: 
         init_weights_path=f"{campaign_dir}{os.sep}init{os.sep}{cell.benchmark}-{weights_label(cell)}-seed{cell.settings.seed}.npz",
         git_commit=commit,
         xla_flags=xla_flags,
+        tuned=json.loads(cell.tuned) if cell.tuned else {},
         system=cell.system,
     )
 

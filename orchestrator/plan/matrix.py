@@ -39,6 +39,9 @@ class Cell:
     precision: str
     settings: RunSettings
     system: str = ""  # the profile's system (kind of node) it runs on; "": the profile's own values
+    # A tuned cell's or a tuning try's configuration of its framework's knobs, as sorted JSON ("" out of the box;
+    # orchestrator.plan.tuning). One framework's own: left out of the pair key, named in the cell id.
+    tuned: str = ""
 
     def _digest(self, with_framework: bool) -> str:
         # The same JSON as asdict(self) would give, without asdict's deep copies: every setting, defaults included.
@@ -72,7 +75,8 @@ class Cell:
     @cached_property
     def cell_id(self) -> str:
         engine = self.settings.dp_engine
-        return f"{self.framework}-{self.pair_key}" + (f"-{engine}" if engine else "")
+        configuration = f"-t{hashlib.sha256(self.tuned.encode()).hexdigest()[:8]}" if self.tuned else ""
+        return f"{self.framework}-{self.pair_key}" + (f"-{engine}" if engine else "") + configuration
 
 
 def train_split_size(bench: catalog.Benchmark, settings: RunSettings) -> int | None:

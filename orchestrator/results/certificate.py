@@ -5,8 +5,11 @@ A row is comparable ("yes") when every check passes; otherwise its `comparable` 
 no table shows its speed-up (compare.format_speedup). The checks:
 - software: the runs pooled on one side share one framework version and one kind of environment (locked,
   site interpreter, ...): JAX 0.4.30 from one campaign and JAX 0.10.2 from another are not trials of one cell;
-- tuning: the runs of one side share their framework's own tuning knobs (spec.FRAMEWORK_TUNING: JAX's XLA_FLAGS).
-  Such a knob belongs to one side, so it never splits a pair, but runs made with different values are not pooled;
+- tuning: the runs of one side share their framework's own tuning knobs (spec.FRAMEWORK_TUNING: JAX's XLA_FLAGS,
+  and the configuration `--tune` chose, bench_contract.tuning). Such a knob belongs to one side, so it never splits a
+  pair, but runs made with different values are not pooled;
+- equal effort: the two sides ran at one tuning level with one budget, as each run recorded it (framework_options'
+  `tuning`): a tuned side is never set against an untuned one, nor one tuned with a bigger budget than the other;
 - precision as run: the two sides' precision censuses (bench_contract.run.census: the dtype each class of operation
   computed in during one step, read from the framework) are equal, else the classes that differ are named
   ("normalisation bfloat16 in JAX, float32 in PyTorch");
@@ -35,20 +38,29 @@ from bench_contract.measure.device import UNKNOWN_GPU
 from bench_contract.run import census
 from bench_contract.run.precision import MATMUL_ERROR, REDUCED_MATMUL_BOUND
 from bench_contract.spec import FRAMEWORK_TITLES
+from bench_contract.tuning import OUT_OF_THE_BOX, TUNING_WORDS, described
 
 COMPARABLE = "yes"
 # The columns whose value must be one per side (absent in a table written before they existed: then the check has
 # nothing to tell apart and passes).
 SOFTWARE = ("framework_version", "environment_kind")
-# Per framework, its own tuning knobs as the rows record them (column, words): only JAX reads XLA_FLAGS.
-TUNING = {"jax": {"xla_flags": "XLA_FLAGS"}, "torch": {}}
+# How each run executed (runner.framework_options), as JSON: where a tuned run records its tuning level, budget and
+# configuration. Two columns are derived from it (with_recorded_tuning): the configuration, and the level with the
+# budget, in words.
+OPTIONS = "framework_options"
+TUNED_SETTINGS = "tuned_settings"
+TUNING_RECORD = "tuning_record"
+# Per framework, its own tuning knobs as the rows record them (column, words): only JAX reads XLA_FLAGS; each side
+# its tuned configuration.
+TUNING = {"jax": {"xla_flags": "XLA_FLAGS", TUNING_RECORD: "tuning", TUNED_SETTINGS: "tuned settings"},
+          "torch": {TUNING_RECORD: "tuning", TUNED_SETTINGS: "tuned settings"}}
 NOT_SET = "not set"  # bench_contract.measure.device's value of a variable that was not set
 CENSUS = "precision_census"
 # The columns whose value must be one across the whole row, both sides, in words ("" or absent in rows written
 # before they were recorded: nothing to tell apart).
 ONE_PER_ROW = {"git_commit": "harness commits", "data_fingerprint": "data"}
 # What a reader of the merged dataset must read, besides the row key, for the certificate.
-CERTIFIED_COLUMNS = (*SOFTWARE, *(c for knobs in TUNING.values() for c in knobs), CENSUS, *ONE_PER_ROW)
+CERTIFIED_COLUMNS = (*SOFTWARE, "xla_flags", OPTIONS, CENSUS, *ONE_PER_ROW)
 # A count of compilations inside timed steps: the training or inference step's, and each per-sample timing's.
 RECOMPILATIONS = ("recompilations_timed", "per_sample_grads_vectorized_recompilations_timed",
                   "per_sample_grads_loop_recompilations_timed")
@@ -65,7 +77,9 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
     """Per comparison row (the values of row_key), "yes" or the reasons it is not comparable, "; "-joined.
     `df` holds every run's summary rows with the row_key columns (compare.with_row_key); run_key: the columns
     that tell one run of a side from another."""
+    df = with_recorded_tuning(df)
     reasons: dict[tuple, list[str]] = {}
+    efforts: dict[tuple, dict[str, set[str]]] = {}  # row -> side -> the tuning level and budget its runs recorded
     censuses: dict[tuple, dict[str, str]] = {}  # row -> side -> its runs' one census text
     paddings: dict[tuple, dict[str, float]] = {}  # row -> side -> its runs' padding fraction (the median)
     shared: dict[tuple, dict[str, dict[str, set]]] = {}  # row -> column of ONE_PER_ROW -> side -> its values
@@ -75,6 +89,7 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
         runs = side.drop_duplicates([c for c in run_key if c in side])
         found = reasons.setdefault(row, unknown_device(str(row[model_at])))
         found += side_reasons(side, runs, framework)
+        efforts.setdefault(row, {})[framework] = set(runs[TUNING_RECORD].fillna("")) if TUNING_RECORD in runs else {""}
         texts = set(runs[CENSUS].fillna("")) if CENSUS in runs else {""}
         if len(texts) == 1:
             censuses.setdefault(row, {})[framework] = texts.pop()
@@ -82,6 +97,8 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
         for column in (c for c in ONE_PER_ROW if c in runs):
             recorded = {str(v) for v in runs[column].dropna() if str(v)}
             shared.setdefault(row, {}).setdefault(column, {})[framework] = recorded
+    for row, sides in efforts.items():
+        reasons[row] += effort_reasons(sides)
     for row, sides in censuses.items():
         reasons[row] += census_reasons(sides)
     for row, sides in paddings.items():
@@ -89,6 +106,42 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
     for row, columns in shared.items():
         reasons[row] += one_per_row_reasons(columns)
     return {row: "; ".join(found) or COMPARABLE for row, found in reasons.items()}
+
+
+def with_recorded_tuning(df):
+    """`df` with TUNED_SETTINGS (the configuration a tuned run recorded, as sorted JSON; "" out of the box) and
+    TUNING_RECORD ("tuned, 8 configurations"; "" out of the box) from each run's framework_options; as it is where
+    the column is absent (rows from before it) or the derived columns are there already."""
+    import json
+
+    if OPTIONS not in df or TUNING_RECORD in df:
+        return df
+    parsed = {text: json.loads(text) if text else {} for text in df[OPTIONS].fillna("").unique()}
+
+    def record(text: str) -> str:
+        tuning = parsed[text].get("tuning")
+        return f"{TUNING_WORDS.get(tuning['level'], tuning['level'])}, {tuning['budget']} configurations" if tuning \
+            else ""
+
+    options = df[OPTIONS].fillna("")
+    return df.assign(**{
+        TUNED_SETTINGS: options.map(lambda text: described(parsed[text]["tuned"]) if "tuning" in parsed[text] else ""),
+        TUNING_RECORD: options.map(record),
+    })
+
+
+def effort_reasons(sides: dict[str, set[str]]) -> list[str]:
+    """A reason when the two sides' runs did not all record one tuning level and budget: a tuned side against an
+    untuned one, or tuned with different budgets ("JAX tuned, 8 configurations; PyTorch out of the box")."""
+    recorded = set().union(*sides.values())
+    if len(sides) < 2 or len(recorded) < 2:
+        return []
+    said = "; ".join(f"{FRAMEWORK_TITLES[side]} {' | '.join(sorted(v or TUNING_WORDS[OUT_OF_THE_BOX] for v in sides[side]))}"
+                     for side in in_framework_order(sides))
+    levels = {value.partition(",")[0] for value in recorded}
+    if len(levels) > 1:
+        return [f"a tuned side is never set against an untuned one ({said})"]
+    return [f"the sides were tuned with different budgets ({said}): equal effort needs one budget"]
 
 
 def in_framework_order(sides) -> list[str]:
@@ -173,6 +226,7 @@ def pooled_differently(runs, framework: str) -> list[str]:
     """A reason per column of SOFTWARE and TUNING in which the side's runs (a row each) differ."""
     title = FRAMEWORK_TITLES[framework]
     reasons = []
+    runs = with_recorded_tuning(runs)
     software = [c for c in SOFTWARE if c in runs]
     if software:
         kinds = sorted({" ".join(str(v) for v in values) for values in runs[software].itertuples(index=False)})
@@ -212,6 +266,7 @@ def tuning_notes(df, row_key: list[str]) -> dict[tuple, str]:
     """Per comparison row whose runs set one, each framework's own tuning as run ("JAX XLA_FLAGS
     --xla_cpu_enable_fast_math=false"): shown beside the row, since it is no reason to split the pair."""
     notes: dict[tuple, list[str]] = {}
+    df = with_recorded_tuning(df)
     for framework, knobs in TUNING.items():
         side = df[df["framework"] == framework]
         for column, words in knobs.items():

@@ -68,10 +68,12 @@ from orchestrator.results.missing import (
 from orchestrator.results.progress_bar import Progress, progress_for
 from orchestrator.results.shared_calibration import with_own_names, write_shared_part
 from orchestrator.results.task_files import all_task_files, read_task_file, task_path, widened
+from orchestrator.results.tuning import effort_lines
 from orchestrator.results.verdict import verdict_lines, verdicts
 from orchestrator.results.views import curve_frame, summary_frame, use_case_frame, use_case_lines
 from orchestrator.run.executors.base import LOG_LINES
 from orchestrator.run.file_lock import exclusive
+from orchestrator.run.tuning import records_of
 from orchestrator.run.status import EXIT_UNSETTLED
 from orchestrator.suggest import shown
 
@@ -136,7 +138,9 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
                              "its earlier rows file, if any, is unchanged"):
             merged = write_campaign_rows(merged, results_dir, campaign)
         report(f"campaign {campaign}: its rows are in {merged}")
-    for line in summary_lines(summary_frame(merged), curve_frame(merged)):
+    summary = summary_frame(merged)
+    records = records_of(results_dir, summary["campaign"].dropna().astype(str).unique()) if len(summary) else []
+    for line in summary_lines(summary, curve_frame(merged), records):
         report(line)
     for line in device_mismatch_lines(merged, [results_dir, *others]):
         warn(line)
@@ -150,7 +154,7 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
     return EXIT_UNSETTLED if waiting else 0
 
 
-def summary_lines(summary, curves=None) -> list[str]:
+def summary_lines(summary, curves=None, records=()) -> list[str]:
     """What collect prints after merging, from the summary rows: the verdicts (verdict), every use case's table per
     device model and the table across device models (views), the language models' tables in tokens/s
     (language_models), then the largest batches, where a campaign searched for them (batch_search). The training
@@ -160,6 +164,7 @@ def summary_lines(summary, curves=None) -> list[str]:
     frame = use_case_frame(summary if curves is None else pd.concat([summary, curves], ignore_index=True))
     frame = with_language_columns(frame, summary)
     lines = verdict_lines(verdicts(frame, summary)) + use_case_lines(frame) + language_model_lines(frame)
+    lines += effort_lines(frame, list(records))  # a tuned campaign's speed-ups side by side, and its ladders
     searched = batch_search_table(summary)
     if searched:
         lines.append(f"\nLargest batch that fits (each try a fresh process):\n{searched}")

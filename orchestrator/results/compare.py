@@ -19,6 +19,7 @@ import numpy as np
 from bench_contract.measure.flops import PEAK_FRACTIONS
 from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES
+from bench_contract.tuning import OUT_OF_THE_BOX, TUNING_WORDS
 from orchestrator.plan.manifest import DamagedManifest, load_manifest
 from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.results.certificate import COMPARABLE, certificates, tuning_notes
@@ -50,6 +51,8 @@ SETTING_WORDS = {
     "dp_engine": {"torchfunc": "torch.func", "opacus": "Opacus"},
     # Use case 2's state layout; a row written before the setting existed ran replicated.
     "parallelism": {"ddp": "replicated (ddp)", "fsdp": "sharded (fsdp)", None: "replicated (ddp)"},
+    # --tune's levels (bench_contract.tuning); a row written before the setting existed ran out of the box.
+    "tuning": {**TUNING_WORDS, None: TUNING_WORDS[OUT_OF_THE_BOX]},
 }
 # PyTorch's DP-SGD engine, a setting of its rows only: the JAX side (always jax.vmap) is compared with each engine
 # (with_jax_beside_each_engine).

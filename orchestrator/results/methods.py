@@ -10,20 +10,42 @@ import json
 from bench_contract.sequential import percent
 from bench_contract.spec import FIRST_STAGE, FRAMEWORK_TITLES
 from orchestrator.results.baseline import json_field
+from bench_contract.tuning import described
 from orchestrator.results.compare import COMPARABLE, FRAMEWORKS, node_of, summary_rows
+from orchestrator.run.tuning import Tuned
 from orchestrator.results.verdict import MAX_INTERVAL, MIN_RUNS, Verdict
 
 
-def methods_paragraph(df, frame, verdicts: list[Verdict]) -> str:
-    """The paragraph for the merged rows `df`, their comparison `frame` (views.use_case_frame) and its verdicts."""
+def methods_paragraph(df, frame, verdicts: list[Verdict], records: list[tuple[int, Tuned]] = ()) -> str:
+    """The paragraph for the merged rows `df`, their comparison `frame` (views.use_case_frame) and its verdicts;
+    `records`: the tuning records of its campaigns (orchestrator.run.tuning), where any was tuned."""
     rows = summary_rows(df)
     if rows.empty:
         return ""
     runs = rows.drop_duplicates(["campaign", "cell_id", "trial", "framework"])
     settings = [json.loads(s) for s in runs["settings"].dropna().unique() if s]
     return " ".join(part for part in (
-        hardware(runs), software(runs), workload(runs), timing(rows, settings), sampled(rows), repeats(runs),
-        intervals(frame), judged(frame, verdicts)) if part)
+        hardware(runs), software(runs), workload(runs), timing(rows, settings, runs), tuned(records), sampled(rows),
+        repeats(runs), intervals(frame), judged(frame, verdicts)) if part)
+
+
+def tuned(records: list[tuple[int, Tuned]]) -> str:
+    """Equal-effort tuning: the search spaces, the budget, the rule, and what won, from the campaigns' records."""
+    if not records:
+        return ""
+    spaces = listed(f"{FRAMEWORK_TITLES[fw]}'s {' × '.join(space)}" for fw, space in
+                    {(t.framework, tuple(t.space)): 0 for _, t in records})
+    budgets = listed(budget for budget, _ in records)
+    won = listed(f"{FRAMEWORK_TITLES[t.framework]} {described(t.chosen)} ({t.model}, batch {t.batch_size}, use case "
+                 f"{t.use_case})" for _, t in records)
+    dropped = sum(1 for _, t in records for attempt in t.tries if attempt.dropped)
+    return (f"Each framework was measured out of the box and tuned with equal effort: {budgets} configurations per "
+            f"cell and framework, out of the box among them and the rest drawn by a seeded generator without repeats "
+            f"from its search space of settings that leave the mathematics unchanged ({spaces}), each measured once "
+            f"with the cell's stopping rule; a configuration whose losses or outputs differed from out of the box's "
+            f"beyond the precision's parity bound, or that failed, was dropped ({dropped} "
+            f"{plural(dropped, 'configuration')}), and the fastest kept ran paired against the other framework's, "
+            f"beside out of the box against out of the box. Chosen: {won}.")
 
 
 def listed(values) -> str:
@@ -90,14 +112,25 @@ def plural(count: int, noun: str) -> str:
     return noun if count == 1 else f"{noun}s"
 
 
-def timing(rows, settings: list[dict]) -> str:
+def execution_modes(runs, settings: list[dict]) -> str:
+    """How PyTorch's runs executed, as they recorded it (framework_options' mode: a tuned run's settings keep the
+    cell's axes); from the settings for rows written before it was recorded."""
+    if "framework_options" in runs:
+        recorded = [json.loads(text).get("mode", "") for text in
+                    runs.loc[runs["framework"] == "torch", "framework_options"].dropna().unique() if text]
+        if any(recorded):
+            return listed(recorded)
+    return listed("torch.compile" + (f" ({s.get('torch_compile_mode')})" if s.get("torch_compile_mode") else "")
+                  if s.get("torch_compile") else "eager" for s in settings)
+
+
+def timing(rows, settings: list[dict], runs=None) -> str:
     """How each framework ran, from the settings; how many steps each run warmed up for and timed, from what the
     runs recorded (`warmup_steps`, `timed_steps`): the spec's timed_steps is a minimum, and in training it sets only
     the pipelined steps, so a run may time far fewer or more steps than it says."""
     if not settings:
         return ""
-    modes = listed("torch.compile" + (f" ({s.get('torch_compile_mode')})" if s.get("torch_compile_mode") else "")
-                   if s.get("torch_compile") else "eager" for s in settings)
+    modes = execution_modes(runs if runs is not None else rows.iloc[:0], settings)
     steps = [f"warmed up for {counted(rows, 'warmup_steps')} steps" if counted(rows, "warmup_steps") else "",
              f"timed {counted(rows, 'timed_steps')} steps" if counted(rows, "timed_steps") else ""]
     said = " then ".join(step for step in steps if step)

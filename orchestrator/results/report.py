@@ -24,8 +24,10 @@ from orchestrator.results.report_html import write_html
 from orchestrator.results.report_plots import Plot, draw_plots
 from orchestrator.results.report_tables import baseline_tables, extra_tables, write_tables
 from orchestrator.results.store import MERGED, read_merged_rows
+from orchestrator.results.tuning import draw_ladders, tuning_tables
 from orchestrator.results.verdict import verdict_lines, verdicts
 from orchestrator.results.views import cross_device_table, use_case_frame, view_tables
+from orchestrator.run.tuning import records_of
 from orchestrator.suggest import command
 
 
@@ -48,13 +50,15 @@ def write_report(merged: Path, folder: Path, judged: Judged | None = None, resul
     # The comparison with every use case's columns and the language models': all of it goes to the CSV.
     frame = with_language_columns(use_case_frame(df), df)
     report = Report(folder)
-    extras = baseline_tables(judged) + extra_tables(df, frame)
+    # The tuning records of the campaigns whose rows these are (--tune), in their campaign folders.
+    records = records_of(results_dir or merged.parent, df["campaign"].dropna().astype(str).unique())
+    extras = baseline_tables(judged) + extra_tables(df, frame) + tuning_tables(frame, records)
     judged_rows = verdicts(frame, df)
-    methods = methods_paragraph(df, frame, judged_rows)
+    methods = methods_paragraph(df, frame, judged_rows, records)
     tables = view_tables(frame) + language_model_tables(frame)
     report.tables = write_tables(frame, tables, folder, extras, cross_device_table(frame),
                                  verdict_lines(judged_rows), methods)
-    report.plots = draw_plots(df, frame, folder / "plots")
+    report.plots = draw_plots(df, frame, folder / "plots") + draw_ladders(records, folder / "plots")
     report.html = write_html(df, frame, tables, report.plots, folder / "report.html", merged, extras, judged_rows,
                              methods)
     return report

@@ -14,7 +14,7 @@ from pathlib import Path
 from orchestrator import DEFAULT_RESULTS_DIR
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
-from orchestrator.plan import catalog, known_issues, matrix, render, rules, sizing
+from orchestrator.plan import catalog, known_issues, matrix, render, rules, sizing, tuning
 from orchestrator.plan.campaign_config import configuration_text
 from orchestrator.plan.campaign_folders import find_same_campaign
 from orchestrator.plan.discovery import NodeShape, discovered_profile
@@ -49,6 +49,7 @@ from orchestrator.run.executors.base import failure_lines
 from orchestrator.run.limits import check_submit_limits
 from orchestrator.run.record import record_failed, recorder, submitting
 from orchestrator.run.resubmit import resubmit_and_report
+from orchestrator.run import tuning as tried
 from orchestrator.run.status import follow_up
 from orchestrator.run.wait import OutputsWritten, task_outputs
 from orchestrator.tables import format_table
@@ -201,7 +202,9 @@ class LaunchOptions:
             "data_source": data_source(given.get("data_source") == "synthetic", search),
             **privacy_settings(use_case, given.get("sampling"), given.get("noise_multiplier"), given.get("delta"),
                                given.get("target_epsilon"), search),
-            **trial_settings(str(self.trials), given.get("paired", False), self.target_interval, self.max_trials),
+            # --tune runs the winners as paired trials (bench_contract.tuning), as --trials auto pairs its trials.
+            **trial_settings(str(self.trials), given.get("paired", False) or bool(given.get("tune")),
+                             self.target_interval, self.max_trials),
         })
 
 
@@ -215,6 +218,42 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
              for cell in matrix.expand(req.benchmark, use_case, req.frameworks, req.models, req.batch_sizes,
                                        req.precisions, settings, req.torch_modes, req.dp_engines, req.parallelisms)]
     cells = on_systems(cells, req.profile.system_names(list(req.systems)))
+    if req.settings.tune:
+        return tune_and_launch(req, cells, report)
+    return launch_cells(req, cells, report)
+
+
+def tune_and_launch(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None]) -> int:
+    """--tune K (orchestrator.plan.tuning): the tries, each framework's K configurations of every cell, as a
+    campaign of their own in the results folder's TRIES_FOLDER, waited for; then the choice of each framework's
+    fastest configuration whose results are out of the box's (orchestrator.run.tuning); then the campaign, every
+    cell out of the box and tuned, paired, with the record of the tries and the choice beside its manifest."""
+    for use_case, _ in req.plans:
+        tuning.check_tuning(use_case, req.torch_modes)
+    pairs = tuning.try_cells(cells)
+    budget = req.settings.tune
+    tries_req = replace(req, results_dir=req.results_dir / tuning.TRIES_FOLDER, wait=True, collect_after=False,
+                        settings=pairs[0][1].settings)  # one unpaired trial each
+    report(f"tuning: {budget} configurations per cell and framework, {len(pairs)} tries, each measured once by the "
+           f"cell's stopping rule, in {tries_req.results_dir}")
+    folders: dict[str, Path] = {}
+    launch_cells(tries_req, [attempt for _, attempt in pairs], report,
+                 on_planned=lambda folder: folders.setdefault("tries", folder))
+    if req.dry_run:
+        report("dry run: the tuned campaign is planned from the tries' results, once they have run")
+        return 0
+    judged = tried.judge_tries(folders["tries"], pairs)
+    for line in tried.ladder_lines([(budget, tuned) for tuned in judged]):
+        report(line)
+    campaign = tuning.campaign_cells(cells, {tuned.cell_id: tuned.chosen for tuned in judged})
+    return launch_cells(req, campaign, report, on_planned=lambda folder: tried.write_record(
+        folder, budget, folders["tries"].name, judged))
+
+
+def launch_cells(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None],
+                 on_planned: Callable[[Path], object] | None = None) -> int:
+    """Check, size, plan and (unless dry-run) submit `cells` as one campaign; `on_planned` is given its folder once
+    it is written, before anything is submitted."""
     rules.check_campaign_size(len(cells), req.settings.trials)
     rules.check_device_has_gpus(req.settings.device, req.profile, req.run_by.on_slurm, req.discovered,
                                 req.gpus_option)
@@ -230,7 +269,7 @@ def launch(req: LaunchRequest, report: Callable[[str], None] = print) -> int:
     with ExitStack() as held:
         if not req.dry_run:
             held.enter_context(submitting(req.results_dir, f"`{req.command}`"))
-        return plan_and_submit(req, cells, report, release=held.close, sized=sized)
+        return plan_and_submit(req, cells, report, release=held.close, sized=sized, on_planned=on_planned)
 
 
 def on_systems(cells: list[matrix.Cell], systems: list[str]) -> list[matrix.Cell]:
@@ -239,12 +278,15 @@ def on_systems(cells: list[matrix.Cell], systems: list[str]) -> list[matrix.Cell
 
 
 def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[[str], None],
-                    release: Callable[[], None], sized: sizing.Sized | None = None) -> int:
+                    release: Callable[[], None], sized: sizing.Sized | None = None,
+                    on_planned: Callable[[Path], object] | None = None) -> int:
     """Plan and submit under the lock, then `release` it before anything is waited for."""
     same = None if req.dry_run or req.new_campaign else find_same(req, cells)
     if not same and not req.dry_run and req.run_by.on_slurm:
         check_submit_limits(req.profile, campaign_tasks(req, cells))
     campaign_dir, scripts, manifest = write_planned(req, cells, same, sized)
+    if on_planned is not None:
+        on_planned(campaign_dir)
     if same:
         release()  # resubmit takes it again and reads the manifest just written; nothing can slip in between
         return resubmit_same(req, campaign_dir, report)  # which first reconciles arrays whose fate is unknown

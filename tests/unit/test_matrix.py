@@ -70,15 +70,21 @@ def test_cell_id_is_stable_and_follows_every_setting():
 def test_cell_ids_hash_every_field_but_the_framework_defaults_included():
     import hashlib
     import json
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
     cell = matrix.expand("digits", 1, ["torch"], [], [16], [], settings(seed=7))[0]
     fields = asdict(cell)
     fields.pop("framework")  # the framework is in the readable part of the id; the hash is the pair's
+    # So is a tuned cell's configuration (--tune): one framework's own, named after the pair key (a short hash of it),
+    # so that a tuned JAX cell and a tuned PyTorch cell keep one pair.
+    assert fields.pop("tuned") == ""
     # Every setting at its default is hashed too (no setting is left out to keep ids of an earlier version).
     assert fields["settings"]["parallelism"] == "ddp"
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
     assert cell.pair_key == f"digits-uc1-mlp-bs16-fp32-{digest}" and cell.cell_id == f"torch-{cell.pair_key}"
+    tuned = replace(cell, tuned='{"torch_mode": "default"}')
+    configuration = hashlib.sha256(tuned.tuned.encode()).hexdigest()[:8]
+    assert tuned.pair_key == cell.pair_key and tuned.cell_id == f"torch-{cell.pair_key}-t{configuration}"
 
 @pytest.mark.parametrize(
     "kwargs, message",

@@ -5,7 +5,7 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      cnn batch 128 fp32  (torch-cifar10-uc3-cnn-bs128-fp32-f706f74f-torchfunc)
+#   0      cnn batch 128 fp32  (torch-cifar10-uc3-cnn-bs128-fp32-c62539c7-torchfunc)
 #
 # What each task asks Slurm for, and why:
 #   --time=00:30:00: estimated from the longest cell, cnn batch 128 fp32 (63 steps): 5 min to start (imports, data,

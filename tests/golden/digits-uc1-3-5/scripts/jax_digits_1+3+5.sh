@@ -5,14 +5,14 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      mlp batch 16 fp32  (jax-digits-uc1-mlp-bs16-fp32-2344b55e)
-#   1      mlp batch 32 fp32  (jax-digits-uc1-mlp-bs32-fp32-b2856398)
-#   2      mlp batch 16 fp32  (jax-digits-uc3-mlp-bs16-fp32-65e3d230)
-#   3      mlp batch 32 fp32  (jax-digits-uc3-mlp-bs32-fp32-f50b8292)
-#   4      mlp batch 1 fp32  (jax-digits-uc5-mlp-bs1-fp32-9f02156b)
-#   5      mlp batch 8 fp32  (jax-digits-uc5-mlp-bs8-fp32-0ce947c3)
-#   6      mlp batch 32 fp32  (jax-digits-uc5-mlp-bs32-fp32-e5c3df39)
-#   7      mlp batch 128 fp32  (jax-digits-uc5-mlp-bs128-fp32-b63e19d6)
+#   0      mlp batch 16 fp32  (jax-digits-uc1-mlp-bs16-fp32-058e12be)
+#   1      mlp batch 32 fp32  (jax-digits-uc1-mlp-bs32-fp32-bd973428)
+#   2      mlp batch 16 fp32  (jax-digits-uc3-mlp-bs16-fp32-0651f353)
+#   3      mlp batch 32 fp32  (jax-digits-uc3-mlp-bs32-fp32-fc11d672)
+#   4      mlp batch 1 fp32  (jax-digits-uc5-mlp-bs1-fp32-c3111eeb)
+#   5      mlp batch 8 fp32  (jax-digits-uc5-mlp-bs8-fp32-462d1778)
+#   6      mlp batch 32 fp32  (jax-digits-uc5-mlp-bs32-fp32-9318c7a6)
+#   7      mlp batch 128 fp32  (jax-digits-uc5-mlp-bs128-fp32-0dfa85c7)
 #
 # What each task asks Slurm for, and why:
 #   --time=00:30:00: estimated from the longest cell, mlp batch 16 fp32 (2,420 steps): 5 min to start (imports, data,

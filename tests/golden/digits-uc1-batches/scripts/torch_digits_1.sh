@@ -5,9 +5,9 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      mlp batch 16 fp32  (torch-digits-uc1-mlp-bs16-fp32-2344b55e)
-#   1      mlp batch 32 fp32  (torch-digits-uc1-mlp-bs32-fp32-b2856398)
-#   2      mlp batch 64 fp32  (torch-digits-uc1-mlp-bs64-fp32-8df7abc4)
+#   0      mlp batch 16 fp32  (torch-digits-uc1-mlp-bs16-fp32-058e12be)
+#   1      mlp batch 32 fp32  (torch-digits-uc1-mlp-bs32-fp32-bd973428)
+#   2      mlp batch 64 fp32  (torch-digits-uc1-mlp-bs64-fp32-9cdd78d1)
 #
 # What each task asks Slurm for, and why:
 #   --time=00:15:00: estimated from the longest cell, mlp batch 16 fp32 (2,420 steps): 5 min to start (imports, data,

@@ -7,8 +7,8 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell pair
-#   0      mlp batch 16 fp32  (digits-uc1-mlp-bs16-fp32-bcf3b2ad)
-#   1      mlp batch 32 fp32  (digits-uc1-mlp-bs32-fp32-7ff4e8b4)
+#   0      mlp batch 16 fp32  (digits-uc1-mlp-bs16-fp32-3873175f)
+#   1      mlp batch 32 fp32  (digits-uc1-mlp-bs32-fp32-834211e5)
 #
 # What each task asks Slurm for, and why:
 #   --time=01:30:00: estimated from the longest cell, mlp batch 16 fp32 (2,420 steps): 5 min to start (imports, data,

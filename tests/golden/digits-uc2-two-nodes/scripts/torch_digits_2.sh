@@ -5,8 +5,8 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      mlp batch 16 fp32  (torch-digits-uc2-mlp-bs16-fp32-b948504b)
-#   1      mlp batch 32 fp32  (torch-digits-uc2-mlp-bs32-fp32-bcb19ca2)
+#   0      mlp batch 16 fp32  (torch-digits-uc2-mlp-bs16-fp32-b9351b1a)
+#   1      mlp batch 32 fp32  (torch-digits-uc2-mlp-bs32-fp32-69f5799a)
 #
 # What each task asks Slurm for, and why:
 #   --time=00:15:00: estimated from the longest cell, mlp batch 16 fp32 (2,420 steps): 5 min to start (imports, data,

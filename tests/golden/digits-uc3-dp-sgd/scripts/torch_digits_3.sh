@@ -5,8 +5,8 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      mlp batch 16 fp32  (torch-digits-uc3-mlp-bs16-fp32-65e3d230-torchfunc)
-#   1      mlp batch 32 fp32  (torch-digits-uc3-mlp-bs32-fp32-f50b8292-torchfunc)
+#   0      mlp batch 16 fp32  (torch-digits-uc3-mlp-bs16-fp32-0651f353-torchfunc)
+#   1      mlp batch 32 fp32  (torch-digits-uc3-mlp-bs32-fp32-fc11d672-torchfunc)
 #
 # What each task asks Slurm for, and why:
 #   --time=00:30:00: estimated from the longest cell, mlp batch 16 fp32 (2,420 steps): 5 min to start (imports, data,

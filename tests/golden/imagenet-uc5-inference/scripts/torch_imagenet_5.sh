@@ -5,14 +5,14 @@
 # (git <COMMIT>, <TIME>). Re-running that command rewrites this file.
 #
 #   index  cell
-#   0      resnet50 batch 1 fp32  (torch-imagenet-uc5-resnet50-bs1-fp32-6cac4418)
-#   1      resnet50 batch 8 fp32  (torch-imagenet-uc5-resnet50-bs8-fp32-0e16d270)
-#   2      resnet50 batch 32 fp32  (torch-imagenet-uc5-resnet50-bs32-fp32-69fb1f04)
-#   3      resnet50 batch 128 fp32  (torch-imagenet-uc5-resnet50-bs128-fp32-5485e88b)
-#   4      vit_b_16 batch 1 fp32  (torch-imagenet-uc5-vit_b_16-bs1-fp32-98686899)
-#   5      vit_b_16 batch 8 fp32  (torch-imagenet-uc5-vit_b_16-bs8-fp32-0b194e5e)
-#   6      vit_b_16 batch 32 fp32  (torch-imagenet-uc5-vit_b_16-bs32-fp32-2a6b1a95)
-#   7      vit_b_16 batch 128 fp32  (torch-imagenet-uc5-vit_b_16-bs128-fp32-745dbddd)
+#   0      resnet50 batch 1 fp32  (torch-imagenet-uc5-resnet50-bs1-fp32-dacd7610)
+#   1      resnet50 batch 8 fp32  (torch-imagenet-uc5-resnet50-bs8-fp32-ce2f0ef2)
+#   2      resnet50 batch 32 fp32  (torch-imagenet-uc5-resnet50-bs32-fp32-1e8e4933)
+#   3      resnet50 batch 128 fp32  (torch-imagenet-uc5-resnet50-bs128-fp32-5911fab9)
+#   4      vit_b_16 batch 1 fp32  (torch-imagenet-uc5-vit_b_16-bs1-fp32-4395d215)
+#   5      vit_b_16 batch 8 fp32  (torch-imagenet-uc5-vit_b_16-bs8-fp32-8eb2ef47)
+#   6      vit_b_16 batch 32 fp32  (torch-imagenet-uc5-vit_b_16-bs32-fp32-aa53db59)
+#   7      vit_b_16 batch 128 fp32  (torch-imagenet-uc5-vit_b_16-bs128-fp32-5d644bb6)
 #
 # What each task asks Slurm for, and why:
 #   --time=05:30:00: estimated from the longest cell, vit_b_16 batch 128 fp32 (55 steps): 5 min to start (imports, data,
