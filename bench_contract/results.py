@@ -143,7 +143,7 @@ SCHEMA = pa.schema(CONTEXT_FIELDS + MEASUREMENT_FIELDS)
 # The context columns that hold a JSON object as text ("" where none was taken). A file whose value of one of them
 # does not parse cannot count as a result (read_task_file): every reader of the merged dataset may then parse them.
 JSON_COLUMNS = ("precision_census", "node_state", "device_details", "library_versions", "environment_variables",
-                "settings")
+                "settings", "framework_options")
 CONTEXT_NAMES = [f.name for f in CONTEXT_FIELDS]
 CONTEXT_SCHEMA = pa.schema(CONTEXT_FIELDS)
 MEASUREMENT_SCHEMA = pa.schema(MEASUREMENT_FIELDS)
