@@ -237,6 +237,18 @@ def missing_envs() -> list[str]:
     return [fw for fw in ENVS if not env_python(fw).exists()]
 
 
+def leave_out_heavy_unless_asked(config, items: list) -> None:
+    """Deselect the tests marked heavy (a full-size model, many minutes) unless the -m expression names them
+    (`make test-heavy`): a plain `pytest` or `make test` does not start a quarter-hour run by surprise. Called by
+    tests/conftest.py when pytest has collected the tests."""
+    if "heavy" in (config.option.markexpr or ""):
+        return
+    heavy = [item for item in items if item.get_closest_marker("heavy")]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if item not in heavy]
+
+
 def write_idx(path: Path, array: np.ndarray) -> None:
     """Write an unsigned-byte IDX file (MNIST's format), gzipped when the name ends in .gz."""
     header = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
