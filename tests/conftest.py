@@ -65,7 +65,7 @@ def pytest_configure(config):
 
 
 # make test-fast: the unit tests that run in the test process alone, a loop for every edit. A file is in it when its
-# source names none of the ways a test starts a process (the command line's server, a framework's, subprocess, the
+# source names none of the ways a test starts a process (the command line, a framework's interpreter, subprocess, the
 # cluster, a faked command, which is there to be run) and it is not marked `process`; the tier's guard
 # (refuse_processes) fails a test of it that starts one all the same.
 STARTS_PROCESSES = re.compile(r"\b(run_cli|run_in_env|run_fresh|run_backend|subprocess|Popen|slurm_cluster|"
