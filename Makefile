@@ -44,27 +44,24 @@ demo: setup
 # process would compile them from source again. Three pytest workers share the two cores: the integration tests
 # wait on the local cluster's two one-CPU nodes, and a third worker's tests fill the cores meanwhile (here: 29.5 min
 # from a fresh clone with three, 9% idle; 30.8 with two in a working copy, whose setup takes seconds). A file's tests
-# run on one worker so that its probes run once, the files in the order tests/conftest.py gives (integration and
-# backend files interleaved, so that a worker waiting on the cluster leaves the cores to another's computing; the
-# many short unit tests last to even out the workers' ends; not xdist's own order, which puts the files with most
-# tests first); then the tests marked serial, alone. Both
-# halves share one local cluster, taken down at the end if this run brought it up, and one JAX compilation
-# cache, removed at the end (tests/cluster_run.py). Exit 1
-# when either half failed. The whole run's time, setup included, is recorded for `make bench`
-# (bench/suite_budget.py: at most 30 minutes on Intel Xeon, 45 on AMD EPYC).
+# run on one worker (--dist loadfile) so that its probes run once; then the tests marked serial, alone. Both halves
+# share one local cluster, taken down at the end if this run brought it up, and one JAX compilation cache, removed
+# at the end (tests/cluster_run.py). Exit 1 when either half failed. The whole run's time, setup included, is
+# recorded for `make bench` (bench/suite_budget.py: at most 30 minutes on Intel Xeon, 45 on AMD EPYC).
 PYTEST_WORKERS ?= 3
 test:
 	@start=$$(date +%s); export JAXTORCH_TEST_RUN="make-test-$$$$"; rc=0; \
 	$(MAKE) --no-print-directory setup || exit 1; \
 	$(PY) -m compileall -q -j 0 orchestrator bench_contract jax_backend torch_backend tests >/dev/null || rc=1; \
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" $(PYTEST_ARGS) || rc=1; \
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS) || rc=1; \
 	$(PY) -m pytest -m serial $(PYTEST_ARGS) || rc=1; \
 	$(PY) tests/cluster_run.py end || rc=1; \
 	$(PY) -m bench.suite_budget record $$start $$rc; \
 	exit $$rc
 
 # The tests marked heavy (pytest -m heavy): a full-size model for many minutes of both cores, left out of
-# `make test` (tests/suite_order.py). Today: GPT-2 small's sharded peak memory on the local cluster, about 15 min.
+# `make test` (tests/helpers.py, leave_out_heavy_unless_asked). Today: GPT-2 small's sharded peak memory on the
+# local cluster, about 15 min.
 test-heavy: $(VENV)/.installed
 	@$(MAKE) --no-print-directory setup
 	$(PY) -m pytest -m heavy $(PYTEST_ARGS)

@@ -87,10 +87,10 @@ def main() -> int:
         return 2
     if not args.report:
         names = [mutant_names(m) for m in args.modules]
-        # This environment does not install the project: the tests' child processes (tests/zygote.py's command-line
-        # server, which imports the orchestrator ahead) find it, mutated, in mutmut's copy. The folder is made first:
-        # a path that does not exist when Python starts is cached as holding nothing, and mutmut's own process runs
-        # the tests of its stats with it (`rm -rf mutants`, then a run: "No module named 'bench_contract'").
+        # This environment does not install the project: the tests' child processes that import it find it,
+        # mutated, in mutmut's copy. The folder is made first: a path that does not exist when Python starts is
+        # cached as holding nothing, and mutmut's own process runs the tests of its stats with it (`rm -rf
+        # mutants`, then a run: "No module named 'bench_contract'").
         (ROOT / "mutants").mkdir(exist_ok=True)
         env = {**os.environ, "PYTHONPATH": str(ROOT / "mutants")}
         run = subprocess.run([sys.executable, "-m", "mutmut", "run", *names], cwd=ROOT, env=env)

@@ -7,31 +7,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-# Two pytest workers share the machine's cores, and each framework process they start takes as many threads as
+# The pytest workers share the machine's cores, and each framework process they start takes as many threads as
 # there are CPUs. An OpenMP thread that waits spins by default, and on a machine so shared the spinning threads
 # take the cores from the ones with work: next to a busy loop on one of two cores, a PyTorch digits cell here
 # took 9.0 s (9.7 s of CPU), against 7.8 s (7.8 s of CPU) with waiting threads asleep (PASSIVE; one run each).
 # The results are the same either way; only the waiting changes. Set before any test starts a process, so that
 # every one inherits it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-def with_huge_pages(tunables: str) -> str:
-    """GLIBC_TUNABLES with glibc's transparent-huge-page advice for malloc added, unless it says otherwise.
-
-    A DP-SGD step's per-example gradients are far over glibc's largest mmap threshold (32 MiB), so each step maps
-    them afresh and the kernel faults them in 4 KiB at a time: on the AMD machine, half a DP-SGD cell's CPU time.
-    With the advice (glibc 2.35 or later, THP in `madvise` or `always` mode) they fault in 2 MiB at a time; the
-    numbers computed do not change, only the kernel's work (measured in
-    docs/measurement.md#page-faults-the-allocator-and-the-kernel). An older glibc ignores the name, a kernel with
-    THP off ignores the advice."""
-    if "glibc.malloc.hugetlb" in tunables:
-        return tunables
-    return ":".join(part for part in (tunables, "glibc.malloc.hugetlb=1") if part)
-
-
-# Read by glibc when a process starts: set here, before any test starts one, so that every one inherits it.
-os.environ["GLIBC_TUNABLES"] = with_huge_pages(os.environ.get("GLIBC_TUNABLES", ""))
 
 # Tests import the project's packages and tests/helpers.py from the repository, installed or not.
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +22,7 @@ for path in (ROOT, ROOT / "tests"):
         sys.path.insert(0, str(path))
 
 import cluster_run  # noqa: E402  (after the path above)
-from suite_order import directory_of, file_order, leave_out_heavy_unless_asked  # noqa: E402
+from helpers import leave_out_heavy_unless_asked  # noqa: E402
 import pytest  # noqa: E402
 
 OWNS_RUN = pytest.StashKey[bool]()
@@ -83,7 +65,7 @@ def pytest_configure(config):
 
 
 # make test-fast: the unit tests that run in the test process alone, a loop for every edit. A file is in it when its
-# source names none of the ways a test starts a process (the command line's server, a framework's, subprocess, the
+# source names none of the ways a test starts a process (the command line, a framework's interpreter, subprocess, the
 # cluster, a faked command, which is there to be run) and it is not marked `process`; the tier's guard
 # (refuse_processes) fails a test of it that starts one all the same.
 STARTS_PROCESSES = re.compile(r"\b(run_cli|run_in_env|run_fresh|run_backend|subprocess|Popen|slurm_cluster|"
@@ -118,8 +100,6 @@ def refuse_processes(request, monkeypatch):
 def pytest_collection_modifyitems(config, items):
     leave_out_heavy_unless_asked(config, items)
     mark_fast(items)
-    rank = file_order([item.nodeid for item in items])
-    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: within a file, the usual order
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -129,6 +109,11 @@ def pytest_sessionfinish(session, exitstatus):
         if error:
             sys.stderr.write(error + "\n")
             session.exitstatus = 1
+
+
+def directory_of(nodeid: str) -> str:
+    """The directory a test is counted under in the time summary: tests/unit, tests/backends, tests/integration."""
+    return "/".join(Path(nodeid.split("::")[0]).parts[:2])
 
 
 def pytest_runtest_logreport(report):

@@ -30,12 +30,10 @@ BRIEF_TIMING_ARGS = ("--timed-steps", "5", "--min-duration", "0")  # the same, a
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 600, cwd: Path | None = None):
-    """`python main.py ARGS` with the orchestrator's interpreter, as a user would type it: a process of its own, with
-    these arguments, environment and working folder, its output captured. The process is forked from a server that
-    has imported the libraries once (tests/zygote.py), not started afresh: the same process but for the time an
-    interpreter takes to start and import them."""
+    """`python main.py ARGS` with the orchestrator's interpreter, as a user would type it: a new process with these
+    arguments, environment (this process's by default) and working folder, its output captured."""
     env = env if env is not None else dict(os.environ)
-    return CLI_SERVER.call([str(MAIN_PY), *args], env, Path(cwd or REPO_ROOT), timeout)
+    return run_fresh(Path(sys.executable), [str(MAIN_PY), *args], env, Path(cwd or REPO_ROOT), timeout)
 
 
 def dry_run(tmp_path: Path, *args: str, env: dict | None = None):
@@ -45,16 +43,12 @@ def dry_run(tmp_path: Path, *args: str, env: dict | None = None):
                    env=env)
 
 
-def run_in_env(framework: str, *argv: str, env: dict | None = None, timeout: float = 600, cwd: Path = REPO_ROOT,
-               fresh: bool = False) -> subprocess.CompletedProcess:
-    """`python ARGV` (a script, `-m MODULE` or `-c CODE`) with the framework's interpreter, our repository
-    importable, output captured; `env` adds to this process's environment. Forked from a server that has imported
-    the framework once in the call's environment (tests/zygote.py; the framework reads some variables at its
-    import). `fresh`: a new interpreter all the same, for a test of what the call itself imports."""
+def run_in_env(framework: str, *argv: str, env: dict | None = None, timeout: float = 600,
+               cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
+    """`python ARGV` (a script, `-m MODULE` or `-c CODE`) in a new process of the framework's interpreter, our
+    repository importable, output captured; `env` adds to this process's environment."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
-    if fresh:
-        return run_fresh(env_python(framework), list(argv), env, cwd, timeout)
-    return FRAMEWORK_SERVERS[framework].server_for(env).call(list(argv), env, cwd, timeout)
+    return run_fresh(env_python(framework), list(argv), env, cwd, timeout)
 
 
 def probe_arrays(framework: str, probe: str, out: Path, *args: str, timeout: float = 600) -> dict[str, np.ndarray]:
@@ -70,111 +64,6 @@ def run_fresh(python: Path, argv: list[str], env: dict, cwd: Path, timeout: floa
     """`python ARGV` in a new interpreter, output captured."""
     return subprocess.run([str(python), *argv], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
                           stdin=subprocess.DEVNULL)
-
-
-# Variables of a test run that no framework reads: pytest's name of the test it runs, and the cluster's
-# configuration, which tests/conftest.py removes outside the integration tests (where a user's shell set it).
-NOT_READ_AT_IMPORT = ("PYTEST_CURRENT_TEST", "SLURM_CONF")
-
-
-class FrameworkServers:
-    """A framework's servers, one for each environment as the framework reads it, the two used last kept: most calls
-    share the test run's environment, and a test that changes a variable (monkeypatch, or `env`) gets a server of
-    its own rather than one that imported the framework under other settings."""
-
-    KEPT = 2
-
-    def __init__(self, framework: str) -> None:
-        self.framework = framework
-        self.servers: dict[tuple, Zygote] = {}  # by environment, the one used last at the end
-
-    def server_for(self, env: dict) -> Zygote:
-        key = tuple(sorted((name, value) for name, value in env.items() if name not in NOT_READ_AT_IMPORT))
-        server = self.servers.pop(key, None) or Zygote(self.framework, env_python(self.framework), env)
-        self.servers[key] = server
-        while len(self.servers) > self.KEPT:
-            self.servers.pop(next(iter(self.servers))).close()
-        return server
-
-
-class Zygote:
-    """One tests/zygote.py server of this test process for one kind of call (`cli`, `jax`, `torch`), started at
-    its first call, in the environment `env` (None: this process's)."""
-
-    def __init__(self, kind: str, python: Path, env: dict | None = None) -> None:
-        import threading
-
-        self.kind, self.python, self.env = kind, python, env
-        self.lock = threading.Lock()
-        self.proc: subprocess.Popen | None = None
-        self.pending = b""  # what the server has written and no answer has read yet
-
-    def call(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-        if not self.lock.acquire(blocking=False):  # another thread of this test is in a call: a fresh process
-            return run_fresh(self.python, argv, env, cwd, timeout)
-        try:
-            return self.run(argv, env, cwd, timeout)
-        finally:
-            self.lock.release()
-
-    def run(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-        import tempfile
-
-        server = self.started()
-        with tempfile.TemporaryDirectory(prefix="zygote-call-") as streams:
-            out, err = Path(streams, "stdout"), Path(streams, "stderr")
-            request = {"argv": argv, "env": {k: str(v) for k, v in env.items()}, "cwd": str(cwd),
-                       "stdout": str(out), "stderr": str(err)}
-            server.stdin.write(json.dumps(request) + "\n")
-            server.stdin.flush()
-            pid = self.answer()["pid"]
-            try:
-                returncode = self.answer(timeout)["returncode"]
-            except subprocess.TimeoutExpired:
-                os.kill(pid, signal.SIGKILL)
-                self.answer()  # the server reaps it and says so
-                raise subprocess.TimeoutExpired(argv, timeout, output=read_text(out), stderr=read_text(err)) from None
-            return subprocess.CompletedProcess(argv, returncode, read_text(out), read_text(err))
-
-    def started(self) -> subprocess.Popen:
-        if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen([str(self.python), str(REPO_ROOT / "tests" / "zygote.py"), self.kind],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
-                                         env=self.env)
-            self.pending = b""
-            assert self.answer().get("ready"), f"tests/zygote.py {self.kind} did not start"
-        return self.proc
-
-    def answer(self, timeout: float | None = None) -> dict:
-        """The server's next line; read from the pipe unbuffered, so that waiting with a timeout sees every line."""
-        import selectors
-        import time
-
-        assert self.proc is not None and self.proc.stdout is not None
-        deadline = None if timeout is None else time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self.pending:
-            if deadline is not None:
-                with selectors.DefaultSelector() as sel:
-                    sel.register(fd, selectors.EVENT_READ)
-                    if not sel.select(max(0.0, deadline - time.monotonic())):
-                        raise subprocess.TimeoutExpired(self.kind, timeout)
-            chunk = os.read(fd, 65536)
-            assert chunk, f"tests/zygote.py {self.kind} ended (exit {self.proc.wait()})"
-            self.pending += chunk
-        line, self.pending = self.pending.split(b"\n", 1)
-        return json.loads(line)
-
-    def close(self) -> None:
-        """End the server (it ends at the end of its input), if it was started."""
-        if self.proc is not None:
-            self.proc.stdin.close()
-            self.proc.wait()
-            self.proc = None
-
-
-def read_text(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
 
 def wait_until(condition: Callable[[], object], proc: subprocess.Popen | None = None, seconds: float = 120,
@@ -219,11 +108,6 @@ def env_python(framework: str) -> Path:
     return ENVS[framework] / "bin" / "python"
 
 
-# The command line's libraries read no variable of ours, so one server serves every environment; the frameworks' do.
-CLI_SERVER = Zygote("cli", Path(sys.executable))
-FRAMEWORK_SERVERS = {framework: FrameworkServers(framework) for framework in ENVS}
-
-
 def probe_json(framework: str, code: str, timeout: float = 600):
     """Run `code` in the framework's environment, from the repository root, and return the JSON its last line of
     output holds (a probe prints its findings as one JSON object); a probe that fails fails the test with its
@@ -235,6 +119,18 @@ def probe_json(framework: str, code: str, timeout: float = 600):
 
 def missing_envs() -> list[str]:
     return [fw for fw in ENVS if not env_python(fw).exists()]
+
+
+def leave_out_heavy_unless_asked(config, items: list) -> None:
+    """Deselect the tests marked heavy (a full-size model, many minutes) unless the -m expression names them
+    (`make test-heavy`): a plain `pytest` or `make test` does not start a quarter-hour run by surprise. Called by
+    tests/conftest.py when pytest has collected the tests."""
+    if "heavy" in (config.option.markexpr or ""):
+        return
+    heavy = [item for item in items if item.get_closest_marker("heavy")]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if item not in heavy]
 
 
 def write_idx(path: Path, array: np.ndarray) -> None:

@@ -2,8 +2,8 @@
 read, accounting's record of a task that left the queue. Each has a default and an environment variable that
 changes it (docs/usage.md).
 
-Each is read when it is used, never when a module is imported: a process forked after the import (as the tests'
-command-line server forks its calls, tests/zygote.py) then sees its own environment, as a fresh one would."""
+Each is read from the environment when it is used; check_all reads them all before a launch writes anything
+(orchestrator.run.launch), so that a bad value is refused first."""
 
 from __future__ import annotations
 

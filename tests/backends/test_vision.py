@@ -220,6 +220,6 @@ def test_the_torch_backend_imports_torchvision_only_for_its_models():
     """Importing torchvision imports TorchDynamo, about 1.2 s of CPU in each of the suite's hundreds of PyTorch
     processes: a backend that trains a model of its own (MLP, CNN, transformer) must import neither; and FSDP2 with
     DTensor, 0.6 s more, only where it shards one (torch_backend.sharding)."""
-    proc = run_in_env("torch", "-c", NO_TORCHVISION_UNTIL_NEEDED, fresh=True)
+    proc = run_in_env("torch", "-c", NO_TORCHVISION_UNTIL_NEEDED)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split("\n")[-2] == "[]", proc.stdout
