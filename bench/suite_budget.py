@@ -48,9 +48,13 @@ def measure(repeats: int, quick: bool = False) -> list[Result]:
                    f"the last run, {entry['finished_at']} on {entry['cpu']}: {outcome}")]
 
 
+def recorded_line(entry: dict) -> str:
+    """What `make test` prints of its record at its end."""
+    return (f"make test: {entry['minutes']:.1f} min, setup included (budget {budget_min(entry['cpu']):g} min on "
+            f"{entry['cpu']}; `make bench` checks it)")
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] != "record":
         sys.exit("usage: python -m bench.suite_budget record STARTED_EPOCH_SECONDS EXIT_CODE")
-    written = record(float(sys.argv[2]), int(sys.argv[3]))
-    print(f"make test: {written['minutes']:.1f} min, setup included (budget {SUITE_BUDGET_MIN:g} min; "
-          f"`make bench` checks it)")
+    print(recorded_line(record(float(sys.argv[2]), int(sys.argv[3]))))

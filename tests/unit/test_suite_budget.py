@@ -37,10 +37,13 @@ def test_the_last_run_is_held_to_its_machines_budget(record_path, cpu, minutes, 
     assert "passed" in row.note and cpu in row.note
 
 
-def test_make_test_records_its_minutes_since_it_started(record_path):
+def test_make_test_records_its_minutes_since_it_started(record_path, monkeypatch):
+    monkeypatch.setattr(suite_budget, "cpu_model", lambda: AMD)
     entry = suite_budget.record(time.time() - 12 * 60, 0)
     assert json.loads(record_path.read_text()) == entry
     assert entry["minutes"] == pytest.approx(12, abs=0.05) and entry["exit_code"] == 0
+    assert suite_budget.recorded_line(entry) == (f"make test: 12.0 min, setup included (budget 45 min on {AMD}; "
+                                                 "`make bench` checks it)")
 
 
 def test_a_failed_run_says_so_and_no_record_says_what_to_do(record_path):
