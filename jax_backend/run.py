@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bench_contract.data.datasets import Dataset
+from bench_contract.measure import allocator
 from bench_contract.measure.device import nvml_memory_total
 from bench_contract.results import ResultRows
 from bench_contract.run.batch_search import device_memory_fraction, try_memory_cap
@@ -142,6 +143,7 @@ class JaxBackend:
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         policy = precision_policy("jax", spec.precision, spec.use_case)
+        allocator.fix_thresholds()  # a pass reuses what the last one freed, as in the other framework
         if spec.run_xla_flags():
             # The profile's per-model flags and the tuned configuration's. XLA reads XLA_FLAGS once, when JAX first starts a backend, which
             # is below (jax.local_devices()); nothing before this line starts one.

@@ -30,6 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile
 
 from bench_contract.data.datasets import Dataset
+from bench_contract.measure import allocator
 from bench_contract.results import ResultRows
 from bench_contract.run.batch_search import device_memory_fraction
 from bench_contract.run.precision import DTYPE_NAMES, precision_policy
@@ -188,6 +189,7 @@ class TorchBackend:
 
     def prepare(self, spec: JobSpec) -> DeviceSetup:
         policy = precision_policy("torch", spec.precision, spec.use_case)
+        allocator.fix_thresholds()  # a pass reuses what the last one freed, as in the other framework
         gpu = torch.cuda.is_available()
         if spec.device == "gpu" and not gpu:
             raise RuntimeError("device 'gpu' was asked for, but PyTorch sees no CUDA device")

@@ -16,6 +16,7 @@ import socket
 from importlib import metadata
 from typing import Any
 
+from bench_contract.measure import allocator
 from bench_contract.measure.nvml import NvmlUnavailable, gpu_details, resolve, session
 from bench_contract.results import not_available
 
@@ -71,7 +72,8 @@ def cpu_model() -> str:
 def cpu_details() -> dict[str, Any]:
     # os.cpu_count() is the machine's; the affinity mask is what Slurm (or taskset) gave this process.
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu_model": cpu_model(), "logical_cpus": os.cpu_count(), "usable_cpus": usable}
+    return {"cpu_model": cpu_model(), "logical_cpus": os.cpu_count(), "usable_cpus": usable,
+            "allocator": allocator.described()}
 
 
 def device_details(kind: str, device_ids: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:

@@ -46,6 +46,9 @@ def test_both_frameworks_record_the_same_cpus_and_threads(tmp_path):
     assert "torch.set_num_threads" in rows["torch"].intra_op_threads_source.iloc[0]
     # device_details reads the affinity after binding: the CPUs the framework could use.
     assert {json.loads(df.device_details.iloc[0])["cpu"]["usable_cpus"] for df in rows.values()} == {2}
+    # The host allocator's thresholds, fixed alike by both backends (bench_contract.measure.allocator).
+    allocators = {json.loads(df.device_details.iloc[0])["cpu"]["allocator"] for df in rows.values()}
+    assert len(allocators) == 1 and "mmap threshold 32 MiB, trim threshold 2 GiB" in allocators.pop()
 
 
 # Run in the framework's environment: the backend's entry point (which binds the process before it imports the
