@@ -48,9 +48,7 @@ def bare_loop(framework: str, ops, x, steps: int, warmup: int) -> list[float]:
     """Per-call seconds of a hand-written loop over the model function the harness runs."""
     times = []
     if framework == "jax":
-        if ops.compiled is None:  # the harness compiles it in its run; alone, the bare loop compiles it the same way
-            ops.compile(x)
-        compiled, variables = ops.compiled, ops.variables
+        compiled, variables = ops.compiled, ops.variables  # compiled by the caller (a harness run, or ops.compile)
         for i in range(warmup + steps):
             start = time.perf_counter()
             compiled(variables, x).block_until_ready()
