@@ -11,6 +11,14 @@ weights, batch size and precision (fp32):
 The table shows the medians over the runs of each loop's per-step median, and the verdict's figure: the median
 over the alternating pairs of runs of harness/bare - 1 (and of harness - bare in microseconds a step), with its
 95% interval, against 2% (or 2 us a step at batch 1).
+
+Each probe runs bound to one CPU (`probe_cpu`), so both of its loops run the framework on one intra-op thread.
+What the probe compares is what each loop does around the same call; a pass spread over several CPUs adds the
+machine's thread scheduling, which is no property of either loop. On this project's 2-vCPU machines it is bimodal:
+JAX's MLP at batch 128 on both vCPUs ran its passes at about 0.5 or about 0.75 ms, in streaks of tens of passes,
+and a run's median fell on either side, so that the harness came out 11% and 18% faster than the bare loop in two
+runs of this suite (the same compiled call in both). Bound to one CPU, the same process gave 0.7450 ms against
+0.7450 (median of 30 pairs -0.04%), and every check of a whole suite run was within its target.
 """
 
 from __future__ import annotations
@@ -150,13 +158,26 @@ def framework_python(framework: str) -> Path:
     return REPO_ROOT / ".envs" / framework / "bin" / "python"
 
 
+def probe_cpu() -> int | None:
+    """The CPU every probe runs on: the last this process may use (the first takes more of the kernel's
+    interrupts), or None where the OS has no CPU affinity."""
+    return max(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def on_one_cpu(cpu: int | None):
+    """A preexec_fn that binds the child process to `cpu` before it starts: both backends size their intra-op
+    threads from the affinity they start with (XLA's CPU client, and torch.set_num_threads from cpu_binding)."""
+    return None if cpu is None else lambda: os.sched_setaffinity(0, {cpu})
+
+
 def run_probe(check: Check, runs: int) -> Probe:
     python = framework_python(check.framework)
     if not python.exists():
         raise FileNotFoundError(f"no {check.framework} environment at {python.parent.parent} (make setup builds it)")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.run([str(python), "-m", PROBES[check.path], *check.args(runs)],
-                          capture_output=True, text=True, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, check=False)
+                          capture_output=True, text=True, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, check=False,
+                          preexec_fn=on_one_cpu(probe_cpu()))
     if proc.returncode != 0:
         raise RuntimeError(f"the {label(check.framework, check.mode, check.path)} overhead probe failed "
                            f"({proc.returncode}): {proc.stderr.strip()[-2000:]}")
@@ -166,6 +187,10 @@ def run_probe(check: Check, runs: int) -> Probe:
 def label(framework: str, mode: str, path: str) -> str:
     """e.g. "PyTorch compiled, training": the framework, its mode, and the harness's path without its run_."""
     return f"{FRAMEWORKS.get(framework, framework)} {mode}, {path.removeprefix('run_')}"
+
+
+def cpu_words(cpu: int | None) -> str:
+    return f"the probe bound to CPU {cpu}" if cpu is not None else "the probe unbound (no CPU affinity here)"
 
 
 def rows_for(probe: Probe, floor_us: float = 0.0) -> list[Result]:
@@ -183,7 +208,7 @@ def rows_for(probe: Probe, floor_us: float = 0.0) -> list[Result]:
         Result(f"{name} {what}: step time, harness (`{probe.path}`) / bare loop",
                f"{probe.harness:.3f} / {probe.bare:.3f} ms", "", "",
                f"{FRAMEWORKS.get(probe.framework, probe.framework)} {probe.version}; medians over {runs} alternating "
-               f"runs of each run's median of {probe.timed_steps} steps"),
+               f"runs of each run's median of {probe.timed_steps} steps; {cpu_words(probe_cpu())}"),
         Result(f"{name} {what}: harness / bare - 1, median of {runs} pairs", f"{percent:+.2f}% ({us:+.1f} us)",
                target, verdict(percent, difference_us=us, floor_us=floor_us),
                f"{within}pairs from {min(probe.paired_percent):+.1f}% to {max(probe.paired_percent):+.1f}%; "

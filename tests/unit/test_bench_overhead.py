@@ -4,7 +4,12 @@ import json
 
 import pytest
 
-from bench.harness_overhead import CHECKS, MIN_PAIRS, PROBES, Check, measure, parse_probe_output, rows_for, verdict
+import os
+import subprocess
+import sys
+
+from bench.harness_overhead import (CHECKS, MIN_PAIRS, PROBES, Check, measure, on_one_cpu, parse_probe_output, probe_cpu,
+                                    rows_for, verdict)
 from bench.overhead_probe import MARKER
 from bench.training_overhead_probe import synthetic_samples_for
 from bench_contract.data.loading import synthetic_dataset
@@ -67,6 +72,16 @@ def test_every_check_runs_at_least_the_minimum_of_pairs(monkeypatch):
         overhead_stdout(framework=check.framework, path=check.path)))
     measure(repeats=1)
     assert len(runs) == len(CHECKS) and min(runs) == MIN_PAIRS == 25
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="this OS has no CPU affinity")
+def test_a_probe_process_starts_bound_to_one_cpu_and_its_rows_say_which():
+    # Both loops of a probe on one intra-op thread: the child sees the one CPU before its framework starts.
+    cpu = probe_cpu()
+    child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                           capture_output=True, text=True, check=True, preexec_fn=on_one_cpu(cpu))
+    assert child.stdout.strip() == f"[{cpu}]" and cpu in os.sched_getaffinity(0)
+    assert rows_for(parse_probe_output(overhead_stdout()))[0].note.endswith(f"the probe bound to CPU {cpu}")
 
 
 def test_training_rows_name_the_mode_and_the_training_path():
