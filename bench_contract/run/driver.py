@@ -279,6 +279,17 @@ class Slot:
         return code, out
 
 
+def slot_memory(options: Sequence[str], slots: int, environment: Mapping[str, str]) -> tuple[str, ...]:
+    """A slot's share of the job's memory per node, where the plan could not say it (the job's memory is the
+    partition's default) and slots share the node: a step that asks for no memory gets all of the job's, and the
+    other slots' steps would wait for it. Slurm says the job's memory in SLURM_MEM_PER_NODE (megabytes)."""
+    given = any(option.startswith("--mem") for option in options)
+    per_node = environment.get("SLURM_MEM_PER_NODE", "")
+    if given or slots < 2 or not per_node.isdigit():
+        return ()
+    return (f"--mem={int(per_node) // slots}M",)
+
+
 def run_pack(children: Children, launchers: Mapping[str, str], pack: Pack, trials: int,
              specs_files: Mapping[str, str], rule: Rule | None = None, out: TextIO = sys.stdout,
              err: TextIO = sys.stderr) -> int:
@@ -418,8 +429,8 @@ def main(argv: Sequence[str]) -> int:
     launchers = {framework: launcher for framework, launcher, _ in args.run}
     specs = {framework: specs_file for framework, _, specs_file in args.run}
     if args.pack_size is not None:
-        pack = Pack(pack_pairs(args.pair, args.pack_size, args.pair_count), args.slots, tuple(args.step_option),
-                    args.pack_log)
+        pack = Pack(pack_pairs(args.pair, args.pack_size, args.pair_count), args.slots,
+                    tuple(args.step_option) + slot_memory(args.step_option, args.slots, environment), args.pack_log)
         return run_pack(children, launchers, pack, args.trials, specs, rule)
     return run_pair(children, launchers, pair_trials(args.pair, args.trials, specs), args.pair, rule)
 
