@@ -29,7 +29,7 @@ does, each for the reason given:
 
 The runs are data (Run: framework, specs file, line), grouped by trial, not code paths.
 
-A pack (--pack N: `--pack-size N --pair-count P --pack-log FILE [--slots K] [--step-option OPT ...]`, and --pair
+A pack (--pack N: `--pack-size N --pair-count P --pack-log FILE [--slots K] [--step-option=OPT ...]`, and --pair
 is then the pack's index) runs pairs pack*N to pack*N+N-1 in one allocation, each pair as above, up to K of them side
 by side (one per slot: the job asks Slurm for K tasks). Each run is a job step of its own, `srun --exact --ntasks=1
 --nodes=1 --job-name=FRAMEWORK:CELL:tTRIAL` with the step options (its CPUs, its GPU, its memory), so that it runs
@@ -393,6 +393,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--pack-size", type=int)
     parser.add_argument("--pair-count", type=int)
     parser.add_argument("--slots", type=int, default=1)
+    # Given as --step-option=VALUE: the value (an srun option) starts with "--", which argparse would otherwise
+    # take for an option of the driver's own.
     parser.add_argument("--step-option", action="append", default=[])
     parser.add_argument("--pack-log")
     args = parser.parse_args(argv)

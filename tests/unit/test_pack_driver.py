@@ -49,7 +49,7 @@ def pack_args(specs: dict[str, str], tmp_path: Path, *, pack: int, size: int, co
               slots: int = 1, options: tuple[str, ...] = ("--cpus-per-task=1",)) -> list[str]:
     return ["--pair", str(pack), "--trials", str(trials), "--run", "jax", "run_jax", specs["jax"],
             "--run", "torch", "run_torch", specs["torch"], "--pack-size", str(size), "--pair-count", str(count),
-            "--slots", str(slots), *(a for o in options for a in ("--step-option", o)),
+            "--slots", str(slots), *(f"--step-option={o}" for o in options),
             "--pack-log", str(tmp_path / "packs" / "pack.jsonl")]
 
 

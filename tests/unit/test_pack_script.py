@@ -35,7 +35,7 @@ def test_a_pack_script_asks_for_its_slots_and_hands_the_driver_the_pack(tmp_path
     assert "--array=0-2" in directives
     assert {"--nodes=1", "--ntasks-per-node=2", "--cpus-per-task=4", "--gres=gpu:2", "--mem=16G"} <= set(directives)
     assert "--pack-size 2 --pair-count 5 --slots 2" in text
-    assert re.findall(r"--step-option (\S+)", text) == ["--cpus-per-task=4", "--gpus-per-task=1", "--mem=8192M"]
+    assert re.findall(r"--step-option=(\S+)", text) == ["--cpus-per-task=4", "--gpus-per-task=1", "--mem=8192M"]
     assert '--pack-log ' in text and '/packs/"pack${index}_${SLURM_JOB_ID}.jsonl"' in text
     assert "# --pack 2: 5 pairs in 3 jobs of up to 2 pairs" in text
     manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
