@@ -439,8 +439,8 @@ def processes_fit_a_column(config: CellConfig) -> str | None:
 
 
 RULES: tuple[Callable[[CellConfig], str | None], ...] = (
-    momentum_options_need_momentum, schedule_steps_need_a_schedule, target_needs_pairs, packs_need_pairs, one_process_to_trace,
-    tuning_chooses_execution, processes_fit_a_column)
+    momentum_options_need_momentum, schedule_steps_need_a_schedule, target_needs_pairs, packs_need_pairs,
+    one_process_to_trace, tuning_chooses_execution, processes_fit_a_column)
 
 SETTINGS: dict[str, Setting] = {f.name: f.metadata["setting"] for f in dataclasses.fields(CellConfig)}
 FIELD_TYPES: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(CellConfig)}

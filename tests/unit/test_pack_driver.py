@@ -146,7 +146,8 @@ def test_side_by_side_each_slot_runs_one_pair_at_a_time_both_frameworks_in_the_s
     started.mkdir()
     # Each run marks its start, then waits (at most 20 s) until two runs have started: side by side, the first two
     # see each other at once; one after another, they would not.
-    body = f'touch {started}/"$FUNCNAME-$2"; for _ in $(seq 200); do [ "$(ls {started} | wc -l)" -ge 2 ] && exit 0; sleep 0.1; done; exit 9'
+    body = (f'touch {started}/"$FUNCNAME-$2"; '
+            f'for _ in $(seq 200); do [ "$(ls {started} | wc -l)" -ge 2 ] && exit 0; sleep 0.1; done; exit 9')
     env = environment(tmp_path, run_jax=body, run_torch=body)
     proc = subprocess.run([*DRIVER, *pack_args(specs, tmp_path, pack=0, size=3, count=3, trials=1, slots=2)],
                           env=env, capture_output=True, text=True, timeout=120)
