@@ -76,7 +76,8 @@ def neighbour_mismatches(df) -> dict[tuple, Neighbours]:
     rows = rows[(rows["metric"] == "throughput") & rows["neighbours"].notna()]
     found = {}
     for key, block in rows.groupby(ROW_KEY, dropna=False):
-        sides = block.groupby(["campaign", "pair_key", "trial"])
+        # Within one comparison row, a campaign's trial t has one JAX and one PyTorch run: the pair.
+        sides = block.groupby(["campaign", "trial"])
         compared = [set(trial["neighbours"]) for _, trial in sides if trial["framework"].nunique() == 2]
         if compared:
             found[key] = Neighbours(sum(len(seen) > 1 for seen in compared), len(compared))

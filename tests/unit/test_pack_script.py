@@ -11,6 +11,7 @@ from helpers import run_cli
 # A GPU site: one GPU per task, 16G per node.
 GPU_SITE = """partition = "gpu"
 gpus_per_task = 1
+jax_recipe = "cuda12"
 cpus_per_task = 4
 mem = "16G"
 time_limit = "01:00:00"
@@ -22,6 +23,11 @@ def plan(tmp_path, *args):
     away = {name: value for name, value in os.environ.items() if name != "SLURM_CONF"}  # plan away from a cluster
     return run_cli("--benchmark", "digits", "--use-case", "1", "--dry-run", "--profile", str(tmp_path / "gpu.toml"),
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), *args, env=away)
+
+
+def header(text):
+    """The script's comment lines as one line of words (the header wraps its lines)."""
+    return " ".join(word for line in text.splitlines() if line.startswith("# ") for word in line[2:].split())
 
 
 def test_a_pack_script_asks_for_its_slots_and_hands_the_driver_the_pack(tmp_path):
@@ -37,7 +43,8 @@ def test_a_pack_script_asks_for_its_slots_and_hands_the_driver_the_pack(tmp_path
     assert "--pack-size 2 --pair-count 5 --slots 2" in text
     assert re.findall(r"--step-option=(\S+)", text) == ["--cpus-per-task=4", "--gpus-per-task=1", "--mem=8192M"]
     assert '--pack-log ' in text and '/packs/"pack${index}_${SLURM_JOB_ID}.jsonl"' in text
-    assert "# --pack 2: 5 pairs in 3 jobs of up to 2 pairs" in text
+    assert "--pack 2: 5 pairs in 3 jobs of up to 2 pairs (--pack N), instead of a job each; --ntasks-per-node=2: 2 " \
+           "slots" in header(text)
     manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
     assert manifest["scripts"]["paired"]["pack"] == 2 and manifest["scripts"]["paired"]["array_tasks"] == 3
     by_batch = {(c["framework"], c["batch_size"]): c["array_index"] for c in manifest["cells"]}
@@ -55,8 +62,8 @@ def test_one_slot_runs_the_pairs_one_after_another_and_the_time_limit_counts_the
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "s" / "paired_digits_1.sh").read_text()
     assert "--ntasks=1" in re.findall(r"^#SBATCH (\S+)", text, re.M)
-    assert "for each of the task's 12 runs" in text
-    assert "one slot, the pairs one after another" in text
+    assert "for each of the task's 12 runs" in header(text)
+    assert "--ntasks=1: one slot, the pairs one after another" in header(text)
 
 
 def test_packs_are_refused_without_pairs_off_sbatch_and_with_slots_alone(tmp_path):
