@@ -59,6 +59,10 @@ PARALLELISMS = ("ddp", "fsdp")
 # (bench_contract.sequential; with fewer, the rule's t quantile grows fast: 4.30 at 3 trials against 2.78 at 5).
 FIRST_STAGE = 5
 
+# The settings that say where a cell runs, not what it is: left out of its id (orchestrator.plan.matrix), so that a
+# cell run in a pack is the same cell as in an array of its own, and ids planned before they existed stay the same.
+PLACEMENT = ("pack", "pack_slots")
+
 # Bounds that hold for every whole number unless its declaration says otherwise: the result columns (epochs,
 # batch_size, trial and device_count are 32-bit integers).
 INT32_MAX = 2**31 - 1

@@ -147,9 +147,9 @@ class LaunchOptions:
         # Each use case gets the settings, and the refusals, it would get alone.
         plans = tuple((number, self.settings(bench, number)) for number in parse_use_cases(self.use_case))
         # A pack's script asks sbatch for its slots (#SBATCH --ntasks-per-node) and starts each run as a step of
-        # its own: the local executor has no allocation, and submitit reads no #SBATCH line and runs the script
-        # inside a step of its own, in which a pack's steps would not find their CPUs.
-        if plans[0][1].pack and self.executor != "slurm":
+        # its own: the executor must run the script as sbatch does, in an allocation where srun starts steps (the
+        # local executor has none; submitit reads no #SBATCH line and runs the script inside a step of its own).
+        if plans[0][1].pack and not executor(self.executor).starts_several_processes:
             raise UsageError(f"--pack makes each run a job step of its own (srun) in an allocation that sbatch gives "
                              f"the script; the {self.executor} executor gives none: use --executor slurm, or leave "
                              "--pack out")
