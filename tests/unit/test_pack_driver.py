@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, wait_until
+from helpers import REPO_ROOT, bash_functions, wait_until
 
 from bench_contract.run.driver import pack_pairs
 from bench_contract.spec import pair_order
@@ -26,11 +26,7 @@ exec "$@"
 """
 
 
-def functions(**bodies: str) -> dict[str, str]:
-    return {f"BASH_FUNC_{name}%%": f"() {{ {body}\n}}" for name, body in bodies.items()}
-
-
-def campaign(tmp_path: Path, pairs: int, trials: int) -> dict[str, str]:
+def pack_specs(tmp_path: Path, pairs: int, trials: int) -> dict[str, str]:
     """Specs files of `pairs` pairs of `trials` trials each, one JSON object a line, as the plan writes them (the
     driver reads each run's identity and result path)."""
     specs = {}
@@ -59,7 +55,7 @@ def environment(tmp_path: Path, **bodies: str) -> dict[str, str]:
     (bin_dir / "srun").write_text(FAKE_SRUN)
     (bin_dir / "srun").chmod(0o755)
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO_ROOT), "SLURM_ARRAY_TASK_ID": "1",
-            "SLURM_JOB_ID": "77", "SRUN_LOG": str(tmp_path / "srun.log"), **functions(**bodies)}
+            "SLURM_JOB_ID": "77", "SRUN_LOG": str(tmp_path / "srun.log"), **bash_functions(**bodies)}
 
 
 def logging(log: Path, exit_code: str = "0") -> str:
@@ -86,7 +82,7 @@ def test_the_pack_plan_is_the_same_in_the_driver_and_the_renderer():
 def test_a_pack_runs_its_pairs_in_order_each_run_an_srun_step_of_its_own(tmp_path):
     """Pack 1 of size 2 of 5 pairs: pairs 2 and 3, each pair's trials in pair_order, each run `srun --exact
     --ntasks=1 --nodes=1 --job-name=FRAMEWORK:CELL:tTRIAL` and the step options, and recorded in the pack's log."""
-    specs, log = campaign(tmp_path, 5, 2), tmp_path / "runs.log"
+    specs, log = pack_specs(tmp_path, 5, 2), tmp_path / "runs.log"
     env = environment(tmp_path, run_jax=logging(log), run_torch=logging(log))
     proc = subprocess.run([*DRIVER, *pack_args(specs, tmp_path, pack=1, size=2, count=5, trials=2,
                                                options=("--cpus-per-task=2", "--gpus-per-task=1"))],
@@ -113,7 +109,7 @@ def test_a_pack_runs_its_pairs_in_order_each_run_an_srun_step_of_its_own(tmp_pat
 
 def test_a_run_whose_result_is_there_is_not_run_again(tmp_path):
     """A pack resubmitted after it was stopped: the runs that ended (their result files there) are not started."""
-    specs, log = campaign(tmp_path, 1, 2), tmp_path / "runs.log"
+    specs, log = pack_specs(tmp_path, 1, 2), tmp_path / "runs.log"
     done = Path(json.loads(Path(specs["jax"]).read_text().splitlines()[0])["results_path"])
     done.parent.mkdir(parents=True)
     done.write_bytes(b"PAR1")
@@ -127,7 +123,7 @@ def test_a_run_whose_result_is_there_is_not_run_again(tmp_path):
 
 
 def test_a_failed_step_does_not_stop_the_pack_and_the_job_ends_failed(tmp_path):
-    specs, log = campaign(tmp_path, 2, 1), tmp_path / "runs.log"
+    specs, log = pack_specs(tmp_path, 2, 1), tmp_path / "runs.log"
     env = environment(tmp_path, run_jax=logging(log, "3"), run_torch=logging(log))
     proc = subprocess.run([*DRIVER, *pack_args(specs, tmp_path, pack=0, size=2, count=2, trials=1)], env=env,
                           capture_output=True, text=True, timeout=120)
@@ -141,7 +137,7 @@ def test_side_by_side_each_slot_runs_one_pair_at_a_time_both_frameworks_in_the_s
     """Two slots, three pairs: pairs 0 and 1 start together, one per slot; each waits until the other slot's first
     run has started (so they overlap), and pair 2 takes the slot that frees first. Within a slot, one run at a
     time, a pair's two frameworks one after the other."""
-    specs = campaign(tmp_path, 3, 1)
+    specs = pack_specs(tmp_path, 3, 1)
     started = tmp_path / "started"
     started.mkdir()
     # Each run marks its start, then waits (at most 20 s) until two runs have started: side by side, the first two
@@ -167,7 +163,7 @@ def test_side_by_side_each_slot_runs_one_pair_at_a_time_both_frameworks_in_the_s
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
 def test_a_stop_signal_reaches_every_running_step_and_no_further_run_starts(tmp_path, signum):
-    specs, log = campaign(tmp_path, 4, 1), tmp_path / "runs.log"
+    specs, log = pack_specs(tmp_path, 4, 1), tmp_path / "runs.log"
     name = signal.Signals(signum).name
     waiting = (f'trap \'kill "$s"; echo "$FUNCNAME $2 got {name}" >> {log}; exit 99\' {name}; sleep 60 & s=$!; '
                f'echo "$FUNCNAME $2 started" >> {log}; wait "$s"')
@@ -191,7 +187,7 @@ def test_a_stop_signal_reaches_every_running_step_and_no_further_run_starts(tmp_
     (["--pack-size", "2", "--pair-count", "3", "--pack-log", "x", "--slots", "0"], "--slots 1 or more"),
 ])
 def test_a_pack_called_wrongly_says_so_in_one_sentence(tmp_path, extra, message):
-    specs = campaign(tmp_path, 3, 1)
+    specs = pack_specs(tmp_path, 3, 1)
     args = ["--pair", "0", "--trials", "1", "--run", "jax", "run_jax", specs["jax"], "--run", "torch", "run_torch",
             specs["torch"], *extra]
     proc = subprocess.run([*DRIVER, *args], env=environment(tmp_path, run_jax="exit 0", run_torch="exit 0"),

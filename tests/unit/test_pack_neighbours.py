@@ -22,7 +22,7 @@ def test_a_runs_neighbours_are_the_pairs_of_the_runs_of_its_job_that_overlapped_
                                       ("jax", "j4", 0): ""}
 
 
-def write_pair(root, campaign, jax=2000.0, torch=1000.0):
+def write_pair_runs(root, campaign, jax=2000.0, torch=1000.0):
     from bench_contract.results import ResultRows
 
     for framework, throughput in (("jax", jax), ("torch", torch)):
@@ -58,7 +58,7 @@ def test_a_pair_whose_sides_ran_beside_different_cells_is_not_reliable(tmp_path)
     """Three paired runs, each in a pack of its own campaign: in c0 the JAX run had pair p-other beside it and the
     PyTorch run nothing; in c1 and c2 both sides had the same neighbour."""
     for k in range(3):
-        write_pair(tmp_path, f"c{k}", jax=2000.0 + k)
+        write_pair_runs(tmp_path, f"c{k}", jax=2000.0 + k)
     write_pack_log(tmp_path, "c0", [record("jax", "jax-cell", "p-cell", 0, 10), record("torch", "torch-cell",
                                     "p-cell", 10, 20), record("jax", "jax-other", "p-other", 0, 9)])
     for k in (1, 2):
@@ -73,7 +73,7 @@ def test_a_pair_whose_sides_ran_beside_different_cells_is_not_reliable(tmp_path)
 
 def test_the_same_neighbours_on_both_sides_leave_the_row_reliable(tmp_path):
     for k in range(3):
-        write_pair(tmp_path, f"c{k}", jax=2000.0 + k)
+        write_pair_runs(tmp_path, f"c{k}", jax=2000.0 + k)
         write_pack_log(tmp_path, f"c{k}", [record("jax", "jax-cell", "p-cell", 0, 10),
                                            record("torch", "torch-cell", "p-cell", 10, 20),
                                            record("jax", "jax-other", "p-other", 0, 20)])

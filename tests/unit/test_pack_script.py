@@ -18,14 +18,14 @@ time_limit = "01:00:00"
 """
 
 
-def plan(tmp_path, *args):
+def plan_on_gpu_site(tmp_path, *args):
     (tmp_path / "gpu.toml").write_text(GPU_SITE)
     away = {name: value for name, value in os.environ.items() if name != "SLURM_CONF"}  # plan away from a cluster
     return run_cli("--benchmark", "digits", "--use-case", "1", "--dry-run", "--profile", str(tmp_path / "gpu.toml"),
                    "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"), *args, env=away)
 
 
-def header(text):
+def script_header(text):
     """The script's comment lines as one line of words (the header wraps its lines)."""
     return " ".join(word for line in text.splitlines() if line.startswith("# ") for word in line[2:].split())
 
@@ -33,7 +33,7 @@ def header(text):
 def test_a_pack_script_asks_for_its_slots_and_hands_the_driver_the_pack(tmp_path):
     """Five pairs (five batch sizes) in packs of two: three array tasks, each with two slots (two Slurm tasks, a
     GPU each), and each run's step asks for one slot's CPUs, its GPU and half the node's memory."""
-    proc = plan(tmp_path, "--paired", "--pack", "2", "--pack-slots", "2", "--batch-sizes", "8,16,32,64,128")
+    proc = plan_on_gpu_site(tmp_path, "--paired", "--pack", "2", "--pack-slots", "2", "--batch-sizes", "8,16,32,64,128")
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "s" / "paired_digits_1.sh").read_text()
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
@@ -44,7 +44,7 @@ def test_a_pack_script_asks_for_its_slots_and_hands_the_driver_the_pack(tmp_path
     assert re.findall(r"--step-option=(\S+)", text) == ["--cpus-per-task=4", "--gpus-per-task=1", "--mem=8192M"]
     assert '--pack-log ' in text and '/packs/"pack${index}_${SLURM_JOB_ID}.jsonl"' in text
     assert "--pack 2: 5 pairs in 3 jobs of up to 2 pairs (--pack N), instead of a job each; --ntasks-per-node=2: 2 " \
-           "slots" in header(text)
+           "slots" in script_header(text)
     manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
     assert manifest["scripts"]["paired"]["pack"] == 2 and manifest["scripts"]["paired"]["array_tasks"] == 3
     by_batch = {(c["framework"], c["batch_size"]): c["array_index"] for c in manifest["cells"]}
@@ -62,8 +62,8 @@ def test_one_slot_runs_the_pairs_one_after_another_and_the_time_limit_counts_the
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "s" / "paired_digits_1.sh").read_text()
     assert "--ntasks=1" in re.findall(r"^#SBATCH (\S+)", text, re.M)
-    assert "for each of the task's 12 runs" in header(text)
-    assert "--ntasks=1: one slot, the pairs one after another" in header(text)
+    assert "for each of the task's 12 runs" in script_header(text)
+    assert "--ntasks=1: one slot, the pairs one after another" in script_header(text)
 
 
 def test_packs_are_refused_without_pairs_off_sbatch_and_with_slots_alone(tmp_path):
@@ -74,6 +74,6 @@ def test_packs_are_refused_without_pairs_off_sbatch_and_with_slots_alone(tmp_pat
         (["--paired", "--pack", "2", "--executor", "submitit"], "the submitit executor gives none"),
     ]
     for args, message in cases:
-        proc = plan(tmp_path, *args)
+        proc = plan_on_gpu_site(tmp_path, *args)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         assert message in proc.stderr, proc.stderr

@@ -3,7 +3,7 @@ accounting of the pack's steps (faked sacct and squeue), and what resubmit refus
 
 import json
 
-from helpers import fake_queue, manifest_record, run_cli, write_result
+from helpers import fake_queue, manifest_record, run_cli, status_states, write_result
 
 
 def pack_campaign(tmp_path, with_results=()):
@@ -25,16 +25,6 @@ def pack_campaign(tmp_path, with_results=()):
     return folder
 
 
-def states_of(stdout):
-    rows = {}
-    for line in stdout.splitlines():
-        if line.startswith(("jax ", "torch ")):
-            words = line.split(None, 4)
-            state, _, detail = words[4].partition("  ")
-            rows[words[2]] = (state.strip(), detail.strip())
-    return rows
-
-
 # sacct's steps of a running pack, as `sacct -j 80 -n -P -o JobID,JobName,State` prints them (the -X call reads
 # the first line only).
 STEPS = ["80_0|RUNNING", "80_0.batch|batch|RUNNING", "80_0.0|jax:jax-0:t0|COMPLETED",
@@ -49,7 +39,7 @@ def test_each_cell_of_a_running_pack_has_its_own_state(tmp_path):
     env, log = fake_queue(tmp_path, sacct=STEPS, squeue=["80_0 RUNNING"])
     proc = run_cli("status", "--all", "--results-dir", str(tmp_path / "results"), env=env)
     assert proc.returncode == 0, proc.stderr
-    states = states_of(proc.stdout)
+    states = status_states(proc.stdout)
     assert states["jax-0"][0] == "completed"
     assert states["torch-1"] == ("running", "step 80_0.2 RUNNING in its pack")
     assert states["jax-1"] == ("pending", "its pack is RUNNING; this run has not started")
