@@ -59,6 +59,10 @@ PARALLELISMS = ("ddp", "fsdp")
 # (bench_contract.sequential; with fewer, the rule's t quantile grows fast: 4.30 at 3 trials against 2.78 at 5).
 FIRST_STAGE = 5
 
+# The settings that say where a cell runs, not what it is: left out of its id (orchestrator.plan.matrix), so that a
+# cell run in a pack is the same cell as in an array of its own, and ids planned before they existed stay the same.
+PLACEMENT = ("pack", "pack_slots")
+
 # Bounds that hold for every whole number unless its declaration says otherwise: the result columns (epochs,
 # batch_size, trial and device_count are 32-bit integers).
 INT32_MAX = 2**31 - 1
@@ -206,6 +210,20 @@ class CellConfig:
                           maximum_why="so that a plan stays small", on_command_line=False, measured=False)
     paired: bool = setting(False, "One job per JAX/PyTorch cell pair: both run alternately on one node, JAX first "
                                   "in even trials, PyTorch first in odd ones.", panel=MEASUREMENT, measured=False)
+    # Packed jobs (bench_contract.run.driver's pack mode): `pack` pairs share one allocation, each run a `srun
+    # --exact` step with its own CPUs and GPU; `pack_slots` of them side by side. Not measured: the rows record the
+    # neighbours instead (a pair whose sides ran beside different cells is flagged by the verdict).
+    pack: int = setting(0, "With --paired: run this many cell pairs in one job (a pack), each framework's trial "
+                           "a `srun --exact` step of its own with its own CPUs and GPU, so that short cells share "
+                           "one allocation and one wait in the queue instead of a job each; 0 (the default): one "
+                           "job per pair. Pack when a cell runs for minutes or less (plan.sizing's estimate, said in "
+                           "the script's header), or under a per-user job limit; the plan does not choose it for "
+                           "you.", panel=SLURM, minimum=0, maximum=MAX_TRIALS, maximum_why="so that a pack ends "
+                           "within one time limit", measured=False)
+    pack_slots: int = setting(1, "With --pack: pairs that run side by side in the pack's allocation, each in its own "
+                                 "slot (a Slurm task: --cpus-per-task CPUs and one GPU where the job has GPUs); "
+                                 "both frameworks of a pair run in the same slot, one after the other.",
+                              panel=SLURM, minimum=1, maximum=64, maximum_why="one node's slots", measured=False)
     target_interval: float = setting(0.0, "--trials auto's target interval.", minimum=0, below=1,
                                      on_command_line=False, measured=False)
     torch_compile: bool = setting(False, "PyTorch cells use torch.compile instead of eager (in training the whole "
@@ -381,6 +399,16 @@ def target_needs_pairs(config: CellConfig) -> str | None:
     return None
 
 
+def packs_need_pairs(config: CellConfig) -> str | None:
+    if config.pack and not config.paired:
+        return "--pack runs cell pairs through the paired driver; it needs --paired"
+    if config.pack_slots > 1 and not config.pack:
+        return "--pack-slots places the pairs of a pack side by side; it needs --pack N"
+    if config.pack and config.world_size > 1:
+        return "--pack runs one-process cells; it does not combine with --nodes or --tasks-per-node"
+    return None
+
+
 def one_process_to_trace(config: CellConfig) -> str | None:
     if config.trace_steps and config.world_size > 1:
         return "--trace-steps traces one process; it does not combine with --nodes or --tasks-per-node"
@@ -415,8 +443,8 @@ def processes_fit_a_column(config: CellConfig) -> str | None:
 
 
 RULES: tuple[Callable[[CellConfig], str | None], ...] = (
-    momentum_options_need_momentum, schedule_steps_need_a_schedule, target_needs_pairs, one_process_to_trace,
-    tuning_chooses_execution, processes_fit_a_column)
+    momentum_options_need_momentum, schedule_steps_need_a_schedule, target_needs_pairs, packs_need_pairs,
+    one_process_to_trace, tuning_chooses_execution, processes_fit_a_column)
 
 SETTINGS: dict[str, Setting] = {f.name: f.metadata["setting"] for f in dataclasses.fields(CellConfig)}
 FIELD_TYPES: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(CellConfig)}

@@ -474,3 +474,21 @@ def fake_slurm_site(tmp_path: Path, commands: dict[str, str], profile_text: str 
     profile = tmp_path / profile_name
     profile.write_text(f"env_dir = {json.dumps(str(env_dir))}\n{profile_text}")
     return env, calls, profile
+
+
+def status_states(stdout: str) -> dict[str, tuple[str, str]]:
+    """cell id -> (state, detail) from status's table."""
+    rows = {}
+    for line in stdout.splitlines():
+        if line.startswith(("jax ", "torch ")):
+            words = line.split(None, 4)
+            state, _, detail = words[4].partition("  ")
+            rows[words[2]] = (state.strip(), detail.strip())
+    return rows
+
+
+def bash_functions(**bodies: str) -> dict[str, str]:
+    """Bash functions as `export -f` puts them in the environment, where a `bash -c` finds them (the paired
+    script hands the driver its launch functions so)."""
+    return {f"BASH_FUNC_{name}%%": f"() {{ {body}\n}}" for name, body in bodies.items()}
+

@@ -27,8 +27,16 @@ does, each for the reason given:
   child too, in the first framework's environment, through the script's rule launcher; if it fails, every
   planned trial runs.
 
-The runs are data (Run: framework, specs file, line), grouped by trial, not code paths: a job that runs several
-cells in one allocation gives the driver a longer list.
+The runs are data (Run: framework, specs file, line), grouped by trial, not code paths.
+
+A pack (--pack N: `--pack-size N --pair-count P --pack-log FILE [--slots K] [--step-option=OPT ...]`, and --pair
+is then the pack's index) runs pairs pack*N to pack*N+N-1 in one allocation, each pair as above, up to K of them side
+by side (one per slot: the job asks Slurm for K tasks). Each run is a job step of its own, `srun --exact --ntasks=1
+--nodes=1 --job-name=FRAMEWORK:CELL:tTRIAL` with the step options (its CPUs, its GPU, its memory), so that it runs
+on CPUs and a GPU no other timed run holds, as in a job of its own; srun passes a stop signal on to the step. Each
+run that ended is recorded in the pack's log (slot, start, end: which cells ran beside which), and a run whose
+result file is already there is not run again, so that a pack resubmitted after a time limit, a node failure or
+scancel runs only what it had not finished.
 
 Only the standard library and the contract's stdlib-only modules (spec, stop_signals): the driver starts before
 either framework, in whatever interpreter the script gives it.
@@ -37,11 +45,13 @@ either framework, in whatever interpreter the script gives it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -97,11 +107,12 @@ class Rule:
 
 
 class Children:
-    """Starts one child at a time from the job's environment, and passes a stop signal on to the one running."""
+    """Starts children from the job's environment, one at a time per slot (a pack's slots run side by side, each
+    from a thread of its own), and passes a stop signal on to every one running."""
 
     def __init__(self, environment: Mapping[str, str]):
         self.environment = dict(environment)
-        self.child: subprocess.Popen | None = None
+        self.running: set[subprocess.Popen] = set()
         self.stopped_by: int | None = None  # the first stop signal received
 
     def catch_stop_signals(self) -> None:
@@ -111,13 +122,16 @@ class Children:
     def _forward(self, signum: int, frame: Any) -> None:
         if self.stopped_by is None:
             self.stopped_by = signum
-        self._pass_on(signum)
+        # list() copies the set in one step under the GIL: a slot's thread may add or drop its child meanwhile.
+        for child in list(self.running):
+            self._pass_on(child, signum)
 
-    def _pass_on(self, signum: int) -> None:
-        # The child is not reaped before wait() returns in the main flow, so its pid cannot have been reused.
-        if self.child is not None and self.child.returncode is None:
+    @staticmethod
+    def _pass_on(child: subprocess.Popen, signum: int) -> None:
+        # A child leaves `running` only after wait() returned in its own thread, so its pid cannot have been reused.
+        if child.returncode is None:
             try:
-                os.kill(self.child.pid, signum)
+                os.kill(child.pid, signum)
             except ProcessLookupError:
                 pass
 
@@ -125,17 +139,19 @@ class Children:
     def stopped(self) -> bool:
         return self.stopped_by is not None
 
-    def call(self, launcher: str, *args: str, capture: bool = False) -> tuple[int, str]:
-        """Run `launcher ARGS` to its end: (exit code, its stdout where captured; else it goes to the job's log)."""
-        child = subprocess.Popen([*SHELL, launcher, *args], env=self.environment, text=True,
+    def call(self, launcher: str, *args: str, capture: bool = False,
+             prefix: Sequence[str] = ()) -> tuple[int, str]:
+        """Run `[PREFIX] launcher ARGS` to its end: (exit code, its stdout where captured; else it goes to the job's
+        log). PREFIX is a pack's `srun ...` that makes the run a job step of its own."""
+        child = subprocess.Popen([*prefix, *SHELL, launcher, *args], env=self.environment, text=True,
                                  stdout=subprocess.PIPE if capture else None)
-        self.child = child
+        self.running.add(child)
         if self.stopped_by is not None:  # a signal came between the caller's check and the start
-            self._pass_on(self.stopped_by)
+            self._pass_on(child, self.stopped_by)
         try:
             out, _ = child.communicate()
         finally:
-            self.child = None
+            self.running.discard(child)
         return child.returncode, out or ""
 
 
@@ -148,7 +164,7 @@ def say(text: str, stream: TextIO) -> None:
     print(text, file=stream, flush=True)
 
 
-def run_pair(children: Children, launchers: Mapping[str, str], trials: list[list[Run]], pair: int,
+def run_pair(children: Children | Slot, launchers: Mapping[str, str], trials: list[list[Run]], pair: int,
              rule: Rule | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """Run the trials of one pair in order (each trial's runs in their order) and return the job's exit code."""
     planned = len(trials)
@@ -178,12 +194,151 @@ def run_pair(children: Children, launchers: Mapping[str, str], trials: list[list
     return 0
 
 
+@dataclass(frozen=True)
+class Pack:
+    """A pack (--pack): the pairs one job runs, how many side by side (slots), the options each run's job step asks
+    srun for (its CPUs, GPU and memory), and the file that records each run's slot, start and end."""
+
+    pairs: list[int]
+    slots: int
+    step_options: tuple[str, ...]
+    log: str
+
+
+def pack_pairs(pack: int, size: int, count: int) -> list[int]:
+    """The pairs of pack `pack`: `size` pairs in order, the last pack the rest of the `count` (the orchestrator plans
+    them so: orchestrator.plan.render.pack_of)."""
+    return list(range(pack * size, min((pack + 1) * size, count)))
+
+
+def spec_entry(specs_file: str, line: int) -> dict[str, Any]:
+    """Line `line` (from 0) of a specs file, as the JSON object it is (only the identity and the results path are
+    read: the driver never checks a spec, the backend does)."""
+    with open(specs_file, encoding="utf-8") as stream:
+        for number, text in enumerate(stream):
+            if number == line:
+                return json.loads(text)
+    raise DriverError(f"{specs_file} has no line {line + 1}")
+
+
+def step_name(spec: Mapping[str, Any]) -> str:
+    """A run's job step name, which sacct shows: framework, cell and trial, so that Slurm's accounting of a pack's
+    steps can be read against the rows (one step per run)."""
+    return f"{spec['framework']}:{spec['cell_id']}:t{spec['trial']}"
+
+
+class RunLog:
+    """The pack's record of its runs, one JSON line each (cell, framework, trial, slot, step, start, end, exit code),
+    written as each ends, so that a pack stopped midway keeps the record of the runs it finished. One file per job,
+    written by this process alone; the slots' threads take turns."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.lock = threading.Lock()
+
+    def write(self, entry: Mapping[str, Any]) -> None:
+        with self.lock:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as stream:
+                stream.write(json.dumps(entry, sort_keys=True) + "\n")
+                stream.flush()
+                os.fsync(stream.fileno())
+
+
+class Slot:
+    """One slot of a pack: runs its pairs' runs one at a time, each as a job step of its own (`srun --exact
+    --ntasks=1 --nodes=1` and the pack's step options: its own CPUs, and its own GPU where the job has GPUs), so that
+    a run's measurement is as isolated as in a job of its own. A run whose result is already there (a pack
+    resubmitted after it was stopped) is not run again. Stein's rule reads files only: it runs as a child of the
+    driver, not as a step, so that the steps are the runs."""
+
+    def __init__(self, number: int, children: Children, pack: Pack, log: RunLog, out: TextIO):
+        self.number, self.children, self.pack, self.log, self.out = number, children, pack, log, out
+
+    @property
+    def stopped(self) -> bool:
+        return self.children.stopped
+
+    def call(self, launcher: str, *args: str, capture: bool = False) -> tuple[int, str]:
+        if capture:
+            return self.children.call(launcher, *args, capture=True)
+        specs_file, line = args
+        spec = spec_entry(specs_file, int(line))
+        if os.path.exists(spec["results_path"]):
+            say(f"slot {self.number}: {title(spec['framework'])} {spec['cell_id']} trial {spec['trial']} has its "
+                "result already (an earlier job of this pack ran it): not run again", self.out)
+            return 0, ""
+        name = step_name(spec)
+        prefix = ("srun", "--exact", "--ntasks=1", "--nodes=1", f"--job-name={name}", *self.pack.step_options)
+        start = time.time()
+        code, out = self.children.call(launcher, *args, prefix=prefix)
+        self.log.write({"cell_id": spec["cell_id"], "pair_key": spec.get("pair_key", ""),
+                        "framework": spec["framework"], "trial": spec["trial"], "slot": self.number, "step": name,
+                        "job": os.environ.get("SLURM_JOB_ID", ""), "start": start, "end": time.time(),
+                        "exit": code})
+        return code, out
+
+
+def slot_memory(options: Sequence[str], slots: int, environment: Mapping[str, str]) -> tuple[str, ...]:
+    """A slot's share of the job's memory per node, where the plan could not say it (the job's memory is the
+    partition's default) and slots share the node: a step that asks for no memory gets all of the job's, and the
+    other slots' steps would wait for it. Slurm says the job's memory in SLURM_MEM_PER_NODE (megabytes)."""
+    given = any(option.startswith("--mem") for option in options)
+    per_node = environment.get("SLURM_MEM_PER_NODE", "")
+    if given or slots < 2 or not per_node.isdigit():
+        return ()
+    return (f"--mem={int(per_node) // slots}M",)
+
+
+def run_pack(children: Children, launchers: Mapping[str, str], pack: Pack, trials: int,
+             specs_files: Mapping[str, str], rule: Rule | None = None, out: TextIO = sys.stdout,
+             err: TextIO = sys.stderr) -> int:
+    """Run the pack's pairs, each as run_pair runs one, up to `pack.slots` of them side by side (one thread per
+    slot, each taking the next pair when its last has ended). A failed run or pair does not stop the others; a stop
+    signal stops them all. The job's exit code: 143 when stopped, 1 when a run failed, else 0."""
+    say(f"pack of {len(pack.pairs)} pair(s) ({', '.join(map(str, pack.pairs))}) on {socket.gethostname()}, "
+        f"{pack.slots} side by side; each run a job step of its own", out)
+    pending = iter(pack.pairs)
+    taking = threading.Lock()
+    codes: list[int] = []
+    log = RunLog(pack.log)
+
+    def work(number: int) -> None:
+        slot = Slot(number, children, pack, log, out)
+        while not children.stopped:
+            with taking:
+                pair = next(pending, None)
+            if pair is None:
+                return
+            try:
+                codes.append(run_pair(slot, launchers, pair_trials(pair, trials, specs_files), pair, rule, out, err))
+            except (OSError, ValueError, KeyError, DriverError) as exc:  # a specs line unread: that pair fails
+                say(f"pair {pair} failed: {exc}", err)
+                codes.append(FAILED_EXIT)
+
+    threads = [threading.Thread(target=work, args=(number,), daemon=True)
+               for number in range(min(pack.slots, len(pack.pairs)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():  # a timed join, so that the main thread runs the signal handler at once
+            thread.join(0.2)
+    if children.stopped:
+        say(f"pack stopped by a signal; {len(codes)} of its {len(pack.pairs)} pair(s) ended", err)
+        return STOPPED_EXIT
+    failed = sum(code != 0 for code in codes)
+    if failed:
+        say(f"{failed} pair(s) of the pack failed", err)
+        return FAILED_EXIT
+    return 0
+
+
 def stopped(trial: int, err: TextIO) -> int:
     say(f"stopped by a signal during trial {trial}", err)
     return STOPPED_EXIT
 
 
-def ask_rule(children: Children, rule: Rule, trials: list[list[Run]], pair: int, first_stage_s: float,
+def ask_rule(children: Children | Slot, rule: Rule, trials: list[list[Run]], pair: int, first_stage_s: float,
              err: TextIO) -> int:
     """Ask Stein's rule how many trials the pair needs in all (bench_contract.sequential's command line: each
     framework's specs file in PAIRED_ORDER, the pair, and with a budget the first stage's whole seconds and the
@@ -234,7 +389,20 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--time-budget-s", type=int)
     parser.add_argument("--job-seconds", type=int)
     parser.add_argument("--environment-fd", type=int)
+    # A pack (--pack): --pair is the pack's index; its pairs, slots, each step's srun options and the runs' record.
+    parser.add_argument("--pack-size", type=int)
+    parser.add_argument("--pair-count", type=int)
+    parser.add_argument("--slots", type=int, default=1)
+    # Given as --step-option=VALUE: the value (an srun option) starts with "--", which argparse would otherwise
+    # take for an option of the driver's own.
+    parser.add_argument("--step-option", action="append", default=[])
+    parser.add_argument("--pack-log")
     args = parser.parse_args(argv)
+    packed = (args.pack_size, args.pair_count, args.pack_log)
+    if any(value is not None for value in packed) and (None in packed or args.pack_size < 1 or args.slots < 1
+                                                        or args.pair_count <= args.pair * args.pack_size):
+        raise DriverError("--pack-size, --pair-count and --pack-log go together (--pack-size and --slots 1 or more), "
+                          f"and pack {args.pair} must hold a pair of the --pair-count")
     frameworks = [framework for framework, _, _ in args.run]
     if sorted(frameworks) != sorted(PAIRED_ORDER):
         raise DriverError(f"--run names the frameworks {', '.join(frameworks)}; a pair needs each of "
@@ -262,6 +430,10 @@ def main(argv: Sequence[str]) -> int:
     rule = None if args.rule is None else Rule(args.rule, budget)
     launchers = {framework: launcher for framework, launcher, _ in args.run}
     specs = {framework: specs_file for framework, _, specs_file in args.run}
+    if args.pack_size is not None:
+        pack = Pack(pack_pairs(args.pair, args.pack_size, args.pair_count), args.slots,
+                    tuple(args.step_option) + slot_memory(args.step_option, args.slots, environment), args.pack_log)
+        return run_pack(children, launchers, pack, args.trials, specs, rule)
     return run_pair(children, launchers, pair_trials(args.pair, args.trials, specs), args.pair, rule)
 
 

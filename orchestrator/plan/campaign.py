@@ -191,7 +191,8 @@ def write_script(script: RenderedScript, campaign_dir: Path, scripts_dir: Path,
         name=script.name, path=str(latest), campaign_copy=str(copy),
         sha256=hashlib.sha256(script.text.encode()).hexdigest(), array_tasks=script.tasks, trials=script.trials,
         system=script.system, specs_files={fw: str(specs_path(campaign_dir, fw, script.system)) for fw in frameworks},
-        specs="" if script.framework == PAIRED else str(specs_path(campaign_dir, script.framework, script.system)))
+        specs="" if script.framework == PAIRED else str(specs_path(campaign_dir, script.framework, script.system)),
+        pack=script.pack)
 
 
 def write_collect_script(campaign_dir: Path, name: str, text: str) -> Path:

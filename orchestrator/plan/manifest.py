@@ -89,6 +89,8 @@ class ScriptEntry:
     system: str
     specs_files: dict[str, str]
     specs: str = field(default="", metadata=OMIT_EMPTY)  # a one-framework script's specs file
+    # A pack script's pairs per array task (--pack); 0 for one pair per task. Its runs' record: packs/ (driver).
+    pack: int = field(default=0, metadata=OMIT_EMPTY)
 
     @property
     def job_name(self) -> str:

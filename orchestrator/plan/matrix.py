@@ -48,7 +48,7 @@ class Cell:
         # A DP-SGD cell's engine is left out: the JAX cell has none and the PyTorch cell's id names it in words
         # (cell_id), so the two keep one pair key. Elsewhere it is "" and hashed like every setting.
         private = catalog.USE_CASES[self.use_case].per_sample
-        settings = self.settings.without_dp_engine if private else self.settings.as_dict
+        settings = self.settings.without_dp_engine if private else self.settings.identity
         fields = {"benchmark": self.benchmark, "use_case": self.use_case, "model": self.model,
                   "batch_size": self.batch_size, "precision": self.precision, "settings": settings,
                   "system": self.system}

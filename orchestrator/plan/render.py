@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench_contract.config import parse_memory_size
 from bench_contract.measure.device import TF32_OVERRIDES
 from bench_contract.results import ENVIRONMENT_KIND_VARIABLE, LOCKED
 from bench_contract.run.progress import INTERVAL_ENV
@@ -67,6 +68,7 @@ class RenderedScript:
     cells: list[Cell]
     trials: int = 1
     system: str = ""  # the profile's system it runs on ("": the profile's own values)
+    pack: int = 0  # a paired script's pairs per array task (--pack); 0: one pair per task
 
     @property
     def key(self) -> str:
@@ -77,12 +79,21 @@ class RenderedScript:
     def tasks(self) -> int:
         """Array tasks: one per cell and trial, or one per cell pair (whose task runs every trial of both)."""
         if self.framework == PAIRED:
-            return len(self.cells) // len(PAIRED_ORDER)
+            pairs = len(self.cells) // len(PAIRED_ORDER)
+            return -(-pairs // self.pack) if self.pack else pairs
         return len(self.cells) * self.trials
 
     def task_index(self, cell_index: int, trial: int) -> int:
         """The array task that runs trial `trial` of the script's `cell_index`-th cell of its framework."""
-        return cell_index if self.framework == PAIRED else spec_line(cell_index, trial, self.trials)
+        if self.framework == PAIRED:
+            return pack_of(cell_index, self.pack)
+        return spec_line(cell_index, trial, self.trials)
+
+
+def pack_of(pair: int, pack: int) -> int:
+    """The array task that runs pair `pair`: its own, or with --pack N the pack that holds pairs pack*N to
+    pack*N+N-1 (bench_contract.run.driver.pack_pairs reads the same plan)."""
+    return pair // pack if pack else pair
 
 
 def spec_line(cell_index: int, trial: int, trials: int) -> int:
@@ -603,17 +614,24 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
          "launcher": f"run_{fw}"}  # the script's launch function, which the driver calls by name
         for fw in PAIRED_ORDER
     ]
+    pack, slots = first.settings.pack, first.settings.pack_slots
+    tasks = -(-len(pairs) // pack) if pack else len(pairs)
     first_stage = FIRST_STAGE if first.settings.target_interval else 0
     rule_launcher = "trials_needed" if first_stage else ""  # the launch function of Stein's rule
     text = _environment().get_template("paired.sh.j2").render(
         **header_values(name, cells, profile, campaign=campaign, command=command, git_commit=git_commit,
-                        created_at=created_at, sizing=[*sizing, *throttle_said(profile, len(pairs))]),
+                        created_at=created_at, sizing=[*sizing, *pack_said(pack, slots, len(pairs)),
+                                                       *throttle_said(profile, tasks)]),
         launch_functions=[run["launcher"] for run in runs] + ([rule_launcher] if rule_launcher else []),
         rule_launcher=rule_launcher,
         driver=driver_entry(runs),
-        pair_lines=[f"{i:<5}  {a.model_label} batch {a.batch_size} {a.precision}  ({a.pair_key})"
-                    for i, (a, *_) in enumerate(pairs)],
-        directives=sbatch_directives(profile, name.removesuffix(".sh"), len(pairs), campaign_dir / "logs"),
+        pair_lines=[f"{pack_of(i, pack) if pack else i:<5}  {a.model_label} batch {a.batch_size} {a.precision}  "
+                    f"({a.pair_key})" for i, (a, *_) in enumerate(pairs)],
+        directives=sbatch_directives(profile, name.removesuffix(".sh"), tasks, campaign_dir / "logs", 1,
+                                     slots if pack else 1),
+        pack=pack, slots=slots, pair_count=len(pairs), pack_gpus=bool(profile.gpus_per_task),
+        step_options=step_options(profile, slots) if pack else [],
+        pack_log=campaign_dir / PACK_LOGS,
         order=" then ".join(catalog.FRAMEWORKS[fw] for fw in PAIRED_ORDER),
         trials=trials,
         runs=runs,
@@ -625,7 +643,37 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         # earliest the signal may come.
         warning_s=profile.earliest_warning_s(),
     )
-    return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials, system)
+    return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials, system, pack)
+
+
+def pack_said(pack: int, slots: int, pairs: int) -> list[str]:
+    """The header's line on a pack's tasks (--pack, --pack-slots)."""
+    if not pack:
+        return []
+    side = (f"--ntasks-per-node={slots}: {slots} slots, each a Slurm task with the CPUs and GPUs below, so that "
+            f"{slots} pairs run side by side, one per slot" if slots > 1 else "--ntasks=1: one slot, the pairs one "
+            "after another")
+    return [f"--pack {pack}: {pairs} pairs in {-(-pairs // pack)} jobs of up to {pack} pairs (--pack N), instead of "
+            f"a job each; {side}; each run a job step of its own, srun --exact."]
+
+
+PACK_LOGS = "packs"  # the campaign's folder of the packs' run records, one file per job (bench_contract.run.driver)
+
+
+def step_options(profile: ClusterProfile, slots: int) -> list[str]:
+    """What each run of a pack asks srun for, beyond one task on one node: a slot's share of the allocation, its
+    CPUs and its GPUs (one slot of the job's --ntasks-per-node), and its memory where the job's is per node (a step
+    would otherwise take the whole node's, and the other slots' steps would wait for it)."""
+    options = [f"--cpus-per-task={profile.cpus_per_task}"]
+    if profile.gpus_per_task:
+        options.append(f"--gpus-per-task={profile.gpus_per_task}")
+        if profile.mem_per_gpu and not profile.mem:
+            options.append(f"--mem-per-gpu={profile.mem_per_gpu}")
+    if profile.mem:
+        # A bare number is megabytes to Slurm, as to parse_memory_size with its M.
+        per_node = parse_memory_size(profile.mem + ("M" if profile.mem.isdigit() else ""))
+        options.append(f"--mem={per_node // slots // 2**20}M")
+    return options
 
 
 def driver_entry(runs: list[dict]) -> dict:

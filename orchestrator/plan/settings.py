@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 
-from bench_contract.config import INT32_MAX, MAX_TRIALS, CellConfig, ConfigError
+from bench_contract.config import INT32_MAX, MAX_TRIALS, PLACEMENT, CellConfig, ConfigError
 from bench_contract.config import parse_memory_size as parse_memory_text
 from bench_contract.spec import FIRST_STAGE, PER_SAMPLE_USE_CASES, SAMPLINGS, JobSpec
 from orchestrator.errors import UsageError
@@ -38,9 +38,15 @@ class RunSettings(CellConfig):
         return asdict(self)
 
     @cached_property
+    def identity(self) -> dict:
+        """Every setting but those that only place the cell (bench_contract.config.PLACEMENT): what a cell's id
+        hashes (Cell._digest)."""
+        return {name: value for name, value in self.as_dict.items() if name not in PLACEMENT}
+
+    @cached_property
     def without_dp_engine(self) -> dict:
-        """Every setting but the DP-SGD engine: what a DP-SGD cell's id hashes (Cell._digest)."""
-        return {name: value for name, value in self.as_dict.items() if name != "dp_engine"}
+        """The identity's settings but the DP-SGD engine: what a DP-SGD cell's id hashes (Cell._digest)."""
+        return {name: value for name, value in self.identity.items() if name != "dp_engine"}
 
 
 def trial_settings(trials: str, paired: bool, target_interval: str | None, max_trials: int | None) -> dict:

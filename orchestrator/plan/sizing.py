@@ -126,7 +126,10 @@ def shares_said(profile: ClusterProfile, node: NodeShape | None) -> list[str]:
 
 def time_limit(profile: ClusterProfile, cells: list[Cell], node: NodeShape | None) -> tuple[str, str, str]:
     """(the limit, the header's line on how it was estimated, a warning where the partition's limit cut it, or "")."""
-    runs = 2 * cells[0].settings.trials if cells[0].settings.paired else 1  # a paired task: every trial of both
+    settings = cells[0].settings
+    runs = 2 * settings.trials if settings.paired else 1  # a paired task: every trial of both
+    if settings.pack:  # a pack: its pairs, settings.pack_slots of them at a time
+        runs *= -(-settings.pack // settings.pack_slots)
     longest = max((estimate(cell, profile, node) for cell in distinct(cells)), key=lambda e: e.seconds)
     warning_s = profile.earliest_warning_s()
     seconds = math.ceil((longest.seconds * runs * MARGIN + warning_s) / ROUND_S) * ROUND_S

@@ -57,6 +57,7 @@ from orchestrator.results.folders import (
     submitted_campaigns,
 )
 from orchestrator.results.language_models import language_model_lines, with_language_columns
+from orchestrator.results.neighbours import with_neighbours
 from orchestrator.results.missing import (
     FAILURES,
     missing_cells,
@@ -138,7 +139,7 @@ def collect_and_report(results_dir: Path, output: Path | None = None, failures: 
                              "its earlier rows file, if any, is unchanged"):
             merged = write_campaign_rows(merged, results_dir, campaign)
         report(f"campaign {campaign}: its rows are in {merged}")
-    summary = summary_frame(merged)
+    summary = with_neighbours(summary_frame(merged), [results_dir, *others])  # who ran beside whom, in packs
     records = records_of(results_dir, summary["campaign"].dropna().astype(str).unique()) if len(summary) else []
     for line in summary_lines(summary, curve_frame(merged), records):
         report(line)

@@ -20,6 +20,7 @@ from orchestrator.results.export_wandb import export
 from orchestrator.results.folders import elsewhere, no_submitted_campaign, submitted_campaigns
 from orchestrator.results.language_models import language_model_tables, with_language_columns
 from orchestrator.results.methods import methods_paragraph
+from orchestrator.results.neighbours import with_neighbours
 from orchestrator.results.report_html import write_html
 from orchestrator.results.report_plots import Plot, draw_plots
 from orchestrator.results.report_tables import baseline_tables, extra_tables, write_tables
@@ -42,7 +43,7 @@ class Report:
 def write_report(merged: Path, folder: Path, judged: Judged | None = None, results_dir: Path | None = None) -> Report:
     """The report of `merged` in `folder`; with `judged`, each cell's change against a baseline besides. An empty
     `merged` is refused with the collect to run, of results_dir where given (else the command line's)."""
-    df = read_merged(merged)
+    df = with_neighbours(read_merged(merged), [results_dir or merged.parent])  # who ran beside whom, in packs
     if df.empty:
         raise OrchestratorError(f"{merged} holds no rows; run `{command('collect', results_dir=results_dir)}` after "
                                 f"the jobs finish{nothing_submitted(results_dir) if results_dir else ''}")

@@ -14,7 +14,9 @@ condition on both sides of its edge). A row is reliable when all of these hold:
 - the throughput and the median step time agree on the faster framework. The speed-up is a ratio of throughputs
   (samples over the mean step time, the HEADLINE), so a few slow steps can decide it against the typical step;
 - paired runs show no order effect: from intervals.ORDER_EFFECT_MIN_PAIRS pairs on, the pairs run JAX first and
-  those run PyTorch first do not differ at 95% (intervals.order_effect).
+  those run PyTorch first do not differ at 95% (intervals.order_effect);
+- in a pack whose pairs ran side by side, each pair's JAX and PyTorch runs ran beside the same cells
+  (orchestrator.results.neighbours).
 Anything else is "not reliable", with the reasons and what to rerun.
 """
 
@@ -29,6 +31,7 @@ from bench_contract.sequential import percent
 from bench_contract.spec import FRAMEWORK_TITLES, USE_CASES, JobSpec
 from orchestrator.results.certificate import MAX_INTERVAL
 from orchestrator.results.intervals import OrderEffect, order_effect
+from orchestrator.results.neighbours import Neighbours, neighbour_mismatches
 from orchestrator.results.compare import (
     FRAMEWORKS,
     ROW_KEY,
@@ -65,11 +68,14 @@ def verdicts(frame, df) -> list[Verdict]:
         return []
     runs, nodes = run_and_node_counts(df)
     effects = order_effects(df)
+    beside = neighbour_mismatches(df)
     out = []
     for _, row in frame.sort_values(["device_model", "use_case", "benchmark", "model", "batch_size"]).iterrows():
         key = tuple(row[c] for c in ROW_KEY)
         counts = {fw: runs.get((*key, fw), 0) for fw in FRAMEWORKS}
-        out.append(verdict(with_order_effect(row, effects.get(key)), counts, nodes.get(key, 0)))
+        row = with_order_effect(row, effects.get(key))
+        row["neighbours_differ"] = beside.get(key)
+        out.append(verdict(row, counts, nodes.get(key, 0)))
     return out
 
 
@@ -161,6 +167,12 @@ def reasons(row, runs: dict[str, int]) -> list[str]:
         if others is not None and not np.isnan(others) and others > SHARED_CPUS:
             found.append(f"{FRAMEWORK_TITLES[framework]}'s CPUs were shared: other processes used {others:.0%} of them")
     found += median_step_disagrees(row)
+    differ = row.get("neighbours_differ")
+    if isinstance(differ, Neighbours) and differ.differ:
+        # A pack's side-by-side runs share the node's memory bandwidth, caches and power: sides beside different
+        # cells were not measured alike (orchestrator.results.neighbours).
+        found.append(f"in {differ.differ} of {differ.trials} paired trials its JAX and PyTorch runs ran beside different "
+                     "cells in their pack (the rows' neighbours)")
     effect = row.get("order_effect")
     if isinstance(effect, OrderEffect) and effect.found:
         found.append(f"an order effect: the pairs run JAX first gave {effect.jax_first:.3g}x, those run PyTorch "

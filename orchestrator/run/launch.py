@@ -146,6 +146,13 @@ class LaunchOptions:
         bench = catalog.benchmark(self.benchmark)
         # Each use case gets the settings, and the refusals, it would get alone.
         plans = tuple((number, self.settings(bench, number)) for number in parse_use_cases(self.use_case))
+        # A pack's script asks sbatch for its slots (#SBATCH --ntasks-per-node) and starts each run as a step of
+        # its own: the executor must run the script as sbatch does, in an allocation where srun starts steps (the
+        # local executor has none; submitit reads no #SBATCH line and runs the script inside a step of its own).
+        if plans[0][1].pack and not executor(self.executor).starts_several_processes:
+            raise UsageError(f"--pack makes each run a job step of its own (srun) in an allocation that sbatch gives "
+                             f"the script; the {self.executor} executor gives none: use --executor slurm, or leave "
+                             "--pack out")
         # Without --profile, Slurm is asked what it has (plan.discovery); the local executor runs on this machine.
         profile, found = discovered_profile(self.profile, ask_slurm=executor(self.executor).on_slurm,
                                             partition=self.partition, gpus_per_task=self.gpus_per_task)

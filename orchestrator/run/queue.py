@@ -99,6 +99,25 @@ def read_sacct(job_ids: list[str]) -> dict[str, str]:
     return states
 
 
+def read_steps(job_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """The job steps of these jobs by name: name -> (step id, state), the latest of a name last (a pack's runs are
+    steps named by bench_contract.run.driver.step_name). Empty without accounting; QueueUnreadable as read_sacct."""
+    if not job_ids or shutil.which("sacct") is None:
+        return {}
+    proc = query("sacct", ["-j", ",".join(job_ids), "-n", "-P", "-o", "JobID,JobName,State"])
+    if proc.returncode != 0:
+        if ACCOUNTING_OFF in proc.stderr + proc.stdout:
+            return {}
+        raise refusal("sacct", proc)
+    steps = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and re.fullmatch(r"[\d_]+\.\d+", parts[0].strip()):  # steps only, not batch or extern
+            state = parts[2].split()[0] if parts[2].strip() else "UNKNOWN"
+            steps[parts[1].strip()] = (parts[0].strip(), state)
+    return steps
+
+
 def sacct_states(job_ids: list[str]) -> dict[str, str]:
     """read_sacct for waiting, where the next poll asks again: empty when sacct cannot be read."""
     try:

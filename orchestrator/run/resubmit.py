@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench_contract.atomic import flush_to_disk
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan.manifest import (
     Manifest,
     ResubmissionRecord,
@@ -50,6 +50,11 @@ class Resubmission:
 
 def chosen_cells(folder: Path, rerun_completed: bool = False) -> list[CellStatus]:
     """The cells to run again. Refuses (OrchestratorError, nothing submitted) when the queue cannot be read."""
+    if rerun_completed and any(entry.pack for entry in load_manifest(folder).scripts.values()):
+        # A pack's driver does not run again a run whose result is there (that is what keeps a resubmitted pack
+        # from running anything twice), so a pack would leave them as they are.
+        raise UsageError(f"campaign {folder.name} runs in packs (--pack), which never run a cell with a result "
+                         "again; plan it as a new campaign (--new-campaign) to measure its cells again")
     cells = campaign_status(folder)
     note = unknown_note(cells)
     if note:

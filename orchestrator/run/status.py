@@ -21,13 +21,14 @@ from pathlib import Path
 
 from bench_contract.results import read_task_file
 from bench_contract.results import result_problem as readable_result_problem
+from bench_contract.run.driver import step_name
 from bench_contract.run.failure import failure_path, read_failure
 from bench_contract.sequential import not_needed_reason
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan.manifest import MANIFEST, ArrayRecord, CellEntry, Manifest, is_past, load_manifest
 from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.run.progress import progress_lines, text_bar
-from orchestrator.run.queue import ACTIVE, SLURM_STATE_NAMES, QueueUnreadable, read_sacct, read_squeue
+from orchestrator.run.queue import ACTIVE, SLURM_STATE_NAMES, QueueUnreadable, read_sacct, read_squeue, read_steps
 from orchestrator.run.executors import EXECUTORS
 from orchestrator.run.executors.base import log_tail
 from orchestrator.run.executors.local import is_slurm_task
@@ -137,9 +138,37 @@ def reran_jobs(manifest: Manifest) -> set[str]:
     return {job for r in manifest.resubmissions if r.rerun_completed for job in r.job_ids}
 
 
+def pack_steps(manifest: Manifest, states: dict[str, str], packed: set[str]) -> dict[str, tuple[str, str]]:
+    """The job steps (by name: step id, state) of the pack tasks that are queued or running, from one sacct call:
+    inside a running pack, each run is a step of its own (bench_contract.run.driver). Empty where there is none, or
+    sacct cannot say (the cells then show their pack's state)."""
+    active = [task for key in packed if key in manifest.submissions for task in manifest.submissions[key].task_ids
+              if SLURM_STATE_NAMES.get(states.get(task, "")) in ACTIVE]
+    try:
+        return read_steps(active)
+    except QueueUnreadable:
+        return {}
+
+
+def in_pack(step: tuple[str, str] | None, pack_state: str) -> tuple[str, str]:
+    """(state, detail) of a run without a result inside a pack that is queued or running: running while its step
+    runs, pending before it starts; a step that ended without a result leaves it running, as its pack is, so that
+    resubmit does not start the pack again beside itself (the pack's next job runs it once this one has ended)."""
+    if SLURM_STATE_NAMES[pack_state] == "pending":
+        return "pending", f"{pack_state}: its pack waits in the queue"
+    if step is None:
+        return "pending", f"its pack is {pack_state}; this run has not started"
+    step_id, state = step
+    if state == "RUNNING":
+        return "running", f"step {step_id} RUNNING in its pack"
+    return "running", f"step {step_id} {state} without a result; its pack is {pack_state}"
+
+
 def campaign_status(folder: Path) -> list[CellStatus]:
     manifest = load_manifest(folder)
     states, unreadable = queue_states(manifest.slurm_job_ids())
+    packed = {key for key, entry in manifest.scripts.items() if entry.pack}
+    steps = pack_steps(manifest, states, packed) if packed and not unreadable else {}
     reran = reran_jobs(manifest) if unreadable else set()
     expected = expected_devices(manifest.profile)
     lost = manifest.lost_arrays()
@@ -163,7 +192,8 @@ def campaign_status(folder: Path) -> list[CellStatus]:
         if skipped:
             cells.append(CellStatus(framework, index, cell.cell_id, task_id, NOT_NEEDED, skipped, **found))
             continue
-        if problem is None and not active:
+        # A pack's run that ended keeps its result while the pack runs on: the pack's driver never runs it again.
+        if problem is None and (not active or script in packed):
             detail = "result written" + device_note(cell, expected.get(cell.system))
             cells.append(CellStatus(framework, index, cell.cell_id, task_id, SUCCESS, detail, **found))
             continue
@@ -176,6 +206,9 @@ def campaign_status(folder: Path) -> list[CellStatus]:
         reason = failure["failure_reason"] if failure else None
         if not task_id:  # never submitted, or refused (a resubmission refused leaves its cells' ids empty)
             state, detail = "not submitted", manifest.submission_error or ("dry run" if manifest.dry_run else "")
+        elif active and script in packed:
+            state, detail = in_pack(steps.get(step_name(
+                {"framework": framework, "cell_id": cell.cell_id, "trial": cell.trial})), slurm_state)
         elif active:
             # Queued again (resubmitted, rerun or requeued): a failure row or a result is the previous attempt's.
             state = SLURM_STATE_NAMES[slurm_state]

@@ -1,6 +1,7 @@
 import pytest
 from helpers import settings
 
+from bench_contract.config import PLACEMENT
 from bench_contract.data.datasets import load_digits
 from orchestrator.errors import UsageError
 from orchestrator.plan import catalog, matrix, rules
@@ -78,8 +79,11 @@ def test_cell_ids_hash_every_field_but_the_framework_defaults_included():
     # So is a tuned cell's configuration (--tune): one framework's own, named after the pair key (a short hash of it),
     # so that a tuned JAX cell and a tuned PyTorch cell keep one pair.
     assert fields.pop("tuned") == ""
-    # Every setting at its default is hashed too (no setting is left out to keep ids of an earlier version).
+    # Every setting at its default is hashed too (no setting is left out to keep ids of an earlier version), but
+    # those that only place the cell (--pack): a packed cell is the same cell as in an array of its own.
     assert fields["settings"]["parallelism"] == "ddp"
+    for name in PLACEMENT:
+        fields["settings"].pop(name)
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
     assert cell.pair_key == f"digits-uc1-mlp-bs16-fp32-{digest}" and cell.cell_id == f"torch-{cell.pair_key}"
     tuned = replace(cell, tuned='{"torch_mode": "default"}')

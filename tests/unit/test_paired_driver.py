@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import REPO_ROOT, wait_until
+from helpers import REPO_ROOT, bash_functions, wait_until
 
 from bench_contract.run.driver import Run, pair_trials
 from bench_contract.spec import FIRST_STAGE
@@ -17,16 +17,11 @@ SPECS = {"jax": "/campaign/specs/jax.jsonl", "torch": "/campaign/specs/torch.jso
 DRIVER = [sys.executable, "-m", "bench_contract.run.driver"]
 
 
-def functions(**bodies: str) -> dict[str, str]:
-    """Bash functions as `export -f` puts them in the environment, where the driver's `bash -c` finds them."""
-    return {f"BASH_FUNC_{name}%%": f"() {{ {body}\n}}" for name, body in bodies.items()}
-
-
 def logging_launchers(log, jax_exit: int = 0, rule: str = "exit 1") -> dict[str, str]:
     """run_jax and run_torch log their framework, their arguments (specs file, line), their pid and DRIVER_ONLY;
     trials_needed runs `rule`."""
     line = f'echo "$FUNCNAME $1 $2 $$ ${{DRIVER_ONLY:-unset}}" >> {log}'
-    return functions(run_jax=f"{line}; exit {jax_exit}", run_torch=line, trials_needed=rule)
+    return bash_functions(run_jax=f"{line}; exit {jax_exit}", run_torch=line, trials_needed=rule)
 
 
 def driver_args(trials: int, *extra: str, pair: int = 1) -> list[str]:
@@ -88,7 +83,7 @@ def test_a_stop_signal_reaches_the_running_child_and_no_further_run_starts(tmp_p
     waiting = (f'trap \'kill "$s"; echo "$FUNCNAME got {name}" >> {log}; exit 99\' {name}; sleep 60 & s=$!; '
                f'echo "$FUNCNAME started" >> {log}; wait "$s"')
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT), "SLURM_ARRAY_TASK_ID": "1",
-           **functions(run_jax=waiting, run_torch=waiting)}
+           **bash_functions(run_jax=waiting, run_torch=waiting)}
     driver = subprocess.Popen([*DRIVER, *driver_args(2)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     wait_until(lambda: log.exists() and "started" in log.read_text(), driver)  # the child's trap is set

@@ -74,7 +74,8 @@ DAMAGES = (damaged_data_page, without_hostname, without_note, value_as_words)
 
 
 def test_status_resubmit_and_collect_agree_on_each_damaged_result(tmp_path, monkeypatch):
-    from test_status import campaign, states_of
+    from helpers import status_states
+    from test_status import campaign
 
     from orchestrator.run.resubmit import chosen_cells
 
@@ -86,7 +87,7 @@ def test_status_resubmit_and_collect_agree_on_each_damaged_result(tmp_path, monk
         damaged[f"{framework}-{index}"] = path
     env, _ = fake_queue(tmp_path, sacct=[f"{job}_{i}|COMPLETED" for job in (70, 71) for i in range(3)])
     status = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
-    states = states_of(status.stdout)
+    states = status_states(status.stdout)
     collected = run_cli("collect", "--results-dir", str(tmp_path / "results"), env=env)
     assert collected.returncode == 0, collected.stderr
     monkeypatch.setenv("PATH", env["PATH"])  # resubmit's choice reads the same fake queue

@@ -229,6 +229,8 @@ SCRIPT_VARIANTS = {
     "data parallel per-sample gradients": ["--use-case", "4", "--nodes", "2", "--batch-sizes", "32"],
     "inference": ["--use-case", "5"],
     "paired": ["--use-case", "1", "--paired", "--trials", "2"],
+    "packed, side by side": ["--use-case", "1", "--paired", "--pack", "2", "--pack-slots", "2", "--batch-sizes",
+                             "8,16,32"],
     "batch search": ["--use-case", "1", "--find-max-batch", "--memory-limit", "2G"],
     "local executor": ["--use-case", "1", "--executor", "local"],
     "submitit executor": ["--use-case", "3", "--executor", "submitit"],

@@ -2,7 +2,7 @@
 
 import json
 
-from helpers import fake_queue, fake_tools, run_cli, write_manifest, write_result
+from helpers import fake_queue, fake_tools, run_cli, status_states, write_manifest, write_result
 
 
 def campaign(tmp_path, with_results=()):
@@ -76,17 +76,6 @@ def test_a_task_slurm_killed_for_its_memory_is_reported_as_out_of_memory(tmp_pat
     assert slurm_memory_kill(str(plain)) is None and slurm_memory_kill("") is None
 
 
-def states_of(stdout):
-    """cell id -> (state, detail) from status's table."""
-    rows = {}
-    for line in stdout.splitlines():
-        if line.startswith(("jax ", "torch ")):
-            words = line.split(None, 4)
-            state, _, detail = words[4].partition("  ")
-            rows[words[2]] = (state.strip(), detail.strip())
-    return rows
-
-
 def test_an_empty_or_truncated_result_is_a_bad_result_never_a_completion(tmp_path):
     """A result counts only when it reads (bench_contract.results.unreadable_reason)."""
     folder = campaign(tmp_path, with_results={("jax", 0), ("jax", 1), ("jax", 2), ("torch", 0)})
@@ -99,7 +88,7 @@ def test_an_empty_or_truncated_result_is_a_bad_result_never_a_completion(tmp_pat
                         squeue=[])
     proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
     assert proc.returncode == 0, proc.stderr
-    states = states_of(proc.stdout)
+    states = status_states(proc.stdout)
     assert states["jax-0"] == ("failed", "bad result: an empty file (COMPLETED)")
     assert states["jax-1"][0] == "failed" and states["jax-1"][1].startswith("bad result: not a whole Parquet file")
     assert states["jax-2"] == ("completed", "result written") and states["torch-0"][0] == "completed"
@@ -118,7 +107,7 @@ def test_a_failed_squeue_or_sacct_is_unknown_never_not_queued(tmp_path):
     env, _ = fake_queue(tmp_path, sacct=["70_1|PENDING"], squeue=["70_1 PENDING"])
     failing("squeue", tmp_path, 'echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1')
     proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
-    states = states_of(proc.stdout)
+    states = status_states(proc.stdout)
     assert states.pop("jax-0") == ("completed", "result written")
     assert set(states.values()) == {
         ("unknown", "squeue failed: exit status 1: slurm_load_jobs error: Unable to contact slurm controller")}
@@ -132,7 +121,7 @@ def test_a_failed_squeue_or_sacct_is_unknown_never_not_queued(tmp_path):
     (tmp_path / "bin" / "squeue").unlink()  # no squeue at all: PATH is the fake folder only
     proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env={**env, "PATH": str(tmp_path / "bin")})
     assert proc.returncode == 3
-    assert set(states_of(proc.stdout).values()) == {("completed", "result written"),
+    assert set(status_states(proc.stdout).values()) == {("completed", "result written"),
                                                     ("unknown", "squeue failed: 'squeue' is not on PATH")}
 
     failing("squeue", tmp_path, "true")
@@ -169,7 +158,7 @@ def test_sacct_range_records_and_a_forgotten_job(tmp_path):
     env, _ = fake_queue(tmp_path, sacct=["70_0|COMPLETED", "70_[1-2]|CANCELLED by 0", "71_[0-2%1]|PENDING"],
                         squeue=[])
     proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
-    states = {cell: state for cell, (state, _) in states_of(proc.stdout).items()}
+    states = {cell: state for cell, (state, _) in status_states(proc.stdout).items()}
     assert states == {"jax-0": "completed", "jax-1": "cancelled", "jax-2": "cancelled", "torch-0": "pending",
                       "torch-1": "pending", "torch-2": "pending"}
 
@@ -198,7 +187,7 @@ def test_a_queued_rerun_of_a_completed_cell_is_queued_and_watch_waits_for_it(tmp
     # The rerun of torch 2 is pending for the first two polls, then it has ended.
     failing("squeue", tmp_path, f'echo x >> "{polls}"; [ "$(wc -l < "{polls}")" -le 2 ] && echo "71_2 PENDING"; true')
     proc = run_cli("status", "--results-dir", str(tmp_path / "results"), env=env)
-    assert states_of(proc.stdout)["torch-2"] == ("pending", "PENDING; a result of an earlier run is there")
+    assert status_states(proc.stdout)["torch-2"] == ("pending", "PENDING; a result of an earlier run is there")
     assert "5/6 ended" in proc.stdout
     proc = run_cli("watch", "--interval", "0.1", "--results-dir", str(tmp_path / "results"), env=env)
     assert proc.returncode == 0, proc.stderr
