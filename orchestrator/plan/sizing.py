@@ -243,7 +243,8 @@ def tiny_cells(cells: list[Cell], profile: ClusterProfile, node: NodeShape | Non
                       for model, batches in tiny.items())
     return [f"{which}: on a GPU each step takes under {TINY_STEP_S * 1000:.0f} ms of its peak, so each task holds a "
             "whole GPU that stays mostly idle; run such cells on CPUs (--gpus-per-task 0) or at larger batches "
-            "(several cells sharing one GPU's allocation, packing, is not supported yet)"]
+            "(and pack short cells: --paired --pack N runs N pairs one after another in one allocation, each run on a "
+            "GPU of its own, so the queue and the start-up are paid once for N)"]
 
 
 def header_lines(notes: list[str]) -> list[str]:

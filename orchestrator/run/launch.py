@@ -289,9 +289,8 @@ def plan_and_submit(req: LaunchRequest, cells: list[matrix.Cell], report: Callab
                     on_planned: Callable[[Path], object] | None = None) -> int:
     """Plan and submit under the lock, then `release` it before anything is waited for."""
     same = None if req.dry_run or req.new_campaign else find_same(req, cells)
-    if not same and not req.dry_run and req.run_by.on_slurm:
-        check_submit_limits(req.profile, campaign_tasks(req, cells))
-    campaign_dir, scripts, manifest = write_planned(req, cells, same, sized)
+    limited = not same and not req.dry_run and req.run_by.on_slurm
+    campaign_dir, scripts, manifest = write_planned(req, cells, same, sized, check_limits=limited)
     if on_planned is not None:
         on_planned(campaign_dir)
     if same:
@@ -359,12 +358,6 @@ def wait_for_jobs(req: LaunchRequest, campaign_dir: Path, submissions: list[Subm
                                         for s in submissions}, f"`{req.command}`")
 
 
-def campaign_tasks(req: LaunchRequest, cells: list[matrix.Cell]) -> int:
-    """Array tasks the campaign submits: one per cell and trial, or per pair of cells when paired."""
-    tasks = len(cells) * req.settings.trials
-    return tasks // 2 if req.settings.paired and len({c.framework for c in cells}) == 2 else tasks
-
-
 def submitted_ids(manifest: Manifest) -> str:
     ids = [a.job_id for a in manifest.arrays if a.state == SUBMITTED]
     return f"job{'s' if len(ids) != 1 else ''} {', '.join(ids)}" if ids else "no job"
@@ -400,9 +393,12 @@ def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable
 
 
 def write_planned(req: LaunchRequest, cells: list[matrix.Cell], same: Path | None,
-                  sized: sizing.Sized | None = None) -> tuple[Path, list[RenderedScript], Manifest]:
+                  sized: sizing.Sized | None = None,
+                  check_limits: bool = False) -> tuple[Path, list[RenderedScript], Manifest]:
     """Render the scripts and write the campaign (the one planned before by the same command, or a new one).
-    Returns the campaign folder, the scripts and the manifest."""
+    With `check_limits`, a campaign over the cluster's submit limits (counted from the scripts: pairs, packs and
+    trials as they will be submitted) is refused before anything is written. Returns the campaign folder, the
+    scripts and the manifest."""
     label = catalog.use_cases_label(use_case for use_case, _ in req.plans)
     campaign = same.name if same else campaigns.new_campaign_id(req.benchmark, label)
     campaign_dir = (req.results_dir / campaign).resolve()
@@ -410,6 +406,8 @@ def write_planned(req: LaunchRequest, cells: list[matrix.Cell], same: Path | Non
     created_at = now_utc()
     scripts = render_scripts(cells, req.profile, campaign=campaign, campaign_dir=campaign_dir,
                              command=req.command, git_commit=commit, created_at=created_at, sized=sized)
+    if check_limits:
+        check_submit_limits(req.profile, scripts)
     previous = load_manifest(campaign_dir) if same else None
     # Planned again (the same command): scripts and specs are rewritten from this run's profile, so a
     # corrected time limit or memory applies to the cells submitted again.

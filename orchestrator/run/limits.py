@@ -11,6 +11,7 @@ import subprocess
 
 from orchestrator.errors import UsageError
 from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.render import PAIRED, RenderedScript
 
 
 def cluster_max_array_size() -> int | None:
@@ -89,11 +90,36 @@ def submit_limits(profile: ClusterProfile, user: str | None = None) -> list[tupl
     return limits
 
 
-def check_submit_limits(profile: ClusterProfile, tasks: int) -> None:
-    """Refuse, before anything is written, a campaign with more array tasks than a known limit lets be queued."""
+def check_submit_limits(profile: ClusterProfile, scripts: list[RenderedScript]) -> None:
+    """Refuse, before anything is written, a campaign with more array tasks than a known limit lets be queued; the
+    sentence says the --pack that would fit, where the campaign runs both frameworks."""
+    tasks = sum(script.tasks for script in scripts)
     over = [(name, limit) for name, limit in submit_limits(profile) if tasks > limit]
     if over:
         name, limit = min(over, key=lambda item: item[1])
+        pairs = pairs_per_script(scripts)
+        pack = pack_that_fits(pairs, limit)
+        jobs = sum(-(-count // pack) for count in pairs) if pack else 0
+        packed = f", pair them into fewer jobs (--paired{f' --pack {pack}' if pack > 1 else ''}: {jobs})" if pack else ""
         raise UsageError(
             f"the campaign has {tasks} array tasks and Slurm counts each as a job, but {name} is {limit}: plan at "
-            f"most {limit} (fewer models, batch sizes, precisions or trials per command), or ask for a higher limit")
+            f"most {limit} (fewer models, batch sizes, precisions or trials per command){packed}, or ask for a "
+            "higher limit")
+
+
+def pairs_per_script(scripts: list[RenderedScript]) -> list[int]:
+    """The JAX/PyTorch pairs each paired script would hold: a paired script's own, or where the campaign has one
+    script per framework, the JAX script's cells (its PyTorch script holds the same); none without both frameworks."""
+    if any(script.framework == PAIRED for script in scripts):
+        return [len(script.cells) // 2 for script in scripts if script.framework == PAIRED]
+    frameworks = {script.framework for script in scripts}
+    return [len(script.cells) for script in scripts if script.framework == "jax"] if frameworks == {"jax", "torch"} else []
+
+
+def pack_that_fits(pairs: list[int], limit: int) -> int | None:
+    """The smallest --pack N whose jobs (each paired script's pairs in packs of N) number at most `limit`; None where
+    none does (more scripts than the limit) or there are no pairs."""
+    for size in range(1, max(pairs, default=0) + 1):
+        if sum(-(-count // size) for count in pairs) <= limit:
+            return size
+    return None

@@ -122,7 +122,8 @@ def test_a_tiny_model_on_a_gpu_is_warned_of_with_the_fix(tmp_path):
     warning = [line for line in proc.stdout.splitlines() if "stays mostly idle" in line]
     assert warning == ["warning: mlp at batch 16, 32: on a GPU each step takes under 1 ms of its peak, so each task "
                        "holds a whole GPU that stays mostly idle; run such cells on CPUs (--gpus-per-task 0) or at "
-                       "larger batches (several cells sharing one GPU's allocation, packing, is not supported yet)"]
+                       "larger batches (and pack short cells: --paired --pack N runs N pairs one after another in one "
+                       "allocation, each run on a GPU of its own, so the queue and the start-up are paid once for N)"]
     proc, _ = plan(tmp_path / "cpu", "--benchmark", "digits", "--use-case", "1", "--gpus-per-task", "0")
     assert proc.returncode == 0 and "stays mostly idle" not in proc.stdout
 

@@ -196,11 +196,27 @@ def test_a_campaign_over_a_known_submit_limit_is_refused_at_plan_time_with_the_n
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert "the campaign has 6 array tasks" in line and "MaxSubmitJobsPerUser of QOS normal is 4" in line
+    assert "pair them into fewer jobs (--paired: 3)" in line  # 3 pairs, a job each
     assert calls(tmp_path) == [] and not list((tmp_path / "r").glob("*/manifest.json"))
     fake_tools(bin_dir, sacctmgr="exit 0\n")
     fake_tools(bin_dir, scontrol='echo "MaxArraySize            = 1001"\necho "MaxJobCount             = 5"\n')
     proc = run()
     assert proc.returncode == 2 and "the controller's MaxJobCount is 5" in proc.stderr
+
+
+def test_the_limit_counts_the_jobs_as_submitted_paired_trials_and_packs_and_names_the_pack_that_fits(tmp_path,
+                                                                                                     cluster):
+    env, run = cluster
+    fake_tools(Path(env["PATH"].split(":")[0]), sacctmgr='case "$*" in *qos*) echo "normal|2|";; esac\n')
+    # 3 pairs of 3 trials each: 3 jobs (a pair's task runs all its trials), over the limit of 2.
+    proc = run("--paired", "--trials", "3")
+    no_traceback(proc)
+    assert proc.returncode == 2 and calls(tmp_path) == []
+    [line] = proc.stderr.strip().splitlines()
+    assert "the campaign has 3 array tasks" in line and "(--paired --pack 2: 2)" in line, line
+    proc = run("--paired", "--trials", "3", "--pack", "2")  # the pack it named: 2 jobs, within the limit
+    assert proc.returncode == 0, proc.stderr
+    assert len(calls(tmp_path)) == 1 and read_manifest(tmp_path / "r")["scripts"]["paired"]["array_tasks"] == 2
 
 
 def test_a_resubmission_whose_sbatch_gave_no_answer_is_found_again_before_the_next(tmp_path, cluster):
