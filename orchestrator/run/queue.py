@@ -79,19 +79,25 @@ def task_ids_of(record: str) -> list[str]:
 ACCOUNTING_OFF = "accounting storage is disabled"
 
 
+def sacct_lines(job_ids: list[str], *options: str) -> list[str]:
+    """sacct's parsable lines (no header) of these jobs with `options`; none without accounting (no sacct here, or
+    accounting disabled). Raises QueueUnreadable when sacct fails otherwise or does not answer."""
+    if not job_ids or shutil.which("sacct") is None:
+        return []
+    proc = query("sacct", ["-j", ",".join(job_ids), "-n", "-P", *options])
+    if proc.returncode != 0:
+        if ACCOUNTING_OFF in proc.stderr + proc.stdout:
+            return []
+        raise refusal("sacct", proc)
+    return proc.stdout.splitlines()
+
+
 def read_sacct(job_ids: list[str]) -> dict[str, str]:
     """State of every array task sacct has a record of ("123_4" -> "COMPLETED", a record for tasks not yet
     started expanded to each); empty without accounting (no sacct here, or accounting disabled). Raises
     QueueUnreadable when sacct fails otherwise or does not answer."""
-    if not job_ids or shutil.which("sacct") is None:
-        return {}
-    proc = query("sacct", ["-j", ",".join(job_ids), "-X", "-n", "-P", "-o", "JobID,State"])
-    if proc.returncode != 0:
-        if ACCOUNTING_OFF in proc.stderr + proc.stdout:
-            return {}
-        raise refusal("sacct", proc)
     states = {}
-    for line in proc.stdout.splitlines():
+    for line in sacct_lines(job_ids, "-X", "-o", "JobID,State"):
         if "|" in line:
             job, state = line.split("|", 1)
             state = state.split()[0] if state.strip() else "UNKNOWN"  # "CANCELLED by 0" -> CANCELLED
@@ -102,15 +108,8 @@ def read_sacct(job_ids: list[str]) -> dict[str, str]:
 def read_steps(job_ids: list[str]) -> dict[str, tuple[str, str]]:
     """The job steps of these jobs by name: name -> (step id, state), the latest of a name last (a pack's runs are
     steps named by bench_contract.run.driver.step_name). Empty without accounting; QueueUnreadable as read_sacct."""
-    if not job_ids or shutil.which("sacct") is None:
-        return {}
-    proc = query("sacct", ["-j", ",".join(job_ids), "-n", "-P", "-o", "JobID,JobName,State"])
-    if proc.returncode != 0:
-        if ACCOUNTING_OFF in proc.stderr + proc.stdout:
-            return {}
-        raise refusal("sacct", proc)
     steps = {}
-    for line in proc.stdout.splitlines():
+    for line in sacct_lines(job_ids, "-o", "JobID,JobName,State"):
         parts = line.split("|")
         if len(parts) == 3 and re.fullmatch(r"[\d_]+\.\d+", parts[0].strip()):  # steps only, not batch or extern
             state = parts[2].split()[0] if parts[2].strip() else "UNKNOWN"
