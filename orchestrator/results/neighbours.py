@@ -18,7 +18,6 @@ from orchestrator.plan.render import PACK_LOGS
 from orchestrator.results.compare import ROW_KEY, summary_rows, with_row_key, with_variant_label
 
 
-
 @dataclass(frozen=True)
 class Neighbours:
     """Of one comparison row's paired trials in packs: those whose two sides ran beside different cells, of all."""
