@@ -156,6 +156,10 @@ class LaunchOptions:
         # Without --profile, Slurm is asked what it has (plan.discovery); the local executor runs on this machine.
         profile, found = discovered_profile(self.profile, ask_slurm=executor(self.executor).on_slurm,
                                             partition=self.partition, gpus_per_task=self.gpus_per_task)
+        profile = profile.with_options(self.slurm_options())  # the command's Slurm options over the profile's
+        refused = sizing.slots_refusal(plans[0][1].pack_slots, profile, found.node if found else None)
+        if refused:
+            raise UsageError(refused)
         return LaunchRequest(
             benchmark=self.benchmark,
             use_case=plans[0][0],
@@ -164,7 +168,7 @@ class LaunchOptions:
             batch_sizes=parse_batch_sizes(self.batch_sizes),
             precisions=parse_list(self.precision),
             settings=plans[0][1],
-            profile=profile.with_options(self.slurm_options()),  # the command's Slurm options over the profile's
+            profile=profile,
             discovered=found.said if found else "",
             node=found.node if found else None,
             gpus_option=self.gpus_per_task,

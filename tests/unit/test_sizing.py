@@ -165,3 +165,16 @@ def test_the_estimate_counts_a_paired_tasks_runs_and_a_gpu_of_unknown_type_at_th
 def test_a_time_limit_is_written_as_slurm_reads_it():
     assert [sizing.slurm_time(s) for s in (900, 3600 * 25 + 60)] == ["00:15:00", "1-01:01:00"]
     assert re.fullmatch(r"[\d.]+ TFLOP", sizing.flops_words(1.59e12))
+
+
+def test_pack_slots_beyond_a_node_of_the_partition_are_refused_at_plan_time_with_the_most_that_fit(tmp_path):
+    # Each slot is a task of one GPU and its 14 CPUs (112 / 8): 8 fit the 8-GPU node, 9 do not.
+    args = ("--benchmark", "digits", "--use-case", "1", "--paired", "--pack", "4")
+    proc, scripts = plan(tmp_path / "nine", *args, "--pack-slots", "9")
+    assert proc.returncode == 2 and not scripts
+    assert proc.stderr.strip() == (
+        "error: --pack-slots 9 asks one node of partition gpu for 9 slots of 14 CPUs and 1 GPU, but its nodes have "
+        "112 CPUs and 8 GPUs (sinfo): ask for at most 8")
+    proc, scripts = plan(tmp_path / "eight", *args, "--pack-slots", "8")
+    assert proc.returncode == 0, proc.stderr
+    assert sbatch_values(scripts["paired_digits_1.sh"])["ntasks-per-node"] == "8"
