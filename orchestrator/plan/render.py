@@ -79,8 +79,7 @@ class RenderedScript:
     def tasks(self) -> int:
         """Array tasks: one per cell and trial, or one per cell pair (whose task runs every trial of both)."""
         if self.framework == PAIRED:
-            pairs = len(self.cells) // len(PAIRED_ORDER)
-            return -(-pairs // self.pack) if self.pack else pairs
+            return pack_jobs(len(self.cells) // len(PAIRED_ORDER), self.pack)
         return len(self.cells) * self.trials
 
     def task_index(self, cell_index: int, trial: int) -> int:
@@ -88,6 +87,12 @@ class RenderedScript:
         if self.framework == PAIRED:
             return pack_of(cell_index, self.pack)
         return spec_line(cell_index, trial, self.trials)
+
+
+def pack_jobs(pairs: int, pack: int) -> int:
+    """The array tasks of a paired script of `pairs` pairs: one a pair, or with --pack N one a pack of N pairs (the
+    last holds the rest)."""
+    return -(-pairs // pack) if pack else pairs
 
 
 def pack_of(pair: int, pack: int) -> int:
@@ -615,7 +620,7 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         for fw in PAIRED_ORDER
     ]
     pack, slots = first.settings.pack, first.settings.pack_slots
-    tasks = -(-len(pairs) // pack) if pack else len(pairs)
+    tasks = pack_jobs(len(pairs), pack)
     first_stage = FIRST_STAGE if first.settings.target_interval else 0
     rule_launcher = "trials_needed" if first_stage else ""  # the launch function of Stein's rule
     text = _environment().get_template("paired.sh.j2").render(
@@ -625,7 +630,7 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         launch_functions=[run["launcher"] for run in runs] + ([rule_launcher] if rule_launcher else []),
         rule_launcher=rule_launcher,
         driver=driver_entry(runs),
-        pair_lines=[f"{pack_of(i, pack) if pack else i:<5}  {a.model_label} batch {a.batch_size} {a.precision}  "
+        pair_lines=[f"{pack_of(i, pack):<5}  {a.model_label} batch {a.batch_size} {a.precision}  "
                     f"({a.pair_key})" for i, (a, *_) in enumerate(pairs)],
         directives=sbatch_directives(profile, name.removesuffix(".sh"), tasks, campaign_dir / "logs", 1,
                                      slots if pack else 1),
@@ -653,7 +658,7 @@ def pack_said(pack: int, slots: int, pairs: int) -> list[str]:
     side = (f"--ntasks-per-node={slots}: {slots} slots, each a Slurm task with the CPUs and GPUs below, so that "
             f"{slots} pairs run side by side, one per slot" if slots > 1 else "--ntasks=1: one slot, the pairs one "
             "after another")
-    return [f"--pack {pack}: {pairs} pairs in {-(-pairs // pack)} jobs of up to {pack} pairs (--pack N), instead of "
+    return [f"--pack {pack}: {pairs} pairs in {pack_jobs(pairs, pack)} jobs of up to {pack} pairs (--pack N), instead of "
             f"a job each; {side}; each run a job step of its own, srun --exact."]
 
 

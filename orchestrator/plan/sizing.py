@@ -254,7 +254,7 @@ def slots_refusal(slots: int, profile: ClusterProfile, node: NodeShape | None) -
     if slots < 2 or node is None or node.partition != profile.partition:
         return None
     cpus, gpus = profile.cpus_per_task, profile.gpus_per_task
-    fit = min(node.cpus // cpus, node.gpus // gpus if gpus else node.cpus // cpus)
+    fit = min(node.cpus // cpus, node.gpus // gpus) if gpus else node.cpus // cpus
     if slots <= fit:
         return None
     return (f"--pack-slots {slots} asks one node of partition {node.partition} for {slots} slots of {cpus} CPUs and "

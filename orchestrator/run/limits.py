@@ -11,7 +11,7 @@ import subprocess
 
 from orchestrator.errors import UsageError
 from orchestrator.plan.profile import ClusterProfile
-from orchestrator.plan.render import PAIRED, RenderedScript
+from orchestrator.plan.render import PAIRED, RenderedScript, pack_jobs
 
 
 def cluster_max_array_size() -> int | None:
@@ -99,7 +99,7 @@ def check_submit_limits(profile: ClusterProfile, scripts: list[RenderedScript]) 
         name, limit = min(over, key=lambda item: item[1])
         pairs = pairs_per_script(scripts)
         pack = pack_that_fits(pairs, limit)
-        jobs = sum(-(-count // pack) for count in pairs) if pack else 0
+        jobs = sum(pack_jobs(count, pack) for count in pairs) if pack else 0
         packed = f", pair them into fewer jobs (--paired{f' --pack {pack}' if pack > 1 else ''}: {jobs})" if pack else ""
         raise UsageError(
             f"the campaign has {tasks} array tasks and Slurm counts each as a job, but {name} is {limit}: plan at "
@@ -120,6 +120,6 @@ def pack_that_fits(pairs: list[int], limit: int) -> int | None:
     """The smallest --pack N whose jobs (each paired script's pairs in packs of N) number at most `limit`; None where
     none does (more scripts than the limit) or there are no pairs."""
     for size in range(1, max(pairs, default=0) + 1):
-        if sum(-(-count // size) for count in pairs) <= limit:
+        if sum(pack_jobs(count, size) for count in pairs) <= limit:
             return size
     return None
