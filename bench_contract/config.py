@@ -61,7 +61,7 @@ FIRST_STAGE = 5
 
 # The settings that say where a cell runs, not what it is: left out of its id (orchestrator.plan.matrix), so that a
 # cell run in a pack is the same cell as in an array of its own, and ids planned before they existed stay the same.
-PLACEMENT = ("pack", "pack_slots")
+PLACEMENT = ("pack", "pack_slots", "pack_nodes")
 
 # Bounds that hold for every whole number unless its declaration says otherwise: the result columns (epochs,
 # batch_size, trial and device_count are 32-bit integers).
@@ -224,6 +224,9 @@ class CellConfig:
                                  "slot (a Slurm task: --cpus-per-task CPUs and one GPU where the job has GPUs); "
                                  "both frameworks of a pair run in the same slot, one after the other.",
                               panel=SLURM, minimum=1, maximum=64, maximum_why="one node's slots", measured=False)
+    pack_nodes: int = setting(1, "With --pack-slots: the nodes the pack's slots are spread over, the same number on "
+                                 "each (--pack-slots 16 --pack-nodes 2: 8 per node), for packs wider than one node.",
+                              panel=SLURM, minimum=1, maximum=64, maximum_why="one node per slot", measured=False)
     target_interval: float = setting(0.0, "--trials auto's target interval.", minimum=0, below=1,
                                      on_command_line=False, measured=False)
     torch_compile: bool = setting(False, "PyTorch cells use torch.compile instead of eager (in training the whole "
@@ -404,6 +407,9 @@ def packs_need_pairs(config: CellConfig) -> str | None:
         return "--pack runs cell pairs through the paired driver; it needs --paired"
     if config.pack_slots > 1 and not config.pack:
         return "--pack-slots places the pairs of a pack side by side; it needs --pack N"
+    if config.pack_nodes > 1 and config.pack_slots % config.pack_nodes:
+        return (f"--pack-nodes {config.pack_nodes} spreads the pack's slots evenly over its nodes; --pack-slots "
+                f"{config.pack_slots} is not a multiple of it")
     if config.pack and config.world_size > 1:
         return "--pack runs one-process cells; it does not combine with --nodes or --tasks-per-node"
     return None

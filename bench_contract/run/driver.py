@@ -203,6 +203,28 @@ class Pack:
     slots: int
     step_options: tuple[str, ...]
     log: str
+    nodes: tuple[str, ...] = ()  # the job's nodes where it has several (--pack-nodes), each holding its share of slots
+
+    def slot_options(self, number: int) -> tuple[str, ...]:
+        """Slot `number`'s step options: the pack's, and where the job spans nodes, the slot's own node, so that
+        both sides of a pair run on one node, as in a job of their own (srun would take any node with room)."""
+        if len(self.nodes) < 2:
+            return self.step_options
+        return (*self.step_options, f"--nodelist={self.nodes[number * len(self.nodes) // self.slots]}")
+
+
+def job_nodes(environment: Mapping[str, str]) -> tuple[str, ...]:
+    """The job's nodes, one name each (`scontrol show hostnames` of SLURM_JOB_NODELIST), where it has several; ()
+    where it has one or scontrol cannot say (the slots' steps then go where srun finds room)."""
+    listed = environment.get("SLURM_JOB_NODELIST", "")
+    if environment.get("SLURM_JOB_NUM_NODES", "1") in ("", "1") or not listed:
+        return ()
+    try:
+        proc = subprocess.run(["scontrol", "show", "hostnames", listed], capture_output=True, text=True, timeout=60,
+                              env=dict(environment), check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(proc.stdout.split()) if proc.returncode == 0 else ()
 
 
 def pack_pairs(pack: int, size: int, count: int) -> list[int]:
@@ -269,7 +291,8 @@ class Slot:
                 "result already (an earlier job of this pack ran it): not run again", self.out)
             return 0, ""
         name = step_name(spec)
-        prefix = ("srun", "--exact", "--ntasks=1", "--nodes=1", f"--job-name={name}", *self.pack.step_options)
+        prefix = ("srun", "--exact", "--ntasks=1", "--nodes=1", f"--job-name={name}",
+                  *self.pack.slot_options(self.number))
         start = time.time()
         code, out = self.children.call(launcher, *args, prefix=prefix)
         self.log.write({"cell_id": spec["cell_id"], "pair_key": spec.get("pair_key", ""),
@@ -282,12 +305,15 @@ class Slot:
 def slot_memory(options: Sequence[str], slots: int, environment: Mapping[str, str]) -> tuple[str, ...]:
     """A slot's share of the job's memory per node, where the plan could not say it (the job's memory is the
     partition's default) and slots share the node: a step that asks for no memory gets all of the job's, and the
-    other slots' steps would wait for it. Slurm says the job's memory in SLURM_MEM_PER_NODE (megabytes)."""
+    other slots' steps would wait for it. Slurm says the job's memory in SLURM_MEM_PER_NODE (megabytes), and the
+    slots on each node in SLURM_NTASKS_PER_NODE (a pack spread over nodes, --pack-nodes, has fewer than `slots`)."""
     given = any(option.startswith("--mem") for option in options)
     per_node = environment.get("SLURM_MEM_PER_NODE", "")
-    if given or slots < 2 or not per_node.isdigit():
+    on_node = environment.get("SLURM_NTASKS_PER_NODE", "")
+    sharing = int(on_node) if on_node.isdigit() else slots
+    if given or sharing < 2 or not per_node.isdigit():
         return ()
-    return (f"--mem={int(per_node) // slots}M",)
+    return (f"--mem={int(per_node) // sharing}M",)
 
 
 def run_pack(children: Children, launchers: Mapping[str, str], pack: Pack, trials: int,
@@ -432,7 +458,8 @@ def main(argv: Sequence[str]) -> int:
     specs = {framework: specs_file for framework, _, specs_file in args.run}
     if args.pack_size is not None:
         pack = Pack(pack_pairs(args.pair, args.pack_size, args.pair_count), args.slots,
-                    tuple(args.step_option) + slot_memory(args.step_option, args.slots, environment), args.pack_log)
+                    tuple(args.step_option) + slot_memory(args.step_option, args.slots, environment), args.pack_log,
+                    job_nodes(environment))
         return run_pack(children, launchers, pack, args.trials, specs, rule)
     return run_pair(children, launchers, pair_trials(args.pair, args.trials, specs), args.pair, rule)
 

@@ -619,23 +619,23 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
          "launcher": f"run_{fw}"}  # the script's launch function, which the driver calls by name
         for fw in PAIRED_ORDER
     ]
-    pack, slots = first.settings.pack, first.settings.pack_slots
+    pack, slots, nodes = first.settings.pack, first.settings.pack_slots, first.settings.pack_nodes
     tasks = pack_jobs(len(pairs), pack)
     first_stage = FIRST_STAGE if first.settings.target_interval else 0
     rule_launcher = "trials_needed" if first_stage else ""  # the launch function of Stein's rule
     text = _environment().get_template("paired.sh.j2").render(
         **header_values(name, cells, profile, campaign=campaign, command=command, git_commit=git_commit,
-                        created_at=created_at, sizing=[*sizing, *pack_said(pack, slots, len(pairs)),
+                        created_at=created_at, sizing=[*sizing, *pack_said(pack, slots, nodes, len(pairs)),
                                                        *throttle_said(profile, tasks)]),
         launch_functions=[run["launcher"] for run in runs] + ([rule_launcher] if rule_launcher else []),
         rule_launcher=rule_launcher,
         driver=driver_entry(runs),
         pair_lines=[f"{pack_of(i, pack):<5}  {a.model_label} batch {a.batch_size} {a.precision}  "
                     f"({a.pair_key})" for i, (a, *_) in enumerate(pairs)],
-        directives=sbatch_directives(profile, name.removesuffix(".sh"), tasks, campaign_dir / "logs", 1,
-                                     slots if pack else 1),
+        directives=sbatch_directives(profile, name.removesuffix(".sh"), tasks, campaign_dir / "logs",
+                                     nodes if pack else 1, slots // nodes if pack else 1),
         pack=pack, slots=slots, pair_count=len(pairs), pack_gpus=bool(profile.gpus_per_task),
-        step_options=step_options(profile, slots) if pack else [],
+        step_options=step_options(profile, slots // nodes) if pack else [],
         pack_log=campaign_dir / PACK_LOGS,
         order=" then ".join(catalog.FRAMEWORKS[fw] for fw in PAIRED_ORDER),
         trials=trials,
@@ -651,13 +651,13 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
     return RenderedScript(PAIRED, name, text, [c for pair in pairs for c in pair], trials, system, pack)
 
 
-def pack_said(pack: int, slots: int, pairs: int) -> list[str]:
-    """The header's line on a pack's tasks (--pack, --pack-slots)."""
+def pack_said(pack: int, slots: int, nodes: int, pairs: int) -> list[str]:
+    """The header's line on a pack's tasks (--pack, --pack-slots, --pack-nodes)."""
     if not pack:
         return []
-    side = (f"--ntasks-per-node={slots}: {slots} slots, each a Slurm task with the CPUs and GPUs below, so that "
-            f"{slots} pairs run side by side, one per slot" if slots > 1 else "--ntasks=1: one slot, the pairs one "
-            "after another")
+    spread = f"--nodes={nodes} --ntasks-per-node={slots // nodes}" if nodes > 1 else f"--ntasks-per-node={slots}"
+    side = (f"{spread}: {slots} slots, each a Slurm task with the CPUs and GPUs below, so that {slots} pairs run side "
+            "by side, one per slot" if slots > 1 else "--ntasks=1: one slot, the pairs one after another")
     return [f"--pack {pack}: {pairs} pairs in {pack_jobs(pairs, pack)} jobs of up to {pack} pairs (--pack N), instead of "
             f"a job each; {side}; each run a job step of its own, srun --exact."]
 
@@ -668,7 +668,7 @@ PACK_LOGS = "packs"  # the campaign's folder of the packs' run records, one file
 def step_options(profile: ClusterProfile, slots: int) -> list[str]:
     """What each run of a pack asks srun for, beyond one task on one node: a slot's share of the allocation, its
     CPUs and its GPUs (one slot of the job's --ntasks-per-node), and its memory where the job's is per node (a step
-    would otherwise take the whole node's, and the other slots' steps would wait for it)."""
+    would otherwise take the whole node's, and the other slots' steps would wait for it); `slots`: a node's."""
     options = [f"--cpus-per-task={profile.cpus_per_task}"]
     if profile.gpus_per_task:
         options.append(f"--gpus-per-task={profile.gpus_per_task}")

@@ -247,18 +247,22 @@ def tiny_cells(cells: list[Cell], profile: ClusterProfile, node: NodeShape | Non
             "GPU of its own, so the queue and the start-up are paid once for N)"]
 
 
-def slots_refusal(slots: int, profile: ClusterProfile, node: NodeShape | None) -> str | None:
-    """Why a pack's `slots` side-by-side slots (--pack-slots; each a Slurm task with the task's CPUs and GPUs on one
-    node) cannot fit a node of the partition sinfo showed, or None (one slot, or no shape known: sbatch then says
-    it). Said at plan time: sbatch would refuse the script only once the campaign is written."""
-    if slots < 2 or node is None or node.partition != profile.partition:
+def slots_refusal(slots: int, nodes: int, profile: ClusterProfile, node: NodeShape | None) -> str | None:
+    """Why a pack's `slots` side-by-side slots over `nodes` nodes (--pack-slots, --pack-nodes; each slot a Slurm
+    task with the task's CPUs and GPUs) cannot fit the nodes of the partition sinfo showed, or None (one slot per
+    node, or no shape known: sbatch then says it). Said at plan time: sbatch would refuse the script only once the
+    campaign is written."""
+    per_node = slots // nodes
+    if per_node < 2 or node is None or node.partition != profile.partition:
         return None
     cpus, gpus = profile.cpus_per_task, profile.gpus_per_task
     fit = min(node.cpus // cpus, node.gpus // gpus) if gpus else node.cpus // cpus
-    if slots <= fit:
+    if per_node <= fit:
         return None
-    return (f"--pack-slots {slots} asks one node of partition {node.partition} for {slots} slots of {cpus} CPUs and "
-            f"{gpus} GPU{'' if gpus == 1 else 's'}, but its nodes have {node.cpus} CPUs and {node.gpus} GPUs (sinfo): ask for at most {fit}")
+    return (f"--pack-slots {slots} asks {'one node' if nodes == 1 else f'each of {nodes} nodes'} of partition "
+            f"{node.partition} for {per_node} slots of {cpus} CPUs and {gpus} GPU{'' if gpus == 1 else 's'}, but its "
+            f"nodes have {node.cpus} CPUs and {node.gpus} GPUs (sinfo): ask for at most {fit * nodes}, or spread "
+            f"them over more nodes (--pack-nodes)")
 
 
 def header_lines(notes: list[str]) -> list[str]:

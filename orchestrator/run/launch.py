@@ -157,7 +157,8 @@ class LaunchOptions:
         profile, found = discovered_profile(self.profile, ask_slurm=executor(self.executor).on_slurm,
                                             partition=self.partition, gpus_per_task=self.gpus_per_task)
         profile = profile.with_options(self.slurm_options())  # the command's Slurm options over the profile's
-        refused = sizing.slots_refusal(plans[0][1].pack_slots, profile, found.node if found else None)
+        settings = plans[0][1]
+        refused = sizing.slots_refusal(settings.pack_slots, settings.pack_nodes, profile, found.node if found else None)
         if refused:
             raise UsageError(refused)
         return LaunchRequest(

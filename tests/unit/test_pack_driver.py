@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO_ROOT, bash_functions, wait_until
 
-from bench_contract.run.driver import pack_pairs
+from bench_contract.run.driver import Pack, pack_pairs, slot_memory
 from bench_contract.spec import pair_order
 from orchestrator.plan.render import pack_of
 
@@ -194,3 +194,19 @@ def test_a_pack_called_wrongly_says_so_in_one_sentence(tmp_path, extra, message)
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == "" and not srun_calls(tmp_path)
     assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr
+
+
+def test_a_slot_asks_for_its_node_s_share_of_the_job_s_memory_only_where_slots_share_a_node():
+    job = {"SLURM_MEM_PER_NODE": "8000"}
+    assert slot_memory([], 2, job) == ("--mem=4000M",)
+    assert slot_memory([], 4, {**job, "SLURM_NTASKS_PER_NODE": "2"}) == ("--mem=4000M",)  # 4 slots over 2 nodes
+    assert slot_memory([], 2, {**job, "SLURM_NTASKS_PER_NODE": "1"}) == ()  # one slot per node: the node's all
+    assert slot_memory(["--mem=1000M"], 2, job) == ()  # the plan said it
+
+
+def test_where_a_pack_spans_nodes_each_slot_keeps_to_its_own_node():
+    """Four slots over two nodes: slots 0-1 on the first, 2-3 on the second, so that a pair's two runs (which its
+    slot runs one after the other) share a node; on one node srun is left to place the step."""
+    spread = Pack([0], 4, ("--cpus-per-task=1",), "log", ("n1", "n2"))
+    assert [spread.slot_options(n)[-1] for n in range(4)] == ["--nodelist=n1"] * 2 + ["--nodelist=n2"] * 2
+    assert Pack([0], 2, ("--cpus-per-task=1",), "log").slot_options(1) == ("--cpus-per-task=1",)

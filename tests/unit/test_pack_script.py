@@ -51,6 +51,19 @@ def test_a_pack_script_asks_for_its_slots_and_hands_the_driver_the_pack(tmp_path
     assert by_batch == {(fw, b): i // 2 for fw in ("jax", "torch") for i, b in enumerate((8, 16, 32, 64, 128))}
 
 
+def test_a_pack_spread_over_nodes_asks_for_its_slots_on_each_and_a_node_s_share_of_memory_per_step(tmp_path):
+    """--pack-slots 4 --pack-nodes 2: two slots on each of two nodes; a step's memory is half a node's (16G), not a
+    quarter."""
+    proc = plan_on_gpu_site(tmp_path, "--paired", "--pack", "4", "--pack-slots", "4", "--pack-nodes", "2",
+                            "--batch-sizes", "8,16,32,64")
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "s" / "paired_digits_1.sh").read_text()
+    assert {"--nodes=2", "--ntasks-per-node=2", "--gres=gpu:2", "--mem=16G"} <= set(re.findall(r"^#SBATCH (\S+)",
+                                                                                                text, re.M))
+    assert re.findall(r"--step-option=(\S+)", text) == ["--cpus-per-task=4", "--gpus-per-task=1", "--mem=8192M"]
+    assert "--slots 4" in text and "--nodes=2 --ntasks-per-node=2: 4 slots" in script_header(text)
+
+
 def test_one_slot_runs_the_pairs_one_after_another_and_the_time_limit_counts_them(tmp_path):
     """Without a time limit in the profile, the estimate counts every run of a pack: three pairs of two trials a
     pack, one slot, is 12 runs where a pair's task is 4."""
@@ -70,6 +83,8 @@ def test_packs_are_refused_without_pairs_off_sbatch_and_with_slots_alone(tmp_pat
     cases = [
         (["--pack", "2"], "--pack runs cell pairs through the paired driver; it needs --paired"),
         (["--paired", "--pack-slots", "2"], "--pack-slots places the pairs of a pack side by side; it needs --pack"),
+        (["--paired", "--pack", "2", "--pack-slots", "3", "--pack-nodes", "2"],
+         "--pack-nodes 2 spreads the pack's slots evenly over its nodes; --pack-slots 3 is not a multiple of it"),
         (["--paired", "--pack", "2", "--executor", "local"], "the local executor gives none"),
         (["--paired", "--pack", "2", "--executor", "submitit"], "the submitit executor gives none"),
     ]

@@ -174,7 +174,15 @@ def test_pack_slots_beyond_a_node_of_the_partition_are_refused_at_plan_time_with
     assert proc.returncode == 2 and not scripts
     assert proc.stderr.strip() == (
         "error: --pack-slots 9 asks one node of partition gpu for 9 slots of 14 CPUs and 1 GPU, but its nodes have "
-        "112 CPUs and 8 GPUs (sinfo): ask for at most 8")
+        "112 CPUs and 8 GPUs (sinfo): ask for at most 8, or spread them over more nodes (--pack-nodes)")
     proc, scripts = plan(tmp_path / "eight", *args, "--pack-slots", "8")
     assert proc.returncode == 0, proc.stderr
     assert sbatch_values(scripts["paired_digits_1.sh"])["ntasks-per-node"] == "8"
+    # Spread over two nodes, 16 slots are 8 on each: they fit; 18 over two are 9 on each, and do not.
+    proc, scripts = plan(tmp_path / "sixteen", *args, "--pack-slots", "16", "--pack-nodes", "2")
+    assert proc.returncode == 0, proc.stderr
+    values = sbatch_values(scripts["paired_digits_1.sh"])
+    assert (values["nodes"], values["ntasks-per-node"]) == ("2", "8")
+    proc, scripts = plan(tmp_path / "eighteen", *args, "--pack-slots", "18", "--pack-nodes", "2")
+    assert proc.returncode == 2 and not scripts
+    assert "asks each of 2 nodes of partition gpu for 9 slots" in proc.stderr and "at most 16" in proc.stderr
