@@ -9,12 +9,14 @@ import platform
 import sys
 import traceback
 
-from bench import collecting, harness_overhead, planning, soak, startup, submission, suite_budget, vectorization
+from bench import (collecting, harness_overhead, packing, planning, soak, startup, submission, suite_budget,
+                   vectorization)
 from bench.timing import Result
 from bench_contract.measure.device import cpu_model
 
 SUITES = {"startup": startup, "planning": planning, "submission": submission, "collecting": collecting,
-          "overhead": harness_overhead, "vectorization": vectorization, "suite": suite_budget, "soak": soak}
+          "overhead": harness_overhead, "vectorization": vectorization, "suite": suite_budget, "soak": soak,
+          "packing": packing}
 
 
 def machine() -> str:
