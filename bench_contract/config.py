@@ -213,13 +213,14 @@ class CellConfig:
     # Packed jobs (bench_contract.run.driver's pack mode): `pack` pairs share one allocation, each run a `srun
     # --exact` step with its own CPUs and GPU; `pack_slots` of them side by side. Not measured: the rows record the
     # neighbours instead (a pair whose sides ran beside different cells is flagged by the verdict).
-    pack: int = setting(0, "With --paired: run this many cell pairs in one job (a pack), each framework's trial "
-                           "a `srun --exact` step of its own with its own CPUs and GPU, so that short cells share "
-                           "one allocation and one wait in the queue instead of a job each; 0 (the default): one "
-                           "job per pair. Pack when a cell runs for minutes or less (plan.sizing's estimate, said in "
-                           "the script's header), or under a per-user job limit; the plan does not choose it for "
-                           "you.", panel=SLURM, minimum=0, maximum=MAX_TRIALS, maximum_why="so that a pack ends "
-                           "within one time limit", measured=False)
+    pack: int | None = setting(None, "With --paired: run this many cell pairs in one job (a pack), each "
+                                     "framework's trial a `srun --exact` step of its own with its own CPUs and GPU, "
+                                     "so that short cells share one allocation and one wait in the queue instead of "
+                                     "a job each; 0: one job per pair. Default: the plan packs pairs whose estimated "
+                                     "work is shorter than their start-up, about 2 hours of the estimate a pack "
+                                     "within the time limit, and says so (plan.sizing.default_pack); else a job "
+                                     "per pair.", panel=SLURM, minimum=0, maximum=MAX_TRIALS,
+                               maximum_why="so that a pack ends within one time limit", measured=False)
     pack_slots: int = setting(1, "With --pack: pairs that run side by side in the pack's allocation, each in its own "
                                  "slot (a Slurm task: --cpus-per-task CPUs and one GPU where the job has GPUs); "
                                  "both frameworks of a pair run in the same slot, one after the other.",

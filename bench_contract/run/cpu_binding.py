@@ -13,7 +13,10 @@ cpus_per_task there when Slurm sets nothing), else every CPU the process may use
 gave the task where that is the count; where Slurm gave more (task/none binds nothing, as on the local
 cluster and with the local executor), a block of that many of them: by SLURM_LOCALID, so two tasks of one job
 on one node do not share CPUs while there are enough for both, turned by SLURM_JOB_ID, so that jobs sharing
-an unbound node do not all take its first CPUs.
+an unbound node do not all take its first CPUs. In a pack (bench_contract.run.driver), each run is task 0 of a
+job step of its own, so the driver says its slot in PACK_SLOT_VARIABLE, counted as the local task: two slots
+side by side in one job take different blocks (seen on the local cluster: both slots' runs on one CPU, about
+half again as long, before the slot was counted).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+PACK_SLOT_VARIABLE = "BENCH_PACK_SLOT"  # a pack's slot, set by its driver for each run's step
 
 # Where the count comes from, in order; the first variable that is set decides.
 COUNT_VARIABLES = (
@@ -128,8 +133,8 @@ def bind_task_cpus(env: Mapping[str, str] | None = None) -> Binding | None:
         if not hasattr(os, "sched_setaffinity"):
             _binding = Binding((), f"{source}: not bound, this OS has no CPU affinity (os.sched_setaffinity)")
             return _binding
-        cpus, how = choose_cpus(os.sched_getaffinity(0), count, slurm_index(env, "SLURM_LOCALID"),
-                                slurm_index(env, "SLURM_JOB_ID"))
+        local = slurm_index(env, "SLURM_LOCALID") + slurm_index(env, PACK_SLOT_VARIABLE)
+        cpus, how = choose_cpus(os.sched_getaffinity(0), count, local, slurm_index(env, "SLURM_JOB_ID"))
         set_process_affinity(cpus)
     except BindingError as exc:
         _error = exc

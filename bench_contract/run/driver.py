@@ -57,6 +57,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from bench_contract.run.cpu_binding import PACK_SLOT_VARIABLE
 from bench_contract.run.stop_signals import STOP_SIGNALS
 from bench_contract.spec import FIRST_STAGE, FRAMEWORK_TITLES, PAIRED_ORDER, pair_order
 
@@ -139,12 +140,13 @@ class Children:
     def stopped(self) -> bool:
         return self.stopped_by is not None
 
-    def call(self, launcher: str, *args: str, capture: bool = False,
-             prefix: Sequence[str] = ()) -> tuple[int, str]:
-        """Run `[PREFIX] launcher ARGS` to its end: (exit code, its stdout where captured; else it goes to the job's
-        log). PREFIX is a pack's `srun ...` that makes the run a job step of its own."""
-        child = subprocess.Popen([*prefix, *SHELL, launcher, *args], env=self.environment, text=True,
-                                 stdout=subprocess.PIPE if capture else None)
+    def call(self, launcher: str, *args: str, capture: bool = False, prefix: Sequence[str] = (),
+             extra: Mapping[str, str] | None = None) -> tuple[int, str]:
+        """Run `[PREFIX] launcher ARGS` to its end, with the job's environment and `extra`: (exit code, its stdout
+        where captured; else it goes to the job's log). PREFIX is a pack's `srun ...` that makes the run a job step
+        of its own."""
+        child = subprocess.Popen([*prefix, *SHELL, launcher, *args], env={**self.environment, **(extra or {})},
+                                 text=True, stdout=subprocess.PIPE if capture else None)
         self.running.add(child)
         if self.stopped_by is not None:  # a signal came between the caller's check and the start
             self._pass_on(child, self.stopped_by)
@@ -294,7 +296,8 @@ class Slot:
         prefix = ("srun", "--exact", "--ntasks=1", "--nodes=1", f"--job-name={name}",
                   *self.pack.slot_options(self.number))
         start = time.time()
-        code, out = self.children.call(launcher, *args, prefix=prefix)
+        # The slot, so that slots side by side on a node that binds no CPUs take different ones (cpu_binding).
+        code, out = self.children.call(launcher, *args, prefix=prefix, extra={PACK_SLOT_VARIABLE: str(self.number)})
         self.log.write({"cell_id": spec["cell_id"], "pair_key": spec.get("pair_key", ""),
                         "framework": spec["framework"], "trial": spec["trial"], "slot": self.number, "step": name,
                         "job": os.environ.get("SLURM_JOB_ID", ""), "start": start, "end": time.time(),

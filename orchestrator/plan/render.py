@@ -619,7 +619,8 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
          "launcher": f"run_{fw}"}  # the script's launch function, which the driver calls by name
         for fw in PAIRED_ORDER
     ]
-    pack, slots, nodes = first.settings.pack, first.settings.pack_slots, first.settings.pack_nodes
+    # A pack the plan left open (a campaign planned outside launch.with_pack) is no pack.
+    pack, slots, nodes = first.settings.pack or 0, first.settings.pack_slots, first.settings.pack_nodes
     tasks = pack_jobs(len(pairs), pack)
     first_stage = FIRST_STAGE if first.settings.target_interval else 0
     rule_launcher = "trials_needed" if first_stage else ""  # the launch function of Stein's rule
@@ -658,8 +659,9 @@ def pack_said(pack: int, slots: int, nodes: int, pairs: int) -> list[str]:
     spread = f"--nodes={nodes} --ntasks-per-node={slots // nodes}" if nodes > 1 else f"--ntasks-per-node={slots}"
     side = (f"{spread}: {slots} slots, each a Slurm task with the CPUs and GPUs below, so that {slots} pairs run side "
             "by side, one per slot" if slots > 1 else "--ntasks=1: one slot, the pairs one after another")
-    return [f"--pack {pack}: {pairs} pairs in {pack_jobs(pairs, pack)} jobs of up to {pack} pairs (--pack N), instead of "
-            f"a job each; {side}; each run a job step of its own, srun --exact."]
+    jobs = pack_jobs(pairs, pack)
+    return [f"--pack {pack}: {pairs} pairs in {jobs} job{'' if jobs == 1 else 's'} of up to {pack} pairs (--pack N), "
+            f"instead of a job each; {side}; each run a job step of its own, srun --exact."]
 
 
 PACK_LOGS = "packs"  # the campaign's folder of the packs' run records, one file per job (bench_contract.run.driver)

@@ -24,7 +24,7 @@ from bench_contract.models.language import GPT, training_flops_per_token
 from orchestrator.plan import catalog
 from orchestrator.plan.discovery import MEMORY_HEADROOM, NodeShape
 from orchestrator.plan.matrix import Cell, train_split_size
-from orchestrator.plan.profile import ClusterProfile
+from orchestrator.plan.profile import ClusterProfile, slurm_seconds
 
 # A forward pass of one sample of each model at its benchmark's full-size input, in FLOPs (2 per multiply-add): the
 # published counts for the torchvision architectures (ResNet-50 4.1 GMACs, ViT-B/16 17.6, MobileNetV3-Small 0.06,
@@ -153,6 +153,44 @@ def time_limit(profile: ClusterProfile, cells: list[Cell], node: NodeShape | Non
         said += f"; partition {node.partition}'s limit is {node.max_time}"
     limit = slurm_time(seconds)
     return limit, f"--time={limit}: {said}.", capped
+
+
+# The plan's --pack where a paired campaign on Slurm gives none: where every cell's estimated work (its steps,
+# without STARTUP_S) is shorter than its start-up, the job would mostly wait in the queue and start, so the pairs
+# share jobs of about PACK_S of the estimate each, as many as the time limit holds (the profile's or --time, else
+# the partition's, with MARGIN and the warning's time). Longer cells, packs of one pair, a campaign over several
+# nodes per cell and --trials auto (whose length is open until the first trials have run) keep a job per pair.
+PACK_S = 2 * 3600
+
+
+def default_pack(profile: ClusterProfile, cells: list[Cell], node: NodeShape | None) -> tuple[int, str]:
+    """(the --pack of a paired campaign that gave none, the sentence on how it was chosen, or "" for a job per
+    pair)."""
+    settings = cells[0].settings
+    if not settings.paired or settings.world_size > 1 or settings.target_interval:
+        return 0, ""
+    estimates = [estimate(cell, profile, node) for cell in distinct(cells)]
+    longest = max(estimates, key=lambda e: e.seconds)
+    if longest.seconds - STARTUP_S >= STARTUP_S:
+        return 0, ""
+    pair_s = 2 * settings.trials * longest.seconds
+    room, bound = PACK_S, f"about {PACK_S // 3600} hours of the estimate"
+    limits = [slurm_seconds(on.time_limit) for on in map(profile.for_system, {c.system for c in cells})
+              if on.time_limit]
+    if not limits and node is not None and node.max_time_s is not None:
+        limits = [node.max_time_s]
+    if limits:
+        fits = (min(limits) - profile.earliest_warning_s()) / MARGIN
+        if fits < room:
+            room, bound = fits, "as many as the time limit holds"
+    pairs, most = len(cells) // 2, int(room // pair_s)
+    if most < 2 or pairs < 2:
+        return 0, ""
+    # The fewest jobs that hold the pairs, evened out: 8 pairs at most 7 a pack are two packs of 4, not 7 and 1.
+    pack = -(-pairs // -(-pairs // most))
+    return pack, (f"--pack {pack}, chosen by the plan: each cell's estimated work is shorter than its start-up "
+                  f"({STARTUP_S // 60} min estimated), so its pairs share jobs, {bound} ({pair_s / 60:.0f} min a "
+                  "pair); --pack 0 gives a job per pair.")
 
 
 def estimate(cell: Cell, profile: ClusterProfile, node: NodeShape | None) -> Estimate:

@@ -272,9 +272,13 @@ def launch_cells(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[
     if req.discovered:
         report(f"cluster: {req.discovered}")
     check_request(req, cells, report)
+    cells, packed = with_pack(req, cells)
     # Each system's time limit where neither the profile nor --time gives one, estimated from its cells' work: the
     # scripts, the manifest and submitit's parameters all read it from the profile.
     sized = sizing.size(req.profile, cells, req.node)
+    if packed:
+        report(packed)
+        sized = replace(sized, notes={system: [*lines, packed] for system, lines in sized.notes.items()})
     for warning in sized.warnings + sizing.tiny_cells(cells, req.profile, req.node):
         report(f"warning: {warning}")
     req = replace(req, profile=sized.profile)
@@ -282,6 +286,21 @@ def launch_cells(req: LaunchRequest, cells: list[matrix.Cell], report: Callable[
         if not req.dry_run:
             held.enter_context(submitting(req.results_dir, f"`{req.command}`"))
         return plan_and_submit(req, cells, report, release=held.close, sized=sized, on_planned=on_planned)
+
+
+def with_pack(req: LaunchRequest, cells: list[matrix.Cell]) -> tuple[list[matrix.Cell], str]:
+    """The cells with their --pack settled: the command's, else the plan's choice (plan.sizing.default_pack) where
+    the executor runs packs, else none; and the sentence on the plan's choice, if it made one."""
+    settings = cells[0].settings if cells else None
+    if settings is None or settings.pack is not None:
+        return cells, ""
+    pack, said = (sizing.default_pack(req.profile, cells, req.node) if req.run_by.starts_several_processes
+                  else (0, ""))
+    settled = {}  # one settled copy of each settings object (a use case's), which its cells share
+    for cell in cells:
+        if id(cell.settings) not in settled:
+            settled[id(cell.settings)] = replace(cell.settings, pack=pack)
+    return [replace(cell, settings=settled[id(cell.settings)]) for cell in cells], said
 
 
 def on_systems(cells: list[matrix.Cell], systems: list[str]) -> list[matrix.Cell]:

@@ -91,6 +91,8 @@ def test_a_process_is_bound_to_its_tasks_cpus_every_thread_of_it():
     assert bound_in_a_fresh_process({"SLURM_CPUS_PER_TASK": "1"}) == f"[{first}] [{first}]"
     # The second task of the node takes the next CPU; pyarrow's threads, started before, are bound as well.
     assert bound_in_a_fresh_process({"SLURM_CPUS_PER_TASK": "1", "SLURM_LOCALID": "1"}) == f"[{second}] [{second}]"
+    # A pack's second slot: task 0 of a step of its own, beside slot 0's in the same job, takes the next CPU too.
+    assert bound_in_a_fresh_process({"SLURM_CPUS_PER_TASK": "1", "BENCH_PACK_SLOT": "1"}) == f"[{second}] [{second}]"
 
 
 class ThreadedBackend:

@@ -142,7 +142,9 @@ def test_side_by_side_each_slot_runs_one_pair_at_a_time_both_frameworks_in_the_s
     started.mkdir()
     # Each run marks its start, then waits (at most 20 s) until two runs have started: side by side, the first two
     # see each other at once; one after another, they would not.
-    body = (f'touch {started}/"$FUNCNAME-$2"; '
+    # Each also logs the slot its step was told (cpu_binding counts it as the local task, so that slots side by side
+    # take different CPUs where Slurm binds none).
+    body = (f'echo "$FUNCNAME $2 $BENCH_PACK_SLOT" >> {tmp_path}/seen; touch {started}/"$FUNCNAME-$2"; '
             f'for _ in $(seq 200); do [ "$(ls {started} | wc -l)" -ge 2 ] && exit 0; sleep 0.1; done; exit 9')
     env = environment(tmp_path, run_jax=body, run_torch=body)
     proc = subprocess.run([*DRIVER, *pack_args(specs, tmp_path, pack=0, size=3, count=3, trials=1, slots=2)],
@@ -159,6 +161,8 @@ def test_side_by_side_each_slot_runs_one_pair_at_a_time_both_frameworks_in_the_s
     first = {slot: runs[0] for slot, runs in by_slot.items()}
     assert first[0]["pair_key"] != first[1]["pair_key"]
     assert max(r["start"] for r in first.values()) < min(r["end"] for r in first.values())  # they overlapped
+    seen = {tuple(line.split()) for line in (tmp_path / "seen").read_text().splitlines()}
+    assert seen == {(f"run_{r['framework']}", r["pair_key"][1:], str(r["slot"])) for r in records}
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])

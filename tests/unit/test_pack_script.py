@@ -19,6 +19,7 @@ time_limit = "01:00:00"
 
 
 def plan_on_gpu_site(tmp_path, *args):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "gpu.toml").write_text(GPU_SITE)
     away = {name: value for name, value in os.environ.items() if name != "SLURM_CONF"}  # plan away from a cluster
     return run_cli("--benchmark", "digits", "--use-case", "1", "--dry-run", "--profile", str(tmp_path / "gpu.toml"),
@@ -62,6 +63,21 @@ def test_a_pack_spread_over_nodes_asks_for_its_slots_on_each_and_a_node_s_share_
                                                                                                 text, re.M))
     assert re.findall(r"--step-option=(\S+)", text) == ["--cpus-per-task=4", "--gpus-per-task=1", "--mem=8192M"]
     assert "--slots 4" in text and "--nodes=2 --ntasks-per-node=2: 4 slots" in script_header(text)
+
+
+def test_without_pack_the_plan_packs_short_pairs_says_so_and_pack_0_keeps_a_job_per_pair(tmp_path):
+    """The GPU site's hour holds three digits pairs of the estimate (plan.sizing.default_pack): four pairs are two
+    packs of two, said on the terminal and in the header; --pack 0 plans a job per pair, and says nothing of packs."""
+    proc = plan_on_gpu_site(tmp_path / "default", "--paired", "--batch-sizes", "8,16,32,64")
+    assert proc.returncode == 0, proc.stderr
+    assert "--pack 2, chosen by the plan" in proc.stdout
+    text = (tmp_path / "default" / "s" / "paired_digits_1.sh").read_text()
+    assert "--array=0-1" in text and "--pack-size 2 --pair-count 4" in text
+    assert "--pack 2, chosen by the plan: each cell's estimated work is shorter than its start-up" in script_header(text)
+    proc = plan_on_gpu_site(tmp_path / "zero", "--paired", "--pack", "0", "--batch-sizes", "8,16,32,64")
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "zero" / "s" / "paired_digits_1.sh").read_text()
+    assert "--array=0-3" in text and "--pack-size" not in text and "chosen by the plan" not in proc.stdout
 
 
 def test_one_slot_runs_the_pairs_one_after_another_and_the_time_limit_counts_them(tmp_path):

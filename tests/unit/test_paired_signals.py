@@ -30,8 +30,9 @@ def test_the_warning_signal_reaches_the_running_backend_of_a_pair(tmp_path, sign
         stand_in_env(tmp_path / "envs", framework, log)
     profile = tmp_path / "p.toml"
     profile.write_text(f"env_dir = {json.dumps(str(tmp_path / 'envs'))}\n")
-    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--paired", "--trials", "2", "--dry-run",
-                   "--profile", str(profile), "--results-dir", str(tmp_path / "r"), "--scripts-dir", str(tmp_path / "s"))
+    proc = run_cli("--benchmark", "digits", "--use-case", "1", "--paired", "--pack", "0", "--trials", "2",
+                   "--dry-run", "--profile", str(profile), "--results-dir", str(tmp_path / "r"),
+                   "--scripts-dir", str(tmp_path / "s"))
     assert proc.returncode == 0, proc.stderr
     script = tmp_path / "s" / "paired_digits_1.sh"
     shell = subprocess.Popen(["bash", str(script)], env={"PATH": "/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "0"},

@@ -209,7 +209,7 @@ def test_the_local_executor_runs_only_the_missing_cells_again(tmp_path):
     # Each trial is its own task: only the trial without a result goes again.
     (("--trials", "2"), "jax", "--array=3"),
     # A paired task runs both frameworks' trials of one pair: it goes again when any of them lacks a result.
-    (("--trials", "2", "--paired"), "paired", "--array=1"),
+    (("--trials", "2", "--paired", "--pack", "0"), "paired", "--array=1"),
 ])
 def test_trials_and_pairs_are_resubmitted_by_their_task(tmp_path, queue_site, extra, script, expected):
     env, calls, profile = queue_site

@@ -186,3 +186,49 @@ def test_pack_slots_beyond_a_node_of_the_partition_are_refused_at_plan_time_with
     proc, scripts = plan(tmp_path / "eighteen", *args, "--pack-slots", "18", "--pack-nodes", "2")
     assert proc.returncode == 2 and not scripts
     assert "asks each of 2 nodes of partition gpu for 9 slots" in proc.stderr and "at most 16" in proc.stderr
+
+
+def paired_digits(batch_sizes, **settings):
+    return matrix.expand("digits", 1, [], ["mlp"], batch_sizes, [], RunSettings(paired=True, **settings))
+
+
+def test_the_plan_packs_short_pairs_into_jobs_of_about_two_hours_of_the_estimate_evened_out():
+    """Each digits pair is about 10 min of the estimate (two runs of 5 min start-up and seconds of work): 8 pairs
+    fit one job of 2 hours; 12 pairs need two (at most 11 a job), evened out to 6 and 6, not 11 and 1."""
+    profile = ClusterProfile(partition="gpu", gpus_per_task=1, jax_recipe="cuda12")
+    cells = paired_digits([8 + i for i in range(8)])
+    pair_s = 2 * max(sizing.estimate(cell, profile, None).seconds for cell in cells)
+    assert 2 * sizing.STARTUP_S <= pair_s < sizing.PACK_S / 11  # so that 11 pairs fit one pack
+    pack, said = sizing.default_pack(profile, cells, None)
+    assert pack == 8 and "--pack 8, chosen by the plan" in said and "about 2 hours of the estimate" in said
+    pack, _ = sizing.default_pack(profile, paired_digits([8 + i for i in range(12)]), None)
+    assert pack == 6
+
+
+def test_the_plans_pack_fits_the_time_limit_and_is_none_where_it_would_hold_one_pair():
+    """A time limit of 1 h holds (3600 s less the warning's time) / 1.5 of the estimate: 3 pairs of about 10 min;
+    20 min hold one pair, so each pair keeps its own job; with no limit of its own, the partition's holds."""
+    cells = paired_digits([8 + i for i in range(8)])
+    hour = ClusterProfile(partition="gpu", gpus_per_task=1, jax_recipe="cuda12", time_limit="01:00:00")
+    pack, said = sizing.default_pack(hour, cells, None)
+    assert pack == 3 and "as many as the time limit holds" in said  # 8 pairs: three jobs of 3, 3 and 2
+    short = ClusterProfile(partition="gpu", gpus_per_task=1, jax_recipe="cuda12", time_limit="00:20:00")
+    assert sizing.default_pack(short, cells, None) == (0, "")
+    partition = NodeShape("gpu", 8, 112, 1000000, 14, 125000, max_time_s=3600, max_time="01:00:00")
+    assert sizing.default_pack(ClusterProfile(partition="gpu", gpus_per_task=1, jax_recipe="cuda12"), cells,
+                               partition)[0] == 3
+
+
+def test_the_plan_does_not_pack_long_cells_single_frameworks_or_trials_auto():
+    profile = ClusterProfile(partition="gpu", gpus_per_task=1, jax_recipe="cuda12")
+    # ResNet-50 at batch 64 on a GPU of unknown type, 20 epochs of the synthetic split: more work than start-up,
+    # though four such pairs would fit the 2 hours of a pack.
+    long = matrix.expand("imagenet", 1, [], ["resnet50"], [64, 65], [],
+                         RunSettings(data_source="synthetic", epochs=20, paired=True))
+    work = sizing.estimate(long[0], profile, None).seconds
+    assert sizing.STARTUP_S <= work - sizing.STARTUP_S and 4 * 2 * work < sizing.PACK_S
+    assert sizing.default_pack(profile, long, None) == (0, "")
+    unpaired = matrix.expand("digits", 1, [], ["mlp"], [8, 16, 32], [], RunSettings())
+    assert sizing.default_pack(profile, unpaired, None) == (0, "")
+    auto = paired_digits([8, 16, 32], trials=10, target_interval=0.02)
+    assert sizing.default_pack(profile, auto, None) == (0, "")

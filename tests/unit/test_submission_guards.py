@@ -208,8 +208,8 @@ def test_the_limit_counts_the_jobs_as_submitted_paired_trials_and_packs_and_name
                                                                                                      cluster):
     env, run = cluster
     fake_tools(Path(env["PATH"].split(":")[0]), sacctmgr='case "$*" in *qos*) echo "normal|2|";; esac\n')
-    # 3 pairs of 3 trials each: 3 jobs (a pair's task runs all its trials), over the limit of 2.
-    proc = run("--paired", "--trials", "3")
+    # 3 pairs of 3 trials each, a job per pair: 3 jobs (a pair's task runs all its trials), over the limit of 2.
+    proc = run("--paired", "--pack", "0", "--trials", "3")
     no_traceback(proc)
     assert proc.returncode == 2 and calls(tmp_path) == []
     [line] = proc.stderr.strip().splitlines()
