@@ -94,25 +94,32 @@ def test_a_pack_cancelled_midway_is_completed_by_resubmit_and_nothing_runs_twice
 
 def test_a_pack_stopped_by_its_time_limit_keeps_its_finished_runs_and_the_same_command_completes_it(slurm_cluster,
                                                                                                    tmp_path):
-    """Twelve pairs in one pack under a one-minute limit, where its runs need about two (each a framework's imports
-    and a few seconds of digits): Slurm stops the pack at its limit (TIMEOUT in sacct), and the runs it finished keep
-    their results. The same command with a longer --time plans the same campaign again and submits the pack, whose
-    driver runs only the runs without a result: one completed step per row, none twice."""
-    run = Campaign(tmp_path, slurm_cluster.env)
-    sizes = ",".join(str(8 + 4 * i) for i in range(12))
+    """Sixteen pairs in one pack under a one-minute limit, where its runs need more than two (each a framework's
+    imports and a few seconds of digits, about 8 s a pair here when the machine is idle): Slurm stops the pack at its
+    limit (it checks limits every 30 s or so, so between 60 and about 100 s), and the runs it
+    finished keep their results. The same command with a longer --time plans the same campaign again and submits
+    the pack, whose driver runs only the runs without a result: one completed step per row, none twice. No warning
+    signal (a warning may come up to a minute early, as the pack starts): the limit itself stops the pack."""
+    run = Campaign(tmp_path, slurm_cluster.env, profile_extra='warning_signal = "none"\n')
+    sizes = ",".join(str(8 + 4 * i) for i in range(16))
 
     def launch(limit: str):
         return run_cli("--benchmark", "digits", "--use-case", "1", *BRIEF_TIMING_ARGS, "--batch-sizes", sizes,
-                       "--epochs", "1", "--warmup-steps", "2", "--paired", "--pack", "12", "--time", limit, "--wait",
+                       "--epochs", "1", "--warmup-steps", "2", "--paired", "--pack", "16", "--time", limit, "--wait",
                        "--profile", str(run.profile), "--results-dir", str(run.results), "--scripts-dir",
                        str(run.scripts), env=run.env, timeout=900)
 
     first = launch("00:01:00")
     assert "Traceback" not in first.stderr, first.stderr
     (first_task,) = run.manifest["submissions"]["paired"]["task_ids"]
-    run.wait_until(lambda: sacct_state(first_task, run.env) == "TIMEOUT", "the pack's TIMEOUT in sacct", timeout_s=120)
+    # Stopped at its limit: it ran the whole minute and did not complete (TIMEOUT, or FAILED where the driver saw its
+    # next steps refused as the allocation ended and exited before Slurm's kill).
+    run.wait_until(lambda: sacct_state(first_task, run.env)[0] not in ("", "PENDING", "RUNNING"),
+                   "the pack's end in sacct", timeout_s=120)
+    state, elapsed = sacct_state(first_task, run.env)
+    assert state in ("TIMEOUT", "FAILED") and elapsed >= 60, (state, elapsed)
     finished = [c for c in run.manifest["cells"] if Path(c["results"]).exists()]
-    assert 1 <= len(finished) < 24, len(finished)  # stopped midway
+    assert 1 <= len(finished) < 32, len(finished)  # stopped midway
 
     again = launch("00:10:00")
     assert again.returncode == 0, again.stdout + again.stderr
@@ -120,18 +127,20 @@ def test_a_pack_stopped_by_its_time_limit_keeps_its_finished_runs_and_the_same_c
     assert second_task != first_task
     assert all(Path(c["results"]).exists() for c in run.manifest["cells"])
     jobs = [first_task, second_task]
-    run.wait_until(lambda: len([s for s in steps_of(jobs, run.env) if s[2] == "COMPLETED"]) >= 24,
+    run.wait_until(lambda: len([s for s in steps_of(jobs, run.env) if s[2] == "COMPLETED"]) >= 32,
                    "the accounting of the steps", timeout_s=120)
     steps = steps_of(jobs, run.env)
     completed = Counter(name for _, name, state in steps if state == "COMPLETED")
-    assert len(completed) == 24 and set(completed.values()) == {1}, steps
+    assert len(completed) == 32 and set(completed.values()) == {1}, steps
     rerun = {name for step, name, _ in steps if step.startswith(second_task + ".")}
     done_first = {f"{c['framework']}:{c['cell_id']}:t{c['trial']}" for c in finished}
     assert rerun and not rerun & done_first, (rerun, done_first)
 
 
-def sacct_state(job: str, env: dict) -> str:
-    """The job's state in Slurm's accounting (the allocation's line); "" until slurmdbd has it."""
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "State"], capture_output=True, text=True,
-                         env=env).stdout.split()
-    return out[0] if out else ""
+def sacct_state(job: str, env: dict) -> tuple[str, int]:
+    """The job's state and seconds elapsed in Slurm's accounting (the allocation's line); ("", 0) until slurmdbd
+    has it."""
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "State,ElapsedRaw"], capture_output=True,
+                         text=True, env=env).stdout.split()
+    state, _, elapsed = out[0].partition("|") if out else ("", "", "0")
+    return state.split()[0] if state else "", int(elapsed or 0)
