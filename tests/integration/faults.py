@@ -3,13 +3,16 @@ use case 1), wait for states, and check that resubmit + collect end with the com
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 from helpers import BRIEF_TIMING_ARGS, REPO_ROOT, run_cli, wait_until
 
 LOCAL_PROFILE = REPO_ROOT / "profiles" / "local_slurm.toml"
@@ -88,6 +91,25 @@ class Campaign:
     def jobs_on(self, node: str) -> list[str]:
         return subprocess.run(["squeue", "-h", "-r", "-w", node, "-o", "%i"], capture_output=True, text=True,
                               env=self.env).stdout.split()
+
+    @contextlib.contextmanager
+    def node_set_down(self, task_id: str) -> Iterator[str]:
+        """The task's node set down for the block (Slurm fails the jobs on it), then resumed and back. Skips the
+        test where the node also runs another job: the cluster is shared, and only the test's own task may fail."""
+        node = self.node_of(task_id)
+        others = [job for job in self.jobs_on(node) if job != task_id]
+        if others:
+            pytest.skip(f"node {node} also runs {', '.join(others)}; not taking it down")
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=fault test"], check=True,
+                       env=self.env)
+        try:
+            yield node
+        finally:
+            # ReturnToService=2 may have brought it back already (its slurmd still answers): resume is then refused.
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=self.env)
+            self.wait_until(lambda: subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True,
+                                                   text=True, env=self.env).stdout.strip() in
+                            ("idle", "mixed", "allocated"), f"node {node} back", timeout_s=60)
 
     def wait_running(self, index: int, framework: str = "jax") -> str:
         """Wait until the cell's task runs."""

@@ -200,20 +200,8 @@ def test_a_node_set_down_while_its_task_runs(slurm_cluster, tmp_path):
     proc = run.launch("--batch-sizes", f"{LONG},{SHORT}", "--epochs", "60")
     assert proc.returncode == 0, proc.stderr
     task = run.wait_training(0)
-    node = run.node_of(task)
-    others = [job for job in run.jobs_on(node) if job != task]
-    if others:  # the cluster is shared: never take down a node that runs someone else's job
-        pytest.skip(f"node {node} also runs {', '.join(others)}; not taking it down")
-    subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=fault test"], check=True,
-                   env=run.env)
-    try:
+    with run.node_set_down(task):
         assert run.watch().returncode == 1
-    finally:
-        # ReturnToService=2 may have brought it back already (its slurmd still answers): resume is then refused.
-        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=run.env)
-        state = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True,
-                               env=run.env).stdout.strip()
-        assert state in ("idle", "mixed", "allocated"), f"node {node} left {state}"
     # Right after watch ended, once, status named the task cancelled (the batch step's CANCELLED) and, read again
     # minutes later, failed NODE_FAIL, as sacct then said: accounting settles after watch (a fresh clone's run at
     # f27e92b, after the quick bench). Status is read again until it names the failure, for at most a minute.

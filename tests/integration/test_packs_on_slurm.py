@@ -1,7 +1,8 @@
-"""Packed jobs on the real local Slurm cluster: a digits campaign with --paired --pack 2 (four pairs, two packs),
-each run a job step of its own. One pack is cancelled with scancel after its first run has ended: its finished
-runs keep their results, `resubmit` submits that pack alone and its driver runs only the runs without a result, and
-Slurm's accounting of the steps agrees with the rows: one completed step per row, none run twice."""
+"""Packed jobs on the real local Slurm cluster, stopped midway three ways: by scancel, by the time limit and by a
+node set down. In each, the finished runs keep their results, the pack submitted again (`resubmit`, or the same
+command) runs only the runs without a result, and Slurm's accounting of the steps agrees with the rows: one
+completed step per row, none run twice. The first: a digits campaign with --paired --pack 2 (four pairs, two
+packs), each run a job step of its own, one pack cancelled with scancel after its first run has ended."""
 
 import json
 import subprocess
@@ -9,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from faults import Campaign
 from helpers import BRIEF_TIMING_ARGS, run_cli
 
@@ -144,3 +146,35 @@ def sacct_state(job: str, env: dict) -> tuple[str, int]:
                          text=True, env=env).stdout.split()
     state, _, elapsed = out[0].partition("|") if out else ("", "", "0")
     return state.split()[0] if state else "", int(elapsed or 0)
+
+
+@pytest.mark.serial  # a node taken down fails every other test's task on it
+def test_a_pack_whose_node_fails_keeps_its_finished_runs_and_resubmit_runs_only_the_rest(slurm_cluster, tmp_path):
+    """Four pairs in one pack; its node is set down once the pack's first run has ended (the job ends NODE_FAIL, not
+    requeued: the profile's requeue is off). The runs it finished keep their results; `resubmit` submits the pack
+    again and its driver runs only the rest: one completed step per row."""
+    run = Campaign(tmp_path, slurm_cluster.env)
+    launch = run_cli("--benchmark", "digits", "--use-case", "1", *BRIEF_TIMING_ARGS, "--batch-sizes", ",".join(BATCHES),
+                     "--epochs", "1", "--warmup-steps", "2", "--paired", "--pack", "4", "--profile", str(run.profile),
+                     "--results-dir", str(run.results), "--scripts-dir", str(run.scripts), env=run.env, timeout=900)
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    (task,) = run.manifest["submissions"]["paired"]["task_ids"]
+    run.wait_until(lambda: list((run.folder / "packs").glob("pack0_*.jsonl")), "the pack's first run ended",
+                   timeout_s=600)
+    with run.node_set_down(task):
+        assert run.watch().returncode == 1
+    finished = [c for c in run.manifest["cells"] if Path(c["results"]).exists()]
+    assert 1 <= len(finished) < 8, len(finished)
+
+    resubmit = run.cli("resubmit", "--wait")
+    assert resubmit.returncode == 0, resubmit.stdout + resubmit.stderr
+    (new_task,) = run.manifest["submissions"]["paired"]["task_ids"]
+    assert new_task != task and all(Path(c["results"]).exists() for c in run.manifest["cells"])
+    jobs = [task, new_task]
+    run.wait_until(lambda: len([s for s in steps_of(jobs, run.env) if s[2] == "COMPLETED"]) >= 8,
+                   "the accounting of the steps", timeout_s=120)
+    completed = Counter(name for _, name, state in steps_of(jobs, run.env) if state == "COMPLETED")
+    assert len(completed) == 8 and set(completed.values()) == {1}, completed
+    done_first = {f"{c['framework']}:{c['cell_id']}:t{c['trial']}" for c in finished}
+    rerun = {name for step, name, _ in steps_of(jobs, run.env) if step.startswith(new_task + ".")}
+    assert rerun and not rerun & done_first, (rerun, done_first)
