@@ -1,8 +1,8 @@
-"""A digits campaign of 40 cells in each framework on the local Slurm cluster, paired, as arrays (a job per cell
-pair) and as packs (many pairs in one allocation, each run a job step of its own): once on the idle cluster and
-once under a per-user submit limit, with the jobs submitted, the time in the queue (Slurm's Submit to Start, summed over the jobs) and
-the time from the first submission to the last result of each; then `compare --baseline` of the packed results
-against the arrays', cell by cell.
+"""A digits campaign of 40 cells in each framework on the local Slurm cluster, paired, as arrays (a job per cell pair)
+and as packs (many pairs in one allocation, each run a job step of its own): once on the idle cluster and once under
+a per-user submit limit, with the jobs submitted, the time in the queue (Slurm's Submit to Start, summed over the
+jobs) and the time from the first submission to the last result of each; then `compare --baseline` of the packed
+results against the arrays', cell by cell.
 
 The limit: a QOS with MaxSubmitJobsPerUser=1, asked for through the profile (--qos), made for this run and deleted
 after it. A limit binds only where it is below the jobs a user could run at once: the local cluster has two nodes
@@ -34,6 +34,7 @@ from pathlib import Path
 
 from bench.submission import cluster_unavailable
 from bench.timing import REPO_ROOT, Result, cli
+from orchestrator.run.queue import sacct_lines
 
 PAIRS, QUICK_PAIRS = 40, 2  # --quick: to check that the suite runs, in about a minute
 BATCH_SIZES = tuple(8 + 4 * i for i in range(PAIRS))  # the cells: the digits MLP, use case 1, at 40 batch sizes
@@ -78,8 +79,7 @@ def measure(repeats: int, quick: bool = False) -> list[Result]:
                                       ["--pack", "0"])
         limited_packs = run_campaign(work / "limited-packs", limited_profile, [sizes],
                                      ["--pack", str(len(sizes)), "--pack-slots", "2", "--pack-nodes", "2"])
-        flagged = [compare(arrays.results, packs.results, work / "idle.txt"),
-                   compare(limited_arrays.results, limited_packs.results, work / "limited.txt")]
+        flagged = [compare(arrays.results, packs.results), compare(limited_arrays.results, limited_packs.results)]
     finally:
         sacctmgr("delete", "qos", qos)
         shutil.rmtree(work, ignore_errors=True)
@@ -105,22 +105,22 @@ def run_campaign(results: Path, profile: Path, commands: list[list[int]], extra:
     pair_s: dict[str, float] = {}
     for run in packed:  # a pack's pairs: the seconds of their steps
         pair_s[run["pair_key"]] = pair_s.get(run["pair_key"], 0.0) + run["end"] - run["start"]
-    if not packed:  # a job per pair: its array task's
-        pair_s = {cell["pair_key"]: times[tasks[cell["array_index"]]][2] - times[tasks[cell["array_index"]]][1]
+    if not packed:  # a job per pair: its array task's, End minus Start
+        ran = {task: end - begin for task, (_, begin, end) in times.items()}
+        pair_s = {cell["pair_key"]: ran[tasks[cell["array_index"]]]
                   for manifest, tasks in zip(manifests, task_ids) for cell in manifest["cells"]}
     return Outcome(len(times), queued, max(path.stat().st_mtime for path in result_files) - start, results, pair_s)
 
 
 def accounting(tasks: list[str]) -> dict[str, tuple[float, float, float]]:
-    """Submit, Start and End of each job (array task), in seconds, from sacct; slurmctld hands records to slurmdbd
-    asynchronously, so it is asked again until every job has ended."""
+    """Submit, Start and End of each job (array task), in seconds, from sacct (the orchestrator's own call);
+    slurmctld hands records to slurmdbd asynchronously, so it is asked again until every job has ended."""
     jobs = sorted({task.split("_")[0] for task in tasks})
     deadline = time.monotonic() + 120
     while True:
-        out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,Submit,Start,End", "-j", ",".join(jobs)],
-                             capture_output=True, text=True, timeout=120).stdout
+        lines = sacct_lines(jobs, "-X", "-o", "JobID,Submit,Start,End")
         found = {job: tuple(datetime.fromisoformat(stamp).timestamp() for stamp in stamps)
-                 for job, *stamps in (line.split("|") for line in out.splitlines())
+                 for job, *stamps in (line.split("|") for line in lines)
                  if job in tasks and not {"", "Unknown", "None"} & set(stamps)}
         if len(found) == len(tasks) or time.monotonic() > deadline:
             break
@@ -152,7 +152,7 @@ def refused_whole(results: Path, profile: Path, sizes: tuple[int, ...]) -> str:
     return proc.stderr.strip()
 
 
-def compare(arrays: Path, packs: Path, report: Path) -> list[str]:
+def compare(arrays: Path, packs: Path) -> list[str]:
     """`compare --baseline` of the packed campaign against the arrays' (saved as a baseline): the cells it flags,
     regressions and improvements alike (either way the two would not agree within noise)."""
     for results in (arrays, packs):
@@ -160,12 +160,7 @@ def compare(arrays: Path, packs: Path, report: Path) -> list[str]:
     cli("baseline", "save", "arrays", "--results-dir", str(arrays))
     (packs / "baselines").mkdir(exist_ok=True)
     shutil.copy(arrays / "baselines" / "arrays.json", packs / "baselines" / "arrays.json")
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "main.py"), "compare", "--baseline", "arrays",
-                           "--results-dir", str(packs)], capture_output=True, text=True, cwd=REPO_ROOT,
-                          stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        raise RuntimeError(f"compare failed ({proc.returncode}): {proc.stderr.strip()}")
-    report.write_text(proc.stdout)
+    proc = cli("compare", "--baseline", "arrays", "--results-dir", str(packs))
     summary = re.search(r"(\d+) regression\(s\) against .*?, (\d+) improvement\(s\)", proc.stdout)
     if summary is None:
         raise RuntimeError(f"compare printed no summary line: {proc.stdout[-300:]}")
