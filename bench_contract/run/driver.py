@@ -36,7 +36,8 @@ by side (one per slot: the job asks Slurm for K tasks). Each run is a job step o
 on CPUs and a GPU no other timed run holds, as in a job of its own; srun passes a stop signal on to the step. Each
 run that ended is recorded in the pack's log (slot, start, end: which cells ran beside which), and a run whose
 result file is already there is not run again, so that a pack resubmitted after a time limit, a node failure or
-scancel runs only what it had not finished.
+scancel runs only what it had not finished. A pack that reaches its time limit starts nothing more (Slurm refuses new steps from then
+on) and waits for Slurm's signal, so that the job ends TIMEOUT, not failed.
 
 Only the standard library and the contract's stdlib-only modules (spec, stop_signals): the driver starts before
 either framework, in whatever interpreter the script gives it.
@@ -55,6 +56,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TextIO
 
 from bench_contract.run.cpu_binding import PACK_SLOT_VARIABLE
@@ -66,6 +68,9 @@ from bench_contract.spec import FIRST_STAGE, FRAMEWORK_TITLES, PAIRED_ORDER, pai
 SHELL = ("bash", "-euo", "pipefail", "-c", '"$@"', "bench_contract.run.driver")
 STOPPED_EXIT = 143  # 128 + SIGTERM: what a job stopped by the warning signal or scancel ends with
 FAILED_EXIT = 1
+# Once a pack's job has reached its time limit, how long the driver waits for Slurm to end it: slurmctld checks
+# the limits every 30 s and then signals the job, which ends TIMEOUT; a driver that exited first would end it FAILED.
+TIME_LIMIT_WAIT_S = 120
 
 
 class DriverError(Exception):
@@ -115,6 +120,7 @@ class Children:
         self.environment = dict(environment)
         self.running: set[subprocess.Popen] = set()
         self.stopped_by: int | None = None  # the first stop signal received
+        self.out_of_time = False  # a pack's step refused or ended because the job reached its time limit
 
     def catch_stop_signals(self) -> None:
         for signum in STOP_SIGNALS:
@@ -138,7 +144,17 @@ class Children:
 
     @property
     def stopped(self) -> bool:
-        return self.stopped_by is not None
+        return self.stopped_by is not None or self.out_of_time
+
+    @property
+    def stop_reason(self) -> str:
+        return "the job's time limit" if self.out_of_time and self.stopped_by is None else "a signal"
+
+    def await_end_of_job(self, seconds: float) -> None:
+        """Wait, up to `seconds`, for Slurm's signal that ends a job past its time limit."""
+        deadline = time.monotonic() + seconds
+        while self.stopped_by is None and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def call(self, launcher: str, *args: str, capture: bool = False, prefix: Sequence[str] = (),
              extra: Mapping[str, str] | None = None) -> tuple[int, str]:
@@ -180,7 +196,7 @@ def run_pair(children: Children | Slot, launchers: Mapping[str, str], trials: li
             break
         for run in runs:
             if children.stopped:
-                return stopped(trial, err)
+                return stopped(children, trial, err)
             say(f"trial {trial}: {title(run.framework)} (line {run.line + 1})", out)
             code, _ = children.call(launchers[run.framework], run.specs_file, str(run.line))
             if code != 0:
@@ -189,7 +205,7 @@ def run_pair(children: Children | Slot, launchers: Mapping[str, str], trials: li
         if rule is not None and trial + 1 == FIRST_STAGE:
             wanted = ask_rule(children, rule, trials, pair, time.monotonic() - pair_start, err)
         if children.stopped:  # during the trial's last run, or the rule
-            return stopped(trial, err)
+            return stopped(children, trial, err)
     if failed:
         say(f"{failed} run(s) of pair {pair} failed", err)
         return FAILED_EXIT
@@ -227,6 +243,22 @@ def job_nodes(environment: Mapping[str, str]) -> tuple[str, ...]:
     except (OSError, subprocess.TimeoutExpired):
         return ()
     return tuple(proc.stdout.split()) if proc.returncode == 0 else ()
+
+
+def job_past_end(environment: Mapping[str, str]) -> bool:
+    """Whether the job has reached its end time (squeue's %e of SLURM_JOB_ID, in local time as datetime.now()).
+    From then on Slurm refuses every new step ("Job/step already completing"), up to 30 s before it ends the job:
+    the pack stops there, rather than failing each pair left. False where squeue cannot say, or the job has no time
+    limit."""
+    job = environment.get("SLURM_JOB_ID", "")
+    if not job:
+        return False
+    try:
+        proc = subprocess.run(["squeue", "-h", "-j", job, "-o", "%e"], capture_output=True, text=True, timeout=30,
+                              env=dict(environment), check=False)
+        return datetime.now() >= datetime.fromisoformat(proc.stdout.strip())
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return False
 
 
 def pack_pairs(pack: int, size: int, count: int) -> list[int]:
@@ -283,6 +315,10 @@ class Slot:
     def stopped(self) -> bool:
         return self.children.stopped
 
+    @property
+    def stop_reason(self) -> str:
+        return self.children.stop_reason
+
     def call(self, launcher: str, *args: str, capture: bool = False) -> tuple[int, str]:
         if capture:
             return self.children.call(launcher, *args, capture=True)
@@ -298,6 +334,8 @@ class Slot:
         start = time.time()
         # The slot, so that slots side by side on a node that binds no CPUs take different ones (cpu_binding).
         code, out = self.children.call(launcher, *args, prefix=prefix, extra={PACK_SLOT_VARIABLE: str(self.number)})
+        if code != 0 and job_past_end(self.children.environment):
+            self.children.out_of_time = True  # the pack's other slots start nothing more either
         self.log.write({"cell_id": spec["cell_id"], "pair_key": spec.get("pair_key", ""),
                         "framework": spec["framework"], "trial": spec["trial"], "slot": self.number, "step": name,
                         "job": os.environ.get("SLURM_JOB_ID", ""), "start": start, "end": time.time(),
@@ -324,7 +362,9 @@ def run_pack(children: Children, launchers: Mapping[str, str], pack: Pack, trial
              err: TextIO = sys.stderr) -> int:
     """Run the pack's pairs, each as run_pair runs one, up to `pack.slots` of them side by side (one thread per
     slot, each taking the next pair when its last has ended). A failed run or pair does not stop the others; a stop
-    signal stops them all. The job's exit code: 143 when stopped, 1 when a run failed, else 0."""
+    signal stops them all, and so does the job's time limit (its end reached, Slurm refuses new steps), after which
+    the driver waits for Slurm to end the job, as a TIMEOUT. The job's exit code: 143 when stopped, 1 when a run
+    failed, else 0."""
     say(f"pack of {len(pack.pairs)} pair(s) ({', '.join(map(str, pack.pairs))}) on {socket.gethostname()}, "
         f"{pack.slots} side by side; each run a job step of its own", out)
     pending = iter(pack.pairs)
@@ -353,7 +393,8 @@ def run_pack(children: Children, launchers: Mapping[str, str], pack: Pack, trial
         while thread.is_alive():  # a timed join, so that the main thread runs the signal handler at once
             thread.join(0.2)
     if children.stopped:
-        say(f"pack stopped by a signal; {len(codes)} of its {len(pack.pairs)} pair(s) ended", err)
+        say(f"pack stopped by {children.stop_reason}; {len(codes)} of its {len(pack.pairs)} pair(s) ended", err)
+        children.await_end_of_job(TIME_LIMIT_WAIT_S if children.stopped_by is None else 0)
         return STOPPED_EXIT
     failed = sum(code != 0 for code in codes)
     if failed:
@@ -362,8 +403,8 @@ def run_pack(children: Children, launchers: Mapping[str, str], pack: Pack, trial
     return 0
 
 
-def stopped(trial: int, err: TextIO) -> int:
-    say(f"stopped by a signal during trial {trial}", err)
+def stopped(children: Children | Slot, trial: int, err: TextIO) -> int:
+    say(f"stopped by {children.stop_reason} during trial {trial}", err)
     return STOPPED_EXIT
 
 

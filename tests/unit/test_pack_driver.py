@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,8 @@ while [[ "$1" == --* ]]; do options+=("$1"); shift; done
 echo "${options[*]} | $*" >> "$SRUN_LOG"
 exec "$@"
 """
+# The job's end time as squeue -o %e says it: JOB_END where the test gives one, else a job with no time limit.
+FAKE_SQUEUE = '#!/bin/bash\necho "${JOB_END:-N/A}"\n'
 
 
 def pack_specs(tmp_path: Path, pairs: int, trials: int) -> dict[str, str]:
@@ -54,6 +58,8 @@ def environment(tmp_path: Path, **bodies: str) -> dict[str, str]:
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "srun").write_text(FAKE_SRUN)
     (bin_dir / "srun").chmod(0o755)
+    (bin_dir / "squeue").write_text(FAKE_SQUEUE)
+    (bin_dir / "squeue").chmod(0o755)
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO_ROOT), "SLURM_ARRAY_TASK_ID": "1",
             "SLURM_JOB_ID": "77", "SRUN_LOG": str(tmp_path / "srun.log"), **bash_functions(**bodies)}
 
@@ -183,6 +189,31 @@ def test_a_stop_signal_reaches_every_running_step_and_no_further_run_starts(tmp_
     assert driver.returncode == 143
     assert err.splitlines()[-1] == "pack stopped by a signal; 2 of its 4 pair(s) ended"
     assert len(srun_calls(tmp_path)) == 2
+
+
+@pytest.mark.parametrize("past_end", [True, False])
+def test_a_pack_past_its_time_limit_starts_nothing_more_and_waits_for_slurm_to_end_it(tmp_path, past_end):
+    """Slurm refuses a step once the job has reached its end time (srun exits 1), up to 30 s before it signals the
+    job: the pack starts no further pair and waits for that signal (the job then ends TIMEOUT, not FAILED). A step
+    that fails before the job's end is a failed run, and the pack goes on."""
+    specs, log = pack_specs(tmp_path, 3, 1), tmp_path / "runs.log"
+    end = datetime.now() + timedelta(minutes=-1 if past_end else 10)
+    env = {**environment(tmp_path, run_jax=logging(log, "1"), run_torch=logging(log, "1")),
+           "JOB_END": end.isoformat(timespec="seconds")}
+    driver = subprocess.Popen([*DRIVER, *pack_args(specs, tmp_path, pack=0, size=3, count=3, trials=1)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if past_end:
+        wait_until(lambda: len(run_log(tmp_path)) == 1, driver)
+        time.sleep(1)
+        assert driver.poll() is None  # waiting for Slurm's signal
+        driver.send_signal(signal.SIGTERM)
+    _, err = driver.communicate(timeout=60)
+    if past_end:
+        assert driver.returncode == 143 and len(srun_calls(tmp_path)) == 1
+        assert err.splitlines()[-1] == "pack stopped by the job's time limit; 1 of its 3 pair(s) ended"
+    else:
+        assert driver.returncode == 1 and len(srun_calls(tmp_path)) == 6
+        assert err.splitlines()[-1] == "3 pair(s) of the pack failed"
 
 
 @pytest.mark.parametrize("extra, message", [
