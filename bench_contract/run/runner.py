@@ -11,6 +11,7 @@ got, and the exit code stays non-zero.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -25,14 +26,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from bench_contract import SCHEMA_VERSION
 from bench_contract.data.datasets import Dataset
 from bench_contract.data.loading import load_dataset
 from bench_contract.measure.device import environment_context, peak_host_rss_bytes, refuse_cpu_beside_gpu
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.models.vision import RANDOM_REGULARISERS
 from bench_contract.models.weights import ParamSpec, load_or_create
-from bench_contract.results import ENVIRONMENT_KIND_VARIABLE, ResultRows, not_available
+from bench_contract.results import CONTEXT_NAMES, ENVIRONMENT_KIND_VARIABLE, ResultRows, not_available
 from bench_contract.run import cpu_binding, stop_signals
 from bench_contract.run.batch_search import run_search, try_efficiency
 from bench_contract.run.failure import clear_failure, exception_reason, write_failure
@@ -244,32 +244,22 @@ def framework_options(spec: JobSpec) -> str:
     return json.dumps(options, sort_keys=True)
 
 
+# The context columns that are JobSpec fields of the same name and value. Two such fields are recorded as they came
+# to run instead: xla_flags as the XLA_FLAGS that resulted (environment_context), dp_engine as the engine that
+# computed (JobSpec.dp_engine_columns, named also where the spec leaves it to the default).
+SPEC_COLUMNS = tuple(name for name in CONTEXT_NAMES if name in {f.name for f in dataclasses.fields(JobSpec)}
+                     and name not in ("xla_flags", "dp_engine"))
+
+
 def base_context(spec: JobSpec) -> dict[str, Any]:
-    """The identity columns that come straight from the spec; the backend adds the environment ones."""
+    """The identity columns that come from the spec; the backend adds the environment ones."""
     engine, engine_mode = spec.dp_engine_columns()
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "campaign": spec.campaign,
-        "cell_id": spec.cell_id,
-        "pair_key": spec.pair_key,
-        "framework": spec.framework,
-        "benchmark": spec.benchmark,
-        "use_case": spec.use_case,
-        "model": spec.model,
-        "model_variant": spec.model_variant,
+    return {name: getattr(spec, name) for name in SPEC_COLUMNS} | {
         "framework_options": framework_options(spec),
-        "batch_size": spec.batch_size,
-        "precision": spec.precision,
-        "data_source": spec.data_source,
         "data_fingerprint": "",  # once the data is loaded (run): a failure before it has seen none
-        "epochs": spec.epochs,
-        "seed": spec.seed,
-        "system": spec.system,  # the profile's system the cell was submitted to; "" where none was named
-        "git_commit": spec.git_commit,
         # Said by the script that started the task (the environment is chosen there, not in the spec).
         "environment_kind": os.environ.get(ENVIRONMENT_KIND_VARIABLE)
         or not_available(f"{ENVIRONMENT_KIND_VARIABLE} is not set: the task was not started by a rendered script"),
-        "trial": spec.trial,
         "pair_order": ",".join(pair_order(spec.trial)) if spec.paired else "",
         "trial_rule": Rule(FIRST_STAGE, spec.target_interval).label() if spec.target_interval else "",
         "settings": spec.measured_settings(),
