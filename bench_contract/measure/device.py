@@ -14,11 +14,14 @@ import platform
 import re
 import socket
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench_contract.measure import allocator
 from bench_contract.measure.nvml import NvmlUnavailable, gpu_details, resolve, session
 from bench_contract.results import not_available
+
+if TYPE_CHECKING:  # the runner imports this module
+    from bench_contract.run.runner import DeviceSetup
 
 
 def nvml_gpu_names(device_ids: list[str] | tuple[str, ...] = ()) -> list[str]:
@@ -196,38 +199,26 @@ def recorded_environment() -> dict[str, str]:
     return recorded | {name: f"{value} (cleared)" for name, value in CLEARED_VARIABLES.items()}
 
 
-def environment_context(*, device_kind: str, device_count: int, framework_version: str, libraries: list[str],
-                        device_ids: tuple[str, ...] = (), runtime_versions: dict[str, str] | None = None,
-                        model: str | None = None, unused_accelerators: tuple[str, ...] = (),
-                        devices_seen: int | None = None, framework_device: dict[str, Any] | None = None) -> dict:
-    """The environment columns of a result row.
-
-    runtime_versions: what the framework reports of its native libraries (CUDA, cuDNN, NCCL), each a version
-    or "not available: <reason>"; they go into library_versions beside the Python packages.
-    model: the framework's own name for a device that is neither an NVIDIA GPU nor the CPU (a TPU's device
-    kind);
-    unused_accelerators: what else the framework sees, recorded in device_details; framework_device: the framework's
-    own description of its GPU (name, multiprocessors, compute capability), recorded there beside NVML's, its name
-    the model where NVML names none.
-    device_count: the devices the cell computes on; devices_seen: those of its kind the framework sees in this
-    process (a process uses one), recorded in device_details."""
-    details = device_details(device_kind, device_ids)
-    if devices_seen is not None:
-        details["devices_seen"] = devices_seen
-    if framework_device:
-        details["framework_device"] = framework_device
-    if unused_accelerators:
-        details["unused_accelerators"] = list(unused_accelerators)
+def environment_context(setup: DeviceSetup, device_count: int, libraries: list[str]) -> dict:
+    """The environment columns of a result row, from what the backend's setup found (each field is described on
+    DeviceSetup). device_count: the devices the cell computes on (Topology.device_count); the devices of its kind
+    the framework sees in this process (setup.count, of which a process uses one) go into device_details as
+    devices_seen, and its native libraries' versions into library_versions beside the Python packages."""
+    details = device_details(setup.kind, setup.device_ids) | {"devices_seen": setup.count}
+    if setup.framework_device:
+        details["framework_device"] = setup.framework_device
+    if setup.unused_accelerators:
+        details["unused_accelerators"] = list(setup.unused_accelerators)
     versions = package_versions(libraries + ["numpy", "pyarrow", "nvidia-ml-py", "scikit-learn"])
-    versions.update(runtime_versions or {})
+    versions.update(setup.runtime_versions or {})
     return {
-        "device_kind": device_kind,
-        "device_model": model or device_model(device_kind, details, (framework_device or {}).get("name")),
+        "device_kind": setup.kind,
+        "device_model": setup.model or device_model(setup.kind, details, (setup.framework_device or {}).get("name")),
         "device_count": device_count,
         "device_details": json.dumps(details, sort_keys=True),
         "hostname": socket.gethostname(),
         **slurm_ids(),
-        "framework_version": framework_version,
+        "framework_version": setup.framework_version,
         "library_versions": json.dumps(versions, sort_keys=True),
         "packages_sha256": installed_packages_sha256(),
         "python_version": platform.python_version(),

@@ -296,20 +296,7 @@ def run_spec(spec: JobSpec, backend: Backend, progress: Progress | None = None,
     specs = backend.param_specs(spec.model, data.sample_shape, data.num_classes, spec.model_variant, graph=data.graph)
     weights, sha = load_or_create(spec.init_weights_path, specs, spec.seed)
     context: dict[str, Any] = base_context(spec)
-    context.update(
-        environment_context(
-            device_kind=setup.kind,
-            device_count=topology_for(spec).device_count,
-            devices_seen=setup.count,
-            framework_version=setup.framework_version,
-            libraries=backend.libraries,
-            device_ids=setup.device_ids,
-            runtime_versions=setup.runtime_versions,
-            model=setup.model,
-            unused_accelerators=setup.unused_accelerators,
-            framework_device=setup.framework_device,
-        )
-    )
+    context.update(environment_context(setup, topology_for(spec).device_count, backend.libraries))
     context.update(binding_context(binding, setup))
     context["precision_policy"] = setup.precision_policy
     context["init_weights_sha256"] = sha

@@ -15,6 +15,7 @@ from helpers import rows_for_test, spec, wait_until
 
 from bench_contract.measure import device, energy
 from bench_contract.results import not_available
+from bench_contract.run.runner import DeviceSetup
 
 
 @pytest.fixture
@@ -171,6 +172,11 @@ def test_devices_are_matched_to_nvml_through_cuda_visible_devices(nvml, monkeypa
     assert details["gpus"][0]["matched_by"].startswith(how)
 
 
+def setup(kind: str, count: int = 1, **found) -> DeviceSetup:
+    """What a backend's prepare found (bench_contract.run.runner.DeviceSetup), as environment_context reads it."""
+    return DeviceSetup(kind=kind, count=count, framework_version="x", precision_policy="fp32", **found)
+
+
 def test_gpu_details_name_memory_versions_count_mig_and_power(nvml, monkeypatch):
     nvml(TWO, driver="550.54.15", cuda=12040)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
@@ -182,9 +188,9 @@ def test_gpu_details_name_memory_versions_count_mig_and_power(nvml, monkeypatch)
     assert (details["gpu_count"], details["node_gpu_count"]) == (2, 2)
     assert (details["driver_version"], details["cuda_driver_version"]) == ("550.54.15", "12.4")
     assert details["cpu"]["cpu_model"] == device.cpu_model() and details["cpu"]["usable_cpus"] >= 1
-    context = device.environment_context(device_kind="gpu", device_count=2, framework_version="x", libraries=[])
+    context = device.environment_context(setup("gpu", count=2), 2, [])
     assert context["device_model"] == "NVIDIA A100-SXM4-80GB + NVIDIA H100 PCIe"
-    assert json.loads(context["device_details"]) == json.loads(json.dumps(details))
+    assert json.loads(context["device_details"]) == json.loads(json.dumps(details | {"devices_seen": 2}))
 
 
 def test_gpu_details_have_the_compute_capability_and_the_clocks_or_say_why_not(nvml):
@@ -200,8 +206,7 @@ def test_the_frameworks_own_description_of_its_gpu_is_recorded_beside_nvmls(nvml
     """NVML has no multiprocessor count, and NVML's name and the framework's must be seen side by side."""
     nvml([FakeGpu()])
     own = {"name": "NVIDIA H100 80GB HBM3", "multiprocessors": 132, "compute_capability": "9.0"}
-    context = device.environment_context(device_kind="gpu", device_count=1, framework_version="x", libraries=[],
-                                         device_ids=("0",), framework_device=own)
+    context = device.environment_context(setup("gpu", device_ids=("0",), framework_device=own), 1, [])
     details = json.loads(context["device_details"])
     assert details["framework_device"] == own and details["gpus"][0]["name"] == own["name"]
 
@@ -436,12 +441,9 @@ def test_a_counter_that_did_not_advance_is_not_available_rather_than_zero(nvml):
 def test_a_device_the_framework_names_itself_is_recorded_as_it_names_it():
     """A TPU (JAX's device_kind) is never recorded as the host CPU; an unused Apple GPU is noted. Not exercised
     on such hardware here: this checks what the backends pass on is what the rows carry."""
-    from bench_contract.measure.device import environment_context
-
-    ctx = environment_context(device_kind="tpu", device_count=4, framework_version="x", libraries=[],
-                              model="TPU v5 lite")
+    ctx = device.environment_context(setup("tpu", model="TPU v5 lite"), 4, [])
     assert ctx["device_kind"] == "tpu" and ctx["device_model"] == "TPU v5 lite"
     assert "ran on the TPU" in json.loads(ctx["device_details"])["gpus"]
-    ctx = environment_context(device_kind="cpu", device_count=1, framework_version="x", libraries=[],
-                              unused_accelerators=("Apple GPU (torch.backends.mps): seen, not used",))
+    mps = ("Apple GPU (torch.backends.mps): seen, not used",)
+    ctx = device.environment_context(setup("cpu", unused_accelerators=mps), 1, [])
     assert json.loads(ctx["device_details"])["unused_accelerators"] == ["Apple GPU (torch.backends.mps): seen, not used"]
