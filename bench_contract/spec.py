@@ -28,7 +28,6 @@ from bench_contract.config import (  # noqa: F401  (the configuration's vocabula
     OPTIMIZERS,
     PARALLELISMS,
     SAMPLINGS,
-    SETTINGS,
     TORCH_COMPILE_MODES,
     VARIANTS,
     CellConfig,
@@ -94,22 +93,11 @@ def pair_order(trial: int) -> tuple[str, str]:
     return PAIRED_ORDER if trial % 2 == 0 else PAIRED_ORDER[::-1]
 
 
-
-# Every JobSpec field is in one of four classes. A comparison pools runs, as trials of one cell, only where the key
-# and the measured settings agree; bookkeeping differs between runs of the same thing. The measured settings are the
-# configuration's (each setting declares whether it is, bench_contract.config), and the system the cell ran on.
-COMPARISON_KEY = ("benchmark", "use_case", "model", "batch_size", "precision")  # columns of their own
+# The settings that can change what is measured: a comparison pools runs, as trials of one cell, only where they
+# and the cell's key agree. The configuration's settings each declare whether they are (bench_contract.config); the
+# system the cell ran on is one too. (Every JobSpec field is classified in tests/unit/test_comparison_settings.py.)
 MEASURED_SETTINGS = (*MEASURED, "system")
 DP_SGD_SETTINGS = DP_SGD_ONLY
-# A framework's own tuning knobs: they belong to one side (only JAX reads XLA_FLAGS), so they never split a JAX
-# run from its PyTorch pair. The rows record them as run (`xla_flags`), the tables show them beside the row, and a
-# row that pools runs of one side made with different values is not comparable (orchestrator.results.certificate).
-FRAMEWORK_TUNING = ("xla_flags", "tuned")
-# What differs between runs of the same thing: which cell and side, which trial, where its files go; and the
-# settings the configuration declares unmeasured (how many trials, where the data lies, the privacy claim asked for).
-BOOKKEEPING = ("campaign", "cell_id", "pair_key", "framework", "trial", "search_try", "results_path",
-               "init_weights_path", "git_commit", "schema_version", "extra",
-               *(name for name in SETTINGS if name not in MEASURED))
 
 
 class SpecError(ConfigError):

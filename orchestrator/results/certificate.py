@@ -5,7 +5,7 @@ A row is comparable ("yes") when every check passes; otherwise its `comparable` 
 no table shows its speed-up (compare.format_speedup). The checks:
 - software: the runs pooled on one side share one framework version and one kind of environment (locked,
   site interpreter, ...): JAX 0.4.30 from one campaign and JAX 0.10.2 from another are not trials of one cell;
-- tuning: the runs of one side share their framework's own tuning knobs (spec.FRAMEWORK_TUNING: JAX's XLA_FLAGS,
+- tuning: the runs of one side share their framework's own tuning knobs (a spec's xla_flags and tuned: JAX's XLA_FLAGS,
   and the configuration `--tune` chose, bench_contract.tuning). Such a knob belongs to one side, so it never splits a
   pair, but runs made with different values are not pooled;
 - equal effort: the two sides ran at one tuning level with one budget, as each run recorded it (framework_options'

@@ -5,14 +5,28 @@ import json
 
 from helpers import spec
 
-from bench_contract.spec import BOOKKEEPING, COMPARISON_KEY, FRAMEWORK_TUNING, MEASURED_SETTINGS, JobSpec
+from bench_contract.config import MEASURED, SETTINGS
+from bench_contract.spec import MEASURED_SETTINGS, JobSpec
+from orchestrator.results.compare import KEY
+
+# Every JobSpec field is in one of four classes. A comparison pools runs, as trials of one cell, only where the key
+# (columns of their own) and the measured settings agree; bookkeeping differs between runs of the same thing.
+# A framework's own tuning knobs: they belong to one side (only JAX reads XLA_FLAGS), so they never split a JAX
+# run from its PyTorch pair. The rows record them as run (`xla_flags`), the tables show them beside the row, and a
+# row that pools runs of one side made with different values is not comparable (orchestrator.results.certificate).
+FRAMEWORK_TUNING = ("xla_flags", "tuned")
+# What differs between runs of the same thing: which cell and side, which trial, where its files go; and the
+# settings the configuration declares unmeasured (how many trials, where the data lies, the privacy claim asked for).
+BOOKKEEPING = ("campaign", "cell_id", "pair_key", "framework", "trial", "search_try", "results_path",
+               "init_weights_path", "git_commit", "schema_version", "extra",
+               *(name for name in SETTINGS if name not in MEASURED))
 
 
 def test_every_spec_field_is_classified_once():
     """A new JobSpec field fails here until it is placed: does it change what is measured, is it one framework's
     own tuning, or is it bookkeeping?"""
     fields = [f.name for f in dataclasses.fields(JobSpec)]
-    classes = [*COMPARISON_KEY, *MEASURED_SETTINGS, *FRAMEWORK_TUNING, *BOOKKEEPING]
+    classes = [*KEY, *MEASURED_SETTINGS, *FRAMEWORK_TUNING, *BOOKKEEPING]
     assert sorted(classes) == sorted(fields)
     assert len(classes) == len(set(classes))
 
