@@ -97,7 +97,6 @@ def pair_order(trial: int) -> tuple[str, str]:
 # and the cell's key agree. The configuration's settings each declare whether they are (bench_contract.config); the
 # system the cell ran on is one too. (Every JobSpec field is classified in tests/unit/test_comparison_settings.py.)
 MEASURED_SETTINGS = (*MEASURED, "system")
-DP_SGD_SETTINGS = DP_SGD_ONLY
 
 
 class SpecError(ConfigError):

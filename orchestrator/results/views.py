@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_contract.measure.timing import CV_THRESHOLD
-from bench_contract.spec import DP_SGD_SETTINGS, FRAMEWORK_TITLES
+from bench_contract.spec import DP_SGD_ONLY, FRAMEWORK_TITLES
 from bench_contract.use_cases import DATA_PARALLEL_TABLE, DP_SGD_TABLE, INFERENCE_TABLE, TRAINING_TABLE, USE_CASES
 from orchestrator.results.certificate import CERTIFIED_COLUMNS, padding_of
 from orchestrator.results.compare import (
@@ -190,7 +190,7 @@ SGD_MATCH = [column for column in ROW_KEY if column not in ("use_case", "setting
 def plain_settings(settings: str) -> str:
     """A row's settings without the ones only DP-SGD reads: equal for a DP-SGD cell and its plain SGD cell."""
     parsed = json.loads(settings) if settings else {}
-    return json.dumps({name: value for name, value in parsed.items() if name not in DP_SGD_SETTINGS}, sort_keys=True)
+    return json.dumps({name: value for name, value in parsed.items() if name not in DP_SGD_ONLY}, sort_keys=True)
 
 
 def with_sgd_cost(frame):

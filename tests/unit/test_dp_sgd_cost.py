@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from bench_contract.spec import DP_SGD_SETTINGS, MEASURED_SETTINGS
+from bench_contract.spec import DP_SGD_ONLY, MEASURED_SETTINGS
 from orchestrator.results.views import plain_settings, with_sgd_cost
 
 SETTINGS = {"epochs": 1, "torch_compile": False, "nodes": 1, "clip_norm": 1.0, "noise_multiplier": 1.0,
@@ -52,6 +52,6 @@ def test_use_case_4_is_costed_against_use_case_2_on_as_many_processes():
 
 
 def test_only_dp_sgd_settings_are_set_aside():
-    assert set(DP_SGD_SETTINGS) <= set(MEASURED_SETTINGS)
+    assert set(DP_SGD_ONLY) <= set(MEASURED_SETTINGS)
     assert json.loads(plain_settings(json.dumps(SETTINGS))) == {"epochs": 1, "torch_compile": False, "nodes": 1}
     assert plain_settings("") == "{}"
