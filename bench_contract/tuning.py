@@ -140,13 +140,6 @@ def space(framework: str, device: str, use_case: int, convolutional: bool, const
             and (convolutional or not knob.convolutional) and (constant_rate or not knob.constant_rate)]
 
 
-def space_size(knobs: list[Knob], device: str) -> int:
-    size = 1
-    for knob in knobs:
-        size *= len(knob.values_on(device))
-    return size
-
-
 def configurations(knobs: list[Knob], device: str, k: int, seed: int) -> list[dict[str, Any]]:
     """The K configurations a framework tries: out of the box first ({}: every knob at its default), then K-1
     others drawn without repeats from the rest of the grid by a generator seeded with the cell's seed and the

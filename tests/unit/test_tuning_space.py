@@ -1,18 +1,25 @@
 """The search spaces of --tune (bench_contract.tuning): each knob declared once with why it keeps the results, the
 K configurations each framework draws, and the settings --tune refuses beside it."""
 
+import math
+
 import pytest
 from helpers import run_cli, spec
 
 from bench_contract.config import ConfigError
 from bench_contract.spec import SpecError
-from bench_contract.tuning import KNOBS, TUNED_USE_CASES, TuningError, configurations, space, space_size
+from bench_contract.tuning import KNOBS, TUNED_USE_CASES, TuningError, configurations, space
 
 FRAMEWORKS = ("jax", "torch")
 
 
 def spaces(device: str, use_case: int, convolutional: bool = False):
     return {fw: space(fw, device, use_case, convolutional, constant_rate=True) for fw in FRAMEWORKS}
+
+
+def space_size(knobs, device: str) -> int:
+    """How many configurations the grid of `knobs` holds on `device`."""
+    return math.prod(len(knob.values_on(device)) for knob in knobs)
 
 
 @pytest.mark.parametrize("knob", KNOBS, ids=lambda knob: knob.name)
