@@ -51,11 +51,6 @@ GPT = {
 }
 
 
-def block_names(i: int) -> list[str]:
-    """The parameter-holding layers of block i, by their PyTorch state_dict prefix."""
-    return [f"blocks.{i}.{layer}" for layer in ("ln_1", "attn.qkv", "attn.proj", "ln_2", "mlp.fc", "mlp.proj")]
-
-
 def param_spec(name: str, shape: tuple[int, ...], config: GPTConfig) -> ParamSpec:
     """GPT-2's initialisation of the parameter `name` (PyTorch's state_dict name and layout)."""
     layer, _, leaf = name.rpartition(".")
