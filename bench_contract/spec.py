@@ -18,7 +18,6 @@ from typing import Any
 from bench_contract import SCHEMA_VERSION
 from bench_contract.atomic import publish
 from bench_contract.config import (  # noqa: F401  (the configuration's vocabulary, read through the spec by many)
-    DATA_SOURCES,
     DEVICES,
     DP_ENGINES,
     DP_SGD_ONLY,
