@@ -16,9 +16,9 @@ A cell has one line per framework (JAX, then PyTorch): the two side by side in c
 wide. A column whose value is the same on every line (precision, runs) is said once above the table, and the
 use case is a column only in the tables that hold two (data parallel, per-sample).
 
-The tables beside the use cases' are views' own too: strong scaling (scaling), the largest batch that fits
-(batch_search) and the language models' in tokens/s (language_models), each in its module; collect prints them
-after the verdicts (collect.summary_lines).
+The tables beside the use cases' are in their own modules: the largest batch that fits (batch_search) and the
+language models' in tokens/s (language_models); collect prints them after the verdicts (collect.summary_lines).
+Strong scaling (scaling.scaling_frame) is no table of its own: the data-parallel table's scaling efficiency.
 """
 
 from __future__ import annotations

@@ -54,25 +54,24 @@ def parallel_task_file(root, framework, use_case, world, throughput):
 
 
 def test_scaling_efficiency_compares_with_the_one_process_cell(tmp_path):
-    from orchestrator.results.scaling import scaling_table
+    from orchestrator.results.scaling import scaling_frame
 
     parallel_task_file(tmp_path, "jax", 1, 1, 1000.0)
     parallel_task_file(tmp_path, "jax", 2, 2, 1500.0)  # 750 per device: 75% of one process
     parallel_task_file(tmp_path, "torch", 4, 2, 400.0)  # no one-process DP-SGD cell collected
     merge(tmp_path, tmp_path / "merged.parquet")
-    table = scaling_table(summary_frame(tmp_path / "merged.parquet"))
-    jax_line = next(line for line in table.splitlines() if " jax " in line)
-    assert "750" in jax_line and "1,000" in jax_line and "75%" in jax_line
-    torch_line = next(line for line in table.splitlines() if " torch " in line)
-    assert torch_line.rstrip().endswith("n/a")
+    frame = scaling_frame(summary_frame(tmp_path / "merged.parquet")).set_index("framework")
+    assert frame.loc["jax", ["throughput_per_device", "one_process_throughput", "efficiency"]].tolist() == [
+        750.0, 1000.0, 0.75]
+    assert frame.loc["torch", ["one_process_throughput", "efficiency"]].isna().all()  # none invented
 
 
-def test_no_scaling_table_without_data_parallel_cells(tmp_path):
-    from orchestrator.results.scaling import scaling_table
+def test_no_scaling_rows_without_data_parallel_cells(tmp_path):
+    from orchestrator.results.scaling import scaling_frame
 
     task_file(tmp_path, "jax", 32, 2000.0)
     merge(tmp_path, tmp_path / "merged.parquet")
-    assert scaling_table(summary_frame(tmp_path / "merged.parquet")) is None
+    assert scaling_frame(summary_frame(tmp_path / "merged.parquet")).empty
 
 
 def merged_rows(output):
