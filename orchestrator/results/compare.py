@@ -61,25 +61,15 @@ ENGINE_SETTING = "dp_engine"
 SETTING_UNITS = {"nodes": "node", "bound_cpus": "CPU", "intra_op_threads": "thread"}
 FRAMEWORKS = ("jax", "torch")
 
-# Summary metrics shown in tables, in order, with a short column title and a unit for the header.
-TABLE_METRICS = [
-    ("throughput", "throughput", "samples/s"),
-    ("step_time_p50", "p50", "ms"),
-    ("step_time_p95", "p95", "ms"),
-    ("step_time_p99", "p99", "ms"),
-    ("compile_time", "compile", "s"),
-    ("peak_device_memory_allocated", "peak device mem", "MiB"),
-    ("peak_host_rss", "peak host RSS", "MiB"),
-    ("mfu", "MFU", ""),  # a value that was not available is NaN (null in Parquet) and shown as n/a
-    ("arithmetic_intensity", "intensity", "FLOP/byte"),
-    ("compute_bound", "bound", ""),  # 1 compute-bound, 0 memory-bound (bench_contract.measure.roofline)
-    ("energy_per_sample", "energy", "J/sample"),
-    ("test_accuracy", "test acc", ""),
-]
-BYTES_METRICS = {"peak_device_memory_allocated", "peak_host_rss"}
-# A comparison row's per-framework medians: the tables' metrics and every fraction of the peak, against the shared
-# peak (with_shared_peak); a table shows an MFU from here, never from a run's own rows (divided by its own peak).
-FRAME_METRICS = list(dict.fromkeys([*(m for m, _, _ in TABLE_METRICS), *PEAK_FRACTIONS]))
+BYTES_METRICS = {"peak_device_memory_allocated", "peak_host_rss"}  # recorded in bytes, shown in MiB (format_value)
+# A comparison row's per-framework medians, in the order of its columns (report.csv): these summary metrics and
+# every fraction of the peak, against the shared peak (with_shared_peak); a table shows an MFU from here, never
+# from a run's own rows (divided by its own peak). A value that was not available is NaN (null in Parquet).
+FRAME_METRICS = list(dict.fromkeys([
+    "throughput", "step_time_p50", "step_time_p95", "step_time_p99", "compile_time", "peak_device_memory_allocated",
+    "peak_host_rss", "mfu", "arithmetic_intensity",
+    "compute_bound",  # 1 compute-bound, 0 memory-bound (bench_contract.measure.roofline)
+    "energy_per_sample", "test_accuracy", *PEAK_FRACTIONS]))
 
 
 def system_mismatches(df, expected: dict[tuple[str, str], str]):
@@ -502,34 +492,3 @@ def format_value(metric: str, value) -> str:
     if metric == "compute_bound":  # a median over runs: 0.5 when the runs disagree
         return "compute" if value > 0.5 else "memory" if value < 0.5 else "mixed"
     return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
-
-
-def display_rows(frame, device_model: str, only: tuple[str, ...] | None = None) -> tuple[list[str], list[list[str]]]:
-    """Header and formatted rows of one device model's comparison table (all metrics present, or `only`)."""
-    block = frame[frame["device_model"] == device_model]
-    metrics = [(m, title, unit) for m, title, unit in TABLE_METRICS
-               if f"jax_{m}" in frame.columns and (only is None or m in only)]
-    # A cell measured under several settings has a row for each; the column says which (shown only then).
-    differs = "differs_in" in block and bool(block["differs_in"].astype(bool).any())
-    headers = ["benchmark", "use case", "model", "batch", "precision"] + (["settings"] if differs else [])
-    for metric, title, unit in metrics:
-        for framework in FRAMEWORKS:
-            headers.append(f"{FRAMEWORK_TITLES[framework]} {title}" + (f" ({unit})" if unit else ""))
-        if metric == "throughput":
-            headers.append("speed-up JAX/PyTorch [95% CI]")
-    headers.append("runs JAX/PyTorch")
-    headers.append(f"spread too wide (CV > {CV_THRESHOLD:.0%})")
-    headers.append("comparable")
-    rows = []
-    for _, row in block.iterrows():
-        cells = [row["benchmark"], str(row["use_case"]), row["model"], str(row["batch_size"]), row["precision"]]
-        cells += [row["differs_in"] or "-"] if differs else []
-        for metric, _, _ in metrics:
-            cells += [format_value(metric, row[f"{fw}_{metric}"]) for fw in FRAMEWORKS]
-            if metric == "throughput":
-                cells.append(format_speedup(row))
-        cells.append(row["runs_jax_torch"])
-        cells.append(row["spread_too_wide"] or "no")
-        cells.append(row["comparable"])
-        rows.append(cells)
-    return headers, rows

@@ -43,7 +43,6 @@ from orchestrator.results.compare import (
     RUN_COLUMNS,
     comparable,
     comparison_frame,
-    display_rows,
     format_speedup,
     format_value,
     summary_rows,
@@ -56,7 +55,7 @@ from orchestrator.results.scaling import scaling_frame
 from orchestrator.results.store import read_merged_rows
 from orchestrator.tables import format_table
 
-# Per-framework summary metrics the use-case tables and the verdicts read besides compare.TABLE_METRICS.
+# Per-framework summary metrics the use-case tables and the verdicts read besides compare.FRAME_METRICS.
 EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vectorized_time_p50",
                  "per_sample_grads_loop_time_p50", "vectorization_speedup", "privacy_epsilon", "privacy_epsilon_rdp",
                  "privacy_delta", "host_cpu_others", "timed_duration", "padding_fraction",
@@ -467,17 +466,6 @@ def use_case_lines(frame) -> list[str]:
     """collect's tables of `frame` (use_case_frame): every use case's table per device model, each after an empty
     line, then the table across device models where there are several."""
     return [f"\n{table_text(table)}" for table in view_tables(frame)] + cross_device_lines(frame)
-
-
-def comparison_tables(df) -> dict[str, str]:
-    """One text table per device model: JAX and PyTorch throughput side by side, the speed-up, test accuracy."""
-    frame = comparison_frame(df)
-    if frame.empty:
-        return {}
-    return {
-        str(device): format_table(*display_rows(frame, device, only=("throughput", "test_accuracy")))
-        for device in frame["device_model"].unique()
-    }
 
 
 # --- across device models ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from helpers import fake_queue, run_cli, task_file, write_manifest
 from bench_contract.results import SCHEMA, read_task_table
 from orchestrator.results import collect, store
 from orchestrator.results.collect import merge
-from orchestrator.results.views import comparison_tables, summary_frame
+from orchestrator.results.views import summary_frame, use_case_frame, view_tables
 
 
 def test_merge_and_compare(tmp_path):
@@ -18,10 +18,11 @@ def test_merge_and_compare(tmp_path):
     collected = merge(tmp_path, tmp_path / "merged.parquet")
     assert collected.files == 3 and collected.rows == 9 and not collected.skipped
     assert pq.read_table(tmp_path / "merged.parquet").schema.equals(SCHEMA)
-    tables = comparison_tables(summary_frame(tmp_path / "merged.parquet"))
-    assert set(tables) == {"CPU X", "GPU Y"}
-    assert "2.00x" in tables["CPU X"]
-    assert "n/a" in tables["GPU Y"]  # no JAX row on that GPU: no speed-up is invented
+    cpu, gpu = view_tables(use_case_frame(summary_frame(tmp_path / "merged.parquet")))
+    assert (cpu.title, gpu.title) == ("Training on CPU X", "Training on GPU Y")
+    speedup = cpu.headers.index("speed-up JAX/PyTorch\n[95% CI]")
+    assert cpu.rows[0][speedup] == "2.00x [n/a (1 run)]"
+    assert gpu.rows[0][speedup] == "n/a"  # no JAX row on that GPU: no speed-up is invented
 
 
 def test_broken_files_are_reported_and_the_rest_merged(tmp_path):
