@@ -20,7 +20,6 @@ from bench_contract.measure.flops import PEAK_FRACTIONS
 from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES
 from bench_contract.tuning import OUT_OF_THE_BOX, TUNING_WORDS
-from orchestrator.plan.manifest import DamagedManifest, load_manifest
 from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.results.certificate import COMPARABLE, certificates, tuning_notes
 from orchestrator.results.intervals import (
@@ -30,6 +29,7 @@ from orchestrator.results.intervals import (
     sequential_speedup,
     speedup_interval,
 )
+from orchestrator.results.missing import campaign_manifests
 from orchestrator.results.store import merged_dataset
 
 KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
@@ -97,17 +97,10 @@ def mismatch_lines(mismatches) -> list[str]:
 
 
 def expected_devices_of(folders: Sequence[Path]) -> dict[tuple[str, str], str]:
-    """(campaign, system) -> the device pattern its profile's system expects, from every campaign's manifest."""
-    expected = {}
-    for folder in folders:
-        for manifest_file in sorted(folder.glob("*/manifest.json")):
-            try:
-                manifest = load_manifest(manifest_file.parent)
-            except DamagedManifest:
-                continue  # collect says so, last
-            for system, pattern in expected_devices(manifest.profile).items():
-                expected[(manifest_file.parent.name, system)] = pattern
-    return expected
+    """(campaign, system) -> the device pattern its profile's system expects, from every campaign's manifest (one
+    that cannot be read is left out: collect says so, last)."""
+    return {(folder.name, system): pattern for folder, manifest in campaign_manifests(folders)
+            for system, pattern in expected_devices(manifest.profile).items()}
 
 
 def device_mismatch_lines(merged: Path, folders: Sequence[Path]) -> list[str]:
