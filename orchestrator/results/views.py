@@ -24,7 +24,7 @@ Strong scaling (scaling.scaling_frame) is no table of its own: the data-parallel
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -321,16 +321,17 @@ def first_time_at(accuracy: np.ndarray, elapsed: np.ndarray, target: float) -> f
     return float(elapsed[reached[0]]) if len(reached) else float("nan")
 
 
-def summary_frame(output: Path):
-    """The summary rows (one value per run, not per step or epoch) with the columns a comparison needs, read
-    from the merged dataset: a small part of it, since the per-step curves are most of the rows."""
+def summary_frame(output: Path, extra: Sequence[str] = ()):
+    """The summary rows (one value per run, not per step or epoch) with the columns a comparison needs and the
+    `extra` ones (a baseline's versions), read from the merged dataset: a small part of it, since the per-step
+    curves are most of the rows."""
     import pyarrow.dataset as ds
 
     wanted = [*ROW_KEY, "model_variant", "framework", *RUN_COLUMNS, *NODE,
               *CERTIFIED_COLUMNS, "attention_kernel", "metric", "value", "unit", "epoch", "step"]
     # A dataset merged before a column existed lacks it; the comparison reads it as empty (with_row_key).
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
-    return read_merged_rows(output, wanted, summary).to_pandas()
+    return read_merged_rows(output, list(dict.fromkeys([*wanted, *extra])), summary).to_pandas()
 
 
 def curve_frame(merged: Path):
