@@ -381,39 +381,17 @@ def comparison_frame(df):
             column = medians.get((metric, framework))
             out[f"{framework}_{metric}"] = column if column is not None else np.nan
     throughput = run_values(df, "throughput")
-    speedups, lows, highs, runs, paired, rules = [], [], [], [], [], []
-    for index in out.index:
-        jax = _runs(throughput, index, "jax")
-        torch = _runs(throughput, index, "torch")
-        jax_runs, torch_runs = _run_series(throughput, index, "jax"), _run_series(throughput, index, "torch")
-        pairs = pairs_of(jax_runs, torch_runs)
-        rule = sequential_rule(jax_runs, torch_runs) if pairs else None
-        if rule:  # --trials auto: Stein's interval, the one whose coverage the rule keeps (bench_contract.sequential)
-            speedup, low, high = sequential_speedup(pairs[0], pairs[1], rule)
-        elif pairs:
-            speedup, low, high = paired_speedup_interval(*pairs[:2], nodes=pairs[2])
-        else:
-            speedup, low, high = speedup_interval(jax, torch, numerator_nodes=_nodes(jax_runs),
-                                                  denominator_nodes=_nodes(torch_runs))
-        speedups.append(float(speedup))
-        lows.append(float(low))
-        highs.append(float(high))
-        runs.append(f"{len(jax)}/{len(torch)}" + (" paired" if pairs else ""))
-        paired.append(pairs is not None)
-        rules.append(rule.target if rule else np.nan)
-    out["speedup"] = speedups
-    out["speedup_ci_low"] = lows
-    out["speedup_ci_high"] = highs
-    out["runs_jax_torch"] = runs
-    out["paired"] = paired  # every run of both sides came from paired jobs, and the interval resampled pairs
-    out["target_interval"] = rules  # the interval --trials auto aimed at; NaN for a fixed number of trials
+    speedups = [row_speedup(*(_run_series(throughput, index, fw) for fw in FRAMEWORKS)) for index in out.index]
+    for k, column in enumerate(SPEEDUP_COLUMNS):  # a list each: an empty frame gets the columns all the same
+        out[column] = [speedup[k] for speedup in speedups]
     throttled = run_values(df, "throttled").groupby(level=[*ROW_KEY, "framework"], dropna=False).sum(min_count=1)
     for framework in FRAMEWORKS:  # runs on a GPU slowed down for heat (bench_contract.measure.node_state)
         out[f"{framework}_throttled_runs"] = [_count(throttled, index, framework) for index in out.index]
     step_cv = run_values(df, "step_time_cv")
     out["spread_too_wide"] = [
         "; ".join(f"{FRAMEWORK_TITLES[fw]} {note}" for fw in FRAMEWORKS
-                  if (note := spread_note(_runs(step_cv, index, fw), _runs(throughput, index, fw))))
+                  if (note := spread_note(*(_run_series(values, index, fw).to_numpy(dtype=float)
+                                            for values in (step_cv, throughput)))))
         for index in out.index
     ]
     certified = certificates(rows, ROW_KEY, list(CELL_RUN))
@@ -425,6 +403,27 @@ def comparison_frame(df):
     out = out.reset_index()
     out["differs_in"] = differing_settings(out)
     return out
+
+
+# What row_speedup gives a comparison row, in its order.
+SPEEDUP_COLUMNS = ("speedup", "speedup_ci_low", "speedup_ci_high", "runs_jax_torch", "paired", "target_interval")
+
+
+def row_speedup(jax, torch) -> tuple[float, float, float, str, bool, float]:
+    """The speed-up of one comparison row's runs (_run_series of each side), its interval's ends, the runs of each
+    side ("2/2", "6/6 paired"), whether every run of both sides came from paired jobs (the interval then
+    resampled pairs), and the interval --trials auto aimed at (NaN for a fixed number of trials)."""
+    pairs = pairs_of(jax, torch)
+    rule = sequential_rule(jax, torch) if pairs else None
+    if rule:  # --trials auto: Stein's interval, the one whose coverage the rule keeps (bench_contract.sequential)
+        speedup, low, high = sequential_speedup(pairs[0], pairs[1], rule)
+    elif pairs:
+        speedup, low, high = paired_speedup_interval(*pairs[:2], nodes=pairs[2])
+    else:
+        speedup, low, high = speedup_interval(jax.to_numpy(dtype=float), torch.to_numpy(dtype=float),
+                                              numerator_nodes=_nodes(jax), denominator_nodes=_nodes(torch))
+    return (float(speedup), float(low), float(high), f"{len(jax)}/{len(torch)}" + (" paired" if pairs else ""),
+            pairs is not None, rule.target if rule else np.nan)
 
 
 def _run_series(series, index, framework):
@@ -444,14 +443,6 @@ def _count(series, index, framework) -> float:
 def _nodes(runs) -> np.ndarray:
     """The node of each run of a _run_series."""
     return runs.index.get_level_values("node").to_numpy() if "node" in runs.index.names else np.zeros(len(runs))
-
-
-def _runs(series, index, framework) -> np.ndarray:
-    key = tuple(index) + (framework,)
-    try:
-        return series.loc[key].to_numpy(dtype=float)
-    except KeyError:
-        return np.array([], dtype=float)
 
 
 def comparable(row) -> bool:
