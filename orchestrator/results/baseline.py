@@ -27,11 +27,10 @@ import numpy as np
 
 from bench_contract.atomic import publish
 from orchestrator.errors import OrchestratorError, UsageError
-from orchestrator.results.certificate import CERTIFIED_COLUMNS, side_reasons, unknown_device
-from orchestrator.results.compare import (CELL_RUN, NODE, ROW_KEY, RUN_COLUMNS, differing_settings, run_values,
-                                          with_row_key)
+from orchestrator.results.certificate import side_reasons, unknown_device
+from orchestrator.results.compare import CELL_RUN, ROW_KEY, differing_settings, run_values, with_row_key
 from orchestrator.results.intervals import BOOTSTRAP_SAMPLES, one_node, per_draw, picks
-from orchestrator.results.store import read_merged_rows
+from orchestrator.results.views import summary_frame
 from orchestrator.suggest import command
 from orchestrator.tables import format_table
 
@@ -131,14 +130,9 @@ def plain(value):
 
 def read_rows(merged: Path, campaigns: tuple[str, ...] = ()):
     """The summary rows of the merged dataset, with the version columns, of the given campaigns (all if none)."""
-    import pyarrow.dataset as ds
-
     if not merged.exists():
         raise UsageError(f"{merged} does not exist: run `{command('collect')}` first")
-    wanted = [*ROW_KEY, "model_variant", "framework", *RUN_COLUMNS, *NODE, "metric",
-              "value", "epoch", "step", *dict.fromkeys([*VERSION_COLUMNS, *CERTIFIED_COLUMNS])]
-    summary = ds.field("step").is_null() & ds.field("epoch").is_null()
-    df = read_merged_rows(merged, wanted, summary).to_pandas()
+    df = summary_frame(merged, VERSION_COLUMNS)
     if campaigns:
         unknown = sorted(set(campaigns) - set(df["campaign"].astype(str)))
         if unknown:

@@ -20,7 +20,6 @@ from bench_contract.measure.flops import PEAK_FRACTIONS
 from bench_contract.measure.timing import CV_THRESHOLD
 from bench_contract.spec import FRAMEWORK_TITLES
 from bench_contract.tuning import OUT_OF_THE_BOX, TUNING_WORDS
-from orchestrator.plan.manifest import DamagedManifest, load_manifest
 from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.results.certificate import COMPARABLE, certificates, tuning_notes
 from orchestrator.results.intervals import (
@@ -30,6 +29,7 @@ from orchestrator.results.intervals import (
     sequential_speedup,
     speedup_interval,
 )
+from orchestrator.results.missing import campaign_manifests
 from orchestrator.results.store import merged_dataset
 
 KEY = ["benchmark", "use_case", "model", "batch_size", "precision"]
@@ -61,25 +61,15 @@ ENGINE_SETTING = "dp_engine"
 SETTING_UNITS = {"nodes": "node", "bound_cpus": "CPU", "intra_op_threads": "thread"}
 FRAMEWORKS = ("jax", "torch")
 
-# Summary metrics shown in tables, in order, with a short column title and a unit for the header.
-TABLE_METRICS = [
-    ("throughput", "throughput", "samples/s"),
-    ("step_time_p50", "p50", "ms"),
-    ("step_time_p95", "p95", "ms"),
-    ("step_time_p99", "p99", "ms"),
-    ("compile_time", "compile", "s"),
-    ("peak_device_memory_allocated", "peak device mem", "MiB"),
-    ("peak_host_rss", "peak host RSS", "MiB"),
-    ("mfu", "MFU", ""),  # a value that was not available is NaN (null in Parquet) and shown as n/a
-    ("arithmetic_intensity", "intensity", "FLOP/byte"),
-    ("compute_bound", "bound", ""),  # 1 compute-bound, 0 memory-bound (bench_contract.measure.roofline)
-    ("energy_per_sample", "energy", "J/sample"),
-    ("test_accuracy", "test acc", ""),
-]
-BYTES_METRICS = {"peak_device_memory_allocated", "peak_host_rss"}
-# A comparison row's per-framework medians: the tables' metrics and every fraction of the peak, against the shared
-# peak (with_shared_peak); a table shows an MFU from here, never from a run's own rows (divided by its own peak).
-FRAME_METRICS = list(dict.fromkeys([*(m for m, _, _ in TABLE_METRICS), *PEAK_FRACTIONS]))
+BYTES_METRICS = {"peak_device_memory_allocated", "peak_host_rss"}  # recorded in bytes, shown in MiB (format_value)
+# A comparison row's per-framework medians, in the order of its columns (report.csv): these summary metrics and
+# every fraction of the peak, against the shared peak (with_shared_peak); a table shows an MFU from here, never
+# from a run's own rows (divided by its own peak). A value that was not available is NaN (null in Parquet).
+FRAME_METRICS = list(dict.fromkeys([
+    "throughput", "step_time_p50", "step_time_p95", "step_time_p99", "compile_time", "peak_device_memory_allocated",
+    "peak_host_rss", "mfu", "arithmetic_intensity",
+    "compute_bound",  # 1 compute-bound, 0 memory-bound (bench_contract.measure.roofline)
+    "energy_per_sample", "test_accuracy", *PEAK_FRACTIONS]))
 
 
 def system_mismatches(df, expected: dict[tuple[str, str], str]):
@@ -107,17 +97,10 @@ def mismatch_lines(mismatches) -> list[str]:
 
 
 def expected_devices_of(folders: Sequence[Path]) -> dict[tuple[str, str], str]:
-    """(campaign, system) -> the device pattern its profile's system expects, from every campaign's manifest."""
-    expected = {}
-    for folder in folders:
-        for manifest_file in sorted(folder.glob("*/manifest.json")):
-            try:
-                manifest = load_manifest(manifest_file.parent)
-            except DamagedManifest:
-                continue  # collect says so, last
-            for system, pattern in expected_devices(manifest.profile).items():
-                expected[(manifest_file.parent.name, system)] = pattern
-    return expected
+    """(campaign, system) -> the device pattern its profile's system expects, from every campaign's manifest (one
+    that cannot be read is left out: collect says so, last)."""
+    return {(folder.name, system): pattern for folder, manifest in campaign_manifests(folders)
+            for system, pattern in expected_devices(manifest.profile).items()}
 
 
 def device_mismatch_lines(merged: Path, folders: Sequence[Path]) -> list[str]:
@@ -398,39 +381,17 @@ def comparison_frame(df):
             column = medians.get((metric, framework))
             out[f"{framework}_{metric}"] = column if column is not None else np.nan
     throughput = run_values(df, "throughput")
-    speedups, lows, highs, runs, paired, rules = [], [], [], [], [], []
-    for index in out.index:
-        jax = _runs(throughput, index, "jax")
-        torch = _runs(throughput, index, "torch")
-        jax_runs, torch_runs = _run_series(throughput, index, "jax"), _run_series(throughput, index, "torch")
-        pairs = pairs_of(jax_runs, torch_runs)
-        rule = sequential_rule(jax_runs, torch_runs) if pairs else None
-        if rule:  # --trials auto: Stein's interval, the one whose coverage the rule keeps (bench_contract.sequential)
-            speedup, low, high = sequential_speedup(pairs[0], pairs[1], rule)
-        elif pairs:
-            speedup, low, high = paired_speedup_interval(*pairs[:2], nodes=pairs[2])
-        else:
-            speedup, low, high = speedup_interval(jax, torch, numerator_nodes=_nodes(jax_runs),
-                                                  denominator_nodes=_nodes(torch_runs))
-        speedups.append(float(speedup))
-        lows.append(float(low))
-        highs.append(float(high))
-        runs.append(f"{len(jax)}/{len(torch)}" + (" paired" if pairs else ""))
-        paired.append(pairs is not None)
-        rules.append(rule.target if rule else np.nan)
-    out["speedup"] = speedups
-    out["speedup_ci_low"] = lows
-    out["speedup_ci_high"] = highs
-    out["runs_jax_torch"] = runs
-    out["paired"] = paired  # every run of both sides came from paired jobs, and the interval resampled pairs
-    out["target_interval"] = rules  # the interval --trials auto aimed at; NaN for a fixed number of trials
+    speedups = [row_speedup(*(_run_series(throughput, index, fw) for fw in FRAMEWORKS)) for index in out.index]
+    for k, column in enumerate(SPEEDUP_COLUMNS):  # a list each: an empty frame gets the columns all the same
+        out[column] = [speedup[k] for speedup in speedups]
     throttled = run_values(df, "throttled").groupby(level=[*ROW_KEY, "framework"], dropna=False).sum(min_count=1)
     for framework in FRAMEWORKS:  # runs on a GPU slowed down for heat (bench_contract.measure.node_state)
         out[f"{framework}_throttled_runs"] = [_count(throttled, index, framework) for index in out.index]
     step_cv = run_values(df, "step_time_cv")
     out["spread_too_wide"] = [
         "; ".join(f"{FRAMEWORK_TITLES[fw]} {note}" for fw in FRAMEWORKS
-                  if (note := spread_note(_runs(step_cv, index, fw), _runs(throughput, index, fw))))
+                  if (note := spread_note(*(_run_series(values, index, fw).to_numpy(dtype=float)
+                                            for values in (step_cv, throughput)))))
         for index in out.index
     ]
     certified = certificates(rows, ROW_KEY, list(CELL_RUN))
@@ -442,6 +403,27 @@ def comparison_frame(df):
     out = out.reset_index()
     out["differs_in"] = differing_settings(out)
     return out
+
+
+# What row_speedup gives a comparison row, in its order.
+SPEEDUP_COLUMNS = ("speedup", "speedup_ci_low", "speedup_ci_high", "runs_jax_torch", "paired", "target_interval")
+
+
+def row_speedup(jax, torch) -> tuple[float, float, float, str, bool, float]:
+    """The speed-up of one comparison row's runs (_run_series of each side), its interval's ends, the runs of each
+    side ("2/2", "6/6 paired"), whether every run of both sides came from paired jobs (the interval then
+    resampled pairs), and the interval --trials auto aimed at (NaN for a fixed number of trials)."""
+    pairs = pairs_of(jax, torch)
+    rule = sequential_rule(jax, torch) if pairs else None
+    if rule:  # --trials auto: Stein's interval, the one whose coverage the rule keeps (bench_contract.sequential)
+        speedup, low, high = sequential_speedup(pairs[0], pairs[1], rule)
+    elif pairs:
+        speedup, low, high = paired_speedup_interval(*pairs[:2], nodes=pairs[2])
+    else:
+        speedup, low, high = speedup_interval(jax.to_numpy(dtype=float), torch.to_numpy(dtype=float),
+                                              numerator_nodes=_nodes(jax), denominator_nodes=_nodes(torch))
+    return (float(speedup), float(low), float(high), f"{len(jax)}/{len(torch)}" + (" paired" if pairs else ""),
+            pairs is not None, rule.target if rule else np.nan)
 
 
 def _run_series(series, index, framework):
@@ -461,14 +443,6 @@ def _count(series, index, framework) -> float:
 def _nodes(runs) -> np.ndarray:
     """The node of each run of a _run_series."""
     return runs.index.get_level_values("node").to_numpy() if "node" in runs.index.names else np.zeros(len(runs))
-
-
-def _runs(series, index, framework) -> np.ndarray:
-    key = tuple(index) + (framework,)
-    try:
-        return series.loc[key].to_numpy(dtype=float)
-    except KeyError:
-        return np.array([], dtype=float)
 
 
 def comparable(row) -> bool:
@@ -502,34 +476,3 @@ def format_value(metric: str, value) -> str:
     if metric == "compute_bound":  # a median over runs: 0.5 when the runs disagree
         return "compute" if value > 0.5 else "memory" if value < 0.5 else "mixed"
     return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
-
-
-def display_rows(frame, device_model: str, only: tuple[str, ...] | None = None) -> tuple[list[str], list[list[str]]]:
-    """Header and formatted rows of one device model's comparison table (all metrics present, or `only`)."""
-    block = frame[frame["device_model"] == device_model]
-    metrics = [(m, title, unit) for m, title, unit in TABLE_METRICS
-               if f"jax_{m}" in frame.columns and (only is None or m in only)]
-    # A cell measured under several settings has a row for each; the column says which (shown only then).
-    differs = "differs_in" in block and bool(block["differs_in"].astype(bool).any())
-    headers = ["benchmark", "use case", "model", "batch", "precision"] + (["settings"] if differs else [])
-    for metric, title, unit in metrics:
-        for framework in FRAMEWORKS:
-            headers.append(f"{FRAMEWORK_TITLES[framework]} {title}" + (f" ({unit})" if unit else ""))
-        if metric == "throughput":
-            headers.append("speed-up JAX/PyTorch [95% CI]")
-    headers.append("runs JAX/PyTorch")
-    headers.append(f"spread too wide (CV > {CV_THRESHOLD:.0%})")
-    headers.append("comparable")
-    rows = []
-    for _, row in block.iterrows():
-        cells = [row["benchmark"], str(row["use_case"]), row["model"], str(row["batch_size"]), row["precision"]]
-        cells += [row["differs_in"] or "-"] if differs else []
-        for metric, _, _ in metrics:
-            cells += [format_value(metric, row[f"{fw}_{metric}"]) for fw in FRAMEWORKS]
-            if metric == "throughput":
-                cells.append(format_speedup(row))
-        cells.append(row["runs_jax_torch"])
-        cells.append(row["spread_too_wide"] or "no")
-        cells.append(row["comparable"])
-        rows.append(cells)
-    return headers, rows

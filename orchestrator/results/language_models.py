@@ -58,7 +58,7 @@ TOKENS = TOKEN_METRICS["throughput"]  # token_throughput, tokens/s
 # here from the runs' own rows, each divided by its process's own peak, JAX's was 32.1 times PyTorch's where its
 # throughput was 27.6 times.
 LANGUAGE_METRICS = [TOKENS, "state_memory_per_device"]
-PEAK_MEMORY = "peak_device_memory_allocated"  # comparison metrics (compare.TABLE_METRICS), in bytes
+PEAK_MEMORY = "peak_device_memory_allocated"  # comparison metrics (compare.FRAME_METRICS), in bytes
 HOST_PEAK = "peak_host_rss"
 TITLE = "Language models in tokens/s"
 HOST_WORDS = "peak per device: each process's peak resident memory (peak_host_rss); a process drives one CPU"

@@ -50,13 +50,18 @@ def missing_cells(results_dir: Path, log_lines: int = LOG_LINES, unreadable: dic
                 state = "unreadable result" if state == SUCCESS else state
                 reason = f"result file {result} does not count: {bad[result]}"
             if state not in DONE:
-                missing.append({"campaign": manifest.campaign, "framework": cell.framework,
-                                "array_index": cell.array_index, "cell_id": cell.cell_id, "trial": cell.trial,
-                                "system": cell.system, "task_id": cell.task_id,
-                                "state": state, "reason": reason, "log": cell.log,
-                                "log_tail": "\n".join(log_tail(cell.log, log_lines)), "results": result,
-                                "results_dir": str(folder.parent), "shown": shown})
+                missing.append(missing_row(folder, manifest, cell, shown, state, reason, result, cell.task_id,
+                                           cell.log, "\n".join(log_tail(cell.log, log_lines))))
     return missing
+
+
+def missing_row(folder: Path, manifest: Manifest, cell, shown: Shown, state: str, reason: str, result: str,
+                task_id: str = "", log: str = "", tail: str = "") -> dict:
+    """A cell without a result (its manifest's cell or its status: both name it alike), as failures.parquet holds it."""
+    return {"campaign": manifest.campaign, "framework": cell.framework, "array_index": cell.array_index,
+            "cell_id": cell.cell_id, "trial": cell.trial, "system": cell.system, "task_id": task_id, "state": state,
+            "reason": reason, "log": log, "log_tail": tail, "results": result, "results_dir": str(folder.parent),
+            "shown": shown}
 
 
 def campaign_manifests(folders: Sequence[Path],
@@ -110,11 +115,7 @@ def copied_campaign_missing(folder: Path, manifest: Manifest, bad: dict[str, str
         else:
             state, reason = "no result", (f"no result file in this copy ({folder}); the campaign ran elsewhere, so "
                                           "its Slurm state is not looked up here")
-        missing.append({"campaign": manifest.campaign, "framework": cell.framework,
-                        "array_index": cell.array_index, "cell_id": cell.cell_id, "trial": cell.trial,
-                        "system": cell.system, "task_id": "",
-                        "state": state, "reason": reason, "log": "", "log_tail": "", "results": result,
-                        "results_dir": str(folder.parent), "shown": shown})
+        missing.append(missing_row(folder, manifest, cell, shown, state, reason, result))  # no job here: no log
     return missing
 
 

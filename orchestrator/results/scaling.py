@@ -1,13 +1,10 @@
 """Strong scaling of the data-parallel cells against one process on the same global batch: the frame that the
-data-parallel table and the scaling plot read, and its text table."""
+data-parallel table and the scaling plot read."""
 
 from __future__ import annotations
 
-import math
-
 from bench_contract.use_cases import USE_CASES
 from orchestrator.results.compare import KEY
-from orchestrator.tables import format_table
 
 # A data-parallel cell is compared with the one-process cell that takes the same update on the same global batch.
 ONE_PROCESS_USE_CASE = {case.number: case.one_process.number for case in USE_CASES.values()
@@ -50,23 +47,3 @@ def scaling_frame(df):
                      "efficiency": cell["throughput"] / (world * base)})
     return pd.DataFrame(rows, columns=columns)
 
-
-def _fmt(value, pattern: str) -> str:
-    return "n/a" if value is None else pattern.format(value)
-
-
-def scaling_table(df) -> str | None:
-    """The scaling frame as text for the terminal, or None when no data-parallel cell was collected."""
-    frame = scaling_frame(df)
-    if frame.empty:
-        return None
-
-    def number(value, pattern):
-        return _fmt(None if math.isnan(value) else value, pattern)  # NaN (no one-process cell) reads "n/a"
-
-    rows = [[r.device_model, r.framework, r.benchmark, r.use_case, r.model, r.batch_size, r.world_size,
-             number(r.throughput_per_device, "{:,.0f}"), number(r.one_process_throughput, "{:,.0f}"),
-             number(r.efficiency, "{:.0%}")] for r in frame.itertuples()]
-    headers = ["device model", "framework", "benchmark", "use case", "model", "batch", "processes",
-               "samples/s per device", "one process samples/s", "scaling efficiency"]
-    return format_table(headers, rows)

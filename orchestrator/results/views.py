@@ -16,15 +16,15 @@ A cell has one line per framework (JAX, then PyTorch): the two side by side in c
 wide. A column whose value is the same on every line (precision, runs) is said once above the table, and the
 use case is a column only in the tables that hold two (data parallel, per-sample).
 
-The tables beside the use cases' are views' own too: strong scaling (scaling), the largest batch that fits
-(batch_search) and the language models' in tokens/s (language_models), each in its module; collect prints them
-after the verdicts (collect.summary_lines).
+The tables beside the use cases' are in their own modules: the largest batch that fits (batch_search) and the
+language models' in tokens/s (language_models); collect prints them after the verdicts (collect.summary_lines).
+Strong scaling (scaling.scaling_frame) is no table of its own: the data-parallel table's scaling efficiency.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +43,6 @@ from orchestrator.results.compare import (
     RUN_COLUMNS,
     comparable,
     comparison_frame,
-    display_rows,
     format_speedup,
     format_value,
     summary_rows,
@@ -56,7 +55,7 @@ from orchestrator.results.scaling import scaling_frame
 from orchestrator.results.store import read_merged_rows
 from orchestrator.tables import format_table
 
-# Per-framework summary metrics the use-case tables and the verdicts read besides compare.TABLE_METRICS.
+# Per-framework summary metrics the use-case tables and the verdicts read besides compare.FRAME_METRICS.
 EXTRA_METRICS = ["world_size", "throughput_per_device", "per_sample_grads_vectorized_time_p50",
                  "per_sample_grads_loop_time_p50", "vectorization_speedup", "privacy_epsilon", "privacy_epsilon_rdp",
                  "privacy_delta", "host_cpu_others", "timed_duration", "padding_fraction",
@@ -322,16 +321,17 @@ def first_time_at(accuracy: np.ndarray, elapsed: np.ndarray, target: float) -> f
     return float(elapsed[reached[0]]) if len(reached) else float("nan")
 
 
-def summary_frame(output: Path):
-    """The summary rows (one value per run, not per step or epoch) with the columns a comparison needs, read
-    from the merged dataset: a small part of it, since the per-step curves are most of the rows."""
+def summary_frame(output: Path, extra: Sequence[str] = ()):
+    """The summary rows (one value per run, not per step or epoch) with the columns a comparison needs and the
+    `extra` ones (a baseline's versions), read from the merged dataset: a small part of it, since the per-step
+    curves are most of the rows."""
     import pyarrow.dataset as ds
 
     wanted = [*ROW_KEY, "model_variant", "framework", *RUN_COLUMNS, *NODE,
               *CERTIFIED_COLUMNS, "attention_kernel", "metric", "value", "unit", "epoch", "step"]
     # A dataset merged before a column existed lacks it; the comparison reads it as empty (with_row_key).
     summary = ds.field("step").is_null() & ds.field("epoch").is_null()
-    return read_merged_rows(output, wanted, summary).to_pandas()
+    return read_merged_rows(output, list(dict.fromkeys([*wanted, *extra])), summary).to_pandas()
 
 
 def curve_frame(merged: Path):
@@ -467,17 +467,6 @@ def use_case_lines(frame) -> list[str]:
     """collect's tables of `frame` (use_case_frame): every use case's table per device model, each after an empty
     line, then the table across device models where there are several."""
     return [f"\n{table_text(table)}" for table in view_tables(frame)] + cross_device_lines(frame)
-
-
-def comparison_tables(df) -> dict[str, str]:
-    """One text table per device model: JAX and PyTorch throughput side by side, the speed-up, test accuracy."""
-    frame = comparison_frame(df)
-    if frame.empty:
-        return {}
-    return {
-        str(device): format_table(*display_rows(frame, device, only=("throughput", "test_accuracy")))
-        for device in frame["device_model"].unique()
-    }
 
 
 # --- across device models ---------------------------------------------------------------------------

@@ -55,6 +55,8 @@ def test_a_slowed_campaign_is_flagged_and_the_unchanged_one_is_not(results):
     path, entries = baseline.save(results, results / "merged.parquet", "release-1", ("base",))
     assert path == results / "baselines" / "release-1.json" and entries == 2
     saved = baseline.load(results, "release-1")
+    # Every version column is read, the library versions too: a regression names the one that changed.
+    assert saved["entries"][0]["versions"] == {"framework": "1.0", "numpy": "2.4.6", "XLA_FLAGS": "not set"}
     for name, expected in (("same", {"jax": "within tolerance", "torch": "within tolerance"}),
                            ("slow", {"jax": "regression", "torch": "regression"})):
         current = baseline.summarize(baseline.read_rows(results / "merged.parquet", (name,)))

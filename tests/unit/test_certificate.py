@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from helpers import run_cli, spec, write_spec_run
 
-from orchestrator.results.compare import comparison_frame, display_rows
+from orchestrator.results.compare import comparison_frame
+from orchestrator.results.views import use_case_frame, view_tables
 
 DIGITS = "1,257/180/360 train/val/test examples, sha256 4046546367a14303"  # Dataset.fingerprint's words
 VERSIONS = {"old": {"jax": "0.4.30", "torch": "2.3.0"}, "new": {"jax": "0.10.2", "torch": "2.9.1"}}
@@ -50,14 +51,15 @@ def test_runs_of_different_framework_versions_are_pooled_only_as_not_comparable(
     old = both(tmp_path, "a", {"version": "0.4.30"}, {"version": "2.3.0"}, torch_speed=1000)
     new = both(tmp_path, "b", {"version": "0.10.2", "environment": "site"}, {"version": "2.9.1", "environment": "site"},
                torch_speed=2000)
-    frame = comparison_frame(pd.concat([*old, *new], ignore_index=True))
+    runs = pd.concat([*old, *new], ignore_index=True)
+    frame = comparison_frame(runs)
     (reasons,) = frame["comparable"]
     assert reasons == ("JAX runs of 2 versions pooled (0.10.2 site, 0.4.30 locked); "
                        "PyTorch runs of 2 versions pooled (2.3.0 locked, 2.9.1 site)")
     assert frame[["speedup", "speedup_ci_low", "speedup_ci_high"]].isna().all(axis=None)
-    headers, rows = display_rows(frame, "CPU X")
-    assert rows[0][headers.index("speed-up JAX/PyTorch [95% CI]")] == "not comparable"
-    assert rows[0][headers.index("comparable")] == reasons
+    (table,) = view_tables(use_case_frame(runs))
+    assert table.rows[0][table.headers.index("speed-up JAX/PyTorch\n[95% CI]")] == "not comparable"
+    assert f"not comparable, digits mlp batch 32: {reasons}" in table.notes
     # collect, as the user runs it: no speed-up on the line, the reasons below the table.
     proc = run_cli("collect", "--results-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr

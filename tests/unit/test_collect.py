@@ -8,7 +8,7 @@ from helpers import fake_queue, run_cli, task_file, write_manifest
 from bench_contract.results import SCHEMA, read_task_table
 from orchestrator.results import collect, store
 from orchestrator.results.collect import merge
-from orchestrator.results.views import comparison_tables, summary_frame
+from orchestrator.results.views import summary_frame, use_case_frame, view_tables
 
 
 def test_merge_and_compare(tmp_path):
@@ -18,10 +18,11 @@ def test_merge_and_compare(tmp_path):
     collected = merge(tmp_path, tmp_path / "merged.parquet")
     assert collected.files == 3 and collected.rows == 9 and not collected.skipped
     assert pq.read_table(tmp_path / "merged.parquet").schema.equals(SCHEMA)
-    tables = comparison_tables(summary_frame(tmp_path / "merged.parquet"))
-    assert set(tables) == {"CPU X", "GPU Y"}
-    assert "2.00x" in tables["CPU X"]
-    assert "n/a" in tables["GPU Y"]  # no JAX row on that GPU: no speed-up is invented
+    cpu, gpu = view_tables(use_case_frame(summary_frame(tmp_path / "merged.parquet")))
+    assert (cpu.title, gpu.title) == ("Training on CPU X", "Training on GPU Y")
+    speedup = cpu.headers.index("speed-up JAX/PyTorch\n[95% CI]")
+    assert cpu.rows[0][speedup] == "2.00x [n/a (1 run)]"
+    assert gpu.rows[0][speedup] == "n/a"  # no JAX row on that GPU: no speed-up is invented
 
 
 def test_broken_files_are_reported_and_the_rest_merged(tmp_path):
@@ -54,25 +55,24 @@ def parallel_task_file(root, framework, use_case, world, throughput):
 
 
 def test_scaling_efficiency_compares_with_the_one_process_cell(tmp_path):
-    from orchestrator.results.scaling import scaling_table
+    from orchestrator.results.scaling import scaling_frame
 
     parallel_task_file(tmp_path, "jax", 1, 1, 1000.0)
     parallel_task_file(tmp_path, "jax", 2, 2, 1500.0)  # 750 per device: 75% of one process
     parallel_task_file(tmp_path, "torch", 4, 2, 400.0)  # no one-process DP-SGD cell collected
     merge(tmp_path, tmp_path / "merged.parquet")
-    table = scaling_table(summary_frame(tmp_path / "merged.parquet"))
-    jax_line = next(line for line in table.splitlines() if " jax " in line)
-    assert "750" in jax_line and "1,000" in jax_line and "75%" in jax_line
-    torch_line = next(line for line in table.splitlines() if " torch " in line)
-    assert torch_line.rstrip().endswith("n/a")
+    frame = scaling_frame(summary_frame(tmp_path / "merged.parquet")).set_index("framework")
+    assert frame.loc["jax", ["throughput_per_device", "one_process_throughput", "efficiency"]].tolist() == [
+        750.0, 1000.0, 0.75]
+    assert frame.loc["torch", ["one_process_throughput", "efficiency"]].isna().all()  # none invented
 
 
-def test_no_scaling_table_without_data_parallel_cells(tmp_path):
-    from orchestrator.results.scaling import scaling_table
+def test_no_scaling_rows_without_data_parallel_cells(tmp_path):
+    from orchestrator.results.scaling import scaling_frame
 
     task_file(tmp_path, "jax", 32, 2000.0)
     merge(tmp_path, tmp_path / "merged.parquet")
-    assert scaling_table(summary_frame(tmp_path / "merged.parquet")) is None
+    assert scaling_frame(summary_frame(tmp_path / "merged.parquet")).empty
 
 
 def merged_rows(output):

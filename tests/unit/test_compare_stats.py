@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from bench_contract.student_t import t_quantile
-from orchestrator.results.compare import comparison_frame, display_rows
+from orchestrator.results.compare import comparison_frame
 from orchestrator.results.intervals import paired_speedup_interval, speedup_interval
+from orchestrator.results.views import use_case_frame, view_tables
 
 
 @pytest.fixture
@@ -127,8 +128,8 @@ def test_trials_of_one_cell_in_one_campaign_are_separate_runs_of_the_interval():
                                                   - np.log([1000, 1050, 990, 1010]).mean()), rel=1e-12)
     assert row["speedup_ci_low"] < row["speedup"] < row["speedup_ci_high"]
     assert row["spread_too_wide"] == ""
-    headers, table = display_rows(frame, "CPU X")
-    assert table[0][headers.index("spread too wide (CV > 10%)")] == "no"
+    (table,) = view_tables(use_case_frame(pd.DataFrame(data)))
+    assert "spread" not in table.headers and table.notes == []
 
 
 def test_a_cell_too_spread_to_trust_is_flagged_with_the_reason():
@@ -136,8 +137,9 @@ def test_a_cell_too_spread_to_trust_is_flagged_with_the_reason():
     data += rows("torch", 0, 1000, 0.02) + rows("torch", 1, 1500, 0.02)  # between trials: 1000 vs 1500
     frame = comparison_frame(pd.DataFrame(data))
     assert frame.iloc[0]["spread_too_wide"] == "JAX steps 28%; PyTorch trials 28%"
-    headers, table = display_rows(frame, "CPU X")
-    assert table[0][headers.index("spread too wide (CV > 10%)")] == "JAX steps 28%; PyTorch trials 28%"
+    (table,) = view_tables(use_case_frame(pd.DataFrame(data)))
+    assert [row[table.headers.index("spread")] for row in table.rows] == ["wide", ""]
+    assert table.notes == ["spread too wide (CV > 10%), digits mlp batch 32: JAX steps 28%; PyTorch trials 28%"]
 
 
 def test_paired_trials_are_taken_as_pairs_so_drift_shared_by_a_pair_cancels():

@@ -5,20 +5,32 @@ import pandas as pd
 import pytest
 from helpers import run_cli, spec, write_spec_run
 
-from orchestrator.results.compare import comparison_frame, display_rows
+from orchestrator.results.compare import comparison_frame
+from orchestrator.results.views import use_case_frame, view_tables
 
 
 def campaign_run(root, campaign, framework, throughput, device=("cpu", "CPU X"), cpus=2, **settings):
-    """One task's result file (write_spec_run) in `campaign`: an inference cell unless `settings` say otherwise."""
+    """One task's result file (write_spec_run) in `campaign`: an inference cell unless `settings` say otherwise.
+    Its throughput per device too, which a data-parallel run records and its table shows."""
     run_spec = spec(framework, **({"campaign": campaign, "cell_id": f"{framework}-cell", "pair_key": "cell",
                                    "use_case": 5} | settings))
-    return write_spec_run(root, run_spec, throughput, device, cpus)
+    metrics = {"throughput_per_device": (throughput, "samples/s")}
+    return write_spec_run(root, run_spec, throughput, device, cpus, metrics=metrics)
 
 
-def compared_campaigns(tmp_path, first: dict, second: dict):
+def one_cell_in_two_campaigns(tmp_path, first: dict, second: dict):
+    """The runs of two campaigns of one cell, each with its settings: JAX 2x PyTorch in `first`, 4x in `second`."""
     frames = [campaign_run(tmp_path, "a", "jax", 2000, **first), campaign_run(tmp_path, "a", "torch", 1000, **first),
               campaign_run(tmp_path, "b", "jax", 2000, **second), campaign_run(tmp_path, "b", "torch", 500, **second)]
-    return comparison_frame(pd.concat(frames, ignore_index=True))
+    return pd.concat(frames, ignore_index=True)
+
+
+def settings_shown(runs) -> set[str] | None:
+    """The words in the settings column of the runs' use-case table; None where it has no such column."""
+    (table,) = view_tables(use_case_frame(runs))
+    if "settings" not in table.headers:
+        return None
+    return {row[table.headers.index("settings")] for row in table.rows} - {""}  # "": a PyTorch line's key
 
 
 @pytest.mark.parametrize("first, second, words", [
@@ -27,20 +39,20 @@ def compared_campaigns(tmp_path, first: dict, second: dict):
     ({"use_case": 2}, {"use_case": 2, "nodes": 2}, {"1 node", "2 nodes"}),
 ])
 def test_campaigns_that_differ_in_a_setting_give_a_row_each_named_by_it(tmp_path, first, second, words):
-    frame = compared_campaigns(tmp_path, first, second)
+    runs = one_cell_in_two_campaigns(tmp_path, first, second)
+    frame = comparison_frame(runs)
     assert len(frame) == 2
     assert set(frame["differs_in"]) == words
     assert sorted(frame["speedup"]) == [2.0, 4.0]  # each row's own runs: never 2000/750 from pooled runs
     assert set(frame["runs_jax_torch"]) == {"1/1"}
-    headers, rows = display_rows(frame, "CPU X")
-    assert {row[headers.index("settings")] for row in rows} == words
+    assert settings_shown(runs) == words
 
 
 def test_runs_with_the_same_settings_are_pooled_as_trials(tmp_path):
-    frame = compared_campaigns(tmp_path, {}, {})
+    runs = one_cell_in_two_campaigns(tmp_path, {}, {})
+    frame = comparison_frame(runs)
     assert len(frame) == 1 and frame["runs_jax_torch"].iloc[0] == "2/2" and frame["differs_in"].iloc[0] == ""
-    headers, _ = display_rows(frame, "CPU X")
-    assert "settings" not in headers  # the column appears only where a cell has several rows
+    assert settings_shown(runs) is None  # the column appears only where a cell has several rows
 
 
 def test_a_jax_run_on_the_cpu_is_never_compared_with_a_pytorch_run_on_a_gpu(tmp_path):
@@ -50,7 +62,7 @@ def test_a_jax_run_on_the_cpu_is_never_compared_with_a_pytorch_run_on_a_gpu(tmp_
 
 
 def test_collect_prints_the_two_rows_with_the_differing_setting(tmp_path):
-    compared_campaigns(tmp_path, {}, {"torch_compile": True})
+    one_cell_in_two_campaigns(tmp_path, {}, {"torch_compile": True})
     proc = run_cli("collect", "--results-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.lstrip().startswith("digits")]
@@ -61,12 +73,12 @@ def test_collect_prints_the_two_rows_with_the_differing_setting(tmp_path):
 
 def test_cpu_runs_on_different_numbers_of_cpus_are_never_paired_and_the_row_says_so(tmp_path):
     """A JAX run bound to 2 CPUs against a PyTorch run on 4 measures the thread counts, not the frameworks."""
-    frame = comparison_frame(pd.concat([campaign_run(tmp_path, "a", "jax", 2000, cpus=2),
-                                        campaign_run(tmp_path, "a", "torch", 1000, cpus=4)]))
+    runs = pd.concat([campaign_run(tmp_path, "a", "jax", 2000, cpus=2),
+                      campaign_run(tmp_path, "a", "torch", 1000, cpus=4)])
+    frame = comparison_frame(runs)
     assert len(frame) == 2 and frame["speedup"].isna().all()
     assert set(frame["differs_in"]) == {"2 CPUs, 2 threads", "4 CPUs, 4 threads"}
-    headers, rows = display_rows(frame, "CPU X")
-    assert {row[headers.index("settings")] for row in rows} == {"2 CPUs, 2 threads", "4 CPUs, 4 threads"}
+    assert settings_shown(runs) == {"2 CPUs, 2 threads", "4 CPUs, 4 threads"}
     # On a GPU the device computes: the host's CPUs do not split the comparison.
     frame = comparison_frame(pd.concat([campaign_run(tmp_path, "a", "jax", 2000, device=("gpu", "H100"), cpus=8),
                                         campaign_run(tmp_path, "a", "torch", 1000, device=("gpu", "H100"), cpus=16)]))

@@ -1,6 +1,6 @@
-"""The comparison table as a reader sees it: its exact headers and cells, the rows a comparison keeps (one side
-missing, a key with a missing value), which interval each row gets (paired, nodes on either side), and the
-warnings about devices a system did not expect. Written against the mutants `make mutation` found surviving in
+"""The comparison as a reader sees it: a use case's table, its exact headers and cells, the rows a comparison
+keeps (one side missing, a key with a missing value), which interval each row gets (paired, nodes on either side),
+and the warnings about devices a system did not expect. Written against the mutants `make mutation` found surviving in
 orchestrator/results/compare.py: each test fails on one of those changes."""
 
 import warnings
@@ -11,7 +11,6 @@ import pytest
 
 from orchestrator.results.compare import (
     comparison_frame,
-    display_rows,
     format_speedup,
     format_value,
     setting_label,
@@ -19,6 +18,7 @@ from orchestrator.results.compare import (
     system_mismatches,
     with_variant_label,
 )
+from orchestrator.results.views import use_case_frame, view_tables
 
 
 def run_rows(framework, trial, throughput, cv=0.02, node="n1", **extra):
@@ -33,31 +33,31 @@ def run_rows(framework, trial, throughput, cv=0.02, node="n1", **extra):
 def test_the_table_has_these_headers_and_cells():
     data = run_rows("jax", 0, 2000.0) + run_rows("jax", 1, 2000.0) + run_rows("torch", 0, 1000.0)
     data += run_rows("torch", 1, 1000.0)
-    frame = comparison_frame(pd.DataFrame(data))
+    frame = use_case_frame(pd.DataFrame(data))
     assert frame["tuning"].tolist() == [""]  # neither side set a tuning knob of its own (XLA_FLAGS)
-    headers, table = display_rows(frame, "CPU X")
-    assert headers == ["benchmark", "use case", "model", "batch", "precision",
-                       "JAX throughput (samples/s)", "PyTorch throughput (samples/s)", "speed-up JAX/PyTorch [95% CI]",
-                       "JAX peak host RSS (MiB)", "PyTorch peak host RSS (MiB)",
-                       "runs JAX/PyTorch", "spread too wide (CV > 10%)", "comparable"]
-    assert table == [["digits", "1", "mlp", "32", "fp32", "2,000", "1,000", "2.00x [2.00, 2.00]", "12", "12",
-                      "2/2", "no", "yes"]]
+    assert frame[["jax_peak_host_rss", "torch_peak_host_rss"]].values.tolist() == [[12.5 * 2**20] * 2]  # report.csv
+    (table,) = view_tables(frame)
+    assert (table.caption, table.notes, table.info) == ("Training on CPU X (fp32; runs JAX/PyTorch 2/2)", [], [])
+    assert table.headers == ["benchmark", "model", "batch", "framework", "samples/s",
+                             "speed-up JAX/PyTorch\n[95% CI]", "step p50\nms", "val acc\ntarget", "s to\ntarget",
+                             "test\nacc"]
+    assert table.rows == [["digits", "mlp", "32", "JAX", "2,000", "2.00x [2.00, 2.00]", "n/a", "n/a", "n/a", "n/a"],
+                          ["", "", "", "PyTorch", "1,000", "", "n/a", "", "n/a", "n/a"]]
 
 
-def test_a_metric_without_a_unit_has_none_in_its_header_and_a_cell_of_one_setting_says_so():
-    """MFU has no unit: "JAX MFU", not "JAX MFU ()". Batch 32 ran eager and compiled, batch 64 eager only: the
-    settings column appears, and batch 64's row says "-" there."""
+def test_a_cell_of_one_setting_says_so_where_another_has_several():
+    """Batch 32 ran eager and compiled, batch 64 eager only: the settings column appears, and batch 64's row
+    says "-" there."""
     data = []
     eager, compiled = '{"torch_compile": false}', '{"torch_compile": true}'
     for batch, modes in ((32, (eager, compiled)), (64, (eager,))):
         for settings in modes:
             for framework in ("jax", "torch"):
-                rows = run_rows(framework, 0, 1000.0, batch_size=batch, settings=settings,
-                                cell_id=f"{framework}-{batch}-{settings}")
-                data += rows + [rows[0] | {"metric": "mfu", "value": 0.25}]
-    headers, table = display_rows(comparison_frame(pd.DataFrame(data)), "CPU X")
-    assert "JAX MFU" in headers and "PyTorch MFU" in headers
-    assert sorted(row[headers.index("settings")] for row in table) == ["-", "eager", "torch.compile"]
+                data += run_rows(framework, 0, 1000.0, batch_size=batch, settings=settings,
+                                 cell_id=f"{framework}-{batch}-{settings}")
+    (table,) = view_tables(use_case_frame(pd.DataFrame(data)))
+    column = table.headers.index("settings")
+    assert sorted(row[column] for row in table.rows if row[column]) == ["-", "eager", "torch.compile"]
 
 
 def test_throttled_runs_are_counted_per_framework():
