@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from bench_contract.model_registry import MODELS, Model, names  # noqa: F401  (the models, read through the catalog)
 from bench_contract.spec import (  # one definition, the contract's
     DATA_PARALLEL_USE_CASES,  # noqa: F401  (one process per device, under srun)
+    DEVICES,  # noqa: F401  (--device's choices, validate's)
     FRAMEWORK_TITLES,
     INFERENCE_USE_CASE,
     LR_SCHEDULES,
@@ -122,9 +123,6 @@ def batch_norm_refusal(case: UseCase) -> str | None:
     if case.data_parallel:
         return BATCH_NORM_DATA_PARALLEL
     return None
-
-
-DEVICES = ("auto", "cpu", "gpu")
 
 
 def _choose(kind: str, value: str, choices) -> None:
