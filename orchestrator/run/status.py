@@ -333,12 +333,6 @@ def unknown_sentence(count: int, detail: str) -> str:
     return f"{count} cells may still be queued or running, and the queue could not be read ({detail})"
 
 
-def follow_up(name: str, results_dir: Path, *args: str) -> str:
-    """The command line of a follow-up command (`collect`, `resubmit C`), with --results-dir unless it is the
-    default (orchestrator.suggest.command)."""
-    return command(name, *args, results_dir=results_dir)
-
-
 # --- the status and watch commands -----------------------------------------------------------------------
 
 def show_status(results_dir: Path, campaign: str | None, log_lines: int,
@@ -359,7 +353,7 @@ def show_status(results_dir: Path, campaign: str | None, log_lines: int,
     missing = sum(c.ended_without_result for c in cells)
     if missing:
         report(f"\n{missing} cells ended without a result; submit only those again with: "
-               f"{follow_up('resubmit', results_dir, folder.name)}")
+               f"{command('resubmit', folder.name, results_dir=results_dir)}")
     note = unknown_note(cells)
     if note:
         raise StateUnknown(f"{note}; their state is unknown, and resubmit submits nothing until it can be read")
