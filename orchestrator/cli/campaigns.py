@@ -19,7 +19,7 @@ from orchestrator.cli.common import (
 from orchestrator.errors import UsageError
 
 
-def chosen_campaign(results_dir: Path, argument: str | None, option: str | None) -> str:
+def chosen_campaign(results_dir: Path, argument: str | None, option: str | None) -> Path:
     """The campaign folder that status, watch and resubmit act on: the one named (as an argument or with
     --campaign), else the newest that is not a dry run; where there is none, the error names the results folders
     nearby that hold submitted campaigns, each with this command for it."""
@@ -31,9 +31,9 @@ def chosen_campaign(results_dir: Path, argument: str | None, option: str | None)
         raise UsageError(f"two campaigns named, {argument!r} and --campaign {option!r}; give one")
     name = option or argument
     if name:
-        return str(campaign_folder(results_dir, name))
+        return campaign_folder(results_dir, name)
     try:
-        return str(newest_campaign(results_dir))
+        return newest_campaign(results_dir)
     except UsageError as exc:  # none submitted here: say where there are some (issue 32: no loops)
         raise UsageError(f"{exc}{elsewhere(results_dir) or NONE_NEARBY}") from None
 
@@ -91,8 +91,7 @@ def resubmit(
     with domain_errors():
         if executor is not None:
             named_executor(executor)  # an unknown name is refused before the campaign is looked for
-        folder = Path(chosen_campaign(results_dir, campaign, campaign_option))
-        code = resubmit_and_report(folder, executor=executor, rerun_completed=rerun_completed, wait=wait,
+        code = resubmit_and_report(chosen_campaign(results_dir, campaign, campaign_option), executor=executor, rerun_completed=rerun_completed, wait=wait,
                                    report=typer.echo, warn=warn)
     raise typer.Exit(code=code)
 
@@ -110,6 +109,6 @@ def watch(
 
     with domain_errors():
         check_interval(interval)  # before the campaign is looked for: the option is wrong whatever the campaign
-        code = watch_campaign(results_dir, chosen_campaign(results_dir, campaign, campaign_option), interval,
-                              report=typer.echo, warn=warn)
+        code = watch_campaign(chosen_campaign(results_dir, campaign, campaign_option), interval, report=typer.echo,
+                              warn=warn)
     raise typer.Exit(code=code)
