@@ -171,4 +171,4 @@ def measure_polling(subs, window_s: float) -> list[Result]:
                    f"{len(squeue)} squeue calls at {', '.join(f'{t:.1f}' for t in started)} s, each for all "
                    f"{tasks} tasks; back-off "
                    f"{wait.POLL_FIRST_S:.0f} s x{wait.POLL_BACKOFF} up to {wait.POLL_MAX_S:.0f} s: "
-                   f"{wait.polls_within(3600)} polls in the first hour")]
+                   f"{wait.SQUEUE_POLLS.polls_within(3600)} polls in the first hour")]

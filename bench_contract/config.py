@@ -353,8 +353,8 @@ def out_of_bounds(declaration: Setting, option: str, value: float) -> str | None
 def bound_broken(declaration: Setting, value: float) -> str | None:
     """Which declared bound `value` breaks, in words ("must be positive"); None within them all."""
     low, below = declaration.minimum, declaration.below
-    if declaration.positive and not value > 0:
-        return "must be positive"
+    if declaration.positive and not (value > 0 and (below is None or value < below)):
+        return "must be positive" if below is None else f"must be above 0 and below {number(below)}"
     if low is not None and below is not None and not low <= value < below:
         return f"must be at least {number(low)} and below {number(below)}"
     if low is not None and not value >= low:

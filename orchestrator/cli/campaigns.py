@@ -19,11 +19,10 @@ from orchestrator.cli.common import (
 from orchestrator.errors import UsageError
 
 
-def chosen_campaign(results_dir: Path, argument: str | None, option: str | None) -> str:
+def chosen_campaign(results_dir: Path, argument: str | None, option: str | None) -> Path:
     """The campaign folder that status, watch and resubmit act on: the one named (as an argument or with
     --campaign), else the newest that is not a dry run; where there is none, the error names the results folders
     nearby that hold submitted campaigns, each with this command for it."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.plan.campaign_folders import campaign_folder, newest_campaign
     from orchestrator.results.folders import NONE_NEARBY, elsewhere
 
@@ -31,9 +30,9 @@ def chosen_campaign(results_dir: Path, argument: str | None, option: str | None)
         raise UsageError(f"two campaigns named, {argument!r} and --campaign {option!r}; give one")
     name = option or argument
     if name:
-        return str(campaign_folder(results_dir, name))
+        return campaign_folder(results_dir, name)
     try:
-        return str(newest_campaign(results_dir))
+        return newest_campaign(results_dir)
     except UsageError as exc:  # none submitted here: say where there are some (issue 32: no loops)
         raise UsageError(f"{exc}{elsewhere(results_dir) or NONE_NEARBY}") from None
 
@@ -44,7 +43,6 @@ def campaigns(
 ) -> None:
     """Every campaign of the results folder, oldest first: benchmark, use case, cells, submitted or not, where its
     cells stand, when it was planned. Dry runs are left out unless --dry-runs; * marks the default campaign."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.results.campaigns import list_campaigns
 
     with domain_errors():
@@ -65,7 +63,6 @@ def status(
     systems, a system column says where each runs. A cell that ended without a readable result is named with its
     reason (Slurm's state, the task's failure row, a bad result file) and the end of its log. Exit 3 when some
     cells are unknown: the queue could not be read, so nothing may be concluded (nor resubmitted) from them."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.run.status import show_status
 
     with domain_errors():
@@ -84,15 +81,13 @@ def resubmit(
     """Submit again only the cells of a campaign that have no result (failed, timed out, cancelled, no result),
     one array per framework with only their indices. Cells still queued or running are left alone; a bad
     result file is moved aside first; nothing is submitted while the queue cannot be read."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.run.executors import executor as named_executor
     from orchestrator.run.resubmit import resubmit_and_report
 
     with domain_errors():
         if executor is not None:
             named_executor(executor)  # an unknown name is refused before the campaign is looked for
-        folder = Path(chosen_campaign(results_dir, campaign, campaign_option))
-        code = resubmit_and_report(folder, executor=executor, rerun_completed=rerun_completed, wait=wait,
+        code = resubmit_and_report(chosen_campaign(results_dir, campaign, campaign_option), executor=executor, rerun_completed=rerun_completed, wait=wait,
                                    report=typer.echo, warn=warn)
     raise typer.Exit(code=code)
 
@@ -105,11 +100,10 @@ def watch(
 ) -> None:
     """Show live progress until every cell of the campaign has ended, each running cell's from its heartbeat;
     exit 1 if any ended without a result, 3 if the queue stayed unreadable for 10 minutes."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.run.status import check_interval, watch_campaign
 
     with domain_errors():
         check_interval(interval)  # before the campaign is looked for: the option is wrong whatever the campaign
-        code = watch_campaign(results_dir, chosen_campaign(results_dir, campaign, campaign_option), interval,
-                              report=typer.echo, warn=warn)
+        code = watch_campaign(chosen_campaign(results_dir, campaign, campaign_option), interval, report=typer.echo,
+                              warn=warn)
     raise typer.Exit(code=code)

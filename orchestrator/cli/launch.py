@@ -28,7 +28,6 @@ from orchestrator.plan.settings import parse_use_cases
 
 def show_version(value: bool) -> None:
     if value:
-        # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
         from orchestrator.plan.campaign import git_commit, project_version
 
         typer.echo(f"jaxtorch-bench {project_version()} (git {git_commit()})")
@@ -95,7 +94,6 @@ def main(
         typer.echo("error: give --benchmark and --use-case (see `python main.py -h`), or a command such as "
                    "`collect`", err=True)
         raise typer.Exit(code=2)
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.plan.rules import one_process_warning
     from orchestrator.run.executors import executor
     from orchestrator.run.launch import LaunchOptions, launch
@@ -114,7 +112,6 @@ def main(
 def from_campaign_file(path: Path | None, preset: str | None, options: dict, typed: set[str]) -> dict:
     """Fill `options` the command line left at their defaults from the campaign file at `path` over the named
     preset (plan.campaign_config; either may be None); return their settings, the file's over the preset's."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.plan import campaign_config
 
     preset_matrix, preset_settings = campaign_config.preset(preset)

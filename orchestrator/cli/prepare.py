@@ -53,7 +53,6 @@ def validate(
     """Run one batch through the model in both frameworks from the same weights and compare the logits.
 
     Prints both parameter counts, the max abs and max relative error, and PASS (exit 0) or FAIL (exit 1)."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.plan.profile import load_profile
     from orchestrator.run.validate import ValidateRequest, summary, validate_with
 
@@ -73,7 +72,6 @@ def envs(
     profile: Annotated[Path | None, typer.Option(help="Cluster profile (TOML): where environments live, JAX CPU or CUDA recipe.")] = None,
 ) -> None:
     """Create each framework's own environment from its pinned requirements (reused while they are unchanged)."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.run.envs import ensure_envs
 
     with domain_errors():
@@ -93,7 +91,6 @@ def doctor(
 ) -> None:
     """Check the setup: environments import their framework, devices, Slurm commands and accounting, data; with
     --on-node, where and as a job of each system would run (the same Slurm options as the launch)."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.run.doctor import check_setup
 
     options = {"--partition": partition, "--account": account, "--qos": qos, "--gpus-per-task": gpus_per_task}
@@ -116,7 +113,6 @@ def data_fetch(
 ) -> None:
     """Download the benchmark's canonical files, check their published checksums and unpack them as the readers
     expect. Nothing half-done stays: a partial or corrupt download is removed and named."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.data.fetch import fetch
     from orchestrator.plan.profile import load_profile
 
@@ -132,7 +128,6 @@ def data_check(
     data_dir: Annotated[Path, typer.Option("--data-dir", help="The data directory, as given to --data-dir when you run.")],
 ) -> None:
     """The readers' checks without running anything: one line per problem (exit 1 if any), then what was found."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.data.check import check
 
     with domain_errors():

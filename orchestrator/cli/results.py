@@ -25,7 +25,6 @@ def collect(
     without a result is named with its reason, and listed apart from the measurements in failures.parquet. Cells
     still queued or running are counted, and collect exits 3: what it merged is partial. With several
     --results-dir, each campaign is merged once, and a table compares the device models side by side."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.results.collect import collect_and_report
 
     home, *others = results_dir or [DEFAULT_RESULTS_DIR]
@@ -45,7 +44,6 @@ def report(
     tolerance: Annotated[str, typer.Option(help="With --baseline: a change within this is never flagged: 5% or 0.05.")] = "5%",
 ) -> None:
     """Write the comparison as Markdown, LaTeX and CSV tables, plots, and one self-contained HTML page."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.results.report import report_and_export, report_campaign
 
     with domain_errors():
@@ -70,7 +68,6 @@ def baseline_save(
 ) -> None:
     """Keep the median throughput, its interval, the runs and the versions of each cell and framework as
     <results-dir>/baselines/NAME.json (replaced if it exists)."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.results import baseline
     from orchestrator.results.store import MERGED
 
@@ -89,7 +86,6 @@ def compare(
 ) -> None:
     """Each cell's throughput against the baseline: flagged as a regression or an improvement when it changed
     by more than the tolerance and outside both sides' intervals, with the versions that changed."""
-    # Imported when the command runs, so that --help stays light (orchestrator/cli/__init__.py).
     from orchestrator.results import baseline
     from orchestrator.results.store import MERGED
 

@@ -325,11 +325,6 @@ class System:
                 if f.name in DECLARED and getattr(self, f.name) is not None}
 
 
-# The keys of an [envs.<framework>] and of a [systems.<name>] table.
-SITE_KEYS = tuple(f.name for f in fields(SiteEnvironment))
-SYSTEM_KEYS = tuple(f.name for f in fields(System))
-
-
 def refusal(profile: ClusterProfile) -> str | None:
     """The first thing a profile's declarations or rules refuse, in one sentence: its own values, then each of its
     tables' (a key named as TOML spells it from the top: systems.a100.time_limit), then the rules that tie keys

@@ -4,17 +4,16 @@ directory a request needs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bench_contract.config import SETTINGS, option_of
 from bench_contract.data.datasets import missing_cifar10_files, missing_mnist_files
 from bench_contract.data.images import folder_problem
 from bench_contract.spec import (
     DEFAULT_DP_ENGINE,
     DEFAULT_PARALLELISM,
-    DP_ENGINES,
     PAIRED_ORDER,
-    PARALLELISMS,
     PER_SAMPLE_USE_CASES,
-    SAMPLINGS,
     SHARDED_PARALLELISM,
     JobSpec,
     opacus_refusal,
@@ -43,8 +42,6 @@ def check_campaign_size(cells: int, trials: int) -> None:
 
 def check_sampling(case: catalog.UseCase, settings: RunSettings) -> None:
     """Poisson sampling means something for DP-SGD only (settings built without privacy_settings)."""
-    if settings.sampling not in SAMPLINGS:
-        raise UsageError(f"unknown sampling {settings.sampling!r}; choose from: {', '.join(SAMPLINGS)}")
     if settings.sampling == "poisson" and not case.per_sample:
         raise UsageError(f"Poisson sampling is for DP-SGD (use cases {' and '.join(map(str, PER_SAMPLE_USE_CASES))}), "
                          f"not use case {case.number} ({case.title})")
@@ -94,8 +91,7 @@ def check_dp_engines(case: catalog.UseCase, engines: list[str] | None, framework
     """PyTorch's DP-SGD engines to plan: --dp-engine, else torchfunc where PyTorch computes per-sample gradients;
     [] where it computes none."""
     for engine in engines or []:
-        if engine not in DP_ENGINES:
-            raise UsageError(f"unknown DP-SGD engine {engine!r} in --dp-engine; choose from: {', '.join(DP_ENGINES)}")
+        replace(settings, dp_engine=engine)  # an unknown engine: the configuration's refusal, before any other
     if not case.per_sample or "torch" not in frameworks:
         if engines:
             raise UsageError(f"--dp-engine chooses how PyTorch computes DP-SGD's per-sample gradients (use cases "
@@ -111,11 +107,8 @@ def check_dp_engines(case: catalog.UseCase, engines: list[str] | None, framework
 
 
 def check_parallelisms(case: catalog.UseCase, parallelisms: list[str] | None, models: list[str]) -> list[str]:
-    """The state layouts to plan (--parallelism): each known, sharded only where both backends implement it; default
-    ddp (replicated). (A paired job runs one process per framework, so it has no layout to choose.)"""
-    for name in parallelisms or []:
-        if name not in PARALLELISMS:
-            raise UsageError(f"unknown parallelism {name!r} in --parallelism; choose from: {', '.join(PARALLELISMS)}")
+    """The state layouts to plan (--parallelism; an unknown one the cells' settings refuse): sharded only where both
+    backends implement it; default ddp (replicated). (A paired job runs one process per framework: no layout.)"""
     if SHARDED_PARALLELISM in (parallelisms or []):
         for model in models:
             if refusal := sharding_refusal(case.number, model):

@@ -157,9 +157,9 @@ def parse_memory_size(text: str) -> int:
 
 def privacy_settings(use_case: int, sampling: str | None, noise_multiplier: float | None, delta: float | None,
                      target_epsilon: float | None, batch_search: bool = False) -> dict:
-    """RunSettings' sampling and DP-SGD fields from the command line, its refusals in one sentence each.
-    Poisson sampling is the default for DP-SGD (use cases 3 and 4) outside a batch search, which measures
-    memory at fixed shapes; the budget options ask the accountant, which assumes Poisson sampling."""
+    """RunSettings' sampling and DP-SGD fields from the command line, refusing what does not combine (RunSettings
+    bounds each value). Poisson sampling is the default for DP-SGD (use cases 3 and 4) outside a batch search,
+    which measures memory at fixed shapes; the budget options ask the accountant, which assumes Poisson sampling."""
     private = catalog.use_case(use_case).per_sample
     if sampling is not None and sampling not in SAMPLINGS:
         raise UsageError(f"unknown --sampling {sampling!r}; choose from: {', '.join(SAMPLINGS)}")
@@ -180,9 +180,5 @@ def privacy_settings(use_case: int, sampling: str | None, noise_multiplier: floa
                          f"{sampling}")
     if target_epsilon is not None and noise_multiplier is not None:
         raise UsageError("--target-epsilon derives the noise multiplier; give it or --noise-multiplier, not both")
-    if delta is not None and not 0 < delta < 1:
-        raise UsageError(f"--delta must be between 0 and 1, got {delta}")
-    if target_epsilon is not None and not target_epsilon > 0:
-        raise UsageError(f"--target-epsilon must be positive, got {target_epsilon}")
     return {"sampling": sampling, "delta": delta, "target_epsilon": target_epsilon,
             "noise_multiplier": JobSpec.noise_multiplier if noise_multiplier is None else noise_multiplier}

@@ -20,6 +20,7 @@ from orchestrator.plan import catalog, rules
 from orchestrator.plan.discovery import partition_gpus, profile_for
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.settings import RunSettings
+from orchestrator.run import queue
 from orchestrator.run.envs import build_mismatch, check_container, import_probe, interpreter_command, missing_imports
 from orchestrator.tables import format_table
 
@@ -137,14 +138,9 @@ def srun_prefix(profile: ClusterProfile) -> list[str]:
 
 
 def slurm_partitions() -> list[str] | None:
-    """Partitions `sinfo` knows (the default one is marked '*' by sinfo, stripped here); None without sinfo."""
-    sinfo = shutil.which("sinfo")
-    if sinfo is None:
-        return None
-    proc = subprocess.run([sinfo, "-h", "-o", "%P"], check=False, capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        return None
-    return [p.strip().rstrip("*") for p in proc.stdout.split() if p.strip()]
+    """Partitions `sinfo` knows (the default one is marked '*' by sinfo, stripped here); None where it cannot say."""
+    proc = queue.answered("sinfo", ["-h", "-o", "%P"], timeout_s=60)
+    return None if proc is None else [p.strip().rstrip("*") for p in proc.stdout.split() if p.strip()]
 
 
 def check_partition(profile: ClusterProfile) -> None:
@@ -178,9 +174,8 @@ def check_slurm(profile: ClusterProfile) -> list[Check]:
         checks.append(Check("profile partition", True, profile.partition or "the cluster's default"))
     except UsageError as exc:
         checks.append(Check("profile partition", False, str(exc)))
-    proc = subprocess.run(["sacct", "-n", "-X", "-S", "now", "-o", "JobID"], check=False, capture_output=True,
-                          text=True, timeout=60)
-    accounting = proc.returncode == 0 and "accounting storage is disabled" not in proc.stderr.lower()
+    proc = queue.answered("sacct", ["-n", "-X", "-S", "now", "-o", "JobID"], timeout_s=60)
+    accounting = proc is not None and queue.ACCOUNTING_OFF not in proc.stderr.lower()
     checks.append(Check("Slurm accounting", accounting,
                         "sacct answers: status reports final states" if accounting else
                         "sacct does not answer: status falls back to squeue and the result files"))

@@ -11,7 +11,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchestrator import DEFAULT_RESULTS_DIR
+from orchestrator import DEFAULT_RESULTS_DIR, suggest
 from orchestrator.errors import OrchestratorError, UsageError
 from orchestrator.plan import campaign as campaigns
 from orchestrator.plan import catalog, known_issues, matrix, render, rules, sizing, tuning
@@ -50,7 +50,6 @@ from orchestrator.run.limits import check_submit_limits
 from orchestrator.run.record import record_failed, recorder, submitting
 from orchestrator.run.resubmit import resubmit_and_report
 from orchestrator.run import tuning as tried
-from orchestrator.run.status import follow_up
 from orchestrator.run.wait import OutputsWritten, task_outputs
 from orchestrator.tables import format_table
 
@@ -363,8 +362,9 @@ def chain_collect(req: LaunchRequest, campaign_dir: Path, manifest: Manifest, su
     try:
         job_id = sbatch_call.sbatch(script, options=(f"--dependency=afterany:{':'.join(after)}",))
     except OrchestratorError as exc:
+        collect = suggest.command("collect", results_dir=req.results_dir)
         raise OrchestratorError(f"{exc}; the campaign's arrays were submitted ({', '.join(after)}): run "
-                                f"`{follow_up('collect', req.results_dir)}` when they have ended") from None
+                                f"`{collect}` when they have ended") from None
     manifest.collect_job = CollectJob(job_id, str(script), after, now_utc())
     save_manifest(campaign_dir, manifest)
     report(f"collect: submitted as job {job_id}, to start after jobs {', '.join(after)}; it collects the campaign "
@@ -411,7 +411,8 @@ def check_request(req: LaunchRequest, cells: list[matrix.Cell], report: Callable
         report(f"warning: {warning}")
     for system in dict.fromkeys(c.system for c in cells):
         check_partition(req.profile.for_system(system))
-    req.run_by.check(req.results_dir, req.settings.world_size, req.collect_after, follow_up("collect", req.results_dir))
+    req.run_by.check(req.results_dir, req.settings.world_size, req.collect_after,
+                     suggest.command("collect", results_dir=req.results_dir))
     if not req.dry_run:
         check_can_run(req, sorted({c.framework for c in cells}))
 
@@ -450,9 +451,10 @@ def report_submitted(req: LaunchRequest, scripts, manifest: Manifest, submission
     failed = failure_lines(submissions)
     for line in failed:
         report(line)
-    collect = follow_up("collect", req.results_dir)
+    collect = suggest.command("collect", results_dir=req.results_dir)
     if not req.run_by.runs_here and not req.wait and req.collect_after:  # its collect job runs collect itself
-        report(f"submitted; follow with: {follow_up('watch', req.results_dir)}; the collect job writes the report")
+        watch = suggest.command("watch", results_dir=req.results_dir)
+        report(f"submitted; follow with: {watch}; the collect job writes the report")
     elif not req.run_by.runs_here and not req.wait:  # the tasks may still be queued
         report(f"submitted; follow with squeue, then run: {collect}")
     else:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import getpass
 import os
-import shutil
-import subprocess
 
 from orchestrator.errors import UsageError
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.render import PAIRED, RenderedScript, pack_jobs
+from orchestrator.run import queue
 
 
 def cluster_max_array_size() -> int | None:
@@ -28,29 +27,15 @@ def array_limit(profile: ClusterProfile) -> int | None:
 
 def cluster_config() -> dict[str, str]:
     """`scontrol show config` as {name: value}; {} when scontrol is absent, slow or refuses."""
-    scontrol = shutil.which("scontrol")
-    if scontrol is None:
-        return {}
-    try:
-        proc = subprocess.run([scontrol, "show", "config"], check=False, capture_output=True, text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        return {}
-    if proc.returncode != 0:
-        return {}
-    pairs = (line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    proc = queue.answered("scontrol", ["show", "config"], timeout_s=30)
+    pairs = (line.split("=", 1) for line in (proc.stdout if proc else "").splitlines() if "=" in line)
     return {name.strip(): value.strip() for name, value in pairs}
 
 
 def sacctmgr_rows(*args: str) -> list[list[str]]:
     """`sacctmgr -n -P show ARGS` as rows of fields; [] when sacctmgr is absent, slow or refuses."""
-    sacctmgr = shutil.which("sacctmgr")
-    if sacctmgr is None:
-        return []
-    try:
-        proc = subprocess.run([sacctmgr, "-n", "-P", "show", *args], check=False, capture_output=True, text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        return []
-    return [line.split("|") for line in proc.stdout.splitlines() if line.strip()] if proc.returncode == 0 else []
+    proc = queue.answered("sacctmgr", ["-n", "-P", "show", *args], timeout_s=30)
+    return [line.split("|") for line in proc.stdout.splitlines() if line.strip()] if proc else []
 
 
 def profile_qos(profile: ClusterProfile) -> str | None:

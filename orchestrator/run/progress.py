@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench_contract.run.progress import describe, duration, heartbeat_path
-from orchestrator.plan.manifest import load_manifest
 
 # A heartbeat is stale once this many of its intervals have passed without one, and never sooner than
 # STALE_MIN_S: a compilation, a large evaluation split or one slow step legitimately take a minute or two.
@@ -69,11 +68,6 @@ def cell_progress(cell: Cell, now: float | None = None) -> CellProgress:
     beat = read_heartbeat(heartbeat_path(cell.results)) if cell.results else None
     age = max(0.0, now - beat["updated_unix"]) if beat else None
     return CellProgress(cell.framework, cell.array_index, cell.cell_id, beat, age)
-
-
-def campaign_progress(folder: Path, now: float | None = None) -> list[CellProgress]:
-    """Every cell of the campaign in `folder`, with its heartbeat where its task has written one."""
-    return [cell_progress(cell, now) for cell in load_manifest(folder).cells]
 
 
 def progress_line(p: CellProgress) -> str:

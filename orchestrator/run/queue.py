@@ -54,6 +54,16 @@ def query(command: str, args: list[str], timeout_s: float | None = None) -> subp
         raise QueueUnreadable(command, str(exc)) from None
 
 
+def answered(command: str, args: list[str], timeout_s: float) -> subprocess.CompletedProcess | None:
+    """A Slurm call whose failure only means "no answer" (a limit, the partitions, a cancel): its completed
+    process, or None where query raises or the command exits non-zero."""
+    try:
+        proc = query(command, args, timeout_s)
+    except QueueUnreadable:
+        return None
+    return proc if proc.returncode == 0 else None
+
+
 def refusal(command: str, proc: subprocess.CompletedProcess) -> QueueUnreadable:
     """A non-zero exit, in the command's own words (its last line on stderr, else stdout)."""
     lines = [line.strip() for line in (proc.stderr or proc.stdout or "").splitlines() if line.strip()]

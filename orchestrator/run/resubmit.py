@@ -73,11 +73,6 @@ def by_script(cells: list[CellStatus]) -> dict[str, list[int]]:
     return {script: sorted(indices) for script, indices in todo.items()}
 
 
-def cells_to_run(folder: Path, rerun_completed: bool = False) -> dict[str, list[int]]:
-    """Script key -> the array indices to submit again, in order (chosen_cells, by_script)."""
-    return by_script(chosen_cells(folder, rerun_completed))
-
-
 def move_aside(cells: list[CellStatus], report: Callable[[str], None] = print) -> list[Path]:
     """Rename each bad result file (empty, truncated, foreign) to `<name>.bad-<UTC time>` beside it, so that the
     cell runs again and the file stays for a look; returns the new paths."""
@@ -97,11 +92,6 @@ def move_aside(cells: list[CellStatus], report: Callable[[str], None] = print) -
                f"moved aside to {target.name}")
         moved.append(target)
     return moved
-
-
-def profile_of(manifest: Manifest) -> ClusterProfile:
-    """The profile the campaign's jobs got, from the manifest's record of it (its lists and tables typed again)."""
-    return ClusterProfile.from_dict(manifest.profile)
 
 
 def resubmit(folder: Path, *, executor: str | None = None, rerun_completed: bool = False, wait: bool = False,
@@ -190,7 +180,7 @@ class Rerun:
     how: Submitting = field(init=False)
 
     def __post_init__(self) -> None:
-        profile = profile_of(self.manifest)
+        profile = ClusterProfile.from_dict(self.manifest.profile)  # the profile the campaign's jobs got
         # Each array's outcome is recorded as soon as it is known.
         self.how = Submitting(profile, self.executor.array_limit(profile), recorder(self.folder, self.manifest),
                               self.report)

@@ -25,7 +25,7 @@ from bench_contract.run.driver import step_name
 from bench_contract.run.failure import failure_path, read_failure
 from bench_contract.sequential import not_needed_reason
 from orchestrator.errors import OrchestratorError, UsageError
-from orchestrator.plan.manifest import MANIFEST, ArrayRecord, CellEntry, Manifest, is_past, load_manifest
+from orchestrator.plan.manifest import ArrayRecord, CellEntry, Manifest, is_past, load_manifest
 from orchestrator.plan.profile import device_matches, expected_devices
 from orchestrator.run.progress import progress_lines, text_bar
 from orchestrator.run.queue import ACTIVE, SLURM_STATE_NAMES, QueueUnreadable, read_sacct, read_squeue, read_steps
@@ -78,19 +78,6 @@ class CellStatus:
     @property
     def ended_without_result(self) -> bool:
         return self.state not in (*UNSETTLED, *DONE, "not submitted")
-
-
-def find_campaign(results_dir: Path, campaign: str | None) -> Path:
-    """The campaign folder named, or the newest one under results_dir."""
-    if campaign:
-        folder = Path(campaign) if Path(campaign).is_dir() else results_dir / campaign
-        if not (folder / MANIFEST).is_file():
-            raise UsageError(f"no campaign {campaign!r} in {results_dir} (no {MANIFEST} there)")
-        return folder
-    manifests = sorted(results_dir.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime)
-    if not manifests:
-        raise UsageError(f"no campaign in {results_dir}; give --results-dir or a campaign id")
-    return manifests[-1].parent
 
 
 def queue_states(job_ids: list[str]) -> tuple[dict[str, str], str]:
@@ -333,20 +320,13 @@ def unknown_sentence(count: int, detail: str) -> str:
     return f"{count} cells may still be queued or running, and the queue could not be read ({detail})"
 
 
-def follow_up(name: str, results_dir: Path, *args: str) -> str:
-    """The command line of a follow-up command (`collect`, `resubmit C`), with --results-dir unless it is the
-    default (orchestrator.suggest.command)."""
-    return command(name, *args, results_dir=results_dir)
-
-
 # --- the status and watch commands -----------------------------------------------------------------------
 
-def show_status(results_dir: Path, campaign: str | None, log_lines: int,
+def show_status(results_dir: Path, folder: Path, log_lines: int,
                 report: Callable[[str], None] = print, every_task: bool = False) -> None:
-    """Report every cell of the campaign (the newest when none is named), the trials of a cell that are in the same
-    state on one line unless `every_task`, then the end of the log of each cell that ended without a result, the
-    count of each state, and how to submit those cells again."""
-    folder = find_campaign(results_dir, campaign)
+    """Report every cell of the campaign in `folder` (orchestrator.plan.campaign_folders finds it), the trials of a
+    cell that are in the same state on one line unless `every_task`, then the end of the log of each cell that ended
+    without a result, the count of each state, and how to submit those cells again."""
     cells = campaign_status(folder)
     report(f"campaign {folder.name}{campaign_shape(cells)}")
     report(status_table(cells, every_task))
@@ -359,7 +339,7 @@ def show_status(results_dir: Path, campaign: str | None, log_lines: int,
     missing = sum(c.ended_without_result for c in cells)
     if missing:
         report(f"\n{missing} cells ended without a result; submit only those again with: "
-               f"{follow_up('resubmit', results_dir, folder.name)}")
+               f"{command('resubmit', folder.name, results_dir=results_dir)}")
     note = unknown_note(cells)
     if note:
         raise StateUnknown(f"{note}; their state is unknown, and resubmit submits nothing until it can be read")
@@ -467,14 +447,13 @@ def check_interval(interval: float) -> None:
                          f"a minute between polls), not {interval:g}")
 
 
-def watch_campaign(results_dir: Path, campaign: str | None, interval: float,
+def watch_campaign(folder: Path, interval: float,
                    report: Callable[[str], None] = print, warn: Callable[[str], None] = print) -> int:
     """Report the campaign's progress until none of its cells is active (one sacct, and squeue, call per poll for
     the whole campaign), then warn of each cell that did not complete. Returns the exit code: 1 if any did not.
     Cells whose state is unknown are not ended: watch polls on, and raises StateUnknown (exit 3) only once the
     queue has stayed unreadable for watch_unreadable_s()."""
     check_interval(interval)
-    folder = find_campaign(results_dir, campaign)
     report(f"campaign {folder.name}")
     unreadable_since = None  # when the queue last became unreadable, while it stays so
     records = AccountingWait()

@@ -123,11 +123,6 @@ SQUEUE_POLLS = Backoff(POLL_FIRST_S, POLL_BACKOFF, POLL_MAX_S)
 SACCT_POLLS = Backoff(0.5, 2.0, 5.0)
 
 
-def polls_within(seconds: float) -> int:
-    """How many polls waiting for Slurm makes in the first `seconds` of a wait."""
-    return SQUEUE_POLLS.polls_within(seconds)
-
-
 class Waited(Protocol):
     """What waiting for Slurm reads of a submission (an executor's Submission), and marks its failures in."""
 

@@ -42,8 +42,9 @@ def test_pytorch_dp_sgd_defaults_to_torch_func_and_other_use_cases_have_no_engin
 
 
 @pytest.mark.parametrize("benchmark, use_case, kwargs, message", [
-    ("digits", 3, {"dp_engines": ["functorch"]},
-     "unknown DP-SGD engine 'functorch' in --dp-engine; choose from: torchfunc, opacus"),
+    ("digits", 3, {"dp_engines": ["functorch"]}, "unknown --dp-engine 'functorch'; choose from: torchfunc, opacus"),
+    # An unknown name is refused as such before the use case is looked at.
+    ("digits", 1, {"dp_engines": ["functorch"]}, "unknown --dp-engine 'functorch'; choose from: torchfunc, opacus"),
     ("digits", 1, {"dp_engines": ["opacus"]}, "--dp-engine chooses how PyTorch computes DP-SGD's per-sample gradients"),
     ("digits", 3, {"dp_engines": ["opacus"], "frameworks": ["jax"]}, "which use case 3 with jax does not compute"),
     ("digits", 3, {"dp_engines": ["opacus"], "torch_modes": ["eager", "compiled"]}, "--dp-engine opacus runs eagerly"),

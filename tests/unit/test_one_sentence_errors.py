@@ -202,7 +202,7 @@ def test_watch_itself_refuses_nan():
     from orchestrator.run.status import watch_campaign
 
     with pytest.raises(UsageError, match="--interval"):
-        watch_campaign(REPO_ROOT / "results", None, float("nan"))
+        watch_campaign(REPO_ROOT / "results" / "no-such-campaign", float("nan"))
 
 
 def test_wandb_online_without_an_api_key_is_one_sentence_that_says_what_to_do(tmp_path):

@@ -36,7 +36,7 @@ def test_cells_planned_without_the_option_are_the_default_layouts():
 
 
 @pytest.mark.parametrize("use_case, model, kwargs, message", [
-    (2, "gpt", {"parallelisms": ["zero3"]}, "unknown parallelism 'zero3' in --parallelism; choose from: ddp, fsdp"),
+    (2, "gpt", {"parallelisms": ["zero3"]}, "unknown --parallelism 'zero3'; choose from: ddp, fsdp"),
     (2, "transformer", {"parallelisms": ["fsdp"]}, "sharded state is implemented for gpt, not transformer"),
     (1, "gpt", {"parallelisms": ["fsdp"]}, "sharded state is for data-parallel training (use case 2), not use case 1"),
 ])

@@ -130,7 +130,7 @@ def test_shuffle_sampling_plans_no_budget(tmp_path):
     (["--use-case", "3", "--sampling", "shuffle", "--delta", "1e-5"],
      "--delta asks the privacy accountant, whose guarantee assumes Poisson sampling; it does not combine with"),
     (["--use-case", "3", "--sampling", "uniform"], "unknown --sampling 'uniform'; choose from: shuffle, poisson"),
-    (["--use-case", "3", "--delta", "1.5"], "--delta must be between 0 and 1, got 1.5"),
+    (["--use-case", "3", "--delta", "1.5"], "--delta must be above 0 and below 1, got 1.5"),
     (["--use-case", "3", "--batch-sizes", "16", "--delta", "0.5"],  # digits: 1,257 training examples
      "--delta 0.5 must be below 1/N = 1/1,257 (0.000796), N the training examples: at or above it, releasing one "
      "example outright meets the guarantee; the default is 0.0001"),

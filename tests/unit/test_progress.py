@@ -249,11 +249,12 @@ def campaign_with_heartbeats(tmp_path):
 
 
 def test_the_reader_gives_each_cell_its_phase_epoch_step_loss_rate_eta_and_age(tmp_path):
-    from orchestrator.run.progress import campaign_progress, progress_line
+    from orchestrator.plan.manifest import load_manifest
+    from orchestrator.run.progress import cell_progress, progress_line
 
     folder = campaign_with_heartbeats(tmp_path)
     now = time.time() + 4
-    first, garbage, none = campaign_progress(folder, now)
+    first, garbage, none = (cell_progress(cell, now) for cell in load_manifest(folder).cells)
     beat = first.beat
     assert (beat["phase"], beat["epoch"], beat["epochs"], beat["step"], beat["steps_total"]) == \
         ("training", 2, 30, 216, 2160)
@@ -267,11 +268,13 @@ def test_the_reader_gives_each_cell_its_phase_epoch_step_loss_rate_eta_and_age(t
 
 
 def test_a_heartbeat_much_older_than_its_interval_is_called_stale(tmp_path):
-    from orchestrator.run.progress import campaign_progress, progress_line, progress_lines
+    from orchestrator.plan.manifest import load_manifest
+    from orchestrator.run.progress import cell_progress, progress_line, progress_lines
 
     folder = campaign_with_heartbeats(tmp_path)
-    fresh = campaign_progress(folder, time.time() + 100)[0]  # 10 s interval: stale only after 2 minutes
-    old = campaign_progress(folder, time.time() + 600)[0]
+    cell = load_manifest(folder).cells[0]
+    fresh = cell_progress(cell, time.time() + 100)  # 10 s interval: stale only after 2 minutes
+    old = cell_progress(cell, time.time() + 600)
     assert not fresh.stale and old.stale
     assert "STALE: no heartbeat for 10m00s (expected every 10s)" in progress_line(old)
     manifest = json.loads((folder / "manifest.json").read_text())["cells"]

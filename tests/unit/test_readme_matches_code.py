@@ -8,7 +8,7 @@ from dataclasses import fields
 
 from helpers import REPO_ROOT, run_cli
 
-from orchestrator.plan.profile import SITE_KEYS, SYSTEM_KEYS, ClusterProfile, load_profile
+from orchestrator.plan.profile import ClusterProfile, SiteEnvironment, System, load_profile
 
 README = REPO_ROOT / "README.md"
 EXAMPLE_PROFILE = REPO_ROOT / "profiles" / "example_gpu_cluster.toml"
@@ -60,8 +60,8 @@ def test_the_example_profile_shows_every_key_the_loader_knows(tmp_path):
     load_profile(shown)  # and with every key in force, too: each commented example is a valid value
     data = tomllib.loads(shown.read_text())
     assert set(data) == {f.name for f in fields(ClusterProfile)}
-    assert set().union(*data["envs"].values()) == set(SITE_KEYS)
-    assert set().union(*data["systems"].values()) == set(SYSTEM_KEYS)
+    assert set().union(*data["envs"].values()) == {f.name for f in fields(SiteEnvironment)}
+    assert set().union(*data["systems"].values()) == {f.name for f in fields(System)}
     assert data["default_system"] in data["systems"]
 
 

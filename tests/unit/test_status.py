@@ -345,7 +345,7 @@ def test_a_campaign_on_several_systems_names_the_system_of_each_line(tmp_path):
     write_manifest(folder, cells, submissions={
         f"jax.{system}": {"job_id": "local", "task_ids": ["local_0"]} for system in ("h100", "a100")})
     said = []
-    show_status(tmp_path / "results", None, 20, report=said.append)
+    show_status(tmp_path / "results", folder, 20, report=said.append)
     assert said[0] == "campaign camp-1: on systems a100, h100"
     assert said[1].splitlines()[0].split() == ["framework", "system", "index", "cell", "task", "state", "detail"]
     assert table_rows("\n".join(said), 7) == [["jax", "h100", "0", "jax-0", "local_0", "completed", "result written"],

@@ -126,9 +126,9 @@ WRITTEN_AT, GONE_AT, BACK_OFF_POLL = 40.0, 41.0, 49.3
 def test_watch_ends_within_a_poll_of_the_last_task_leaving_the_queue(tmp_path, monkeypatch, clock):
     from orchestrator.run.status import watch_campaign
 
-    campaign(tmp_path)
+    folder = campaign(tmp_path)
     slurm_that_lets_go_at(tmp_path, monkeypatch, clock, WRITTEN_AT, GONE_AT)
-    assert watch_campaign(tmp_path / "results", None, 1.0, report=lambda line: None) == 0
+    assert watch_campaign(folder, 1.0, report=lambda line: None) == 0
     assert GONE_AT <= clock.now < GONE_AT + 2.5 < BACK_OFF_POLL
 
 

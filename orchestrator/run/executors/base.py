@@ -141,8 +141,7 @@ def failure_lines(submissions, first_line_only: bool = False) -> list[str]:
             for sub in submissions for index, why in sub.failed.items()]
 
 
-def run_array_task(script: str, index: int, log: str | None = None,
-                   show: Callable[[str], None] | None = None) -> None:
+def run_array_task(script: str, index: int, log: str, show: Callable[[str], None] | None = None) -> None:
     """Run array task `index` of a rendered script with bash, as Slurm would; raise if it fails.
 
     Used by the local executor, which passes `show` to see the task's lines (its progress) live as they are
@@ -154,17 +153,15 @@ def run_array_task(script: str, index: int, log: str | None = None,
     # The orchestrator's own virtualenv must not leak into the framework's environment.
     env.pop("VIRTUAL_ENV", None)
     env.pop("PYTHONHOME", None)
-    if log is None:
-        code = subprocess.run(["bash", script], check=False, env=env).returncode
-    elif show is not None:
+    if show is not None:
         code = run_streaming(["bash", script], log, show=show, env=env)
     else:
         with open(log, "w") as out:
             code = subprocess.run(["bash", script], check=False, env=env, stdout=out,
                                   stderr=subprocess.STDOUT).returncode
     if code != 0:
-        where = f"; its log {log} ends with:\n{log_end(log)}" if log else ""
-        raise OrchestratorError(f"array task {index} of {script} exited with code {code}{where}")
+        raise OrchestratorError(f"array task {index} of {script} exited with code {code}; its log {log} ends with:\n"
+                                f"{log_end(log)}")
 
 
 LOG_LINES = 20  # the end of a failed task's log that status and collect show

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import math
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -225,12 +224,4 @@ ORPHAN = "submitit never learnt its job id, so its tasks could not get their wor
 def cancel_orphan(job_id: str) -> bool:
     """scancel a submitit array whose tasks cannot run (ORPHAN); whether scancel did. Where it did not, the array
     stays recorded as submitted: its tasks fail, and a resubmit runs their cells again."""
-    scancel = shutil.which("scancel")
-    if scancel is None:
-        return False
-    try:
-        proc = subprocess.run([scancel, job_id], check=False, capture_output=True, text=True,
-                              timeout=queue.QUERY_TIMEOUT_S)
-    except (subprocess.TimeoutExpired, OSError):
-        return False
-    return proc.returncode == 0
+    return queue.answered("scancel", [job_id], queue.QUERY_TIMEOUT_S) is not None
