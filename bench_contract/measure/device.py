@@ -14,14 +14,12 @@ import platform
 import re
 import socket
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from bench_contract.measure import allocator
 from bench_contract.measure.nvml import NvmlUnavailable, gpu_details, resolve, session
 from bench_contract.results import not_available
-
-if TYPE_CHECKING:  # the runner imports this module
-    from bench_contract.run.runner import DeviceSetup
 
 
 def nvml_gpu_names(device_ids: list[str] | tuple[str, ...] = ()) -> list[str]:
@@ -197,6 +195,34 @@ def recorded_environment() -> dict[str, str]:
     recorded = {name: env[name] for name in sorted(env)
                 if name in RECORDED_VARIABLES or name.startswith(RECORDED_PREFIXES)}
     return recorded | {name: f"{value} (cleared)" for name, value in CLEARED_VARIABLES.items()}
+
+
+@dataclass(frozen=True)
+class DeviceSetup:
+    """What a backend found of the device it runs on (its setup_device), recorded by environment_context."""
+
+    kind: str  # "gpu" or "cpu": what the framework really runs on
+    # Devices of that kind the framework sees in this process, recorded in device_details as devices_seen. The
+    # process computes on one of them: device_count is the topology's (Topology.device_count).
+    count: int
+    framework_version: str
+    precision_policy: str
+    # The GPUs this process uses as the framework names them (UUID, PCI bus id or CUDA ordinal), for NVML.
+    device_ids: tuple[str, ...] = ()
+    # CUDA, cuDNN and NCCL versions as the framework reports them, or "not available: <reason>".
+    runtime_versions: dict[str, str] | None = None
+    # The device's model as the framework names it, for what NVML and /proc/cpuinfo do not describe (a TPU).
+    model: str | None = None
+    # The framework's own description of its GPU (name, multiprocessors, compute capability, memory), recorded in
+    # device_details beside NVML's: NVML gives no multiprocessor count, the two names must agree, and the
+    # framework's name (CUDA's device name) is the model where NVML is not available.
+    framework_device: dict[str, Any] | None = None
+    # Accelerators the framework sees but this cell does not use (an Apple GPU beside the CPU), by name.
+    unused_accelerators: tuple[str, ...] = ()
+    # The intra-op threads the framework computes with on the CPU, and how that number is set or derived
+    # (bench_contract.run.cpu_binding bound the process first); None and "" where the backend does not say.
+    intra_op_threads: int | None = None
+    threads_source: str = ""
 
 
 def environment_context(setup: DeviceSetup, device_count: int, libraries: list[str]) -> dict:

@@ -28,7 +28,12 @@ import numpy as np
 
 from bench_contract.data.datasets import Dataset
 from bench_contract.data.loading import load_dataset
-from bench_contract.measure.device import environment_context, peak_host_rss_bytes, refuse_cpu_beside_gpu
+from bench_contract.measure.device import (
+    DeviceSetup,
+    environment_context,
+    peak_host_rss_bytes,
+    refuse_cpu_beside_gpu,
+)
 from bench_contract.measure.efficiency import Efficiency
 from bench_contract.models.vision import RANDOM_REGULARISERS
 from bench_contract.models.weights import ParamSpec, load_or_create
@@ -50,32 +55,6 @@ from bench_contract.spec import (
     JobSpec,
     pair_order,
 )
-
-
-@dataclass(frozen=True)
-class DeviceSetup:
-    kind: str  # "gpu" or "cpu": what the framework really runs on
-    # Devices of that kind the framework sees in this process, recorded in device_details as devices_seen. The
-    # process computes on one of them: device_count is the topology's (Topology.device_count).
-    count: int
-    framework_version: str
-    precision_policy: str
-    # The GPUs this process uses as the framework names them (UUID, PCI bus id or CUDA ordinal), for NVML.
-    device_ids: tuple[str, ...] = ()
-    # CUDA, cuDNN and NCCL versions as the framework reports them, or "not available: <reason>".
-    runtime_versions: dict[str, str] | None = None
-    # The device's model as the framework names it, for what NVML and /proc/cpuinfo do not describe (a TPU).
-    model: str | None = None
-    # The framework's own description of its GPU (name, multiprocessors, compute capability, memory), recorded in
-    # device_details beside NVML's: NVML gives no multiprocessor count, the two names must agree, and the
-    # framework's name (CUDA's device name) is the model where NVML is not available.
-    framework_device: dict[str, Any] | None = None
-    # Accelerators the framework sees but this cell does not use (an Apple GPU beside the CPU), by name.
-    unused_accelerators: tuple[str, ...] = ()
-    # The intra-op threads the framework computes with on the CPU, and how that number is set or derived
-    # (bench_contract.run.cpu_binding bound the process first); None and "" where the backend does not say.
-    intra_op_threads: int | None = None
-    threads_source: str = ""
 
 
 class Backend(Protocol):
