@@ -158,6 +158,20 @@ class ClusterProfile:
         """The --gres value for this many GPUs: typed (gpu:a100:2) where the profile names a GPU type."""
         return f"gpu:{self.gpu_type}:{gpus}" if self.gpu_type else f"gpu:{gpus}"
 
+    # The Slurm options of the profile's keys, read by every way a job is asked for (the sbatch scripts, submitit,
+    # doctor's srun): (option, value) in the scripts' order, each the profile sets.
+    def queue_options(self) -> list[tuple[str, str]]:
+        """Where the job queues and who pays: partition, account and QOS (unset: Slurm's default)."""
+        return [(o, v) for o, v in (("partition", self.partition), ("account", self.account), ("qos", self.qos)) if v]
+
+    def task_options(self, gpus: int) -> list[tuple[str, str | int]]:
+        """What a node's tasks get, `gpus` being the node's GPUs (--gres counts a whole node's): CPUs per task,
+        GPUs and memory. Slurm takes one memory option: mem where it is set, and no memory per GPU without GPUs."""
+        per_gpu = self.mem_per_gpu if gpus and not self.mem else None
+        pairs = (("cpus-per-task", self.cpus_per_task), ("gres", self.gres(gpus) if gpus else None),
+                 ("mem", self.mem), ("mem-per-gpu", per_gpu))
+        return [(o, v) for o, v in pairs if v]
+
     def throttle(self, tasks: int) -> int | None:
         """How many of an array's `tasks` may run at once (the N of %N): array_parallelism, else
         DEFAULT_ARRAY_PARALLELISM where the array holds more tasks than that; None: no throttle."""

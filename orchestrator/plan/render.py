@@ -148,17 +148,6 @@ DISTRIBUTED_LINES = {
 }
 
 
-def task_layout(profile: ClusterProfile, nodes: int, tasks_per_node: int) -> list[tuple[str, str | None]]:
-    """Nodes, tasks and GPUs of one cell: one task per device; --gres counts the GPUs of a whole node."""
-    gpus_per_node = profile.gpus_per_task * tasks_per_node
-    tasks = [("nodes", str(nodes))]
-    tasks += [("ntasks-per-node", str(tasks_per_node))] if nodes * tasks_per_node > 1 else [("ntasks", "1")]
-    return tasks + [
-        ("cpus-per-task", str(profile.cpus_per_task)),
-        ("gres", profile.gres(gpus_per_node) if gpus_per_node else None),
-    ]
-
-
 # The limit of a job whose profile sets none and that no estimate sized (a campaign's arrays always are, by
 # plan.sizing): validate's parity check, one forward pass of each framework.
 UNSIZED_TIME_LIMIT = "00:30:00"
@@ -167,19 +156,17 @@ UNSIZED_TIME_LIMIT = "00:30:00"
 def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_dir: Path,
                       nodes: int = 1, tasks_per_node: int = 1) -> list[str]:
     """Every #SBATCH line, in order; options the profile leaves unset are left out."""
-    gpus = profile.gpus_per_task * tasks_per_node
+    # One task per device; a one-task job says --ntasks=1.
+    tasks = [("ntasks-per-node", str(tasks_per_node))] if nodes * tasks_per_node > 1 else [("ntasks", "1")]
     pairs = [
         ("job-name", job_name),
         ("array", profile.array_spec(f"0-{n_tasks - 1}")),
         ("output", slurm_filename(log_dir, f"{job_name}_%A_%a.out")),
-        ("partition", profile.partition),
-        ("account", profile.account),
-        ("qos", profile.qos),
+        *profile.queue_options(),
         ("time", profile.time_limit or UNSIZED_TIME_LIMIT),
-        *task_layout(profile, nodes, tasks_per_node),
-        ("mem", profile.mem),
-        # Slurm takes one of them: mem where it is set, and no memory per GPU of a job without a GPU.
-        ("mem-per-gpu", profile.mem_per_gpu if gpus and not profile.mem else None),
+        ("nodes", str(nodes)),
+        *tasks,
+        *profile.task_options(profile.gpus_per_task * tasks_per_node),
         # B: signals the batch shell only, which is the backend itself (the script ends with exec); the backend
         # writes a failure row with the step it reached. Without it, Slurm's SIGTERM at the limit does the same
         # with KillWait's seconds to spare.
@@ -187,7 +174,7 @@ def sbatch_directives(profile: ClusterProfile, job_name: str, n_tasks: int, log_
         # A requeued task appends to its log instead of truncating it: the earlier attempt's end stays readable.
         ("open-mode", "append"),
     ]
-    directives = [f"--{key}={sbatch_value(key, value)}" for key, value in pairs if value is not None]
+    directives = [f"--{key}={sbatch_value(key, str(value))}" for key, value in pairs if value is not None]
     # Explicit either way: a cluster's JobRequeue default would otherwise decide, and a task requeued after a
     # node failure waits about two minutes before it may start again. Without requeue, `resubmit` runs it.
     directives.append("--requeue" if profile.requeue else "--no-requeue")
@@ -590,8 +577,8 @@ def render_collect(profile: ClusterProfile, *, campaign: str, campaign_dir: Path
     name = collect_script_name(campaign)
     qos = [option for option in profile.extra_sbatch if option.startswith(("--qos=", "--account="))]
     pairs = [("job-name", f"collect:{campaign}"), ("output", slurm_filename(campaign_dir / "logs", "collect_%j.out")),
-             ("partition", profile.partition), ("account", profile.account), ("qos", profile.qos),
-             ("time", COLLECT_TIME_LIMIT),
+             *profile.queue_options(), ("time", COLLECT_TIME_LIMIT),
+             # Not the profile's task_options: reading files needs one CPU, and no GPU or the cells' memory.
              ("ntasks", "1"), ("cpus-per-task", "1")]
     directives = [f"--{key}={sbatch_value(key, value)}" for key, value in pairs if value is not None] + qos
     return _environment().get_template("collect.sh.j2").render(
