@@ -124,15 +124,8 @@ def device_check(framework: str, found: dict, gpus_per_task: int, on_node: bool)
 def srun_prefix(profile: ClusterProfile) -> list[str]:
     """A short one-task job step on the profile's partition, of its kind of node, with its GPUs: the devices a task
     would see."""
-    options = ["srun", "--nodes=1", "--ntasks=1", f"--cpus-per-task={profile.cpus_per_task}", "--time=10",
-               "--job-name=jaxtorch-doctor"]
-    options += [f"--partition={profile.partition}"] if profile.partition else []
-    options += [f"--account={profile.account}"] if profile.account else []
-    options += [f"--qos={profile.qos}"] if profile.qos else []
-    options += [f"--gres={profile.gres(profile.gpus_per_task)}"] if profile.gpus_per_task else []
-    options += [f"--mem={profile.mem}"] if profile.mem else []
-    options += [f"--mem-per-gpu={profile.mem_per_gpu}"] if (profile.mem_per_gpu and profile.gpus_per_task
-                                                            and not profile.mem) else []
+    options = ["srun", "--nodes=1", "--ntasks=1", "--time=10", "--job-name=jaxtorch-doctor"]
+    options += [f"--{o}={v}" for o, v in [*profile.queue_options(), *profile.task_options(profile.gpus_per_task)]]
     # A system's kind of node (its constraint, added to extra_sbatch by for_system): the node a job of it gets.
     return options + [o for o in profile.extra_sbatch if o.partition("=")[0] == "--constraint"]
 

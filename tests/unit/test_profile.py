@@ -227,3 +227,18 @@ def test_memory_is_asked_one_way_the_more_specific_place_winning(tmp_path):
     assert (params["slurm_mem_per_gpu"], params["slurm_array_parallelism"]) == ("80G", 16)
     with pytest.raises(UsageError, match="extra_sbatch '--mem=4G' sets --mem, which every script writes itself"):
         load_profile(profile_file(tmp_path, gpu + 'mem_per_gpu = "80G"\nextra_sbatch = ["--mem=4G"]\n'))
+
+
+def test_doctors_srun_step_asks_for_what_a_task_of_the_profile_gets():
+    """doctor --on-node's srun step gets the options of the profile's jobs (queue_options and task_options): its
+    partition, account, QOS, CPUs, typed GPUs and memory per GPU, and its system's constraint; memory per GPU only
+    with GPUs."""
+    from orchestrator.run.doctor import srun_prefix
+
+    own = ["srun", "--nodes=1", "--ntasks=1", "--time=10", "--job-name=jaxtorch-doctor"]
+    gpu = ClusterProfile(partition="gpu", account="lab", qos="high", gpus_per_task=2, gpu_type="a100", cpus_per_task=4,
+                         mem_per_gpu="80G", jax_recipe="cuda12", extra_sbatch=("--constraint=h100", "--mail-type=FAIL"))
+    assert srun_prefix(gpu) == own + ["--partition=gpu", "--account=lab", "--qos=high", "--cpus-per-task=4",
+                                      "--gres=gpu:a100:2", "--mem-per-gpu=80G", "--constraint=h100"]
+    assert srun_prefix(ClusterProfile(mem_per_gpu="80G", mem="4G")) == own + ["--cpus-per-task=2", "--mem=4G"]
+    assert srun_prefix(ClusterProfile(mem_per_gpu="80G")) == own + ["--cpus-per-task=2"]

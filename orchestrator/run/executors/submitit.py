@@ -77,27 +77,22 @@ def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) ->
     for option in profile.extra_sbatch:
         key, _, value = option.removeprefix("--").partition("=")
         extra[key.replace("-", "_")] = value or True
-    if profile.account:
-        extra["account"] = profile.account
-    if profile.qos:
-        extra["qos"] = profile.qos
     params = {
         "name": job_name,
         "timeout_min": slurm_minutes(profile.time_limit or UNSIZED_TIME_LIMIT),  # sized when planned (plan.sizing)
-        "slurm_cpus_per_task": profile.cpus_per_task,
         "slurm_ntasks_per_node": 1,
         "slurm_setup": list(profile.setup_lines),
         "slurm_array_parallelism": profile.throttle(n_tasks) or n_tasks,  # submitit writes it as --array=...%N
         "slurm_additional_parameters": extra,
     }
-    if profile.partition:
-        params["slurm_partition"] = profile.partition
-    if profile.gpus_per_task:
-        params["slurm_gres"] = profile.gres(profile.gpus_per_task)
-    if profile.mem:
-        params["slurm_mem"] = profile.mem
-    elif profile.mem_per_gpu and profile.gpus_per_task:
-        params["slurm_mem_per_gpu"] = profile.mem_per_gpu
+    # One task per node, so the node's GPUs are the task's. Account and QOS stay among the additional parameters,
+    # where they always were: submitit sorts all parameters into one #SBATCH list, so its script is the same.
+    for option, value in [*profile.queue_options(), *profile.task_options(profile.gpus_per_task)]:
+        name = option.replace("-", "_")
+        if option in ("account", "qos"):
+            extra[name] = value
+        else:
+            params[f"slurm_{name}"] = value
     return params
 
 
