@@ -449,14 +449,14 @@ SCRIPT_OPTIONS_WHERE_SET = {"partition": ("partition",), "account": ("account",)
                             "mem-per-gpu": MEMORY_KEYS}
 
 
-def owned_option(option: str, set_keys: set[str]) -> tuple[str, str] | None:
+def owned_option(option: str, profile: ClusterProfile) -> tuple[str, str] | None:
     """(the script's option, why) where an extra_sbatch `option` (--name or --name=value) sets one the script owns,
-    the profile's keys `set_keys` being set; None otherwise. sbatch reads an unambiguous abbreviation of a long
-    option as the option (getopt), so `--out=...` is --output: any prefix of an owned option counts."""
+    with the keys `profile` sets; None otherwise. sbatch reads an unambiguous abbreviation of a long option as the
+    option (getopt), so `--out=...` is --output: any prefix of an owned option counts."""
     name = option.removeprefix("--").partition("=")[0]
     owned = dict(SCRIPT_OPTIONS)
     for full, keys in SCRIPT_OPTIONS_WHERE_SET.items():
-        key = next((k for k in keys if k in set_keys), None)
+        key = next((k for k in keys if getattr(profile, k)), None)
         if key:
             owned[full] = f"the profile's {key} sets it"
     if name in owned:  # the option itself, before any it abbreviates (--mem, not --mem-per-gpu)
@@ -465,9 +465,8 @@ def owned_option(option: str, set_keys: set[str]) -> tuple[str, str] | None:
 
 
 def extra_sbatch_leaves_the_scripts_options(profile: ClusterProfile) -> str | None:
-    set_keys = {key for key in ("partition", "account", "mem", "mem_per_gpu") if getattr(profile, key)}
     for option in profile.extra_sbatch:
-        owned = owned_option(option, set_keys)
+        owned = owned_option(option, profile)
         if owned:
             return (f"extra_sbatch {option!r} sets --{owned[0]}, which every script writes itself ({owned[1]}); "
                     "remove it from extra_sbatch")
