@@ -51,10 +51,6 @@ WARNING_SIGNALS = ("TERM", "USR1", "none")
 # --container-image=IMAGE ...`), the two ways most sites run NGC's JAX and PyTorch images.
 CONTAINER_RUNTIMES = ("apptainer", "pyxis")
 CONTAINER_PYTHON = "python3"  # the interpreter on the image's PATH where the table names none (NGC images)
-# The sbatch option each key becomes, where extra_sbatch could spell it too: an option given on the command line
-# drops that spelling, which would otherwise come later in the script and win.
-SBATCH_NAMES = {"partition": "partition", "account": "account", "qos": "qos", "gpus_per_task": "gpus-per-task",
-                "time_limit": "time", "mem": "mem"}
 # Where array_parallelism is not set, an array of more tasks than this runs at most this many at once: a modest
 # share of a cluster (two 8-GPU nodes), so that one campaign never takes a partition's every GPU and a mistake in it
 # fails a few tasks before the rest start. An array this small or smaller is not throttled.
@@ -231,7 +227,9 @@ class ClusterProfile:
                              "the GPU: give a --profile with jax_recipe = 'cuda12' or 'cuda13'")
         if not given:
             return self
-        dropped = tuple(f"--{SBATCH_NAMES[key]}" for key in given if key in SBATCH_NAMES)
+        # The options are named as sbatch's own (--array-parallelism aside, no sbatch option): each drops
+        # extra_sbatch's spelling of it, which would otherwise come later in the script and win.
+        dropped = tuple(option for option, key in OPTION_KEYS.items() if key in given)
         extra = tuple(option for option in self.extra_sbatch if option.partition("=")[0] not in dropped)
         given = memory_replaced(given)  # --mem replaces mem_per_gpu, the profile's and its systems' alike
         systems = {name: replace(system, **{key: None for key in given if key in system.overrides()})
