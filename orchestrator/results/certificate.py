@@ -97,14 +97,9 @@ def certificates(df, row_key: list[str], run_key: list[str]) -> dict[tuple, str]
         for column in (c for c in ONE_PER_ROW if c in runs):
             recorded = {str(v) for v in runs[column].dropna() if str(v)}
             shared.setdefault(row, {}).setdefault(column, {})[framework] = recorded
-    for row, sides in efforts.items():
-        reasons[row] += effort_reasons(sides)
-    for row, sides in censuses.items():
-        reasons[row] += census_reasons(sides)
-    for row, sides in paddings.items():
-        reasons[row] += padding_reasons(sides)
-    for row, columns in shared.items():
-        reasons[row] += one_per_row_reasons(columns)
+    for row, found in reasons.items():  # between the sides; censuses and shared lack a row none of whose sides had one
+        found += (effort_reasons(efforts[row]) + census_reasons(censuses.get(row, {}))
+                  + padding_reasons(paddings[row]) + one_per_row_reasons(shared.get(row, {})))
     return {row: "; ".join(found) or COMPARABLE for row, found in reasons.items()}
 
 

@@ -21,7 +21,7 @@ from orchestrator.plan.discovery import partition_gpus, profile_for
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.settings import RunSettings
 from orchestrator.run import queue
-from orchestrator.run.envs import build_mismatch, check_container, import_probe, interpreter_command, missing_imports
+from orchestrator.run.envs import check_container, check_runnable, check_site_environment, interpreter_command
 from orchestrator.tables import format_table
 
 # Printed as JSON by each environment's python: framework version, devices it sees, NVML's GPU names.
@@ -64,23 +64,15 @@ def check_environment(framework: str, profile: ClusterProfile, on_node: bool = F
     where = "on a compute node" if on_node else "here"
     python = profile.python_path(framework)
     site = profile.site_environment(framework)
-    if site is None and not python.exists():
-        return [Check(f"{framework} environment", False,
-                      f"{python} is missing; create it with: {suggest.command('envs')}")]
-    mismatch = None if site else build_mismatch(framework, profile)
-    if mismatch:
-        return [Check(f"{framework} environment", False, mismatch)]
-    if site is not None and site.container:  # the runtime and the image, before anything runs in them
-        try:
+    try:  # envs' own checks, in the sentences `envs`, validate and a launch say them in
+        if site is None:
+            check_runnable(framework, profile)
+        elif not on_node:
+            check_site_environment(framework, profile)
+        elif site.container:  # the runtime and the image here; the job step imports the rest on the node
             check_container(framework, site)
-        except OrchestratorError as exc:
-            return [Check(f"{framework} environment", False, str(exc).removeprefix(f"{framework}: "))]
-    if site is not None and not on_node:
-        missing = missing_imports(interpreter_command(framework, profile, ["-c", import_probe(framework)]))
-        if missing:
-            where = f"the container {site.container}" if site.container else f"the site environment {python}"
-            return [Check(f"{framework} environment", False, f"{where} cannot import {missing} "
-                                                             f"(profile table envs.{framework})")]
+    except OrchestratorError as exc:
+        return [Check(f"{framework} environment", False, str(exc).removeprefix(f"{framework}: "))]
     command = interpreter_command(framework, profile, ["-c", PROBES[framework]])
     if on_node:
         command = [*srun_prefix(profile), *command]
