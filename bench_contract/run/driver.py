@@ -36,8 +36,8 @@ by side (one per slot: the job asks Slurm for K tasks). Each run is a job step o
 on CPUs and a GPU no other timed run holds, as in a job of its own; srun passes a stop signal on to the step. Each
 run that ended is recorded in the pack's log (slot, start, end: which cells ran beside which), and a run whose
 result file is already there is not run again, so that a pack resubmitted after a time limit, a node failure or
-scancel runs only what it had not finished. A pack that reaches its time limit starts nothing more (Slurm refuses new steps from then
-on) and waits for Slurm's signal, so that the job ends TIMEOUT, not failed.
+scancel runs only what it had not finished. A pack that reaches its time limit starts nothing more (Slurm
+refuses new steps from then on) and waits for Slurm's signal, so that the job ends TIMEOUT, not failed.
 
 Only the standard library and the contract's stdlib-only modules (spec, stop_signals): the driver starts before
 either framework, in whatever interpreter the script gives it.

@@ -87,8 +87,8 @@ def resubmit(
     with domain_errors():
         if executor is not None:
             named_executor(executor)  # an unknown name is refused before the campaign is looked for
-        code = resubmit_and_report(chosen_campaign(results_dir, campaign, campaign_option), executor=executor, rerun_completed=rerun_completed, wait=wait,
-                                   report=typer.echo, warn=warn)
+        code = resubmit_and_report(chosen_campaign(results_dir, campaign, campaign_option), executor=executor,
+                                   rerun_completed=rerun_completed, wait=wait, report=typer.echo, warn=warn)
     raise typer.Exit(code=code)
 
 
