@@ -91,6 +91,11 @@ def test_every_training_cell_has_an_intensity_and_a_bound(training):
         assert note(df, "compute_bound").startswith("compute-bound" if bound else "memory-bound")
 
 
+# Alone, after the rest (make test): the CPU's peak is the best of each framework's matmul calibrations, and with the
+# suite's workers on the same cores both calibrations once ran slower than JAX's timed steps (MFU 1.055,
+# docs/records/2026-12-07-suite-after-clean-up.md). A benchmark job has its CPUs to itself; the check is of the
+# arithmetic of one shared peak, measured as a job would measure it.
+@pytest.mark.serial
 def test_through_the_comparison_every_mfu_is_above_0_and_at_most_1_against_one_peak_and_bandwidth(
         training_run, tmp_path):
     """Each backend divides by its own CPU calibration, so its own MFU can pass 1 and its roofline differs
