@@ -394,7 +394,8 @@ def run_pack(children: Children, launchers: Mapping[str, str], pack: Pack, trial
             thread.join(0.2)
     if children.stopped:
         say(f"pack stopped by {children.stop_reason}; {len(codes)} of its {len(pack.pairs)} pair(s) ended", err)
-        children.await_end_of_job(TIME_LIMIT_WAIT_S if children.stopped_by is None else 0)
+        if children.stopped_by is None:  # the time limit: Slurm's own signal ends the job
+            children.await_end_of_job(TIME_LIMIT_WAIT_S)
         return STOPPED_EXIT
     failed = sum(code != 0 for code in codes)
     if failed:
