@@ -171,13 +171,17 @@ def test_side_by_side_each_slot_runs_one_pair_at_a_time_both_frameworks_in_the_s
     assert seen == {(f"run_{r['framework']}", r["pair_key"][1:], str(r["slot"])) for r in records}
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
-def test_a_stop_signal_reaches_every_running_step_and_no_further_run_starts(tmp_path, signum):
+@pytest.mark.parametrize("signum, past_end", [(signal.SIGTERM, False), (signal.SIGUSR1, False),
+                                             (signal.SIGTERM, True)])
+def test_a_stop_signal_reaches_every_running_step_and_no_further_run_starts(tmp_path, signum, past_end):
+    """A signal while steps run: scancel or Slurm's warning signal before the job's end, or Slurm's own TERM at the
+    time limit, when squeue says the end time has passed (the pack then says so: the job ends TIMEOUT)."""
     specs, log = pack_specs(tmp_path, 4, 1), tmp_path / "runs.log"
     name = signal.Signals(signum).name
     waiting = (f'trap \'kill "$s"; echo "$FUNCNAME $2 got {name}" >> {log}; exit 99\' {name}; sleep 60 & s=$!; '
                f'echo "$FUNCNAME $2 started" >> {log}; wait "$s"')
-    env = environment(tmp_path, run_jax=waiting, run_torch=waiting)
+    end = datetime.now() + timedelta(minutes=-1 if past_end else 10)
+    env = {**environment(tmp_path, run_jax=waiting, run_torch=waiting), "JOB_END": end.isoformat(timespec="seconds")}
     driver = subprocess.Popen([*DRIVER, *pack_args(specs, tmp_path, pack=0, size=4, count=4, trials=1, slots=2)],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_until(lambda: log.exists() and log.read_text().count("started") == 2, driver)  # both slots' traps set
@@ -187,7 +191,8 @@ def test_a_stop_signal_reaches_every_running_step_and_no_further_run_starts(tmp_
     assert sorted(lines) == sorted(["run_jax 0 started", "run_jax 1 started",
                                     f"run_jax 0 got {name}", f"run_jax 1 got {name}"])
     assert driver.returncode == 143
-    assert err.splitlines()[-1] == "pack stopped by a signal; 2 of its 4 pair(s) ended"
+    reason = "the job's time limit" if past_end else "a signal"
+    assert err.splitlines()[-1] == f"pack stopped by {reason}; 2 of its 4 pair(s) ended"
     assert len(srun_calls(tmp_path)) == 2
 
 
