@@ -199,6 +199,8 @@ def run_pair(children: Children | Slot, launchers: Mapping[str, str], trials: li
                 return stopped(children, trial, err)
             say(f"trial {trial}: {title(run.framework)} (line {run.line + 1})", out)
             code, _ = children.call(launchers[run.framework], run.specs_file, str(run.line))
+            if code != 0 and children.stopped:  # cut by a stop signal or refused at the time limit, not failed
+                return stopped(children, trial, err)
             if code != 0:
                 say(f"{title(run.framework)} trial {trial} failed", err)
                 failed += 1

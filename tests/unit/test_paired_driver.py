@@ -91,7 +91,7 @@ def test_a_stop_signal_reaches_the_running_child_and_no_further_run_starts(tmp_p
     _, err = driver.communicate(timeout=60)
     assert log.read_text().splitlines() == ["run_jax started", f"run_jax got {name}"]
     assert driver.returncode == 143
-    assert err.splitlines() == ["JAX trial 0 failed", "stopped by a signal during trial 0"]
+    assert err.splitlines() == ["stopped by a signal during trial 0"]  # the run cut, not failed of its own
 
 
 def test_a_signal_while_the_rule_runs_stops_the_job_before_another_trial(tmp_path):
