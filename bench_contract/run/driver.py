@@ -346,9 +346,9 @@ class Slot:
 
 
 def slot_memory(options: Sequence[str], slots: int, environment: Mapping[str, str]) -> tuple[str, ...]:
-    """A slot's share of the job's memory per node, where the plan could not say it (the job's memory is the
-    partition's default) and slots share the node: a step that asks for no memory gets all of the job's, and the
-    other slots' steps would wait for it. Slurm says the job's memory in SLURM_MEM_PER_NODE (megabytes), and the
+    """A slot's share of the job's memory per node (the profile's mem or the partition's default), where slots share
+    the node and the plan gave none per GPU: a step that asks for no memory gets all of the job's, and the other
+    slots' steps would wait for it. Slurm says the job's memory in SLURM_MEM_PER_NODE (megabytes), and the
     slots on each node in SLURM_NTASKS_PER_NODE (a pack spread over nodes, --pack-nodes, has fewer than `slots`)."""
     given = any(option.startswith("--mem") for option in options)
     per_node = environment.get("SLURM_MEM_PER_NODE", "")

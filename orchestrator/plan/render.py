@@ -16,7 +16,6 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench_contract.config import parse_memory_size
 from bench_contract.measure.device import TF32_OVERRIDES
 from bench_contract.results import ENVIRONMENT_KIND_VARIABLE, LOCKED
 from bench_contract.run.progress import INTERVAL_ENV
@@ -623,7 +622,7 @@ def render_paired(cells: list[Cell], profile: ClusterProfile, system: str, *, ca
         directives=sbatch_directives(profile, name.removesuffix(".sh"), tasks, campaign_dir / "logs",
                                      nodes if pack else 1, slots // nodes if pack else 1),
         pack=pack, slots=slots, pair_count=len(pairs), pack_gpus=bool(profile.gpus_per_task),
-        step_options=step_options(profile, slots // nodes) if pack else [],
+        step_options=step_options(profile) if pack else [],
         pack_log=campaign_dir / PACK_LOGS,
         order=" then ".join(catalog.FRAMEWORKS[fw] for fw in PAIRED_ORDER),
         trials=trials,
@@ -654,19 +653,15 @@ def pack_said(pack: int, slots: int, nodes: int, pairs: int) -> list[str]:
 PACK_LOGS = "packs"  # the campaign's folder of the packs' run records, one file per job (bench_contract.run.driver)
 
 
-def step_options(profile: ClusterProfile, slots: int) -> list[str]:
-    """What each run of a pack asks srun for, beyond one task on one node: a slot's share of the allocation, its
-    CPUs and its GPUs (one slot of the job's --ntasks-per-node), and its memory where the job's is per node (a step
-    would otherwise take the whole node's, and the other slots' steps would wait for it); `slots`: a node's."""
+def step_options(profile: ClusterProfile) -> list[str]:
+    """What each run of a pack asks srun for, beyond one task on one node: one slot's CPUs and GPUs (one slot of the
+    job's --ntasks-per-node) and, where memory is per GPU, its GPUs' memory. Memory per node is the driver's to share
+    (bench_contract.run.driver.slot_memory): it reads the job's own, the profile's or the partition's default."""
     options = [f"--cpus-per-task={profile.cpus_per_task}"]
     if profile.gpus_per_task:
         options.append(f"--gpus-per-task={profile.gpus_per_task}")
         if profile.mem_per_gpu and not profile.mem:
             options.append(f"--mem-per-gpu={profile.mem_per_gpu}")
-    if profile.mem:
-        # A bare number is megabytes to Slurm, as to parse_memory_size with its M.
-        per_node = parse_memory_size(profile.mem + ("M" if profile.mem.isdigit() else ""))
-        options.append(f"--mem={per_node // slots // 2**20}M")
     return options
 
 

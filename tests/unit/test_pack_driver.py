@@ -242,7 +242,7 @@ def test_a_slot_asks_for_its_node_s_share_of_the_job_s_memory_only_where_slots_s
     assert slot_memory([], 2, job) == ("--mem=4000M",)
     assert slot_memory([], 4, {**job, "SLURM_NTASKS_PER_NODE": "2"}) == ("--mem=4000M",)  # 4 slots over 2 nodes
     assert slot_memory([], 2, {**job, "SLURM_NTASKS_PER_NODE": "1"}) == ()  # one slot per node: the node's all
-    assert slot_memory(["--mem=1000M"], 2, job) == ()  # the plan said it
+    assert slot_memory(["--mem-per-gpu=8G"], 2, job) == ()  # memory per GPU: each step its own GPUs'
 
 
 def test_where_a_pack_spans_nodes_each_slot_keeps_to_its_own_node():

@@ -33,7 +33,8 @@ def script_header(text):
 
 def test_a_pack_script_asks_for_its_slots_and_hands_the_driver_the_pack(tmp_path):
     """Five pairs (five batch sizes) in packs of two: three array tasks, each with two slots (two Slurm tasks, a
-    GPU each), and each run's step asks for one slot's CPUs, its GPU and half the node's memory."""
+    GPU each), and each run's step asks for one slot's CPUs and its GPU (its memory is the driver's to share:
+    test_pack_driver)."""
     proc = plan_on_gpu_site(tmp_path, "--paired", "--pack", "2", "--pack-slots", "2", "--batch-sizes", "8,16,32,64,128")
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "s" / "paired_digits_1.sh").read_text()
@@ -42,7 +43,7 @@ def test_a_pack_script_asks_for_its_slots_and_hands_the_driver_the_pack(tmp_path
     assert "--array=0-2" in directives
     assert {"--nodes=1", "--ntasks-per-node=2", "--cpus-per-task=4", "--gres=gpu:2", "--mem=16G"} <= set(directives)
     assert "--pack-size 2 --pair-count 5 --slots 2" in text
-    assert re.findall(r"--step-option=(\S+)", text) == ["--cpus-per-task=4", "--gpus-per-task=1", "--mem=8192M"]
+    assert re.findall(r"--step-option=(\S+)", text) == ["--cpus-per-task=4", "--gpus-per-task=1"]
     assert '--pack-log ' in text and '/packs/"pack${index}_${SLURM_JOB_ID}.jsonl"' in text
     assert "--pack 2: 5 pairs in 3 jobs of up to 2 pairs (--pack N), instead of a job each; --ntasks-per-node=2: 2 " \
            "slots" in script_header(text)
@@ -52,16 +53,16 @@ def test_a_pack_script_asks_for_its_slots_and_hands_the_driver_the_pack(tmp_path
     assert by_batch == {(fw, b): i // 2 for fw in ("jax", "torch") for i, b in enumerate((8, 16, 32, 64, 128))}
 
 
-def test_a_pack_spread_over_nodes_asks_for_its_slots_on_each_and_a_node_s_share_of_memory_per_step(tmp_path):
-    """--pack-slots 4 --pack-nodes 2: two slots on each of two nodes; a step's memory is half a node's (16G), not a
-    quarter."""
+def test_a_pack_spread_over_nodes_asks_for_its_slots_on_each_node(tmp_path):
+    """--pack-slots 4 --pack-nodes 2: two slots on each of two nodes, each step one slot's CPUs and GPU (a node's
+    memory shared by its two slots: test_pack_driver's slot_memory with SLURM_NTASKS_PER_NODE)."""
     proc = plan_on_gpu_site(tmp_path, "--paired", "--pack", "4", "--pack-slots", "4", "--pack-nodes", "2",
                             "--batch-sizes", "8,16,32,64")
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "s" / "paired_digits_1.sh").read_text()
     assert {"--nodes=2", "--ntasks-per-node=2", "--gres=gpu:2", "--mem=16G"} <= set(re.findall(r"^#SBATCH (\S+)",
                                                                                                 text, re.M))
-    assert re.findall(r"--step-option=(\S+)", text) == ["--cpus-per-task=4", "--gpus-per-task=1", "--mem=8192M"]
+    assert re.findall(r"--step-option=(\S+)", text) == ["--cpus-per-task=4", "--gpus-per-task=1"]
     assert "--slots 4" in text and "--nodes=2 --ntasks-per-node=2: 4 slots" in script_header(text)
 
 

@@ -81,9 +81,11 @@ exec 3< <(env -0)
 # The driver needs Python and the contract only: it runs in JAX's environment, outside any container.
 source <REPO>/.envs/jax/bin/activate
 # Each run is `srun --exact --ntasks=1 --nodes=1 --job-name=FRAMEWORK:CELL:tTRIAL --cpus-per-task=2`, a job step
-# of its own: `sacct -j JOB` lists one step per run. The driver records each run's slot, start and end in
-# <TMP>/r/<CAMPAIGN>/packs/ (which cells ran beside which), and does not run again a run whose result is there, so that
-# `resubmit` of a pack stopped midway runs only the runs it had not finished.
+# of its own: `sacct -j JOB` lists one step per run. Where the job's memory is per node, each step also asks for its
+# slot's share (SLURM_MEM_PER_NODE over the slots on the node), so that no step waits for another's memory. The
+# driver records each run's slot, start and end in <TMP>/r/<CAMPAIGN>/packs/ (which cells ran beside which), and does
+# not run again a run whose result is there, so that `resubmit` of a pack stopped midway runs only the runs it had not
+# finished.
 exec python -m bench_contract.run.driver --pair "$index" --trials 5 \
     --pack-size 2 --pair-count 2 --slots 1 \
     --step-option=--cpus-per-task=2 \
