@@ -173,10 +173,18 @@ def interpreter_command(framework: str, profile: ClusterProfile, arguments: list
     site = profile.site_environment(framework)
     # A container's interpreter runs inside its image, through its runtime, as the jobs run it.
     command = [*launcher_words(site, [PROJECT_ROOT], 1), str(profile.python_path(framework)), *arguments]
-    if not site or not (profile.setup_lines or site.setup_lines):
-        return command
-    script = "\n".join([*profile.setup_lines, *site.setup_lines, 'exec "$0" "$@"'])
-    return ["bash", "-c", script, *command]
+    return after_setup_lines(site_setup_lines(framework, profile), command)
+
+
+def site_setup_lines(framework: str, profile: ClusterProfile) -> list[str]:
+    """The shell lines a site environment's jobs run before its interpreter: the profile's, then the table's."""
+    site = profile.site_environment(framework)
+    return [*profile.setup_lines, *site.setup_lines] if site else []
+
+
+def after_setup_lines(setup: list[str], command: list[str]) -> list[str]:
+    """`command` run after the setup lines (module load ...), in one bash as the jobs run them."""
+    return ["bash", "-c", "\n".join([*setup, 'exec "$0" "$@"']), *command] if setup else command
 
 
 def check_site_environment(framework: str, profile: ClusterProfile) -> None:
@@ -185,10 +193,8 @@ def check_site_environment(framework: str, profile: ClusterProfile) -> None:
     site = profile.envs[framework]
     if site.container:
         check_container(framework, site)
-    # Setup lines (module load ...) may be what makes the interpreter appear; then only running it can tell.
-    elif not (profile.setup_lines or site.setup_lines) and not python.is_file():
-        raise OrchestratorError(f"{framework}: the site environment's python {python} does not exist (profile table "
-                                f"'envs.{framework}')")
+    else:
+        check_site_interpreter(framework, profile)
     missing = missing_imports(interpreter_command(framework, profile, ["-c", import_probe(framework)]))
     if missing:
         if site.container:
@@ -205,16 +211,36 @@ def check_runnable(framework: str, profile: ClusterProfile) -> None:
     if site is not None and site.container:
         check_container(framework, site)
         return
-    # A built environment's interpreter, or a site's (a conda env or /usr/bin/python3 has no activate script, and
-    # needs none: the scripts run it by its path).
+    if site is not None:  # a conda env or /usr/bin/python3 has no activate script, and needs none
+        check_site_interpreter(framework, profile)
+        return
     python = profile.python_path(framework)
     if not python.is_file():
-        fix = (f"correct [envs.{framework}] python in the profile" if site
-               else f"create it with: {suggest.command('envs')}")
-        raise UsageError(f"the {framework} environment is missing ({python} does not exist); {fix}")
-    mismatch = None if site else build_mismatch(framework, profile)
+        raise UsageError(f"the {framework} environment is missing ({python} does not exist); create it with: "
+                         f"{suggest.command('envs')}")
+    mismatch = build_mismatch(framework, profile)
     if mismatch:
         raise UsageError(mismatch)
+
+
+def check_site_interpreter(framework: str, profile: ClusterProfile) -> None:
+    """A site environment's interpreter must exist, as its jobs find it: after its setup lines (a module load may be
+    what puts it there), which run here only where the path alone is not found. One sentence if it is missing."""
+    python = profile.python_path(framework)
+    setup = site_setup_lines(framework, profile)
+    if python.is_file() or (setup and succeeds(after_setup_lines(setup, ["test", "-f", str(python)]))):
+        return
+    after = ", even after its setup lines" if setup else ""
+    raise UsageError(f"the {framework} environment is missing ({python} does not exist{after}); correct "
+                     f"[envs.{framework}] python in the profile")
+
+
+def succeeds(command: list[str]) -> bool:
+    try:
+        return subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
+                              check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def check_container(framework: str, site) -> None:

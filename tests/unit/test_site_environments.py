@@ -5,6 +5,7 @@ tests/backends/test_site_environment_demo.py."""
 
 import json
 import os
+import re
 import shlex
 import subprocess
 
@@ -113,8 +114,29 @@ def test_a_site_environment_without_its_framework_is_one_sentence(tmp_path):
 
 def test_a_missing_site_interpreter_is_one_sentence(tmp_path):
     profile = ClusterProfile(envs={"jax": SiteEnvironment(str(tmp_path / "nowhere" / "python"))})
-    with pytest.raises(OrchestratorError, match="site environment's python .*nowhere/python does not exist"):
+    with pytest.raises(OrchestratorError, match=r"the jax environment is missing \(.*nowhere/python does not exist\); "
+                                                r"correct \[envs.jax\] python in the profile$"):
         envs.ensure_env("jax", profile)
+
+
+def test_a_site_interpreter_is_looked_for_after_its_setup_lines_by_every_check(tmp_path):
+    """A module load may be what puts the interpreter at its path: submission, validate and doctor (envs' checks,
+    one definition) run the setup lines before they call it missing, and then say they did."""
+    real = fake_python(tmp_path / "real" / "bin" / "python", tmp_path / "r.txt")
+    python = tmp_path / "module" / "bin" / "python"
+    appears = f"mkdir -p {python.parent} && ln -sf {real} {python}"  # what the module's load does here
+    for setup, found in ((appears, True), ("export SITE_SETUP=ready", False)):
+        python.unlink(missing_ok=True)
+        profile = ClusterProfile(envs={"jax": SiteEnvironment(str(python), setup_lines=(setup,))})
+        if found:
+            envs.check_runnable("jax", profile)
+            python.unlink()
+            assert doctor.check_environment("jax", profile)[0].ok
+        else:
+            message = f"the jax environment is missing ({python} does not exist, even after its setup lines)"
+            with pytest.raises(OrchestratorError, match=re.escape(message)):
+                envs.check_runnable("jax", profile)
+            assert doctor.check_environment("jax", profile)[0].detail.startswith(message)
 
 
 def test_doctor_checks_the_site_interpreter_and_says_it_is_not_locked(tmp_path):
@@ -163,7 +185,8 @@ def test_submission_needs_the_site_interpreter_not_an_activate_script(tmp_path):
     req = SimpleNamespace(run_by=executor("local"), profile=load_profile(site_profile(tmp_path, python)))
     check_can_run(req, ["jax"])  # no activate script anywhere: accepted
     python.unlink()
-    with pytest.raises(UsageError, match=r"the jax environment is missing \(.*conda/bin/python does not exist\); "
+    with pytest.raises(UsageError, match=r"the jax environment is missing \(.*conda/bin/python does not exist, even "
+                                         r"after its setup lines\); "
                                          r"correct \[envs.jax\] python in the profile"):
         check_can_run(req, ["jax"])
 
