@@ -148,7 +148,8 @@ def test_submitit_gets_the_options():
     params = submitit_parameters(profile, "jax_digits_1", 10)
     assert params["slurm_partition"] == "p2" and params["slurm_mem"] == "64G" and params["timeout_min"] == 120
     assert params["slurm_array_parallelism"] == 2
-    assert params["slurm_additional_parameters"] == {"account": "a2", "qos": "high"}
+    assert params["slurm_account"] == "a2" and params["slurm_qos"] == "high"
+    assert params["slurm_additional_parameters"] == {}
 
 
 def test_the_collect_job_gets_the_qos_option(tmp_path):

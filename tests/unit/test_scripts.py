@@ -167,7 +167,7 @@ def test_submitit_gets_the_profile_resources():
     assert params["slurm_partition"] == "gpu" and params["slurm_gres"] == "gpu:2"
     assert params["slurm_cpus_per_task"] == 4 and params["timeout_min"] == 30
     assert params["slurm_setup"] == ["module load cuda"]
-    assert params["slurm_additional_parameters"] == {"qos": "high", "account": "a1"}
+    assert params["slurm_account"] == "a1" and params["slurm_additional_parameters"] == {"qos": "high"}
 
 
 def test_waiting_polls_squeue_once_per_round_for_the_whole_campaign(tmp_path, monkeypatch):

@@ -85,14 +85,10 @@ def submitit_parameters(profile: ClusterProfile, job_name: str, n_tasks: int) ->
         "slurm_array_parallelism": profile.throttle(n_tasks) or n_tasks,  # submitit writes it as --array=...%N
         "slurm_additional_parameters": extra,
     }
-    # One task per node, so the node's GPUs are the task's. Account and QOS stay among the additional parameters,
-    # where they always were: submitit sorts all parameters into one #SBATCH list, so its script is the same.
+    # One task per node, so the node's GPUs are the task's. submitit writes extra_sbatch's options (its additional
+    # parameters) over these, as the sbatch scripts put them after their own.
     for option, value in [*profile.queue_options(), *profile.task_options(profile.gpus_per_task)]:
-        name = option.replace("-", "_")
-        if option in ("account", "qos"):
-            extra[name] = value
-        else:
-            params[f"slurm_{name}"] = value
+        params[f"slurm_{option.replace('-', '_')}"] = value
     return params
 
 
