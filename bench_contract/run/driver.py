@@ -395,8 +395,9 @@ def run_pack(children: Children, launchers: Mapping[str, str], pack: Pack, trial
         while thread.is_alive():  # a timed join, so that the main thread runs the signal handler at once
             thread.join(0.2)
     if children.stopped:
-        if children.stopped_by is not None and job_past_end(children.environment):
-            children.out_of_time = True  # Slurm's own signal at the time limit, which came while a step ran
+        # Slurm's own signal at the time limit: a step it cut has said so already (Slot.call); otherwise ask.
+        if children.stopped_by is not None and not children.out_of_time and job_past_end(children.environment):
+            children.out_of_time = True
         say(f"pack stopped by {children.stop_reason}; {len(codes)} of its {len(pack.pairs)} pair(s) ended", err)
         if children.stopped_by is None:  # the time limit: Slurm's own signal ends the job
             children.await_end_of_job(TIME_LIMIT_WAIT_S)

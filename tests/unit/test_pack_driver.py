@@ -171,15 +171,16 @@ def test_side_by_side_each_slot_runs_one_pair_at_a_time_both_frameworks_in_the_s
     assert seen == {(f"run_{r['framework']}", r["pair_key"][1:], str(r["slot"])) for r in records}
 
 
-@pytest.mark.parametrize("signum, past_end", [(signal.SIGTERM, False), (signal.SIGUSR1, False),
-                                             (signal.SIGTERM, True)])
-def test_a_stop_signal_reaches_every_running_step_and_no_further_run_starts(tmp_path, signum, past_end):
+@pytest.mark.parametrize("signum, past_end, step_exit", [(signal.SIGTERM, False, 99), (signal.SIGUSR1, False, 99),
+                                                        (signal.SIGTERM, True, 99), (signal.SIGTERM, True, 0)])
+def test_a_stop_signal_reaches_every_running_step_and_no_further_run_starts(tmp_path, signum, past_end, step_exit):
     """A signal while steps run: scancel or Slurm's warning signal before the job's end, or Slurm's own TERM at the
-    time limit, when squeue says the end time has passed (the pack then says so: the job ends TIMEOUT)."""
+    time limit, when squeue says the end time has passed (the pack then says so: the job ends TIMEOUT), whether the
+    steps it cut failed (the slot asks squeue) or ended cleanly (the pack asks)."""
     specs, log = pack_specs(tmp_path, 4, 1), tmp_path / "runs.log"
     name = signal.Signals(signum).name
-    waiting = (f'trap \'kill "$s"; echo "$FUNCNAME $2 got {name}" >> {log}; exit 99\' {name}; sleep 60 & s=$!; '
-               f'echo "$FUNCNAME $2 started" >> {log}; wait "$s"')
+    waiting = (f'trap \'kill "$s"; echo "$FUNCNAME $2 got {name}" >> {log}; exit {step_exit}\' {name}; sleep 60 & '
+               f's=$!; echo "$FUNCNAME $2 started" >> {log}; wait "$s"')
     end = datetime.now() + timedelta(minutes=-1 if past_end else 10)
     env = {**environment(tmp_path, run_jax=waiting, run_torch=waiting), "JOB_END": end.isoformat(timespec="seconds")}
     driver = subprocess.Popen([*DRIVER, *pack_args(specs, tmp_path, pack=0, size=4, count=4, trials=1, slots=2)],
