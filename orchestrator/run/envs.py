@@ -27,7 +27,7 @@ from orchestrator.plan import catalog
 from orchestrator.plan.discovery import profile_for
 from orchestrator.plan.profile import ClusterProfile
 from orchestrator.plan.render import check_container_reference, is_image_file, launcher_words
-from orchestrator.run import locks
+from orchestrator.run import locks, queue
 
 STAMP = ".lock.sha256"
 ERROR_LINES = 10  # the end of a failed command's output that its error shows
@@ -228,19 +228,12 @@ def check_site_interpreter(framework: str, profile: ClusterProfile) -> None:
     what puts it there), which run here only where the path alone is not found. One sentence if it is missing."""
     python = profile.python_path(framework)
     setup = site_setup_lines(framework, profile)
-    if python.is_file() or (setup and succeeds(after_setup_lines(setup, ["test", "-f", str(python)]))):
+    look_again = after_setup_lines(setup, ["test", "-f", str(python)])
+    if python.is_file() or (setup and queue.answered(look_again[0], look_again[1:], timeout_s=120)):
         return
     after = ", even after its setup lines" if setup else ""
     raise UsageError(f"the {framework} environment is missing ({python} does not exist{after}); correct "
                      f"[envs.{framework}] python in the profile")
-
-
-def succeeds(command: list[str]) -> bool:
-    try:
-        return subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
-                              check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def check_container(framework: str, site) -> None:

@@ -47,7 +47,8 @@ def query(command: str, args: list[str], timeout_s: float | None = None) -> subp
     if path is None:
         raise QueueUnreadable(command, f"'{command}' is not on PATH")
     try:
-        return subprocess.run([path, *args], check=False, capture_output=True, text=True, timeout=timeout_s)
+        return subprocess.run([path, *args], check=False, capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise QueueUnreadable(command, f"no answer within {timeout_s:.0f} s") from None
     except OSError as exc:
@@ -55,8 +56,9 @@ def query(command: str, args: list[str], timeout_s: float | None = None) -> subp
 
 
 def answered(command: str, args: list[str], timeout_s: float) -> subprocess.CompletedProcess | None:
-    """A Slurm call whose failure only means "no answer" (a limit, the partitions, a cancel): its completed
-    process, or None where query raises or the command exits non-zero."""
+    """A call whose failure only means "no answer" (Slurm's: a limit, the partitions, a cancel; a site's setup
+    lines tried before its interpreter): its completed process, or None where query raises or the command exits
+    non-zero."""
     try:
         proc = query(command, args, timeout_s)
     except QueueUnreadable:
